@@ -1,0 +1,78 @@
+// Adapter: the only way sagad talks to downstream services. One call is one
+// logical operation attempt carrying a stable idempotency key; the adapter
+// classifies what came back (DESIGN.md "Downstream protocol"). Reconciliation
+// asks the downstream whether the operation with a key happened.
+// Thread-safety: implementations must be safe for concurrent calls.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace sagad {
+
+// How to reach and treat one downstream service (config "services").
+struct ServiceConfig {
+  std::string name;
+  std::string base_url;  // http://host:port[/prefix]
+  int timeout_ms = 5000;
+  std::map<std::string, std::string> headers;
+  bool queryable = true;   // answers GET <operations_path>
+  bool idempotent = true;  // deduplicates by Idempotency-Key
+  std::string operations_path = "/operations/{key}";
+};
+
+enum class Outcome {
+  kCommitted,    // 2xx: it happened; body is the result
+  kFailed,       // definite rejection (4xx): it did not and will not happen
+  kNotExecuted,  // nothing was done (429, connection refused): retry later
+  kUnknown,      // may or may not have happened (timeout, reset, 5xx, 408, 409)
+};
+const char* OutcomeName(Outcome o);
+
+struct CallRequest {
+  std::string service;
+  std::string method;
+  std::string path;          // rendered, relative to the service base URL
+  nlohmann::json body;       // null: no body
+  std::string idempotency_key;
+  std::string instance_id;
+  std::string step;
+  uint64_t fencing_token = 0;
+};
+
+struct CallResult {
+  Outcome outcome = Outcome::kUnknown;
+  int http_status = 0;       // 0 when no response arrived
+  nlohmann::json result;     // parsed 2xx body (or {"raw": text})
+  std::string external_ref;  // "ref" or "id" of the result
+  std::string error;         // human-readable reason when not committed
+  bool replayed = false;     // downstream said Idempotent-Replayed: true
+};
+
+enum class QueryOutcome { kHappened, kNotHappened, kUnknown };
+
+struct QueryResult {
+  QueryOutcome outcome = QueryOutcome::kUnknown;
+  nlohmann::json result;
+  std::string external_ref;
+  std::string error;
+};
+
+class Adapter {
+ public:
+  virtual ~Adapter() = default;
+  // Sends one attempt. Never throws; every failure is classified.
+  virtual CallResult Call(const CallRequest& req) = 0;
+  // Asks whether the operation with `key` happened (GET operations path).
+  virtual QueryResult Query(const std::string& service, const std::string& key,
+                            const std::string& instance_id, uint64_t fencing_token) = 0;
+  // The service's configuration, or nullptr if it is not configured.
+  virtual const ServiceConfig* Service(const std::string& name) const = 0;
+};
+
+using AdapterPtr = std::unique_ptr<Adapter>;
+
+}  // namespace sagad

@@ -1,0 +1,164 @@
+#include "adapters/http_adapter.h"
+
+#include <httplib.h>
+
+#include "adapters/classify.h"
+#include "adapters/sha256.h"
+#include "sagas/template.h"
+
+namespace sagad {
+namespace {
+
+// Splits "http://host:port/prefix" into ("http://host:port", "/prefix").
+void SplitBaseUrl(const std::string& url, std::string* origin, std::string* prefix) {
+  size_t scheme = url.find("://");
+  size_t path = url.find('/', scheme == std::string::npos ? 0 : scheme + 3);
+  if (path == std::string::npos) {
+    *origin = url;
+    prefix->clear();
+  } else {
+    *origin = url.substr(0, path);
+    *prefix = url.substr(path);
+    while (!prefix->empty() && prefix->back() == '/') prefix->pop_back();
+  }
+}
+
+nlohmann::json ParseBody(const std::string& body) {
+  if (body.empty()) return nlohmann::json::object();
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return {{"raw", body.substr(0, 4096)}};
+  return j;
+}
+
+}  // namespace
+
+// Idle keep-alive clients of one service; a client serves one call at a time.
+struct HttpAdapter::Pool {
+  ServiceConfig config;
+  std::string origin;
+  std::string prefix;
+  std::mutex mu;
+  std::vector<std::unique_ptr<httplib::Client>> idle;
+
+  std::unique_ptr<httplib::Client> Acquire() {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      if (!idle.empty()) {
+        auto c = std::move(idle.back());
+        idle.pop_back();
+        return c;
+      }
+    }
+    auto c = std::make_unique<httplib::Client>(origin);
+    c->set_keep_alive(true);
+    time_t sec = config.timeout_ms / 1000;
+    time_t usec = (config.timeout_ms % 1000) * 1000;
+    c->set_connection_timeout(sec, usec);
+    c->set_read_timeout(sec, usec);
+    c->set_write_timeout(sec, usec);
+    return c;
+  }
+  void Release(std::unique_ptr<httplib::Client> c) {
+    std::lock_guard<std::mutex> l(mu);
+    if (idle.size() < 64) idle.push_back(std::move(c));
+  }
+};
+
+HttpAdapter::HttpAdapter(std::map<std::string, ServiceConfig> services)
+    : services_(std::move(services)) {
+  for (auto& [name, cfg] : services_) {
+    auto pool = std::make_unique<Pool>();
+    pool->config = cfg;
+    SplitBaseUrl(cfg.base_url, &pool->origin, &pool->prefix);
+    pools_[name] = std::move(pool);
+  }
+}
+
+HttpAdapter::~HttpAdapter() = default;
+
+const ServiceConfig* HttpAdapter::Service(const std::string& name) const {
+  auto it = services_.find(name);
+  return it == services_.end() ? nullptr : &it->second;
+}
+
+CallResult HttpAdapter::Call(const CallRequest& req) {
+  CallResult out;
+  auto it = pools_.find(req.service);
+  if (it == pools_.end()) {
+    out.outcome = Outcome::kNotExecuted;
+    out.error = "service '" + req.service + "' is not configured";
+    return out;
+  }
+  Pool& pool = *it->second;
+  httplib::Request hreq;
+  hreq.method = req.method;
+  hreq.path = pool.prefix + req.path;
+  for (const auto& [k, v] : pool.config.headers) hreq.headers.emplace(k, v);
+  hreq.headers.emplace("Idempotency-Key", req.idempotency_key);
+  hreq.headers.emplace("Saga-Instance", req.instance_id);
+  hreq.headers.emplace("Saga-Step", req.step);
+  hreq.headers.emplace("Saga-Fencing-Token", std::to_string(req.fencing_token));
+  if (!req.body.is_null()) {
+    hreq.body = CanonicalJson(req.body);
+    hreq.headers.emplace("Content-Type", "application/json");
+  }
+  auto client = pool.Acquire();
+  httplib::Result res = client->send(hreq);
+  if (!res) {
+    httplib::Error err = res.error();
+    bool sent = !(err == httplib::Error::Connection ||
+                  err == httplib::Error::ConnectionTimeout ||
+                  err == httplib::Error::BindIPAddress);
+    out.outcome = ClassifyTransportError(sent);
+    out.error = std::string(sent ? "no response: " : "not sent: ") + httplib::to_string(err);
+    return out;  // a failed client is dropped, not pooled
+  }
+  out.http_status = res->status;
+  out.outcome = ClassifyHttpStatus(res->status);
+  out.replayed = res->get_header_value("Idempotent-Replayed") == "true";
+  if (out.outcome == Outcome::kCommitted) {
+    out.result = ParseBody(res->body);
+    out.external_ref = ExternalRef(out.result);
+  } else {
+    out.error = "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 512);
+  }
+  pool.Release(std::move(client));
+  return out;
+}
+
+QueryResult HttpAdapter::Query(const std::string& service, const std::string& key,
+                               const std::string& instance_id, uint64_t fencing_token) {
+  QueryResult out;
+  auto it = pools_.find(service);
+  if (it == pools_.end()) {
+    out.error = "service '" + service + "' is not configured";
+    return out;
+  }
+  Pool& pool = *it->second;
+  std::string path = pool.config.operations_path;
+  size_t pos = path.find("{key}");
+  if (pos != std::string::npos) path.replace(pos, 5, PercentEncode(key));
+  httplib::Request hreq;
+  hreq.method = "GET";
+  hreq.path = pool.prefix + path;
+  for (const auto& [k, v] : pool.config.headers) hreq.headers.emplace(k, v);
+  hreq.headers.emplace("Saga-Instance", instance_id);
+  hreq.headers.emplace("Saga-Fencing-Token", std::to_string(fencing_token));
+  auto client = pool.Acquire();
+  httplib::Result res = client->send(hreq);
+  if (!res) {
+    out.error = std::string("reconciliation query failed: ") + httplib::to_string(res.error());
+    return out;
+  }
+  out.outcome = ClassifyQueryStatus(res->status);
+  if (out.outcome == QueryOutcome::kHappened) {
+    out.result = ParseBody(res->body);
+    out.external_ref = ExternalRef(out.result);
+  } else if (out.outcome == QueryOutcome::kUnknown) {
+    out.error = "reconciliation query: HTTP " + std::to_string(res->status);
+  }
+  pool.Release(std::move(client));
+  return out;
+}
+
+}  // namespace sagad

@@ -1,0 +1,33 @@
+// HttpAdapter: the Adapter over HTTP/1.1 (cpp-httplib), speaking the
+// downstream protocol of DESIGN.md. Keeps a pool of keep-alive connections
+// per service. Thread-safety: safe for concurrent Call/Query.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "adapters/adapter.h"
+
+namespace sagad {
+
+class HttpAdapter : public Adapter {
+ public:
+  explicit HttpAdapter(std::map<std::string, ServiceConfig> services);
+  ~HttpAdapter() override;
+
+  // Adapter
+  CallResult Call(const CallRequest& req) override;
+  QueryResult Query(const std::string& service, const std::string& key,
+                    const std::string& instance_id, uint64_t fencing_token) override;
+  const ServiceConfig* Service(const std::string& name) const override;
+
+ private:
+  struct Pool;
+  std::map<std::string, ServiceConfig> services_;
+  std::map<std::string, std::unique_ptr<Pool>> pools_;
+};
+
+}  // namespace sagad

@@ -1,0 +1,110 @@
+#include "coordinator/config.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace sagad {
+
+bool ParseRole(const std::string& s, Role* out) {
+  static const std::map<std::string, Role> kRoles = {{"viewer", Role::kViewer},
+                                                     {"submitter", Role::kSubmitter},
+                                                     {"operator", Role::kOperator},
+                                                     {"admin", Role::kAdmin}};
+  auto it = kRoles.find(s);
+  if (it == kRoles.end()) return false;
+  *out = it->second;
+  return true;
+}
+
+Status ParseListen(const std::string& s, std::string* host, int* port) {
+  size_t colon = s.rfind(':');
+  if (colon == std::string::npos || colon + 1 >= s.size())
+    return InvalidArgument("listen address must be HOST:PORT, got '" + s + "'");
+  std::string h = s.substr(0, colon);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  char* end = nullptr;
+  long p = std::strtol(s.c_str() + colon + 1, &end, 10);
+  if (*end != '\0' || p < 0 || p > 65535)
+    return InvalidArgument("listen port must be 0-65535, got '" + s.substr(colon + 1) + "'");
+  *host = h.empty() ? "127.0.0.1" : h;
+  *port = static_cast<int>(p);
+  return Status::Ok();
+}
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+StatusOr<Config> ParseConfig(const nlohmann::json& j) {
+  Config c;
+  if (!j.is_object()) return InvalidArgument("config must be a JSON object");
+  try {
+    if (j.contains("listen"))
+      SAGAD_RETURN_IF_ERROR(ParseListen(j["listen"].get<std::string>(), &c.listen_host, &c.listen_port));
+    c.data_dir = j.value("data_dir", c.data_dir);
+    c.workers = j.value("workers", c.workers);
+    if (c.workers < 1 || c.workers > 1024) return InvalidArgument("workers must be 1-1024");
+    if (j.contains("services")) {
+      if (!j["services"].is_object()) return InvalidArgument("'services' must be an object");
+      for (const auto& [name, s] : j["services"].items()) {
+        ServiceConfig sc;
+        sc.name = name;
+        if (s.is_string()) {
+          sc.base_url = s.get<std::string>();
+        } else {
+          sc.base_url = s.at("base_url").get<std::string>();
+          sc.timeout_ms = s.value("timeout_ms", sc.timeout_ms);
+          sc.queryable = s.value("queryable", sc.queryable);
+          sc.idempotent = s.value("idempotent", sc.idempotent);
+          sc.operations_path = s.value("operations_path", sc.operations_path);
+          if (s.contains("headers"))
+            for (const auto& [k, v] : s["headers"].items()) sc.headers[k] = v.get<std::string>();
+        }
+        if (sc.base_url.rfind("http://", 0) != 0 && sc.base_url.rfind("https://", 0) != 0)
+          return InvalidArgument("service '" + name + "': base_url must start with http://");
+        if (sc.timeout_ms < 1) return InvalidArgument("service '" + name + "': timeout_ms must be > 0");
+        c.services[name] = sc;
+      }
+    }
+    if (j.contains("tokens")) {
+      for (const auto& t : j["tokens"]) {
+        Token tok;
+        tok.name = t.at("name").get<std::string>();
+        tok.token = t.at("token").get<std::string>();
+        if (tok.token.empty()) return InvalidArgument("token '" + tok.name + "' is empty");
+        if (!ParseRole(t.value("role", "viewer"), &tok.role))
+          return InvalidArgument("token '" + tok.name + "': role must be viewer, submitter, operator or admin");
+        c.tokens.push_back(tok);
+      }
+    }
+    if (j.contains("webhooks")) c.webhooks = j["webhooks"];
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument(std::string("config: ") + e.what());
+  }
+  return c;
+}
+
+StatusOr<Config> LoadConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return InvalidArgument("cannot read config file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded()) return InvalidArgument("config file " + path + " is not valid JSON");
+  return ParseConfig(j);
+}
+
+Status ApplyServiceOverride(const std::string& arg, Config* config) {
+  size_t eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
+    return InvalidArgument("--service expects NAME=URL, got '" + arg + "'");
+  std::string name = arg.substr(0, eq), url = arg.substr(eq + 1);
+  if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
+    return InvalidArgument("--service " + name + ": URL must start with http://");
+  ServiceConfig& sc = config->services[name];
+  sc.name = name;
+  sc.base_url = url;
+  return Status::Ok();
+}
+
+}  // namespace sagad

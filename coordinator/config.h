@@ -1,0 +1,48 @@
+// sagad configuration: the JSON config file plus command-line overrides.
+//   {"listen": "127.0.0.1:8080", "data_dir": "./data",
+//    "services": {"ticketing": {"base_url": "http://...", "timeout_ms": 5000,
+//                 "headers": {...}, "queryable": true, "idempotent": true,
+//                 "operations_path": "/operations/{key}"}},
+//    "tokens": [{"name": "alice", "token": "...", "role": "operator"}],
+//    "webhooks": [...], "workers": 16}
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "adapters/adapter.h"
+#include "sagas/status.h"
+
+namespace sagad {
+
+enum class Role { kViewer = 0, kSubmitter = 1, kOperator = 2, kAdmin = 3 };
+bool ParseRole(const std::string& s, Role* out);
+
+struct Token {
+  std::string name;
+  std::string token;
+  Role role = Role::kViewer;
+};
+
+struct Config {
+  std::string listen_host = "127.0.0.1";
+  int listen_port = 8080;
+  std::string data_dir = "./sagad-data";
+  std::map<std::string, ServiceConfig> services;
+  std::vector<Token> tokens;
+  nlohmann::json webhooks = nlohmann::json::array();
+  int workers = 16;
+};
+
+// Parses a config document; InvalidArgument with a one-line reason.
+StatusOr<Config> ParseConfig(const nlohmann::json& j);
+// Reads and parses FILE.
+StatusOr<Config> LoadConfigFile(const std::string& path);
+// "HOST:PORT" -> host, port.
+Status ParseListen(const std::string& s, std::string* host, int* port);
+// "NAME=URL" -> sets or overrides that service's base_url.
+Status ApplyServiceOverride(const std::string& arg, Config* config);
+bool IsLoopback(const std::string& host);
+
+}  // namespace sagad

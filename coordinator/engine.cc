@@ -1,0 +1,1066 @@
+#include "coordinator/engine.h"
+
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <condition_variable>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "adapters/sha256.h"
+#include "coordinator/crash_point.h"
+#include "sagas/instance.h"
+#include "sagas/planner.h"
+#include "sagas/template.h"
+
+namespace sagad {
+namespace {
+
+constexpr size_t kStripes = 64;
+constexpr uint64_t kFencingToken = 1;  // leases (issue 7) will make this a generation
+
+void Log(nlohmann::json line) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> l(mu);
+  std::cerr << line.dump() << "\n";
+}
+
+std::string NewInstanceId(int64_t now_ms) {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  uint64_t r;
+  {
+    std::lock_guard<std::mutex> l(mu);
+    r = rng();
+  }
+  char buf[40];
+  snprintf(buf, sizeof buf, "%012llx-%016llx", static_cast<unsigned long long>(now_ms),
+           static_cast<unsigned long long>(r));
+  return buf;
+}
+
+// The events and operation records of one transition, applied to a copy of
+// the instance as they are added (so the MSM tables validate each one).
+class Tx {
+ public:
+  Tx(Instance& inst, int64_t now) : inst_(inst), now_(now) {}
+
+  Status Step(int i, StepEvent e, nlohmann::json data = nlohmann::json::object()) {
+    return Add(inst_.step(i).name, StepEventName(e), std::move(data), i);
+  }
+  Status Saga(SagaEvent e, nlohmann::json data = nlohmann::json::object()) {
+    return Add("", SagaEventName(e), std::move(data), -1);
+  }
+  Status Reconciled(int i, nlohmann::json data) {
+    return Add(inst_.step(i).name, "reconciled", std::move(data), i);
+  }
+  const Instance& inst() const { return inst_; }
+  std::vector<Event>& events() { return events_; }
+  std::vector<OperationRecord> Operations() const {
+    std::vector<OperationRecord> ops;
+    for (int i : touched_) {
+      const StepState& st = inst_.step(i);
+      bool in_comp = st.status() == StepStatus::kCompensating ||
+                     st.status() == StepStatus::kCompensated ||
+                     st.machine.reviewing_compensation() || st.comp_attempts > 0;
+      if (!st.key.empty()) {
+        OperationRecord op;
+        op.key = st.key;
+        op.instance_id = inst_.id();
+        op.step = st.name;
+        op.kind = "forward";
+        op.args_hash = st.args_hash;
+        op.state = in_comp ? "COMMITTED" : StepStatusName(st.status());
+        op.attempts = st.attempts;
+        op.external_ref = st.external_ref;
+        op.result = st.result;
+        op.last_error = st.last_error;
+        op.updated_at = now_;
+        ops.push_back(std::move(op));
+      }
+      if (!st.comp_key.empty()) {
+        OperationRecord op;
+        op.key = st.comp_key;
+        op.instance_id = inst_.id();
+        op.step = st.name;
+        op.kind = "compensation";
+        op.args_hash = st.comp_args_hash;
+        op.state = st.status() == StepStatus::kCommitted ? "NOT_EXECUTED"
+                                                          : StepStatusName(st.status());
+        op.attempts = st.comp_attempts;
+        op.result = st.comp_result;
+        op.last_error = st.comp_last_error;
+        op.updated_at = now_;
+        ops.push_back(std::move(op));
+      }
+    }
+    return ops;
+  }
+
+ private:
+  Status Add(std::string step, std::string type, nlohmann::json data, int index) {
+    Event e;
+    e.seq = inst_.last_seq() + 1;
+    e.at_ms = now_;
+    e.type = std::move(type);
+    e.step = std::move(step);
+    e.data = std::move(data);
+    SAGAD_RETURN_IF_ERROR(inst_.Apply(e));
+    events_.push_back(std::move(e));
+    if (index >= 0) touched_.insert(index);
+    return Status::Ok();
+  }
+
+  Instance& inst_;
+  int64_t now_;
+  std::vector<Event> events_;
+  std::set<int> touched_;
+};
+
+// What the driver does after an action.
+enum class Next { kContinue, kStop };
+
+bool IsRetryableSendState(StepStatus s) {
+  return s == StepStatus::kPlanned || s == StepStatus::kStarted || s == StepStatus::kUnknown;
+}
+
+}  // namespace
+
+bool Engine::IsSettled(const std::string& status) {
+  return status == "COMPLETED" || status == "COMPENSATED" || status == "AWAITING_APPROVAL" ||
+         status == "NEEDS_REVIEW";
+}
+
+class Engine::Impl {
+ public:
+  Impl(Store& store, Adapter& adapter, Clock& clock, EngineOptions options)
+      : store_(store),
+        adapter_(adapter),
+        clock_(clock),
+        options_(options),
+        pool_(static_cast<size_t>(std::max(1, options.workers))),
+        work_(boost::asio::make_work_guard(io_)),
+        timer_thread_([this] { io_.run(); }),
+        rng_(std::random_device{}()) {}
+
+  ~Impl() { Stop(); }
+
+  // ---- definitions ----
+  Status Register(const SagaDefinition& def) {
+    SAGAD_RETURN_IF_ERROR(Validate(def));
+    std::lock_guard<std::mutex> l(defs_mu_);
+    auto& versions = defs_[def.name];
+    auto it = versions.find(def.version);
+    if (it != versions.end()) {
+      if (*it->second == def) return Status::Ok();
+      return AlreadyExists("saga " + def.name + " version " + std::to_string(def.version) +
+                           " is already registered with a different definition");
+    }
+    versions[def.version] = std::make_shared<const SagaDefinition>(def);
+    return Status::Ok();
+  }
+
+  std::vector<SagaDefinitionPtr> Definitions() const {
+    std::lock_guard<std::mutex> l(defs_mu_);
+    std::vector<SagaDefinitionPtr> out;
+    for (const auto& [name, versions] : defs_)
+      for (const auto& [v, d] : versions) out.push_back(d);
+    return out;
+  }
+
+  SagaDefinitionPtr Definition(const std::string& name, int version) const {
+    std::lock_guard<std::mutex> l(defs_mu_);
+    auto it = defs_.find(name);
+    if (it == defs_.end() || it->second.empty()) return nullptr;
+    if (version <= 0) return it->second.rbegin()->second;
+    auto v = it->second.find(version);
+    return v == it->second.end() ? nullptr : v->second;
+  }
+
+  // ---- lifecycle ----
+  Status Start() {
+    auto start = clock_.SteadyNow();
+    auto ids = store_.ListActiveIds();
+    if (!ids.ok()) return ids.status();
+    for (const auto& id : *ids) Schedule(id);
+    Log({{"msg", "recovery scheduled"}, {"instances", ids->size()},
+         {"ms", std::chrono::duration_cast<std::chrono::milliseconds>(clock_.SteadyNow() - start)
+                    .count()}});
+    return Status::Ok();
+  }
+
+  void Stop() {
+    {
+      std::unique_lock<std::mutex> l(sched_mu_);
+      if (stopped_) return;
+      stopping_ = true;
+      idle_cv_.wait(l, [this] { return running_.empty(); });
+      stopped_ = true;
+    }
+    work_.reset();
+    io_.stop();
+    if (timer_thread_.joinable()) timer_thread_.join();
+    pool_.join();
+  }
+
+  // ---- submissions ----
+  StatusOr<SubmitOutcome> Submit(const std::string& saga, const nlohmann::json& input,
+                                 const std::string& client_key, const std::string& request_hash) {
+    SagaDefinitionPtr def = Definition(saga, 0);
+    if (!def) return NotFound("saga '" + saga + "' is not registered");
+    if (!input.is_object()) return InvalidArgument("'input' must be a JSON object");
+    std::vector<std::string> missing;
+    for (const auto& f : def->RequiredInputFields())
+      if (!input.contains(f) || input[f].is_null()) missing.push_back(f);
+    if (!missing.empty()) {
+      std::string m;
+      for (const auto& f : missing) m += (m.empty() ? "" : ", ") + f;
+      return InvalidArgument("input is missing required field(s): " + m);
+    }
+    SubmitOutcome out;
+    std::optional<Submission> sub;
+    if (!client_key.empty()) {
+      std::lock_guard<std::mutex> l(submit_mu_);
+      if (inflight_.count(client_key))
+        return FailedPrecondition("a request with this Idempotency-Key is still in progress");
+      auto existing = store_.GetSubmission(client_key);
+      if (existing.ok()) {
+        if (existing->request_hash != request_hash)
+          return AlreadyExists("this Idempotency-Key was already used with a different request");
+        out.instance_id = existing->instance_id;
+        out.replayed = true;
+        out.stored_status = existing->response_status;
+        out.stored_response = existing->response;
+        return out;
+      }
+      if (existing.status().code() != StatusCode::kNotFound) return existing.status();
+      inflight_.insert(client_key);
+      sub.emplace();
+      sub->key = client_key;
+      sub->request_hash = request_hash;
+    }
+    int64_t now = clock_.NowMillis();
+    std::string id = NewInstanceId(now);
+    Instance inst;
+    Event created = Instance::CreatedEvent(id, *def, input);
+    created.seq = 1;
+    created.at_ms = now;
+    Status s = inst.Apply(created);
+    if (s.ok()) {
+      inst.set_version(1);
+      if (sub) {
+        sub->instance_id = id;
+        sub->created_at = now;
+      }
+      s = store_.CreateInstance(inst.ToJson(), {created}, sub ? &*sub : nullptr);
+    }
+    if (!s.ok()) {
+      if (sub) EndInflight(client_key);
+      return s;
+    }
+    {
+      std::lock_guard<std::mutex> l(stripe(id));
+      cache_put(id, std::make_shared<Instance>(inst));
+    }
+    Log({{"msg", "instance created"}, {"instance", id}, {"saga", saga}});
+    CrashPoint("after_create");
+    Schedule(id);
+    out.instance_id = id;
+    return out;
+  }
+
+  void FinishSubmission(const std::string& key, int status, const nlohmann::json& response) {
+    if (key.empty()) return;
+    Status s = store_.SetSubmissionResponse(key, status, response);
+    if (!s.ok()) Log({{"msg", "cannot store submission response"}, {"error", s.ToString()}});
+    EndInflight(key);
+  }
+
+  // ---- reads ----
+  StatusOr<nlohmann::json> GetInstance(const std::string& id) { return store_.GetInstance(id); }
+
+  StatusOr<nlohmann::json> WaitSettled(const std::string& id, std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::unique_lock<std::mutex> l(wait_mu_);
+    while (true) {
+      uint64_t seen = commits_;
+      l.unlock();
+      auto j = store_.GetInstance(id);
+      l.lock();
+      if (!j.ok() || Engine::IsSettled(j->value("status", ""))) return j;
+      if (std::chrono::steady_clock::now() >= deadline) return j;
+      wait_cv_.wait_until(l, deadline, [&] { return commits_ != seen; });
+    }
+  }
+
+  StatusOr<std::vector<Event>> GetEvents(const std::string& id) {
+    auto inst = store_.GetInstance(id);
+    if (!inst.ok()) return inst.status();
+    return store_.GetEvents(id);
+  }
+
+  StatusOr<InstancePage> List(const std::string& status, const std::string& saga, size_t limit,
+                              const std::string& cursor) {
+    return store_.ListInstances(status, saga, limit, cursor);
+  }
+
+  StatusOr<nlohmann::json> Approvals() {
+    auto ids = store_.ListActiveIds();
+    if (!ids.ok()) return ids.status();
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& id : *ids) {
+      auto j = store_.GetInstance(id);
+      if (!j.ok()) continue;
+      for (const auto& st : (*j)["steps"]) {
+        if (st.value("status", "") != "AWAITING_APPROVAL") continue;
+        out.push_back({{"instance_id", id}, {"saga", j->value("saga", "")},
+                       {"step", st.value("name", "")},
+                       {"key", id + ":" + st.value("name", "")},
+                       {"input", (*j)["input"]}, {"since", j->value("updated_at", int64_t(0))}});
+      }
+    }
+    return out;
+  }
+
+  StatusOr<nlohmann::json> Bundle(const std::string& id) {
+    auto j = store_.GetInstance(id);
+    if (!j.ok()) return j.status();
+    auto events = store_.GetEvents(id);
+    if (!events.ok()) return events.status();
+    nlohmann::json evs = nlohmann::json::array();
+    for (const auto& e : *events) evs.push_back(e.ToJson());
+    nlohmann::json ops = nlohmann::json::array(), confirmed = nlohmann::json::array(),
+                   unknown = nlohmann::json::array();
+    for (const auto& st : (*j)["steps"]) {
+      std::string name = st.value("name", "");
+      for (const std::string& key : {id + ":" + name, id + ":" + name + ":compensate"}) {
+        auto op = store_.GetOperation(key);
+        if (!op.ok()) continue;
+        nlohmann::json oj = op->ToJson();
+        ops.push_back(oj);
+        if (op->state == "COMMITTED" || op->state == "COMPENSATED")
+          confirmed.push_back({{"key", key}, {"step", name}, {"kind", op->kind},
+                               {"external_ref", op->external_ref}});
+        if (op->state == "STARTED" || op->state == "UNKNOWN" || op->state == "COMPENSATING" ||
+            op->state == "NEEDS_REVIEW")
+          unknown.push_back({{"key", key}, {"step", name}, {"kind", op->kind},
+                             {"last_error", op->last_error}});
+      }
+    }
+    std::string status = j->value("status", "");
+    std::string recommendation;
+    if (status != "NEEDS_REVIEW") {
+      recommendation = "none: the instance is " + status;
+    } else if (!unknown.empty()) {
+      recommendation =
+          "check the downstream for each unknown effect by its idempotency key, then POST "
+          ".../steps/{step}/resolve with outcome \"committed\" (and external_ref) or "
+          "\"not_executed\"";
+    } else {
+      recommendation = "inspect review_reason; resolve the step it names";
+    }
+    SagaDefinitionPtr def = Definition(j->value("saga", ""), j->value("saga_version", 0));
+    return nlohmann::json{{"instance", *j},
+                          {"definition", def ? def->ToJson() : nlohmann::json()},
+                          {"reason", j->value("review_reason", "")},
+                          {"events", evs},
+                          {"operations", ops},
+                          {"confirmed_effects", confirmed},
+                          {"unknown_effects", unknown},
+                          {"recommended_action", recommendation}};
+  }
+
+  // ---- operator actions ----
+  Status Approve(const std::string& id, const std::string& step, const std::string& actor,
+                 const std::string& comment) {
+    Status s = Mutate(id, [&](Tx& tx) -> Status {
+      int i = FindStep(tx.inst(), step);
+      if (i < 0) return NotFound("instance " + id + " has no step '" + step + "'");
+      const StepState& st = tx.inst().step(i);
+      if (st.status() != StepStatus::kAwaitingApproval) {
+        if (st.machine.approved()) return Status::Ok();  // already approved: nothing to do
+        return FailedPrecondition("step '" + step + "' is not awaiting approval (it is " +
+                                  StepStatusName(st.status()) + ")");
+      }
+      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kApprove, {{"by", actor}, {"comment", comment}}));
+      if (tx.inst().status() == SagaStatus::kAwaitingApproval)
+        SAGAD_RETURN_IF_ERROR(tx.Saga(SagaEvent::kResume, {{"by", actor}}));
+      return Status::Ok();
+    });
+    if (s.ok()) Schedule(id);
+    return s;
+  }
+
+  Status Reject(const std::string& id, const std::string& step, const std::string& actor,
+                const std::string& reason) {
+    Status s = Mutate(id, [&](Tx& tx) -> Status {
+      int i = FindStep(tx.inst(), step);
+      if (i < 0) return NotFound("instance " + id + " has no step '" + step + "'");
+      const StepState& st = tx.inst().step(i);
+      if (st.status() == StepStatus::kRejected) return Status::Ok();
+      if (st.status() != StepStatus::kAwaitingApproval)
+        return FailedPrecondition("step '" + step + "' is not awaiting approval (it is " +
+                                  StepStatusName(st.status()) + ")");
+      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kReject, {{"by", actor}, {"reason", reason}}));
+      return tx.Saga(SagaEvent::kStartCompensation,
+                     {{"by", actor}, {"reason", "step '" + step + "' rejected: " + reason}});
+    });
+    if (s.ok()) Schedule(id);
+    return s;
+  }
+
+  Status Cancel(const std::string& id, const std::string& actor, const std::string& reason) {
+    SagaDefinitionPtr def;
+    Status s = Mutate(id, [&](Tx& tx) -> Status {
+      const Instance& inst = tx.inst();
+      def = Definition(inst.saga(), inst.saga_version());
+      if (!def) return Internal("definition of " + inst.saga() + " is not registered");
+      SagaStatus ss = inst.status();
+      if (ss == SagaStatus::kCompensating || ss == SagaStatus::kCompensated) return Status::Ok();
+      if (ss == SagaStatus::kCompleted)
+        return FailedPrecondition("instance " + id + " already completed; nothing to cancel");
+      if (ss == SagaStatus::kNeedsReview)
+        return FailedPrecondition("instance " + id +
+                                  " needs review; resolve its unknown step first");
+      if (PivotCommitted(*def, inst))
+        return FailedPrecondition("instance " + id +
+                                  " has committed its irreversible step; it can only go forward");
+      for (size_t i = 0; i < inst.steps().size(); ++i)
+        if (inst.step(i).status() == StepStatus::kAwaitingApproval)
+          SAGAD_RETURN_IF_ERROR(tx.Step(static_cast<int>(i), StepEvent::kReject,
+                                        {{"by", actor}, {"reason", "cancelled: " + reason}}));
+      return tx.Saga(SagaEvent::kStartCompensation,
+                     {{"by", actor}, {"cancelled", true}, {"reason", "cancelled: " + reason}});
+    });
+    if (s.ok()) Schedule(id);
+    return s;
+  }
+
+  Status Resolve(const std::string& id, const std::string& step, const std::string& outcome,
+                 const std::string& external_ref, const std::string& actor,
+                 const std::string& comment) {
+    if (outcome != "committed" && outcome != "not_executed")
+      return InvalidArgument("outcome must be \"committed\" or \"not_executed\"");
+    nlohmann::json resolution = {{"outcome", outcome}, {"by", actor}, {"comment", comment}};
+    if (!external_ref.empty()) resolution["external_ref"] = external_ref;
+    Status s = Mutate(id, [&](Tx& tx) -> Status {
+      int i = FindStep(tx.inst(), step);
+      if (i < 0) return NotFound("instance " + id + " has no step '" + step + "'");
+      if (tx.inst().status() != SagaStatus::kNeedsReview)
+        return FailedPrecondition("instance " + id + " is not in NEEDS_REVIEW (it is " +
+                                  SagaStatusName(tx.inst().status()) + ")");
+      const StepState& st = tx.inst().step(i);
+      if (st.status() == StepStatus::kStarted || st.status() == StepStatus::kUnknown)
+        SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kEscalate, {{"error", "operator review"}}));
+      if (tx.inst().step(i).status() != StepStatus::kNeedsReview)
+        return FailedPrecondition("step '" + step + "' has no unknown outcome to resolve (it is " +
+                                  StepStatusName(tx.inst().step(i).status()) + ")");
+      bool comp = tx.inst().step(i).machine.reviewing_compensation();
+      if (outcome == "committed") {
+        if (comp) {
+          SAGAD_RETURN_IF_ERROR(
+              tx.Step(i, StepEvent::kCompensationDone, {{"resolution", resolution}}));
+        } else {
+          nlohmann::json result = {{"resolved_by_operator", true}};
+          if (!external_ref.empty()) result["ref"] = external_ref;
+          SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kCommit,
+                                        {{"result", result},
+                                         {"external_ref", external_ref},
+                                         {"resolution", resolution}}));
+        }
+      } else {
+        SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"resolution", resolution}}));
+      }
+      return tx.Saga(SagaEvent::kResume, {{"by", actor}, {"step", step}});
+    });
+    if (s.ok()) Schedule(id);
+    return s;
+  }
+
+ private:
+  // ---- scheduling ----
+  void Schedule(const std::string& id) {
+    {
+      std::lock_guard<std::mutex> l(sched_mu_);
+      if (stopping_) return;
+      if (running_.count(id)) {
+        rerun_.insert(id);
+        return;
+      }
+      running_.insert(id);
+    }
+    boost::asio::post(pool_, [this, id] { DriveLoop(id); });
+  }
+
+  void ScheduleAfter(const std::string& id, int64_t delay_ms) {
+    auto timer = std::make_shared<boost::asio::steady_timer>(io_);
+    timer->expires_after(std::chrono::milliseconds(delay_ms));
+    timer->async_wait([this, id, timer](const boost::system::error_code& ec) {
+      if (!ec) Schedule(id);
+    });
+  }
+
+  void DriveLoop(const std::string& id) {
+    while (true) {
+      try {
+        Drive(id);
+      } catch (const std::exception& e) {
+        Log({{"msg", "driver error"}, {"instance", id}, {"error", e.what()}});
+      }
+      std::lock_guard<std::mutex> l(sched_mu_);
+      if (!stopping_ && rerun_.erase(id)) continue;
+      rerun_.erase(id);
+      running_.erase(id);
+      if (running_.empty()) idle_cv_.notify_all();
+      return;
+    }
+  }
+
+  bool Stopping() {
+    std::lock_guard<std::mutex> l(sched_mu_);
+    return stopping_;
+  }
+
+  // Runs the instance until it waits (human, timer) or ends.
+  void Drive(const std::string& id) {
+    for (int round = 0; round < 10000 && !Stopping(); ++round) {
+      auto inst = Load(id);
+      if (!inst.ok()) {
+        Log({{"msg", "cannot load instance"}, {"instance", id}, {"error", inst.status().ToString()}});
+        return;
+      }
+      SagaDefinitionPtr def = Definition((*inst)->saga(), (*inst)->saga_version());
+      if (!def) {
+        Log({{"msg", "definition not registered"}, {"instance", id}, {"saga", (*inst)->saga()}});
+        return;
+      }
+      Action a = NextAction(*def, **inst);
+      Next next = Next::kStop;
+      switch (a.kind) {
+        case ActionKind::kNone:
+          return;
+        case ActionKind::kRequestApproval:
+          next = Transition(id, [&](Tx& tx) -> Status {
+            SAGAD_RETURN_IF_ERROR(tx.Step(a.step, StepEvent::kRequestApproval));
+            return tx.Saga(SagaEvent::kWaitForApproval);
+          });
+          break;
+        case ActionKind::kExecute:
+          next = Execute(id, *def, **inst, a.step);
+          break;
+        case ActionKind::kReconcile:
+          next = Reconcile(id, *def, **inst, a.step);
+          break;
+        case ActionKind::kStartCompensation:
+          next = Transition(id, [&](Tx& tx) {
+            return GiveUp(tx, *def, "step '" + def->steps[a.step].name + "' failed");
+          });
+          break;
+        case ActionKind::kCompensate:
+          next = Compensate(id, *def, **inst, a.step);
+          break;
+        case ActionKind::kReconcileCompensation:
+          next = ReconcileCompensation(id, *def, **inst, a.step);
+          break;
+        case ActionKind::kComplete:
+          next = Transition(id, [&](Tx& tx) { return tx.Saga(SagaEvent::kComplete); });
+          break;
+        case ActionKind::kFinishCompensation:
+          next = Transition(id, [&](Tx& tx) { return tx.Saga(SagaEvent::kFinishCompensation); });
+          break;
+      }
+      if (next == Next::kStop) return;
+    }
+  }
+
+  // A transition the driver wants; on a lost race it simply plans again.
+  Next Transition(const std::string& id, const std::function<Status(Tx&)>& fn) {
+    Status s = Mutate(id, fn);
+    return s.ok() ? Next::kContinue : AfterFailedMutate(id, s);
+  }
+
+  // A driver transition that did not commit: a lost race means plan again;
+  // anything else is storage trouble, retried later.
+  Next AfterFailedMutate(const std::string& id, const Status& s) {
+    if (s.code() == StatusCode::kFailedPrecondition) return Next::kContinue;
+    Log({{"msg", "transition failed"}, {"instance", id}, {"error", s.ToString()}});
+    ScheduleAfter(id, 1000);
+    return Next::kStop;
+  }
+
+  // Definite failure of the forward path: compensate before the pivot,
+  // review after it (nothing can be undone any more).
+  Status GiveUp(Tx& tx, const SagaDefinition& def, const std::string& reason) {
+    if (tx.inst().status() != SagaStatus::kRunning) return Status::Ok();
+    if (PivotCommitted(def, tx.inst()))
+      return tx.Saga(SagaEvent::kEscalate,
+                     {{"reason", reason + " after the irreversible step committed"}});
+    return tx.Saga(SagaEvent::kStartCompensation, {{"reason", reason}});
+  }
+
+  Status Escalate(Tx& tx, int i, const std::string& reason) {
+    const StepState& st = tx.inst().step(i);
+    if (st.status() != StepStatus::kNeedsReview && st.status() != StepStatus::kCommitted &&
+        st.status() != StepStatus::kPlanned)
+      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kEscalate, {{"error", reason}}));
+    if (tx.inst().status() == SagaStatus::kNeedsReview) return Status::Ok();
+    return tx.Saga(SagaEvent::kEscalate, {{"reason", reason}, {"step", st.name}});
+  }
+
+  TemplateContext Context(const Instance& inst) {
+    TemplateContext ctx;
+    ctx.input = &inst.input();
+    for (const auto& st : inst.steps())
+      if (!st.result.is_null() || !st.external_ref.empty())
+        ctx.steps[st.name] = {{"ref", st.external_ref}, {"result", st.result}};
+    return ctx;
+  }
+
+  struct Rendered {
+    std::string path;
+    nlohmann::json body;
+    std::string hash;
+  };
+
+  StatusOr<Rendered> Render(const Instance& inst, const CallSpec& call) {
+    TemplateContext ctx = Context(inst);
+    auto path = RenderPath(call.path, ctx);
+    if (!path.ok()) return path.status();
+    auto body = RenderBody(call.body, ctx);
+    if (!body.ok()) return body.status();
+    Rendered r{*path, *body, Sha256Hex(call.method + " " + *path + "\n" + CanonicalJson(*body))};
+    return r;
+  }
+
+  int64_t Backoff(const RetryPolicy& p, int retry) {
+    std::lock_guard<std::mutex> l(rng_mu_);
+    std::uniform_real_distribution<double> d(0.0, 1.0);
+    return BackoffMillis(p, retry, [&] { return d(rng_); });
+  }
+
+  // ---- forward ----
+  Next Execute(const std::string& id, const SagaDefinition& def, const Instance& inst, int i) {
+    const StepDefinition& sd = def.steps[i];
+    const StepState& st = inst.step(i);
+    const ServiceConfig* svc = adapter_.Service(sd.forward.service);
+    auto r = Render(inst, sd.forward);
+    if (!svc || !r.ok()) {
+      std::string why = !svc ? "service '" + sd.forward.service + "' is not configured"
+                             : "cannot build request: " + r.status().message();
+      return Transition(id, [&](Tx& tx) -> Status {
+        if (tx.inst().step(i).status() != StepStatus::kPlanned) return Escalate(tx, i, why);
+        return GiveUp(tx, def, "step '" + sd.name + "': " + why);
+      });
+    }
+    const std::string key = id + ":" + sd.name;
+    if (!st.args_hash.empty() && st.args_hash != r->hash) {
+      return Transition(id, [&](Tx& tx) {
+        return Escalate(tx, i, "idempotency key " + key +
+                                   " would be re-sent with a different body; refusing");
+      });
+    }
+    CrashPoint("before_started");
+    Status s = Mutate(id, [&](Tx& tx) -> Status {
+      const Instance& cur = tx.inst();
+      StepStatus ss = cur.step(i).status();
+      if (!IsRetryableSendState(ss)) return FailedPrecondition("step moved on");
+      if (ss == StepStatus::kPlanned && cur.status() != SagaStatus::kRunning)
+        return FailedPrecondition("saga is no longer running");
+      return tx.Step(i, StepEvent::kStart,
+                     {{"key", key}, {"args_hash", r->hash}, {"attempt", cur.step(i).attempts + 1}});
+    });
+    if (!s.ok()) return AfterFailedMutate(id, s);
+    CrashPoint("after_started");
+    CallRequest req{sd.forward.service, sd.forward.method, r->path, r->body, key, id, sd.name,
+                    kFencingToken};
+    auto t0 = std::chrono::steady_clock::now();
+    CallResult res = adapter_.Call(req);
+    CrashPoint("before_outcome");
+    Log({{"msg", "step call"}, {"instance", id}, {"step", sd.name}, {"key", key},
+         {"attempt", st.attempts + 1}, {"outcome", OutcomeName(res.outcome)},
+         {"http_status", res.http_status},
+         {"ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::steady_clock::now() - t0).count()}});
+    int64_t delay = -1;
+    Next next = Transition(id, [&](Tx& tx) -> Status {
+      delay = -1;
+      switch (res.outcome) {
+        case Outcome::kCommitted:
+          return tx.Step(i, StepEvent::kCommit,
+                         {{"result", res.result}, {"external_ref", res.external_ref},
+                          {"http_status", res.http_status}, {"replayed", res.replayed}});
+        case Outcome::kFailed:
+          SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kFail,
+                                        {{"error", res.error}, {"http_status", res.http_status}}));
+          return GiveUp(tx, def, "step '" + sd.name + "' was rejected: " + res.error);
+        case Outcome::kUnknown:
+          return tx.Step(i, StepEvent::kOutcomeUnknown,
+                         {{"error", res.error}, {"http_status", res.http_status}});
+        case Outcome::kNotExecuted: {
+          SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
+          int retries = tx.inst().step(i).retries;
+          if (retries >= sd.retry.max_attempts)
+            return GiveUp(tx, def, "step '" + sd.name + "' could not be sent after " +
+                                       std::to_string(retries) + " attempts: " + res.error);
+          delay = Backoff(sd.retry, retries);
+          return Status::Ok();
+        }
+      }
+      return Status::Ok();
+    });
+    CrashPoint("after_outcome");
+    if (delay >= 0 && next == Next::kContinue) {
+      ScheduleAfter(id, delay);
+      return Next::kStop;
+    }
+    return next;
+  }
+
+  Next Reconcile(const std::string& id, const SagaDefinition& def, const Instance& inst, int i) {
+    const StepDefinition& sd = def.steps[i];
+    const StepState& st = inst.step(i);
+    const ServiceConfig* svc = adapter_.Service(sd.forward.service);
+    if (!svc) {
+      return Transition(id, [&](Tx& tx) {
+        return Escalate(tx, i, "outcome unknown and service '" + sd.forward.service +
+                                   "' is not configured");
+      });
+    }
+    if (!svc->queryable) {
+      if (svc->idempotent) return Execute(id, def, inst, i);  // same key: deduplicated
+      return Transition(id, [&](Tx& tx) {
+        return Escalate(tx, i, "outcome of " + st.key +
+                                   " is unknown and the service can neither be asked nor "
+                                   "deduplicates; a human must check");
+      });
+    }
+    QueryResult q = adapter_.Query(sd.forward.service, st.key, id, kFencingToken);
+    Log({{"msg", "reconcile"}, {"instance", id}, {"step", sd.name}, {"key", st.key},
+         {"answer", q.outcome == QueryOutcome::kHappened      ? "happened"
+                    : q.outcome == QueryOutcome::kNotHappened ? "not_happened"
+                                                              : "unknown"}});
+    if (q.outcome == QueryOutcome::kNotHappened) {
+      if (inst.status() == SagaStatus::kRunning) return Execute(id, def, inst, i);  // same key
+      // Turning back: it never happened, so there is nothing to send or undo.
+      return Transition(id, [&](Tx& tx) -> Status {
+        StepStatus ss = tx.inst().step(i).status();
+        if (ss != StepStatus::kStarted && ss != StepStatus::kUnknown)
+          return FailedPrecondition("step moved on");
+        return tx.Step(i, StepEvent::kNotExecuted, {{"error", "confirmed not executed"}});
+      });
+    }
+    int64_t delay = -1;
+    Next next = Transition(id, [&](Tx& tx) -> Status {
+      delay = -1;
+      StepStatus ss = tx.inst().step(i).status();
+      if (ss != StepStatus::kStarted && ss != StepStatus::kUnknown)
+        return FailedPrecondition("step moved on");
+      if (q.outcome == QueryOutcome::kHappened)
+        return tx.Step(i, StepEvent::kCommit,
+                       {{"result", q.result}, {"external_ref", q.external_ref},
+                        {"reconciled", true}});
+      if (ss == StepStatus::kStarted)
+        SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kOutcomeUnknown, {{"error", q.error}}));
+      SAGAD_RETURN_IF_ERROR(tx.Reconciled(i, {{"phase", "forward"}, {"error", q.error}}));
+      int n = tx.inst().step(i).reconciliations;
+      if (n >= sd.retry.max_reconciliations)
+        return Escalate(tx, i, "outcome of " + st.key + " still unknown after " +
+                                   std::to_string(n) + " reconciliation attempts: " + q.error);
+      delay = Backoff(sd.retry, n);
+      return Status::Ok();
+    });
+    if (delay >= 0 && next == Next::kContinue) {
+      ScheduleAfter(id, delay);
+      return Next::kStop;
+    }
+    return next;
+  }
+
+  // ---- compensation ----
+  Next Compensate(const std::string& id, const SagaDefinition& def, const Instance& inst, int i) {
+    const StepDefinition& sd = def.steps[i];
+    const StepState& st = inst.step(i);
+    if (!sd.compensation) {
+      return Transition(id, [&](Tx& tx) {
+        return Escalate(tx, i, "step '" + sd.name + "' committed but has no compensation");
+      });
+    }
+    const CallSpec& call = *sd.compensation;
+    auto r = Render(inst, call);
+    if (!adapter_.Service(call.service) || !r.ok()) {
+      std::string why = !r.ok() ? "cannot build compensation: " + r.status().message()
+                                : "service '" + call.service + "' is not configured";
+      return Transition(id, [&](Tx& tx) {
+        return tx.Saga(SagaEvent::kEscalate, {{"reason", why}, {"step", sd.name}});
+      });
+    }
+    const std::string key = id + ":" + sd.name + ":compensate";
+    if (!st.comp_args_hash.empty() && st.comp_args_hash != r->hash) {
+      return Transition(id, [&](Tx& tx) {
+        return tx.Saga(SagaEvent::kEscalate,
+                       {{"reason", "compensation key " + key +
+                                       " would be re-sent with a different body; refusing"}});
+      });
+    }
+    CrashPoint("before_compensation_started");
+    Status s = Mutate(id, [&](Tx& tx) -> Status {
+      StepStatus ss = tx.inst().step(i).status();
+      if (ss != StepStatus::kCommitted && ss != StepStatus::kCompensating)
+        return FailedPrecondition("step moved on");
+      return tx.Step(i, StepEvent::kBeginCompensation, {{"key", key}, {"args_hash", r->hash}});
+    });
+    if (!s.ok()) return AfterFailedMutate(id, s);
+    CrashPoint("after_compensation_started");
+    CallRequest req{call.service, call.method, r->path, r->body, key, id, sd.name, kFencingToken};
+    CallResult res = adapter_.Call(req);
+    CrashPoint("before_compensation_outcome");
+    Log({{"msg", "compensation call"}, {"instance", id}, {"step", sd.name}, {"key", key},
+         {"outcome", OutcomeName(res.outcome)}, {"http_status", res.http_status}});
+    int64_t delay = -1;
+    Next next = Transition(id, [&](Tx& tx) -> Status {
+      delay = -1;
+      switch (res.outcome) {
+        case Outcome::kCommitted:
+          return tx.Step(i, StepEvent::kCompensationDone, {{"result", res.result}});
+        case Outcome::kFailed:
+          SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kEscalate, {{"error", res.error}}));
+          return tx.Saga(SagaEvent::kEscalate,
+                         {{"reason", "compensation of '" + sd.name + "' was refused: " + res.error},
+                          {"step", sd.name}});
+        case Outcome::kUnknown:
+          return tx.Step(i, StepEvent::kCompensationUnknown, {{"error", res.error}});
+        case Outcome::kNotExecuted: {
+          SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
+          int n = tx.inst().step(i).comp_attempts;
+          if (n >= sd.retry.max_attempts)
+            return tx.Saga(SagaEvent::kEscalate,
+                           {{"reason", "compensation of '" + sd.name + "' could not be sent after " +
+                                           std::to_string(n) + " attempts: " + res.error},
+                            {"step", sd.name}});
+          delay = Backoff(sd.retry, n);
+          return Status::Ok();
+        }
+      }
+      return Status::Ok();
+    });
+    CrashPoint("after_compensation_outcome");
+    if (delay >= 0 && next == Next::kContinue) {
+      ScheduleAfter(id, delay);
+      return Next::kStop;
+    }
+    return next;
+  }
+
+  Next ReconcileCompensation(const std::string& id, const SagaDefinition& def,
+                             const Instance& inst, int i) {
+    const StepDefinition& sd = def.steps[i];
+    const StepState& st = inst.step(i);
+    const ServiceConfig* svc = sd.compensation ? adapter_.Service(sd.compensation->service) : nullptr;
+    // Compensations are idempotent by contract: without a query, re-send.
+    if (!svc || !svc->queryable) return Compensate(id, def, inst, i);
+    QueryResult q = adapter_.Query(sd.compensation->service, st.comp_key, id, kFencingToken);
+    if (q.outcome == QueryOutcome::kNotHappened) return Compensate(id, def, inst, i);
+    int64_t delay = -1;
+    Next next = Transition(id, [&](Tx& tx) -> Status {
+      delay = -1;
+      if (tx.inst().step(i).status() != StepStatus::kCompensating)
+        return FailedPrecondition("step moved on");
+      if (q.outcome == QueryOutcome::kHappened)
+        return tx.Step(i, StepEvent::kCompensationDone, {{"result", q.result}, {"reconciled", true}});
+      if (!tx.inst().step(i).machine.compensation_in_doubt())
+        SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kCompensationUnknown, {{"error", q.error}}));
+      SAGAD_RETURN_IF_ERROR(tx.Reconciled(i, {{"phase", "compensation"}, {"error", q.error}}));
+      int n = tx.inst().step(i).comp_reconciliations;
+      if (n >= sd.retry.max_reconciliations) {
+        SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kEscalate, {{"error", q.error}}));
+        return tx.Saga(SagaEvent::kEscalate,
+                       {{"reason", "compensation " + st.comp_key + " still unknown after " +
+                                       std::to_string(n) + " reconciliation attempts"},
+                        {"step", sd.name}});
+      }
+      delay = Backoff(sd.retry, n);
+      return Status::Ok();
+    });
+    if (delay >= 0 && next == Next::kContinue) {
+      ScheduleAfter(id, delay);
+      return Next::kStop;
+    }
+    return next;
+  }
+
+  // ---- state ----
+  static int FindStep(const Instance& inst, const std::string& step) { return inst.StepIndex(step); }
+
+  std::mutex& stripe(const std::string& id) {
+    return stripes_[std::hash<std::string>()(id) % kStripes];
+  }
+
+  void cache_put(const std::string& id, std::shared_ptr<Instance> inst) {
+    std::lock_guard<std::mutex> l(cache_mu_);
+    if (IsTerminal(inst->status())) cache_.erase(id);
+    else cache_[id] = std::move(inst);
+  }
+
+  // REQUIRES: stripe(id) held.
+  StatusOr<std::shared_ptr<Instance>> LoadLocked(const std::string& id) {
+    {
+      std::lock_guard<std::mutex> l(cache_mu_);
+      auto it = cache_.find(id);
+      if (it != cache_.end()) return it->second;
+    }
+    auto snap = store_.GetInstance(id);
+    if (!snap.ok()) return snap.status();
+    SagaDefinitionPtr def =
+        Definition(snap->value("saga", ""), snap->value("saga_version", 0));
+    if (!def)
+      return FailedPrecondition("instance " + id + " uses saga " + snap->value("saga", "") +
+                                " v" + std::to_string(snap->value("saga_version", 0)) +
+                                ", which is not registered");
+    auto events = store_.GetEvents(id);
+    if (!events.ok()) return events.status();
+    auto inst = Instance::Replay(id, *def, *events);
+    if (!inst.ok()) return inst.status();
+    inst->set_version(snap->value("version", uint64_t(0)));
+    nlohmann::json replayed = inst->ToJson();
+    if (replayed != *snap)
+      Log({{"msg", "snapshot differs from replayed event log; using the log"}, {"instance", id}});
+    auto ptr = std::make_shared<Instance>(std::move(*inst));
+    cache_put(id, ptr);
+    return ptr;
+  }
+
+  StatusOr<std::shared_ptr<const Instance>> Load(const std::string& id) {
+    std::lock_guard<std::mutex> l(stripe(id));
+    auto r = LoadLocked(id);
+    if (!r.ok()) return r.status();
+    return std::shared_ptr<const Instance>(std::make_shared<Instance>(**r));
+  }
+
+  void Evict(const std::string& id) {
+    std::lock_guard<std::mutex> l(cache_mu_);
+    cache_.erase(id);
+  }
+
+  // Applies fn's events to a copy and commits them with compare-and-swap.
+  Status Mutate(const std::string& id, const std::function<Status(Tx&)>& fn) {
+    std::lock_guard<std::mutex> l(stripe(id));
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      auto cur = LoadLocked(id);
+      if (!cur.ok()) return cur.status();
+      auto next = std::make_shared<Instance>(**cur);
+      Tx tx(*next, clock_.NowMillis());
+      SAGAD_RETURN_IF_ERROR(fn(tx));
+      if (tx.events().empty()) return Status::Ok();
+      next->set_version((*cur)->version() + 1);
+      Status s = store_.Commit(id, (*cur)->version(), next->ToJson(), tx.events(), tx.Operations());
+      if (s.code() == StatusCode::kFailedPrecondition) {  // lost a race: reload
+        Evict(id);
+        continue;
+      }
+      if (!s.ok()) {
+        Evict(id);
+        return s;
+      }
+      cache_put(id, next);
+      {
+        std::lock_guard<std::mutex> w(wait_mu_);
+        ++commits_;
+      }
+      wait_cv_.notify_all();
+      return Status::Ok();
+    }
+    return Unavailable("instance " + id + " keeps changing under us; try again");
+  }
+
+  void EndInflight(const std::string& key) {
+    std::lock_guard<std::mutex> l(submit_mu_);
+    inflight_.erase(key);
+  }
+
+  Store& store_;
+  Adapter& adapter_;
+  Clock& clock_;
+  EngineOptions options_;
+
+  mutable std::mutex defs_mu_;
+  std::map<std::string, std::map<int, SagaDefinitionPtr>> defs_;
+
+  std::mutex stripes_[kStripes];
+  std::mutex cache_mu_;
+  std::unordered_map<std::string, std::shared_ptr<Instance>> cache_;
+
+  std::mutex sched_mu_;
+  std::condition_variable idle_cv_;
+  std::unordered_set<std::string> running_, rerun_;
+  bool stopping_ = false;
+  bool stopped_ = false;
+
+  std::mutex submit_mu_;
+  std::unordered_set<std::string> inflight_;
+
+  std::mutex wait_mu_;
+  std::condition_variable wait_cv_;
+  uint64_t commits_ = 0;
+
+  std::mutex rng_mu_;
+
+  boost::asio::thread_pool pool_;
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+  std::thread timer_thread_;
+  std::mt19937_64 rng_;
+};
+
+Engine::Engine(Store& store, Adapter& adapter, Clock& clock, EngineOptions options)
+    : impl_(new Impl(store, adapter, clock, options)) {}
+Engine::~Engine() = default;
+Status Engine::Register(const SagaDefinition& def) { return impl_->Register(def); }
+std::vector<SagaDefinitionPtr> Engine::Definitions() const { return impl_->Definitions(); }
+Status Engine::Start() { return impl_->Start(); }
+void Engine::Stop() { impl_->Stop(); }
+StatusOr<SubmitOutcome> Engine::Submit(const std::string& saga, const nlohmann::json& input,
+                                       const std::string& client_key,
+                                       const std::string& request_hash) {
+  return impl_->Submit(saga, input, client_key, request_hash);
+}
+void Engine::FinishSubmission(const std::string& key, int status, const nlohmann::json& r) {
+  impl_->FinishSubmission(key, status, r);
+}
+StatusOr<nlohmann::json> Engine::GetInstance(const std::string& id) { return impl_->GetInstance(id); }
+StatusOr<nlohmann::json> Engine::WaitSettled(const std::string& id, std::chrono::milliseconds t) {
+  return impl_->WaitSettled(id, t);
+}
+StatusOr<std::vector<Event>> Engine::GetEvents(const std::string& id) { return impl_->GetEvents(id); }
+StatusOr<InstancePage> Engine::List(const std::string& status, const std::string& saga,
+                                    size_t limit, const std::string& cursor) {
+  return impl_->List(status, saga, limit, cursor);
+}
+StatusOr<nlohmann::json> Engine::Approvals() { return impl_->Approvals(); }
+StatusOr<nlohmann::json> Engine::Bundle(const std::string& id) { return impl_->Bundle(id); }
+Status Engine::Approve(const std::string& id, const std::string& step, const std::string& actor,
+                       const std::string& comment) {
+  return impl_->Approve(id, step, actor, comment);
+}
+Status Engine::Reject(const std::string& id, const std::string& step, const std::string& actor,
+                      const std::string& reason) {
+  return impl_->Reject(id, step, actor, reason);
+}
+Status Engine::Cancel(const std::string& id, const std::string& actor, const std::string& reason) {
+  return impl_->Cancel(id, actor, reason);
+}
+Status Engine::Resolve(const std::string& id, const std::string& step, const std::string& outcome,
+                       const std::string& external_ref, const std::string& actor,
+                       const std::string& comment) {
+  return impl_->Resolve(id, step, outcome, external_ref, actor, comment);
+}
+
+}  // namespace sagad

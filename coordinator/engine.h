@@ -1,0 +1,107 @@
+// Engine: runs saga instances. It owns the registered definitions, drives each
+// instance with the planner (sagas/planner.h), carries out the actions through
+// the Adapter and records every transition durably in the Store before the
+// next thing happens:
+//   STARTED is durable before a request leaves; an outcome is durable before
+//   the next step starts; an unclear outcome is reconciled (asked) before any
+//   re-send; a COMMITTED step is never executed again.
+// One driver per instance at a time; many instances concurrently on a bounded
+// worker pool (Boost.Asio thread_pool), with backoff timers on an io_context.
+// Operator and client actions (submit, approve, reject, cancel, resolve) are
+// transitions too, serialised per instance and checked by compare-and-swap.
+// Thread-safety: all public methods are thread-safe.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "adapters/adapter.h"
+#include "coordinator/store.h"
+#include "sagas/clock.h"
+#include "sagas/definition.h"
+#include "sagas/status.h"
+
+namespace sagad {
+
+struct EngineOptions {
+  int workers = 16;  // concurrent drivers (each may block on one HTTP call)
+};
+
+struct SubmitOutcome {
+  std::string instance_id;
+  bool replayed = false;         // an earlier submission with the same key
+  int stored_status = 0;         // replay: the status first returned (0: none)
+  nlohmann::json stored_response;
+};
+
+class Engine {
+ public:
+  Engine(Store& store, Adapter& adapter, Clock& clock, EngineOptions options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Registers a validated definition. AlreadyExists for a known name+version
+  // with a different body; InvalidArgument if it fails validation.
+  Status Register(const SagaDefinition& def);
+  std::vector<SagaDefinitionPtr> Definitions() const;
+
+  // Recovery: schedules every non-terminal instance. Call once.
+  Status Start();
+  // Stops taking work, lets in-flight actions record their outcome, returns
+  // when no driver runs. Idempotent.
+  void Stop();
+
+  // Creates an instance of the latest version of `saga`. NotFound (unknown
+  // saga), InvalidArgument (input not an object / missing fields). With a
+  // client key: replay (same request hash), AlreadyExists (the key was used
+  // with another request), FailedPrecondition (the first is still in flight).
+  StatusOr<SubmitOutcome> Submit(const std::string& saga, const nlohmann::json& input,
+                                 const std::string& client_key,
+                                 const std::string& request_hash);
+  // Stores the response of a submission (first one wins) and ends its
+  // in-flight window.
+  void FinishSubmission(const std::string& client_key, int status,
+                        const nlohmann::json& response);
+
+  // The instance view; NotFound.
+  StatusOr<nlohmann::json> GetInstance(const std::string& id);
+  // Waits until the instance is terminal or waits for a human, or `timeout`.
+  StatusOr<nlohmann::json> WaitSettled(const std::string& id,
+                                       std::chrono::milliseconds timeout);
+  StatusOr<std::vector<Event>> GetEvents(const std::string& id);
+  StatusOr<InstancePage> List(const std::string& status, const std::string& saga,
+                              size_t limit, const std::string& cursor);
+  // Steps awaiting approval, across active instances.
+  StatusOr<nlohmann::json> Approvals();
+  // Recovery bundle for a human (any status; meant for NEEDS_REVIEW).
+  StatusOr<nlohmann::json> Bundle(const std::string& id);
+
+  // Operator actions. NotFound (instance/step), FailedPrecondition (not
+  // allowed in the current state; message says why). Repeating an action that
+  // already took effect is OK and changes nothing.
+  Status Approve(const std::string& id, const std::string& step, const std::string& actor,
+                 const std::string& comment);
+  Status Reject(const std::string& id, const std::string& step, const std::string& actor,
+                const std::string& reason);
+  Status Cancel(const std::string& id, const std::string& actor, const std::string& reason);
+  // outcome: "committed" (with external_ref) or "not_executed".
+  Status Resolve(const std::string& id, const std::string& step, const std::string& outcome,
+                 const std::string& external_ref, const std::string& actor,
+                 const std::string& comment);
+
+  // True when the instance needs nothing more from the engine right now.
+  static bool IsSettled(const std::string& status);
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sagad

@@ -1,0 +1,371 @@
+#include "coordinator/http_api.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <set>
+
+#include "adapters/sha256.h"
+
+namespace sagad {
+namespace {
+
+constexpr size_t kMaxBodyBytes = 1 << 20;
+constexpr double kMaxWaitSeconds = 300;
+
+const char* Title(int status) {
+  switch (status) {
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
+    case 413: return "Payload Too Large";
+    case 415: return "Unsupported Media Type";
+    case 422: return "Unprocessable Content";
+    case 503: return "Service Unavailable";
+    default: return status >= 500 ? "Internal Server Error" : "Error";
+  }
+}
+
+void Problem(const httplib::Request& req, httplib::Response& res, int status,
+             const std::string& detail) {
+  nlohmann::json p = {{"type", "about:blank"},
+                      {"title", Title(status)},
+                      {"status", status},
+                      {"detail", detail},
+                      {"instance", req.path}};
+  res.status = status;
+  res.set_content(p.dump(), "application/problem+json");
+}
+
+void ProblemFromStatus(const httplib::Request& req, httplib::Response& res, const Status& s) {
+  int code = 500;
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument: code = 400; break;
+    case StatusCode::kNotFound: code = 404; break;
+    case StatusCode::kAlreadyExists: code = 422; break;
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kAborted: code = 409; break;
+    case StatusCode::kUnavailable: code = 503; break;
+    default: code = 500;
+  }
+  Problem(req, res, code, s.message());
+}
+
+void Json(httplib::Response& res, int status, const nlohmann::json& j) {
+  res.status = status;
+  res.set_content(j.dump(), "application/json");
+}
+
+// Parses the request body as a JSON object ({} when empty). False (and a
+// problem response) when it is not.
+bool BodyObject(const httplib::Request& req, httplib::Response& res, nlohmann::json* out,
+                bool allow_empty) {
+  if (req.body.empty() && allow_empty) {
+    *out = nlohmann::json::object();
+    return true;
+  }
+  *out = nlohmann::json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (out->is_discarded()) {
+    Problem(req, res, 400, "request body is not valid JSON");
+    return false;
+  }
+  if (!out->is_object()) {
+    Problem(req, res, 400, "request body must be a JSON object");
+    return false;
+  }
+  return true;
+}
+
+bool OptionalString(const httplib::Request& req, httplib::Response& res, const nlohmann::json& j,
+                    const char* field, std::string* out) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return true;
+  if (!it->is_string()) {
+    Problem(req, res, 400, std::string("'") + field + "' must be a string");
+    return false;
+  }
+  *out = it->get<std::string>();
+  return true;
+}
+
+// ?wait=SECONDS; -1 when absent, false on a malformed value.
+bool WaitParam(const httplib::Request& req, httplib::Response& res, double* seconds) {
+  *seconds = -1;
+  if (!req.has_param("wait")) return true;
+  std::string v = req.get_param_value("wait");
+  char* end = nullptr;
+  double d = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !(d >= 0)) {
+    Problem(req, res, 400, "wait must be a non-negative number of seconds");
+    return false;
+  }
+  *seconds = std::min(d, kMaxWaitSeconds);
+  return true;
+}
+
+}  // namespace
+
+class ApiServer::Impl {
+ public:
+  Impl(Engine& engine, const Config& config) : engine_(engine), config_(config) {
+    server_.new_task_queue = [] { return new httplib::ThreadPool(64); };
+    server_.set_payload_max_length(kMaxBodyBytes);
+    server_.set_keep_alive_max_count(1000);
+    server_.set_exception_handler(
+        [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+          std::string what = "unexpected error";
+          try {
+            std::rethrow_exception(ep);
+          } catch (const std::exception& e) {
+            what = e.what();
+          } catch (...) {
+          }
+          Problem(req, res, 500, "internal error: " + what);
+        });
+    server_.set_error_handler(httplib::Server::HandlerWithResponse(
+        [](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      std::string detail = res.status == 404   ? "no such route: " + req.method + " " + req.path
+                           : res.status == 413 ? "request body is larger than 1 MiB"
+                                               : Title(res.status);
+      Problem(req, res, res.status, detail);
+      return httplib::Server::HandlerResponse::Handled;
+    }));
+    Routes();
+  }
+
+  StatusOr<int> Bind(const std::string& host, int port) {
+    if (port == 0) {
+      int p = server_.bind_to_any_port(host);
+      if (p < 0) return Unavailable("cannot bind " + host);
+      return p;
+    }
+    if (!server_.bind_to_port(host, port))
+      return Unavailable("cannot bind " + host + ":" + std::to_string(port));
+    return port;
+  }
+  void Serve() { server_.listen_after_bind(); }
+  void Stop() { server_.stop(); }
+  void SetReady(bool r) { ready_ = r; }
+
+ private:
+  // Returns the caller's name, or empty (with a 401/403 response) if the
+  // request may not proceed.
+  std::string Authorize(const httplib::Request& req, httplib::Response& res, Role need) {
+    if (config_.tokens.empty()) return "local";
+    std::string h = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    if (h.compare(0, prefix.size(), prefix) != 0) {
+      res.set_header("WWW-Authenticate", "Bearer");
+      Problem(req, res, 401, "missing bearer token");
+      return "";
+    }
+    std::string tok = h.substr(prefix.size());
+    for (const Token& t : config_.tokens) {
+      if (t.token != tok) continue;
+      if (static_cast<int>(t.role) < static_cast<int>(need)) {
+        Problem(req, res, 403, "token '" + t.name + "' lacks the role for this action");
+        return "";
+      }
+      return t.name;
+    }
+    res.set_header("WWW-Authenticate", "Bearer error=\"invalid_token\"");
+    Problem(req, res, 401, "unknown bearer token");
+    return "";
+  }
+
+  void Routes() {
+    server_.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+      Json(res, 200, {{"status", "ok"}});
+    });
+    server_.Get("/readyz", [this](const httplib::Request& req, httplib::Response& res) {
+      if (ready_) Json(res, 200, {{"status", "ready"}});
+      else Problem(req, res, 503, "recovery in progress");
+    });
+    server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      std::string out =
+          "# HELP sagad_up 1 while sagad serves.\n# TYPE sagad_up gauge\nsagad_up 1\n"
+          "# HELP sagad_ready 1 once recovery has been scheduled.\n# TYPE sagad_ready gauge\n"
+          "sagad_ready " + std::string(ready_ ? "1" : "0") + "\n";
+      res.set_content(out, "text/plain; version=0.0.4");
+    });
+
+    server_.Get("/v1/sagas", [this](const httplib::Request& req, httplib::Response& res) {
+      if (Authorize(req, res, Role::kViewer).empty()) return;
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& d : engine_.Definitions()) {
+        nlohmann::json j = d->ToJson();
+        j["required_input"] = d->RequiredInputFields();
+        out.push_back(j);
+      }
+      Json(res, 200, {{"sagas", out}});
+    });
+
+    server_.Post(R"(/v1/sagas/([^/]+)/instances)",
+                 [this](const httplib::Request& req, httplib::Response& res) { Submit(req, res); });
+
+    server_.Get("/v1/instances", [this](const httplib::Request& req, httplib::Response& res) {
+      if (Authorize(req, res, Role::kViewer).empty()) return;
+      std::string status = req.get_param_value("status");
+      static const std::set<std::string> kStatuses = {
+          "", "RUNNING", "AWAITING_APPROVAL", "COMPLETED", "COMPENSATING", "COMPENSATED",
+          "NEEDS_REVIEW"};
+      if (!kStatuses.count(status)) {
+        Problem(req, res, 400, "unknown status '" + status + "'");
+        return;
+      }
+      size_t limit = 50;
+      if (req.has_param("limit")) {
+        std::string v = req.get_param_value("limit");
+        char* end = nullptr;
+        long l = std::strtol(v.c_str(), &end, 10);
+        if (v.empty() || *end != '\0' || l < 1 || l > 500) {
+          Problem(req, res, 400, "limit must be an integer from 1 to 500");
+          return;
+        }
+        limit = static_cast<size_t>(l);
+      }
+      auto page = engine_.List(status, req.get_param_value("saga"), limit,
+                               req.get_param_value("cursor"));
+      if (!page.ok()) return ProblemFromStatus(req, res, page.status());
+      nlohmann::json out = {{"instances", page->instances}};
+      out["next_cursor"] = page->next_cursor.empty() ? nlohmann::json() : nlohmann::json(page->next_cursor);
+      Json(res, 200, out);
+    });
+
+    server_.Get(R"(/v1/instances/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+      if (Authorize(req, res, Role::kViewer).empty()) return;
+      double wait;
+      if (!WaitParam(req, res, &wait)) return;
+      std::string id = req.matches[1];
+      auto j = wait > 0 ? engine_.WaitSettled(id, std::chrono::milliseconds(int64_t(wait * 1000)))
+                        : engine_.GetInstance(id);
+      if (!j.ok()) return ProblemFromStatus(req, res, j.status());
+      Json(res, 200, *j);
+    });
+
+    server_.Get(R"(/v1/instances/([^/]+)/events)", [this](const httplib::Request& req, httplib::Response& res) {
+      if (Authorize(req, res, Role::kViewer).empty()) return;
+      auto evs = engine_.GetEvents(req.matches[1]);
+      if (!evs.ok()) return ProblemFromStatus(req, res, evs.status());
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& e : *evs) out.push_back(e.ToJson());
+      Json(res, 200, {{"instance_id", std::string(req.matches[1])}, {"events", out}});
+    });
+
+    server_.Get(R"(/v1/instances/([^/]+)/bundle)", [this](const httplib::Request& req, httplib::Response& res) {
+      if (Authorize(req, res, Role::kViewer).empty()) return;
+      auto b = engine_.Bundle(req.matches[1]);
+      if (!b.ok()) return ProblemFromStatus(req, res, b.status());
+      Json(res, 200, *b);
+    });
+
+    server_.Get("/v1/approvals", [this](const httplib::Request& req, httplib::Response& res) {
+      if (Authorize(req, res, Role::kViewer).empty()) return;
+      auto a = engine_.Approvals();
+      if (!a.ok()) return ProblemFromStatus(req, res, a.status());
+      Json(res, 200, {{"approvals", *a}});
+    });
+
+    server_.Post(R"(/v1/instances/([^/]+)/steps/([^/]+)/(approve|reject|resolve))",
+                 [this](const httplib::Request& req, httplib::Response& res) { StepAction(req, res); });
+
+    server_.Post(R"(/v1/instances/([^/]+)/cancel)", [this](const httplib::Request& req, httplib::Response& res) {
+      std::string who = Authorize(req, res, Role::kOperator);
+      if (who.empty()) return;
+      nlohmann::json body;
+      std::string reason;
+      if (!BodyObject(req, res, &body, true) || !OptionalString(req, res, body, "reason", &reason)) return;
+      std::string id = req.matches[1];
+      Status s = engine_.Cancel(id, who, reason);
+      if (!s.ok()) return ProblemFromStatus(req, res, s);
+      auto j = engine_.GetInstance(id);
+      if (!j.ok()) return ProblemFromStatus(req, res, j.status());
+      Json(res, 200, *j);
+    });
+  }
+
+  void Submit(const httplib::Request& req, httplib::Response& res) {
+    if (Authorize(req, res, Role::kSubmitter).empty()) return;
+    std::string saga = req.matches[1];
+    double wait;
+    if (!WaitParam(req, res, &wait)) return;
+    nlohmann::json body;
+    if (!BodyObject(req, res, &body, false)) return;
+    if (!body.contains("input") || !body["input"].is_object()) {
+      Problem(req, res, 400, "body must be {\"input\": {...}} with an object as input");
+      return;
+    }
+    std::string key = req.get_header_value("Idempotency-Key");
+    if (key.size() > 255) {
+      Problem(req, res, 400, "Idempotency-Key is longer than 255 characters");
+      return;
+    }
+    std::string hash = Sha256Hex(saga + "\n" + CanonicalJson(body));
+    auto sub = engine_.Submit(saga, body["input"], key, hash);
+    if (!sub.ok()) return ProblemFromStatus(req, res, sub.status());
+    std::string location = "/v1/instances/" + sub->instance_id;
+    res.set_header("Location", location);
+    if (sub->replayed) {
+      res.set_header("Idempotent-Replayed", "true");
+      if (sub->stored_status != 0) return Json(res, sub->stored_status, sub->stored_response);
+      auto j = engine_.GetInstance(sub->instance_id);
+      if (!j.ok()) return ProblemFromStatus(req, res, j.status());
+      return Json(res, 201, *j);
+    }
+    StatusOr<nlohmann::json> j =
+        wait > 0 ? engine_.WaitSettled(sub->instance_id, std::chrono::milliseconds(int64_t(wait * 1000)))
+                 : engine_.GetInstance(sub->instance_id);
+    if (!j.ok()) {
+      engine_.FinishSubmission(key, 0, nullptr);
+      return ProblemFromStatus(req, res, j.status());
+    }
+    int status = (wait > 0 && Engine::IsSettled(j->value("status", ""))) ? 200 : 201;
+    engine_.FinishSubmission(key, status, *j);
+    Json(res, status, *j);
+  }
+
+  void StepAction(const httplib::Request& req, httplib::Response& res) {
+    std::string who = Authorize(req, res, Role::kOperator);
+    if (who.empty()) return;
+    std::string id = req.matches[1], step = req.matches[2], action = req.matches[3];
+    nlohmann::json body;
+    if (!BodyObject(req, res, &body, action != "resolve")) return;
+    std::string comment, reason, outcome, ref;
+    if (!OptionalString(req, res, body, "comment", &comment) ||
+        !OptionalString(req, res, body, "reason", &reason) ||
+        !OptionalString(req, res, body, "outcome", &outcome) ||
+        !OptionalString(req, res, body, "external_ref", &ref))
+      return;
+    Status s;
+    if (action == "approve") {
+      s = engine_.Approve(id, step, who, comment);
+    } else if (action == "reject") {
+      s = engine_.Reject(id, step, who, reason.empty() ? comment : reason);
+    } else {
+      if (outcome.empty()) return Problem(req, res, 400, "'outcome' is required: \"committed\" or \"not_executed\"");
+      s = engine_.Resolve(id, step, outcome, ref, who, comment);
+    }
+    if (!s.ok()) return ProblemFromStatus(req, res, s);
+    auto j = engine_.GetInstance(id);
+    if (!j.ok()) return ProblemFromStatus(req, res, j.status());
+    Json(res, 200, *j);
+  }
+
+  Engine& engine_;
+  Config config_;
+  httplib::Server server_;
+  std::atomic<bool> ready_{false};
+};
+
+ApiServer::ApiServer(Engine& engine, const Config& config) : impl_(new Impl(engine, config)) {}
+ApiServer::~ApiServer() = default;
+StatusOr<int> ApiServer::Bind(const std::string& host, int port) { return impl_->Bind(host, port); }
+void ApiServer::Serve() { impl_->Serve(); }
+void ApiServer::Stop() { impl_->Stop(); }
+void ApiServer::SetReady(bool r) { impl_->SetReady(r); }
+
+}  // namespace sagad

@@ -1,0 +1,334 @@
+#include "coordinator/lmdb_store.h"
+
+#include <sys/stat.h>
+
+#include <cstring>
+
+namespace sagad {
+namespace {
+
+Status LmdbError(const char* what, int rc) {
+  return Internal(std::string(what) + ": " + mdb_strerror(rc));
+}
+
+MDB_val Val(const std::string& s) {
+  return MDB_val{s.size(), const_cast<char*>(s.data())};
+}
+
+std::string Str(const MDB_val& v) { return std::string(static_cast<const char*>(v.mv_data), v.mv_size); }
+
+std::string EventKey(const std::string& id, int64_t seq) {
+  std::string k = id;
+  k.push_back('\0');
+  for (int i = 7; i >= 0; --i) k.push_back(static_cast<char>((uint64_t(seq) >> (i * 8)) & 0xff));
+  return k;
+}
+
+// A transaction that aborts unless committed.
+class Txn {
+ public:
+  Txn(MDB_env* env, bool write) {
+    rc_ = mdb_txn_begin(env, nullptr, write ? 0 : MDB_RDONLY, &txn_);
+  }
+  ~Txn() {
+    if (txn_) mdb_txn_abort(txn_);
+  }
+  int rc() const { return rc_; }
+  MDB_txn* get() { return txn_; }
+  int Commit() {
+    int rc = mdb_txn_commit(txn_);
+    txn_ = nullptr;
+    return rc;
+  }
+
+ private:
+  MDB_txn* txn_ = nullptr;
+  int rc_ = 0;
+};
+
+StatusOr<nlohmann::json> GetJson(MDB_txn* txn, MDB_dbi dbi, const std::string& key) {
+  MDB_val k = Val(key), v;
+  int rc = mdb_get(txn, dbi, &k, &v);
+  if (rc == MDB_NOTFOUND) return NotFound("not found: " + key);
+  if (rc != 0) return LmdbError("mdb_get", rc);
+  nlohmann::json j = nlohmann::json::parse(Str(v), nullptr, false);
+  if (j.is_discarded()) return Internal("corrupt record under key " + key);
+  return j;
+}
+
+Status PutJson(MDB_txn* txn, MDB_dbi dbi, const std::string& key, const nlohmann::json& j,
+               unsigned flags = 0) {
+  std::string data = j.dump();
+  MDB_val k = Val(key), v = Val(data);
+  int rc = mdb_put(txn, dbi, &k, &v, flags);
+  if (rc == MDB_KEYEXIST) return AlreadyExists("key exists: " + key);
+  if (rc != 0) return LmdbError("mdb_put", rc);
+  return Status::Ok();
+}
+
+bool IsTerminalName(const std::string& s) { return s == "COMPLETED" || s == "COMPENSATED"; }
+
+}  // namespace
+
+nlohmann::json OperationRecord::ToJson() const {
+  return {{"key", key}, {"instance_id", instance_id}, {"step", step}, {"kind", kind},
+          {"args_hash", args_hash}, {"state", state}, {"attempts", attempts},
+          {"external_ref", external_ref}, {"result", result}, {"last_error", last_error},
+          {"created_at", created_at}, {"updated_at", updated_at}};
+}
+
+OperationRecord OperationRecord::FromJson(const nlohmann::json& j) {
+  OperationRecord r;
+  r.key = j.value("key", "");
+  r.instance_id = j.value("instance_id", "");
+  r.step = j.value("step", "");
+  r.kind = j.value("kind", "");
+  r.args_hash = j.value("args_hash", "");
+  r.state = j.value("state", "");
+  r.attempts = j.value("attempts", 0);
+  r.external_ref = j.value("external_ref", "");
+  r.result = j.value("result", nlohmann::json());
+  r.last_error = j.value("last_error", "");
+  r.created_at = j.value("created_at", int64_t(0));
+  r.updated_at = j.value("updated_at", int64_t(0));
+  return r;
+}
+
+nlohmann::json Submission::ToJson() const {
+  return {{"key", key}, {"request_hash", request_hash}, {"instance_id", instance_id},
+          {"response_status", response_status}, {"response", response},
+          {"created_at", created_at}};
+}
+
+Submission Submission::FromJson(const nlohmann::json& j) {
+  Submission s;
+  s.key = j.value("key", "");
+  s.request_hash = j.value("request_hash", "");
+  s.instance_id = j.value("instance_id", "");
+  s.response_status = j.value("response_status", 0);
+  s.response = j.value("response", nlohmann::json());
+  s.created_at = j.value("created_at", int64_t(0));
+  return s;
+}
+
+StatusOr<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir,
+                                                     size_t map_size_bytes) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    return Internal("cannot create data dir " + dir + ": " + std::strerror(errno));
+  std::unique_ptr<LmdbStore> s(new LmdbStore());
+  int rc = mdb_env_create(&s->env_);
+  if (rc != 0) return LmdbError("mdb_env_create", rc);
+  mdb_env_set_maxdbs(s->env_, 16);
+  mdb_env_set_maxreaders(s->env_, 1024);
+  mdb_env_set_mapsize(s->env_, map_size_bytes);
+  rc = mdb_env_open(s->env_, dir.c_str(), MDB_NOTLS, 0644);
+  if (rc != 0) return Internal("cannot open LMDB data dir " + dir + ": " + mdb_strerror(rc));
+  Txn txn(s->env_, true);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  struct {
+    const char* name;
+    MDB_dbi* dbi;
+  } dbs[] = {{"instances", &s->instances_}, {"events", &s->events_},
+             {"operations", &s->operations_}, {"submissions", &s->submissions_},
+             {"active", &s->active_}, {"meta", &s->meta_}};
+  for (auto& d : dbs) {
+    rc = mdb_dbi_open(txn.get(), d.name, MDB_CREATE, d.dbi);
+    if (rc != 0) return LmdbError("mdb_dbi_open", rc);
+  }
+  auto meta = GetJson(txn.get(), s->meta_, "schema_version");
+  if (meta.ok()) {
+    int v = meta->get<int>();
+    if (v > kStoreSchemaVersion)
+      return FailedPrecondition("data dir " + dir + " has schema_version " + std::to_string(v) +
+                                ", newer than this sagad supports (" +
+                                std::to_string(kStoreSchemaVersion) + "); refusing to open");
+  } else if (meta.status().code() == StatusCode::kNotFound) {
+    SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), s->meta_, "schema_version", kStoreSchemaVersion));
+  } else {
+    return meta.status();
+  }
+  rc = txn.Commit();
+  if (rc != 0) return LmdbError("mdb_txn_commit", rc);
+  return s;
+}
+
+LmdbStore::~LmdbStore() {
+  if (env_) mdb_env_close(env_);
+}
+
+Status LmdbStore::WriteEvents(MDB_txn* txn, const std::string& id,
+                              const std::vector<Event>& events) {
+  for (const Event& e : events)
+    SAGAD_RETURN_IF_ERROR(PutJson(txn, events_, EventKey(id, e.seq), e.ToJson(), MDB_NOOVERWRITE));
+  return Status::Ok();
+}
+
+Status LmdbStore::PutSnapshot(MDB_txn* txn, const std::string& id,
+                              const nlohmann::json& snapshot) {
+  SAGAD_RETURN_IF_ERROR(PutJson(txn, instances_, id, snapshot));
+  MDB_val k = Val(id);
+  if (IsTerminalName(snapshot.value("status", ""))) {
+    int rc = mdb_del(txn, active_, &k, nullptr);
+    if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_del", rc);
+  } else {
+    MDB_val v{0, nullptr};
+    int rc = mdb_put(txn, active_, &k, &v, 0);
+    if (rc != 0) return LmdbError("mdb_put", rc);
+  }
+  return Status::Ok();
+}
+
+Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vector<Event>& events,
+                                 const Submission* submission) {
+  const std::string id = snapshot.at("id").get<std::string>();
+  Txn txn(env_, true);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  if (submission)
+    SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), submissions_, submission->key, submission->ToJson(),
+                                  MDB_NOOVERWRITE));
+  SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), instances_, id, snapshot, MDB_NOOVERWRITE));
+  SAGAD_RETURN_IF_ERROR(PutSnapshot(txn.get(), id, snapshot));
+  SAGAD_RETURN_IF_ERROR(WriteEvents(txn.get(), id, events));
+  int rc = txn.Commit();
+  if (rc != 0) return LmdbError("mdb_txn_commit", rc);
+  return Status::Ok();
+}
+
+Status LmdbStore::Commit(const std::string& id, uint64_t expected_version,
+                         const nlohmann::json& snapshot, const std::vector<Event>& events,
+                         const std::vector<OperationRecord>& operations) {
+  Txn txn(env_, true);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  auto cur = GetJson(txn.get(), instances_, id);
+  if (!cur.ok()) return cur.status();
+  uint64_t stored = cur->value("version", uint64_t(0));
+  if (stored != expected_version)
+    return FailedPrecondition("instance " + id + " changed: version " + std::to_string(stored) +
+                              ", expected " + std::to_string(expected_version));
+  if (snapshot.value("version", uint64_t(0)) != expected_version + 1)
+    return Internal("snapshot version must be expected_version + 1");
+  SAGAD_RETURN_IF_ERROR(PutSnapshot(txn.get(), id, snapshot));
+  SAGAD_RETURN_IF_ERROR(WriteEvents(txn.get(), id, events));
+  for (const OperationRecord& op : operations)
+    SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), operations_, op.key, op.ToJson()));
+  int rc = txn.Commit();
+  if (rc != 0) return LmdbError("mdb_txn_commit", rc);
+  return Status::Ok();
+}
+
+StatusOr<nlohmann::json> LmdbStore::GetInstance(const std::string& id) {
+  Txn txn(env_, false);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  auto r = GetJson(txn.get(), instances_, id);
+  if (!r.ok() && r.status().code() == StatusCode::kNotFound)
+    return NotFound("instance '" + id + "' does not exist");
+  return r;
+}
+
+StatusOr<std::vector<Event>> LmdbStore::GetEvents(const std::string& id) {
+  Txn txn(env_, false);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  MDB_cursor* cur = nullptr;
+  int rc = mdb_cursor_open(txn.get(), events_, &cur);
+  if (rc != 0) return LmdbError("mdb_cursor_open", rc);
+  std::vector<Event> out;
+  std::string prefix = id;
+  prefix.push_back('\0');
+  MDB_val k = Val(prefix), v;
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
+       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    std::string key = Str(k);
+    if (key.compare(0, prefix.size(), prefix) != 0) break;
+    auto j = nlohmann::json::parse(Str(v), nullptr, false);
+    auto e = j.is_discarded() ? StatusOr<Event>(Internal("corrupt event")) : Event::FromJson(j);
+    if (!e.ok()) {
+      mdb_cursor_close(cur);
+      return e.status();
+    }
+    out.push_back(std::move(*e));
+  }
+  mdb_cursor_close(cur);
+  return out;
+}
+
+StatusOr<OperationRecord> LmdbStore::GetOperation(const std::string& key) {
+  Txn txn(env_, false);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  auto r = GetJson(txn.get(), operations_, key);
+  if (!r.ok()) return r.status();
+  return OperationRecord::FromJson(*r);
+}
+
+StatusOr<Submission> LmdbStore::GetSubmission(const std::string& key) {
+  Txn txn(env_, false);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  auto r = GetJson(txn.get(), submissions_, key);
+  if (!r.ok()) return r.status();
+  return Submission::FromJson(*r);
+}
+
+Status LmdbStore::SetSubmissionResponse(const std::string& key, int status,
+                                        const nlohmann::json& response) {
+  Txn txn(env_, true);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  auto r = GetJson(txn.get(), submissions_, key);
+  if (!r.ok()) return r.status();
+  Submission s = Submission::FromJson(*r);
+  if (s.response_status != 0) return Status::Ok();  // the first response stands
+  s.response_status = status;
+  s.response = response;
+  SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), submissions_, key, s.ToJson()));
+  int rc = txn.Commit();
+  if (rc != 0) return LmdbError("mdb_txn_commit", rc);
+  return Status::Ok();
+}
+
+StatusOr<InstancePage> LmdbStore::ListInstances(const std::string& status,
+                                                const std::string& saga, size_t limit,
+                                                const std::string& cursor) {
+  Txn txn(env_, false);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  MDB_cursor* cur = nullptr;
+  int rc = mdb_cursor_open(txn.get(), instances_, &cur);
+  if (rc != 0) return LmdbError("mdb_cursor_open", rc);
+  InstancePage page;
+  MDB_val k, v;
+  if (cursor.empty()) {
+    rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+  } else {
+    k = Val(cursor);
+    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+    if (rc == MDB_NOTFOUND) rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+    else if (rc == 0) rc = mdb_cursor_get(cur, &k, &v, MDB_PREV);  // strictly older
+  }
+  for (; rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_PREV)) {
+    if (page.instances.size() == limit) {
+      page.next_cursor = page.instances.back().value("id", "");
+      break;
+    }
+    auto j = nlohmann::json::parse(Str(v), nullptr, false);
+    if (j.is_discarded()) continue;
+    if (!status.empty() && j.value("status", "") != status) continue;
+    if (!saga.empty() && j.value("saga", "") != saga) continue;
+    page.instances.push_back(std::move(j));
+  }
+  mdb_cursor_close(cur);
+  return page;
+}
+
+StatusOr<std::vector<std::string>> LmdbStore::ListActiveIds() {
+  Txn txn(env_, false);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  MDB_cursor* cur = nullptr;
+  int rc = mdb_cursor_open(txn.get(), active_, &cur);
+  if (rc != 0) return LmdbError("mdb_cursor_open", rc);
+  std::vector<std::string> out;
+  MDB_val k, v;
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+    out.push_back(Str(k));
+  mdb_cursor_close(cur);
+  return out;
+}
+
+}  // namespace sagad

@@ -1,0 +1,53 @@
+// LmdbStore: the Store on one LMDB environment (a directory) with the named
+// databases instances, events (id + seq), operations (by idempotency key),
+// submissions (client Idempotency-Key), active (non-terminal ids) and meta
+// (schema_version). Every write is one LMDB write transaction, synced to disk
+// before it returns (no MDB_NOSYNC). Several processes may open the same dir.
+// Thread-safety: safe for concurrent use (LMDB serialises writers).
+#pragma once
+
+#include <lmdb.h>
+
+#include <string>
+
+#include "coordinator/store.h"
+
+namespace sagad {
+
+constexpr int kStoreSchemaVersion = 1;
+
+class LmdbStore : public Store {
+ public:
+  // Opens (creating if needed) the environment in `dir`. FailedPrecondition
+  // if the data was written by a newer schema version.
+  static StatusOr<std::unique_ptr<LmdbStore>> Open(const std::string& dir,
+                                                   size_t map_size_bytes = size_t(4) << 30);
+  ~LmdbStore() override;
+
+  // Store
+  Status CreateInstance(const nlohmann::json& snapshot, const std::vector<Event>& events,
+                        const Submission* submission) override;
+  Status Commit(const std::string& id, uint64_t expected_version,
+                const nlohmann::json& snapshot, const std::vector<Event>& events,
+                const std::vector<OperationRecord>& operations) override;
+  StatusOr<nlohmann::json> GetInstance(const std::string& id) override;
+  StatusOr<std::vector<Event>> GetEvents(const std::string& id) override;
+  StatusOr<OperationRecord> GetOperation(const std::string& key) override;
+  StatusOr<Submission> GetSubmission(const std::string& key) override;
+  Status SetSubmissionResponse(const std::string& key, int status,
+                               const nlohmann::json& response) override;
+  StatusOr<InstancePage> ListInstances(const std::string& status, const std::string& saga,
+                                       size_t limit, const std::string& cursor) override;
+  StatusOr<std::vector<std::string>> ListActiveIds() override;
+
+ private:
+  LmdbStore() = default;
+  Status WriteEvents(MDB_txn* txn, const std::string& id, const std::vector<Event>& events);
+  Status PutSnapshot(MDB_txn* txn, const std::string& id, const nlohmann::json& snapshot);
+
+  MDB_env* env_ = nullptr;
+  MDB_dbi instances_ = 0, events_ = 0, operations_ = 0, submissions_ = 0, active_ = 0,
+          meta_ = 0;
+};
+
+}  // namespace sagad

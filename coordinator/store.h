@@ -1,0 +1,98 @@
+// Store: durable state of the coordinator. Every transition of an instance is
+// one atomic, durable write (snapshot + events + operation records) guarded by
+// a compare-and-swap on the instance's record version.
+//
+// Records are JSON documents; the instance snapshot is Instance::ToJson().
+// Thread-safety: implementations are safe for concurrent use.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sagas/instance.h"
+#include "sagas/status.h"
+
+namespace sagad {
+
+// One logical downstream operation, by idempotency key.
+struct OperationRecord {
+  std::string key;
+  std::string instance_id;
+  std::string step;
+  std::string kind;        // "forward" | "compensation"
+  std::string args_hash;   // SHA-256 of the canonical body the key is bound to
+  std::string state;       // STARTED, COMMITTED, FAILED, UNKNOWN, ...
+  int attempts = 0;
+  std::string external_ref;
+  nlohmann::json result;
+  std::string last_error;
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+
+  nlohmann::json ToJson() const;
+  static OperationRecord FromJson(const nlohmann::json& j);
+};
+
+// A client submission by its Idempotency-Key header.
+struct Submission {
+  std::string key;
+  std::string request_hash;  // SHA-256 of saga name + canonical body
+  std::string instance_id;
+  int response_status = 0;   // 0 until the first response was produced
+  nlohmann::json response;   // the body that was sent
+  int64_t created_at = 0;
+
+  nlohmann::json ToJson() const;
+  static Submission FromJson(const nlohmann::json& j);
+};
+
+struct InstancePage {
+  std::vector<nlohmann::json> instances;  // snapshots, newest first
+  std::string next_cursor;                // empty when there is no more
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Creates an instance: snapshot (version 1) and its first events, and the
+  // submission record if `submission` is set, in one durable transaction.
+  // AlreadyExists if the id or the submission key exists.
+  virtual Status CreateInstance(const nlohmann::json& snapshot,
+                                const std::vector<Event>& events,
+                                const Submission* submission) = 0;
+
+  // Commits one transition. FailedPrecondition if the stored version is not
+  // `expected_version` (someone else committed first). The snapshot's
+  // "version" must be expected_version + 1.
+  virtual Status Commit(const std::string& id, uint64_t expected_version,
+                        const nlohmann::json& snapshot,
+                        const std::vector<Event>& events,
+                        const std::vector<OperationRecord>& operations) = 0;
+
+  // NotFound if absent.
+  virtual StatusOr<nlohmann::json> GetInstance(const std::string& id) = 0;
+  virtual StatusOr<std::vector<Event>> GetEvents(const std::string& id) = 0;
+  virtual StatusOr<OperationRecord> GetOperation(const std::string& key) = 0;
+  virtual StatusOr<Submission> GetSubmission(const std::string& key) = 0;
+  // Records the response given for a submission key (for replays).
+  virtual Status SetSubmissionResponse(const std::string& key, int status,
+                                       const nlohmann::json& response) = 0;
+
+  // Newest first; filters are optional (empty = any). `cursor` is the
+  // next_cursor of the previous page.
+  virtual StatusOr<InstancePage> ListInstances(const std::string& status,
+                                               const std::string& saga,
+                                               size_t limit,
+                                               const std::string& cursor) = 0;
+  // Ids of instances that are not COMPLETED or COMPENSATED.
+  virtual StatusOr<std::vector<std::string>> ListActiveIds() = 0;
+};
+
+using StorePtr = std::unique_ptr<Store>;
+
+}  // namespace sagad

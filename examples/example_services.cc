@@ -1,0 +1,315 @@
+// example-services: the downstream services of both example sagas in one real
+// HTTP server (ticketing, edr, iam, mail, inventory, payments, shipping), for
+// demos and tests.
+//
+//   example-services [--listen HOST:PORT] [--no-dedup]
+// Prints "LISTENING <port>" once it serves.
+//
+// Protocol (what sagad expects of a downstream):
+//   * Idempotency-Key: a repeated key returns the first response again with
+//     Idempotent-Replayed: true and no new effect (unless --no-dedup, where
+//     every POST is a new effect); same key + other body -> 422.
+//   * GET /operations/{key}: 200 + the first response body if an operation
+//     with that key took effect, 404 if not.
+//   * Saga-Fencing-Token lower than the highest seen for the instance -> 409.
+// Test controls:
+//   GET  /_effects  {"total", "by_key": {key: n}, "by_route": {route: n}, "duplicates"}
+//   POST /_faults   {"path": "/hosts/isolate", "action": ..., "times": 1,
+//                    "status": 422, "delay_ms": 0}
+//     actions: reject (status, default 422, no effect), refuse (429, no effect),
+//     fail_before_commit (500, no effect), commit_drop (effect, then the
+//     connection breaks mid-response), commit_500 (effect, then 500),
+//     delay (sleep delay_ms, then normal), query_unknown (GET /operations
+//     answers 503)
+//   DELETE /_faults, POST /_reset
+#include <httplib.h>
+
+#include <chrono>
+#include <deque>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <thread>
+
+namespace {
+
+using nlohmann::json;
+
+struct Fault {
+  std::string path;
+  std::string action;
+  int status = 0;
+  int delay_ms = 0;
+  int times = 1;
+};
+
+struct Stored {
+  int status;
+  std::string body;
+  std::string body_hash;
+};
+
+class Services {
+ public:
+  explicit Services(bool dedup) : dedup_(dedup) {}
+
+  void Install(httplib::Server& s) {
+    s.Get("/_effects", [this](const httplib::Request&, httplib::Response& res) {
+      std::lock_guard<std::mutex> l(mu_);
+      int dups = 0;
+      for (const auto& [k, n] : by_key_) dups += n > 1 ? 1 : 0;
+      res.set_content(json{{"total", total_}, {"by_key", by_key_}, {"by_route", by_route_},
+                           {"duplicates", dups}}
+                          .dump(),
+                      "application/json");
+    });
+    s.Post("/_faults", [this](const httplib::Request& req, httplib::Response& res) {
+      json j = json::parse(req.body, nullptr, false);
+      if (j.is_discarded() || !j.is_object() || !j.contains("action")) {
+        res.status = 400;
+        return;
+      }
+      Fault f;
+      f.path = j.value("path", "");
+      f.action = j.value("action", "");
+      f.status = j.value("status", 0);
+      f.delay_ms = j.value("delay_ms", 0);
+      f.times = j.value("times", 1);
+      std::lock_guard<std::mutex> l(mu_);
+      faults_.push_back(f);
+      res.set_content("{}", "application/json");
+    });
+    s.Delete("/_faults", [this](const httplib::Request&, httplib::Response& res) {
+      std::lock_guard<std::mutex> l(mu_);
+      faults_.clear();
+      res.set_content("{}", "application/json");
+    });
+    s.Post("/_reset", [this](const httplib::Request&, httplib::Response& res) {
+      std::lock_guard<std::mutex> l(mu_);
+      faults_.clear();
+      ops_.clear();
+      by_key_.clear();
+      by_route_.clear();
+      fencing_.clear();
+      total_ = seq_ = 0;
+      tickets_.clear(), messages_.clear(), reservations_.clear(), charges_.clear();
+      shipments_.clear(), hosts_.clear(), accounts_.clear();
+      res.set_content("{}", "application/json");
+    });
+    s.Get(R"(/operations/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+      std::string key = req.matches[1];
+      std::lock_guard<std::mutex> l(mu_);
+      Fault f;
+      if (TakeFault("/operations", &f) && f.action == "query_unknown") {
+        res.status = 503;
+        return;
+      }
+      auto it = ops_.find(key);
+      if (it == ops_.end()) {
+        res.status = 404;
+        res.set_content(json{{"error", "no operation with this key"}}.dump(), "application/json");
+        return;
+      }
+      res.status = 200;
+      res.set_content(it->second.body, "application/json");
+    });
+    s.Post(R"(/.*)", [this](const httplib::Request& req, httplib::Response& res) { Post(req, res); });
+  }
+
+ private:
+  // REQUIRES: mu_ held.
+  bool TakeFault(const std::string& path, Fault* out) {
+    for (auto it = faults_.begin(); it != faults_.end(); ++it) {
+      if (path.compare(0, it->path.size(), it->path) != 0) continue;
+      *out = *it;
+      if (--it->times <= 0) faults_.erase(it);
+      return true;
+    }
+    return false;
+  }
+
+  static void Reply(httplib::Response& res, int status, const json& body) {
+    res.status = status;
+    res.set_content(body.dump(), "application/json");
+  }
+
+  // Applies the business effect; returns status + body. REQUIRES: mu_ held.
+  std::pair<int, json> Execute(const std::string& path, const json& body, std::string* route) {
+    static const std::regex kClose(R"(/tickets/([^/]+)/close)");
+    static const std::regex kRelease(R"(/reservations/([^/]+)/release)");
+    static const std::regex kRefund(R"(/charges/([^/]+)/refund)");
+    static const std::regex kCancel(R"(/shipments/([^/]+)/cancel)");
+    auto need = [&](std::initializer_list<const char*> fields) -> std::string {
+      for (const char* f : fields)
+        if (!body.is_object() || !body.contains(f) || body[f].is_null()) return f;
+      return "";
+    };
+    auto missing = [](const std::string& f) {
+      return std::make_pair(422, json{{"error", "missing field '" + f + "'"}});
+    };
+    std::smatch m;
+    auto create = [&](const char* kind, const char* prefix, std::initializer_list<const char*> f,
+                      std::map<std::string, json>* table) -> std::pair<int, json> {
+      *route = kind;
+      std::string miss = need(f);
+      if (!miss.empty()) return missing(miss);
+      std::string ref = std::string(prefix) + std::to_string(++seq_);
+      json obj = body;
+      obj["ref"] = ref;
+      obj["status"] = "active";
+      (*table)[ref] = obj;
+      return {201, obj};
+    };
+    auto undo = [&](const char* kind, std::map<std::string, json>* table,
+                    const char* state) -> std::pair<int, json> {
+      *route = kind;
+      auto it = table->find(m[1].str());
+      if (it == table->end()) return {404, json{{"error", "no such " + std::string(kind)}}};
+      it->second["status"] = state;
+      return {200, it->second};
+    };
+    if (path == "/tickets") return create("create_ticket", "T-", {"title", "severity"}, &tickets_);
+    if (std::regex_match(path, m, kClose)) return undo("close_ticket", &tickets_, "closed");
+    if (path == "/hosts/isolate" || path == "/hosts/release") {
+      bool iso = path == "/hosts/isolate";
+      *route = iso ? "isolate_host" : "release_host";
+      std::string miss = need({"host"});
+      if (!miss.empty()) return missing(miss);
+      std::string host = body["host"].is_string() ? body["host"].get<std::string>() : body["host"].dump();
+      hosts_[host] = iso ? "isolated" : "released";
+      return {200, json{{"ref", "host-" + host}, {"host", host}, {"status", hosts_[host]}}};
+    }
+    if (path == "/accounts/disable" || path == "/accounts/restore") {
+      bool dis = path == "/accounts/disable";
+      *route = dis ? "disable_account" : "restore_account";
+      std::string miss = need({"user"});
+      if (!miss.empty()) return missing(miss);
+      std::string user = body["user"].is_string() ? body["user"].get<std::string>() : body["user"].dump();
+      accounts_[user] = dis ? "disabled" : "active";
+      return {200, json{{"ref", "acct-" + user}, {"user", user}, {"status", accounts_[user]}}};
+    }
+    if (path == "/messages") return create("send_message", "M-", {"to", "body"}, &messages_);
+    if (path == "/reservations") return create("reserve_inventory", "R-", {"sku", "qty"}, &reservations_);
+    if (std::regex_match(path, m, kRelease)) return undo("release_reservation", &reservations_, "released");
+    if (path == "/charges") return create("charge_payment", "C-", {"amount", "currency", "customer"}, &charges_);
+    if (std::regex_match(path, m, kRefund)) return undo("refund_charge", &charges_, "refunded");
+    if (path == "/shipments") return create("create_shipment", "S-", {"address"}, &shipments_);
+    if (std::regex_match(path, m, kCancel)) return undo("cancel_shipment", &shipments_, "cancelled");
+    *route = "";
+    return {404, json{{"error", "no such route " + path}}};
+  }
+
+  void Post(const httplib::Request& req, httplib::Response& res) {
+    json body = req.body.empty() ? json::object() : json::parse(req.body, nullptr, false);
+    if (body.is_discarded()) return Reply(res, 400, {{"error", "body is not JSON"}});
+    std::string key = req.get_header_value("Idempotency-Key");
+    std::string instance = req.get_header_value("Saga-Instance");
+    std::string token_s = req.get_header_value("Saga-Fencing-Token");
+    std::string hash = std::to_string(std::hash<std::string>()(body.dump()));
+    Fault fault;
+    bool faulted;
+    int delay = 0;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!instance.empty() && !token_s.empty()) {
+        long long tok = std::atoll(token_s.c_str());
+        long long& high = fencing_[instance];
+        if (tok < high)
+          return Reply(res, 409, {{"error", "stale fencing token " + token_s}});
+        high = tok;
+      }
+      faulted = TakeFault(req.path, &fault);
+      if (faulted && fault.action == "delay") delay = fault.delay_ms;
+    }
+    if (delay > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+    std::lock_guard<std::mutex> l(mu_);
+    if (faulted) {
+      if (fault.action == "reject")
+        return Reply(res, fault.status ? fault.status : 422, {{"error", "rejected by fault order"}});
+      if (fault.action == "refuse") return Reply(res, 429, {{"error", "slow down"}});
+      if (fault.action == "fail_before_commit")
+        return Reply(res, 500, {{"error", "failed before commit"}});
+    }
+    if (dedup_ && !key.empty()) {
+      auto it = ops_.find(key);
+      if (it != ops_.end()) {
+        if (it->second.body_hash != hash)
+          return Reply(res, 422, {{"error", "Idempotency-Key reused with a different body"}});
+        res.set_header("Idempotent-Replayed", "true");
+        res.status = it->second.status;
+        res.set_content(it->second.body, "application/json");
+        return;
+      }
+    }
+    std::string route;
+    auto [status, out] = Execute(req.path, body, &route);
+    if (status >= 200 && status < 300) {
+      ++total_;
+      if (!key.empty()) ++by_key_[key];
+      ++by_route_[route];
+      if (!key.empty() && !ops_.count(key)) ops_[key] = Stored{status, out.dump(), hash};
+    }
+    if (faulted && fault.action == "commit_500")
+      return Reply(res, 500, {{"error", "committed, then failed"}});
+    if (faulted && fault.action == "commit_drop") {
+      res.status = status;
+      res.set_chunked_content_provider("application/json",
+                                       [](size_t, httplib::DataSink&) { return false; });
+      return;
+    }
+    Reply(res, status, out);
+  }
+
+  bool dedup_;
+  std::mutex mu_;
+  std::deque<Fault> faults_;
+  std::map<std::string, Stored> ops_;
+  std::map<std::string, int> by_key_;
+  std::map<std::string, int> by_route_;
+  std::map<std::string, long long> fencing_;
+  long long total_ = 0;
+  long long seq_ = 0;
+  std::map<std::string, json> tickets_, messages_, reservations_, charges_, shipments_;
+  std::map<std::string, std::string> hosts_, accounts_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string host = "127.0.0.1";
+  int port = 9000;
+  bool dedup = true;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--listen" && i + 1 < argc) {
+      std::string v = argv[++i];
+      size_t c = v.rfind(':');
+      if (c == std::string::npos) {
+        std::cerr << "example-services: --listen expects HOST:PORT\n";
+        return 2;
+      }
+      host = v.substr(0, c);
+      port = std::atoi(v.c_str() + c + 1);
+    } else if (a == "--no-dedup") {
+      dedup = false;
+    } else {
+      std::cerr << "usage: example-services [--listen HOST:PORT] [--no-dedup]\n";
+      return 2;
+    }
+  }
+  httplib::Server server;
+  server.new_task_queue = [] { return new httplib::ThreadPool(32); };
+  Services services(dedup);
+  services.Install(server);
+  int bound = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);
+  if (bound < 0) {
+    std::cerr << "example-services: cannot bind " << host << ":" << port << "\n";
+    return 1;
+  }
+  std::cout << "LISTENING " << bound << std::endl;
+  server.listen_after_bind();
+  return 0;
+}

@@ -1,0 +1,52 @@
+#include "policies/retry_policy.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace sagad {
+
+nlohmann::json RetryPolicy::ToJson() const {
+  return {{"max_attempts", max_attempts},
+          {"initial_backoff_ms", initial_backoff_ms},
+          {"max_backoff_ms", max_backoff_ms},
+          {"multiplier", multiplier},
+          {"max_reconciliations", max_reconciliations}};
+}
+
+StatusOr<RetryPolicy> RetryPolicy::FromJson(const nlohmann::json& j) {
+  RetryPolicy p;
+  if (!j.is_object()) return InvalidArgument("retry policy must be an object");
+  try {
+    p.max_attempts = j.value("max_attempts", p.max_attempts);
+    p.initial_backoff_ms = j.value("initial_backoff_ms", p.initial_backoff_ms);
+    p.max_backoff_ms = j.value("max_backoff_ms", p.max_backoff_ms);
+    p.multiplier = j.value("multiplier", p.multiplier);
+    p.max_reconciliations = j.value("max_reconciliations", p.max_reconciliations);
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument(std::string("retry policy: ") + e.what());
+  }
+  if (p.max_attempts < 1) return InvalidArgument("retry.max_attempts must be >= 1");
+  if (p.initial_backoff_ms < 0 || p.max_backoff_ms < p.initial_backoff_ms)
+    return InvalidArgument("retry backoff must satisfy 0 <= initial <= max");
+  if (p.multiplier < 1.0) return InvalidArgument("retry.multiplier must be >= 1");
+  if (p.max_reconciliations < 1)
+    return InvalidArgument("retry.max_reconciliations must be >= 1");
+  return p;
+}
+
+bool RetryPolicy::operator==(const RetryPolicy& o) const {
+  return max_attempts == o.max_attempts &&
+         initial_backoff_ms == o.initial_backoff_ms &&
+         max_backoff_ms == o.max_backoff_ms && multiplier == o.multiplier &&
+         max_reconciliations == o.max_reconciliations;
+}
+
+int64_t BackoffMillis(const RetryPolicy& policy, int retry,
+                      const UnitRandom& random) {
+  double cap = static_cast<double>(policy.initial_backoff_ms) *
+               std::pow(policy.multiplier, std::max(0, retry - 1));
+  cap = std::min(cap, static_cast<double>(policy.max_backoff_ms));
+  return static_cast<int64_t>(std::floor(random() * (cap + 1.0)));
+}
+
+}  // namespace sagad

@@ -1,0 +1,36 @@
+// Retry policy: how often and how fast a step is tried again when its outcome
+// says "not executed, try later" (429, refused connection) or while an UNKNOWN
+// outcome is being reconciled. Pure functions, no clock, injected randomness.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include <nlohmann/json.hpp>
+
+#include "sagas/status.h"
+
+namespace sagad {
+
+struct RetryPolicy {
+  int max_attempts = 5;            // sends of the same key before giving up
+  int64_t initial_backoff_ms = 100;
+  int64_t max_backoff_ms = 5000;
+  double multiplier = 2.0;
+  int max_reconciliations = 5;     // queries of an UNKNOWN outcome before review
+
+  nlohmann::json ToJson() const;
+  static StatusOr<RetryPolicy> FromJson(const nlohmann::json& j);
+  bool operator==(const RetryPolicy& o) const;
+};
+
+// Returns a value in [0, 1). Tests pass a fixed sequence.
+using UnitRandom = std::function<double()>;
+
+// Full-jitter exponential backoff before retry number `retry` (1-based):
+// uniform in [0, min(max_backoff, initial * multiplier^(retry-1))].
+// REQUIRES: retry >= 1.
+int64_t BackoffMillis(const RetryPolicy& policy, int retry,
+                      const UnitRandom& random);
+
+}  // namespace sagad

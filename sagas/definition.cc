@@ -1,0 +1,230 @@
+#include "sagas/definition.h"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include "sagas/template.h"
+
+namespace sagad {
+namespace {
+
+bool IsName(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  return std::all_of(s.begin(), s.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '_' || c == '-';
+  });
+}
+
+Status ValidateCall(const SagaDefinition& def, size_t index,
+                    const CallSpec& call, const char* what, bool self_visible,
+                    std::set<std::string>* input_fields) {
+  const std::string& step = def.steps[index].name;
+  std::string where = "step '" + step + "' " + what;
+  if (!IsName(call.service)) return InvalidArgument(where + ": service name missing or invalid");
+  static const std::set<std::string> kMethods = {"POST", "PUT", "PATCH", "DELETE", "GET"};
+  if (!kMethods.count(call.method))
+    return InvalidArgument(where + ": unsupported method '" + call.method + "'");
+  if (call.path.empty() || call.path[0] != '/')
+    return InvalidArgument(where + ": path must start with '/'");
+  TemplateRefs refs;
+  Status s = CollectRefs(call.path, &refs);
+  if (s.ok()) s = CollectRefs(call.body, &refs);
+  if (!s.ok()) return InvalidArgument(where + ": " + s.message());
+  for (const auto& ref : refs.steps) {
+    int i = def.StepIndex(ref);
+    if (i < 0)
+      return InvalidArgument(where + " refers to unknown step '" + ref + "'");
+    if (static_cast<size_t>(i) > index ||
+        (static_cast<size_t>(i) == index && !self_visible))
+      return InvalidArgument(where + " refers to step '" + ref +
+                             "', which has not run yet at that point");
+  }
+  if (input_fields) input_fields->insert(refs.input_fields.begin(), refs.input_fields.end());
+  return Status::Ok();
+}
+
+}  // namespace
+
+nlohmann::json CallSpec::ToJson() const {
+  nlohmann::json j = {{"service", service}, {"method", method}, {"path", path}};
+  if (!body.is_null()) j["body"] = body;
+  return j;
+}
+
+bool CallSpec::operator==(const CallSpec& o) const {
+  return service == o.service && method == o.method && path == o.path && body == o.body;
+}
+
+bool StepDefinition::operator==(const StepDefinition& o) const {
+  return name == o.name && forward == o.forward && compensation == o.compensation &&
+         irreversible == o.irreversible && requires_approval == o.requires_approval &&
+         retry == o.retry;
+}
+
+bool SagaDefinition::operator==(const SagaDefinition& o) const {
+  return name == o.name && version == o.version && steps == o.steps;
+}
+
+int SagaDefinition::StepIndex(const std::string& step) const {
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (steps[i].name == step) return static_cast<int>(i);
+  return -1;
+}
+
+std::vector<std::string> SagaDefinition::RequiredInputFields() const {
+  std::set<std::string> fields;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    (void)ValidateCall(*this, i, steps[i].forward, "forward", false, &fields);
+    if (steps[i].compensation)
+      (void)ValidateCall(*this, i, *steps[i].compensation, "compensation", true, &fields);
+  }
+  return {fields.begin(), fields.end()};
+}
+
+Status Validate(const SagaDefinition& def) {
+  if (!IsName(def.name))
+    return InvalidArgument("saga name must be 1-64 of [A-Za-z0-9_-], got '" + def.name + "'");
+  if (def.version < 1) return InvalidArgument("saga '" + def.name + "': version must be >= 1");
+  if (def.steps.empty()) return InvalidArgument("saga '" + def.name + "' has no steps");
+  std::set<std::string> names;
+  for (size_t i = 0; i < def.steps.size(); ++i) {
+    const StepDefinition& st = def.steps[i];
+    if (!IsName(st.name))
+      return InvalidArgument("step name must be 1-64 of [A-Za-z0-9_-], got '" + st.name + "'");
+    if (!names.insert(st.name).second)
+      return InvalidArgument("duplicate step name '" + st.name + "'");
+  }
+  for (size_t i = 0; i < def.steps.size(); ++i) {
+    const StepDefinition& st = def.steps[i];
+    SAGAD_RETURN_IF_ERROR(ValidateCall(def, i, st.forward, "forward", false, nullptr));
+    if (!st.irreversible && !st.compensation)
+      return InvalidArgument("step '" + st.name +
+                             "' is reversible but has no compensation "
+                             "(add Compensate(...) or mark it Irreversible())");
+    if (st.irreversible && st.compensation)
+      return InvalidArgument("step '" + st.name + "' is irreversible but declares a compensation");
+    if (st.compensation)
+      SAGAD_RETURN_IF_ERROR(
+          ValidateCall(def, i, *st.compensation, "compensation", true, nullptr));
+    Status rs = RetryPolicy::FromJson(st.retry.ToJson()).status();
+    if (!rs.ok()) return InvalidArgument("step '" + st.name + "': " + rs.message());
+  }
+  // Pivot rule: after the first irreversible step, nothing can be undone, so
+  // every later step must be reversible-free of doubt: no second pivot.
+  bool after_pivot = false;
+  for (const auto& st : def.steps) {
+    if (after_pivot && st.irreversible)
+      return InvalidArgument("step '" + st.name +
+                             "' is a second irreversible step after the pivot; "
+                             "a saga has at most one pivot");
+    if (st.irreversible) after_pivot = true;
+  }
+  return Status::Ok();
+}
+
+nlohmann::json SagaDefinition::ToJson() const {
+  nlohmann::json js = nlohmann::json::array();
+  for (const auto& st : steps) {
+    nlohmann::json j = {{"name", st.name}, {"forward", st.forward.ToJson()}};
+    if (st.compensation) j["compensation"] = st.compensation->ToJson();
+    j["irreversible"] = st.irreversible;
+    j["requires_approval"] = st.requires_approval;
+    j["retry"] = st.retry.ToJson();
+    js.push_back(j);
+  }
+  return {{"name", name}, {"version", version}, {"steps", js}};
+}
+
+StatusOr<SagaDefinition> SagaDefinition::FromJson(const nlohmann::json& j) {
+  SagaDefinition def;
+  try {
+    if (!j.is_object()) return InvalidArgument("saga definition must be a JSON object");
+    def.name = j.at("name").get<std::string>();
+    def.version = j.value("version", 1);
+    if (!j.at("steps").is_array()) return InvalidArgument("'steps' must be an array");
+    for (const auto& js : j.at("steps")) {
+      StepDefinition st;
+      st.name = js.at("name").get<std::string>();
+      auto call = [](const nlohmann::json& c) {
+        CallSpec cs;
+        cs.service = c.at("service").get<std::string>();
+        cs.method = c.value("method", std::string("POST"));
+        cs.path = c.at("path").get<std::string>();
+        cs.body = c.value("body", nlohmann::json());
+        return cs;
+      };
+      st.forward = call(js.at("forward"));
+      if (js.contains("compensation") && !js["compensation"].is_null())
+        st.compensation = call(js["compensation"]);
+      st.irreversible = js.value("irreversible", false);
+      st.requires_approval = js.value("requires_approval", false);
+      if (js.contains("retry")) {
+        auto r = RetryPolicy::FromJson(js["retry"]);
+        if (!r.ok()) return r.status();
+        st.retry = *r;
+      }
+      def.steps.push_back(std::move(st));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument(std::string("saga definition: ") + e.what());
+  }
+  SAGAD_RETURN_IF_ERROR(Validate(def));
+  return def;
+}
+
+// --- builder ---
+
+SagaBuilder::SagaBuilder(std::string name, int version) {
+  def_.name = std::move(name);
+  def_.version = version;
+}
+
+StepBuilder& SagaBuilder::Step(std::string name) {
+  StepDefinition st;
+  st.name = std::move(name);
+  def_.steps.push_back(std::move(st));
+  builders_.emplace_back(new StepBuilder(this, def_.steps.size() - 1));
+  return *builders_.back();
+}
+
+StatusOr<SagaDefinition> SagaBuilder::Build() {
+  SAGAD_RETURN_IF_ERROR(Validate(def_));
+  return def_;
+}
+
+StepDefinition& StepBuilder::step() { return parent_->def_.steps[index_]; }
+
+StepBuilder& StepBuilder::Call(std::string service, std::string method,
+                               std::string path, nlohmann::json body) {
+  step().forward = CallSpec{std::move(service), std::move(method), std::move(path), std::move(body)};
+  return *this;
+}
+
+StepBuilder& StepBuilder::Compensate(std::string service, std::string method,
+                                     std::string path, nlohmann::json body) {
+  step().compensation =
+      CallSpec{std::move(service), std::move(method), std::move(path), std::move(body)};
+  return *this;
+}
+
+StepBuilder& StepBuilder::Irreversible() {
+  step().irreversible = true;
+  return *this;
+}
+
+StepBuilder& StepBuilder::RequiresApproval() {
+  step().requires_approval = true;
+  return *this;
+}
+
+StepBuilder& StepBuilder::Retry(RetryPolicy policy) {
+  step().retry = policy;
+  return *this;
+}
+
+StepBuilder& StepBuilder::Step(std::string name) { return parent_->Step(std::move(name)); }
+
+StatusOr<SagaDefinition> StepBuilder::Build() { return parent_->Build(); }
+
+}  // namespace sagad

@@ -1,0 +1,212 @@
+#include "sagas/instance.h"
+
+namespace sagad {
+namespace {
+
+std::string Str(const nlohmann::json& data, const char* field) {
+  auto it = data.find(field);
+  if (it == data.end() || it->is_null()) return "";
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+}  // namespace
+
+nlohmann::json Event::ToJson() const {
+  nlohmann::json j = {{"seq", seq}, {"at", at_ms}, {"type", type}};
+  if (!step.empty()) j["step"] = step;
+  if (!data.empty()) j["data"] = data;
+  return j;
+}
+
+StatusOr<Event> Event::FromJson(const nlohmann::json& j) {
+  Event e;
+  try {
+    e.seq = j.at("seq").get<int64_t>();
+    e.at_ms = j.at("at").get<int64_t>();
+    e.type = j.at("type").get<std::string>();
+    e.step = j.value("step", std::string());
+    e.data = j.value("data", nlohmann::json::object());
+  } catch (const nlohmann::json::exception& ex) {
+    return InvalidArgument(std::string("malformed event: ") + ex.what());
+  }
+  return e;
+}
+
+Event Instance::CreatedEvent(const std::string& id, const SagaDefinition& def,
+                             const nlohmann::json& input) {
+  Event e;
+  e.type = "instance_created";
+  nlohmann::json names = nlohmann::json::array();
+  for (const auto& st : def.steps) names.push_back(st.name);
+  e.data = {{"id", id}, {"saga", def.name}, {"version", def.version},
+            {"input", input}, {"steps", names}};
+  return e;
+}
+
+StatusOr<Instance> Instance::Replay(const std::string& id, const SagaDefinition& def,
+                                    const std::vector<Event>& events) {
+  Instance inst;
+  for (const Event& e : events) {
+    Status s = inst.Apply(e);
+    if (!s.ok())
+      return InvalidArgument("replay of " + id + " failed at event " +
+                             std::to_string(e.seq) + ": " + s.message());
+  }
+  if (inst.id_ != id) return InvalidArgument("event log of " + id + " does not start with its creation");
+  if (inst.saga_ != def.name || inst.steps_.size() != def.steps.size())
+    return InvalidArgument("instance " + id + " does not match definition " + def.name);
+  return inst;
+}
+
+int Instance::StepIndex(const std::string& name) const {
+  for (size_t i = 0; i < steps_.size(); ++i)
+    if (steps_[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+Status Instance::Apply(const Event& e) {
+  if (e.type == "instance_created") {
+    if (last_seq_ != 0) return FailedPrecondition("instance_created must be the first event");
+    try {
+      id_ = e.data.at("id").get<std::string>();
+      saga_ = e.data.at("saga").get<std::string>();
+      saga_version_ = e.data.at("version").get<int>();
+      input_ = e.data.at("input");
+      for (const auto& n : e.data.at("steps")) {
+        StepState st;
+        st.name = n.get<std::string>();
+        steps_.push_back(std::move(st));
+      }
+    } catch (const nlohmann::json::exception& ex) {
+      return InvalidArgument(std::string("malformed instance_created: ") + ex.what());
+    }
+    created_at_ = e.at_ms;
+  } else if (last_seq_ == 0) {
+    return FailedPrecondition("first event must be instance_created, got " + e.type);
+  } else if (e.step.empty()) {
+    SagaEvent se;
+    if (!ParseSagaEvent(e.type, &se)) return InvalidArgument("unknown saga event " + e.type);
+    SAGAD_RETURN_IF_ERROR(machine_.Process(se));
+    if (se == SagaEvent::kEscalate) review_reason_ = Str(e.data, "reason");
+    if (se == SagaEvent::kResume || se == SagaEvent::kStartCompensation) review_reason_.clear();
+  } else {
+    int i = StepIndex(e.step);
+    if (i < 0) return InvalidArgument("event for unknown step " + e.step);
+    StepState& st = steps_[i];
+    if (e.type == "reconciled") {
+      if (Str(e.data, "phase") == "compensation") {
+        ++st.comp_reconciliations;
+        st.comp_last_error = Str(e.data, "error");
+      } else {
+        ++st.reconciliations;
+        st.last_error = Str(e.data, "error");
+      }
+    } else {
+      StepEvent ev;
+      if (!ParseStepEvent(e.type, &ev)) return InvalidArgument("unknown step event " + e.type);
+      bool compensation_phase = st.status() == StepStatus::kCompensating ||
+                                st.machine.reviewing_compensation() ||
+                                ev == StepEvent::kBeginCompensation;
+      SAGAD_RETURN_IF_ERROR(st.machine.Process(ev));
+      switch (ev) {
+        case StepEvent::kStart:
+          ++st.attempts;
+          st.key = Str(e.data, "key");
+          st.args_hash = Str(e.data, "args_hash");
+          break;
+        case StepEvent::kCommit:
+          st.result = e.data.value("result", nlohmann::json());
+          st.external_ref = Str(e.data, "external_ref");
+          st.retries = 0;
+          if (e.data.contains("resolution")) st.resolution = e.data["resolution"];
+          break;
+        case StepEvent::kFail:
+        case StepEvent::kOutcomeUnknown:
+        case StepEvent::kEscalate:
+          if (compensation_phase) st.comp_last_error = Str(e.data, "error");
+          else st.last_error = Str(e.data, "error");
+          break;
+        case StepEvent::kNotExecuted:
+          if (compensation_phase) {
+            st.comp_last_error = Str(e.data, "error");
+          } else {
+            st.last_error = Str(e.data, "error");
+            ++st.retries;
+          }
+          if (e.data.contains("resolution")) st.resolution = e.data["resolution"];
+          break;
+        case StepEvent::kApprove:
+        case StepEvent::kReject:
+          st.approval = e.data;
+          st.approval["decision"] = ev == StepEvent::kApprove ? "approved" : "rejected";
+          st.approval["at"] = e.at_ms;
+          break;
+        case StepEvent::kBeginCompensation:
+          ++st.comp_attempts;
+          st.comp_key = Str(e.data, "key");
+          st.comp_args_hash = Str(e.data, "args_hash");
+          break;
+        case StepEvent::kCompensationDone:
+          st.comp_result = e.data.value("result", nlohmann::json());
+          if (e.data.contains("resolution")) st.resolution = e.data["resolution"];
+          break;
+        case StepEvent::kCompensationUnknown:
+          st.comp_last_error = Str(e.data, "error");
+          break;
+        case StepEvent::kRequestApproval:
+          break;
+      }
+    }
+  }
+  last_seq_ = e.seq;
+  updated_at_ = e.at_ms;
+  return Status::Ok();
+}
+
+nlohmann::json Instance::ToJson() const {
+  nlohmann::json steps = nlohmann::json::array();
+  for (const StepState& st : steps_) {
+    nlohmann::json j = {{"name", st.name},
+                        {"status", StepStatusName(st.status())},
+                        {"key", st.key},
+                        {"attempts", st.attempts},
+                        {"reconciliations", st.reconciliations},
+                        {"result", st.result},
+                        {"external_ref", st.external_ref},
+                        {"last_error", st.last_error},
+                        {"approved", st.machine.approved()}};
+    if (!st.args_hash.empty()) j["args_hash"] = st.args_hash;
+    if (!st.approval.is_null()) j["approval"] = st.approval;
+    if (!st.resolution.is_null()) j["resolution"] = st.resolution;
+    if (st.comp_attempts > 0 || st.machine.reviewing_compensation()) {
+      const char* cs = st.status() == StepStatus::kCompensated ? "COMPENSATED"
+                       : st.machine.reviewing_compensation()   ? "NEEDS_REVIEW"
+                       : st.status() == StepStatus::kCompensating ? "COMPENSATING"
+                                                                   : "PENDING";
+      j["compensation"] = {{"status", cs},
+                           {"key", st.comp_key},
+                           {"attempts", st.comp_attempts},
+                           {"reconciliations", st.comp_reconciliations},
+                           {"result", st.comp_result},
+                           {"last_error", st.comp_last_error}};
+    } else {
+      j["compensation"] = nullptr;
+    }
+    steps.push_back(std::move(j));
+  }
+  nlohmann::json j = {{"id", id_},
+                      {"saga", saga_},
+                      {"saga_version", saga_version_},
+                      {"status", SagaStatusName(status())},
+                      {"input", input_},
+                      {"steps", steps},
+                      {"created_at", created_at_},
+                      {"updated_at", updated_at_},
+                      {"last_seq", last_seq_},
+                      {"version", version_},
+                      {"schema_version", kRecordSchemaVersion}};
+  if (!review_reason_.empty()) j["review_reason"] = review_reason_;
+  return j;
+}
+
+}  // namespace sagad

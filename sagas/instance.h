@@ -1,0 +1,114 @@
+// Instance: the state of one saga instance, derived only from its event log.
+//
+// Every change is an Event applied through Apply(), which drives the step and
+// saga Boost.MSM machines (refusing transitions their tables do not allow)
+// and updates the record fields (attempts, result, errors...). Replay() builds
+// an Instance from its logged events; ToJson() is both the stored snapshot and
+// the API view, so snapshot == replay can be checked at any time.
+// Thread-safety: none; the engine serialises access per instance.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sagas/definition.h"
+#include "sagas/saga_machine.h"
+#include "sagas/status.h"
+#include "sagas/step_machine.h"
+
+namespace sagad {
+
+constexpr int kRecordSchemaVersion = 1;
+
+struct Event {
+  int64_t seq = 0;      // 1-based position in the instance's log
+  int64_t at_ms = 0;    // wall clock when it was written
+  // "instance_created", a StepEventName, a SagaEventName, or "reconciled"
+  // (a query of an unclear outcome that settled nothing; counted).
+  std::string type;
+  std::string step;     // step name for step events, empty otherwise
+  nlohmann::json data = nlohmann::json::object();
+
+  nlohmann::json ToJson() const;
+  static StatusOr<Event> FromJson(const nlohmann::json& j);
+};
+
+// What the coordinator knows about one step, beyond its machine's state.
+struct StepState {
+  std::string name;
+  StepMachine machine;
+  int attempts = 0;          // forward sends (STARTED records)
+  int reconciliations = 0;   // queries of an unclear forward outcome
+  int retries = 0;           // not-executed outcomes since the last success
+  std::string key;           // forward idempotency key
+  std::string args_hash;     // SHA-256 of the canonical forward body
+  nlohmann::json result;     // forward result (2xx body)
+  std::string external_ref;
+  std::string last_error;
+  nlohmann::json approval;   // {"by","at","comment"} once approved/rejected
+  int comp_attempts = 0;
+  int comp_reconciliations = 0;
+  std::string comp_key;
+  std::string comp_args_hash;
+  nlohmann::json comp_result;
+  std::string comp_last_error;
+  nlohmann::json resolution; // operator resolution, if any
+
+  StepStatus status() const { return machine.status(); }
+};
+
+class Instance {
+ public:
+  Instance() = default;
+
+  // The first event of every instance.
+  static Event CreatedEvent(const std::string& id, const SagaDefinition& def,
+                            const nlohmann::json& input);
+  // Rebuilds an instance by replaying its log with no side effects.
+  // InvalidArgument if the log is not a valid history for `def`.
+  static StatusOr<Instance> Replay(const std::string& id, const SagaDefinition& def,
+                                   const std::vector<Event>& events);
+
+  // Applies one event. On error the instance may be partially changed: apply
+  // to a copy and keep it only if every event of a transition applied.
+  Status Apply(const Event& e);
+
+  const std::string& id() const { return id_; }
+  const std::string& saga() const { return saga_; }
+  int saga_version() const { return saga_version_; }
+  const nlohmann::json& input() const { return input_; }
+  SagaStatus status() const { return machine_.status(); }
+  bool reviewing_compensation() const { return machine_.reviewing_compensation(); }
+  const std::string& review_reason() const { return review_reason_; }
+  int64_t created_at() const { return created_at_; }
+  int64_t updated_at() const { return updated_at_; }
+  int64_t last_seq() const { return last_seq_; }
+  // Record version used for compare-and-swap; bumped by the store on commit.
+  uint64_t version() const { return version_; }
+  void set_version(uint64_t v) { version_ = v; }
+
+  const std::vector<StepState>& steps() const { return steps_; }
+  const StepState& step(size_t i) const { return steps_[i]; }
+  int StepIndex(const std::string& name) const;
+
+  // Snapshot / API view: id, saga, status, input, steps, timestamps, version.
+  nlohmann::json ToJson() const;
+
+ private:
+  std::string id_;
+  std::string saga_;
+  int saga_version_ = 0;
+  nlohmann::json input_;
+  SagaMachine machine_;
+  std::vector<StepState> steps_;
+  std::string review_reason_;
+  int64_t created_at_ = 0;
+  int64_t updated_at_ = 0;
+  int64_t last_seq_ = 0;
+  uint64_t version_ = 0;
+};
+
+}  // namespace sagad

@@ -1,0 +1,104 @@
+// Status and StatusOr<T>: expected failures as values.
+//
+// The few codes are chosen so that their meaning drives the saga (compare
+// absl::StatusCode):
+//   kUnavailable        transient: retry the same operation later, same key.
+//   kAborted            definite failure: the operation did not and will not
+//                       happen; compensate.
+//   kInvalidArgument    the caller's input is wrong; stop, no retry.
+//   kFailedPrecondition the system is not in a state where this is allowed
+//                       (also: a compare-and-swap lost); stop or reload.
+//   kNotFound / kAlreadyExists  lookups and creations.
+//   kInternal           a broken invariant or an I/O error of our own.
+// Thread-safety: values; safe to copy between threads.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace sagad {
+
+enum class StatusCode {
+  kOk = 0,
+  kInvalidArgument,
+  kNotFound,
+  kAlreadyExists,
+  kFailedPrecondition,
+  kAborted,
+  kUnavailable,
+  kInternal,
+};
+
+const char* StatusCodeName(StatusCode code);
+
+class [[nodiscard]] Status {
+ public:
+  Status() = default;
+  Status(StatusCode code, std::string message)
+      : code_(code), message_(std::move(message)) {}
+
+  static Status Ok() { return Status(); }
+  bool ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+  // "CODE: message", or "OK".
+  std::string ToString() const;
+
+ private:
+  StatusCode code_ = StatusCode::kOk;
+  std::string message_;
+};
+
+inline Status InvalidArgument(std::string m) {
+  return Status(StatusCode::kInvalidArgument, std::move(m));
+}
+inline Status NotFound(std::string m) {
+  return Status(StatusCode::kNotFound, std::move(m));
+}
+inline Status AlreadyExists(std::string m) {
+  return Status(StatusCode::kAlreadyExists, std::move(m));
+}
+inline Status FailedPrecondition(std::string m) {
+  return Status(StatusCode::kFailedPrecondition, std::move(m));
+}
+inline Status Aborted(std::string m) {
+  return Status(StatusCode::kAborted, std::move(m));
+}
+inline Status Unavailable(std::string m) {
+  return Status(StatusCode::kUnavailable, std::move(m));
+}
+inline Status Internal(std::string m) {
+  return Status(StatusCode::kInternal, std::move(m));
+}
+
+// Holds either a value or a non-OK Status.
+template <typename T>
+class [[nodiscard]] StatusOr {
+ public:
+  StatusOr(Status s) : status_(std::move(s)) {}  // NOLINT: implicit by design
+  StatusOr(T v) : value_(std::move(v)) {}        // NOLINT: implicit by design
+
+  bool ok() const { return status_.ok(); }
+  const Status& status() const { return status_; }
+  // REQUIRES: ok().
+  T& value() & { return *value_; }
+  const T& value() const& { return *value_; }
+  T&& value() && { return std::move(*value_); }
+  T* operator->() { return &*value_; }
+  const T* operator->() const { return &*value_; }
+  T& operator*() { return *value_; }
+  const T& operator*() const { return *value_; }
+
+ private:
+  Status status_;
+  std::optional<T> value_;
+};
+
+}  // namespace sagad
+
+#define SAGAD_RETURN_IF_ERROR(expr)      \
+  do {                                   \
+    ::sagad::Status _st = (expr);        \
+    if (!_st.ok()) return _st;           \
+  } while (0)

@@ -1,0 +1,47 @@
+// Templates for paths and bodies of downstream calls.
+//
+// A template refers to values with {{expr}} where expr is one of
+//   input.<field>[.<field>...]      a field of the saga's input
+//   <step>.ref                      the external ref of an earlier step
+//   <step>.result[.<field>...]      the result (or a field of it) of a step
+// In a JSON body, a string that is exactly "{{expr}}" becomes the referenced
+// JSON value (numbers stay numbers); other strings are interpolated. In a
+// path, each value is interpolated and percent-encoded.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sagas/status.h"
+
+namespace sagad {
+
+// What a template can see when it is rendered.
+struct TemplateContext {
+  const nlohmann::json* input = nullptr;
+  // step name -> {"ref": ..., "result": ...}
+  std::map<std::string, nlohmann::json> steps;
+};
+
+// The references a template makes: input fields (first segment) and steps.
+struct TemplateRefs {
+  std::set<std::string> input_fields;
+  std::set<std::string> steps;
+};
+
+// Collects references; InvalidArgument on malformed {{...}}.
+Status CollectRefs(const std::string& text, TemplateRefs* refs);
+Status CollectRefs(const nlohmann::json& body, TemplateRefs* refs);
+
+// Renders; InvalidArgument if a referenced value is missing.
+StatusOr<std::string> RenderPath(const std::string& path,
+                                 const TemplateContext& ctx);
+StatusOr<nlohmann::json> RenderBody(const nlohmann::json& body,
+                                    const TemplateContext& ctx);
+
+std::string PercentEncode(const std::string& s);
+
+}  // namespace sagad
