@@ -641,10 +641,15 @@ class Engine::Impl {
     return r;
   }
 
-  int64_t Backoff(const RetryPolicy& p, int retry) {
+  double Random() {
     std::lock_guard<std::mutex> l(rng_mu_);
-    std::uniform_real_distribution<double> d(0.0, 1.0);
-    return BackoffMillis(p, retry, [&] { return d(rng_); });
+    return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  }
+  int64_t Backoff(const RetryPolicy& p, int retry) {
+    return BackoffMillis(p, retry, [this] { return Random(); });
+  }
+  int64_t ReconcileDelay(const RetryPolicy& p, int retry) {
+    return ReconcileDelayMillis(p, retry, [this] { return Random(); });
   }
 
   // ---- forward ----
@@ -775,7 +780,7 @@ class Engine::Impl {
       if (n >= sd.retry.max_reconciliations)
         return Escalate(tx, i, "outcome of " + st.key + " still unknown after " +
                                    std::to_string(n) + " reconciliation attempts: " + q.error);
-      delay = Backoff(sd.retry, n);
+      delay = ReconcileDelay(sd.retry, n);
       return Status::Ok();
     });
     if (delay >= 0 && next == Next::kContinue) {
@@ -887,7 +892,7 @@ class Engine::Impl {
                                        std::to_string(n) + " reconciliation attempts"},
                         {"step", sd.name}});
       }
-      delay = Backoff(sd.retry, n);
+      delay = ReconcileDelay(sd.retry, n);
       return Status::Ok();
     });
     if (delay >= 0 && next == Next::kContinue) {

@@ -10,10 +10,12 @@
 //     Idempotent-Replayed: true and no new effect (unless --no-dedup, where
 //     every POST is a new effect); same key + other body -> 422.
 //   * GET /operations/{key}: 200 + the first response body if an operation
-//     with that key took effect, 404 if not.
+//     with that key took effect, 202 while a request with that key is still
+//     being processed, 404 if none arrived.
 //   * Saga-Fencing-Token lower than the highest seen for the instance -> 409.
 // Test controls:
-//   GET  /_effects  {"total", "by_key": {key: n}, "by_route": {route: n}, "duplicates"}
+//   GET  /_effects  {"total", "by_key": {key: n}, "by_route": {route: n}, "duplicates",
+//                    "pending": requests still being processed}
 //   POST /_faults   {"path": "/hosts/isolate", "action": ..., "times": 1,
 //                    "status": 422, "delay_ms": 0}
 //     actions: reject (status, default 422, no effect), refuse (429, no effect),
@@ -62,7 +64,7 @@ class Services {
       int dups = 0;
       for (const auto& [k, n] : by_key_) dups += n > 1 ? 1 : 0;
       res.set_content(json{{"total", total_}, {"by_key", by_key_}, {"by_route", by_route_},
-                           {"duplicates", dups}}
+                           {"duplicates", dups}, {"pending", pending_.size()}}
                           .dump(),
                       "application/json");
     });
@@ -108,6 +110,11 @@ class Services {
         return;
       }
       auto it = ops_.find(key);
+      if (it == ops_.end() && pending_.count(key)) {
+        res.status = 202;
+        res.set_content(json{{"status", "in_progress"}}.dump(), "application/json");
+        return;
+      }
       if (it == ops_.end()) {
         res.status = 404;
         res.set_content(json{{"error", "no operation with this key"}}.dump(), "application/json");
@@ -223,9 +230,11 @@ class Services {
       }
       faulted = TakeFault(req.path, &fault);
       if (faulted && fault.action == "delay") delay = fault.delay_ms;
+      if (!key.empty()) ++pending_[key];
     }
     if (delay > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
     std::lock_guard<std::mutex> l(mu_);
+    if (!key.empty() && --pending_[key] == 0) pending_.erase(key);
     if (faulted) {
       if (fault.action == "reject")
         return Reply(res, fault.status ? fault.status : 422, {{"error", "rejected by fault order"}});
@@ -270,6 +279,7 @@ class Services {
   std::map<std::string, int> by_key_;
   std::map<std::string, int> by_route_;
   std::map<std::string, long long> fencing_;
+  std::map<std::string, int> pending_;  // keys of requests being processed
   long long total_ = 0;
   long long seq_ = 0;
   std::map<std::string, json> tickets_, messages_, reservations_, charges_, shipments_;

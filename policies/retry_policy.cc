@@ -49,4 +49,9 @@ int64_t BackoffMillis(const RetryPolicy& policy, int retry,
   return static_cast<int64_t>(std::floor(random() * (cap + 1.0)));
 }
 
+int64_t ReconcileDelayMillis(const RetryPolicy& policy, int retry,
+                             const UnitRandom& random) {
+  return BackoffMillis(policy, retry, [&] { return 0.5 + 0.5 * random(); });
+}
+
 }  // namespace sagad

@@ -17,7 +17,7 @@ struct RetryPolicy {
   int64_t initial_backoff_ms = 100;
   int64_t max_backoff_ms = 5000;
   double multiplier = 2.0;
-  int max_reconciliations = 5;     // queries of an UNKNOWN outcome before review
+  int max_reconciliations = 8;     // queries of an UNKNOWN outcome before review
 
   nlohmann::json ToJson() const;
   static StatusOr<RetryPolicy> FromJson(const nlohmann::json& j);
@@ -32,5 +32,11 @@ using UnitRandom = std::function<double()>;
 // REQUIRES: retry >= 1.
 int64_t BackoffMillis(const RetryPolicy& policy, int retry,
                       const UnitRandom& random);
+
+// Equal-jitter backoff for asking about an unclear outcome: at least half of
+// the exponential cap, so a budget of N queries spans a guaranteed minimum
+// time (a slow downstream gets the chance to finish). REQUIRES: retry >= 1.
+int64_t ReconcileDelayMillis(const RetryPolicy& policy, int retry,
+                             const UnitRandom& random);
 
 }  // namespace sagad

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the Debian packages sagad builds and tests with (only what is missing).
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config libboost-dev liblmdb-dev libcpp-httplib-dev
+      nlohmann-json3-dev libgtest-dev libssl-dev ccache curl jq)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "installing: ${missing[*]}" >&2
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null

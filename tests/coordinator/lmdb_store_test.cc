@@ -1,0 +1,120 @@
+#include "coordinator/lmdb_store.h"
+
+#include <gtest/gtest.h>
+#include <lmdb.h>
+
+#include "tests/testing/subprocess.h"
+
+namespace sagad {
+namespace {
+
+class LmdbStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = LmdbStore::Open(dir_.path());
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(*s);
+  }
+  nlohmann::json Snap(const std::string& id, uint64_t version, const std::string& status = "RUNNING") {
+    return {{"id", id}, {"version", version}, {"status", status}, {"saga", "s"}};
+  }
+  Event Ev(int64_t seq, const std::string& type) {
+    Event e;
+    e.seq = seq;
+    e.type = type;
+    return e;
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<LmdbStore> store_;
+};
+
+TEST_F(LmdbStoreTest, CommitIsACompareAndSwapOnTheVersion) {
+  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "instance_created")}, nullptr).ok());
+  EXPECT_TRUE(store_->Commit("a", 1, Snap("a", 2), {Ev(2, "x")}, {}).ok());
+  Status stale = store_->Commit("a", 1, Snap("a", 2), {Ev(3, "y")}, {});
+  EXPECT_EQ(stale.code(), StatusCode::kFailedPrecondition);
+  auto events = store_->GetEvents("a");
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 2u);  // the losing commit wrote nothing
+  EXPECT_EQ((*events)[1].type, "x");
+}
+
+TEST_F(LmdbStoreTest, EventsComeBackInOrderPerInstance) {
+  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr).ok());
+  ASSERT_TRUE(store_->CreateInstance(Snap("ab", 1), {Ev(1, "c")}, nullptr).ok());
+  std::vector<Event> batch;
+  for (int i = 2; i <= 300; ++i) batch.push_back(Ev(i, "e" + std::to_string(i)));
+  ASSERT_TRUE(store_->Commit("a", 1, Snap("a", 2), batch, {}).ok());
+  auto events = store_->GetEvents("a");
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 300u);
+  for (size_t i = 0; i < events->size(); ++i) EXPECT_EQ((*events)[i].seq, int64_t(i + 1));
+  EXPECT_EQ(store_->GetEvents("ab")->size(), 1u);
+}
+
+TEST_F(LmdbStoreTest, SubmissionKeysAreUniqueAndKeepTheFirstResponse) {
+  Submission s;
+  s.key = "k";
+  s.request_hash = "h";
+  s.instance_id = "a";
+  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, &s).ok());
+  s.instance_id = "b";
+  EXPECT_EQ(store_->CreateInstance(Snap("b", 1), {Ev(1, "c")}, &s).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_->GetInstance("b").status().code(), StatusCode::kNotFound);  // nothing half-written
+  ASSERT_TRUE(store_->SetSubmissionResponse("k", 201, {{"id", "a"}}).ok());
+  ASSERT_TRUE(store_->SetSubmissionResponse("k", 200, {{"id", "zzz"}}).ok());
+  auto got = store_->GetSubmission("k");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->instance_id, "a");
+  EXPECT_EQ(got->response_status, 201);
+}
+
+TEST_F(LmdbStoreTest, ListsNewestFirstWithFiltersAndCursor) {
+  for (int i = 0; i < 5; ++i) {
+    std::string id = "id" + std::to_string(i);
+    ASSERT_TRUE(store_->CreateInstance(Snap(id, 1, i % 2 ? "COMPLETED" : "RUNNING"), {Ev(1, "c")}, nullptr).ok());
+  }
+  auto p1 = store_->ListInstances("", "", 2, "");
+  ASSERT_TRUE(p1.ok());
+  ASSERT_EQ(p1->instances.size(), 2u);
+  EXPECT_EQ(p1->instances[0]["id"], "id4");
+  EXPECT_EQ(p1->instances[1]["id"], "id3");
+  auto p2 = store_->ListInstances("", "", 10, p1->next_cursor);
+  ASSERT_EQ(p2->instances.size(), 3u);
+  EXPECT_EQ(p2->instances[0]["id"], "id2");
+  EXPECT_TRUE(p2->next_cursor.empty());
+  auto running = store_->ListInstances("RUNNING", "", 10, "");
+  EXPECT_EQ(running->instances.size(), 3u);
+  auto active = store_->ListActiveIds();
+  EXPECT_EQ(active->size(), 3u);
+}
+
+TEST_F(LmdbStoreTest, SurvivesReopenAndRefusesANewerSchema) {
+  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr).ok());
+  store_.reset();
+  auto again = LmdbStore::Open(dir_.path());
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE((*again)->GetInstance("a").ok());
+  again->reset();
+  // Bump the schema version behind its back.
+  MDB_env* env;
+  ASSERT_EQ(mdb_env_create(&env), 0);
+  mdb_env_set_maxdbs(env, 16);
+  ASSERT_EQ(mdb_env_open(env, dir_.path().c_str(), 0, 0644), 0);
+  MDB_txn* txn;
+  MDB_dbi meta;
+  ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
+  ASSERT_EQ(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+  std::string k = "schema_version", v = "99";
+  MDB_val key{k.size(), k.data()}, val{v.size(), v.data()};
+  ASSERT_EQ(mdb_put(txn, meta, &key, &val, 0), 0);
+  ASSERT_EQ(mdb_txn_commit(txn), 0);
+  mdb_env_close(env);
+  auto refused = LmdbStore::Open(dir_.path());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("newer"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sagad

@@ -1,0 +1,100 @@
+#include "sagas/definition.h"
+
+#include <gtest/gtest.h>
+
+#include "examples/examples.h"
+
+namespace sagad {
+namespace {
+
+SagaBuilder TwoSteps() {
+  SagaBuilder b("s", 1);
+  b.Step("a").Call("svc", "POST", "/a", {{"x", "{{input.x}}"}}).Compensate("svc", "POST", "/a/undo");
+  return b;
+}
+
+TEST(DefinitionTest, BuildsTheReferenceExamples) {
+  SagaDefinition ir = IncidentResponse();
+  ASSERT_EQ(ir.steps.size(), 4u);
+  EXPECT_TRUE(ir.steps[3].irreversible);
+  EXPECT_FALSE(ir.steps[3].compensation.has_value());
+  EXPECT_EQ(ir.RequiredInputFields(),
+            (std::vector<std::string>{"email", "host", "severity", "title", "user"}));
+  SagaDefinition of = OrderFulfilment();
+  EXPECT_EQ(of.RequiredInputFields(),
+            (std::vector<std::string>{"address", "amount", "currency", "customer", "qty", "sku"}));
+}
+
+TEST(DefinitionTest, RejectsDuplicateStepNames) {
+  auto b = TwoSteps();
+  b.Step("a").Call("svc", "POST", "/b").Compensate("svc", "POST", "/b/undo");
+  auto d = b.Build();
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("duplicate step name 'a'"), std::string::npos);
+}
+
+TEST(DefinitionTest, RejectsReversibleStepWithoutCompensation) {
+  auto d = SagaBuilder("s", 1).Step("a").Call("svc", "POST", "/a").Build();
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("has no compensation"), std::string::npos);
+}
+
+TEST(DefinitionTest, RejectsTemplateReferringToUnknownStep) {
+  auto d = SagaBuilder("s", 1)
+               .Step("a").Call("svc", "POST", "/a/{{nope.ref}}").Compensate("svc", "POST", "/u")
+               .Build();
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("unknown step 'nope'"), std::string::npos);
+}
+
+TEST(DefinitionTest, RejectsTemplateReferringToALaterStep) {
+  auto d = SagaBuilder("s", 1)
+               .Step("a").Call("svc", "POST", "/a/{{b.ref}}").Compensate("svc", "POST", "/u")
+               .Step("b").Call("svc", "POST", "/b").Compensate("svc", "POST", "/u")
+               .Build();
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("has not run yet"), std::string::npos);
+}
+
+TEST(DefinitionTest, CompensationMayReferToItsOwnStep) {
+  auto d = SagaBuilder("s", 1)
+               .Step("a").Call("svc", "POST", "/a").Compensate("svc", "POST", "/a/{{a.ref}}/undo")
+               .Build();
+  EXPECT_TRUE(d.ok()) << d.status().ToString();
+}
+
+TEST(DefinitionTest, RejectsASecondIrreversibleStep) {
+  auto d = SagaBuilder("s", 1)
+               .Step("a").Call("svc", "POST", "/a").Irreversible()
+               .Step("b").Call("svc", "POST", "/b").Irreversible()
+               .Build();
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("at most one pivot"), std::string::npos);
+}
+
+TEST(DefinitionTest, RejectsBadNamesMethodsAndPaths) {
+  EXPECT_FALSE(SagaBuilder("bad name", 1).Step("a").Call("s", "POST", "/a").Irreversible().Build().ok());
+  EXPECT_FALSE(SagaBuilder("s", 1).Step("a:b").Call("s", "POST", "/a").Irreversible().Build().ok());
+  EXPECT_FALSE(SagaBuilder("s", 1).Step("a").Call("s", "FETCH", "/a").Irreversible().Build().ok());
+  EXPECT_FALSE(SagaBuilder("s", 1).Step("a").Call("s", "POST", "a").Irreversible().Build().ok());
+  EXPECT_FALSE(SagaBuilder("s", 0).Step("a").Call("s", "POST", "/a").Irreversible().Build().ok());
+  EXPECT_FALSE(SagaBuilder("s", 1).Build().ok());
+}
+
+TEST(DefinitionTest, RoundTripsThroughJson) {
+  SagaDefinition ir = IncidentResponse();
+  auto back = SagaDefinition::FromJson(ir.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, ir);
+}
+
+TEST(DefinitionTest, JsonLoadingValidatesLikeTheBuilder) {
+  auto d = SagaDefinition::FromJson(
+      {{"name", "s"}, {"steps", {{{"name", "a"}, {"forward", {{"service", "x"}, {"path", "/a"}}}}}}});
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("has no compensation"), std::string::npos);
+  EXPECT_FALSE(SagaDefinition::FromJson("not an object").ok());
+}
+
+}  // namespace
+}  // namespace sagad

@@ -1,0 +1,129 @@
+#include "tests/testing/cluster.h"
+
+#include <httplib.h>
+#include <signal.h>
+
+#include <fstream>
+#include <thread>
+
+namespace sagad::testing {
+
+Reply Http(int port, const std::string& method, const std::string& path, const std::string& body,
+           const std::map<std::string, std::string>& headers) {
+  httplib::Client cli("127.0.0.1", port);
+  cli.set_read_timeout(60, 0);
+  httplib::Request req;
+  req.method = method;
+  req.path = path;
+  for (const auto& [k, v] : headers) req.headers.emplace(k, v);
+  if (!body.empty()) {
+    req.body = body;
+    if (!req.has_header("Content-Type")) req.headers.emplace("Content-Type", "application/json");
+  }
+  Reply out;
+  auto res = cli.send(req);
+  if (!res) return out;
+  out.status = res->status;
+  out.raw = res->body;
+  for (const auto& [k, v] : res->headers) out.headers[k] = v;
+  out.body = nlohmann::json::parse(res->body, nullptr, false);
+  return out;
+}
+
+Downstream::Downstream(bool dedup) {
+  std::vector<std::string> argv = {EXAMPLE_SERVICES_BIN, "--listen", "127.0.0.1:0"};
+  if (!dedup) argv.push_back("--no-dedup");
+  proc_ = std::make_unique<Subprocess>(argv);
+  port_ = proc_->WaitForPort();
+  if (port_ < 0) throw std::runtime_error("example-services did not start");
+}
+
+nlohmann::json Downstream::Effects() { return Http(port_, "GET", "/_effects").body; }
+
+int Downstream::RouteCount(const std::string& route) {
+  auto e = Effects();
+  return e["by_route"].value(route, 0);
+}
+
+void Downstream::Fault(const nlohmann::json& fault) {
+  Reply r = Http(port_, "POST", "/_faults", fault.dump());
+  if (r.status != 200) throw std::runtime_error("cannot set fault");
+}
+
+Coordinator::Coordinator(const Downstream& downstream, const std::string& data_dir,
+                         nlohmann::json service_overrides, nlohmann::json tokens)
+    : data_dir_(data_dir) {
+  nlohmann::json services = nlohmann::json::object();
+  for (const char* name : {"ticketing", "edr", "iam", "mail", "inventory", "payments", "shipping"}) {
+    nlohmann::json s = {{"base_url", downstream.url()}, {"timeout_ms", 1000}};
+    if (service_overrides.contains(name)) s.update(service_overrides[name]);
+    services[name] = s;
+  }
+  nlohmann::json config = {{"listen", "127.0.0.1:0"}, {"data_dir", data_dir},
+                           {"services", services}, {"tokens", tokens}, {"workers", 8}};
+  config_path_ = data_dir + ".config.json";
+  std::ofstream(config_path_) << config.dump(2);
+}
+
+int Coordinator::Start(const std::string& crash_at) {
+  std::map<std::string, std::string> env;
+  if (!crash_at.empty()) env["SAGA_CRASH_AT"] = crash_at;
+  proc_ = std::make_unique<Subprocess>(
+      std::vector<std::string>{SAGAD_BIN, "--config", config_path_}, env);
+  port_ = proc_->WaitForPort();
+  return port_;
+}
+
+void Coordinator::Kill() {
+  proc_->Kill(SIGKILL);
+  proc_->Wait();
+}
+
+int Coordinator::Terminate() {
+  proc_->Kill(SIGTERM);
+  return proc_->Wait();
+}
+
+Reply Coordinator::Submit(const std::string& saga, const nlohmann::json& input, double wait,
+                          const std::string& key) {
+  std::string path = "/v1/sagas/" + saga + "/instances";
+  if (wait > 0) path += "?wait=" + std::to_string(wait);
+  std::map<std::string, std::string> h;
+  if (!key.empty()) h["Idempotency-Key"] = key;
+  return Http(port_, "POST", path, nlohmann::json{{"input", input}}.dump(), h);
+}
+
+Reply Coordinator::Get(const std::string& path) { return Http(port_, "GET", path); }
+
+Reply Coordinator::Post(const std::string& path, const nlohmann::json& body) {
+  return Http(port_, "POST", path, body.dump());
+}
+
+nlohmann::json Coordinator::WaitStatus(const std::string& id, const std::string& status,
+                                       std::chrono::milliseconds timeout) {
+  nlohmann::json last;
+  WaitFor(
+      [&] {
+        Reply r = Get("/v1/instances/" + id + "?wait=1");
+        if (r.status == 200) last = r.body;
+        return r.status == 200 && r.body.value("status", "") == status;
+      },
+      timeout);
+  return last;
+}
+
+nlohmann::json Events(Coordinator& c, const std::string& id) {
+  return c.Get("/v1/instances/" + id + "/events").body["events"];
+}
+
+nlohmann::json IncidentInput() {
+  return {{"title", "phishing"}, {"severity", "high"}, {"host", "laptop-7"},
+          {"user", "bob"}, {"email", "bob@example.com"}};
+}
+
+nlohmann::json OrderInput() {
+  return {{"sku", "SKU-1"}, {"qty", 2}, {"amount", 4200}, {"currency", "EUR"},
+          {"customer", "c-9"}, {"address", "1 Main St"}};
+}
+
+}  // namespace sagad::testing

@@ -1,0 +1,81 @@
+// Real processes for integration tests: example-services (the downstream)
+// and sagad on a temporary data dir, both on 127.0.0.1 with OS-chosen ports.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/testing/subprocess.h"
+
+namespace sagad::testing {
+
+struct Reply {
+  int status = 0;  // 0: no response
+  nlohmann::json body;
+  std::string raw;
+  std::map<std::string, std::string> headers;
+  std::string header(const std::string& k) const {
+    auto it = headers.find(k);
+    return it == headers.end() ? "" : it->second;
+  }
+};
+
+// One HTTP request on loopback (fresh connection).
+Reply Http(int port, const std::string& method, const std::string& path,
+           const std::string& body = "",
+           const std::map<std::string, std::string>& headers = {});
+
+class Downstream {
+ public:
+  explicit Downstream(bool dedup = true);
+  int port() const { return port_; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  nlohmann::json Effects();
+  // Effects counted for a route (create_ticket, close_ticket, ...).
+  int RouteCount(const std::string& route);
+  void Fault(const nlohmann::json& fault);
+
+ private:
+  std::unique_ptr<Subprocess> proc_;
+  int port_ = -1;
+};
+
+class Coordinator {
+ public:
+  // `services` overrides per service (queryable, idempotent, timeout_ms).
+  Coordinator(const Downstream& downstream, const std::string& data_dir,
+              nlohmann::json service_overrides = nlohmann::json::object(),
+              nlohmann::json tokens = nlohmann::json::array());
+  // Starts sagad (SAGA_CRASH_AT from `crash_at` if set). Returns the port, -1
+  // if it did not come up.
+  int Start(const std::string& crash_at = "");
+  int port() const { return port_; }
+  Subprocess& process() { return *proc_; }
+  void Kill();                   // SIGKILL and reap
+  int Terminate();               // SIGTERM, returns exit code
+
+  Reply Submit(const std::string& saga, const nlohmann::json& input, double wait = 0,
+               const std::string& idempotency_key = "");
+  Reply Get(const std::string& path);
+  Reply Post(const std::string& path, const nlohmann::json& body = nlohmann::json::object());
+  // Polls until the instance has `status`; returns the last view.
+  nlohmann::json WaitStatus(const std::string& id, const std::string& status,
+                            std::chrono::milliseconds timeout = std::chrono::seconds(20));
+
+ private:
+  std::string config_path_;
+  std::string data_dir_;
+  std::unique_ptr<Subprocess> proc_;
+  int port_ = -1;
+};
+
+// The instance's event log (an array).
+nlohmann::json Events(Coordinator& c, const std::string& id);
+
+nlohmann::json IncidentInput();
+nlohmann::json OrderInput();
+
+}  // namespace sagad::testing
