@@ -51,17 +51,17 @@ TEST_F(ApiTest, SameKeyWithAnotherBodyIs422) {
 }
 
 TEST_F(ApiTest, SameKeyWhileTheFirstIsInFlightIs409) {
-  downstream_.Fault({{"path", "/reservations"}, {"action", "delay"}, {"delay_ms", 800}});
+  downstream_.Fault({{"path", "/reservations"}, {"action", "delay"}, {"delay_ms", 1000}});
   auto first = std::async(std::launch::async, [&] {
     return coordinator_->Submit("order_fulfilment", OrderInput(), 10, "slow");
   });
-  bool saw_409 = WaitFor([&] {
-    return coordinator_->Submit("order_fulfilment", OrderInput(), 0, "slow").status == 409;
-  });
-  EXPECT_TRUE(saw_409);
+  // The first submission is in flight once its first step sits in the downstream.
+  ASSERT_TRUE(WaitFor([&] { return downstream_.Effects()["pending"] == 1; }));
+  ExpectProblem(coordinator_->Submit("order_fulfilment", OrderInput(), 0, "slow"), 409);
   EXPECT_EQ(first.get().status, 200);
   Reply replay = coordinator_->Submit("order_fulfilment", OrderInput(), 0, "slow");
   EXPECT_EQ(replay.header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(replay.status, 200);
 }
 
 TEST_F(ApiTest, BadInputGetsProblemJsonAndSagadKeepsServing) {

@@ -32,6 +32,8 @@ struct FaultCase {
   bool dedup;
 };
 
+void PrintTo(const FaultCase& c, std::ostream* os) { *os << c.action << (c.dedup ? " dedup" : " no-dedup"); }
+
 class UnknownOutcomeTest : public ::testing::TestWithParam<FaultCase> {};
 
 TEST_P(UnknownOutcomeTest, IsReconciledBeforeAnyResend) {
@@ -73,6 +75,8 @@ struct CrashCase {
   std::string point;
   bool dedup;
 };
+
+void PrintTo(const CrashCase& c, std::ostream* os) { *os << c.point << (c.dedup ? " dedup" : " no-dedup"); }
 
 class CrashPointTest : public ::testing::TestWithParam<CrashCase> {};
 

@@ -77,6 +77,8 @@ struct RejectCase {
   int failing_index;
 };
 
+void PrintTo(const RejectCase& c, std::ostream* os) { *os << c.saga << " fails at " << c.failing_path; }
+
 class DefiniteFailureTest : public SagaFlowTest,
                             public ::testing::WithParamInterface<RejectCase> {};
 
