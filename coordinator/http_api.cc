@@ -312,9 +312,8 @@ class ApiServer::Impl {
     if (sub->replayed) {
       res.set_header("Idempotent-Replayed", "true");
       if (sub->stored_status != 0) return Json(res, sub->stored_status, sub->stored_response);
-      auto j = engine_.GetInstance(sub->instance_id);
-      if (!j.ok()) return ProblemFromStatus(req, res, j.status());
-      return Json(res, 201, *j);
+      // The first request never got its answer (sagad died before replying):
+      // answer this one as the first would have been, waiting if asked to.
     }
     StatusOr<nlohmann::json> j =
         wait > 0 ? engine_.WaitSettled(sub->instance_id, std::chrono::milliseconds(int64_t(wait * 1000)))
