@@ -105,5 +105,68 @@ INSTANTIATE_TEST_SUITE_P(IncidentResponse, CrashMatrixTest, ::testing::ValuesIn(
                                   (i.param.dedup ? "_dedup" : "_no_dedup");
                          });
 
+// Downstream faults at every step of incident_response (forward and
+// compensation): the outcome is unclear or the call failed before commit;
+// sagad reconciles and each effect happens exactly once.
+struct FaultMatrixCase {
+  std::string action;
+  std::string path;
+  bool dedup;
+  bool compensation;
+};
+
+void PrintTo(const FaultMatrixCase& c, std::ostream* os) {
+  *os << c.action << " at " << c.path << (c.dedup ? " dedup" : " no-dedup");
+}
+
+class FaultMatrixTest : public ::testing::TestWithParam<FaultMatrixCase> {};
+
+TEST_P(FaultMatrixTest, EveryEffectHappensExactlyOnce) {
+  const FaultMatrixCase& c = GetParam();
+  TempDir dir;
+  Downstream downstream(c.dedup);
+  nlohmann::json overrides = nlohmann::json::object();
+  if (!c.dedup)
+    for (const char* s : {"ticketing", "edr", "iam", "mail"})
+      overrides[s] = {{"idempotent", false}, {"queryable", true}};
+  Coordinator sagad(downstream, dir.path() + "/data", overrides);
+  ASSERT_GT(sagad.Start(), 0);
+  nlohmann::json fault = {{"path", c.path}, {"action", c.action}};
+  if (c.action == "delay") fault["delay_ms"] = 1300;  // sagad's timeout is 1000 ms
+  downstream.Fault(fault);
+  Reply r = sagad.Submit("incident_response", IncidentInput(), 20);
+  ASSERT_EQ(r.body.value("status", ""), "AWAITING_APPROVAL") << r.raw;
+  std::string id = r.body["id"];
+  sagad.Post("/v1/instances/" + id + "/steps/notify_user/" + (c.compensation ? "reject" : "approve"));
+  std::string want = c.compensation ? "COMPENSATED" : "COMPLETED";
+  nlohmann::json done = sagad.WaitStatus(id, want, std::chrono::seconds(30));
+  ASSERT_EQ(done.value("status", ""), want) << done.dump();
+  EXPECT_TRUE(WaitFor([&] { return downstream.Effects()["pending"] == 0; }));
+  nlohmann::json e = downstream.Effects();
+  EXPECT_EQ(e["duplicates"], 0) << e.dump();
+  for (const auto& [k, n] : e["by_key"].items()) EXPECT_EQ(n, 1) << k;
+  EXPECT_EQ(e["total"], c.compensation ? 6 : 4) << e.dump();
+}
+
+std::vector<FaultMatrixCase> FaultCases() {
+  std::vector<FaultMatrixCase> out;
+  for (bool dedup : {true, false})
+    for (const char* action : {"commit_drop", "commit_500", "fail_before_commit", "delay"}) {
+      for (const char* path : {"/tickets", "/hosts/isolate", "/accounts/disable", "/messages"})
+        out.push_back({action, path, dedup, false});
+      for (const char* path : {"/tickets/T-1/close", "/hosts/release", "/accounts/restore"})
+        out.push_back({action, path, dedup, true});
+    }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(IncidentResponse, FaultMatrixTest, ::testing::ValuesIn(FaultCases()),
+                         [](const ::testing::TestParamInfo<FaultMatrixCase>& i) {
+                           std::string n = i.param.action + i.param.path;
+                           for (char& ch : n)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n + (i.param.dedup ? "_dedup" : "_no_dedup");
+                         });
+
 }  // namespace
 }  // namespace sagad::testing
