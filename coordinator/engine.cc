@@ -18,6 +18,7 @@
 
 #include "adapters/sha256.h"
 #include "coordinator/crash_point.h"
+#include "coordinator/metrics.h"
 #include "sagas/instance.h"
 #include "sagas/planner.h"
 #include "sagas/template.h"
@@ -150,7 +151,19 @@ class Engine::Impl {
         pool_(static_cast<size_t>(std::max(1, options.workers))),
         work_(boost::asio::make_work_guard(io_)),
         timer_thread_([this] { io_.run(); }),
-        rng_(std::random_device{}()) {}
+        rng_(std::random_device{}()) {
+    metrics_.Describe("sagad_step_calls_total", "counter",
+                      "Downstream calls by phase (forward/compensation) and classified outcome.");
+    metrics_.Describe("sagad_reconciliations_total", "counter",
+                      "Questions about unclear outcomes, by phase and answer.");
+    metrics_.Describe("sagad_events_total", "counter",
+                      "Committed instance events by type (escalations: saga_needs_review).");
+    metrics_.Describe("sagad_duplicate_effects_detected_total", "counter",
+                      "Calls a downstream answered as an idempotent replay.");
+    metrics_.Describe("sagad_recovery_latency_seconds", "histogram",
+                      "From sagad start to the first transition of each recovered instance.");
+    metrics_.Describe("sagad_step_latency_seconds", "histogram", "Downstream call latency.");
+  }
 
   ~Impl() { Stop(); }
 
@@ -191,6 +204,11 @@ class Engine::Impl {
     auto start = clock_.SteadyNow();
     auto ids = store_.ListActiveIds();
     if (!ids.ok()) return ids.status();
+    {
+      std::lock_guard<std::mutex> l(recovery_mu_);
+      recovery_start_ = start;
+      recovering_.insert(ids->begin(), ids->end());
+    }
     for (const auto& id : *ids) Schedule(id);
     Log({{"msg", "recovery scheduled"}, {"instances", ids->size()},
          {"ms", std::chrono::duration_cast<std::chrono::milliseconds>(clock_.SteadyNow() - start)
@@ -547,6 +565,7 @@ class Engine::Impl {
       Next next = Next::kStop;
       switch (a.kind) {
         case ActionKind::kNone:
+          MarkRecovered(id);
           return;
         case ActionKind::kRequestApproval:
           next = Transition(id, [&](Tx& tx) -> Status {
@@ -578,8 +597,18 @@ class Engine::Impl {
           next = Transition(id, [&](Tx& tx) { return tx.Saga(SagaEvent::kFinishCompensation); });
           break;
       }
+      MarkRecovered(id);
       if (next == Next::kStop) return;
     }
+  }
+
+  // The first action of an instance found at start-up is done (or it needs
+  // none): its recovery latency is known.
+  void MarkRecovered(const std::string& id) {
+    std::lock_guard<std::mutex> l(recovery_mu_);
+    if (recovering_.empty() || !recovering_.erase(id)) return;
+    metrics_.Observe("sagad_recovery_latency_seconds",
+                     std::chrono::duration<double>(clock_.SteadyNow() - recovery_start_).count());
   }
 
   // A transition the driver wants; on a lost race it simply plans again.
@@ -690,6 +719,7 @@ class Engine::Impl {
     auto t0 = std::chrono::steady_clock::now();
     CallResult res = adapter_.Call(req);
     CrashPoint("before_outcome");
+    RecordCall("forward", res, std::chrono::steady_clock::now() - t0);
     Log({{"msg", "step call"}, {"instance", id}, {"step", sd.name}, {"key", key},
          {"attempt", st.attempts + 1}, {"outcome", OutcomeName(res.outcome)},
          {"http_status", res.http_status},
@@ -749,6 +779,7 @@ class Engine::Impl {
       });
     }
     QueryResult q = adapter_.Query(sd.forward.service, st.key, id, kFencingToken);
+    RecordQuery("forward", q);
     Log({{"msg", "reconcile"}, {"instance", id}, {"step", sd.name}, {"key", st.key},
          {"answer", q.outcome == QueryOutcome::kHappened      ? "happened"
                     : q.outcome == QueryOutcome::kNotHappened ? "not_happened"
@@ -826,8 +857,10 @@ class Engine::Impl {
     if (!s.ok()) return AfterFailedMutate(id, s);
     CrashPoint("after_compensation_started");
     CallRequest req{call.service, call.method, r->path, r->body, key, id, sd.name, kFencingToken};
+    auto t0 = std::chrono::steady_clock::now();
     CallResult res = adapter_.Call(req);
     CrashPoint("before_compensation_outcome");
+    RecordCall("compensation", res, std::chrono::steady_clock::now() - t0);
     Log({{"msg", "compensation call"}, {"instance", id}, {"step", sd.name}, {"key", key},
          {"outcome", OutcomeName(res.outcome)}, {"http_status", res.http_status}});
     int64_t delay = -1;
@@ -873,6 +906,7 @@ class Engine::Impl {
     // Compensations are idempotent by contract: without a query, re-send.
     if (!svc || !svc->queryable) return Compensate(id, def, inst, i);
     QueryResult q = adapter_.Query(sd.compensation->service, st.comp_key, id, kFencingToken);
+    RecordQuery("compensation", q);
     if (q.outcome == QueryOutcome::kNotHappened) return Compensate(id, def, inst, i);
     int64_t delay = -1;
     Next next = Transition(id, [&](Tx& tx) -> Status {
@@ -902,6 +936,34 @@ class Engine::Impl {
     return next;
   }
 
+  // ---- metrics ----
+  void RecordCall(const char* phase, const CallResult& res, std::chrono::steady_clock::duration d) {
+    metrics_.Inc("sagad_step_calls_total", std::string("phase=\"") + phase + "\",outcome=\"" +
+                                               OutcomeName(res.outcome) + "\"");
+    if (res.replayed) metrics_.Inc("sagad_duplicate_effects_detected_total");
+    metrics_.Observe("sagad_step_latency_seconds", std::chrono::duration<double>(d).count());
+  }
+  void RecordQuery(const char* phase, const QueryResult& q) {
+    const char* answer = q.outcome == QueryOutcome::kHappened      ? "happened"
+                         : q.outcome == QueryOutcome::kNotHappened ? "not_happened"
+                                                                   : "unknown";
+    metrics_.Inc("sagad_reconciliations_total",
+                 std::string("phase=\"") + phase + "\",answer=\"" + answer + "\"");
+  }
+
+ public:
+  std::string MetricsText() {
+    std::string extra;
+    auto ids = store_.ListActiveIds();
+    if (ids.ok()) {
+      extra += "# HELP sagad_instances_active Instances not yet COMPLETED or COMPENSATED.\n"
+               "# TYPE sagad_instances_active gauge\nsagad_instances_active " +
+               std::to_string(ids->size()) + "\n";
+    }
+    return metrics_.Render(extra);
+  }
+
+ private:
   // ---- state ----
   static int FindStep(const Instance& inst, const std::string& step) { return inst.StepIndex(step); }
 
@@ -976,6 +1038,7 @@ class Engine::Impl {
         return s;
       }
       cache_put(id, next);
+      for (const Event& e : tx.events()) metrics_.Inc("sagad_events_total", "type=\"" + e.type + "\"");
       {
         std::lock_guard<std::mutex> w(wait_mu_);
         ++commits_;
@@ -1017,6 +1080,10 @@ class Engine::Impl {
   uint64_t commits_ = 0;
 
   std::mutex rng_mu_;
+  Metrics metrics_;
+  std::mutex recovery_mu_;
+  std::unordered_set<std::string> recovering_;
+  std::chrono::steady_clock::time_point recovery_start_;
 
   boost::asio::thread_pool pool_;
   boost::asio::io_context io_;
@@ -1050,6 +1117,7 @@ StatusOr<InstancePage> Engine::List(const std::string& status, const std::string
   return impl_->List(status, saga, limit, cursor);
 }
 StatusOr<nlohmann::json> Engine::Approvals() { return impl_->Approvals(); }
+std::string Engine::MetricsText() { return impl_->MetricsText(); }
 StatusOr<nlohmann::json> Engine::Bundle(const std::string& id) { return impl_->Bundle(id); }
 Status Engine::Approve(const std::string& id, const std::string& step, const std::string& actor,
                        const std::string& comment) {

@@ -80,6 +80,9 @@ class Engine {
                               size_t limit, const std::string& cursor);
   // Steps awaiting approval, across active instances.
   StatusOr<nlohmann::json> Approvals();
+  // Prometheus text: call outcomes, reconciliations, events (escalations,
+  // compensations...), replays detected, recovery and step latency.
+  std::string MetricsText();
   // Recovery bundle for a human (any status; meant for NEEDS_REVIEW).
   StatusOr<nlohmann::json> Bundle(const std::string& id);
 

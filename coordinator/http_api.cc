@@ -189,7 +189,7 @@ class ApiServer::Impl {
       std::string out =
           "# HELP sagad_up 1 while sagad serves.\n# TYPE sagad_up gauge\nsagad_up 1\n"
           "# HELP sagad_ready 1 once recovery has been scheduled.\n# TYPE sagad_ready gauge\n"
-          "sagad_ready " + std::string(ready_ ? "1" : "0") + "\n";
+          "sagad_ready " + std::string(ready_ ? "1" : "0") + "\n" + engine_.MetricsText();
       res.set_content(out, "text/plain; version=0.0.4");
     });
 

@@ -133,6 +133,10 @@ TEST_F(SagaFlowTest, InstanceWaitingForApprovalSurvivesSigkill) {
   Reply again = coordinator_->Get("/v1/instances/" + id);
   ASSERT_EQ(again.status, 200);
   EXPECT_EQ(again.body["status"], "AWAITING_APPROVAL");
+  EXPECT_TRUE(WaitFor([&] {
+    return coordinator_->Get("/metrics").raw.find("sagad_recovery_latency_seconds_count 1") !=
+           std::string::npos;
+  })) << coordinator_->Get("/metrics").raw;
   ASSERT_EQ(coordinator_->Post("/v1/instances/" + id + "/steps/notify_user/approve").status, 200);
   EXPECT_EQ(coordinator_->WaitStatus(id, "COMPLETED")["status"], "COMPLETED");
   EXPECT_EQ(downstream_.Effects()["total"], 4);
@@ -152,6 +156,20 @@ TEST_F(SagaFlowTest, CancelCompensatesAndIsRefusedOnceCompleted) {
   Reply late = coordinator_->Post("/v1/instances/" + o.body["id"].get<std::string>() + "/cancel");
   EXPECT_EQ(late.status, 409);
   EXPECT_EQ(late.header("Content-Type"), "application/problem+json");
+}
+
+TEST_F(SagaFlowTest, MetricsCountOutcomesReconciliationsAndEvents) {
+  downstream_.Fault({{"path", "/charges"}, {"action", "commit_500"}});
+  Reply r = coordinator_->Submit("order_fulfilment", OrderInput(), 10);
+  ASSERT_EQ(r.body["status"], "COMPLETED");
+  std::string m = coordinator_->Get("/metrics").raw;
+  for (const char* line :
+       {"sagad_step_calls_total{phase=\"forward\",outcome=\"committed\"} 2",
+        "sagad_step_calls_total{phase=\"forward\",outcome=\"unknown\"} 1",
+        "sagad_reconciliations_total{phase=\"forward\",answer=\"happened\"} 1",
+        "sagad_events_total{type=\"saga_completed\"} 1", "sagad_instances_active 0",
+        "# TYPE sagad_step_latency_seconds histogram"})
+    EXPECT_NE(m.find(line), std::string::npos) << line << "\n" << m;
 }
 
 TEST_F(SagaFlowTest, SigtermDrainsAndExitsZero) {

@@ -1,0 +1,38 @@
+// Metrics: counters and histograms rendered in the Prometheus text format.
+// Thread-safety: all methods are thread-safe.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace sagad {
+
+class Metrics {
+ public:
+  // Adds `v` to counter `name` with label set `labels` ("" or `k="v",...`).
+  void Inc(const std::string& name, const std::string& labels = "", double v = 1);
+  // Records one observation (seconds) in histogram `name`.
+  void Observe(const std::string& name, double seconds);
+  // Declares HELP text and type ("counter", "gauge", "histogram").
+  void Describe(const std::string& name, const std::string& type, const std::string& help);
+  // Current value of a counter (tests and gauges).
+  double Get(const std::string& name, const std::string& labels = "") const;
+  // Prometheus text exposition of everything recorded, plus `extra` lines.
+  std::string Render(const std::string& extra = "") const;
+
+ private:
+  struct Histogram {
+    std::vector<double> bounds;
+    std::vector<uint64_t> counts;  // per bucket, non-cumulative
+    uint64_t count = 0;
+    double sum = 0;
+  };
+  mutable std::mutex mu_;
+  std::map<std::string, std::pair<std::string, std::string>> help_;  // name -> (type, help)
+  std::map<std::string, std::map<std::string, double>> counters_;
+  std::map<std::string, Histogram> histograms_;
+};
+
+}  // namespace sagad
