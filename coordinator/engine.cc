@@ -607,8 +607,9 @@ class Engine::Impl {
   void MarkRecovered(const std::string& id) {
     std::lock_guard<std::mutex> l(recovery_mu_);
     if (recovering_.empty() || !recovering_.erase(id)) return;
-    metrics_.Observe("sagad_recovery_latency_seconds",
-                     std::chrono::duration<double>(clock_.SteadyNow() - recovery_start_).count());
+    double secs = std::chrono::duration<double>(clock_.SteadyNow() - recovery_start_).count();
+    metrics_.Observe("sagad_recovery_latency_seconds", secs);
+    Log({{"msg", "recovered"}, {"instance", id}, {"ms", secs * 1000}});
   }
 
   // A transition the driver wants; on a lost race it simply plans again.
@@ -1000,6 +1001,7 @@ class Engine::Impl {
     nlohmann::json replayed = inst->ToJson();
     if (replayed != *snap)
       Log({{"msg", "snapshot differs from replayed event log; using the log"}, {"instance", id}});
+    Log({{"msg", "replayed"}, {"instance", id}, {"events", events->size()}});
     auto ptr = std::make_shared<Instance>(std::move(*inst));
     cache_put(id, ptr);
     return ptr;

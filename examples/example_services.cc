@@ -24,6 +24,10 @@
 //     delay (sleep delay_ms, then normal), query_unknown (GET /operations
 //     answers 503)
 //   DELETE /_faults, POST /_reset
+// --chaos P [--seed S]: besides fault orders, each business POST gets a random
+// fault with probability P (commit_drop, commit_500, fail_before_commit,
+// refuse, delay 400 ms; reject only for forward calls) and each GET
+// /operations answers 503 with probability P/2.
 #include <httplib.h>
 
 #include <chrono>
@@ -31,6 +35,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <random>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
@@ -56,7 +61,7 @@ struct Stored {
 
 class Services {
  public:
-  explicit Services(bool dedup) : dedup_(dedup) {}
+  Services(bool dedup, double chaos, unsigned seed) : dedup_(dedup), chaos_(chaos), rng_(seed) {}
 
   void Install(httplib::Server& s) {
     s.Get("/_effects", [this](const httplib::Request&, httplib::Response& res) {
@@ -105,7 +110,7 @@ class Services {
       std::string key = req.matches[1];
       std::lock_guard<std::mutex> l(mu_);
       Fault f;
-      if (TakeFault("/operations", &f) && f.action == "query_unknown") {
+      if ((TakeFault("/operations", &f) && f.action == "query_unknown") || Chance(chaos_ / 2)) {
         res.status = 503;
         return;
       }
@@ -136,6 +141,25 @@ class Services {
       return true;
     }
     return false;
+  }
+
+  // REQUIRES: mu_ held.
+  bool Chance(double p) {
+    return p > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < p;
+  }
+
+  // REQUIRES: mu_ held.
+  bool RandomFault(const std::string& path, Fault* out) {
+    if (!Chance(chaos_)) return false;
+    static const std::regex kUndo(R"(.*/(close|release|restore|refund|cancel)$)");
+    bool undo = std::regex_match(path, kUndo);
+    static const char* kActions[] = {"commit_drop", "commit_500", "fail_before_commit",
+                                     "refuse", "delay", "reject"};
+    int n = undo ? 5 : 6;
+    out->action = kActions[std::uniform_int_distribution<int>(0, n - 1)(rng_)];
+    out->delay_ms = 400;
+    out->status = 422;
+    return true;
   }
 
   static void Reply(httplib::Response& res, int status, const json& body) {
@@ -228,7 +252,7 @@ class Services {
           return Reply(res, 409, {{"error", "stale fencing token " + token_s}});
         high = tok;
       }
-      faulted = TakeFault(req.path, &fault);
+      faulted = TakeFault(req.path, &fault) || RandomFault(req.path, &fault);
       if (faulted && fault.action == "delay") delay = fault.delay_ms;
       if (!key.empty()) ++pending_[key];
     }
@@ -273,6 +297,8 @@ class Services {
   }
 
   bool dedup_;
+  double chaos_;
+  std::mt19937 rng_;
   std::mutex mu_;
   std::deque<Fault> faults_;
   std::map<std::string, Stored> ops_;
@@ -292,6 +318,8 @@ int main(int argc, char** argv) {
   std::string host = "127.0.0.1";
   int port = 9000;
   bool dedup = true;
+  double chaos = 0;
+  unsigned seed = 1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--listen" && i + 1 < argc) {
@@ -305,14 +333,18 @@ int main(int argc, char** argv) {
       port = std::atoi(v.c_str() + c + 1);
     } else if (a == "--no-dedup") {
       dedup = false;
+    } else if (a == "--chaos" && i + 1 < argc) {
+      chaos = std::atof(argv[++i]);
+    } else if (a == "--seed" && i + 1 < argc) {
+      seed = static_cast<unsigned>(std::atoi(argv[++i]));
     } else {
-      std::cerr << "usage: example-services [--listen HOST:PORT] [--no-dedup]\n";
+      std::cerr << "usage: example-services [--listen HOST:PORT] [--no-dedup] [--chaos P] [--seed S]\n";
       return 2;
     }
   }
   httplib::Server server;
   server.new_task_queue = [] { return new httplib::ThreadPool(32); };
-  Services services(dedup);
+  Services services(dedup, chaos, seed);
   services.Install(server);
   int bound = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);
   if (bound < 0) {

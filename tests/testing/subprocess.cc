@@ -14,7 +14,8 @@
 namespace sagad::testing {
 
 Subprocess::Subprocess(const std::vector<std::string>& argv,
-                       const std::map<std::string, std::string>& env) {
+                       const std::map<std::string, std::string>& env,
+                       const std::string& stderr_path) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
   pid_ = fork();
@@ -23,8 +24,13 @@ Subprocess::Subprocess(const std::vector<std::string>& argv,
     dup2(fds[1], 1);
     close(fds[0]);
     close(fds[1]);
-    int devnull = open("/dev/null", O_WRONLY);
-    if (!std::getenv("SAGAD_TEST_VERBOSE") && devnull >= 0) dup2(devnull, 2);
+    if (!stderr_path.empty()) {
+      int fd = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) dup2(fd, 2);
+    } else if (!std::getenv("SAGAD_TEST_VERBOSE")) {
+      int devnull = open("/dev/null", O_WRONLY);
+      if (devnull >= 0) dup2(devnull, 2);
+    }
     for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));

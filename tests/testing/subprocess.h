@@ -16,8 +16,11 @@ class Subprocess {
  public:
   // Starts `argv` with extra environment variables. Aborts the test binary if
   // fork/exec fails.
+  // stderr goes to `stderr_path` (appended) if set, else to /dev/null unless
+  // SAGAD_TEST_VERBOSE is set.
   Subprocess(const std::vector<std::string>& argv,
-             const std::map<std::string, std::string>& env = {});
+             const std::map<std::string, std::string>& env = {},
+             const std::string& stderr_path = "");
   ~Subprocess();  // SIGKILLs the child if it still runs
   Subprocess(const Subprocess&) = delete;
   Subprocess& operator=(const Subprocess&) = delete;

@@ -1,0 +1,292 @@
+// chaos_bench: N sagas against example-services with random faults on every
+// service, while sagad is SIGKILLed at random intervals and restarted on the
+// same data dir. Approves or rejects approval steps as they appear. At the end
+// it checks that no effect happened twice and no submitted instance was lost,
+// and prints the reliability figures.
+//
+//   chaos_bench [--sagas 2000] [--concurrency 16] [--chaos 0.1]
+//               [--kill-ms 300:1500] [--seed 1] [--no-dedup] [--reject 0.2]
+// Exit code 0 only if duplicates == 0, lost == 0 and every instance is
+// terminal or in NEEDS_REVIEW with a reason.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "tests/testing/cluster.h"
+
+using nlohmann::json;
+using namespace sagad::testing;
+
+namespace {
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+void Pause(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = std::min(v.size() - 1, static_cast<size_t>(std::ceil(p * v.size())) - 1);
+  return v[i];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int sagas = 2000, concurrency = 16, kill_min = 300, kill_max = 1500;
+  double chaos = 0.1, reject = 0.2;
+  unsigned seed = 1;
+  bool dedup = true;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (a == "--sagas") sagas = std::stoi(next());
+    else if (a == "--concurrency") concurrency = std::stoi(next());
+    else if (a == "--chaos") chaos = std::stod(next());
+    else if (a == "--reject") reject = std::stod(next());
+    else if (a == "--seed") seed = static_cast<unsigned>(std::stoi(next()));
+    else if (a == "--no-dedup") dedup = false;
+    else if (a == "--kill-ms") {
+      std::string v = next();
+      kill_min = std::stoi(v.substr(0, v.find(':')));
+      kill_max = std::stoi(v.substr(v.find(':') + 1));
+    } else {
+      std::cerr << "usage: chaos_bench [--sagas N] [--concurrency C] [--chaos P] [--reject P] "
+                   "[--kill-ms MIN:MAX] [--seed S] [--no-dedup]\n";
+      return 2;
+    }
+  }
+  signal(SIGPIPE, SIG_IGN);
+  TempDir dir;
+  std::vector<std::string> es_argv = {EXAMPLE_SERVICES_BIN, "--listen", "127.0.0.1:0",
+                                      "--chaos", std::to_string(chaos), "--seed",
+                                      std::to_string(seed)};
+  if (!dedup) es_argv.push_back("--no-dedup");
+  Subprocess services(es_argv);
+  int es_port = services.WaitForPort();
+  if (es_port < 0) {
+    std::cerr << "example-services did not start\n";
+    return 1;
+  }
+  std::string es_url = "http://127.0.0.1:" + std::to_string(es_port);
+  json svc = json::object();
+  for (const char* name : {"ticketing", "edr", "iam", "mail", "inventory", "payments", "shipping"})
+    svc[name] = {{"base_url", es_url}, {"timeout_ms", 300}, {"idempotent", dedup},
+                 {"queryable", true}};
+  const int port = FreePort();
+  json config = {{"listen", "127.0.0.1:" + std::to_string(port)},
+                 {"data_dir", dir.path() + "/data"}, {"services", svc}, {"workers", 16}};
+  std::string config_path = dir.path() + "/config.json";
+  std::ofstream(config_path) << config.dump();
+  std::string log_path = dir.path() + "/sagad.log";
+
+  std::mutex sagad_mu;
+  std::unique_ptr<Subprocess> sagad;
+  auto start_sagad = [&] {
+    sagad = std::make_unique<Subprocess>(std::vector<std::string>{SAGAD_BIN, "--config", config_path},
+                                         std::map<std::string, std::string>{}, log_path);
+    return sagad->WaitForPort(std::chrono::seconds(30)) == port;
+  };
+  if (!start_sagad()) {
+    std::cerr << "sagad did not start\n";
+    return 1;
+  }
+
+  std::atomic<int> next{0}, submitted{0};
+  std::atomic<bool> submitting_done{false}, stop{false};
+  std::vector<std::string> ids(sagas);
+  auto t0 = std::chrono::steady_clock::now();
+
+  // Submitters: retry each submission with its key until sagad answers.
+  std::vector<std::thread> workers;
+  for (int w = 0; w < concurrency; ++w) {
+    workers.emplace_back([&] {
+      for (int i; (i = next++) < sagas;) {
+        std::string saga = i % 2 ? "incident_response" : "order_fulfilment";
+        json input = i % 2 ? IncidentInput() : OrderInput();
+        input["n"] = i;
+        std::string body = json{{"input", input}}.dump();
+        while (true) {
+          Reply r = Http(port, "POST", "/v1/sagas/" + saga + "/instances", body,
+                         {{"Idempotency-Key", "chaos-" + std::to_string(i)}});
+          if ((r.status == 200 || r.status == 201) && r.body.is_object()) {
+            ids[i] = r.body["id"];
+            ++submitted;
+            break;
+          }
+          Pause(20);  // sagad is restarting (or 409 in flight): try again
+        }
+      }
+    });
+  }
+
+  // Approver: approve most approval steps, reject some.
+  std::mt19937 rng(seed);
+  std::thread approver([&] {
+    std::mt19937 arng(seed + 1);
+    while (!stop) {
+      Reply r = Http(port, "GET", "/v1/approvals");
+      if (r.status == 200 && r.body.is_object()) {
+        for (const auto& a : r.body["approvals"]) {
+          bool rej = std::uniform_real_distribution<double>(0, 1)(arng) < reject;
+          Http(port, "POST",
+               "/v1/instances/" + a["instance_id"].get<std::string>() + "/steps/" +
+                   a["step"].get<std::string>() + (rej ? "/reject" : "/approve"),
+               "{}");
+        }
+      }
+      Pause(50);
+    }
+  });
+
+  // Killer: SIGKILL sagad at random intervals while work remains.
+  int kills = 0;
+  auto all_settled = [&](json* counts) {
+    int settled = 0, total = 0;
+    json c = json::object();
+    for (const char* st : {"COMPLETED", "COMPENSATED", "NEEDS_REVIEW", "RUNNING",
+                           "AWAITING_APPROVAL", "COMPENSATING"}) {
+      std::string cursor;
+      int n = 0;
+      while (true) {
+        Reply r = Http(port, "GET", std::string("/v1/instances?limit=500&status=") + st +
+                                        (cursor.empty() ? "" : "&cursor=" + cursor));
+        if (r.status != 200 || !r.body.is_object()) return false;
+        n += static_cast<int>(r.body["instances"].size());
+        if (r.body["next_cursor"].is_null()) break;
+        cursor = r.body["next_cursor"];
+      }
+      c[st] = n;
+      total += n;
+      if (std::string(st) == "COMPLETED" || std::string(st) == "COMPENSATED" ||
+          std::string(st) == "NEEDS_REVIEW")
+        settled += n;
+    }
+    if (counts) *counts = c;
+    return submitting_done && total == sagas && settled == sagas;
+  };
+  std::thread killer([&] {
+    while (!stop) {
+      Pause(std::uniform_int_distribution<int>(kill_min, kill_max)(rng));
+      if (stop) break;
+      std::lock_guard<std::mutex> l(sagad_mu);
+      sagad->Kill(SIGKILL);
+      sagad->Wait();
+      ++kills;
+      if (!start_sagad()) {
+        std::cerr << "sagad did not restart\n";
+        std::exit(1);
+      }
+    }
+  });
+
+  for (auto& t : workers) t.join();
+  submitting_done = true;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  json counts;
+  bool settled = false;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (all_settled(&counts)) {
+      settled = true;
+      break;
+    }
+    Pause(200);
+  }
+  stop = true;
+  killer.join();
+  approver.join();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // One last consistent look, with sagad stable.
+  all_settled(&counts);
+
+  // Effects, lost instances, reasons.
+  json effects = Http(es_port, "GET", "/_effects").body;
+  int lost = 0, review_without_reason = 0, compensation_review = 0;
+  for (int i = 0; i < sagas; ++i) {
+    Reply r = Http(port, "GET", "/v1/instances/" + ids[i]);
+    if (r.status != 200) {
+      ++lost;
+      continue;
+    }
+    std::string reason = r.body.value("review_reason", "");
+    if (r.body["status"] == "NEEDS_REVIEW" && reason.empty()) ++review_without_reason;
+    if (r.body["status"] == "NEEDS_REVIEW" && reason.find("compensation") != std::string::npos)
+      ++compensation_review;
+  }
+
+  // Figures from sagad's logs (they survive the restarts).
+  std::ifstream log(log_path);
+  std::string line;
+  double calls = 0, unknown = 0, queries = 0, answered = 0, replays = 0;
+  std::vector<double> recovery_ms;
+  while (std::getline(log, line)) {
+    json j = json::parse(line, nullptr, false);
+    if (!j.is_object()) continue;
+    std::string msg = j.value("msg", "");
+    if (msg == "step call" || msg == "compensation call") {
+      ++calls;
+      unknown += j.value("outcome", "") == "unknown";
+    } else if (msg == "reconcile") {
+      ++queries;
+      answered += j.value("answer", "") != "unknown";
+    } else if (msg == "recovered") {
+      recovery_ms.push_back(j.value("ms", 0.0));
+    } else if (msg == "replayed") {
+      ++replays;
+    }
+  }
+  double mean_rec = 0;
+  for (double v : recovery_ms) mean_rec += v;
+  if (!recovery_ms.empty()) mean_rec /= recovery_ms.size();
+  int compensated = counts.value("COMPENSATED", 0), review = counts.value("NEEDS_REVIEW", 0);
+
+  std::cout << "chaos benchmark: " << sagas << " sagas, concurrency " << concurrency
+            << ", fault rate " << chaos << ", " << (dedup ? "deduplicating" : "NON-deduplicating")
+            << " downstream, seed " << seed << "\n";
+  std::cout << "  wall time                " << seconds << " s\n";
+  std::cout << "  instances                " << counts.dump() << "\n";
+  std::cout << "  sagad SIGKILLs           " << kills << "\n";
+  std::cout << "  duplicate effects        " << effects.value("duplicates", -1) << "\n";
+  std::cout << "  lost instances           " << lost << "\n";
+  std::cout << "  all settled              " << (settled ? "yes" : "NO") << "\n";
+  std::cout << "  review without reason    " << review_without_reason << "\n";
+  std::cout << "  unknown-outcome rate     " << (calls ? unknown / calls : 0) << " (" << unknown
+            << " of " << calls << " calls)\n";
+  std::cout << "  reconciliation success   " << (queries ? answered / queries : 0) << " ("
+            << answered << " of " << queries << " queries answered)\n";
+  std::cout << "  human escalation rate    " << double(review) / sagas << "\n";
+  std::cout << "  compensation success     "
+            << (compensated + compensation_review
+                    ? double(compensated) / (compensated + compensation_review)
+                    : 1.0)
+            << " (" << compensated << " compensated, " << compensation_review
+            << " compensations needing review)\n";
+  std::cout << "  recovery latency         mean " << mean_rec << " ms, p99 "
+            << Percentile(recovery_ms, 0.99) << " ms (" << recovery_ms.size() << " recoveries)\n";
+  std::cout << "  replays per instance     " << replays / sagas << "\n";
+  bool ok = effects.value("duplicates", -1) == 0 && lost == 0 && settled && review_without_reason == 0;
+  std::cout << (ok ? "PASS" : "FAIL") << "\n";
+  return ok ? 0 : 1;
+}
