@@ -11,6 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "policies/retry_budget.h"
+#include "policies/retry_policy.h"
+
 namespace sagad {
 
 // How to reach and treat one downstream service (config "services").
@@ -22,6 +25,8 @@ struct ServiceConfig {
   bool queryable = true;   // answers GET <operations_path>
   bool idempotent = true;  // deduplicates by Idempotency-Key
   std::string operations_path = "/operations/{key}";
+  RetryPolicy retry;               // default for the steps that call it
+  RetryBudgetConfig retry_budget;  // token bucket shared by its re-sends
 };
 
 enum class Outcome {

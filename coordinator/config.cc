@@ -57,6 +57,19 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
           sc.queryable = s.value("queryable", sc.queryable);
           sc.idempotent = s.value("idempotent", sc.idempotent);
           sc.operations_path = s.value("operations_path", sc.operations_path);
+          if (s.contains("retry")) {
+            auto r = RetryPolicy::FromJson(s["retry"]);
+            if (!r.ok()) return InvalidArgument("service '" + name + "': " + r.status().message());
+            sc.retry = *r;
+          }
+          if (s.contains("retry_budget")) {
+            sc.retry_budget.capacity = s["retry_budget"].value("capacity", sc.retry_budget.capacity);
+            sc.retry_budget.per_second =
+                s["retry_budget"].value("per_second", sc.retry_budget.per_second);
+            if (sc.retry_budget.capacity < 1 || sc.retry_budget.per_second < 0)
+              return InvalidArgument("service '" + name +
+                                     "': retry_budget needs capacity >= 1 and per_second >= 0");
+          }
           if (s.contains("headers"))
             for (const auto& [k, v] : s["headers"].items()) sc.headers[k] = v.get<std::string>();
         }

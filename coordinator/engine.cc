@@ -20,6 +20,9 @@
 #include "coordinator/crash_point.h"
 #include "coordinator/metrics.h"
 #include "sagas/instance.h"
+#include "policies/approval_policy.h"
+#include "policies/failure_policy.h"
+#include "policies/retry_budget.h"
 #include "sagas/planner.h"
 #include "sagas/template.h"
 
@@ -61,8 +64,10 @@ class Tx {
   Status Saga(SagaEvent e, nlohmann::json data = nlohmann::json::object()) {
     return Add("", SagaEventName(e), std::move(data), -1);
   }
-  Status Reconciled(int i, nlohmann::json data) {
-    return Add(inst_.step(i).name, "reconciled", std::move(data), i);
+  // A step note that changes no machine state (reconciled, retry_deferred,
+  // retry_requested).
+  Status Note(int i, const char* type, nlohmann::json data) {
+    return Add(inst_.step(i).name, type, std::move(data), i);
   }
   const Instance& inst() const { return inst_; }
   std::vector<Event>& events() { return events_; }
@@ -532,7 +537,10 @@ class Engine::Impl {
       try {
         Drive(id);
       } catch (const std::exception& e) {
+        // A bug, not an expected failure: say so loudly and try again later
+        // rather than leave the instance without a driver.
         Log({{"msg", "driver error"}, {"instance", id}, {"error", e.what()}});
+        ScheduleAfter(id, 5000);
       }
       std::lock_guard<std::mutex> l(sched_mu_);
       if (!stopping_ && rerun_.erase(id)) continue;
@@ -561,10 +569,21 @@ class Engine::Impl {
         Log({{"msg", "definition not registered"}, {"instance", id}, {"saga", (*inst)->saga()}});
         return;
       }
-      Action a = NextAction(*def, **inst);
       Next next = Next::kStop;
+      int64_t wake_at = 0;  // a deadline still ahead, for when the saga waits
+      if (Deadlines(id, *def, **inst, &next, &wake_at)) {
+        MarkRecovered(id);
+        if (next == Next::kStop) return;
+        continue;
+      }
+      Action a = NextAction(*def, **inst);
+      if (a.step >= 0 && WaitForTimer(id, (*inst)->step(a.step), a.kind)) {
+        MarkRecovered(id);
+        return;
+      }
       switch (a.kind) {
         case ActionKind::kNone:
+          if (wake_at > 0) ScheduleAfter(id, std::max<int64_t>(1, wake_at - clock_.NowMillis()));
           MarkRecovered(id);
           return;
         case ActionKind::kRequestApproval:
@@ -602,6 +621,69 @@ class Engine::Impl {
     }
   }
 
+  // Durable timers: a step whose retry_at lies ahead waits for it (the time
+  // is in the log, so a restart waits for the same moment). True if waiting.
+  bool WaitForTimer(const std::string& id, const StepState& st, ActionKind kind) {
+    if (kind != ActionKind::kExecute && kind != ActionKind::kReconcile &&
+        kind != ActionKind::kCompensate && kind != ActionKind::kReconcileCompensation)
+      return false;
+    int64_t wait = st.retry_at - clock_.NowMillis();
+    if (st.retry_at == 0 || wait <= 0) return false;
+    ScheduleAfter(id, wait);
+    return true;
+  }
+
+  // Saga deadline and approval timeouts. True if it acted (`next` says how
+  // to go on); otherwise *wake_at is the nearest deadline still ahead (or 0).
+  bool Deadlines(const std::string& id, const SagaDefinition& def, const Instance& inst,
+                 Next* next, int64_t* wake_at) {
+    SagaStatus ss = inst.status();
+    if (ss != SagaStatus::kRunning && ss != SagaStatus::kAwaitingApproval) return false;
+    const int64_t now = clock_.NowMillis();
+    int64_t wake = 0;
+    if (def.deadline_ms > 0 && !PivotCommitted(def, inst)) {
+      int64_t due = inst.created_at() + def.deadline_ms;
+      if (now >= due) {
+        *next = Transition(id, [&](Tx& tx) -> Status {
+          for (size_t i = 0; i < tx.inst().steps().size(); ++i)
+            if (tx.inst().step(i).status() == StepStatus::kAwaitingApproval)
+              SAGAD_RETURN_IF_ERROR(tx.Step(static_cast<int>(i), StepEvent::kReject,
+                                            {{"by", "sagad"}, {"reason", "saga deadline passed"}}));
+          return tx.Saga(SagaEvent::kStartCompensation,
+                         {{"reason", "saga deadline of " + std::to_string(def.deadline_ms) +
+                                         " ms passed"}});
+        });
+        return true;
+      }
+      wake = due;
+    }
+    for (size_t i = 0; i < inst.steps().size(); ++i) {
+      const StepState& st = inst.step(i);
+      if (st.status() != StepStatus::kAwaitingApproval) continue;
+      const StepDefinition& sd = def.steps[i];
+      int64_t due = ApprovalDeadline(sd, st.approval_requested_at);
+      if (due == 0) continue;
+      if (now < due) {
+        wake = wake == 0 ? due : std::min(wake, due);
+        continue;
+      }
+      std::string why = "approval of '" + sd.name + "' timed out after " +
+                        std::to_string(sd.approval_timeout_ms) + " ms";
+      *next = Transition(id, [&](Tx& tx) -> Status {
+        if (tx.inst().step(i).status() != StepStatus::kAwaitingApproval)
+          return FailedPrecondition("decided meanwhile");
+        if (sd.approval_timeout_action == "escalate")
+          return tx.Saga(SagaEvent::kEscalate, {{"reason", why}, {"step", sd.name}});
+        SAGAD_RETURN_IF_ERROR(tx.Step(static_cast<int>(i), StepEvent::kReject,
+                                      {{"by", "sagad"}, {"reason", why}}));
+        return tx.Saga(SagaEvent::kStartCompensation, {{"reason", why}});
+      });
+      return true;
+    }
+    *wake_at = wake;
+    return false;
+  }
+
   // The first action of an instance found at start-up is done (or it needs
   // none): its recovery latency is known.
   void MarkRecovered(const std::string& id) {
@@ -627,11 +709,11 @@ class Engine::Impl {
     return Next::kStop;
   }
 
-  // Definite failure of the forward path: compensate before the pivot,
-  // review after it (nothing can be undone any more).
+  // Definite failure of the forward path (failure policy): compensate before
+  // the pivot, review after it (nothing can be undone any more).
   Status GiveUp(Tx& tx, const SagaDefinition& def, const std::string& reason) {
     if (tx.inst().status() != SagaStatus::kRunning) return Status::Ok();
-    if (PivotCommitted(def, tx.inst()))
+    if (OnDefiniteFailure(PivotCommitted(def, tx.inst())) == FailureDecision::kReview)
       return tx.Saga(SagaEvent::kEscalate,
                      {{"reason", reason + " after the irreversible step committed"}});
     return tx.Saga(SagaEvent::kStartCompensation, {{"reason", reason}});
@@ -675,11 +757,41 @@ class Engine::Impl {
     std::lock_guard<std::mutex> l(rng_mu_);
     return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
   }
-  int64_t Backoff(const RetryPolicy& p, int retry) {
-    return BackoffMillis(p, retry, [this] { return Random(); });
+
+  // ---- per-step policy ----
+  RetryPolicy RetryFor(const StepDefinition& sd, const std::string& service) {
+    const ServiceConfig* svc = adapter_.Service(service);
+    return EffectiveRetry(sd, svc ? svc->retry : RetryPolicy{});
   }
-  int64_t ReconcileDelay(const RetryPolicy& p, int retry) {
-    return ReconcileDelayMillis(p, retry, [this] { return Random(); });
+  bool QueryableFor(const StepDefinition& sd, const ServiceConfig& svc) {
+    return sd.queryable.value_or(svc.queryable);
+  }
+  bool IdempotentFor(const StepDefinition& sd, const ServiceConfig& svc) {
+    return sd.idempotent.value_or(svc.idempotent);
+  }
+
+  // Retry budget: a re-send takes a token from the service's bucket. Returns
+  // 0 if it may go now, else the wait in milliseconds.
+  int64_t TakeRetryToken(const std::string& service) {
+    const ServiceConfig* svc = adapter_.Service(service);
+    std::lock_guard<std::mutex> l(budget_mu_);
+    int64_t now = clock_.NowMillis();
+    auto it = budgets_.find(service);
+    if (it == budgets_.end())
+      it = budgets_.emplace(service, RetryBudget(svc ? svc->retry_budget : RetryBudgetConfig{}, now))
+               .first;
+    if (it->second.TryTake(now)) return 0;
+    metrics_.Inc("sagad_retry_budget_exhausted_total", "service=\"" + service + "\"");
+    return std::max<int64_t>(1, it->second.WaitMillis(now));
+  }
+
+  // Defers a re-send of step i for `wait` ms because the budget is empty.
+  Next DeferRetry(const std::string& id, int i, const std::string& service, int64_t wait) {
+    return Transition(id, [&](Tx& tx) {
+      return tx.Note(i, "retry_deferred",
+                     {{"service", service}, {"reason", "retry budget of the service is empty"},
+                      {"retry_at", clock_.NowMillis() + wait}});
+    });
   }
 
   // ---- forward ----
@@ -697,11 +809,18 @@ class Engine::Impl {
       });
     }
     const std::string key = id + ":" + sd.name;
-    if (!st.args_hash.empty() && st.args_hash != r->hash) {
+    std::string bound = st.args_hash;
+    if (bound.empty() && st.approval.is_object()) bound = st.approval.value("args_hash", "");
+    if (!bound.empty() && bound != r->hash) {
       return Transition(id, [&](Tx& tx) {
         return Escalate(tx, i, "idempotency key " + key +
-                                   " would be re-sent with a different body; refusing");
+                                   " would be sent with a different body than it is bound to "
+                                   "(first send or approval); refusing");
       });
+    }
+    if (st.attempts > 0 || st.retries > 0) {
+      int64_t wait = TakeRetryToken(sd.forward.service);
+      if (wait > 0) return DeferRetry(id, i, sd.forward.service, wait);
     }
     CrashPoint("before_started");
     Status s = Mutate(id, [&](Tx& tx) -> Status {
@@ -726,9 +845,8 @@ class Engine::Impl {
          {"http_status", res.http_status},
          {"ms", std::chrono::duration_cast<std::chrono::milliseconds>(
                     std::chrono::steady_clock::now() - t0).count()}});
-    int64_t delay = -1;
+    const RetryPolicy policy = RetryFor(sd, sd.forward.service);
     Next next = Transition(id, [&](Tx& tx) -> Status {
-      delay = -1;
       switch (res.outcome) {
         case Outcome::kCommitted:
           return tx.Step(i, StepEvent::kCommit,
@@ -742,22 +860,22 @@ class Engine::Impl {
           return tx.Step(i, StepEvent::kOutcomeUnknown,
                          {{"error", res.error}, {"http_status", res.http_status}});
         case Outcome::kNotExecuted: {
-          SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
-          int retries = tx.inst().step(i).retries;
-          if (retries >= sd.retry.max_attempts)
+          const StepState& cur = tx.inst().step(i);
+          int64_t now = clock_.NowMillis();
+          if (!MayRetry(sd, policy, cur.retries + 1, cur.first_sent_at, now)) {
+            SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
             return GiveUp(tx, def, "step '" + sd.name + "' could not be sent after " +
-                                       std::to_string(retries) + " attempts: " + res.error);
-          delay = Backoff(sd.retry, retries);
-          return Status::Ok();
+                                       std::to_string(cur.retries) + " attempts: " + res.error);
+          }
+          return tx.Step(i, StepEvent::kNotExecuted,
+                         {{"error", res.error},
+                          {"retry_at", now + BackoffMillis(policy, cur.retries + 1,
+                                                           [this] { return Random(); })}});
         }
       }
       return Status::Ok();
     });
     CrashPoint("after_outcome");
-    if (delay >= 0 && next == Next::kContinue) {
-      ScheduleAfter(id, delay);
-      return Next::kStop;
-    }
     return next;
   }
 
@@ -771,8 +889,8 @@ class Engine::Impl {
                                    "' is not configured");
       });
     }
-    if (!svc->queryable) {
-      if (svc->idempotent) return Execute(id, def, inst, i);  // same key: deduplicated
+    if (!QueryableFor(sd, *svc)) {
+      if (IdempotentFor(sd, *svc)) return Execute(id, def, inst, i);  // same key: deduplicated
       return Transition(id, [&](Tx& tx) {
         return Escalate(tx, i, "outcome of " + st.key +
                                    " is unknown and the service can neither be asked nor "
@@ -795,9 +913,8 @@ class Engine::Impl {
         return tx.Step(i, StepEvent::kNotExecuted, {{"error", "confirmed not executed"}});
       });
     }
-    int64_t delay = -1;
-    Next next = Transition(id, [&](Tx& tx) -> Status {
-      delay = -1;
+    const RetryPolicy policy = RetryFor(sd, sd.forward.service);
+    return Transition(id, [&](Tx& tx) -> Status {
       StepStatus ss = tx.inst().step(i).status();
       if (ss != StepStatus::kStarted && ss != StepStatus::kUnknown)
         return FailedPrecondition("step moved on");
@@ -807,19 +924,17 @@ class Engine::Impl {
                         {"reconciled", true}});
       if (ss == StepStatus::kStarted)
         SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kOutcomeUnknown, {{"error", q.error}}));
-      SAGAD_RETURN_IF_ERROR(tx.Reconciled(i, {{"phase", "forward"}, {"error", q.error}}));
-      int n = tx.inst().step(i).reconciliations;
-      if (n >= sd.retry.max_reconciliations)
+      int n = tx.inst().step(i).reconciliations + 1;
+      if (n >= policy.max_reconciliations) {
+        SAGAD_RETURN_IF_ERROR(tx.Note(i, "reconciled", {{"phase", "forward"}, {"error", q.error}}));
         return Escalate(tx, i, "outcome of " + st.key + " still unknown after " +
                                    std::to_string(n) + " reconciliation attempts: " + q.error);
-      delay = ReconcileDelay(sd.retry, n);
-      return Status::Ok();
+      }
+      return tx.Note(i, "reconciled",
+                     {{"phase", "forward"}, {"error", q.error},
+                      {"retry_at", clock_.NowMillis() +
+                                       ReconcileDelayMillis(policy, n, [this] { return Random(); })}});
     });
-    if (delay >= 0 && next == Next::kContinue) {
-      ScheduleAfter(id, delay);
-      return Next::kStop;
-    }
-    return next;
   }
 
   // ---- compensation ----
@@ -848,6 +963,10 @@ class Engine::Impl {
                                        " would be re-sent with a different body; refusing"}});
       });
     }
+    if (st.comp_attempts > 0) {
+      int64_t wait = TakeRetryToken(call.service);
+      if (wait > 0) return DeferRetry(id, i, call.service, wait);
+    }
     CrashPoint("before_compensation_started");
     Status s = Mutate(id, [&](Tx& tx) -> Status {
       StepStatus ss = tx.inst().step(i).status();
@@ -864,9 +983,8 @@ class Engine::Impl {
     RecordCall("compensation", res, std::chrono::steady_clock::now() - t0);
     Log({{"msg", "compensation call"}, {"instance", id}, {"step", sd.name}, {"key", key},
          {"outcome", OutcomeName(res.outcome)}, {"http_status", res.http_status}});
-    int64_t delay = -1;
+    const RetryPolicy policy = RetryFor(sd, call.service);
     Next next = Transition(id, [&](Tx& tx) -> Status {
-      delay = -1;
       switch (res.outcome) {
         case Outcome::kCommitted:
           return tx.Step(i, StepEvent::kCompensationDone, {{"result", res.result}});
@@ -878,24 +996,23 @@ class Engine::Impl {
         case Outcome::kUnknown:
           return tx.Step(i, StepEvent::kCompensationUnknown, {{"error", res.error}});
         case Outcome::kNotExecuted: {
-          SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
           int n = tx.inst().step(i).comp_attempts;
-          if (n >= sd.retry.max_attempts)
+          if (n >= policy.max_attempts) {
+            SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
             return tx.Saga(SagaEvent::kEscalate,
                            {{"reason", "compensation of '" + sd.name + "' could not be sent after " +
                                            std::to_string(n) + " attempts: " + res.error},
                             {"step", sd.name}});
-          delay = Backoff(sd.retry, n);
-          return Status::Ok();
+          }
+          return tx.Step(i, StepEvent::kNotExecuted,
+                         {{"error", res.error},
+                          {"retry_at", clock_.NowMillis() +
+                                           BackoffMillis(policy, n, [this] { return Random(); })}});
         }
       }
       return Status::Ok();
     });
     CrashPoint("after_compensation_outcome");
-    if (delay >= 0 && next == Next::kContinue) {
-      ScheduleAfter(id, delay);
-      return Next::kStop;
-    }
     return next;
   }
 
@@ -905,36 +1022,33 @@ class Engine::Impl {
     const StepState& st = inst.step(i);
     const ServiceConfig* svc = sd.compensation ? adapter_.Service(sd.compensation->service) : nullptr;
     // Compensations are idempotent by contract: without a query, re-send.
-    if (!svc || !svc->queryable) return Compensate(id, def, inst, i);
+    if (!svc || !QueryableFor(sd, *svc)) return Compensate(id, def, inst, i);
     QueryResult q = adapter_.Query(sd.compensation->service, st.comp_key, id, kFencingToken);
     RecordQuery("compensation", q);
     if (q.outcome == QueryOutcome::kNotHappened) return Compensate(id, def, inst, i);
-    int64_t delay = -1;
-    Next next = Transition(id, [&](Tx& tx) -> Status {
-      delay = -1;
+    const RetryPolicy policy = RetryFor(sd, sd.compensation->service);
+    return Transition(id, [&](Tx& tx) -> Status {
       if (tx.inst().step(i).status() != StepStatus::kCompensating)
         return FailedPrecondition("step moved on");
       if (q.outcome == QueryOutcome::kHappened)
         return tx.Step(i, StepEvent::kCompensationDone, {{"result", q.result}, {"reconciled", true}});
       if (!tx.inst().step(i).machine.compensation_in_doubt())
         SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kCompensationUnknown, {{"error", q.error}}));
-      SAGAD_RETURN_IF_ERROR(tx.Reconciled(i, {{"phase", "compensation"}, {"error", q.error}}));
-      int n = tx.inst().step(i).comp_reconciliations;
-      if (n >= sd.retry.max_reconciliations) {
+      int n = tx.inst().step(i).comp_reconciliations + 1;
+      if (n >= policy.max_reconciliations) {
+        SAGAD_RETURN_IF_ERROR(
+            tx.Note(i, "reconciled", {{"phase", "compensation"}, {"error", q.error}}));
         SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kEscalate, {{"error", q.error}}));
         return tx.Saga(SagaEvent::kEscalate,
                        {{"reason", "compensation " + st.comp_key + " still unknown after " +
                                        std::to_string(n) + " reconciliation attempts"},
                         {"step", sd.name}});
       }
-      delay = ReconcileDelay(sd.retry, n);
-      return Status::Ok();
+      return tx.Note(i, "reconciled",
+                     {{"phase", "compensation"}, {"error", q.error},
+                      {"retry_at", clock_.NowMillis() +
+                                       ReconcileDelayMillis(policy, n, [this] { return Random(); })}});
     });
-    if (delay >= 0 && next == Next::kContinue) {
-      ScheduleAfter(id, delay);
-      return Next::kStop;
-    }
-    return next;
   }
 
   // ---- metrics ----
@@ -1083,6 +1197,8 @@ class Engine::Impl {
 
   std::mutex rng_mu_;
   Metrics metrics_;
+  std::mutex budget_mu_;
+  std::map<std::string, RetryBudget> budgets_;
   std::mutex recovery_mu_;
   std::unordered_set<std::string> recovering_;
   std::chrono::steady_clock::time_point recovery_start_;

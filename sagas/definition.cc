@@ -56,14 +56,21 @@ bool CallSpec::operator==(const CallSpec& o) const {
   return service == o.service && method == o.method && path == o.path && body == o.body;
 }
 
+nlohmann::json ApprovalRule::ToJson() const {
+  return {{"field", field}, {"op", op}, {"value", value}};
+}
+
 bool StepDefinition::operator==(const StepDefinition& o) const {
   return name == o.name && forward == o.forward && compensation == o.compensation &&
          irreversible == o.irreversible && requires_approval == o.requires_approval &&
-         retry == o.retry;
+         approval_if == o.approval_if && approval_timeout_ms == o.approval_timeout_ms &&
+         approval_timeout_action == o.approval_timeout_action && retry == o.retry &&
+         idempotent == o.idempotent && queryable == o.queryable && deadline_ms == o.deadline_ms;
 }
 
 bool SagaDefinition::operator==(const SagaDefinition& o) const {
-  return name == o.name && version == o.version && steps == o.steps;
+  return name == o.name && version == o.version && steps == o.steps &&
+         deadline_ms == o.deadline_ms;
 }
 
 int SagaDefinition::StepIndex(const std::string& step) const {
@@ -107,18 +114,37 @@ Status Validate(const SagaDefinition& def) {
     if (st.compensation)
       SAGAD_RETURN_IF_ERROR(
           ValidateCall(def, i, *st.compensation, "compensation", true, nullptr));
-    Status rs = RetryPolicy::FromJson(st.retry.ToJson()).status();
-    if (!rs.ok()) return InvalidArgument("step '" + st.name + "': " + rs.message());
-  }
-  // Pivot rule: after the first irreversible step, nothing can be undone, so
-  // every later step must be reversible-free of doubt: no second pivot.
-  bool after_pivot = false;
-  for (const auto& st : def.steps) {
-    if (after_pivot && st.irreversible)
+    if (st.retry) {
+      Status rs = RetryPolicy::FromJson(st.retry->ToJson()).status();
+      if (!rs.ok()) return InvalidArgument("step '" + st.name + "': " + rs.message());
+    }
+    if (st.approval_if) {
+      static const std::set<std::string> kOps = {"==", "!=", ">", ">=", "<", "<="};
+      if (st.approval_if->field.empty() || !kOps.count(st.approval_if->op))
+        return InvalidArgument("step '" + st.name +
+                               "': approval rule needs a field and one of == != > >= < <=");
+    }
+    if (st.approval_timeout_ms < 0 || st.deadline_ms < 0)
+      return InvalidArgument("step '" + st.name + "': timeouts must be >= 0");
+    if (st.approval_timeout_action != "reject" && st.approval_timeout_action != "escalate")
       return InvalidArgument("step '" + st.name +
-                             "' is a second irreversible step after the pivot; "
-                             "a saga has at most one pivot");
-    if (st.irreversible) after_pivot = true;
+                             "': approval timeout action must be \"reject\" or \"escalate\"");
+  }
+  if (def.deadline_ms < 0) return InvalidArgument("saga deadline must be >= 0");
+  // Pivot rule: once the irreversible step committed nothing can be undone, so
+  // the saga can only go forward: no second pivot, and every later step must
+  // be safe to retry (idempotent or queryable).
+  const StepDefinition* pivot = nullptr;
+  for (const auto& st : def.steps) {
+    if (pivot && st.irreversible)
+      return InvalidArgument("step '" + st.name +
+                             "' is a second irreversible step after the pivot '" + pivot->name +
+                             "'; a saga has at most one pivot");
+    if (pivot && st.idempotent == false && st.queryable == false)
+      return InvalidArgument("step '" + st.name + "' comes after the pivot '" + pivot->name +
+                             "' but is neither idempotent nor queryable, so it cannot be "
+                             "retried safely (forward recovery needs retriable steps)");
+    if (st.irreversible) pivot = &st;
   }
   return Status::Ok();
 }
@@ -130,10 +156,20 @@ nlohmann::json SagaDefinition::ToJson() const {
     if (st.compensation) j["compensation"] = st.compensation->ToJson();
     j["irreversible"] = st.irreversible;
     j["requires_approval"] = st.requires_approval;
-    j["retry"] = st.retry.ToJson();
+    if (st.approval_if) j["approval_if"] = st.approval_if->ToJson();
+    if (st.approval_timeout_ms > 0) {
+      j["approval_timeout_ms"] = st.approval_timeout_ms;
+      j["approval_timeout_action"] = st.approval_timeout_action;
+    }
+    if (st.retry) j["retry"] = st.retry->ToJson();
+    if (st.idempotent) j["idempotent"] = *st.idempotent;
+    if (st.queryable) j["queryable"] = *st.queryable;
+    if (st.deadline_ms > 0) j["deadline_ms"] = st.deadline_ms;
     js.push_back(j);
   }
-  return {{"name", name}, {"version", version}, {"steps", js}};
+  nlohmann::json out = {{"name", name}, {"version", version}, {"steps", js}};
+  if (deadline_ms > 0) out["deadline_ms"] = deadline_ms;
+  return out;
 }
 
 StatusOr<SagaDefinition> SagaDefinition::FromJson(const nlohmann::json& j) {
@@ -142,6 +178,7 @@ StatusOr<SagaDefinition> SagaDefinition::FromJson(const nlohmann::json& j) {
     if (!j.is_object()) return InvalidArgument("saga definition must be a JSON object");
     def.name = j.at("name").get<std::string>();
     def.version = j.value("version", 1);
+    def.deadline_ms = j.value("deadline_ms", int64_t(0));
     if (!j.at("steps").is_array()) return InvalidArgument("'steps' must be an array");
     for (const auto& js : j.at("steps")) {
       StepDefinition st;
@@ -159,11 +196,21 @@ StatusOr<SagaDefinition> SagaDefinition::FromJson(const nlohmann::json& j) {
         st.compensation = call(js["compensation"]);
       st.irreversible = js.value("irreversible", false);
       st.requires_approval = js.value("requires_approval", false);
+      if (js.contains("approval_if")) {
+        const auto& a = js["approval_if"];
+        st.approval_if = ApprovalRule{a.at("field").get<std::string>(),
+                                      a.at("op").get<std::string>(), a.at("value")};
+      }
+      st.approval_timeout_ms = js.value("approval_timeout_ms", int64_t(0));
+      st.approval_timeout_action = js.value("approval_timeout_action", std::string("reject"));
       if (js.contains("retry")) {
         auto r = RetryPolicy::FromJson(js["retry"]);
         if (!r.ok()) return r.status();
         st.retry = *r;
       }
+      if (js.contains("idempotent")) st.idempotent = js["idempotent"].get<bool>();
+      if (js.contains("queryable")) st.queryable = js["queryable"].get<bool>();
+      st.deadline_ms = js.value("deadline_ms", int64_t(0));
       def.steps.push_back(std::move(st));
     }
   } catch (const nlohmann::json::exception& e) {
@@ -178,6 +225,11 @@ StatusOr<SagaDefinition> SagaDefinition::FromJson(const nlohmann::json& j) {
 SagaBuilder::SagaBuilder(std::string name, int version) {
   def_.name = std::move(name);
   def_.version = version;
+}
+
+SagaBuilder& SagaBuilder::Deadline(int64_t ms) {
+  def_.deadline_ms = ms;
+  return *this;
 }
 
 StepBuilder& SagaBuilder::Step(std::string name) {
@@ -215,6 +267,33 @@ StepBuilder& StepBuilder::Irreversible() {
 
 StepBuilder& StepBuilder::RequiresApproval() {
   step().requires_approval = true;
+  return *this;
+}
+
+StepBuilder& StepBuilder::RequiresApprovalIf(std::string field, std::string op,
+                                             nlohmann::json value) {
+  step().approval_if = ApprovalRule{std::move(field), std::move(op), std::move(value)};
+  return *this;
+}
+
+StepBuilder& StepBuilder::ApprovalTimeout(int64_t ms, std::string action) {
+  step().approval_timeout_ms = ms;
+  step().approval_timeout_action = std::move(action);
+  return *this;
+}
+
+StepBuilder& StepBuilder::Idempotent(bool on) {
+  step().idempotent = on;
+  return *this;
+}
+
+StepBuilder& StepBuilder::Queryable(bool on) {
+  step().queryable = on;
+  return *this;
+}
+
+StepBuilder& StepBuilder::Deadline(int64_t ms) {
+  step().deadline_ms = ms;
   return *this;
 }
 

@@ -37,15 +37,33 @@ struct CallSpec {
   bool operator==(const CallSpec& o) const;
 };
 
+// "Approval needed when input.<field> <op> <value>", e.g. amount > 1000.
+// ops: == != > >= < <= (numbers compare numerically, strings as strings).
+struct ApprovalRule {
+  std::string field;
+  std::string op;
+  nlohmann::json value;
+
+  nlohmann::json ToJson() const;
+  bool operator==(const ApprovalRule& o) const {
+    return field == o.field && op == o.op && value == o.value;
+  }
+};
+
 struct StepDefinition {
   std::string name;
   CallSpec forward;
   std::optional<CallSpec> compensation;
-  bool irreversible = false;       // no undo; waits for operator approval
-  bool requires_approval = false;  // implied by irreversible
-  RetryPolicy retry;
+  bool irreversible = false;       // no undo; always waits for operator approval
+  bool requires_approval = false;  // always wait for approval
+  std::optional<ApprovalRule> approval_if;  // wait for approval when it holds
+  int64_t approval_timeout_ms = 0;          // 0: wait forever
+  std::string approval_timeout_action = "reject";  // or "escalate" (NEEDS_REVIEW)
+  std::optional<RetryPolicy> retry;         // unset: the service's default
+  std::optional<bool> idempotent;           // unset: the service's config
+  std::optional<bool> queryable;            // unset: the service's config
+  int64_t deadline_ms = 0;                  // 0: none; counted from the first send
 
-  bool NeedsApproval() const { return irreversible || requires_approval; }
   bool operator==(const StepDefinition& o) const;
 };
 
@@ -53,6 +71,7 @@ struct SagaDefinition {
   std::string name;
   int version = 1;
   std::vector<StepDefinition> steps;
+  int64_t deadline_ms = 0;  // 0: none; past it, a saga before its pivot compensates
 
   // Index of the step named `name`, or -1.
   int StepIndex(const std::string& name) const;
@@ -68,7 +87,9 @@ struct SagaDefinition {
 using SagaDefinitionPtr = std::shared_ptr<const SagaDefinition>;
 
 // Checks a definition: names, unique steps, compensation on every reversible
-// step, templates referring only to the input and to earlier steps.
+// step, templates referring only to the input and to earlier steps, at most
+// one irreversible step (the pivot), and every step after the pivot
+// retriable (not declared both non-idempotent and non-queryable).
 Status Validate(const SagaDefinition& def);
 
 class SagaBuilder;
@@ -82,7 +103,16 @@ class StepBuilder {
                           std::string path, nlohmann::json body = nullptr);
   StepBuilder& Irreversible();
   StepBuilder& RequiresApproval();
+  // Wait for approval when input.<field> <op> <value> holds.
+  StepBuilder& RequiresApprovalIf(std::string field, std::string op, nlohmann::json value);
+  // After `ms` awaiting approval: "reject" (compensate) or "escalate".
+  StepBuilder& ApprovalTimeout(int64_t ms, std::string action = "reject");
   StepBuilder& Retry(RetryPolicy policy);
+  // Override the service's declaration for this step.
+  StepBuilder& Idempotent(bool on);
+  StepBuilder& Queryable(bool on);
+  // Give up retrying `ms` after the first send.
+  StepBuilder& Deadline(int64_t ms);
   // Continue with the next step / finish the saga.
   StepBuilder& Step(std::string name);
   StatusOr<SagaDefinition> Build();
@@ -98,6 +128,8 @@ class StepBuilder {
 class SagaBuilder {
  public:
   SagaBuilder(std::string name, int version);
+  // Past `ms` after creation, a saga that has not passed its pivot compensates.
+  SagaBuilder& Deadline(int64_t ms);
   StepBuilder& Step(std::string name);
   // Validates; InvalidArgument naming the offending step.
   StatusOr<SagaDefinition> Build();

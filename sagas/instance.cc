@@ -93,7 +93,10 @@ Status Instance::Apply(const Event& e) {
     int i = StepIndex(e.step);
     if (i < 0) return InvalidArgument("event for unknown step " + e.step);
     StepState& st = steps_[i];
-    if (e.type == "reconciled") {
+    st.retry_at = e.data.value("retry_at", int64_t(0));
+    if (e.type == "retry_deferred" || e.type == "retry_requested") {
+      if (e.type == "retry_requested") st.retries = 0;
+    } else if (e.type == "reconciled") {
       if (Str(e.data, "phase") == "compensation") {
         ++st.comp_reconciliations;
         st.comp_last_error = Str(e.data, "error");
@@ -111,6 +114,7 @@ Status Instance::Apply(const Event& e) {
       switch (ev) {
         case StepEvent::kStart:
           ++st.attempts;
+          if (st.first_sent_at == 0) st.first_sent_at = e.at_ms;
           st.key = Str(e.data, "key");
           st.args_hash = Str(e.data, "args_hash");
           break;
@@ -154,6 +158,13 @@ Status Instance::Apply(const Event& e) {
           st.comp_last_error = Str(e.data, "error");
           break;
         case StepEvent::kRequestApproval:
+          st.approval_requested_at = e.at_ms;
+          break;
+        case StepEvent::kSkip:
+          st.result = e.data.value("result", nlohmann::json());
+          st.external_ref = Str(e.data, "external_ref");
+          st.resolution = e.data;
+          st.resolution["outcome"] = "skipped";
           break;
       }
     }
@@ -178,6 +189,7 @@ nlohmann::json Instance::ToJson() const {
     if (!st.args_hash.empty()) j["args_hash"] = st.args_hash;
     if (!st.approval.is_null()) j["approval"] = st.approval;
     if (!st.resolution.is_null()) j["resolution"] = st.resolution;
+    if (st.retry_at > 0) j["next_retry_at"] = st.retry_at;
     if (st.comp_attempts > 0 || st.machine.reviewing_compensation()) {
       const char* cs = st.status() == StepStatus::kCompensated ? "COMPENSATED"
                        : st.machine.reviewing_compensation()   ? "NEEDS_REVIEW"
@@ -206,7 +218,44 @@ nlohmann::json Instance::ToJson() const {
                       {"version", version_},
                       {"schema_version", kRecordSchemaVersion}};
   if (!review_reason_.empty()) j["review_reason"] = review_reason_;
+  int cur = CurrentStep();
+  j["current_step"] = cur >= 0 ? nlohmann::json(steps_[cur].name) : nlohmann::json();
+  std::string waiting = WaitingFor();
+  j["waiting_for"] = waiting.empty() ? nlohmann::json() : nlohmann::json(waiting);
+  if (cur >= 0 && steps_[cur].retry_at > 0) j["next_retry_at"] = steps_[cur].retry_at;
   return j;
+}
+
+int Instance::CurrentStep() const {
+  const int n = static_cast<int>(steps_.size());
+  if (status() == SagaStatus::kCompleted) return -1;
+  bool back = status() == SagaStatus::kCompensating || status() == SagaStatus::kCompensated ||
+              reviewing_compensation();
+  if (back) {
+    for (int i = n - 1; i >= 0; --i) {
+      StepStatus s = steps_[i].status();
+      if (s == StepStatus::kCommitted || s == StepStatus::kCompensating ||
+          s == StepStatus::kNeedsReview || s == StepStatus::kStarted || s == StepStatus::kUnknown)
+        return status() == SagaStatus::kCompensated ? -1 : i;
+    }
+    return -1;
+  }
+  for (int i = 0; i < n; ++i)
+    if (steps_[i].status() != StepStatus::kCommitted) return i;
+  return -1;
+}
+
+std::string Instance::WaitingFor() const {
+  switch (status()) {
+    case SagaStatus::kAwaitingApproval: return "approval";
+    case SagaStatus::kNeedsReview: return "review";
+    case SagaStatus::kRunning:
+    case SagaStatus::kCompensating: {
+      int cur = CurrentStep();
+      return cur >= 0 && steps_[cur].retry_at > 0 ? "retry" : "";
+    }
+    default: return "";
+  }
 }
 
 }  // namespace sagad

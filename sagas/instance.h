@@ -26,8 +26,11 @@ constexpr int kRecordSchemaVersion = 1;
 struct Event {
   int64_t seq = 0;      // 1-based position in the instance's log
   int64_t at_ms = 0;    // wall clock when it was written
-  // "instance_created", a StepEventName, a SagaEventName, or "reconciled"
-  // (a query of an unclear outcome that settled nothing; counted).
+  // "instance_created", a StepEventName, a SagaEventName, or one of the
+  // step notes that change no machine state: "reconciled" (a query of an
+  // unclear outcome that settled nothing; counted), "retry_deferred" (the
+  // service's retry budget is empty), "retry_requested" (an operator asked to
+  // retry now). Any event's data may carry "retry_at" (a durable timer).
   std::string type;
   std::string step;     // step name for step events, empty otherwise
   nlohmann::json data = nlohmann::json::object();
@@ -56,6 +59,9 @@ struct StepState {
   nlohmann::json comp_result;
   std::string comp_last_error;
   nlohmann::json resolution; // operator resolution, if any
+  int64_t first_sent_at = 0;  // wall ms of the first STARTED (step deadline)
+  int64_t retry_at = 0;       // durable timer: not before this wall ms (0: now)
+  int64_t approval_requested_at = 0;
 
   StepStatus status() const { return machine.status(); }
 };
@@ -94,8 +100,15 @@ class Instance {
   const StepState& step(size_t i) const { return steps_[i]; }
   int StepIndex(const std::string& name) const;
 
-  // Snapshot / API view: id, saga, status, input, steps, timestamps, version.
+  // Snapshot / API view: id, saga, status, input, steps, timestamps, version,
+  // and why it waits: current_step, waiting_for (approval | retry | review |
+  // null), next_retry_at.
   nlohmann::json ToJson() const;
+  // The step the saga is at (first not committed going forward, last one
+  // touched going back), or -1.
+  int CurrentStep() const;
+  // "approval", "retry", "review" or "" (running or finished).
+  std::string WaitingFor() const;
 
  private:
   std::string id_;

@@ -1,5 +1,7 @@
 #include "sagas/planner.h"
 
+#include "policies/approval_policy.h"
+
 namespace sagad {
 
 const char* ActionKindName(ActionKind k) {
@@ -34,7 +36,7 @@ Action NextAction(const SagaDefinition& def, const Instance& inst) {
           case StepStatus::kCommitted:
             continue;
           case StepStatus::kPlanned:
-            if (def.steps[i].NeedsApproval() && !st.machine.approved())
+            if (NeedsApproval(def.steps[i], inst.input()) && !st.machine.approved())
               return {ActionKind::kRequestApproval, i};
             return {ActionKind::kExecute, i};
           case StepStatus::kStarted:
@@ -53,6 +55,9 @@ Action NextAction(const SagaDefinition& def, const Instance& inst) {
         const StepState& st = inst.step(i);
         switch (st.status()) {
           case StepStatus::kCommitted:
+            // An irreversible step has no undo: the reverse path passes it
+            // (only an operator's forced compensation gets here after a pivot).
+            if (!def.steps[i].compensation) continue;
             return {ActionKind::kCompensate, i};
           case StepStatus::kCompensating:
             return {ActionKind::kReconcileCompensation, i};

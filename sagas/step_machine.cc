@@ -1,7 +1,7 @@
 // The step lifecycle as a Boost.MSM transition table. Read the table.
 #define BOOST_MPL_CFG_NO_PREPROCESSED_HEADERS
-#define BOOST_MPL_LIMIT_VECTOR_SIZE 30
-#define BOOST_MPL_LIMIT_MAP_SIZE 30
+#define BOOST_MPL_LIMIT_VECTOR_SIZE 40
+#define BOOST_MPL_LIMIT_MAP_SIZE 40
 
 #include "sagas/step_machine.h"
 
@@ -31,6 +31,7 @@ struct Escalate {};
 struct BeginCompensation {};
 struct CompensationDone {};
 struct CompensationUnknown {};
+struct Skip {};
 
 struct StepFsmDef;
 
@@ -85,6 +86,8 @@ struct StepFsmDef : msm::front::state_machine_def<StepFsmDef> {
   Row<  Unknown,              Escalate,             NeedsReview,          none,         none >,
   Row<  NeedsReview,          Commit,               Committed,            none,         none >,
   Row<  NeedsReview,          NotExecuted,          Planned,              none,         none >,
+  Row<  Planned,              Skip,                 Committed,            none,         none >,
+  Row<  NeedsReview,          Skip,                 Committed,            none,         none >,
   Row<  Committed,            BeginCompensation,    Compensating,         none,         none >,
   Row<  Compensating,         BeginCompensation,    Compensating,         none,         none >,
   Row<  Compensating,         CompensationDone,     Compensated,          none,         none >,
@@ -152,6 +155,7 @@ Status StepMachine::Process(StepEvent e) {
     case StepEvent::kBeginCompensation: ok = Fire<BeginCompensation>(f); break;
     case StepEvent::kCompensationDone: ok = Fire<CompensationDone>(f); break;
     case StepEvent::kCompensationUnknown: ok = Fire<CompensationUnknown>(f); break;
+    case StepEvent::kSkip: ok = Fire<Skip>(f); break;
   }
   if (ok) return Status::Ok();
   return FailedPrecondition(std::string("step event ") + StepEventName(e) +
@@ -186,7 +190,7 @@ constexpr StepEvent kAllStepEvents[] = {
     StepEvent::kCommit,          StepEvent::kFail,
     StepEvent::kOutcomeUnknown,  StepEvent::kNotExecuted,
     StepEvent::kEscalate,        StepEvent::kBeginCompensation,
-    StepEvent::kCompensationDone, StepEvent::kCompensationUnknown};
+    StepEvent::kCompensationDone, StepEvent::kCompensationUnknown, StepEvent::kSkip};
 }
 
 const char* StepEventName(StepEvent e) {
@@ -203,6 +207,7 @@ const char* StepEventName(StepEvent e) {
     case StepEvent::kBeginCompensation: return "compensation_started";
     case StepEvent::kCompensationDone: return "compensated";
     case StepEvent::kCompensationUnknown: return "compensation_unknown";
+    case StepEvent::kSkip: return "skipped";
   }
   return "?";
 }

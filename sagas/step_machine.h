@@ -45,6 +45,7 @@ enum class StepEvent {
   kBeginCompensation,    // COMMITTED -> COMPENSATING (durable before send)
   kCompensationDone,     // COMPENSATING | NEEDS_REVIEW(comp) -> COMPENSATED
   kCompensationUnknown,  // COMPENSATING, outcome unclear
+  kSkip,                 // PLANNED | NEEDS_REVIEW -> COMMITTED with an operator's result
 };
 const char* StepEventName(StepEvent e);
 // Parses a name produced by StepEventName; false if unknown.
