@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "adapters/classify.h"
 #include "adapters/sha256.h"
 #include "coordinator/crash_point.h"
 #include "coordinator/metrics.h"
@@ -331,9 +332,9 @@ class Engine::Impl {
     return store_.GetEvents(id);
   }
 
-  StatusOr<InstancePage> List(const std::string& status, const std::string& saga, size_t limit,
+  StatusOr<InstancePage> List(const InstanceFilter& filter, size_t limit,
                               const std::string& cursor) {
-    return store_.ListInstances(status, saga, limit, cursor);
+    return store_.ListInstances(filter, limit, cursor);
   }
 
   StatusOr<nlohmann::json> Approvals() {
@@ -414,7 +415,14 @@ class Engine::Impl {
         return FailedPrecondition("step '" + step + "' is not awaiting approval (it is " +
                                   StepStatusName(st.status()) + ")");
       }
-      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kApprove, {{"by", actor}, {"comment", comment}}));
+      // The approval binds to the exact request: key and args hash.
+      SagaDefinitionPtr def = Definition(tx.inst().saga(), tx.inst().saga_version());
+      if (!def) return Internal("definition of " + tx.inst().saga() + " is not registered");
+      auto r = Render(tx.inst(), def->steps[i].forward);
+      if (!r.ok()) return FailedPrecondition("cannot build the request to approve: " + r.status().message());
+      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kApprove,
+                                    {{"by", actor}, {"comment", comment},
+                                     {"key", id + ":" + step}, {"args_hash", r->hash}}));
       if (tx.inst().status() == SagaStatus::kAwaitingApproval)
         SAGAD_RETURN_IF_ERROR(tx.Saga(SagaEvent::kResume, {{"by", actor}}));
       return Status::Ok();
@@ -451,18 +459,102 @@ class Engine::Impl {
       if (ss == SagaStatus::kCompensating || ss == SagaStatus::kCompensated) return Status::Ok();
       if (ss == SagaStatus::kCompleted)
         return FailedPrecondition("instance " + id + " already completed; nothing to cancel");
-      if (ss == SagaStatus::kNeedsReview)
-        return FailedPrecondition("instance " + id +
-                                  " needs review; resolve its unknown step first");
       if (PivotCommitted(*def, inst))
         return FailedPrecondition("instance " + id +
                                   " has committed its irreversible step; it can only go forward");
+      if (ss == SagaStatus::kNeedsReview)
+        return FailedPrecondition("instance " + id +
+                                  " needs review; resolve it, or force compensation with "
+                                  "POST .../compensate");
       for (size_t i = 0; i < inst.steps().size(); ++i)
         if (inst.step(i).status() == StepStatus::kAwaitingApproval)
           SAGAD_RETURN_IF_ERROR(tx.Step(static_cast<int>(i), StepEvent::kReject,
                                         {{"by", actor}, {"reason", "cancelled: " + reason}}));
       return tx.Saga(SagaEvent::kStartCompensation,
                      {{"by", actor}, {"cancelled", true}, {"reason", "cancelled: " + reason}});
+    });
+    if (s.ok()) Schedule(id);
+    return s;
+  }
+
+  // Retry now: a step waiting on a retry timer (or whose retries ran out and
+  // sent the saga to review) is tried again at once with the same key.
+  Status RetryNow(const std::string& id, const std::string& step, const std::string& actor,
+                  const std::string& comment) {
+    Status s = Mutate(id, [&](Tx& tx) -> Status {
+      int i = FindStep(tx.inst(), step);
+      if (i < 0) return NotFound("instance " + id + " has no step '" + step + "'");
+      const StepState& st = tx.inst().step(i);
+      SagaStatus ss = tx.inst().status();
+      bool waiting = st.retry_at > 0 && (ss == SagaStatus::kRunning || ss == SagaStatus::kCompensating);
+      bool exhausted = ss == SagaStatus::kNeedsReview && st.status() == StepStatus::kPlanned &&
+                       st.retries > 0 && !tx.inst().reviewing_compensation();
+      if (!waiting && !exhausted) {
+        if (st.status() == StepStatus::kUnknown || st.status() == StepStatus::kNeedsReview)
+          return FailedPrecondition("step '" + step +
+                                    "' has an unknown outcome; a retry could duplicate it: "
+                                    "resolve it instead");
+        return FailedPrecondition("step '" + step + "' is not waiting for a retry (it is " +
+                                  StepStatusName(st.status()) + ", saga " + SagaStatusName(ss) + ")");
+      }
+      SAGAD_RETURN_IF_ERROR(tx.Note(i, "retry_requested", {{"by", actor}, {"comment", comment}}));
+      if (exhausted) return tx.Saga(SagaEvent::kResume, {{"by", actor}, {"step", step}});
+      return Status::Ok();
+    });
+    if (s.ok()) Schedule(id);
+    return s;
+  }
+
+  // Skip: an operator supplies the result of a step that has not been sent
+  // (or whose unknown outcome is under review); the saga goes on with it.
+  Status Skip(const std::string& id, const std::string& step, const nlohmann::json& result,
+              const std::string& external_ref, const std::string& actor, const std::string& comment) {
+    Status s = Mutate(id, [&](Tx& tx) -> Status {
+      int i = FindStep(tx.inst(), step);
+      if (i < 0) return NotFound("instance " + id + " has no step '" + step + "'");
+      const StepState& st = tx.inst().step(i);
+      SagaStatus ss = tx.inst().status();
+      bool ok_state = (st.status() == StepStatus::kPlanned &&
+                       (ss == SagaStatus::kRunning || ss == SagaStatus::kNeedsReview)) ||
+                      (st.status() == StepStatus::kNeedsReview && !st.machine.reviewing_compensation());
+      if (!ok_state)
+        return FailedPrecondition("step '" + step + "' cannot be skipped now (it is " +
+                                  StepStatusName(st.status()) + ", saga " + SagaStatusName(ss) +
+                                  "); only a step not yet sent, or under review, can be");
+      nlohmann::json res = result.is_null() ? nlohmann::json::object() : result;
+      std::string ref = !external_ref.empty() ? external_ref : ExternalRef(res);
+      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kSkip,
+                                    {{"result", res}, {"external_ref", ref}, {"by", actor},
+                                     {"comment", comment}}));
+      if (tx.inst().status() == SagaStatus::kNeedsReview)
+        return tx.Saga(SagaEvent::kResume, {{"by", actor}, {"step", step}});
+      return Status::Ok();
+    });
+    if (s.ok()) Schedule(id);
+    return s;
+  }
+
+  // Force the reverse path of an instance in NEEDS_REVIEW.
+  Status ForceCompensate(const std::string& id, const std::string& actor,
+                         const std::string& reason) {
+    Status s = Mutate(id, [&](Tx& tx) -> Status {
+      const Instance& inst = tx.inst();
+      if (inst.status() != SagaStatus::kNeedsReview)
+        return FailedPrecondition("instance " + id + " is not in NEEDS_REVIEW (it is " +
+                                  SagaStatusName(inst.status()) + "); use cancel to stop a running saga");
+      for (const auto& st : inst.steps()) {
+        StepStatus ss = st.status();
+        if (ss == StepStatus::kStarted || ss == StepStatus::kUnknown ||
+            (ss == StepStatus::kNeedsReview && !st.machine.reviewing_compensation()))
+          return FailedPrecondition("step '" + st.name +
+                                    "' has an unknown outcome; resolve it before compensating");
+      }
+      for (size_t i = 0; i < inst.steps().size(); ++i)
+        if (inst.step(i).status() == StepStatus::kAwaitingApproval)
+          SAGAD_RETURN_IF_ERROR(tx.Step(static_cast<int>(i), StepEvent::kReject,
+                                        {{"by", actor}, {"reason", "compensation forced"}}));
+      return tx.Saga(SagaEvent::kStartCompensation,
+                     {{"by", actor}, {"forced", true}, {"reason", "compensation forced: " + reason}});
     });
     if (s.ok()) Schedule(id);
     return s;
@@ -1230,9 +1322,9 @@ StatusOr<nlohmann::json> Engine::WaitSettled(const std::string& id, std::chrono:
   return impl_->WaitSettled(id, t);
 }
 StatusOr<std::vector<Event>> Engine::GetEvents(const std::string& id) { return impl_->GetEvents(id); }
-StatusOr<InstancePage> Engine::List(const std::string& status, const std::string& saga,
-                                    size_t limit, const std::string& cursor) {
-  return impl_->List(status, saga, limit, cursor);
+StatusOr<InstancePage> Engine::List(const InstanceFilter& filter, size_t limit,
+                                    const std::string& cursor) {
+  return impl_->List(filter, limit, cursor);
 }
 StatusOr<nlohmann::json> Engine::Approvals() { return impl_->Approvals(); }
 std::string Engine::MetricsText() { return impl_->MetricsText(); }
@@ -1247,6 +1339,19 @@ Status Engine::Reject(const std::string& id, const std::string& step, const std:
 }
 Status Engine::Cancel(const std::string& id, const std::string& actor, const std::string& reason) {
   return impl_->Cancel(id, actor, reason);
+}
+Status Engine::RetryNow(const std::string& id, const std::string& step, const std::string& actor,
+                        const std::string& comment) {
+  return impl_->RetryNow(id, step, actor, comment);
+}
+Status Engine::Skip(const std::string& id, const std::string& step, const nlohmann::json& result,
+                    const std::string& external_ref, const std::string& actor,
+                    const std::string& comment) {
+  return impl_->Skip(id, step, result, external_ref, actor, comment);
+}
+Status Engine::ForceCompensate(const std::string& id, const std::string& actor,
+                               const std::string& reason) {
+  return impl_->ForceCompensate(id, actor, reason);
 }
 Status Engine::Resolve(const std::string& id, const std::string& step, const std::string& outcome,
                        const std::string& external_ref, const std::string& actor,

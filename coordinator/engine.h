@@ -76,8 +76,8 @@ class Engine {
   StatusOr<nlohmann::json> WaitSettled(const std::string& id,
                                        std::chrono::milliseconds timeout);
   StatusOr<std::vector<Event>> GetEvents(const std::string& id);
-  StatusOr<InstancePage> List(const std::string& status, const std::string& saga,
-                              size_t limit, const std::string& cursor);
+  StatusOr<InstancePage> List(const InstanceFilter& filter, size_t limit,
+                              const std::string& cursor);
   // Steps awaiting approval, across active instances.
   StatusOr<nlohmann::json> Approvals();
   // Prometheus text: call outcomes, reconciliations, events (escalations,
@@ -94,6 +94,19 @@ class Engine {
   Status Reject(const std::string& id, const std::string& step, const std::string& actor,
                 const std::string& reason);
   Status Cancel(const std::string& id, const std::string& actor, const std::string& reason);
+  // Retries a step waiting on a retry timer, or whose retries ran out (saga in
+  // review), now and with the same key; resets its backoff.
+  Status RetryNow(const std::string& id, const std::string& step, const std::string& actor,
+                  const std::string& comment);
+  // Records `result` as the step's result without sending it (operator
+  // decision); only for a step not yet sent, or under review.
+  Status Skip(const std::string& id, const std::string& step, const nlohmann::json& result,
+              const std::string& external_ref, const std::string& actor,
+              const std::string& comment);
+  // Starts the reverse path of an instance in NEEDS_REVIEW (no unknown
+  // outcome may remain).
+  Status ForceCompensate(const std::string& id, const std::string& actor,
+                         const std::string& reason);
   // outcome: "committed" (with external_ref) or "not_executed".
   Status Resolve(const std::string& id, const std::string& step, const std::string& outcome,
                  const std::string& external_ref, const std::string& actor,

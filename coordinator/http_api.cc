@@ -106,6 +106,14 @@ bool WaitParam(const httplib::Request& req, httplib::Response& res, double* seco
   return true;
 }
 
+// Compares without an early exit, so timing does not reveal a prefix match.
+bool ConstantTimeEquals(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const std::string& x = a.size() == b.size() ? b : a;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ x[i]);
+  return diff == 0;
+}
+
 }  // namespace
 
 class ApiServer::Impl {
@@ -165,7 +173,7 @@ class ApiServer::Impl {
     }
     std::string tok = h.substr(prefix.size());
     for (const Token& t : config_.tokens) {
-      if (t.token != tok) continue;
+      if (!ConstantTimeEquals(t.token, tok)) continue;
       if (static_cast<int>(t.role) < static_cast<int>(need)) {
         Problem(req, res, 403, "token '" + t.name + "' lacks the role for this action");
         return "";
@@ -228,7 +236,12 @@ class ApiServer::Impl {
         }
         limit = static_cast<size_t>(l);
       }
-      auto page = engine_.List(status, req.get_param_value("saga"), limit,
+      std::string waiting = req.get_param_value("waiting");
+      if (!waiting.empty() && waiting != "retry" && waiting != "approval" && waiting != "review") {
+        Problem(req, res, 400, "waiting must be retry, approval or review");
+        return;
+      }
+      auto page = engine_.List({status, req.get_param_value("saga"), waiting}, limit,
                                req.get_param_value("cursor"));
       if (!page.ok()) return ProblemFromStatus(req, res, page.status());
       nlohmann::json out = {{"instances", page->instances}};
@@ -270,17 +283,18 @@ class ApiServer::Impl {
       Json(res, 200, {{"approvals", *a}});
     });
 
-    server_.Post(R"(/v1/instances/([^/]+)/steps/([^/]+)/(approve|reject|resolve))",
+    server_.Post(R"(/v1/instances/([^/]+)/steps/([^/]+)/(approve|reject|resolve|retry|skip))",
                  [this](const httplib::Request& req, httplib::Response& res) { StepAction(req, res); });
 
-    server_.Post(R"(/v1/instances/([^/]+)/cancel)", [this](const httplib::Request& req, httplib::Response& res) {
+    server_.Post(R"(/v1/instances/([^/]+)/(cancel|compensate))", [this](const httplib::Request& req, httplib::Response& res) {
       std::string who = Authorize(req, res, Role::kOperator);
       if (who.empty()) return;
       nlohmann::json body;
       std::string reason;
       if (!BodyObject(req, res, &body, true) || !OptionalString(req, res, body, "reason", &reason)) return;
       std::string id = req.matches[1];
-      Status s = engine_.Cancel(id, who, reason);
+      Status s = std::string(req.matches[2]) == "cancel" ? engine_.Cancel(id, who, reason)
+                                                         : engine_.ForceCompensate(id, who, reason);
       if (!s.ok()) return ProblemFromStatus(req, res, s);
       auto j = engine_.GetInstance(id);
       if (!j.ok()) return ProblemFromStatus(req, res, j.status());
@@ -332,7 +346,7 @@ class ApiServer::Impl {
     if (who.empty()) return;
     std::string id = req.matches[1], step = req.matches[2], action = req.matches[3];
     nlohmann::json body;
-    if (!BodyObject(req, res, &body, action != "resolve")) return;
+    if (!BodyObject(req, res, &body, action != "resolve" && action != "skip")) return;
     std::string comment, reason, outcome, ref;
     if (!OptionalString(req, res, body, "comment", &comment) ||
         !OptionalString(req, res, body, "reason", &reason) ||
@@ -344,6 +358,13 @@ class ApiServer::Impl {
       s = engine_.Approve(id, step, who, comment);
     } else if (action == "reject") {
       s = engine_.Reject(id, step, who, reason.empty() ? comment : reason);
+    } else if (action == "retry") {
+      s = engine_.RetryNow(id, step, who, comment);
+    } else if (action == "skip") {
+      auto it = body.find("result");
+      if (it == body.end() || !it->is_object())
+        return Problem(req, res, 400, "'result' (a JSON object) is required to skip a step");
+      s = engine_.Skip(id, step, *it, ref, who, comment);
     } else {
       if (outcome.empty()) return Problem(req, res, 400, "'outcome' is required: \"committed\" or \"not_executed\"");
       s = engine_.Resolve(id, step, outcome, ref, who, comment);

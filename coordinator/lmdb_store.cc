@@ -283,8 +283,7 @@ Status LmdbStore::SetSubmissionResponse(const std::string& key, int status,
   return Status::Ok();
 }
 
-StatusOr<InstancePage> LmdbStore::ListInstances(const std::string& status,
-                                                const std::string& saga, size_t limit,
+StatusOr<InstancePage> LmdbStore::ListInstances(const InstanceFilter& filter, size_t limit,
                                                 const std::string& cursor) {
   Txn txn(env_, false);
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
@@ -308,8 +307,11 @@ StatusOr<InstancePage> LmdbStore::ListInstances(const std::string& status,
     }
     auto j = nlohmann::json::parse(Str(v), nullptr, false);
     if (j.is_discarded()) continue;
-    if (!status.empty() && j.value("status", "") != status) continue;
-    if (!saga.empty() && j.value("saga", "") != saga) continue;
+    if (!filter.status.empty() && j.value("status", "") != filter.status) continue;
+    if (!filter.saga.empty() && j.value("saga", "") != filter.saga) continue;
+    if (!filter.waiting.empty() &&
+        !(j.contains("waiting_for") && j["waiting_for"] == filter.waiting))
+      continue;
     page.instances.push_back(std::move(j));
   }
   mdb_cursor_close(cur);

@@ -36,8 +36,8 @@ class LmdbStore : public Store {
   StatusOr<Submission> GetSubmission(const std::string& key) override;
   Status SetSubmissionResponse(const std::string& key, int status,
                                const nlohmann::json& response) override;
-  StatusOr<InstancePage> ListInstances(const std::string& status, const std::string& saga,
-                                       size_t limit, const std::string& cursor) override;
+  StatusOr<InstancePage> ListInstances(const InstanceFilter& filter, size_t limit,
+                                       const std::string& cursor) override;
   StatusOr<std::vector<std::string>> ListActiveIds() override;
 
  private:

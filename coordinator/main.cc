@@ -10,6 +10,7 @@
 
 #include "adapters/http_adapter.h"
 #include "coordinator/config.h"
+#include "coordinator/definitions_dir.h"
 #include "coordinator/crash_point.h"
 #include "coordinator/engine.h"
 #include "coordinator/http_api.h"
@@ -20,7 +21,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: sagad [--config FILE] [--data-dir DIR] [--listen HOST:PORT] "
-    "[--service NAME=URL]...";
+    "[--service NAME=URL]... [--definitions DIR]";
 
 int Fail(const std::string& msg, int code = 2) {
   std::cerr << "sagad: " << msg << "\n";
@@ -32,7 +33,7 @@ int Fail(const std::string& msg, int code = 2) {
 int main(int argc, char** argv) {
   using namespace sagad;
   InitCrashPointsFromEnv();
-  std::string config_path, data_dir, listen;
+  std::string config_path, data_dir, listen, definitions_dir;
   std::vector<std::string> services;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -51,6 +52,8 @@ int main(int argc, char** argv) {
       data_dir = v;
     } else if (a == "--listen" && value(&v)) {
       listen = v;
+    } else if (a == "--definitions" && value(&v)) {
+      definitions_dir = v;
     } else if (a == "--service" && value(&v)) {
       services.push_back(v);
     } else {
@@ -95,6 +98,14 @@ int main(int argc, char** argv) {
   for (const SagaDefinition& def : {IncidentResponse(), OrderFulfilment()}) {
     Status s = engine.Register(def);
     if (!s.ok()) return Fail(s.message());
+  }
+  if (!definitions_dir.empty()) {
+    auto defs = LoadDefinitionsDir(definitions_dir);
+    if (!defs.ok()) return Fail(defs.status().message());
+    for (const SagaDefinition& def : *defs) {
+      Status s = engine.Register(def);
+      if (!s.ok()) return Fail(s.message());
+    }
   }
 
   ApiServer api(engine, config);

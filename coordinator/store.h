@@ -50,6 +50,13 @@ struct Submission {
   static Submission FromJson(const nlohmann::json& j);
 };
 
+// Optional filters of a listing; empty fields match everything.
+struct InstanceFilter {
+  std::string status;   // saga status
+  std::string saga;     // saga name
+  std::string waiting;  // approval | retry | review (the view's waiting_for)
+};
+
 struct InstancePage {
   std::vector<nlohmann::json> instances;  // snapshots, newest first
   std::string next_cursor;                // empty when there is no more
@@ -83,11 +90,8 @@ class Store {
   virtual Status SetSubmissionResponse(const std::string& key, int status,
                                        const nlohmann::json& response) = 0;
 
-  // Newest first; filters are optional (empty = any). `cursor` is the
-  // next_cursor of the previous page.
-  virtual StatusOr<InstancePage> ListInstances(const std::string& status,
-                                               const std::string& saga,
-                                               size_t limit,
+  // Newest first. `cursor` is the next_cursor of the previous page.
+  virtual StatusOr<InstancePage> ListInstances(const InstanceFilter& filter, size_t limit,
                                                const std::string& cursor) = 0;
   // Ids of instances that are not COMPLETED or COMPENSATED.
   virtual StatusOr<std::vector<std::string>> ListActiveIds() = 0;

@@ -75,16 +75,16 @@ TEST_F(LmdbStoreTest, ListsNewestFirstWithFiltersAndCursor) {
     std::string id = "id" + std::to_string(i);
     ASSERT_TRUE(store_->CreateInstance(Snap(id, 1, i % 2 ? "COMPLETED" : "RUNNING"), {Ev(1, "c")}, nullptr).ok());
   }
-  auto p1 = store_->ListInstances("", "", 2, "");
+  auto p1 = store_->ListInstances({}, 2, "");
   ASSERT_TRUE(p1.ok());
   ASSERT_EQ(p1->instances.size(), 2u);
   EXPECT_EQ(p1->instances[0]["id"], "id4");
   EXPECT_EQ(p1->instances[1]["id"], "id3");
-  auto p2 = store_->ListInstances("", "", 10, p1->next_cursor);
+  auto p2 = store_->ListInstances({}, 10, p1->next_cursor);
   ASSERT_EQ(p2->instances.size(), 3u);
   EXPECT_EQ(p2->instances[0]["id"], "id2");
   EXPECT_TRUE(p2->next_cursor.empty());
-  auto running = store_->ListInstances("RUNNING", "", 10, "");
+  auto running = store_->ListInstances({"RUNNING", "", ""}, 10, "");
   EXPECT_EQ(running->instances.size(), 3u);
   auto active = store_->ListActiveIds();
   EXPECT_EQ(active->size(), 3u);

@@ -72,6 +72,42 @@ TEST(DefinitionTest, RejectsASecondIrreversibleStep) {
   EXPECT_NE(d.status().message().find("at most one pivot"), std::string::npos);
 }
 
+TEST(DefinitionTest, RejectsAStepAfterThePivotThatCannotBeRetried) {
+  auto d = SagaBuilder("s", 1)
+               .Step("pay").Call("p", "POST", "/pay").Irreversible()
+               .Step("ship").Call("s", "POST", "/ship").Compensate("s", "POST", "/unship")
+                   .Idempotent(false).Queryable(false)
+               .Build();
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("neither idempotent nor queryable"), std::string::npos)
+      << d.status().message();
+  auto ok = SagaBuilder("s", 1)
+                .Step("pay").Call("p", "POST", "/pay").Irreversible()
+                .Step("ship").Call("s", "POST", "/ship").Compensate("s", "POST", "/unship")
+                    .Idempotent(false)
+                .Build();
+  EXPECT_TRUE(ok.ok()) << ok.status().ToString();
+}
+
+TEST(DefinitionTest, PolicyDeclarationsRoundTripThroughJson) {
+  RetryPolicy r;
+  r.max_attempts = 7;
+  auto d = SagaBuilder("s", 2)
+               .Deadline(60000)
+               .Step("charge").Call("p", "POST", "/c").Compensate("p", "POST", "/r")
+                   .RequiresApprovalIf("amount", ">", 1000).ApprovalTimeout(5000, "escalate")
+                   .Retry(r).Deadline(30000).Queryable(false)
+               .Build();
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  auto back = SagaDefinition::FromJson(d->ToJson());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, *d);
+  EXPECT_FALSE(SagaBuilder("s", 1).Step("a").Call("p", "POST", "/a").Irreversible()
+                   .ApprovalTimeout(10, "explode").Build().ok());
+  EXPECT_FALSE(SagaBuilder("s", 1).Step("a").Call("p", "POST", "/a").Irreversible()
+                   .RequiresApprovalIf("x", "~", 1).Build().ok());
+}
+
 TEST(DefinitionTest, RejectsBadNamesMethodsAndPaths) {
   EXPECT_FALSE(SagaBuilder("bad name", 1).Step("a").Call("s", "POST", "/a").Irreversible().Build().ok());
   EXPECT_FALSE(SagaBuilder("s", 1).Step("a:b").Call("s", "POST", "/a").Irreversible().Build().ok());

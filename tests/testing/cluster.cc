@@ -68,8 +68,9 @@ Coordinator::Coordinator(const Downstream& downstream, const std::string& data_d
 int Coordinator::Start(const std::string& crash_at) {
   std::map<std::string, std::string> env;
   if (!crash_at.empty()) env["SAGA_CRASH_AT"] = crash_at;
-  proc_ = std::make_unique<Subprocess>(
-      std::vector<std::string>{SAGAD_BIN, "--config", config_path_}, env);
+  std::vector<std::string> argv = {SAGAD_BIN, "--config", config_path_};
+  argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
+  proc_ = std::make_unique<Subprocess>(argv, env);
   port_ = proc_->WaitForPort();
   return port_;
 }

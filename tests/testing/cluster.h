@@ -53,6 +53,8 @@ class Coordinator {
   // if it did not come up.
   int Start(const std::string& crash_at = "");
   int port() const { return port_; }
+  // Extra sagad arguments for the next Start (e.g. --definitions DIR).
+  void AddArgs(std::vector<std::string> args) { extra_args_ = std::move(args); }
   Subprocess& process() { return *proc_; }
   void Kill();                   // SIGKILL and reap
   int Terminate();               // SIGTERM, returns exit code
@@ -68,6 +70,7 @@ class Coordinator {
  private:
   std::string config_path_;
   std::string data_dir_;
+  std::vector<std::string> extra_args_;
   std::unique_ptr<Subprocess> proc_;
   int port_ = -1;
 };
