@@ -156,3 +156,19 @@ TEST_F(AuthTest, RolesGateEachActionAndApprovalsRecordWho) {
 
 }  // namespace
 }  // namespace sagad::testing
+
+namespace sagad::testing {
+namespace {
+
+TEST(StartupTest, RefusesANonLoopbackAddressWithoutTokensAndBadArguments) {
+  TempDir dir;
+  Subprocess open_to_all({SAGAD_BIN, "--data-dir", dir.path() + "/d", "--listen", "0.0.0.0:0"});
+  EXPECT_EQ(open_to_all.Wait(), 2);
+  Subprocess bad_flag({SAGAD_BIN, "--frobnicate"});
+  EXPECT_EQ(bad_flag.Wait(), 2);
+  Subprocess bad_service({SAGAD_BIN, "--service", "payments"});
+  EXPECT_EQ(bad_service.Wait(), 2);
+}
+
+}  // namespace
+}  // namespace sagad::testing
