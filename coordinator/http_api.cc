@@ -6,6 +6,7 @@
 #include <set>
 
 #include "adapters/sha256.h"
+#include "openapi_json.h"
 
 namespace sagad {
 namespace {
@@ -185,15 +186,35 @@ class ApiServer::Impl {
     return "";
   }
 
+  static std::vector<std::string> StepActionPaths() {
+    std::vector<std::string> out;
+    for (const char* a : {"approve", "reject", "resolve", "retry", "skip"})
+      out.push_back(std::string("/v1/instances/{id}/steps/{step}/") + a);
+    return out;
+  }
+
+  // Registers a handler and records the OpenAPI paths it serves, so the
+  // document and the server can be checked against each other.
+  void Route(const std::string& method, std::vector<std::string> openapi_paths,
+             const std::string& pattern, httplib::Server::Handler handler) {
+    for (auto& p : openapi_paths) routes_.push_back(method + " " + p);
+    if (method == "GET") server_.Get(pattern, std::move(handler));
+    else server_.Post(pattern, std::move(handler));
+  }
+
   void Routes() {
-    server_.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    Route("GET", {"/v1/openapi.json"}, "/v1/openapi.json",
+          [](const httplib::Request&, httplib::Response& res) {
+            res.set_content(kOpenApiJson, "application/json");
+          });
+    Route("GET", {"/healthz"}, "/healthz", [](const httplib::Request&, httplib::Response& res) {
       Json(res, 200, {{"status", "ok"}});
     });
-    server_.Get("/readyz", [this](const httplib::Request& req, httplib::Response& res) {
+    Route("GET", {"/readyz"}, "/readyz", [this](const httplib::Request& req, httplib::Response& res) {
       if (ready_) Json(res, 200, {{"status", "ready"}});
       else Problem(req, res, 503, "recovery in progress");
     });
-    server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    Route("GET", {"/metrics"}, "/metrics", [this](const httplib::Request&, httplib::Response& res) {
       std::string out =
           "# HELP sagad_up 1 while sagad serves.\n# TYPE sagad_up gauge\nsagad_up 1\n"
           "# HELP sagad_ready 1 once recovery has been scheduled.\n# TYPE sagad_ready gauge\n"
@@ -201,7 +222,7 @@ class ApiServer::Impl {
       res.set_content(out, "text/plain; version=0.0.4");
     });
 
-    server_.Get("/v1/sagas", [this](const httplib::Request& req, httplib::Response& res) {
+    Route("GET", {"/v1/sagas"}, "/v1/sagas", [this](const httplib::Request& req, httplib::Response& res) {
       if (Authorize(req, res, Role::kViewer).empty()) return;
       nlohmann::json out = nlohmann::json::array();
       for (const auto& d : engine_.Definitions()) {
@@ -212,10 +233,10 @@ class ApiServer::Impl {
       Json(res, 200, {{"sagas", out}});
     });
 
-    server_.Post(R"(/v1/sagas/([^/]+)/instances)",
+    Route("POST", {"/v1/sagas/{saga}/instances"}, R"(/v1/sagas/([^/]+)/instances)",
                  [this](const httplib::Request& req, httplib::Response& res) { Submit(req, res); });
 
-    server_.Get("/v1/instances", [this](const httplib::Request& req, httplib::Response& res) {
+    Route("GET", {"/v1/instances"}, "/v1/instances", [this](const httplib::Request& req, httplib::Response& res) {
       if (Authorize(req, res, Role::kViewer).empty()) return;
       std::string status = req.get_param_value("status");
       static const std::set<std::string> kStatuses = {
@@ -249,7 +270,7 @@ class ApiServer::Impl {
       Json(res, 200, out);
     });
 
-    server_.Get(R"(/v1/instances/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    Route("GET", {"/v1/instances/{id}"}, R"(/v1/instances/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
       if (Authorize(req, res, Role::kViewer).empty()) return;
       double wait;
       if (!WaitParam(req, res, &wait)) return;
@@ -260,7 +281,7 @@ class ApiServer::Impl {
       Json(res, 200, *j);
     });
 
-    server_.Get(R"(/v1/instances/([^/]+)/events)", [this](const httplib::Request& req, httplib::Response& res) {
+    Route("GET", {"/v1/instances/{id}/events"}, R"(/v1/instances/([^/]+)/events)", [this](const httplib::Request& req, httplib::Response& res) {
       if (Authorize(req, res, Role::kViewer).empty()) return;
       auto evs = engine_.GetEvents(req.matches[1]);
       if (!evs.ok()) return ProblemFromStatus(req, res, evs.status());
@@ -269,24 +290,24 @@ class ApiServer::Impl {
       Json(res, 200, {{"instance_id", std::string(req.matches[1])}, {"events", out}});
     });
 
-    server_.Get(R"(/v1/instances/([^/]+)/bundle)", [this](const httplib::Request& req, httplib::Response& res) {
+    Route("GET", {"/v1/instances/{id}/bundle"}, R"(/v1/instances/([^/]+)/bundle)", [this](const httplib::Request& req, httplib::Response& res) {
       if (Authorize(req, res, Role::kViewer).empty()) return;
       auto b = engine_.Bundle(req.matches[1]);
       if (!b.ok()) return ProblemFromStatus(req, res, b.status());
       Json(res, 200, *b);
     });
 
-    server_.Get("/v1/approvals", [this](const httplib::Request& req, httplib::Response& res) {
+    Route("GET", {"/v1/approvals"}, "/v1/approvals", [this](const httplib::Request& req, httplib::Response& res) {
       if (Authorize(req, res, Role::kViewer).empty()) return;
       auto a = engine_.Approvals();
       if (!a.ok()) return ProblemFromStatus(req, res, a.status());
       Json(res, 200, {{"approvals", *a}});
     });
 
-    server_.Post(R"(/v1/instances/([^/]+)/steps/([^/]+)/(approve|reject|resolve|retry|skip))",
+    Route("POST", StepActionPaths(), R"(/v1/instances/([^/]+)/steps/([^/]+)/(approve|reject|resolve|retry|skip))",
                  [this](const httplib::Request& req, httplib::Response& res) { StepAction(req, res); });
 
-    server_.Post(R"(/v1/instances/([^/]+)/(cancel|compensate))", [this](const httplib::Request& req, httplib::Response& res) {
+    Route("POST", {"/v1/instances/{id}/cancel", "/v1/instances/{id}/compensate"}, R"(/v1/instances/([^/]+)/(cancel|compensate))", [this](const httplib::Request& req, httplib::Response& res) {
       std::string who = Authorize(req, res, Role::kOperator);
       if (who.empty()) return;
       nlohmann::json body;
@@ -379,6 +400,9 @@ class ApiServer::Impl {
   Config config_;
   httplib::Server server_;
   std::atomic<bool> ready_{false};
+
+ public:
+  std::vector<std::string> routes_;
 };
 
 ApiServer::ApiServer(Engine& engine, const Config& config) : impl_(new Impl(engine, config)) {}
@@ -387,5 +411,6 @@ StatusOr<int> ApiServer::Bind(const std::string& host, int port) { return impl_-
 void ApiServer::Serve() { impl_->Serve(); }
 void ApiServer::Stop() { impl_->Stop(); }
 void ApiServer::SetReady(bool r) { impl_->SetReady(r); }
+std::vector<std::string> ApiServer::RegisteredRoutes() const { return impl_->routes_; }
 
 }  // namespace sagad

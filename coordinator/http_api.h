@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "coordinator/config.h"
 #include "coordinator/engine.h"
@@ -24,6 +25,8 @@ class ApiServer {
   void Serve();
   void Stop();
   void SetReady(bool ready);
+  // "METHOD /openapi/path" for every route served (for the OpenAPI check).
+  std::vector<std::string> RegisteredRoutes() const;
 
  private:
   class Impl;
