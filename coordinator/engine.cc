@@ -1163,9 +1163,19 @@ class Engine::Impl {
     std::string extra;
     auto ids = store_.ListActiveIds();
     if (ids.ok()) {
+      std::map<std::string, int> by;  // saga + status of every unfinished instance
+      for (const auto& id : *ids) {
+        auto j = store_.GetInstance(id);
+        if (j.ok())
+          ++by["saga=\"" + j->value("saga", "") + "\",status=\"" + j->value("status", "") + "\""];
+      }
       extra += "# HELP sagad_instances_active Instances not yet COMPLETED or COMPENSATED.\n"
                "# TYPE sagad_instances_active gauge\nsagad_instances_active " +
                std::to_string(ids->size()) + "\n";
+      extra += "# HELP sagad_instances Unfinished instances by saga and status.\n"
+               "# TYPE sagad_instances gauge\n";
+      for (const auto& [labels, n] : by)
+        extra += "sagad_instances{" + labels + "} " + std::to_string(n) + "\n";
     }
     return metrics_.Render(extra);
   }
