@@ -90,7 +90,20 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
         c.tokens.push_back(tok);
       }
     }
-    if (j.contains("webhooks")) c.webhooks = j["webhooks"];
+    if (j.contains("webhooks")) {
+      if (!j["webhooks"].is_array()) return InvalidArgument("'webhooks' must be an array");
+      for (const auto& w : j["webhooks"]) {
+        WebhookConfig wc;
+        wc.url = w.is_string() ? w.get<std::string>() : w.at("url").get<std::string>();
+        if (w.is_object()) {
+          wc.secret = w.value("secret", "");
+          wc.timeout_ms = w.value("timeout_ms", wc.timeout_ms);
+        }
+        if (wc.url.rfind("http://", 0) != 0 && wc.url.rfind("https://", 0) != 0)
+          return InvalidArgument("webhook url must start with http://, got '" + wc.url + "'");
+        c.webhooks.push_back(wc);
+      }
+    }
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument(std::string("config: ") + e.what());
   }

@@ -4,7 +4,8 @@
 //                 "headers": {...}, "queryable": true, "idempotent": true,
 //                 "operations_path": "/operations/{key}"}},
 //    "tokens": [{"name": "alice", "token": "...", "role": "operator"}],
-//    "webhooks": [...], "workers": 16}
+//    "webhooks": [{"url": "http://...", "secret": "...", "timeout_ms": 5000}],
+//    "workers": 16}
 #pragma once
 
 #include <map>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "adapters/adapter.h"
+#include "coordinator/webhooks.h"
 #include "sagas/status.h"
 
 namespace sagad {
@@ -31,7 +33,7 @@ struct Config {
   std::string data_dir = "./sagad-data";
   std::map<std::string, ServiceConfig> services;
   std::vector<Token> tokens;
-  nlohmann::json webhooks = nlohmann::json::array();
+  std::vector<WebhookConfig> webhooks;
   int workers = 16;
 };
 

@@ -285,7 +285,8 @@ class Engine::Impl {
         sub->instance_id = id;
         sub->created_at = now;
       }
-      s = store_.CreateInstance(inst.ToJson(), {created}, sub ? &*sub : nullptr);
+      s = store_.CreateInstance(inst.ToJson(), {created}, sub ? &*sub : nullptr,
+                                OutboxMessages(inst, {created}));
     }
     if (!s.ok()) {
       if (sub) EndInflight(client_key);
@@ -1143,6 +1144,32 @@ class Engine::Impl {
     });
   }
 
+  // ---- outbox ----
+  // What others may care about, as outbox messages (empty without webhooks).
+  std::vector<nlohmann::json> OutboxMessages(const Instance& inst, const std::vector<Event>& events) {
+    std::vector<nlohmann::json> out;
+    if (!options_.outbox) return out;
+    static const std::set<std::string> kQuiet = {"started", "reconciled", "retry_deferred",
+                                                 "compensation_started", "compensation_unknown",
+                                                 "not_executed"};
+    for (const Event& e : events) {
+      if (kQuiet.count(e.type)) continue;
+      nlohmann::json m = {{"id", inst.id() + ":" + std::to_string(e.seq)},
+                          {"type", e.type},
+                          {"instance_id", inst.id()},
+                          {"saga", inst.saga()},
+                          {"saga_version", inst.saga_version()},
+                          {"seq", e.seq},
+                          {"at", e.at_ms},
+                          {"status", SagaStatusName(inst.status())}};
+      if (!e.step.empty()) m["step"] = e.step;
+      for (const char* f : {"external_ref", "reason", "by", "error", "comment"})
+        if (e.data.contains(f)) m[f] = e.data[f];
+      out.push_back(std::move(m));
+    }
+    return out;
+  }
+
   // ---- metrics ----
   void RecordCall(const char* phase, const CallResult& res, std::chrono::steady_clock::duration d) {
     metrics_.Inc("sagad_step_calls_total", std::string("phase=\"") + phase + "\",outcome=\"" +
@@ -1177,6 +1204,11 @@ class Engine::Impl {
       for (const auto& [labels, n] : by)
         extra += "sagad_instances{" + labels + "} " + std::to_string(n) + "\n";
     }
+    auto backlog = store_.OutboxSize();
+    if (backlog.ok())
+      extra += "# HELP sagad_outbox_backlog Outbox messages not yet delivered to every webhook.\n"
+               "# TYPE sagad_outbox_backlog gauge\nsagad_outbox_backlog " +
+               std::to_string(*backlog) + "\n";
     return metrics_.Render(extra);
   }
 
@@ -1246,7 +1278,8 @@ class Engine::Impl {
       SAGAD_RETURN_IF_ERROR(fn(tx));
       if (tx.events().empty()) return Status::Ok();
       next->set_version((*cur)->version() + 1);
-      Status s = store_.Commit(id, (*cur)->version(), next->ToJson(), tx.events(), tx.Operations());
+      Status s = store_.Commit(id, (*cur)->version(), next->ToJson(), tx.events(), tx.Operations(),
+                               OutboxMessages(*next, tx.events()));
       if (s.code() == StatusCode::kFailedPrecondition) {  // lost a race: reload
         Evict(id);
         continue;
@@ -1256,6 +1289,7 @@ class Engine::Impl {
         return s;
       }
       cache_put(id, next);
+      if (options_.on_outbox && options_.outbox) options_.on_outbox();
       for (const Event& e : tx.events()) metrics_.Inc("sagad_events_total", "type=\"" + e.type + "\"");
       {
         std::lock_guard<std::mutex> w(wait_mu_);

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -31,6 +32,8 @@ namespace sagad {
 
 struct EngineOptions {
   int workers = 16;  // concurrent drivers (each may block on one HTTP call)
+  bool outbox = false;  // write outbox messages (when webhooks are configured)
+  std::function<void()> on_outbox;  // called after a commit that may have added some
 };
 
 struct SubmitOutcome {

@@ -130,7 +130,7 @@ StatusOr<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir,
     MDB_dbi* dbi;
   } dbs[] = {{"instances", &s->instances_}, {"events", &s->events_},
              {"operations", &s->operations_}, {"submissions", &s->submissions_},
-             {"active", &s->active_}, {"meta", &s->meta_}};
+             {"active", &s->active_}, {"meta", &s->meta_}, {"outbox", &s->outbox_}};
   for (auto& d : dbs) {
     rc = mdb_dbi_open(txn.get(), d.name, MDB_CREATE, d.dbi);
     if (rc != 0) return LmdbError("mdb_dbi_open", rc);
@@ -178,8 +178,79 @@ Status LmdbStore::PutSnapshot(MDB_txn* txn, const std::string& id,
   return Status::Ok();
 }
 
+static std::string SeqKey(uint64_t seq) {
+  std::string k;
+  for (int i = 7; i >= 0; --i) k.push_back(static_cast<char>((seq >> (i * 8)) & 0xff));
+  return k;
+}
+
+static uint64_t SeqFromKey(const MDB_val& v) {
+  uint64_t seq = 0;
+  const unsigned char* p = static_cast<const unsigned char*>(v.mv_data);
+  for (size_t i = 0; i < 8 && i < v.mv_size; ++i) seq = (seq << 8) | p[i];
+  return seq;
+}
+
+Status LmdbStore::AppendOutbox(MDB_txn* txn, const std::vector<nlohmann::json>& outbox) {
+  if (outbox.empty()) return Status::Ok();
+  MDB_cursor* cur = nullptr;
+  int rc = mdb_cursor_open(txn, outbox_, &cur);
+  if (rc != 0) return LmdbError("mdb_cursor_open", rc);
+  MDB_val k, v;
+  uint64_t last = 0;
+  rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+  if (rc == 0) last = SeqFromKey(k);
+  else if (rc != MDB_NOTFOUND) {
+    mdb_cursor_close(cur);
+    return LmdbError("mdb_cursor_get", rc);
+  }
+  mdb_cursor_close(cur);
+  for (const auto& m : outbox)
+    SAGAD_RETURN_IF_ERROR(PutJson(txn, outbox_, SeqKey(++last), m, MDB_APPEND));
+  return Status::Ok();
+}
+
+StatusOr<std::vector<OutboxRecord>> LmdbStore::PeekOutbox(size_t max) {
+  Txn txn(env_, false);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  MDB_cursor* cur = nullptr;
+  int rc = mdb_cursor_open(txn.get(), outbox_, &cur);
+  if (rc != 0) return LmdbError("mdb_cursor_open", rc);
+  std::vector<OutboxRecord> out;
+  MDB_val k, v;
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && out.size() < max;
+       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    nlohmann::json j = nlohmann::json::parse(Str(v), nullptr, false);
+    out.push_back({SeqFromKey(k), j.is_discarded() ? nlohmann::json() : j});
+  }
+  mdb_cursor_close(cur);
+  return out;
+}
+
+Status LmdbStore::AckOutbox(uint64_t seq) {
+  Txn txn(env_, true);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  std::string key = SeqKey(seq);
+  MDB_val k = Val(key);
+  int rc = mdb_del(txn.get(), outbox_, &k, nullptr);
+  if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_del", rc);
+  rc = txn.Commit();
+  if (rc != 0) return LmdbError("mdb_txn_commit", rc);
+  return Status::Ok();
+}
+
+StatusOr<size_t> LmdbStore::OutboxSize() {
+  Txn txn(env_, false);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  MDB_stat st;
+  int rc = mdb_stat(txn.get(), outbox_, &st);
+  if (rc != 0) return LmdbError("mdb_stat", rc);
+  return static_cast<size_t>(st.ms_entries);
+}
+
 Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vector<Event>& events,
-                                 const Submission* submission) {
+                                 const Submission* submission,
+                                 const std::vector<nlohmann::json>& outbox) {
   const std::string id = snapshot.at("id").get<std::string>();
   Txn txn(env_, true);
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
@@ -189,6 +260,7 @@ Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vect
   SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), instances_, id, snapshot, MDB_NOOVERWRITE));
   SAGAD_RETURN_IF_ERROR(PutSnapshot(txn.get(), id, snapshot));
   SAGAD_RETURN_IF_ERROR(WriteEvents(txn.get(), id, events));
+  SAGAD_RETURN_IF_ERROR(AppendOutbox(txn.get(), outbox));
   int rc = txn.Commit();
   if (rc != 0) return LmdbError("mdb_txn_commit", rc);
   return Status::Ok();
@@ -196,7 +268,8 @@ Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vect
 
 Status LmdbStore::Commit(const std::string& id, uint64_t expected_version,
                          const nlohmann::json& snapshot, const std::vector<Event>& events,
-                         const std::vector<OperationRecord>& operations) {
+                         const std::vector<OperationRecord>& operations,
+                         const std::vector<nlohmann::json>& outbox) {
   Txn txn(env_, true);
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
   auto cur = GetJson(txn.get(), instances_, id);
@@ -211,6 +284,7 @@ Status LmdbStore::Commit(const std::string& id, uint64_t expected_version,
   SAGAD_RETURN_IF_ERROR(WriteEvents(txn.get(), id, events));
   for (const OperationRecord& op : operations)
     SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), operations_, op.key, op.ToJson()));
+  SAGAD_RETURN_IF_ERROR(AppendOutbox(txn.get(), outbox));
   int rc = txn.Commit();
   if (rc != 0) return LmdbError("mdb_txn_commit", rc);
   return Status::Ok();

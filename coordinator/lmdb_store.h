@@ -1,7 +1,7 @@
 // LmdbStore: the Store on one LMDB environment (a directory) with the named
 // databases instances, events (id + seq), operations (by idempotency key),
-// submissions (client Idempotency-Key), active (non-terminal ids) and meta
-// (schema_version). Every write is one LMDB write transaction, synced to disk
+// submissions (client Idempotency-Key), active (non-terminal ids), outbox
+// (8-byte big-endian commit order -> message) and meta (schema_version). Every write is one LMDB write transaction, synced to disk
 // before it returns (no MDB_NOSYNC). Several processes may open the same dir.
 // Thread-safety: safe for concurrent use (LMDB serialises writers).
 #pragma once
@@ -26,10 +26,15 @@ class LmdbStore : public Store {
 
   // Store
   Status CreateInstance(const nlohmann::json& snapshot, const std::vector<Event>& events,
-                        const Submission* submission) override;
+                        const Submission* submission,
+                        const std::vector<nlohmann::json>& outbox) override;
   Status Commit(const std::string& id, uint64_t expected_version,
                 const nlohmann::json& snapshot, const std::vector<Event>& events,
-                const std::vector<OperationRecord>& operations) override;
+                const std::vector<OperationRecord>& operations,
+                const std::vector<nlohmann::json>& outbox) override;
+  StatusOr<std::vector<OutboxRecord>> PeekOutbox(size_t max) override;
+  Status AckOutbox(uint64_t seq) override;
+  StatusOr<size_t> OutboxSize() override;
   StatusOr<nlohmann::json> GetInstance(const std::string& id) override;
   StatusOr<std::vector<Event>> GetEvents(const std::string& id) override;
   StatusOr<OperationRecord> GetOperation(const std::string& key) override;
@@ -44,10 +49,11 @@ class LmdbStore : public Store {
   LmdbStore() = default;
   Status WriteEvents(MDB_txn* txn, const std::string& id, const std::vector<Event>& events);
   Status PutSnapshot(MDB_txn* txn, const std::string& id, const nlohmann::json& snapshot);
+  Status AppendOutbox(MDB_txn* txn, const std::vector<nlohmann::json>& outbox);
 
   MDB_env* env_ = nullptr;
   MDB_dbi instances_ = 0, events_ = 0, operations_ = 0, submissions_ = 0, active_ = 0,
-          meta_ = 0;
+          meta_ = 0, outbox_ = 0;
 };
 
 }  // namespace sagad

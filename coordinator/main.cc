@@ -92,8 +92,11 @@ int main(int argc, char** argv) {
   if (!store.ok()) return Fail(store.status().message());
   HttpAdapter adapter(config.services);
   SystemClock clock;
+  WebhookPublisher publisher(**store, config.webhooks);
   EngineOptions options;
   options.workers = config.workers;
+  options.outbox = !config.webhooks.empty();
+  options.on_outbox = [&publisher] { publisher.Notify(); };
   Engine engine(**store, adapter, clock, options);
   for (const SagaDefinition& def : {IncidentResponse(), OrderFulfilment()}) {
     Status s = engine.Register(def);
@@ -119,6 +122,7 @@ int main(int argc, char** argv) {
     server.join();
     return Fail("recovery failed: " + s.message(), 1);
   }
+  publisher.Start();
   api.SetReady(true);
   std::cout << "LISTENING " << *port << std::endl;
 
@@ -128,5 +132,6 @@ int main(int argc, char** argv) {
   api.Stop();
   server.join();
   engine.Stop();
+  publisher.Stop();
   return 0;
 }

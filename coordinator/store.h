@@ -57,6 +57,12 @@ struct InstanceFilter {
   std::string waiting;  // approval | retry | review (the view's waiting_for)
 };
 
+// A record of the transactional outbox, waiting to be published.
+struct OutboxRecord {
+  uint64_t seq = 0;         // commit order
+  nlohmann::json message;   // what is published
+};
+
 struct InstancePage {
   std::vector<nlohmann::json> instances;  // snapshots, newest first
   std::string next_cursor;                // empty when there is no more
@@ -66,20 +72,29 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  // Creates an instance: snapshot (version 1) and its first events, and the
-  // submission record if `submission` is set, in one durable transaction.
-  // AlreadyExists if the id or the submission key exists.
+  // Creates an instance: snapshot (version 1) and its first events, the
+  // submission record if `submission` is set, and `outbox` records, in one
+  // durable transaction. AlreadyExists if the id or the submission key exists.
   virtual Status CreateInstance(const nlohmann::json& snapshot,
                                 const std::vector<Event>& events,
-                                const Submission* submission) = 0;
+                                const Submission* submission,
+                                const std::vector<nlohmann::json>& outbox) = 0;
 
-  // Commits one transition. FailedPrecondition if the stored version is not
-  // `expected_version` (someone else committed first). The snapshot's
-  // "version" must be expected_version + 1.
+  // Commits one transition: snapshot, events, operation records and outbox
+  // records (appended in order), atomically. FailedPrecondition if the stored
+  // version is not `expected_version` (someone else committed first). The
+  // snapshot's "version" must be expected_version + 1.
   virtual Status Commit(const std::string& id, uint64_t expected_version,
                         const nlohmann::json& snapshot,
                         const std::vector<Event>& events,
-                        const std::vector<OperationRecord>& operations) = 0;
+                        const std::vector<OperationRecord>& operations,
+                        const std::vector<nlohmann::json>& outbox) = 0;
+
+  // The oldest `max` outbox records, in commit order.
+  virtual StatusOr<std::vector<OutboxRecord>> PeekOutbox(size_t max) = 0;
+  // Removes a delivered record.
+  virtual Status AckOutbox(uint64_t seq) = 0;
+  virtual StatusOr<size_t> OutboxSize() = 0;
 
   // NotFound if absent.
   virtual StatusOr<nlohmann::json> GetInstance(const std::string& id) = 0;

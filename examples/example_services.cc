@@ -24,6 +24,7 @@
 //     delay (sleep delay_ms, then normal), query_unknown (GET /operations
 //     answers 503)
 //   DELETE /_faults, POST /_reset
+//   POST /_webhooks (a webhook sink), GET /_webhooks {"deliveries": [...]}
 // --chaos P [--seed S]: besides fault orders, each business POST gets a random
 // fault with probability P (commit_drop, commit_500, fail_before_commit,
 // refuse, delay 400 ms; reject only for forward calls) and each GET
@@ -127,6 +128,19 @@ class Services {
       }
       res.status = 200;
       res.set_content(it->second.body, "application/json");
+    });
+    // A webhook sink for tests: records every delivery with its headers.
+    s.Post("/_webhooks", [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> l(mu_);
+      webhooks_.push_back({{"id", req.get_header_value("Webhook-Id")},
+                           {"timestamp", req.get_header_value("Webhook-Timestamp")},
+                           {"signature", req.get_header_value("Webhook-Signature")},
+                           {"body", req.body}});
+      res.set_content("{}", "application/json");
+    });
+    s.Get("/_webhooks", [this](const httplib::Request&, httplib::Response& res) {
+      std::lock_guard<std::mutex> l(mu_);
+      res.set_content(json{{"deliveries", webhooks_}}.dump(), "application/json");
     });
     s.Post(R"(/.*)", [this](const httplib::Request& req, httplib::Response& res) { Post(req, res); });
   }
@@ -306,6 +320,7 @@ class Services {
   std::map<std::string, int> by_route_;
   std::map<std::string, long long> fencing_;
   std::map<std::string, int> pending_;  // keys of requests being processed
+  json webhooks_ = json::array();
   long long total_ = 0;
   long long seq_ = 0;
   std::map<std::string, json> tickets_, messages_, reservations_, charges_, shipments_;

@@ -30,9 +30,9 @@ class LmdbStoreTest : public ::testing::Test {
 };
 
 TEST_F(LmdbStoreTest, CommitIsACompareAndSwapOnTheVersion) {
-  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "instance_created")}, nullptr).ok());
-  EXPECT_TRUE(store_->Commit("a", 1, Snap("a", 2), {Ev(2, "x")}, {}).ok());
-  Status stale = store_->Commit("a", 1, Snap("a", 2), {Ev(3, "y")}, {});
+  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "instance_created")}, nullptr, {}).ok());
+  EXPECT_TRUE(store_->Commit("a", 1, Snap("a", 2), {Ev(2, "x")}, {}, {}).ok());
+  Status stale = store_->Commit("a", 1, Snap("a", 2), {Ev(3, "y")}, {}, {});
   EXPECT_EQ(stale.code(), StatusCode::kFailedPrecondition);
   auto events = store_->GetEvents("a");
   ASSERT_TRUE(events.ok());
@@ -41,11 +41,11 @@ TEST_F(LmdbStoreTest, CommitIsACompareAndSwapOnTheVersion) {
 }
 
 TEST_F(LmdbStoreTest, EventsComeBackInOrderPerInstance) {
-  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr).ok());
-  ASSERT_TRUE(store_->CreateInstance(Snap("ab", 1), {Ev(1, "c")}, nullptr).ok());
+  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {}).ok());
+  ASSERT_TRUE(store_->CreateInstance(Snap("ab", 1), {Ev(1, "c")}, nullptr, {}).ok());
   std::vector<Event> batch;
   for (int i = 2; i <= 300; ++i) batch.push_back(Ev(i, "e" + std::to_string(i)));
-  ASSERT_TRUE(store_->Commit("a", 1, Snap("a", 2), batch, {}).ok());
+  ASSERT_TRUE(store_->Commit("a", 1, Snap("a", 2), batch, {}, {}).ok());
   auto events = store_->GetEvents("a");
   ASSERT_TRUE(events.ok());
   ASSERT_EQ(events->size(), 300u);
@@ -58,9 +58,9 @@ TEST_F(LmdbStoreTest, SubmissionKeysAreUniqueAndKeepTheFirstResponse) {
   s.key = "k";
   s.request_hash = "h";
   s.instance_id = "a";
-  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, &s).ok());
+  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, &s, {}).ok());
   s.instance_id = "b";
-  EXPECT_EQ(store_->CreateInstance(Snap("b", 1), {Ev(1, "c")}, &s).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_->CreateInstance(Snap("b", 1), {Ev(1, "c")}, &s, {}).code(), StatusCode::kAlreadyExists);
   EXPECT_EQ(store_->GetInstance("b").status().code(), StatusCode::kNotFound);  // nothing half-written
   ASSERT_TRUE(store_->SetSubmissionResponse("k", 201, {{"id", "a"}}).ok());
   ASSERT_TRUE(store_->SetSubmissionResponse("k", 200, {{"id", "zzz"}}).ok());
@@ -73,7 +73,7 @@ TEST_F(LmdbStoreTest, SubmissionKeysAreUniqueAndKeepTheFirstResponse) {
 TEST_F(LmdbStoreTest, ListsNewestFirstWithFiltersAndCursor) {
   for (int i = 0; i < 5; ++i) {
     std::string id = "id" + std::to_string(i);
-    ASSERT_TRUE(store_->CreateInstance(Snap(id, 1, i % 2 ? "COMPLETED" : "RUNNING"), {Ev(1, "c")}, nullptr).ok());
+    ASSERT_TRUE(store_->CreateInstance(Snap(id, 1, i % 2 ? "COMPLETED" : "RUNNING"), {Ev(1, "c")}, nullptr, {}).ok());
   }
   auto p1 = store_->ListInstances({}, 2, "");
   ASSERT_TRUE(p1.ok());
@@ -90,8 +90,22 @@ TEST_F(LmdbStoreTest, ListsNewestFirstWithFiltersAndCursor) {
   EXPECT_EQ(active->size(), 3u);
 }
 
+TEST_F(LmdbStoreTest, OutboxRecordsCommitWithTheTransitionAndComeOutInOrder) {
+  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {{{"n", 1}}}).ok());
+  ASSERT_TRUE(store_->Commit("a", 1, Snap("a", 2), {Ev(2, "x")}, {}, {{{"n", 2}}, {{"n", 3}}}).ok());
+  // A losing compare-and-swap writes no outbox record either.
+  EXPECT_FALSE(store_->Commit("a", 1, Snap("a", 2), {Ev(3, "y")}, {}, {{{"n", 99}}}).ok());
+  auto recs = store_->PeekOutbox(10);
+  ASSERT_TRUE(recs.ok());
+  ASSERT_EQ(recs->size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ((*recs)[i].message["n"], i + 1);
+  ASSERT_TRUE(store_->AckOutbox((*recs)[0].seq).ok());
+  EXPECT_EQ(*store_->OutboxSize(), 2u);
+  EXPECT_EQ((*store_->PeekOutbox(1))[0].message["n"], 2);
+}
+
 TEST_F(LmdbStoreTest, SurvivesReopenAndRefusesANewerSchema) {
-  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr).ok());
+  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {}).ok());
   store_.reset();
   auto again = LmdbStore::Open(dir_.path());
   ASSERT_TRUE(again.ok());

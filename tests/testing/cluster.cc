@@ -62,7 +62,13 @@ Coordinator::Coordinator(const Downstream& downstream, const std::string& data_d
   nlohmann::json config = {{"listen", "127.0.0.1:0"}, {"data_dir", data_dir},
                            {"services", services}, {"tokens", tokens}, {"workers", 8}};
   config_path_ = data_dir + ".config.json";
+  config_ = config;
   std::ofstream(config_path_) << config.dump(2);
+}
+
+void Coordinator::Configure(const nlohmann::json& extra) {
+  config_.update(extra);
+  std::ofstream(config_path_) << config_.dump(2);
 }
 
 int Coordinator::Start(const std::string& crash_at) {

@@ -53,6 +53,8 @@ class Coordinator {
   // if it did not come up.
   int Start(const std::string& crash_at = "");
   int port() const { return port_; }
+  // Merges `extra` into the config file (for the next Start).
+  void Configure(const nlohmann::json& extra);
   // Extra sagad arguments for the next Start (e.g. --definitions DIR).
   void AddArgs(std::vector<std::string> args) { extra_args_ = std::move(args); }
   Subprocess& process() { return *proc_; }
@@ -69,6 +71,7 @@ class Coordinator {
 
  private:
   std::string config_path_;
+  nlohmann::json config_;
   std::string data_dir_;
   std::vector<std::string> extra_args_;
   std::unique_ptr<Subprocess> proc_;
