@@ -46,6 +46,7 @@ struct CallRequest {
   std::string instance_id;
   std::string step;
   uint64_t fencing_token = 0;
+  int attempt = 1;           // sent as Saga-Attempt (1 for the first send of the key)
 };
 
 struct CallResult {
@@ -72,8 +73,11 @@ class Adapter {
   // Sends one attempt. Never throws; every failure is classified.
   virtual CallResult Call(const CallRequest& req) = 0;
   // Asks whether the operation with `key` happened (GET operations path).
+  // `attempt` is the latest attempt sent (header Saga-Attempt): a downstream
+  // may use it to refuse that attempt if it arrives after the question.
   virtual QueryResult Query(const std::string& service, const std::string& key,
-                            const std::string& instance_id, uint64_t fencing_token) = 0;
+                            const std::string& instance_id, uint64_t fencing_token,
+                            int attempt) = 0;
   // The service's configuration, or nullptr if it is not configured.
   virtual const ServiceConfig* Service(const std::string& name) const = 0;
 };

@@ -98,6 +98,7 @@ CallResult HttpAdapter::Call(const CallRequest& req) {
   hreq.headers.emplace("Saga-Instance", req.instance_id);
   hreq.headers.emplace("Saga-Step", req.step);
   hreq.headers.emplace("Saga-Fencing-Token", std::to_string(req.fencing_token));
+  hreq.headers.emplace("Saga-Attempt", std::to_string(req.attempt));
   if (!req.body.is_null()) {
     hreq.body = CanonicalJson(req.body);
     hreq.headers.emplace("Content-Type", "application/json");
@@ -127,7 +128,8 @@ CallResult HttpAdapter::Call(const CallRequest& req) {
 }
 
 QueryResult HttpAdapter::Query(const std::string& service, const std::string& key,
-                               const std::string& instance_id, uint64_t fencing_token) {
+                               const std::string& instance_id, uint64_t fencing_token,
+                               int attempt) {
   QueryResult out;
   auto it = pools_.find(service);
   if (it == pools_.end()) {
@@ -144,6 +146,7 @@ QueryResult HttpAdapter::Query(const std::string& service, const std::string& ke
   for (const auto& [k, v] : pool.config.headers) hreq.headers.emplace(k, v);
   hreq.headers.emplace("Saga-Instance", instance_id);
   hreq.headers.emplace("Saga-Fencing-Token", std::to_string(fencing_token));
+  hreq.headers.emplace("Saga-Attempt", std::to_string(attempt));
   auto client = pool.Acquire();
   httplib::Result res = client->send(hreq);
   if (!res) {

@@ -294,6 +294,14 @@ int main(int argc, char** argv) {
             << Percentile(recovery_ms, 0.99) << " ms (" << recovery_ms.size() << " recoveries)\n";
   std::cout << "  replays per instance     " << replays / sagas << "\n";
   bool ok = effects.value("duplicates", -1) == 0 && lost == 0 && settled && review_without_reason == 0;
+  if (!ok) {
+    for (const auto& [key, n] : effects["by_key"].items())
+      if (n.get<int>() > 1) std::cout << "  duplicated: " << key << " x" << n << "\n";
+    std::string keep = "/tmp/chaos-failed-log";
+    std::ifstream src(log_path, std::ios::binary);
+    std::ofstream(keep, std::ios::binary) << src.rdbuf();
+    std::cout << "  sagad log kept in " << keep << "\n";
+  }
   std::cout << (ok ? "PASS" : "FAIL") << "\n";
   return ok ? 0 : 1;
 }

@@ -928,7 +928,7 @@ class Engine::Impl {
     if (!s.ok()) return AfterFailedMutate(id, s);
     CrashPoint("after_started");
     CallRequest req{sd.forward.service, sd.forward.method, r->path, r->body, key, id, sd.name,
-                    kFencingToken};
+                    kFencingToken, st.attempts + 1};
     auto t0 = std::chrono::steady_clock::now();
     CallResult res = adapter_.Call(req);
     CrashPoint("before_outcome");
@@ -990,7 +990,7 @@ class Engine::Impl {
                                    "deduplicates; a human must check");
       });
     }
-    QueryResult q = adapter_.Query(sd.forward.service, st.key, id, kFencingToken);
+    QueryResult q = adapter_.Query(sd.forward.service, st.key, id, kFencingToken, st.attempts);
     RecordQuery("forward", q);
     Log({{"msg", "reconcile"}, {"instance", id}, {"step", sd.name}, {"key", st.key},
          {"answer", q.outcome == QueryOutcome::kHappened      ? "happened"
@@ -1069,7 +1069,8 @@ class Engine::Impl {
     });
     if (!s.ok()) return AfterFailedMutate(id, s);
     CrashPoint("after_compensation_started");
-    CallRequest req{call.service, call.method, r->path, r->body, key, id, sd.name, kFencingToken};
+    CallRequest req{call.service, call.method, r->path, r->body, key, id, sd.name, kFencingToken,
+                    st.comp_attempts + 1};
     auto t0 = std::chrono::steady_clock::now();
     CallResult res = adapter_.Call(req);
     CrashPoint("before_compensation_outcome");
@@ -1116,7 +1117,8 @@ class Engine::Impl {
     const ServiceConfig* svc = sd.compensation ? adapter_.Service(sd.compensation->service) : nullptr;
     // Compensations are idempotent by contract: without a query, re-send.
     if (!svc || !QueryableFor(sd, *svc)) return Compensate(id, def, inst, i);
-    QueryResult q = adapter_.Query(sd.compensation->service, st.comp_key, id, kFencingToken);
+    QueryResult q = adapter_.Query(sd.compensation->service, st.comp_key, id, kFencingToken,
+                                   st.comp_attempts);
     RecordQuery("compensation", q);
     if (q.outcome == QueryOutcome::kNotHappened) return Compensate(id, def, inst, i);
     const RetryPolicy policy = RetryFor(sd, sd.compensation->service);

@@ -13,6 +13,11 @@
 //     with that key took effect, 202 while a request with that key is still
 //     being processed, 404 if none arrived.
 //   * Saga-Fencing-Token lower than the highest seen for the instance -> 409.
+//   * Saga-Attempt: a question GET /operations/{key} carrying Saga-Attempt: n
+//     fences attempts <= n of that key: if such an attempt arrives after the
+//     question (it was still queued somewhere), it is refused with 409 and
+//     has no effect, so the "404, not happened" answer stays true. This is
+//     what lets a non-deduplicating service be re-sent to safely.
 // Test controls:
 //   GET  /_effects  {"total", "by_key": {key: n}, "by_route": {route: n}, "duplicates",
 //                    "pending": requests still being processed}
@@ -102,6 +107,7 @@ class Services {
       by_key_.clear();
       by_route_.clear();
       fencing_.clear();
+      fenced_.clear();
       total_ = seq_ = 0;
       tickets_.clear(), messages_.clear(), reservations_.clear(), charges_.clear();
       shipments_.clear(), hosts_.clear(), accounts_.clear();
@@ -110,6 +116,10 @@ class Services {
     s.Get(R"(/operations/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
       std::string key = req.matches[1];
       std::lock_guard<std::mutex> l(mu_);
+      if (req.has_header("Saga-Attempt")) {
+        int asked = std::atoi(req.get_header_value("Saga-Attempt").c_str());
+        fenced_[key] = std::max(fenced_[key], asked);
+      }
       Fault f;
       if ((TakeFault("/operations", &f) && f.action == "query_unknown") || Chance(chaos_ / 2)) {
         res.status = 503;
@@ -266,6 +276,11 @@ class Services {
           return Reply(res, 409, {{"error", "stale fencing token " + token_s}});
         high = tok;
       }
+      if (!key.empty() && req.has_header("Saga-Attempt")) {
+        auto f = fenced_.find(key);
+        if (f != fenced_.end() && std::atoi(req.get_header_value("Saga-Attempt").c_str()) <= f->second)
+          return Reply(res, 409, {{"error", "attempt superseded: a reconciliation query fenced it"}});
+      }
       faulted = TakeFault(req.path, &fault) || RandomFault(req.path, &fault);
       if (faulted && fault.action == "delay") delay = fault.delay_ms;
       if (!key.empty()) ++pending_[key];
@@ -320,6 +335,7 @@ class Services {
   std::map<std::string, int> by_route_;
   std::map<std::string, long long> fencing_;
   std::map<std::string, int> pending_;  // keys of requests being processed
+  std::map<std::string, int> fenced_;   // key -> highest attempt a query fenced
   json webhooks_ = json::array();
   long long total_ = 0;
   long long seq_ = 0;
