@@ -70,6 +70,24 @@ int Subprocess::WaitForPort(std::chrono::milliseconds timeout) {
   }
 }
 
+std::string Subprocess::ReadOutput(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd p{stdout_fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char buf[4096];
+    ssize_t n = read(stdout_fd_, buf, sizeof buf);
+    if (n <= 0) break;
+    buffer_.append(buf, static_cast<size_t>(n));
+  }
+  std::string out;
+  out.swap(buffer_);
+  return out;
+}
+
 void Subprocess::Kill(int sig) {
   if (!reaped_) kill(pid_, sig);
 }

@@ -29,6 +29,8 @@ class Subprocess {
   // deadline passes first.
   int WaitForPort(std::chrono::milliseconds timeout = std::chrono::seconds(10));
   void Kill(int sig);
+  // Everything the child writes on stdout until it closes it (or timeout).
+  std::string ReadOutput(std::chrono::milliseconds timeout = std::chrono::seconds(20));
   // Waits for exit; returns the exit code, 128+signal if killed, or -1 on
   // timeout.
   int Wait(std::chrono::milliseconds timeout = std::chrono::seconds(20));

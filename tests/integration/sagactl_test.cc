@@ -1,0 +1,127 @@
+// sagactl against a real sagad: every command, tables and --json, and clear
+// errors (unknown instance, server down, missing token, bad usage).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "tests/testing/cluster.h"
+
+namespace sagad::testing {
+namespace {
+
+using nlohmann::json;
+
+struct CtlRun {
+  int code;
+  std::string out, err;
+};
+
+class SagactlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    sagad_ = std::make_unique<Coordinator>(downstream_, dir_.path() + "/data");
+    ASSERT_GT(sagad_->Start(), 0);
+  }
+  CtlRun Ctl(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+    std::vector<std::string> argv = {SAGACTL_BIN};
+    if (!env.count("SAGAD_URL")) env["SAGAD_URL"] = "http://127.0.0.1:" + std::to_string(sagad_->port());
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::string err_path = dir_.path() + "/err" + std::to_string(++runs_);
+    Subprocess p(argv, env, err_path);
+    CtlRun r;
+    r.out = p.ReadOutput();
+    r.code = p.Wait();
+    std::ifstream e(err_path);
+    std::stringstream ss;
+    ss << e.rdbuf();
+    r.err = ss.str();
+    return r;
+  }
+  TempDir dir_;
+  Downstream downstream_;
+  std::unique_ptr<Coordinator> sagad_;
+  int runs_ = 0;
+};
+
+TEST_F(SagactlTest, DrivesAnIncidentFromSubmitToCompletion) {
+  CtlRun submit = Ctl({"--json", "submit", "incident_response", "--input", IncidentInput().dump(),
+                    "--wait", "10", "--key", "ctl-1"});
+  ASSERT_EQ(submit.code, 0) << submit.err;
+  json inst = json::parse(submit.out);
+  std::string id = inst["id"];
+  EXPECT_EQ(inst["status"], "AWAITING_APPROVAL");
+
+  CtlRun list = Ctl({"list"});
+  EXPECT_EQ(list.code, 0);
+  EXPECT_NE(list.out.find("ID"), std::string::npos);
+  EXPECT_NE(list.out.find(id), std::string::npos);
+  EXPECT_NE(list.out.find("approval"), std::string::npos);
+
+  CtlRun approvals = Ctl({"approvals"});
+  EXPECT_NE(approvals.out.find("notify_user"), std::string::npos);
+
+  CtlRun show = Ctl({"show", id});
+  EXPECT_NE(show.out.find("AWAITING_APPROVAL"), std::string::npos);
+  EXPECT_NE(show.out.find("create_ticket"), std::string::npos);
+
+  CtlRun approve = Ctl({"approve", id, "notify_user", "--comment", "from the cli"});
+  ASSERT_EQ(approve.code, 0) << approve.err;
+  EXPECT_EQ(sagad_->WaitStatus(id, "COMPLETED")["status"], "COMPLETED");
+
+  CtlRun events = Ctl({"events", id});
+  EXPECT_NE(events.out.find("saga_completed"), std::string::npos);
+  EXPECT_NE(events.out.find("comment=from the cli"), std::string::npos);
+  CtlRun bundle = Ctl({"bundle", id});
+  EXPECT_EQ(json::parse(bundle.out)["instance"]["id"], id);
+
+  // Offline, with sagad stopped.
+  EXPECT_EQ(sagad_->Terminate(), 0);
+  CtlRun offline = Ctl({"inspect", "--data-dir", dir_.path() + "/data"});
+  EXPECT_EQ(offline.code, 0) << offline.err;
+  EXPECT_NE(offline.out.find(id), std::string::npos);
+  CtlRun one = Ctl({"inspect", "--data-dir", dir_.path() + "/data", id});
+  EXPECT_NE(one.out.find("COMPLETED"), std::string::npos);
+  EXPECT_NE(one.out.find("approved"), std::string::npos);
+}
+
+TEST_F(SagactlTest, SaysClearlyWhatWentWrong) {
+  CtlRun missing = Ctl({"show", "no-such-id"});
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.err.find("404"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("does not exist"), std::string::npos) << missing.err;
+  CtlRun down = Ctl({"list"}, {{"SAGAD_URL", "http://127.0.0.1:1"}});
+  EXPECT_EQ(down.code, 1);
+  EXPECT_NE(down.err.find("cannot reach sagad"), std::string::npos) << down.err;
+  CtlRun usage = Ctl({"frobnicate"});
+  EXPECT_EQ(usage.code, 2);
+  EXPECT_NE(usage.err.find("unknown command"), std::string::npos);
+  CtlRun bad_json = Ctl({"submit", "order_fulfilment", "--input", "{oops"});
+  EXPECT_EQ(bad_json.code, 2);
+  EXPECT_NE(bad_json.err.find("--input must be a JSON object"), std::string::npos);
+  CtlRun refused = Ctl({"cancel", "no-such-id"});
+  EXPECT_EQ(refused.code, 1);
+}
+
+TEST(SagactlAuthTest, MissingTokenIs401AndTheTokenFlagWorks) {
+  TempDir dir;
+  Downstream downstream;
+  Coordinator sagad(downstream, dir.path() + "/data", json::object(),
+                    {{{"name", "ops"}, {"token", "tok"}, {"role", "operator"}}});
+  ASSERT_GT(sagad.Start(), 0);
+  std::string url = "http://127.0.0.1:" + std::to_string(sagad.port());
+  std::string err_path = dir.path() + "/err";
+  {
+    Subprocess p({SAGACTL_BIN, "--url", url, "list"}, {}, err_path);
+    EXPECT_EQ(p.Wait(), 1);
+  }
+  std::ifstream e(err_path);
+  std::stringstream ss;
+  ss << e.rdbuf();
+  EXPECT_NE(ss.str().find("401"), std::string::npos) << ss.str();
+  Subprocess ok({SAGACTL_BIN, "--url", url, "list"}, {{"SAGAD_TOKEN", "tok"}});
+  EXPECT_EQ(ok.Wait(), 0);
+}
+
+}  // namespace
+}  // namespace sagad::testing
