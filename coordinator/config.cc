@@ -43,6 +43,7 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
       SAGAD_RETURN_IF_ERROR(ParseListen(j["listen"].get<std::string>(), &c.listen_host, &c.listen_port));
     c.data_dir = j.value("data_dir", c.data_dir);
     c.workers = j.value("workers", c.workers);
+    c.definitions_dir = j.value("definitions_dir", c.definitions_dir);
     if (c.workers < 1 || c.workers > 1024) return InvalidArgument("workers must be 1-1024");
     if (j.contains("services")) {
       if (!j["services"].is_object()) return InvalidArgument("'services' must be an object");

@@ -35,6 +35,7 @@ struct Config {
   std::vector<Token> tokens;
   std::vector<WebhookConfig> webhooks;
   int workers = 16;
+  std::string definitions_dir;  // JSON sagas to register besides the built-in ones
 };
 
 // Parses a config document; InvalidArgument with a one-line reason.

@@ -1,0 +1,126 @@
+#include "coordinator/server.h"
+
+#include <signal.h>
+
+#include <iostream>
+#include <thread>
+
+#include "adapters/http_adapter.h"
+#include "coordinator/crash_point.h"
+#include "coordinator/definitions_dir.h"
+#include "coordinator/engine.h"
+#include "coordinator/http_api.h"
+#include "coordinator/lmdb_store.h"
+#include "coordinator/webhooks.h"
+
+namespace sagad {
+
+const char* const kSagadUsage =
+    "usage: sagad [--config FILE] [--data-dir DIR] [--listen HOST:PORT] "
+    "[--service NAME=URL]... [--definitions DIR]";
+
+StatusOr<Config> ConfigFromArgs(int argc, char** argv) {
+  std::string config_path, data_dir, listen, definitions_dir;
+  std::vector<std::string> services;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](std::string* out) {
+      if (i + 1 >= argc) return false;
+      *out = argv[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "--help" || a == "-h") return FailedPrecondition("help");
+    if (a == "--config" && value(&v)) config_path = v;
+    else if (a == "--data-dir" && value(&v)) data_dir = v;
+    else if (a == "--listen" && value(&v)) listen = v;
+    else if (a == "--definitions" && value(&v)) definitions_dir = v;
+    else if (a == "--service" && value(&v)) services.push_back(v);
+    else return InvalidArgument("unknown or incomplete argument '" + a + "'\n" + kSagadUsage);
+  }
+  Config config;
+  if (!config_path.empty()) {
+    auto c = LoadConfigFile(config_path);
+    if (!c.ok()) return c.status();
+    config = *c;
+  }
+  if (!data_dir.empty()) config.data_dir = data_dir;
+  if (!definitions_dir.empty()) config.definitions_dir = definitions_dir;
+  if (!listen.empty()) SAGAD_RETURN_IF_ERROR(ParseListen(listen, &config.listen_host, &config.listen_port));
+  for (const auto& s : services) SAGAD_RETURN_IF_ERROR(ApplyServiceOverride(s, &config));
+  if (config.tokens.empty() && !IsLoopback(config.listen_host))
+    return InvalidArgument("no tokens are configured, so sagad only listens on loopback; refusing " +
+                           config.listen_host);
+  return config;
+}
+
+int ReportUsageError(const Status& s) {
+  if (s.code() == StatusCode::kFailedPrecondition && s.message() == "help") {
+    std::cout << kSagadUsage << "\n";
+    return 0;
+  }
+  std::cerr << "sagad: " << s.message() << "\n";
+  return 2;
+}
+
+int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
+  auto fail = [](const std::string& msg) {
+    std::cerr << "sagad: " << msg << "\n";
+    return 1;
+  };
+  InitCrashPointsFromEnv();
+  // Signals are handled by a sigwait below; block them before threads start.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto store = LmdbStore::Open(config.data_dir);
+  if (!store.ok()) return fail(store.status().message());
+  HttpAdapter adapter(config.services);
+  SystemClock clock;
+  WebhookPublisher publisher(**store, config.webhooks);
+  EngineOptions options;
+  options.workers = config.workers;
+  options.outbox = !config.webhooks.empty();
+  options.on_outbox = [&publisher] { publisher.Notify(); };
+  Engine engine(**store, adapter, clock, options);
+  std::vector<SagaDefinition> all = sagas;
+  if (!config.definitions_dir.empty()) {
+    auto defs = LoadDefinitionsDir(config.definitions_dir);
+    if (!defs.ok()) return fail(defs.status().message());
+    all.insert(all.end(), defs->begin(), defs->end());
+  }
+  for (const SagaDefinition& def : all) {
+    Status s = engine.Register(def);
+    if (!s.ok()) return fail(s.message());
+  }
+
+  ApiServer api(engine, config);
+  auto port = api.Bind(config.listen_host, config.listen_port);
+  if (!port.ok()) return fail(port.status().message());
+  std::thread server([&] { api.Serve(); });
+
+  Status s = engine.Start();
+  if (!s.ok()) {
+    api.Stop();
+    server.join();
+    return fail("recovery failed: " + s.message());
+  }
+  publisher.Start();
+  api.SetReady(true);
+  std::cout << "LISTENING " << *port << std::endl;
+
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  std::cerr << "{\"msg\":\"draining\",\"signal\":" << sig << "}" << std::endl;
+  api.Stop();
+  server.join();
+  engine.Stop();
+  publisher.Stop();
+  return 0;
+}
+
+}  // namespace sagad

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs sagad into a temporary prefix, builds examples/embedding as an
+# out-of-tree project with find_package(sagad), runs it against
+# example-services and completes one saga.   usage: embedding_test.sh SRC BUILD
+set -euo pipefail
+src=$1 build=$2
+work=$(mktemp -d /tmp/sagad-embed-XXXXXX)
+cleanup() { kill "${APP:-}" "${ES:-}" 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+cmake --install "$build" --prefix "$work/prefix" >/dev/null
+cmake -S "$src/examples/embedding" -B "$work/app" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
+cmake --build "$work/app" -j 2 >/dev/null
+
+wait_port() {
+  for _ in $(seq 1 100); do
+    p=$(awk '/^LISTENING/{print $2}' "$1" 2>/dev/null)
+    [ -n "$p" ] && { echo "$p"; return 0; }
+    sleep 0.1
+  done
+  echo "no LISTENING line in $1" >&2; return 1
+}
+"$work/prefix/bin/example-services" --listen 127.0.0.1:0 >"$work/es.out" 2>/dev/null &
+ES=$!
+URL=http://127.0.0.1:$(wait_port "$work/es.out")
+"$work/app/embedded_saga" --data-dir "$work/data" --listen 127.0.0.1:0 \
+  --service ticketing="$URL" --service inventory="$URL" >"$work/app.out" 2>/dev/null &
+APP=$!
+API=http://127.0.0.1:$(wait_port "$work/app.out")
+status=$(curl -sf -X POST "$API/v1/sagas/onboard_customer/instances?wait=10" \
+  -d '{"input":{"customer":"acme"}}' | jq -r .status)
+echo "embedded saga status: $status"
+[ "$status" = COMPLETED ]
+effects=$(curl -sf "$URL/_effects" | jq .total)
+echo "effects: $effects"
+[ "$effects" = 2 ]
+echo "1 passed, 0 failed"
