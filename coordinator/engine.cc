@@ -33,8 +33,21 @@ namespace {
 constexpr size_t kStripes = 64;
 constexpr uint64_t kFencingToken = 1;  // leases (issue 7) will make this a generation
 
+// One structured JSON line per significant event on stderr. Never tokens or
+// request bodies.
 void Log(nlohmann::json line) {
   static std::mutex mu;
+  auto now = std::chrono::system_clock::now();
+  time_t t = std::chrono::system_clock::to_time_t(now);
+  int ms = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
+  std::tm tm;
+  gmtime_r(&t, &tm);
+  char ts[40];
+  snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+  line["ts"] = ts;
+  line["level"] = "info";
   std::lock_guard<std::mutex> l(mu);
   std::cerr << line.dump() << "\n";
 }
@@ -169,6 +182,10 @@ class Engine::Impl {
     metrics_.Describe("sagad_recovery_latency_seconds", "histogram",
                       "From sagad start to the first transition of each recovered instance.");
     metrics_.Describe("sagad_step_latency_seconds", "histogram", "Downstream call latency.");
+    metrics_.Describe("sagad_escalations_total", "counter", "Instances sent to NEEDS_REVIEW.");
+    metrics_.Describe("sagad_retries_total", "counter", "Re-sends of a forward step (same key).");
+    metrics_.Describe("sagad_retry_budget_exhausted_total", "counter",
+                      "Retries deferred because the service's retry budget was empty.");
   }
 
   ~Impl() { Stop(); }
@@ -1292,7 +1309,11 @@ class Engine::Impl {
       }
       cache_put(id, next);
       if (options_.on_outbox && options_.outbox) options_.on_outbox();
-      for (const Event& e : tx.events()) metrics_.Inc("sagad_events_total", "type=\"" + e.type + "\"");
+      for (const Event& e : tx.events()) {
+        metrics_.Inc("sagad_events_total", "type=\"" + e.type + "\"");
+        if (e.type == "saga_needs_review") metrics_.Inc("sagad_escalations_total");
+        if (e.type == "started" && e.data.value("attempt", 1) > 1) metrics_.Inc("sagad_retries_total");
+      }
       {
         std::lock_guard<std::mutex> w(wait_mu_);
         ++commits_;

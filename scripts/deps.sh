@@ -2,7 +2,7 @@
 # Installs the Debian packages sagad builds and tests with (only what is missing).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libboost-dev liblmdb-dev libcpp-httplib-dev
-      nlohmann-json3-dev libgtest-dev libssl-dev ccache curl jq)
+      nlohmann-json3-dev libgtest-dev libssl-dev ccache curl jq prometheus)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -12,4 +12,4 @@ SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 echo "installing: ${missing[*]}" >&2
 $SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -2,6 +2,9 @@
 // LMDB data dir, effects counted by the downstream.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+
 #include "tests/testing/cluster.h"
 
 namespace sagad::testing {
@@ -170,6 +173,11 @@ TEST_F(SagaFlowTest, MetricsCountOutcomesReconciliationsAndEvents) {
         "sagad_events_total{type=\"saga_completed\"} 1", "sagad_instances_active 0",
         "# TYPE sagad_step_latency_seconds histogram"})
     EXPECT_NE(m.find(line), std::string::npos) << line << "\n" << m;
+  // The exposition is valid for Prometheus' own linter.
+  std::string path = dir_.path() + "/metrics.txt";
+  std::ofstream(path) << m;
+  EXPECT_EQ(std::system(("promtool check metrics < " + path + " > " + path + ".out 2>&1").c_str()), 0)
+      << std::ifstream(path + ".out").rdbuf();
 }
 
 TEST_F(SagaFlowTest, SigtermDrainsAndExitsZero) {
