@@ -44,6 +44,11 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
     c.data_dir = j.value("data_dir", c.data_dir);
     c.workers = j.value("workers", c.workers);
     c.definitions_dir = j.value("definitions_dir", c.definitions_dir);
+    c.coordinator_id = j.value("coordinator_id", c.coordinator_id);
+    c.lease_ms = j.value("lease_ms", c.lease_ms);
+    if (c.lease_ms < 100) return InvalidArgument("lease_ms must be >= 100");
+    if (c.coordinator_id.find('/') != std::string::npos)
+      return InvalidArgument("coordinator_id must not contain '/'");
     if (c.workers < 1 || c.workers > 1024) return InvalidArgument("workers must be 1-1024");
     if (j.contains("services")) {
       if (!j["services"].is_object()) return InvalidArgument("'services' must be an object");

@@ -36,6 +36,10 @@ struct Config {
   std::vector<WebhookConfig> webhooks;
   int workers = 16;
   std::string definitions_dir;  // JSON sagas to register besides the built-in ones
+  // Unique per live process on a data dir; a restart under the same id takes
+  // its leases back at once. Empty: "sagad@HOST:PORT" (random if PORT is 0).
+  std::string coordinator_id;
+  int64_t lease_ms = 10000;
 };
 
 // Parses a config document; InvalidArgument with a one-line reason.

@@ -10,6 +10,7 @@
 #include <functional>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -31,7 +32,6 @@ namespace sagad {
 namespace {
 
 constexpr size_t kStripes = 64;
-constexpr uint64_t kFencingToken = 1;  // leases (issue 7) will make this a generation
 
 // One structured JSON line per significant event on stderr. Never tokens or
 // request bodies.
@@ -171,6 +171,11 @@ class Engine::Impl {
         work_(boost::asio::make_work_guard(io_)),
         timer_thread_([this] { io_.run(); }),
         rng_(std::random_device{}()) {
+    char incarnation[20];
+    snprintf(incarnation, sizeof incarnation, "%016llx",
+             static_cast<unsigned long long>(std::random_device{}()) << 32 |
+                 static_cast<unsigned long long>(std::random_device{}()));
+    owner_ = options_.coordinator_id + "/" + incarnation;
     metrics_.Describe("sagad_step_calls_total", "counter",
                       "Downstream calls by phase (forward/compensation) and classified outcome.");
     metrics_.Describe("sagad_reconciliations_total", "counter",
@@ -233,6 +238,7 @@ class Engine::Impl {
       recovering_.insert(ids->begin(), ids->end());
     }
     for (const auto& id : *ids) Schedule(id);
+    ScheduleHeartbeat();
     Log({{"msg", "recovery scheduled"}, {"instances", ids->size()},
          {"ms", std::chrono::duration_cast<std::chrono::milliseconds>(clock_.SteadyNow() - start)
                     .count()}});
@@ -302,8 +308,10 @@ class Engine::Impl {
         sub->instance_id = id;
         sub->created_at = now;
       }
+      Lease lease{owner_, now + options_.lease_ms, 1};
       s = store_.CreateInstance(inst.ToJson(), {created}, sub ? &*sub : nullptr,
-                                OutboxMessages(inst, {created}));
+                                OutboxMessages(inst, {created}), &lease);
+      if (s.ok()) Own(id, lease);
     }
     if (!s.ok()) {
       if (sub) EndInflight(client_key);
@@ -340,7 +348,9 @@ class Engine::Impl {
       l.lock();
       if (!j.ok() || Engine::IsSettled(j->value("status", ""))) return j;
       if (std::chrono::steady_clock::now() >= deadline) return j;
-      wait_cv_.wait_until(l, deadline, [&] { return commits_ != seen; });
+      // Another process may commit too: look again at least every 200 ms.
+      auto until = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
+      wait_cv_.wait_until(l, until, [&] { return commits_ != seen; });
     }
   }
 
@@ -669,6 +679,7 @@ class Engine::Impl {
   // Runs the instance until it waits (human, timer) or ends.
   void Drive(const std::string& id) {
     for (int round = 0; round < 10000 && !Stopping(); ++round) {
+      if (!EnsureOwned(id)) return;  // another live process drives it
       auto inst = Load(id);
       if (!inst.ok()) {
         Log({{"msg", "cannot load instance"}, {"instance", id}, {"error", inst.status().ToString()}});
@@ -806,13 +817,15 @@ class Engine::Impl {
 
   // A transition the driver wants; on a lost race it simply plans again.
   Next Transition(const std::string& id, const std::function<Status(Tx&)>& fn) {
-    Status s = Mutate(id, fn);
+    Status s = Mutate(id, fn, /*as_owner=*/true);
     return s.ok() ? Next::kContinue : AfterFailedMutate(id, s);
   }
 
   // A driver transition that did not commit: a lost race means plan again;
   // anything else is storage trouble, retried later.
   Next AfterFailedMutate(const std::string& id, const Status& s) {
+    if (s.code() == StatusCode::kFailedPrecondition && s.message().rfind("lease lost", 0) == 0)
+      return Next::kStop;  // another process owns it now: no further calls from here
     if (s.code() == StatusCode::kFailedPrecondition) return Next::kContinue;
     Log({{"msg", "transition failed"}, {"instance", id}, {"error", s.ToString()}});
     ScheduleAfter(id, 1000);
@@ -941,11 +954,11 @@ class Engine::Impl {
         return FailedPrecondition("saga is no longer running");
       return tx.Step(i, StepEvent::kStart,
                      {{"key", key}, {"args_hash", r->hash}, {"attempt", cur.step(i).attempts + 1}});
-    });
+    }, /*as_owner=*/true);
     if (!s.ok()) return AfterFailedMutate(id, s);
     CrashPoint("after_started");
     CallRequest req{sd.forward.service, sd.forward.method, r->path, r->body, key, id, sd.name,
-                    kFencingToken, st.attempts + 1};
+                    Token(id), st.attempts + 1};
     auto t0 = std::chrono::steady_clock::now();
     CallResult res = adapter_.Call(req);
     CrashPoint("before_outcome");
@@ -1007,7 +1020,7 @@ class Engine::Impl {
                                    "deduplicates; a human must check");
       });
     }
-    QueryResult q = adapter_.Query(sd.forward.service, st.key, id, kFencingToken, st.attempts);
+    QueryResult q = adapter_.Query(sd.forward.service, st.key, id, Token(id), st.attempts);
     RecordQuery("forward", q);
     Log({{"msg", "reconcile"}, {"instance", id}, {"step", sd.name}, {"key", st.key},
          {"answer", q.outcome == QueryOutcome::kHappened      ? "happened"
@@ -1083,10 +1096,10 @@ class Engine::Impl {
       if (ss != StepStatus::kCommitted && ss != StepStatus::kCompensating)
         return FailedPrecondition("step moved on");
       return tx.Step(i, StepEvent::kBeginCompensation, {{"key", key}, {"args_hash", r->hash}});
-    });
+    }, /*as_owner=*/true);
     if (!s.ok()) return AfterFailedMutate(id, s);
     CrashPoint("after_compensation_started");
-    CallRequest req{call.service, call.method, r->path, r->body, key, id, sd.name, kFencingToken,
+    CallRequest req{call.service, call.method, r->path, r->body, key, id, sd.name, Token(id),
                     st.comp_attempts + 1};
     auto t0 = std::chrono::steady_clock::now();
     CallResult res = adapter_.Call(req);
@@ -1134,7 +1147,7 @@ class Engine::Impl {
     const ServiceConfig* svc = sd.compensation ? adapter_.Service(sd.compensation->service) : nullptr;
     // Compensations are idempotent by contract: without a query, re-send.
     if (!svc || !QueryableFor(sd, *svc)) return Compensate(id, def, inst, i);
-    QueryResult q = adapter_.Query(sd.compensation->service, st.comp_key, id, kFencingToken,
+    QueryResult q = adapter_.Query(sd.compensation->service, st.comp_key, id, Token(id),
                                    st.comp_attempts);
     RecordQuery("compensation", q);
     if (q.outcome == QueryOutcome::kNotHappened) return Compensate(id, def, inst, i);
@@ -1232,6 +1245,96 @@ class Engine::Impl {
   }
 
  private:
+  // ---- ownership ----
+  std::optional<Lease> OwnedLease(const std::string& id) {
+    std::lock_guard<std::mutex> l(lease_mu_);
+    auto it = owned_.find(id);
+    if (it == owned_.end()) return std::nullopt;
+    return it->second;
+  }
+  void Own(const std::string& id, const Lease& lease) {
+    std::lock_guard<std::mutex> l(lease_mu_);
+    owned_[id] = lease;
+  }
+  void Disown(const std::string& id) {
+    std::lock_guard<std::mutex> l(lease_mu_);
+    owned_.erase(id);
+  }
+  // The fencing token sent downstream: this process's lease generation.
+  uint64_t Token(const std::string& id) {
+    auto l = OwnedLease(id);
+    return l ? l->generation : 0;
+  }
+
+  // Takes the instance's lease if this process does not hold it: free,
+  // expired, or held by a dead predecessor of the same coordinator id. A new
+  // generation means a new owner: reload the state before acting.
+  bool EnsureOwned(const std::string& id) {
+    if (OwnedLease(id)) return true;
+    auto lease = store_.AcquireLease(id, owner_, clock_.NowMillis(), options_.lease_ms,
+                                     options_.coordinator_id + "/");
+    if (!lease.ok()) return false;
+    Own(id, *lease);
+    Evict(id);
+    Log({{"msg", "lease acquired"}, {"instance", id}, {"generation", lease->generation}});
+    return true;
+  }
+
+  // Every lease_ms/3: renew what this process owns, forget what it lost,
+  // pick up instances whose owner stopped heartbeating, and notice changes
+  // another process committed (an approval that came in over its API).
+  void Heartbeat() {
+    if (Stopping()) return;
+    const int64_t now = clock_.NowMillis();
+    std::vector<std::string> mine;
+    {
+      std::lock_guard<std::mutex> l(lease_mu_);
+      for (const auto& [id, lease] : owned_) mine.push_back(id);
+    }
+    if (!mine.empty()) {
+      auto lost = store_.RenewLeases(owner_, mine, now, options_.lease_ms);
+      if (lost.ok()) {
+        for (const auto& id : *lost) {
+          Disown(id);
+          Evict(id);
+          Log({{"msg", "lease lost"}, {"instance", id}});
+        }
+        std::lock_guard<std::mutex> l(lease_mu_);
+        for (auto& [id, lease] : owned_) lease.expires_at = now + options_.lease_ms;
+      }
+    }
+    auto active = store_.ListActiveIds();
+    if (active.ok()) {
+      for (const auto& id : *active) {
+        if (OwnedLease(id)) {
+          auto snap = store_.GetInstance(id);
+          std::shared_ptr<Instance> cached;
+          {
+            std::lock_guard<std::mutex> l(cache_mu_);
+            auto it = cache_.find(id);
+            if (it != cache_.end()) cached = it->second;
+          }
+          if (snap.ok() && cached && snap->value("version", uint64_t(0)) != cached->version()) {
+            Evict(id);
+            Schedule(id);
+          }
+          continue;
+        }
+        auto lease = store_.GetLease(id);
+        if (!lease.ok() || lease->expires_at <= now) Schedule(id);
+      }
+    }
+    ScheduleHeartbeat();
+  }
+
+  void ScheduleHeartbeat() {
+    auto timer = std::make_shared<boost::asio::steady_timer>(io_);
+    timer->expires_after(std::chrono::milliseconds(std::max<int64_t>(50, options_.lease_ms / 3)));
+    timer->async_wait([this, timer](const boost::system::error_code& ec) {
+      if (!ec) boost::asio::post(pool_, [this] { Heartbeat(); });
+    });
+  }
+
   // ---- state ----
   static int FindStep(const Instance& inst, const std::string& step) { return inst.StepIndex(step); }
 
@@ -1287,7 +1390,13 @@ class Engine::Impl {
   }
 
   // Applies fn's events to a copy and commits them with compare-and-swap.
-  Status Mutate(const std::string& id, const std::function<Status(Tx&)>& fn) {
+  // `as_owner`: a driver transition, fenced by this process's lease.
+  Status Mutate(const std::string& id, const std::function<Status(Tx&)>& fn, bool as_owner = false) {
+    std::optional<Lease> lease;
+    if (as_owner) {
+      lease = OwnedLease(id);
+      if (!lease) return FailedPrecondition("lease lost: not the owner of " + id);
+    }
     std::lock_guard<std::mutex> l(stripe(id));
     for (int attempt = 0; attempt < 5; ++attempt) {
       auto cur = LoadLocked(id);
@@ -1298,7 +1407,14 @@ class Engine::Impl {
       if (tx.events().empty()) return Status::Ok();
       next->set_version((*cur)->version() + 1);
       Status s = store_.Commit(id, (*cur)->version(), next->ToJson(), tx.events(), tx.Operations(),
-                               OutboxMessages(*next, tx.events()));
+                               OutboxMessages(*next, tx.events()), lease ? &*lease : nullptr);
+      if (s.code() == StatusCode::kFailedPrecondition &&
+          s.message().rfind("lease lost", 0) == 0) {  // fenced: drop the instance
+        Disown(id);
+        Evict(id);
+        Log({{"msg", "lease lost; dropping instance"}, {"instance", id}});
+        return s;
+      }
       if (s.code() == StatusCode::kFailedPrecondition) {  // lost a race: reload
         Evict(id);
         continue;
@@ -1308,6 +1424,7 @@ class Engine::Impl {
         return s;
       }
       cache_put(id, next);
+      if (IsTerminal(next->status())) Disown(id);
       if (options_.on_outbox && options_.outbox) options_.on_outbox();
       for (const Event& e : tx.events()) {
         metrics_.Inc("sagad_events_total", "type=\"" + e.type + "\"");
@@ -1356,6 +1473,9 @@ class Engine::Impl {
 
   std::mutex rng_mu_;
   Metrics metrics_;
+  std::string owner_;  // coordinator_id + "/" + this incarnation
+  std::mutex lease_mu_;
+  std::unordered_map<std::string, Lease> owned_;
   std::mutex budget_mu_;
   std::map<std::string, RetryBudget> budgets_;
   std::mutex recovery_mu_;

@@ -33,6 +33,11 @@ namespace sagad {
 struct EngineOptions {
   int workers = 16;  // concurrent drivers (each may block on one HTTP call)
   bool outbox = false;  // write outbox messages (when webhooks are configured)
+  // Ownership: this process's stable name (unique among live processes on a
+  // data dir; a restart under the same name takes its leases back at once)
+  // and how long a lease lasts without a heartbeat.
+  std::string coordinator_id = "sagad";
+  int64_t lease_ms = 10000;
   std::function<void()> on_outbox;  // called after a commit that may have added some
 };
 

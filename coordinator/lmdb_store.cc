@@ -94,6 +94,18 @@ OperationRecord OperationRecord::FromJson(const nlohmann::json& j) {
   return r;
 }
 
+nlohmann::json Lease::ToJson() const {
+  return {{"owner", owner}, {"expires_at", expires_at}, {"generation", generation}};
+}
+
+Lease Lease::FromJson(const nlohmann::json& j) {
+  Lease l;
+  l.owner = j.value("owner", "");
+  l.expires_at = j.value("expires_at", int64_t(0));
+  l.generation = j.value("generation", uint64_t(0));
+  return l;
+}
+
 nlohmann::json Submission::ToJson() const {
   return {{"key", key}, {"request_hash", request_hash}, {"instance_id", instance_id},
           {"response_status", response_status}, {"response", response},
@@ -130,7 +142,8 @@ StatusOr<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir,
     MDB_dbi* dbi;
   } dbs[] = {{"instances", &s->instances_}, {"events", &s->events_},
              {"operations", &s->operations_}, {"submissions", &s->submissions_},
-             {"active", &s->active_}, {"meta", &s->meta_}, {"outbox", &s->outbox_}};
+             {"active", &s->active_}, {"meta", &s->meta_}, {"outbox", &s->outbox_},
+             {"leases", &s->leases_}};
   for (auto& d : dbs) {
     rc = mdb_dbi_open(txn.get(), d.name, MDB_CREATE, d.dbi);
     if (rc != 0) return LmdbError("mdb_dbi_open", rc);
@@ -250,7 +263,7 @@ StatusOr<size_t> LmdbStore::OutboxSize() {
 
 Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vector<Event>& events,
                                  const Submission* submission,
-                                 const std::vector<nlohmann::json>& outbox) {
+                                 const std::vector<nlohmann::json>& outbox, const Lease* lease) {
   const std::string id = snapshot.at("id").get<std::string>();
   Txn txn(env_, true);
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
@@ -261,6 +274,7 @@ Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vect
   SAGAD_RETURN_IF_ERROR(PutSnapshot(txn.get(), id, snapshot));
   SAGAD_RETURN_IF_ERROR(WriteEvents(txn.get(), id, events));
   SAGAD_RETURN_IF_ERROR(AppendOutbox(txn.get(), outbox));
+  if (lease) SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), leases_, id, lease->ToJson()));
   int rc = txn.Commit();
   if (rc != 0) return LmdbError("mdb_txn_commit", rc);
   return Status::Ok();
@@ -269,7 +283,7 @@ Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vect
 Status LmdbStore::Commit(const std::string& id, uint64_t expected_version,
                          const nlohmann::json& snapshot, const std::vector<Event>& events,
                          const std::vector<OperationRecord>& operations,
-                         const std::vector<nlohmann::json>& outbox) {
+                         const std::vector<nlohmann::json>& outbox, const Lease* lease) {
   Txn txn(env_, true);
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
   auto cur = GetJson(txn.get(), instances_, id);
@@ -280,6 +294,18 @@ Status LmdbStore::Commit(const std::string& id, uint64_t expected_version,
                               ", expected " + std::to_string(expected_version));
   if (snapshot.value("version", uint64_t(0)) != expected_version + 1)
     return Internal("snapshot version must be expected_version + 1");
+  if (lease) {
+    auto held = GetJson(txn.get(), leases_, id);
+    Lease stored = held.ok() ? Lease::FromJson(*held) : Lease{};
+    if (stored.owner != lease->owner || stored.generation != lease->generation)
+      return FailedPrecondition("lease lost: instance " + id + " is owned by '" + stored.owner +
+                                "' generation " + std::to_string(stored.generation));
+  }
+  if (IsTerminalName(snapshot.value("status", ""))) {
+    MDB_val k = Val(id);
+    int rc = mdb_del(txn.get(), leases_, &k, nullptr);
+    if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_del", rc);
+  }
   SAGAD_RETURN_IF_ERROR(PutSnapshot(txn.get(), id, snapshot));
   SAGAD_RETURN_IF_ERROR(WriteEvents(txn.get(), id, events));
   for (const OperationRecord& op : operations)
@@ -288,6 +314,56 @@ Status LmdbStore::Commit(const std::string& id, uint64_t expected_version,
   int rc = txn.Commit();
   if (rc != 0) return LmdbError("mdb_txn_commit", rc);
   return Status::Ok();
+}
+
+StatusOr<Lease> LmdbStore::AcquireLease(const std::string& id, const std::string& owner,
+                                         int64_t now_ms, int64_t ttl_ms,
+                                         const std::string& successor_of) {
+  Txn txn(env_, true);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  auto held = GetJson(txn.get(), leases_, id);
+  if (!held.ok() && held.status().code() != StatusCode::kNotFound) return held.status();
+  Lease l = held.ok() ? Lease::FromJson(*held) : Lease{};
+  bool predecessor = !successor_of.empty() && l.owner.rfind(successor_of, 0) == 0;
+  if (!l.owner.empty() && l.owner != owner && l.expires_at > now_ms && !predecessor)
+    return FailedPrecondition("instance " + id + " is owned by '" + l.owner + "' until " +
+                              std::to_string(l.expires_at));
+  if (l.owner != owner) ++l.generation;
+  l.owner = owner;
+  l.expires_at = now_ms + ttl_ms;
+  SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), leases_, id, l.ToJson()));
+  int rc = txn.Commit();
+  if (rc != 0) return LmdbError("mdb_txn_commit", rc);
+  return l;
+}
+
+StatusOr<std::vector<std::string>> LmdbStore::RenewLeases(const std::string& owner,
+                                                          const std::vector<std::string>& ids,
+                                                          int64_t now_ms, int64_t ttl_ms) {
+  Txn txn(env_, true);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  std::vector<std::string> lost;
+  for (const auto& id : ids) {
+    auto held = GetJson(txn.get(), leases_, id);
+    Lease l = held.ok() ? Lease::FromJson(*held) : Lease{};
+    if (l.owner != owner) {
+      lost.push_back(id);
+      continue;
+    }
+    l.expires_at = now_ms + ttl_ms;
+    SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), leases_, id, l.ToJson()));
+  }
+  int rc = txn.Commit();
+  if (rc != 0) return LmdbError("mdb_txn_commit", rc);
+  return lost;
+}
+
+StatusOr<Lease> LmdbStore::GetLease(const std::string& id) {
+  Txn txn(env_, false);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  auto held = GetJson(txn.get(), leases_, id);
+  if (!held.ok()) return held.status();
+  return Lease::FromJson(*held);
 }
 
 StatusOr<nlohmann::json> LmdbStore::GetInstance(const std::string& id) {

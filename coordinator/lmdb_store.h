@@ -1,7 +1,8 @@
 // LmdbStore: the Store on one LMDB environment (a directory) with the named
 // databases instances, events (id + seq), operations (by idempotency key),
 // submissions (client Idempotency-Key), active (non-terminal ids), outbox
-// (8-byte big-endian commit order -> message) and meta (schema_version). Every write is one LMDB write transaction, synced to disk
+// (8-byte big-endian commit order -> message), leases (id -> owner, expiry,
+// generation) and meta (schema_version). Every write is one LMDB write transaction, synced to disk
 // before it returns (no MDB_NOSYNC). Several processes may open the same dir.
 // Thread-safety: safe for concurrent use (LMDB serialises writers).
 #pragma once
@@ -27,11 +28,17 @@ class LmdbStore : public Store {
   // Store
   Status CreateInstance(const nlohmann::json& snapshot, const std::vector<Event>& events,
                         const Submission* submission,
-                        const std::vector<nlohmann::json>& outbox) override;
+                        const std::vector<nlohmann::json>& outbox, const Lease* lease) override;
   Status Commit(const std::string& id, uint64_t expected_version,
                 const nlohmann::json& snapshot, const std::vector<Event>& events,
                 const std::vector<OperationRecord>& operations,
-                const std::vector<nlohmann::json>& outbox) override;
+                const std::vector<nlohmann::json>& outbox, const Lease* lease) override;
+  StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner, int64_t now_ms,
+                               int64_t ttl_ms, const std::string& successor_of) override;
+  StatusOr<std::vector<std::string>> RenewLeases(const std::string& owner,
+                                                 const std::vector<std::string>& ids,
+                                                 int64_t now_ms, int64_t ttl_ms) override;
+  StatusOr<Lease> GetLease(const std::string& id) override;
   StatusOr<std::vector<OutboxRecord>> PeekOutbox(size_t max) override;
   Status AckOutbox(uint64_t seq) override;
   StatusOr<size_t> OutboxSize() override;
@@ -53,7 +60,7 @@ class LmdbStore : public Store {
 
   MDB_env* env_ = nullptr;
   MDB_dbi instances_ = 0, events_ = 0, operations_ = 0, submissions_ = 0, active_ = 0,
-          meta_ = 0, outbox_ = 0;
+          meta_ = 0, outbox_ = 0, leases_ = 0;
 };
 
 }  // namespace sagad

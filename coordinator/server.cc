@@ -1,6 +1,7 @@
 #include "coordinator/server.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <iostream>
 #include <thread>
@@ -86,6 +87,12 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
   options.workers = config.workers;
   options.outbox = !config.webhooks.empty();
   options.on_outbox = [&publisher] { publisher.Notify(); };
+  options.lease_ms = config.lease_ms;
+  options.coordinator_id = config.coordinator_id;
+  if (options.coordinator_id.empty()) {
+    options.coordinator_id = "sagad@" + config.listen_host + ":" + std::to_string(config.listen_port);
+    if (config.listen_port == 0) options.coordinator_id += "-" + std::to_string(::getpid());
+  }
   Engine engine(**store, adapter, clock, options);
   std::vector<SagaDefinition> all = sagas;
   if (!config.definitions_dir.empty()) {

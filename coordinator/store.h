@@ -57,6 +57,17 @@ struct InstanceFilter {
   std::string waiting;  // approval | retry | review (the view's waiting_for)
 };
 
+// Ownership of an instance by one coordinator process. The generation grows
+// each time the instance changes hands; it is the downstream fencing token.
+struct Lease {
+  std::string owner;
+  int64_t expires_at = 0;  // wall ms; past it another process may take over
+  uint64_t generation = 0;
+
+  nlohmann::json ToJson() const;
+  static Lease FromJson(const nlohmann::json& j);
+};
+
 // A record of the transactional outbox, waiting to be published.
 struct OutboxRecord {
   uint64_t seq = 0;         // commit order
@@ -75,20 +86,42 @@ class Store {
   // Creates an instance: snapshot (version 1) and its first events, the
   // submission record if `submission` is set, and `outbox` records, in one
   // durable transaction. AlreadyExists if the id or the submission key exists.
+  // `lease` (if set) is written as the instance's first lease.
   virtual Status CreateInstance(const nlohmann::json& snapshot,
                                 const std::vector<Event>& events,
                                 const Submission* submission,
-                                const std::vector<nlohmann::json>& outbox) = 0;
+                                const std::vector<nlohmann::json>& outbox,
+                                const Lease* lease) = 0;
 
   // Commits one transition: snapshot, events, operation records and outbox
   // records (appended in order), atomically. FailedPrecondition if the stored
   // version is not `expected_version` (someone else committed first). The
-  // snapshot's "version" must be expected_version + 1.
+  // snapshot's "version" must be expected_version + 1. With `lease` set, the
+  // stored lease must still have that owner and generation (fencing: a
+  // paused old owner cannot commit), else FailedPrecondition("lease lost").
+  // A terminal snapshot releases the lease.
   virtual Status Commit(const std::string& id, uint64_t expected_version,
                         const nlohmann::json& snapshot,
                         const std::vector<Event>& events,
                         const std::vector<OperationRecord>& operations,
-                        const std::vector<nlohmann::json>& outbox) = 0;
+                        const std::vector<nlohmann::json>& outbox,
+                        const Lease* lease) = 0;
+
+  // Takes or renews the lease of `id` for `owner` until now + ttl: allowed
+  // if there is none, it expired, or `owner` holds it; the generation grows
+  // when the owner changes. FailedPrecondition if another owner holds it,
+  // unless that owner's name starts with `successor_of` (non-empty): a
+  // restarted process takes its dead predecessor's leases at once.
+  virtual StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner,
+                                       int64_t now_ms, int64_t ttl_ms,
+                                       const std::string& successor_of) = 0;
+  // Renews every lease of `ids` that `owner` still holds, in one
+  // transaction; returns the ids it no longer holds.
+  virtual StatusOr<std::vector<std::string>> RenewLeases(const std::string& owner,
+                                                         const std::vector<std::string>& ids,
+                                                         int64_t now_ms, int64_t ttl_ms) = 0;
+  // NotFound if the instance has no lease (finished, or never owned).
+  virtual StatusOr<Lease> GetLease(const std::string& id) = 0;
 
   // The oldest `max` outbox records, in commit order.
   virtual StatusOr<std::vector<OutboxRecord>> PeekOutbox(size_t max) = 0;

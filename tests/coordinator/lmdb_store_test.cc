@@ -30,9 +30,9 @@ class LmdbStoreTest : public ::testing::Test {
 };
 
 TEST_F(LmdbStoreTest, CommitIsACompareAndSwapOnTheVersion) {
-  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "instance_created")}, nullptr, {}).ok());
-  EXPECT_TRUE(store_->Commit("a", 1, Snap("a", 2), {Ev(2, "x")}, {}, {}).ok());
-  Status stale = store_->Commit("a", 1, Snap("a", 2), {Ev(3, "y")}, {}, {});
+  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "instance_created")}, nullptr, {}, nullptr).ok());
+  EXPECT_TRUE(store_->Commit("a", 1, Snap("a", 2), {Ev(2, "x")}, {}, {}, nullptr).ok());
+  Status stale = store_->Commit("a", 1, Snap("a", 2), {Ev(3, "y")}, {}, {}, nullptr);
   EXPECT_EQ(stale.code(), StatusCode::kFailedPrecondition);
   auto events = store_->GetEvents("a");
   ASSERT_TRUE(events.ok());
@@ -41,11 +41,11 @@ TEST_F(LmdbStoreTest, CommitIsACompareAndSwapOnTheVersion) {
 }
 
 TEST_F(LmdbStoreTest, EventsComeBackInOrderPerInstance) {
-  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {}).ok());
-  ASSERT_TRUE(store_->CreateInstance(Snap("ab", 1), {Ev(1, "c")}, nullptr, {}).ok());
+  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {}, nullptr).ok());
+  ASSERT_TRUE(store_->CreateInstance(Snap("ab", 1), {Ev(1, "c")}, nullptr, {}, nullptr).ok());
   std::vector<Event> batch;
   for (int i = 2; i <= 300; ++i) batch.push_back(Ev(i, "e" + std::to_string(i)));
-  ASSERT_TRUE(store_->Commit("a", 1, Snap("a", 2), batch, {}, {}).ok());
+  ASSERT_TRUE(store_->Commit("a", 1, Snap("a", 2), batch, {}, {}, nullptr).ok());
   auto events = store_->GetEvents("a");
   ASSERT_TRUE(events.ok());
   ASSERT_EQ(events->size(), 300u);
@@ -58,9 +58,9 @@ TEST_F(LmdbStoreTest, SubmissionKeysAreUniqueAndKeepTheFirstResponse) {
   s.key = "k";
   s.request_hash = "h";
   s.instance_id = "a";
-  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, &s, {}).ok());
+  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, &s, {}, nullptr).ok());
   s.instance_id = "b";
-  EXPECT_EQ(store_->CreateInstance(Snap("b", 1), {Ev(1, "c")}, &s, {}).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_->CreateInstance(Snap("b", 1), {Ev(1, "c")}, &s, {}, nullptr).code(), StatusCode::kAlreadyExists);
   EXPECT_EQ(store_->GetInstance("b").status().code(), StatusCode::kNotFound);  // nothing half-written
   ASSERT_TRUE(store_->SetSubmissionResponse("k", 201, {{"id", "a"}}).ok());
   ASSERT_TRUE(store_->SetSubmissionResponse("k", 200, {{"id", "zzz"}}).ok());
@@ -73,7 +73,7 @@ TEST_F(LmdbStoreTest, SubmissionKeysAreUniqueAndKeepTheFirstResponse) {
 TEST_F(LmdbStoreTest, ListsNewestFirstWithFiltersAndCursor) {
   for (int i = 0; i < 5; ++i) {
     std::string id = "id" + std::to_string(i);
-    ASSERT_TRUE(store_->CreateInstance(Snap(id, 1, i % 2 ? "COMPLETED" : "RUNNING"), {Ev(1, "c")}, nullptr, {}).ok());
+    ASSERT_TRUE(store_->CreateInstance(Snap(id, 1, i % 2 ? "COMPLETED" : "RUNNING"), {Ev(1, "c")}, nullptr, {}, nullptr).ok());
   }
   auto p1 = store_->ListInstances({}, 2, "");
   ASSERT_TRUE(p1.ok());
@@ -91,10 +91,10 @@ TEST_F(LmdbStoreTest, ListsNewestFirstWithFiltersAndCursor) {
 }
 
 TEST_F(LmdbStoreTest, OutboxRecordsCommitWithTheTransitionAndComeOutInOrder) {
-  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {{{"n", 1}}}).ok());
-  ASSERT_TRUE(store_->Commit("a", 1, Snap("a", 2), {Ev(2, "x")}, {}, {{{"n", 2}}, {{"n", 3}}}).ok());
+  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {{{"n", 1}}}, nullptr).ok());
+  ASSERT_TRUE(store_->Commit("a", 1, Snap("a", 2), {Ev(2, "x")}, {}, {{{"n", 2}}, {{"n", 3}}}, nullptr).ok());
   // A losing compare-and-swap writes no outbox record either.
-  EXPECT_FALSE(store_->Commit("a", 1, Snap("a", 2), {Ev(3, "y")}, {}, {{{"n", 99}}}).ok());
+  EXPECT_FALSE(store_->Commit("a", 1, Snap("a", 2), {Ev(3, "y")}, {}, {{{"n", 99}}}, nullptr).ok());
   auto recs = store_->PeekOutbox(10);
   ASSERT_TRUE(recs.ok());
   ASSERT_EQ(recs->size(), 3u);
@@ -104,8 +104,32 @@ TEST_F(LmdbStoreTest, OutboxRecordsCommitWithTheTransitionAndComeOutInOrder) {
   EXPECT_EQ((*store_->PeekOutbox(1))[0].message["n"], 2);
 }
 
+TEST_F(LmdbStoreTest, LeasesFenceCommitsAndChangeHandsOnlyWhenExpired) {
+  Lease mine{"A", 0, 1};
+  mine.expires_at = 1000;
+  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {}, &mine).ok());
+  EXPECT_EQ(store_->AcquireLease("a", "B", 500, 1000, "").status().code(), StatusCode::kFailedPrecondition);
+  auto renewed = store_->AcquireLease("a", "A", 500, 1000, "");
+  ASSERT_TRUE(renewed.ok());
+  EXPECT_EQ(renewed->generation, 1u);  // same owner, same generation
+  auto taken = store_->AcquireLease("a", "B", 1600, 1000, "");  // expired at 1500
+  ASSERT_TRUE(taken.ok());
+  EXPECT_EQ(taken->generation, 2u);
+  // The old owner can no longer commit; the new one can.
+  Status stale = store_->Commit("a", 1, Snap("a", 2), {Ev(2, "x")}, {}, {}, &mine);
+  EXPECT_EQ(stale.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(stale.message().find("lease lost"), std::string::npos);
+  EXPECT_TRUE(store_->Commit("a", 1, Snap("a", 2), {Ev(2, "x")}, {}, {}, &*taken).ok());
+  auto lost = store_->RenewLeases("A", {"a"}, 1700, 1000);
+  ASSERT_TRUE(lost.ok());
+  EXPECT_EQ(*lost, std::vector<std::string>{"a"});
+  // Finishing releases the lease.
+  EXPECT_TRUE(store_->Commit("a", 2, Snap("a", 3, "COMPLETED"), {Ev(3, "y")}, {}, {}, &*taken).ok());
+  EXPECT_EQ(store_->GetLease("a").status().code(), StatusCode::kNotFound);
+}
+
 TEST_F(LmdbStoreTest, SurvivesReopenAndRefusesANewerSchema) {
-  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {}).ok());
+  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {}, nullptr).ok());
   store_.reset();
   auto again = LmdbStore::Open(dir_.path());
   ASSERT_TRUE(again.ok());

@@ -59,8 +59,10 @@ Coordinator::Coordinator(const Downstream& downstream, const std::string& data_d
     if (service_overrides.contains(name)) s.update(service_overrides[name]);
     services[name] = s;
   }
+  // A stable coordinator id: a restarted sagad takes its leases back at once.
   nlohmann::json config = {{"listen", "127.0.0.1:0"}, {"data_dir", data_dir},
-                           {"services", services}, {"tokens", tokens}, {"workers", 8}};
+                           {"services", services}, {"tokens", tokens}, {"workers", 8},
+                           {"coordinator_id", "test-sagad"}};
   config_path_ = data_dir + ".config.json";
   config_ = config;
   std::ofstream(config_path_) << config.dump(2);
