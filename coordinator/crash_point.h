@@ -14,7 +14,11 @@
 
 namespace sagad {
 
-// Reads SAGA_CRASH_AT. Call once at start-up, before any thread starts.
+// SAGA_PAUSE_AT=<point>[:<n>] instead stops the process (SIGSTOP) there, for
+// tests of a paused owner that loses its lease; SIGCONT resumes it.
+//
+// Reads SAGA_CRASH_AT and SAGA_PAUSE_AT. Call once at start-up, before any
+// thread starts.
 void InitCrashPointsFromEnv();
 void CrashPoint(const char* name);
 

@@ -63,7 +63,8 @@ Coordinator::Coordinator(const Downstream& downstream, const std::string& data_d
   nlohmann::json config = {{"listen", "127.0.0.1:0"}, {"data_dir", data_dir},
                            {"services", services}, {"tokens", tokens}, {"workers", 8},
                            {"coordinator_id", "test-sagad"}};
-  config_path_ = data_dir + ".config.json";
+  static int configs = 0;  // several coordinators may share a data dir
+  config_path_ = data_dir + "." + std::to_string(++configs) + ".config.json";
   config_ = config;
   std::ofstream(config_path_) << config.dump(2);
 }
@@ -73,9 +74,10 @@ void Coordinator::Configure(const nlohmann::json& extra) {
   std::ofstream(config_path_) << config_.dump(2);
 }
 
-int Coordinator::Start(const std::string& crash_at) {
+int Coordinator::Start(const std::string& crash_at, const std::string& pause_at) {
   std::map<std::string, std::string> env;
   if (!crash_at.empty()) env["SAGA_CRASH_AT"] = crash_at;
+  if (!pause_at.empty()) env["SAGA_PAUSE_AT"] = pause_at;
   std::vector<std::string> argv = {SAGAD_BIN, "--config", config_path_};
   argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
   proc_ = std::make_unique<Subprocess>(argv, env);

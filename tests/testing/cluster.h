@@ -51,7 +51,7 @@ class Coordinator {
               nlohmann::json tokens = nlohmann::json::array());
   // Starts sagad (SAGA_CRASH_AT from `crash_at` if set). Returns the port, -1
   // if it did not come up.
-  int Start(const std::string& crash_at = "");
+  int Start(const std::string& crash_at = "", const std::string& pause_at = "");
   int port() const { return port_; }
   // Merges `extra` into the config file (for the next Start).
   void Configure(const nlohmann::json& extra);

@@ -1,0 +1,116 @@
+// Two sagad processes on one data dir: leases, takeover, fencing.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "tests/testing/cluster.h"
+
+namespace sagad::testing {
+namespace {
+
+using nlohmann::json;
+
+class OwnershipTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    a_ = Make("coordinator-a");
+    b_ = Make("coordinator-b");
+  }
+  std::unique_ptr<Coordinator> Make(const std::string& name) {
+    auto c = std::make_unique<Coordinator>(downstream_, dir_.path() + "/data");
+    c->Configure({{"coordinator_id", name}, {"lease_ms", 600}});
+    return c;
+  }
+  void ExpectEachOnce() {
+    EXPECT_TRUE(WaitFor([&] { return downstream_.Effects()["pending"] == 0; }));
+    json e = downstream_.Effects();
+    EXPECT_EQ(e["duplicates"], 0) << e.dump();
+    for (const auto& [k, n] : e["by_key"].items()) EXPECT_EQ(n, 1) << k;
+  }
+  int64_t EventAt(const std::string& id, const std::string& type, const std::string& step) {
+    for (const auto& e : Events(*b_, id))
+      if (e["type"] == type && e.value("step", "") == step) return e["at"];
+    return -1;
+  }
+
+  TempDir dir_;
+  Downstream downstream_;
+  std::unique_ptr<Coordinator> a_, b_;
+};
+
+TEST_F(OwnershipTest, SurvivorTakesOverAKilledOwnersInstanceAfterLeaseExpiry) {
+  ASSERT_GT(a_->Start(), 0);
+  ASSERT_GT(b_->Start(), 0);
+  Reply r = a_->Submit("incident_response", IncidentInput(), 10);
+  ASSERT_EQ(r.body["status"], "AWAITING_APPROVAL");
+  std::string id = r.body["id"];
+  // Both serve reads for any instance.
+  EXPECT_EQ(b_->Get("/v1/instances/" + id).body["status"], "AWAITING_APPROVAL");
+  a_->Kill();
+  // The approval arrives at the survivor; it owns nothing yet, waits for the
+  // dead owner's lease to expire, takes over and finishes.
+  ASSERT_EQ(b_->Post("/v1/instances/" + id + "/steps/notify_user/approve").status, 200);
+  json done = b_->WaitStatus(id, "COMPLETED");
+  ASSERT_EQ(done["status"], "COMPLETED") << done.dump();
+  ExpectEachOnce();
+  EXPECT_EQ(downstream_.Effects()["total"], 4);
+  int64_t approved = EventAt(id, "approved", "notify_user");
+  int64_t sent = EventAt(id, "started", "notify_user");
+  std::cout << "[ takeover ] approval to first step of the new owner: " << sent - approved
+            << " ms (lease 600 ms)\n";
+  EXPECT_GE(sent, approved);
+}
+
+TEST_F(OwnershipTest, PausedOwnerCommitsNothingAndItsLateRequestIsFenced) {
+  // A stops itself right after writing STARTED for its 2nd step.
+  ASSERT_GT(a_->Start("", "after_started:2"), 0);
+  ASSERT_GT(b_->Start(), 0);
+  Reply r = a_->Submit("order_fulfilment", OrderInput(), 0);
+  std::string id = r.body["id"];
+  // B takes over once A's lease expires, reconciles the STARTED step (the
+  // question fences A's attempt), re-sends with generation 2 and finishes.
+  json done = b_->WaitStatus(id, "COMPLETED", std::chrono::seconds(20));
+  ASSERT_EQ(done["status"], "COMPLETED") << done.dump();
+  // A wakes up: its old request leaves with the old token and is refused;
+  // its commit fails the lease check; it starts nothing new.
+  a_->process().Kill(SIGCONT);
+  EXPECT_TRUE(WaitFor([&] { return a_->Get("/healthz").status == 200; }));
+  EXPECT_TRUE(WaitFor([&] {
+    return a_->Get("/metrics").raw.find("phase=\"forward\",outcome=\"unknown\"") != std::string::npos;
+  })) << a_->Get("/metrics").raw;
+  json after = b_->Get("/v1/instances/" + id).body;
+  EXPECT_EQ(after["status"], "COMPLETED");
+  EXPECT_EQ(after["version"], done["version"]);  // A committed nothing
+  ExpectEachOnce();
+  EXPECT_EQ(downstream_.Effects()["total"], 3);
+}
+
+TEST_F(OwnershipTest, ManyInstancesTwoProcessesRandomKillsAllFinishOnce) {
+  ASSERT_GT(a_->Start(), 0);
+  ASSERT_GT(b_->Start(), 0);
+  downstream_.Fault({{"path", "/charges"}, {"action", "delay"}, {"delay_ms", 50}, {"times", 1000}});
+  std::vector<std::string> ids;
+  for (int i = 0; i < 40; ++i) {
+    Coordinator& c = i % 2 ? *a_ : *b_;
+    Reply r = c.Submit("order_fulfilment", OrderInput(), 0, "many-" + std::to_string(i));
+    ASSERT_TRUE(r.status == 201 || r.status == 200) << r.raw;
+    ids.push_back(r.body["id"]);
+    if (i == 13) {
+      a_->Kill();
+      ASSERT_GT(a_->Start(), 0);
+    }
+    if (i == 27) {
+      b_->Kill();
+      ASSERT_GT(b_->Start(), 0);
+    }
+  }
+  a_->Kill();  // one process dies for good; the other finishes everything
+  for (const auto& id : ids) {
+    json done = b_->WaitStatus(id, "COMPLETED", std::chrono::seconds(20));
+    EXPECT_EQ(done["status"], "COMPLETED") << id;
+  }
+  ExpectEachOnce();
+  EXPECT_EQ(downstream_.Effects()["total"], 3 * 40);
+}
+
+}  // namespace
+}  // namespace sagad::testing
