@@ -188,6 +188,8 @@ class Engine::Impl {
                       "From sagad start to the first transition of each recovered instance.");
     metrics_.Describe("sagad_step_latency_seconds", "histogram", "Downstream call latency.");
     metrics_.Describe("sagad_escalations_total", "counter", "Instances sent to NEEDS_REVIEW.");
+    metrics_.Describe("sagad_store_commit_seconds", "histogram",
+                      "LMDB write transactions of a transition (writer lock held, fsync included).");
     metrics_.Describe("sagad_retries_total", "counter", "Re-sends of a forward step (same key).");
     metrics_.Describe("sagad_retry_budget_exhausted_total", "counter",
                       "Retries deferred because the service's retry budget was empty.");
@@ -260,9 +262,11 @@ class Engine::Impl {
   }
 
   // ---- submissions ----
-  StatusOr<SubmitOutcome> Submit(const std::string& saga, const nlohmann::json& input,
+  StatusOr<SubmitOutcome> Submit(const std::string& saga, int version, const nlohmann::json& input,
                                  const std::string& client_key, const std::string& request_hash) {
-    SagaDefinitionPtr def = Definition(saga, 0);
+    SagaDefinitionPtr def = Definition(saga, version);
+    if (!def && version > 0 && Definition(saga, 0))
+      return NotFound("saga '" + saga + "' has no registered version " + std::to_string(version));
     if (!def) return NotFound("saga '" + saga + "' is not registered");
     if (!input.is_object()) return InvalidArgument("'input' must be a JSON object");
     std::vector<std::string> missing;
@@ -445,7 +449,9 @@ class Engine::Impl {
       }
       // The approval binds to the exact request: key and args hash.
       SagaDefinitionPtr def = Definition(tx.inst().saga(), tx.inst().saga_version());
-      if (!def) return Internal("definition of " + tx.inst().saga() + " is not registered");
+      if (!def)
+        return FailedPrecondition("saga " + tx.inst().saga() + " version " +
+                                  std::to_string(tx.inst().saga_version()) + " is not registered");
       auto r = Render(tx.inst(), def->steps[i].forward);
       if (!r.ok()) return FailedPrecondition("cannot build the request to approve: " + r.status().message());
       SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kApprove,
@@ -687,7 +693,16 @@ class Engine::Impl {
       }
       SagaDefinitionPtr def = Definition((*inst)->saga(), (*inst)->saga_version());
       if (!def) {
+        // Never run an instance under a definition other than the one it
+        // started with: a human decides.
+        std::string why = "saga " + (*inst)->saga() + " version " +
+                          std::to_string((*inst)->saga_version()) +
+                          " is not registered in this coordinator";
         Log({{"msg", "definition not registered"}, {"instance", id}, {"saga", (*inst)->saga()}});
+        SagaStatus ss = (*inst)->status();
+        if (ss == SagaStatus::kRunning || ss == SagaStatus::kAwaitingApproval ||
+            ss == SagaStatus::kCompensating)
+          Transition(id, [&](Tx& tx) { return tx.Saga(SagaEvent::kEscalate, {{"reason", why}}); });
         return;
       }
       Next next = Next::kStop;
@@ -1209,6 +1224,14 @@ class Engine::Impl {
     if (res.replayed) metrics_.Inc("sagad_duplicate_effects_detected_total");
     metrics_.Observe("sagad_step_latency_seconds", std::chrono::duration<double>(d).count());
   }
+  // One write transaction (it holds LMDB's writer lock, fsync included).
+  void RecordCommit(std::chrono::steady_clock::duration d) {
+    double secs = std::chrono::duration<double>(d).count();
+    metrics_.Observe("sagad_store_commit_seconds", secs);
+    std::lock_guard<std::mutex> l(commit_max_mu_);
+    max_commit_seconds_ = std::max(max_commit_seconds_, secs);
+  }
+
   void RecordQuery(const char* phase, const QueryResult& q) {
     const char* answer = q.outcome == QueryOutcome::kHappened      ? "happened"
                          : q.outcome == QueryOutcome::kNotHappened ? "not_happened"
@@ -1235,6 +1258,12 @@ class Engine::Impl {
                "# TYPE sagad_instances gauge\n";
       for (const auto& [labels, n] : by)
         extra += "sagad_instances{" + labels + "} " + std::to_string(n) + "\n";
+    }
+    {
+      std::lock_guard<std::mutex> l(commit_max_mu_);
+      extra += "# HELP sagad_store_commit_max_seconds Longest write transaction (writer lock held, fsync included).\n"
+               "# TYPE sagad_store_commit_max_seconds gauge\nsagad_store_commit_max_seconds " +
+               std::to_string(max_commit_seconds_) + "\n";
     }
     auto backlog = store_.OutboxSize();
     if (backlog.ok())
@@ -1357,15 +1386,9 @@ class Engine::Impl {
     }
     auto snap = store_.GetInstance(id);
     if (!snap.ok()) return snap.status();
-    SagaDefinitionPtr def =
-        Definition(snap->value("saga", ""), snap->value("saga_version", 0));
-    if (!def)
-      return FailedPrecondition("instance " + id + " uses saga " + snap->value("saga", "") +
-                                " v" + std::to_string(snap->value("saga_version", 0)) +
-                                ", which is not registered");
     auto events = store_.GetEvents(id);
     if (!events.ok()) return events.status();
-    auto inst = Instance::Replay(id, *def, *events);
+    auto inst = Instance::Replay(id, *events);
     if (!inst.ok()) return inst.status();
     inst->set_version(snap->value("version", uint64_t(0)));
     nlohmann::json replayed = inst->ToJson();
@@ -1406,8 +1429,10 @@ class Engine::Impl {
       SAGAD_RETURN_IF_ERROR(fn(tx));
       if (tx.events().empty()) return Status::Ok();
       next->set_version((*cur)->version() + 1);
+      auto t0 = std::chrono::steady_clock::now();
       Status s = store_.Commit(id, (*cur)->version(), next->ToJson(), tx.events(), tx.Operations(),
                                OutboxMessages(*next, tx.events()), lease ? &*lease : nullptr);
+      RecordCommit(std::chrono::steady_clock::now() - t0);
       if (s.code() == StatusCode::kFailedPrecondition &&
           s.message().rfind("lease lost", 0) == 0) {  // fenced: drop the instance
         Disown(id);
@@ -1476,6 +1501,8 @@ class Engine::Impl {
   std::string owner_;  // coordinator_id + "/" + this incarnation
   std::mutex lease_mu_;
   std::unordered_map<std::string, Lease> owned_;
+  std::mutex commit_max_mu_;
+  double max_commit_seconds_ = 0;
   std::mutex budget_mu_;
   std::map<std::string, RetryBudget> budgets_;
   std::mutex recovery_mu_;
@@ -1496,10 +1523,11 @@ Status Engine::Register(const SagaDefinition& def) { return impl_->Register(def)
 std::vector<SagaDefinitionPtr> Engine::Definitions() const { return impl_->Definitions(); }
 Status Engine::Start() { return impl_->Start(); }
 void Engine::Stop() { impl_->Stop(); }
-StatusOr<SubmitOutcome> Engine::Submit(const std::string& saga, const nlohmann::json& input,
+StatusOr<SubmitOutcome> Engine::Submit(const std::string& saga, int version,
+                                       const nlohmann::json& input,
                                        const std::string& client_key,
                                        const std::string& request_hash) {
-  return impl_->Submit(saga, input, client_key, request_hash);
+  return impl_->Submit(saga, version, input, client_key, request_hash);
 }
 void Engine::FinishSubmission(const std::string& key, int status, const nlohmann::json& r) {
   impl_->FinishSubmission(key, status, r);

@@ -66,11 +66,12 @@ class Engine {
   // when no driver runs. Idempotent.
   void Stop();
 
-  // Creates an instance of the latest version of `saga`. NotFound (unknown
-  // saga), InvalidArgument (input not an object / missing fields). With a
+  // Creates an instance of `saga` at `version` (0: the newest registered).
+  // NotFound (unknown saga or version), InvalidArgument (input not an object
+  // / missing fields). With a
   // client key: replay (same request hash), AlreadyExists (the key was used
   // with another request), FailedPrecondition (the first is still in flight).
-  StatusOr<SubmitOutcome> Submit(const std::string& saga, const nlohmann::json& input,
+  StatusOr<SubmitOutcome> Submit(const std::string& saga, int version, const nlohmann::json& input,
                                  const std::string& client_key,
                                  const std::string& request_hash);
   // Stores the response of a submission (first one wins) and ends its

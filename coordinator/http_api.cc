@@ -340,7 +340,21 @@ class ApiServer::Impl {
       return;
     }
     std::string hash = Sha256Hex(saga + "\n" + CanonicalJson(body));
-    auto sub = engine_.Submit(saga, body["input"], key, hash);
+    int version = 0;
+    if (req.has_param("version") || body.contains("version")) {
+      std::string v = req.has_param("version") ? req.get_param_value("version")
+                                               : (body["version"].is_number_integer()
+                                                      ? std::to_string(body["version"].get<int>())
+                                                      : std::string("x"));
+      char* end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < 1) {
+        Problem(req, res, 400, "version must be a positive integer");
+        return;
+      }
+      version = static_cast<int>(n);
+    }
+    auto sub = engine_.Submit(saga, version, body["input"], key, hash);
     if (!sub.ok()) return ProblemFromStatus(req, res, sub.status());
     std::string location = "/v1/instances/" + sub->instance_id;
     res.set_header("Location", location);

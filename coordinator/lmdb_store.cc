@@ -149,20 +149,46 @@ StatusOr<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir,
     if (rc != 0) return LmdbError("mdb_dbi_open", rc);
   }
   auto meta = GetJson(txn.get(), s->meta_, "schema_version");
-  if (meta.ok()) {
-    int v = meta->get<int>();
-    if (v > kStoreSchemaVersion)
-      return FailedPrecondition("data dir " + dir + " has schema_version " + std::to_string(v) +
-                                ", newer than this sagad supports (" +
-                                std::to_string(kStoreSchemaVersion) + "); refusing to open");
-  } else if (meta.status().code() == StatusCode::kNotFound) {
-    SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), s->meta_, "schema_version", kStoreSchemaVersion));
-  } else {
-    return meta.status();
+  if (!meta.ok() && meta.status().code() != StatusCode::kNotFound) return meta.status();
+  int v = meta.ok() ? meta->get<int>() : -1;
+  if (v > kStoreSchemaVersion)
+    return FailedPrecondition("data dir " + dir + " has schema_version " + std::to_string(v) +
+                              ", newer than this sagad supports (" +
+                              std::to_string(kStoreSchemaVersion) + "); refusing to open");
+  if (v == 0) {
+    SAGAD_RETURN_IF_ERROR(s->MigrateV0ToV1(txn.get()));
+    v = 1;
   }
+  if (v < 0) v = kStoreSchemaVersion;  // a new data dir
+  SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), s->meta_, "schema_version", v));
   rc = txn.Commit();
   if (rc != 0) return LmdbError("mdb_txn_commit", rc);
   return s;
+}
+
+// Schema 0 (the first release) had no index of unfinished instances and no
+// schema_version inside records: build the index, stamp every snapshot.
+Status LmdbStore::MigrateV0ToV1(MDB_txn* txn) {
+  MDB_cursor* cur = nullptr;
+  int rc = mdb_cursor_open(txn, instances_, &cur);
+  if (rc != 0) return LmdbError("mdb_cursor_open", rc);
+  std::vector<std::pair<std::string, nlohmann::json>> snaps;
+  MDB_val k, v;
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    auto j = nlohmann::json::parse(Str(v), nullptr, false);
+    if (j.is_discarded()) {
+      mdb_cursor_close(cur);
+      return Internal("schema 0 migration: corrupt instance record " + Str(k));
+    }
+    snaps.emplace_back(Str(k), std::move(j));
+  }
+  mdb_cursor_close(cur);
+  for (auto& [id, snap] : snaps) {
+    snap["schema_version"] = 1;
+    SAGAD_RETURN_IF_ERROR(PutSnapshot(txn, id, snap));
+  }
+  return Status::Ok();
 }
 
 LmdbStore::~LmdbStore() {

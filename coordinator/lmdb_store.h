@@ -4,6 +4,8 @@
 // (8-byte big-endian commit order -> message), leases (id -> owner, expiry,
 // generation) and meta (schema_version). Every write is one LMDB write transaction, synced to disk
 // before it returns (no MDB_NOSYNC). Several processes may open the same dir.
+// Records carry schema_version; Open migrates older layouts explicitly
+// (0 -> 1) and refuses newer ones with a clear message.
 // Thread-safety: safe for concurrent use (LMDB serialises writers).
 #pragma once
 
@@ -57,6 +59,7 @@ class LmdbStore : public Store {
   Status WriteEvents(MDB_txn* txn, const std::string& id, const std::vector<Event>& events);
   Status PutSnapshot(MDB_txn* txn, const std::string& id, const nlohmann::json& snapshot);
   Status AppendOutbox(MDB_txn* txn, const std::vector<nlohmann::json>& outbox);
+  Status MigrateV0ToV1(MDB_txn* txn);
 
   MDB_env* env_ = nullptr;
   MDB_dbi instances_ = 0, events_ = 0, operations_ = 0, submissions_ = 0, active_ = 0,

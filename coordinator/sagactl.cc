@@ -11,6 +11,7 @@
 //   retry ID STEP [--comment C]        skip ID STEP --result JSON [--ref REF] [--comment C]
 //   cancel ID [--reason R]             compensate ID [--reason R]
 //   inspect --data-dir DIR [ID]        read a data dir offline (sagad stopped)
+//   verify --data-dir DIR              replay every instance's log, compare with its snapshot
 //
 // Tables by default, the server's JSON with --json. Exit 0 on success, 1 on a
 // refused request or unreachable server, 2 on bad usage; errors are one line.
@@ -38,7 +39,7 @@ constexpr const char* kUsage =
     "  approve ID STEP [--comment C] | reject ID STEP [--reason R] |\n"
     "  resolve ID STEP --outcome committed|not_executed [--ref R] [--comment C] |\n"
     "  retry ID STEP | skip ID STEP --result JSON [--ref R] | cancel ID [--reason R] |\n"
-    "  compensate ID [--reason R] | inspect --data-dir DIR [ID]";
+    "  compensate ID [--reason R] | inspect --data-dir DIR [ID] | verify --data-dir DIR";
 
 struct Args {
   std::vector<std::string> positional;
@@ -178,6 +179,46 @@ std::string Need(const Args& a, size_t i, const char* what) {
   return a.positional[i];
 }
 
+// Replays every instance's event log and compares it with the stored
+// snapshot; prints each mismatch. Exit 1 if there is any.
+int Verify(const Args& a) {
+  std::string dir = a.Get("data-dir");
+  if (dir.empty()) Die("verify needs --data-dir DIR", 2);
+  auto store = sagad::LmdbStore::Open(dir);
+  if (!store.ok()) Die(store.status().message());
+  int checked = 0, mismatches = 0;
+  std::string cursor;
+  do {
+    auto page = (*store)->ListInstances({}, 500, cursor);
+    if (!page.ok()) Die(page.status().message());
+    for (const json& snap : page->instances) {
+      std::string id = snap.value("id", "");
+      ++checked;
+      auto events = (*store)->GetEvents(id);
+      if (!events.ok()) Die(events.status().message());
+      auto inst = sagad::Instance::Replay(id, *events);
+      if (!inst.ok()) {
+        ++mismatches;
+        std::cout << id << ": the event log does not replay: " << inst.status().message() << "\n";
+        continue;
+      }
+      inst->set_version(snap.value("version", uint64_t(0)));
+      json replayed = inst->ToJson();
+      if (replayed == snap) continue;
+      ++mismatches;
+      std::cout << id << ": snapshot differs from the replayed log:";
+      for (const auto& [k, v] : replayed.items())
+        if (!snap.contains(k) || snap[k] != v) std::cout << " " << k;
+      for (const auto& [k, v] : snap.items())
+        if (!replayed.contains(k)) std::cout << " " << k;
+      std::cout << "\n";
+    }
+    cursor = page->next_cursor;
+  } while (!cursor.empty());
+  std::cout << checked << " instances checked, " << mismatches << " mismatches\n";
+  return mismatches == 0 ? 0 : 1;
+}
+
 int Inspect(const Args& a, bool as_json) {
   std::string dir = a.Get("data-dir");
   if (dir.empty()) Die("inspect needs --data-dir DIR", 2);
@@ -241,6 +282,7 @@ int main(int argc, char** argv) {
   if (a.positional.empty()) Die(std::string("no command\n") + kUsage, 2);
   const std::string cmd = a.positional[0];
   if (cmd == "inspect") return Inspect(a, as_json);
+  if (cmd == "verify") return Verify(a);
 
   const char* env_url = std::getenv("SAGAD_URL");
   const char* env_token = std::getenv("SAGAD_TOKEN");

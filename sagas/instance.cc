@@ -58,6 +58,18 @@ StatusOr<Instance> Instance::Replay(const std::string& id, const SagaDefinition&
   return inst;
 }
 
+StatusOr<Instance> Instance::Replay(const std::string& id, const std::vector<Event>& events) {
+  Instance inst;
+  for (const Event& e : events) {
+    Status s = inst.Apply(e);
+    if (!s.ok())
+      return InvalidArgument("replay of " + id + " failed at event " + std::to_string(e.seq) +
+                             ": " + s.message());
+  }
+  if (inst.id_ != id) return InvalidArgument("event log of " + id + " does not start with its creation");
+  return inst;
+}
+
 int Instance::StepIndex(const std::string& name) const {
   for (size_t i = 0; i < steps_.size(); ++i)
     if (steps_[i].name == name) return static_cast<int>(i);

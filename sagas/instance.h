@@ -77,6 +77,8 @@ class Instance {
   // InvalidArgument if the log is not a valid history for `def`.
   static StatusOr<Instance> Replay(const std::string& id, const SagaDefinition& def,
                                    const std::vector<Event>& events);
+  // The same without a definition (the creation event names the steps).
+  static StatusOr<Instance> Replay(const std::string& id, const std::vector<Event>& events);
 
   // Applies one event. On error the instance may be partially changed: apply
   // to a copy and keep it only if every event of a transition applied.
