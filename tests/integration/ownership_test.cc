@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include "coordinator/lmdb_store.h"
 #include "tests/testing/cluster.h"
 
 namespace sagad::testing {
@@ -46,6 +47,15 @@ TEST_F(OwnershipTest, SurvivorTakesOverAKilledOwnersInstanceAfterLeaseExpiry) {
   // Both serve reads for any instance.
   EXPECT_EQ(b_->Get("/v1/instances/" + id).body["status"], "AWAITING_APPROVAL");
   a_->Kill();
+  int64_t expiry;
+  {
+    auto store = LmdbStore::Open(dir_.path() + "/data");
+    ASSERT_TRUE(store.ok());
+    auto lease = (*store)->GetLease(id);
+    ASSERT_TRUE(lease.ok());
+    EXPECT_EQ(lease->generation, 1u);
+    expiry = lease->expires_at;
+  }
   // The approval arrives at the survivor; it owns nothing yet, waits for the
   // dead owner's lease to expire, takes over and finishes.
   ASSERT_EQ(b_->Post("/v1/instances/" + id + "/steps/notify_user/approve").status, 200);
@@ -55,9 +65,10 @@ TEST_F(OwnershipTest, SurvivorTakesOverAKilledOwnersInstanceAfterLeaseExpiry) {
   EXPECT_EQ(downstream_.Effects()["total"], 4);
   int64_t approved = EventAt(id, "approved", "notify_user");
   int64_t sent = EventAt(id, "started", "notify_user");
-  std::cout << "[ takeover ] approval to first step of the new owner: " << sent - approved
-            << " ms (lease 600 ms)\n";
+  std::cout << "[ takeover ] lease expiry to the new owner's first step: " << sent - expiry
+            << " ms (lease 600 ms, heartbeat 200 ms)\n";
   EXPECT_GE(sent, approved);
+  EXPECT_GE(sent, expiry);  // never before the old lease ran out
 }
 
 TEST_F(OwnershipTest, PausedOwnerCommitsNothingAndItsLateRequestIsFenced) {
