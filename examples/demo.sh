@@ -11,14 +11,7 @@ work=$(mktemp -d /tmp/sagad-demo-XXXXXX)
 cleanup() { kill "${SAGAD_PID:-}" "${ES_PID:-}" 2>/dev/null || true; }
 trap cleanup EXIT
 
-wait_port() {  # file -> port, waiting for the LISTENING line with a deadline
-  for _ in $(seq 1 100); do
-    p=$(awk '/^LISTENING/{print $2}' "$1" 2>/dev/null)
-    [ -n "$p" ] && { echo "$p"; return 0; }
-    sleep 0.1
-  done
-  echo "process did not start; see $1" >&2; return 1
-}
+source scripts/wait_port.sh
 
 "$B/example-services" --listen 127.0.0.1:0 >"$work/services.out" 2>"$work/services.log" &
 ES_PID=$!

@@ -11,14 +11,7 @@ cmake --install "$build" --prefix "$work/prefix" >/dev/null
 cmake -S "$src/examples/embedding" -B "$work/app" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/app" -j 2 >/dev/null
 
-wait_port() {
-  for _ in $(seq 1 100); do
-    p=$(awk '/^LISTENING/{print $2}' "$1" 2>/dev/null)
-    [ -n "$p" ] && { echo "$p"; return 0; }
-    sleep 0.1
-  done
-  echo "no LISTENING line in $1" >&2; return 1
-}
+source "$src/scripts/wait_port.sh"
 "$work/prefix/bin/example-services" --listen 127.0.0.1:0 >"$work/es.out" 2>/dev/null &
 ES=$!
 URL=http://127.0.0.1:$(wait_port "$work/es.out")

@@ -21,12 +21,7 @@ class OwnershipTest : public ::testing::Test {
     c->Configure({{"coordinator_id", name}, {"lease_ms", 600}});
     return c;
   }
-  void ExpectEachOnce() {
-    EXPECT_TRUE(WaitFor([&] { return downstream_.Effects()["pending"] == 0; }));
-    json e = downstream_.Effects();
-    EXPECT_EQ(e["duplicates"], 0) << e.dump();
-    for (const auto& [k, n] : e["by_key"].items()) EXPECT_EQ(n, 1) << k;
-  }
+  void ExpectEachOnce() { EXPECT_EQ(RepeatedEffects(downstream_), ""); }
   int64_t EventAt(const std::string& id, const std::string& type, const std::string& step) {
     for (const auto& e : Events(*b_, id))
       if (e["type"] == type && e.value("step", "") == step) return e["at"];

@@ -123,6 +123,22 @@ nlohmann::json Coordinator::WaitStatus(const std::string& id, const std::string&
   return last;
 }
 
+nlohmann::json NonDeduplicating(const std::vector<std::string>& services) {
+  nlohmann::json o = nlohmann::json::object();
+  for (const auto& s : services) o[s] = {{"idempotent", false}, {"queryable", true}};
+  return o;
+}
+
+std::string RepeatedEffects(Downstream& downstream) {
+  std::string out;
+  if (!WaitFor([&] { return downstream.Effects()["pending"] == 0; }))
+    out += "requests still pending; ";
+  nlohmann::json e = downstream.Effects();
+  for (const auto& [key, n] : e["by_key"].items())
+    if (n.get<int>() != 1) out += key + " x" + std::to_string(n.get<int>()) + "; ";
+  return out;
+}
+
 nlohmann::json Events(Coordinator& c, const std::string& id) {
   return c.Get("/v1/instances/" + id + "/events").body["events"];
 }

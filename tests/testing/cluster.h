@@ -78,6 +78,14 @@ class Coordinator {
   int port_ = -1;
 };
 
+// Service overrides declaring `services` not deduplicating but queryable:
+// re-sending to them is only safe after asking.
+nlohmann::json NonDeduplicating(const std::vector<std::string>& services);
+
+// Waits until no request is inside the downstream, then lists every key that
+// took effect more than once ("" when each logical operation happened once).
+std::string RepeatedEffects(Downstream& downstream);
+
 // The instance's event log (an array).
 nlohmann::json Events(Coordinator& c, const std::string& id);
 
