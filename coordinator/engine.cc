@@ -284,15 +284,7 @@ class Engine::Impl {
       if (inflight_.count(client_key))
         return FailedPrecondition("a request with this Idempotency-Key is still in progress");
       auto existing = store_.GetSubmission(client_key);
-      if (existing.ok()) {
-        if (existing->request_hash != request_hash)
-          return AlreadyExists("this Idempotency-Key was already used with a different request");
-        out.instance_id = existing->instance_id;
-        out.replayed = true;
-        out.stored_status = existing->response_status;
-        out.stored_response = existing->response;
-        return out;
-      }
+      if (existing.ok()) return Replay(*existing, request_hash);
       if (existing.status().code() != StatusCode::kNotFound) return existing.status();
       inflight_.insert(client_key);
       sub.emplace();
@@ -319,6 +311,11 @@ class Engine::Impl {
     }
     if (!s.ok()) {
       if (sub) EndInflight(client_key);
+      if (sub && s.code() == StatusCode::kAlreadyExists) {
+        // Another process sharing the data dir took this key first.
+        auto existing = store_.GetSubmission(client_key);
+        if (existing.ok()) return Replay(*existing, request_hash);
+      }
       return s;
     }
     {
@@ -329,6 +326,19 @@ class Engine::Impl {
     CrashPoint("after_create");
     Schedule(id);
     out.instance_id = id;
+    return out;
+  }
+
+  // The answer to a repeated submission key: the first instance, or 422 if
+  // the key came with another request.
+  static StatusOr<SubmitOutcome> Replay(const Submission& first, const std::string& request_hash) {
+    if (first.request_hash != request_hash)
+      return AlreadyExists("this Idempotency-Key was already used with a different request");
+    SubmitOutcome out;
+    out.instance_id = first.instance_id;
+    out.replayed = true;
+    out.stored_status = first.response_status;
+    out.stored_response = first.response;
     return out;
   }
 
