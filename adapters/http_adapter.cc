@@ -51,6 +51,7 @@ struct HttpAdapter::Pool {
     }
     auto c = std::make_unique<httplib::Client>(origin);
     c->set_keep_alive(true);
+    c->set_tcp_nodelay(true);  // headers and body go out as separate writes
     time_t sec = config.timeout_ms / 1000;
     time_t usec = (config.timeout_ms % 1000) * 1000;
     c->set_connection_timeout(sec, usec);

@@ -120,9 +120,10 @@ bool ConstantTimeEquals(const std::string& a, const std::string& b) {
 class ApiServer::Impl {
  public:
   Impl(Engine& engine, const Config& config) : engine_(engine), config_(config) {
-    server_.new_task_queue = [] { return new httplib::ThreadPool(64); };
+    server_.new_task_queue = [] { return new httplib::ThreadPool(256); };
     server_.set_payload_max_length(kMaxBodyBytes);
     server_.set_keep_alive_max_count(1000);
+    server_.set_tcp_nodelay(true);
     server_.set_exception_handler(
         [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
           std::string what = "unexpected error";

@@ -163,6 +163,7 @@ StatusOr<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir,
   SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), s->meta_, "schema_version", v));
   rc = txn.Commit();
   if (rc != 0) return LmdbError("mdb_txn_commit", rc);
+  s->group_thread_ = std::thread([p = s.get()] { p->GroupCommitLoop(); });
   return s;
 }
 
@@ -192,6 +193,12 @@ Status LmdbStore::MigrateV0ToV1(MDB_txn* txn) {
 }
 
 LmdbStore::~LmdbStore() {
+  {
+    std::lock_guard<std::mutex> l(group_mu_);
+    group_stop_ = true;
+  }
+  group_cv_.notify_all();
+  if (group_thread_.joinable()) group_thread_.join();
   if (env_) mdb_env_close(env_);
 }
 
@@ -306,40 +313,91 @@ Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vect
   return Status::Ok();
 }
 
+Status LmdbStore::CommitIn(MDB_txn* txn, const CommitRequest& r) {
+  const std::string& id = r.id;
+  auto cur = GetJson(txn, instances_, id);
+  if (!cur.ok()) return cur.status();
+  uint64_t stored = cur->value("version", uint64_t(0));
+  if (stored != r.expected_version)
+    return FailedPrecondition("instance " + id + " changed: version " + std::to_string(stored) +
+                              ", expected " + std::to_string(r.expected_version));
+  if (r.snapshot->value("version", uint64_t(0)) != r.expected_version + 1)
+    return Internal("snapshot version must be expected_version + 1");
+  if (r.lease) {
+    auto held = GetJson(txn, leases_, id);
+    Lease owner = held.ok() ? Lease::FromJson(*held) : Lease{};
+    if (owner.owner != r.lease->owner || owner.generation != r.lease->generation)
+      return FailedPrecondition("lease lost: instance " + id + " is owned by '" + owner.owner +
+                                "' generation " + std::to_string(owner.generation));
+  }
+  if (IsTerminalName(r.snapshot->value("status", ""))) {
+    MDB_val k = Val(id);
+    int rc = mdb_del(txn, leases_, &k, nullptr);
+    if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_del", rc);
+  }
+  SAGAD_RETURN_IF_ERROR(PutSnapshot(txn, id, *r.snapshot));
+  SAGAD_RETURN_IF_ERROR(WriteEvents(txn, id, *r.events));
+  for (const OperationRecord& op : *r.operations)
+    SAGAD_RETURN_IF_ERROR(PutJson(txn, operations_, op.key, op.ToJson()));
+  return AppendOutbox(txn, *r.outbox);
+}
+
 Status LmdbStore::Commit(const std::string& id, uint64_t expected_version,
                          const nlohmann::json& snapshot, const std::vector<Event>& events,
                          const std::vector<OperationRecord>& operations,
                          const std::vector<nlohmann::json>& outbox, const Lease* lease) {
-  Txn txn(env_, true);
-  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
-  auto cur = GetJson(txn.get(), instances_, id);
-  if (!cur.ok()) return cur.status();
-  uint64_t stored = cur->value("version", uint64_t(0));
-  if (stored != expected_version)
-    return FailedPrecondition("instance " + id + " changed: version " + std::to_string(stored) +
-                              ", expected " + std::to_string(expected_version));
-  if (snapshot.value("version", uint64_t(0)) != expected_version + 1)
-    return Internal("snapshot version must be expected_version + 1");
-  if (lease) {
-    auto held = GetJson(txn.get(), leases_, id);
-    Lease stored = held.ok() ? Lease::FromJson(*held) : Lease{};
-    if (stored.owner != lease->owner || stored.generation != lease->generation)
-      return FailedPrecondition("lease lost: instance " + id + " is owned by '" + stored.owner +
-                                "' generation " + std::to_string(stored.generation));
+  // Group commit: queue the transition; one committer writes every queued
+  // transition in one LMDB transaction (each in a nested transaction, so one
+  // failing check rolls back only itself) and one fsync. This call returns
+  // only once its transition is durable (or refused).
+  CommitRequest r{id, expected_version, &snapshot, &events, &operations, &outbox, lease,
+                  Status::Ok(), false};
+  std::unique_lock<std::mutex> l(group_mu_);
+  group_queue_.push_back(&r);
+  group_cv_.notify_all();
+  group_done_cv_.wait(l, [&] { return r.done; });
+  return r.result;
+}
+
+void LmdbStore::GroupCommitLoop() {
+  std::unique_lock<std::mutex> l(group_mu_);
+  while (true) {
+    group_cv_.wait(l, [&] { return group_stop_ || !group_queue_.empty(); });
+    if (group_queue_.empty() && group_stop_) return;
+    std::vector<CommitRequest*> batch;
+    batch.swap(group_queue_);
+    l.unlock();
+    Txn txn(env_, true);
+    Status batch_status = txn.rc() == 0 ? Status::Ok() : LmdbError("mdb_txn_begin", txn.rc());
+    for (CommitRequest* r : batch) {
+      if (!batch_status.ok()) break;
+      MDB_txn* child = nullptr;
+      int rc = mdb_txn_begin(env_, txn.get(), 0, &child);
+      if (rc != 0) {
+        r->result = LmdbError("mdb_txn_begin(nested)", rc);
+        continue;
+      }
+      r->result = CommitIn(child, *r);
+      if (r->result.ok()) {
+        rc = mdb_txn_commit(child);
+        if (rc != 0) r->result = LmdbError("mdb_txn_commit(nested)", rc);
+      } else {
+        mdb_txn_abort(child);
+      }
+    }
+    if (batch_status.ok()) {
+      int rc = txn.Commit();  // the one fsync of the batch
+      if (rc != 0) batch_status = LmdbError("mdb_txn_commit", rc);
+    }
+    l.lock();
+    for (CommitRequest* r : batch) {
+      if (!batch_status.ok()) r->result = batch_status;
+      r->done = true;
+    }
+    ++group_batches_;
+    group_commits_ += batch.size();
+    group_done_cv_.notify_all();
   }
-  if (IsTerminalName(snapshot.value("status", ""))) {
-    MDB_val k = Val(id);
-    int rc = mdb_del(txn.get(), leases_, &k, nullptr);
-    if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_del", rc);
-  }
-  SAGAD_RETURN_IF_ERROR(PutSnapshot(txn.get(), id, snapshot));
-  SAGAD_RETURN_IF_ERROR(WriteEvents(txn.get(), id, events));
-  for (const OperationRecord& op : operations)
-    SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), operations_, op.key, op.ToJson()));
-  SAGAD_RETURN_IF_ERROR(AppendOutbox(txn.get(), outbox));
-  int rc = txn.Commit();
-  if (rc != 0) return LmdbError("mdb_txn_commit", rc);
-  return Status::Ok();
 }
 
 StatusOr<Lease> LmdbStore::AcquireLease(const std::string& id, const std::string& owner,

@@ -3,7 +3,9 @@
 // submissions (client Idempotency-Key), active (non-terminal ids), outbox
 // (8-byte big-endian commit order -> message), leases (id -> owner, expiry,
 // generation) and meta (schema_version). Every write is one LMDB write transaction, synced to disk
-// before it returns (no MDB_NOSYNC). Several processes may open the same dir.
+// before it returns (no MDB_NOSYNC). Transitions (Commit) are group-committed:
+// concurrent callers share one write transaction and one fsync, each still
+// returning only once its own transition is durable. Several processes may open the same dir.
 // Records carry schema_version; Open migrates older layouts explicitly
 // (0 -> 1) and refuses newer ones with a clear message.
 // Thread-safety: safe for concurrent use (LMDB serialises writers).
@@ -11,7 +13,11 @@
 
 #include <lmdb.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "coordinator/store.h"
 
@@ -60,6 +66,28 @@ class LmdbStore : public Store {
   Status PutSnapshot(MDB_txn* txn, const std::string& id, const nlohmann::json& snapshot);
   Status AppendOutbox(MDB_txn* txn, const std::vector<nlohmann::json>& outbox);
   Status MigrateV0ToV1(MDB_txn* txn);
+
+  // One queued transition of the group commit.
+  struct CommitRequest {
+    const std::string& id;
+    uint64_t expected_version;
+    const nlohmann::json* snapshot;
+    const std::vector<Event>* events;
+    const std::vector<OperationRecord>* operations;
+    const std::vector<nlohmann::json>* outbox;
+    const Lease* lease;
+    Status result;
+    bool done = false;
+  };
+  Status CommitIn(MDB_txn* txn, const CommitRequest& r);
+  void GroupCommitLoop();
+
+  std::mutex group_mu_;
+  std::condition_variable group_cv_, group_done_cv_;
+  std::vector<CommitRequest*> group_queue_;
+  bool group_stop_ = false;
+  uint64_t group_batches_ = 0, group_commits_ = 0;
+  std::thread group_thread_;
 
   MDB_env* env_ = nullptr;
   MDB_dbi instances_ = 0, events_ = 0, operations_ = 0, submissions_ = 0, active_ = 0,

@@ -374,7 +374,9 @@ int main(int argc, char** argv) {
     }
   }
   httplib::Server server;
-  server.new_task_queue = [] { return new httplib::ThreadPool(32); };
+  server.new_task_queue = [] { return new httplib::ThreadPool(128); };
+  server.set_tcp_nodelay(true);
+  server.set_keep_alive_max_count(1000);
   Services services(dedup, chaos, seed);
   services.Install(server);
   int bound = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);

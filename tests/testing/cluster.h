@@ -32,6 +32,7 @@ class Downstream {
  public:
   explicit Downstream(bool dedup = true);
   int port() const { return port_; }
+  pid_t pid() const { return proc_->pid(); }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   nlohmann::json Effects();
   // Effects counted for a route (create_ticket, close_ticket, ...).
