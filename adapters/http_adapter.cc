@@ -4,6 +4,7 @@
 
 #include "adapters/classify.h"
 #include "adapters/sha256.h"
+#include "sagas/json_limits.h"
 #include "sagas/template.h"
 
 namespace sagad {
@@ -25,6 +26,7 @@ void SplitBaseUrl(const std::string& url, std::string* origin, std::string* pref
 
 nlohmann::json ParseBody(const std::string& body) {
   if (body.empty()) return nlohmann::json::object();
+  if (!JsonDepthWithin(body)) return {{"raw", body.substr(0, 4096)}};
   nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return {{"raw", body.substr(0, 4096)}};
   return j;

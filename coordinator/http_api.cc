@@ -6,6 +6,7 @@
 #include <set>
 
 #include "adapters/sha256.h"
+#include "sagas/json_limits.h"
 #include "openapi_json.h"
 
 namespace sagad {
@@ -67,6 +68,10 @@ bool BodyObject(const httplib::Request& req, httplib::Response& res, nlohmann::j
   if (req.body.empty() && allow_empty) {
     *out = nlohmann::json::object();
     return true;
+  }
+  if (!JsonDepthWithin(req.body)) {
+    Problem(req, res, 400, "request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    return false;
   }
   *out = nlohmann::json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (out->is_discarded()) {
@@ -138,9 +143,12 @@ class ApiServer::Impl {
     server_.set_error_handler(httplib::Server::HandlerWithResponse(
         [](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      std::string detail = res.status == 404   ? "no such route: " + req.method + " " + req.path
-                           : res.status == 413 ? "request body is larger than 1 MiB"
-                                               : Title(res.status);
+      std::string detail =
+          res.status == 404 ? "no such route: " + req.method + " " + req.path
+          : res.status == 413
+              ? "request body too large: JSON bodies (Content-Type: application/json) may "
+                "be up to 1 MiB, other content types 8 KiB"
+              : Title(res.status);
       Problem(req, res, res.status, detail);
       return httplib::Server::HandlerResponse::Handled;
     }));

@@ -77,6 +77,9 @@ TEST_F(ApiTest, BadInputGetsProblemJsonAndSagadKeepsServing) {
   ExpectProblem(coordinator_->Get("/v1/instances?limit=0"), 400);
   ExpectProblem(Http(port, "POST", "/v1/sagas/order_fulfilment/instances?wait=abc",
                      nlohmann::json{{"input", OrderInput()}}.dump()), 400);
+  std::string deep = R"({"input":{"address":)" + std::string(200000, '[') +
+                     std::string(200000, ']') + "}}";
+  ExpectProblem(Http(port, "POST", "/v1/sagas/order_fulfilment/instances", deep), 400, "nests deeper");
   std::string huge = R"({"input":{"pad":")" + std::string(2 << 20, 'x') + R"("}})";
   Reply big = Http(port, "POST", "/v1/sagas/order_fulfilment/instances", huge);
   EXPECT_EQ(big.status, 413);

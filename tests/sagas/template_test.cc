@@ -45,3 +45,18 @@ TEST(TemplateTest, CollectsReferencesAndRejectsMalformedOnes) {
 
 }  // namespace
 }  // namespace sagad
+
+#include "sagas/json_limits.h"
+
+namespace sagad {
+namespace {
+
+TEST(JsonLimitsTest, CountsNestingOutsideStringsOnly) {
+  EXPECT_TRUE(JsonDepthWithin(R"({"a":[[1]]})", 3));
+  EXPECT_FALSE(JsonDepthWithin(R"({"a":[[1]]})", 2));
+  EXPECT_TRUE(JsonDepthWithin(R"({"a":"[[[[[[\"{{{{"})", 1));
+  EXPECT_FALSE(JsonDepthWithin(std::string(100000, '['), 64));
+}
+
+}  // namespace
+}  // namespace sagad
