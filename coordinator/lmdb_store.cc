@@ -46,6 +46,21 @@ class Txn {
   int rc_ = 0;
 };
 
+// A cursor closed on every path out of its scope.
+class Cursor {
+ public:
+  Cursor(MDB_txn* txn, MDB_dbi dbi) { rc_ = mdb_cursor_open(txn, dbi, &cur_); }
+  ~Cursor() {
+    if (rc_ == 0) mdb_cursor_close(cur_);
+  }
+  int rc() const { return rc_; }
+  int Get(MDB_val* k, MDB_val* v, MDB_cursor_op op) { return mdb_cursor_get(cur_, k, v, op); }
+
+ private:
+  MDB_cursor* cur_ = nullptr;
+  int rc_ = 0;
+};
+
 StatusOr<nlohmann::json> GetJson(MDB_txn* txn, MDB_dbi dbi, const std::string& key) {
   MDB_val k = Val(key), v;
   int rc = mdb_get(txn, dbi, &k, &v);
@@ -170,21 +185,19 @@ StatusOr<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir,
 // Schema 0 (the first release) had no index of unfinished instances and no
 // schema_version inside records: build the index, stamp every snapshot.
 Status LmdbStore::MigrateV0ToV1(MDB_txn* txn) {
-  MDB_cursor* cur = nullptr;
-  int rc = mdb_cursor_open(txn, instances_, &cur);
-  if (rc != 0) return LmdbError("mdb_cursor_open", rc);
+  Cursor cur(txn, instances_);
+  if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+  int rc = 0;
   std::vector<std::pair<std::string, nlohmann::json>> snaps;
   MDB_val k, v;
-  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+  for (rc = cur.Get(&k, &v, MDB_FIRST); rc == 0;
+       rc = cur.Get(&k, &v, MDB_NEXT)) {
     auto j = nlohmann::json::parse(Str(v), nullptr, false);
     if (j.is_discarded()) {
-      mdb_cursor_close(cur);
       return Internal("schema 0 migration: corrupt instance record " + Str(k));
     }
     snaps.emplace_back(Str(k), std::move(j));
   }
-  mdb_cursor_close(cur);
   for (auto& [id, snap] : snaps) {
     snap["schema_version"] = 1;
     SAGAD_RETURN_IF_ERROR(PutSnapshot(txn, id, snap));
@@ -239,18 +252,16 @@ static uint64_t SeqFromKey(const MDB_val& v) {
 
 Status LmdbStore::AppendOutbox(MDB_txn* txn, const std::vector<nlohmann::json>& outbox) {
   if (outbox.empty()) return Status::Ok();
-  MDB_cursor* cur = nullptr;
-  int rc = mdb_cursor_open(txn, outbox_, &cur);
-  if (rc != 0) return LmdbError("mdb_cursor_open", rc);
+  Cursor cur(txn, outbox_);
+  if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+  int rc = 0;
   MDB_val k, v;
   uint64_t last = 0;
-  rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+  rc = cur.Get(&k, &v, MDB_LAST);
   if (rc == 0) last = SeqFromKey(k);
   else if (rc != MDB_NOTFOUND) {
-    mdb_cursor_close(cur);
     return LmdbError("mdb_cursor_get", rc);
   }
-  mdb_cursor_close(cur);
   for (const auto& m : outbox)
     SAGAD_RETURN_IF_ERROR(PutJson(txn, outbox_, SeqKey(++last), m, MDB_APPEND));
   return Status::Ok();
@@ -259,17 +270,16 @@ Status LmdbStore::AppendOutbox(MDB_txn* txn, const std::vector<nlohmann::json>& 
 StatusOr<std::vector<OutboxRecord>> LmdbStore::PeekOutbox(size_t max) {
   Txn txn(env_, false);
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
-  MDB_cursor* cur = nullptr;
-  int rc = mdb_cursor_open(txn.get(), outbox_, &cur);
-  if (rc != 0) return LmdbError("mdb_cursor_open", rc);
+  Cursor cur(txn.get(), outbox_);
+  if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+  int rc = 0;
   std::vector<OutboxRecord> out;
   MDB_val k, v;
-  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && out.size() < max;
-       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+  for (rc = cur.Get(&k, &v, MDB_FIRST); rc == 0 && out.size() < max;
+       rc = cur.Get(&k, &v, MDB_NEXT)) {
     nlohmann::json j = nlohmann::json::parse(Str(v), nullptr, false);
     out.push_back({SeqFromKey(k), j.is_discarded() ? nlohmann::json() : j});
   }
-  mdb_cursor_close(cur);
   return out;
 }
 
@@ -462,26 +472,24 @@ StatusOr<nlohmann::json> LmdbStore::GetInstance(const std::string& id) {
 StatusOr<std::vector<Event>> LmdbStore::GetEvents(const std::string& id) {
   Txn txn(env_, false);
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
-  MDB_cursor* cur = nullptr;
-  int rc = mdb_cursor_open(txn.get(), events_, &cur);
-  if (rc != 0) return LmdbError("mdb_cursor_open", rc);
+  Cursor cur(txn.get(), events_);
+  if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+  int rc = 0;
   std::vector<Event> out;
   std::string prefix = id;
   prefix.push_back('\0');
   MDB_val k = Val(prefix), v;
-  for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
-       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+  for (rc = cur.Get(&k, &v, MDB_SET_RANGE); rc == 0;
+       rc = cur.Get(&k, &v, MDB_NEXT)) {
     std::string key = Str(k);
     if (key.compare(0, prefix.size(), prefix) != 0) break;
     auto j = nlohmann::json::parse(Str(v), nullptr, false);
     auto e = j.is_discarded() ? StatusOr<Event>(Internal("corrupt event")) : Event::FromJson(j);
     if (!e.ok()) {
-      mdb_cursor_close(cur);
       return e.status();
     }
     out.push_back(std::move(*e));
   }
-  mdb_cursor_close(cur);
   return out;
 }
 
@@ -521,20 +529,20 @@ StatusOr<InstancePage> LmdbStore::ListInstances(const InstanceFilter& filter, si
                                                 const std::string& cursor) {
   Txn txn(env_, false);
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
-  MDB_cursor* cur = nullptr;
-  int rc = mdb_cursor_open(txn.get(), instances_, &cur);
-  if (rc != 0) return LmdbError("mdb_cursor_open", rc);
+  Cursor cur(txn.get(), instances_);
+  if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+  int rc = 0;
   InstancePage page;
   MDB_val k, v;
   if (cursor.empty()) {
-    rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+    rc = cur.Get(&k, &v, MDB_LAST);
   } else {
     k = Val(cursor);
-    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    if (rc == MDB_NOTFOUND) rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
-    else if (rc == 0) rc = mdb_cursor_get(cur, &k, &v, MDB_PREV);  // strictly older
+    rc = cur.Get(&k, &v, MDB_SET_RANGE);
+    if (rc == MDB_NOTFOUND) rc = cur.Get(&k, &v, MDB_LAST);
+    else if (rc == 0) rc = cur.Get(&k, &v, MDB_PREV);  // strictly older
   }
-  for (; rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_PREV)) {
+  for (; rc == 0; rc = cur.Get(&k, &v, MDB_PREV)) {
     if (page.instances.size() == limit) {
       page.next_cursor = page.instances.back().value("id", "");
       break;
@@ -548,22 +556,20 @@ StatusOr<InstancePage> LmdbStore::ListInstances(const InstanceFilter& filter, si
       continue;
     page.instances.push_back(std::move(j));
   }
-  mdb_cursor_close(cur);
   return page;
 }
 
 StatusOr<std::vector<std::string>> LmdbStore::ListActiveIds() {
   Txn txn(env_, false);
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
-  MDB_cursor* cur = nullptr;
-  int rc = mdb_cursor_open(txn.get(), active_, &cur);
-  if (rc != 0) return LmdbError("mdb_cursor_open", rc);
+  Cursor cur(txn.get(), active_);
+  if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+  int rc = 0;
   std::vector<std::string> out;
   MDB_val k, v;
-  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+  for (rc = cur.Get(&k, &v, MDB_FIRST); rc == 0;
+       rc = cur.Get(&k, &v, MDB_NEXT))
     out.push_back(Str(k));
-  mdb_cursor_close(cur);
   return out;
 }
 
