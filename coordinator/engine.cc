@@ -356,7 +356,10 @@ class Engine::Impl {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     std::unique_lock<std::mutex> l(wait_mu_);
     while (true) {
-      uint64_t seen = commits_;
+      // Only a commit of this instance is worth re-reading it for.
+      auto it = commits_by_id_.find(id);
+      uint64_t seen = it == commits_by_id_.end() ? 0 : it->second;
+      uint64_t finished = finished_commits_;
       l.unlock();
       auto j = store_.GetInstance(id);
       l.lock();
@@ -364,7 +367,11 @@ class Engine::Impl {
       if (std::chrono::steady_clock::now() >= deadline) return j;
       // Another process may commit too: look again at least every 200 ms.
       auto until = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
-      wait_cv_.wait_until(l, until, [&] { return commits_ != seen; });
+      wait_cv_.wait_until(l, until, [&] {
+        auto now = commits_by_id_.find(id);
+        return (now == commits_by_id_.end() ? 0 : now->second) != seen ||
+               finished_commits_ != finished;
+      });
     }
   }
 
@@ -1468,7 +1475,13 @@ class Engine::Impl {
       }
       {
         std::lock_guard<std::mutex> w(wait_mu_);
-        ++commits_;
+        // Finished instances leave the map (a waiter sees the change).
+        if (IsTerminal(next->status())) {
+          commits_by_id_.erase(id);
+          ++finished_commits_;
+        } else {
+          ++commits_by_id_[id];
+        }
       }
       wait_cv_.notify_all();
       return Status::Ok();
@@ -1504,7 +1517,8 @@ class Engine::Impl {
 
   std::mutex wait_mu_;
   std::condition_variable wait_cv_;
-  uint64_t commits_ = 0;
+  std::unordered_map<std::string, uint64_t> commits_by_id_;  // commits per unfinished instance
+  uint64_t finished_commits_ = 0;  // commits that finished an instance
 
   std::mutex rng_mu_;
   Metrics metrics_;
