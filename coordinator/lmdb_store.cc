@@ -313,7 +313,10 @@ Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vect
   if (submission)
     SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), submissions_, submission->key, submission->ToJson(),
                                   MDB_NOOVERWRITE));
-  SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), instances_, id, snapshot, MDB_NOOVERWRITE));
+  MDB_val k = Val(id), existing;
+  int found = mdb_get(txn.get(), instances_, &k, &existing);
+  if (found == 0) return AlreadyExists("instance " + id + " exists");
+  if (found != MDB_NOTFOUND) return LmdbError("mdb_get", found);
   SAGAD_RETURN_IF_ERROR(PutSnapshot(txn.get(), id, snapshot));
   SAGAD_RETURN_IF_ERROR(WriteEvents(txn.get(), id, events));
   SAGAD_RETURN_IF_ERROR(AppendOutbox(txn.get(), outbox));
@@ -452,18 +455,20 @@ StatusOr<std::vector<std::string>> LmdbStore::RenewLeases(const std::string& own
   return lost;
 }
 
-StatusOr<Lease> LmdbStore::GetLease(const std::string& id) {
+StatusOr<nlohmann::json> LmdbStore::ReadJson(MDB_dbi dbi, const std::string& key) {
   Txn txn(env_, false);
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
-  auto held = GetJson(txn.get(), leases_, id);
+  return GetJson(txn.get(), dbi, key);
+}
+
+StatusOr<Lease> LmdbStore::GetLease(const std::string& id) {
+  auto held = ReadJson(leases_, id);
   if (!held.ok()) return held.status();
   return Lease::FromJson(*held);
 }
 
 StatusOr<nlohmann::json> LmdbStore::GetInstance(const std::string& id) {
-  Txn txn(env_, false);
-  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
-  auto r = GetJson(txn.get(), instances_, id);
+  auto r = ReadJson(instances_, id);
   if (!r.ok() && r.status().code() == StatusCode::kNotFound)
     return NotFound("instance '" + id + "' does not exist");
   return r;
@@ -494,17 +499,13 @@ StatusOr<std::vector<Event>> LmdbStore::GetEvents(const std::string& id) {
 }
 
 StatusOr<OperationRecord> LmdbStore::GetOperation(const std::string& key) {
-  Txn txn(env_, false);
-  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
-  auto r = GetJson(txn.get(), operations_, key);
+  auto r = ReadJson(operations_, key);
   if (!r.ok()) return r.status();
   return OperationRecord::FromJson(*r);
 }
 
 StatusOr<Submission> LmdbStore::GetSubmission(const std::string& key) {
-  Txn txn(env_, false);
-  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
-  auto r = GetJson(txn.get(), submissions_, key);
+  auto r = ReadJson(submissions_, key);
   if (!r.ok()) return r.status();
   return Submission::FromJson(*r);
 }

@@ -66,6 +66,8 @@ class LmdbStore : public Store {
   Status PutSnapshot(MDB_txn* txn, const std::string& id, const nlohmann::json& snapshot);
   Status AppendOutbox(MDB_txn* txn, const std::vector<nlohmann::json>& outbox);
   Status MigrateV0ToV1(MDB_txn* txn);
+  // One record, in a read transaction of its own.
+  StatusOr<nlohmann::json> ReadJson(MDB_dbi dbi, const std::string& key);
 
   // One queued transition of the group commit.
   struct CommitRequest {
