@@ -453,9 +453,17 @@ class Engine::Impl {
   }
 
   // ---- operator actions ----
+  // An operator's transition (no lease needed: it makes no downstream call);
+  // the owner's driver then carries on from the new state.
+  Status OperatorAction(const std::string& id, const std::function<Status(Tx&)>& fn) {
+    Status s = Mutate(id, fn);
+    if (s.ok()) Schedule(id);
+    return s;
+  }
+
   Status Approve(const std::string& id, const std::string& step, const std::string& actor,
                  const std::string& comment) {
-    Status s = Mutate(id, [&](Tx& tx) -> Status {
+    return OperatorAction(id, [&](Tx& tx) -> Status {
       int i = FindStep(tx.inst(), step);
       if (i < 0) return NotFound("instance " + id + " has no step '" + step + "'");
       const StepState& st = tx.inst().step(i);
@@ -478,13 +486,11 @@ class Engine::Impl {
         SAGAD_RETURN_IF_ERROR(tx.Saga(SagaEvent::kResume, {{"by", actor}}));
       return Status::Ok();
     });
-    if (s.ok()) Schedule(id);
-    return s;
   }
 
   Status Reject(const std::string& id, const std::string& step, const std::string& actor,
                 const std::string& reason) {
-    Status s = Mutate(id, [&](Tx& tx) -> Status {
+    return OperatorAction(id, [&](Tx& tx) -> Status {
       int i = FindStep(tx.inst(), step);
       if (i < 0) return NotFound("instance " + id + " has no step '" + step + "'");
       const StepState& st = tx.inst().step(i);
@@ -496,13 +502,11 @@ class Engine::Impl {
       return tx.Saga(SagaEvent::kStartCompensation,
                      {{"by", actor}, {"reason", "step '" + step + "' rejected: " + reason}});
     });
-    if (s.ok()) Schedule(id);
-    return s;
   }
 
   Status Cancel(const std::string& id, const std::string& actor, const std::string& reason) {
     SagaDefinitionPtr def;
-    Status s = Mutate(id, [&](Tx& tx) -> Status {
+    return OperatorAction(id, [&](Tx& tx) -> Status {
       const Instance& inst = tx.inst();
       def = Definition(inst.saga(), inst.saga_version());
       if (!def) return Internal("definition of " + inst.saga() + " is not registered");
@@ -524,15 +528,13 @@ class Engine::Impl {
       return tx.Saga(SagaEvent::kStartCompensation,
                      {{"by", actor}, {"cancelled", true}, {"reason", "cancelled: " + reason}});
     });
-    if (s.ok()) Schedule(id);
-    return s;
   }
 
   // Retry now: a step waiting on a retry timer (or whose retries ran out and
   // sent the saga to review) is tried again at once with the same key.
   Status RetryNow(const std::string& id, const std::string& step, const std::string& actor,
                   const std::string& comment) {
-    Status s = Mutate(id, [&](Tx& tx) -> Status {
+    return OperatorAction(id, [&](Tx& tx) -> Status {
       int i = FindStep(tx.inst(), step);
       if (i < 0) return NotFound("instance " + id + " has no step '" + step + "'");
       const StepState& st = tx.inst().step(i);
@@ -552,15 +554,13 @@ class Engine::Impl {
       if (exhausted) return tx.Saga(SagaEvent::kResume, {{"by", actor}, {"step", step}});
       return Status::Ok();
     });
-    if (s.ok()) Schedule(id);
-    return s;
   }
 
   // Skip: an operator supplies the result of a step that has not been sent
   // (or whose unknown outcome is under review); the saga goes on with it.
   Status Skip(const std::string& id, const std::string& step, const nlohmann::json& result,
               const std::string& external_ref, const std::string& actor, const std::string& comment) {
-    Status s = Mutate(id, [&](Tx& tx) -> Status {
+    return OperatorAction(id, [&](Tx& tx) -> Status {
       int i = FindStep(tx.inst(), step);
       if (i < 0) return NotFound("instance " + id + " has no step '" + step + "'");
       const StepState& st = tx.inst().step(i);
@@ -581,14 +581,12 @@ class Engine::Impl {
         return tx.Saga(SagaEvent::kResume, {{"by", actor}, {"step", step}});
       return Status::Ok();
     });
-    if (s.ok()) Schedule(id);
-    return s;
   }
 
   // Force the reverse path of an instance in NEEDS_REVIEW.
   Status ForceCompensate(const std::string& id, const std::string& actor,
                          const std::string& reason) {
-    Status s = Mutate(id, [&](Tx& tx) -> Status {
+    return OperatorAction(id, [&](Tx& tx) -> Status {
       const Instance& inst = tx.inst();
       if (inst.status() != SagaStatus::kNeedsReview)
         return FailedPrecondition("instance " + id + " is not in NEEDS_REVIEW (it is " +
@@ -607,8 +605,6 @@ class Engine::Impl {
       return tx.Saga(SagaEvent::kStartCompensation,
                      {{"by", actor}, {"forced", true}, {"reason", "compensation forced: " + reason}});
     });
-    if (s.ok()) Schedule(id);
-    return s;
   }
 
   Status Resolve(const std::string& id, const std::string& step, const std::string& outcome,
@@ -618,7 +614,7 @@ class Engine::Impl {
       return InvalidArgument("outcome must be \"committed\" or \"not_executed\"");
     nlohmann::json resolution = {{"outcome", outcome}, {"by", actor}, {"comment", comment}};
     if (!external_ref.empty()) resolution["external_ref"] = external_ref;
-    Status s = Mutate(id, [&](Tx& tx) -> Status {
+    return OperatorAction(id, [&](Tx& tx) -> Status {
       int i = FindStep(tx.inst(), step);
       if (i < 0) return NotFound("instance " + id + " has no step '" + step + "'");
       if (tx.inst().status() != SagaStatus::kNeedsReview)
@@ -648,8 +644,6 @@ class Engine::Impl {
       }
       return tx.Saga(SagaEvent::kResume, {{"by", actor}, {"step", step}});
     });
-    if (s.ok()) Schedule(id);
-    return s;
   }
 
  private:
