@@ -354,24 +354,23 @@ class Engine::Impl {
 
   StatusOr<nlohmann::json> WaitSettled(const std::string& id, std::chrono::milliseconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
+    Waiter w;
     std::unique_lock<std::mutex> l(wait_mu_);
+    auto me = waiters_.emplace(id, &w);
     while (true) {
-      // Only a commit of this instance is worth re-reading it for.
-      auto it = commits_by_id_.find(id);
-      uint64_t seen = it == commits_by_id_.end() ? 0 : it->second;
-      uint64_t finished = finished_commits_;
+      w.settled = false;
       l.unlock();
       auto j = store_.GetInstance(id);
       l.lock();
-      if (!j.ok() || Engine::IsSettled(j->value("status", ""))) return j;
-      if (std::chrono::steady_clock::now() >= deadline) return j;
-      // Another process may commit too: look again at least every 200 ms.
+      if (!j.ok() || Engine::IsSettled(j->value("status", "")) ||
+          std::chrono::steady_clock::now() >= deadline) {
+        waiters_.erase(me);
+        return j;
+      }
+      // Only a commit of this instance that settles it is worth re-reading
+      // for; another process may commit too, so look again every 200 ms.
       auto until = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
-      wait_cv_.wait_until(l, until, [&] {
-        auto now = commits_by_id_.find(id);
-        return (now == commits_by_id_.end() ? 0 : now->second) != seen ||
-               finished_commits_ != finished;
-      });
+      w.cv.wait_until(l, until, [&] { return w.settled; });
     }
   }
 
@@ -1415,7 +1414,7 @@ class Engine::Impl {
     std::lock_guard<std::mutex> l(stripe(id));
     auto r = LoadLocked(id);
     if (!r.ok()) return r.status();
-    return std::shared_ptr<const Instance>(std::make_shared<Instance>(**r));
+    return std::shared_ptr<const Instance>(*r);  // cached instances are never changed in place
   }
 
   void Evict(const std::string& id) {
@@ -1467,17 +1466,13 @@ class Engine::Impl {
         if (e.type == "saga_needs_review") metrics_.Inc("sagad_escalations_total");
         if (e.type == "started" && e.data.value("attempt", 1) > 1) metrics_.Inc("sagad_retries_total");
       }
-      {
+      if (Engine::IsSettled(SagaStatusName(next->status()))) {
         std::lock_guard<std::mutex> w(wait_mu_);
-        // Finished instances leave the map (a waiter sees the change).
-        if (IsTerminal(next->status())) {
-          commits_by_id_.erase(id);
-          ++finished_commits_;
-        } else {
-          ++commits_by_id_[id];
+        for (auto [it, end] = waiters_.equal_range(id); it != end; ++it) {
+          it->second->settled = true;
+          it->second->cv.notify_one();
         }
       }
-      wait_cv_.notify_all();
       return Status::Ok();
     }
     return Unavailable("instance " + id + " keeps changing under us; try again");
@@ -1509,10 +1504,14 @@ class Engine::Impl {
   std::mutex submit_mu_;
   std::unordered_set<std::string> inflight_;
 
+  // Callers of WaitSettled, by instance; a commit that settles an instance
+  // wakes only its own waiters.
+  struct Waiter {
+    std::condition_variable cv;
+    bool settled = false;
+  };
   std::mutex wait_mu_;
-  std::condition_variable wait_cv_;
-  std::unordered_map<std::string, uint64_t> commits_by_id_;  // commits per unfinished instance
-  uint64_t finished_commits_ = 0;  // commits that finished an instance
+  std::unordered_multimap<std::string, Waiter*> waiters_;
 
   std::mutex rng_mu_;
   Metrics metrics_;

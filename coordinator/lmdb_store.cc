@@ -178,7 +178,6 @@ StatusOr<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir,
   SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), s->meta_, "schema_version", v));
   rc = txn.Commit();
   if (rc != 0) return LmdbError("mdb_txn_commit", rc);
-  s->group_thread_ = std::thread([p = s.get()] { p->GroupCommitLoop(); });
   return s;
 }
 
@@ -206,13 +205,20 @@ Status LmdbStore::MigrateV0ToV1(MDB_txn* txn) {
 }
 
 LmdbStore::~LmdbStore() {
-  {
-    std::lock_guard<std::mutex> l(group_mu_);
-    group_stop_ = true;
-  }
-  group_cv_.notify_all();
-  if (group_thread_.joinable()) group_thread_.join();
   if (env_) mdb_env_close(env_);
+}
+
+static std::string SeqKey(uint64_t seq) {
+  std::string k;
+  for (int i = 7; i >= 0; --i) k.push_back(static_cast<char>((seq >> (i * 8)) & 0xff));
+  return k;
+}
+
+static uint64_t SeqFromKey(const MDB_val& v) {
+  uint64_t seq = 0;
+  const unsigned char* p = static_cast<const unsigned char*>(v.mv_data);
+  for (size_t i = 0; i < 8 && i < v.mv_size; ++i) seq = (seq << 8) | p[i];
+  return seq;
 }
 
 Status LmdbStore::WriteEvents(MDB_txn* txn, const std::string& id,
@@ -230,24 +236,12 @@ Status LmdbStore::PutSnapshot(MDB_txn* txn, const std::string& id,
     int rc = mdb_del(txn, active_, &k, nullptr);
     if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_del", rc);
   } else {
-    MDB_val v{0, nullptr};
+    std::string version = SeqKey(snapshot.value("version", uint64_t(0)));
+    MDB_val v = Val(version);
     int rc = mdb_put(txn, active_, &k, &v, 0);
     if (rc != 0) return LmdbError("mdb_put", rc);
   }
   return Status::Ok();
-}
-
-static std::string SeqKey(uint64_t seq) {
-  std::string k;
-  for (int i = 7; i >= 0; --i) k.push_back(static_cast<char>((seq >> (i * 8)) & 0xff));
-  return k;
-}
-
-static uint64_t SeqFromKey(const MDB_val& v) {
-  uint64_t seq = 0;
-  const unsigned char* p = static_cast<const unsigned char*>(v.mv_data);
-  for (size_t i = 0; i < 8 && i < v.mv_size; ++i) seq = (seq << 8) | p[i];
-  return seq;
 }
 
 Status LmdbStore::AppendOutbox(MDB_txn* txn, const std::vector<nlohmann::json>& outbox) {
@@ -308,29 +302,43 @@ Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vect
                                  const Submission* submission,
                                  const std::vector<nlohmann::json>& outbox, const Lease* lease) {
   const std::string id = snapshot.at("id").get<std::string>();
-  Txn txn(env_, true);
-  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
-  if (submission)
-    SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), submissions_, submission->key, submission->ToJson(),
+  CommitRequest r{true, id, 0, &snapshot, &events, nullptr, submission, &outbox, lease};
+  return GroupCommit(r);
+}
+
+Status LmdbStore::CreateIn(MDB_txn* txn, const CommitRequest& r) {
+  if (r.submission)
+    SAGAD_RETURN_IF_ERROR(PutJson(txn, submissions_, r.submission->key, r.submission->ToJson(),
                                   MDB_NOOVERWRITE));
-  MDB_val k = Val(id), existing;
-  int found = mdb_get(txn.get(), instances_, &k, &existing);
-  if (found == 0) return AlreadyExists("instance " + id + " exists");
+  MDB_val k = Val(r.id), existing;
+  int found = mdb_get(txn, instances_, &k, &existing);
+  if (found == 0) return AlreadyExists("instance " + r.id + " exists");
   if (found != MDB_NOTFOUND) return LmdbError("mdb_get", found);
-  SAGAD_RETURN_IF_ERROR(PutSnapshot(txn.get(), id, snapshot));
-  SAGAD_RETURN_IF_ERROR(WriteEvents(txn.get(), id, events));
-  SAGAD_RETURN_IF_ERROR(AppendOutbox(txn.get(), outbox));
-  if (lease) SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), leases_, id, lease->ToJson()));
-  int rc = txn.Commit();
-  if (rc != 0) return LmdbError("mdb_txn_commit", rc);
+  SAGAD_RETURN_IF_ERROR(PutSnapshot(txn, r.id, *r.snapshot));
+  SAGAD_RETURN_IF_ERROR(WriteEvents(txn, r.id, *r.events));
+  SAGAD_RETURN_IF_ERROR(AppendOutbox(txn, *r.outbox));
+  if (r.lease) SAGAD_RETURN_IF_ERROR(PutJson(txn, leases_, r.id, r.lease->ToJson()));
   return Status::Ok();
+}
+
+// The stored version of an instance: from the 8 bytes in `active` for an
+// unfinished one, else (finished, or written before the index held
+// versions) from its snapshot.
+StatusOr<uint64_t> LmdbStore::StoredVersion(MDB_txn* txn, const std::string& id) {
+  MDB_val k = Val(id), v;
+  int rc = mdb_get(txn, active_, &k, &v);
+  if (rc == 0 && v.mv_size == 8) return SeqFromKey(v);
+  if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_get", rc);
+  auto cur = GetJson(txn, instances_, id);
+  if (!cur.ok()) return cur.status();
+  return cur->value("version", uint64_t(0));
 }
 
 Status LmdbStore::CommitIn(MDB_txn* txn, const CommitRequest& r) {
   const std::string& id = r.id;
-  auto cur = GetJson(txn, instances_, id);
-  if (!cur.ok()) return cur.status();
-  uint64_t stored = cur->value("version", uint64_t(0));
+  auto version = StoredVersion(txn, id);
+  if (!version.ok()) return version.status();
+  uint64_t stored = *version;
   if (stored != r.expected_version)
     return FailedPrecondition("instance " + id + " changed: version " + std::to_string(stored) +
                               ", expected " + std::to_string(r.expected_version));
@@ -359,58 +367,54 @@ Status LmdbStore::Commit(const std::string& id, uint64_t expected_version,
                          const nlohmann::json& snapshot, const std::vector<Event>& events,
                          const std::vector<OperationRecord>& operations,
                          const std::vector<nlohmann::json>& outbox, const Lease* lease) {
-  // Group commit: queue the transition; one committer writes every queued
-  // transition in one LMDB transaction (each in a nested transaction, so one
-  // failing check rolls back only itself) and one fsync. This call returns
-  // only once its transition is durable (or refused).
-  CommitRequest r{id, expected_version, &snapshot, &events, &operations, &outbox, lease,
-                  Status::Ok(), false};
-  std::unique_lock<std::mutex> l(group_mu_);
-  group_queue_.push_back(&r);
-  group_cv_.notify_all();
-  group_done_cv_.wait(l, [&] { return r.done; });
-  return r.result;
+  CommitRequest r{false, id, expected_version, &snapshot, &events, &operations, nullptr, &outbox,
+                  lease};
+  return GroupCommit(r);
 }
 
-void LmdbStore::GroupCommitLoop() {
+// Group commit, leader/follower: every caller queues its write; the one at
+// the front writes everything queued in one LMDB transaction (each write in
+// a nested transaction, so a failing check rolls back only itself) with one
+// fsync, then marks the batch done and wakes each of its writers and the
+// next leader. A caller returns only once its own write is durable.
+Status LmdbStore::GroupCommit(CommitRequest& r) {
   std::unique_lock<std::mutex> l(group_mu_);
-  while (true) {
-    group_cv_.wait(l, [&] { return group_stop_ || !group_queue_.empty(); });
-    if (group_queue_.empty() && group_stop_) return;
-    std::vector<CommitRequest*> batch;
-    batch.swap(group_queue_);
-    l.unlock();
-    Txn txn(env_, true);
-    Status batch_status = txn.rc() == 0 ? Status::Ok() : LmdbError("mdb_txn_begin", txn.rc());
-    for (CommitRequest* r : batch) {
-      if (!batch_status.ok()) break;
-      MDB_txn* child = nullptr;
-      int rc = mdb_txn_begin(env_, txn.get(), 0, &child);
-      if (rc != 0) {
-        r->result = LmdbError("mdb_txn_begin(nested)", rc);
-        continue;
-      }
-      r->result = CommitIn(child, *r);
-      if (r->result.ok()) {
-        rc = mdb_txn_commit(child);
-        if (rc != 0) r->result = LmdbError("mdb_txn_commit(nested)", rc);
-      } else {
-        mdb_txn_abort(child);
-      }
+  group_queue_.push_back(&r);
+  r.cv.wait(l, [&] { return r.done || group_queue_.front() == &r; });
+  if (r.done) return r.result;
+  std::vector<CommitRequest*> batch(group_queue_.begin(), group_queue_.end());
+  l.unlock();
+  Txn txn(env_, true);
+  Status batch_status = txn.rc() == 0 ? Status::Ok() : LmdbError("mdb_txn_begin", txn.rc());
+  for (CommitRequest* w : batch) {
+    if (!batch_status.ok()) break;
+    MDB_txn* child = nullptr;
+    int rc = mdb_txn_begin(env_, txn.get(), 0, &child);
+    if (rc != 0) {
+      w->result = LmdbError("mdb_txn_begin(nested)", rc);
+      continue;
     }
-    if (batch_status.ok()) {
-      int rc = txn.Commit();  // the one fsync of the batch
-      if (rc != 0) batch_status = LmdbError("mdb_txn_commit", rc);
+    w->result = w->create ? CreateIn(child, *w) : CommitIn(child, *w);
+    if (w->result.ok()) {
+      rc = mdb_txn_commit(child);
+      if (rc != 0) w->result = LmdbError("mdb_txn_commit(nested)", rc);
+    } else {
+      mdb_txn_abort(child);
     }
-    l.lock();
-    for (CommitRequest* r : batch) {
-      if (!batch_status.ok()) r->result = batch_status;
-      r->done = true;
-    }
-    ++group_batches_;
-    group_commits_ += batch.size();
-    group_done_cv_.notify_all();
   }
+  if (batch_status.ok()) {
+    int rc = txn.Commit();  // the one fsync of the batch
+    if (rc != 0) batch_status = LmdbError("mdb_txn_commit", rc);
+  }
+  l.lock();
+  for (CommitRequest* w : batch) {
+    group_queue_.pop_front();
+    if (!batch_status.ok()) w->result = batch_status;
+    w->done = true;
+    if (w != &r) w->cv.notify_one();
+  }
+  if (!group_queue_.empty()) group_queue_.front()->cv.notify_one();
+  return r.result;
 }
 
 StatusOr<Lease> LmdbStore::AcquireLease(const std::string& id, const std::string& owner,

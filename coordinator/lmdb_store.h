@@ -14,9 +14,9 @@
 #include <lmdb.h>
 
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "coordinator/store.h"
@@ -69,27 +69,35 @@ class LmdbStore : public Store {
   // One record, in a read transaction of its own.
   StatusOr<nlohmann::json> ReadJson(MDB_dbi dbi, const std::string& key);
 
-  // One queued transition of the group commit.
+  // One queued write of the group commit: a new instance (create) or a
+  // transition of an existing one.
   struct CommitRequest {
+    CommitRequest(bool c, const std::string& i, uint64_t ev, const nlohmann::json* snap,
+                  const std::vector<Event>* evs, const std::vector<OperationRecord>* ops,
+                  const Submission* sub, const std::vector<nlohmann::json>* out, const Lease* l)
+        : create(c), id(i), expected_version(ev), snapshot(snap), events(evs), operations(ops),
+          submission(sub), outbox(out), lease(l) {}
+    bool create;
     const std::string& id;
     uint64_t expected_version;
     const nlohmann::json* snapshot;
     const std::vector<Event>* events;
-    const std::vector<OperationRecord>* operations;
+    const std::vector<OperationRecord>* operations;  // transitions only
+    const Submission* submission;                   // creates only; may be null
     const std::vector<nlohmann::json>* outbox;
     const Lease* lease;
     Status result;
     bool done = false;
+    std::condition_variable cv;  // signalled when done or when it leads
   };
+  Status CreateIn(MDB_txn* txn, const CommitRequest& r);
   Status CommitIn(MDB_txn* txn, const CommitRequest& r);
-  void GroupCommitLoop();
+  // Queues r and returns once it is durable (or refused).
+  Status GroupCommit(CommitRequest& r);
+  StatusOr<uint64_t> StoredVersion(MDB_txn* txn, const std::string& id);
 
   std::mutex group_mu_;
-  std::condition_variable group_cv_, group_done_cv_;
-  std::vector<CommitRequest*> group_queue_;
-  bool group_stop_ = false;
-  uint64_t group_batches_ = 0, group_commits_ = 0;
-  std::thread group_thread_;
+  std::deque<CommitRequest*> group_queue_;  // front: the current leader
 
   MDB_env* env_ = nullptr;
   MDB_dbi instances_ = 0, events_ = 0, operations_ = 0, submissions_ = 0, active_ = 0,
