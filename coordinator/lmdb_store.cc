@@ -306,21 +306,6 @@ Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vect
   return GroupCommit(r);
 }
 
-Status LmdbStore::CreateIn(MDB_txn* txn, const CommitRequest& r) {
-  if (r.submission)
-    SAGAD_RETURN_IF_ERROR(PutJson(txn, submissions_, r.submission->key, r.submission->ToJson(),
-                                  MDB_NOOVERWRITE));
-  MDB_val k = Val(r.id), existing;
-  int found = mdb_get(txn, instances_, &k, &existing);
-  if (found == 0) return AlreadyExists("instance " + r.id + " exists");
-  if (found != MDB_NOTFOUND) return LmdbError("mdb_get", found);
-  SAGAD_RETURN_IF_ERROR(PutSnapshot(txn, r.id, *r.snapshot));
-  SAGAD_RETURN_IF_ERROR(WriteEvents(txn, r.id, *r.events));
-  SAGAD_RETURN_IF_ERROR(AppendOutbox(txn, *r.outbox));
-  if (r.lease) SAGAD_RETURN_IF_ERROR(PutJson(txn, leases_, r.id, r.lease->ToJson()));
-  return Status::Ok();
-}
-
 // The stored version of an instance: from the 8 bytes in `active` for an
 // unfinished one, else (finished, or written before the index held
 // versions) from its snapshot.
@@ -334,8 +319,24 @@ StatusOr<uint64_t> LmdbStore::StoredVersion(MDB_txn* txn, const std::string& id)
   return cur->value("version", uint64_t(0));
 }
 
-Status LmdbStore::CommitIn(MDB_txn* txn, const CommitRequest& r) {
+// Checks r (reads only: the compare-and-swap, the lease, the keys that must
+// be new); a refusal is r's own result and leaves the transaction untouched.
+Status LmdbStore::Check(MDB_txn* txn, const CommitRequest& r) {
   const std::string& id = r.id;
+  if (r.create) {
+    MDB_val k, existing;
+    if (r.submission) {
+      k = Val(r.submission->key);
+      int rc = mdb_get(txn, submissions_, &k, &existing);
+      if (rc == 0) return AlreadyExists("key exists: " + r.submission->key);
+      if (rc != MDB_NOTFOUND) return LmdbError("mdb_get", rc);
+    }
+    k = Val(id);
+    int rc = mdb_get(txn, instances_, &k, &existing);
+    if (rc == 0) return AlreadyExists("instance " + id + " exists");
+    if (rc != MDB_NOTFOUND) return LmdbError("mdb_get", rc);
+    return Status::Ok();
+  }
   auto version = StoredVersion(txn, id);
   if (!version.ok()) return version.status();
   uint64_t stored = *version;
@@ -351,15 +352,26 @@ Status LmdbStore::CommitIn(MDB_txn* txn, const CommitRequest& r) {
       return FailedPrecondition("lease lost: instance " + id + " is owned by '" + owner.owner +
                                 "' generation " + std::to_string(owner.generation));
   }
-  if (IsTerminalName(r.snapshot->value("status", ""))) {
+  return Status::Ok();
+}
+
+// Writes a checked r. A failure here is the environment's (disk, map full)
+// and leaves the transaction unusable.
+Status LmdbStore::Write(MDB_txn* txn, const CommitRequest& r) {
+  const std::string& id = r.id;
+  if (r.create && r.submission)
+    SAGAD_RETURN_IF_ERROR(PutJson(txn, submissions_, r.submission->key, r.submission->ToJson()));
+  if (r.create && r.lease) SAGAD_RETURN_IF_ERROR(PutJson(txn, leases_, id, r.lease->ToJson()));
+  if (!r.create && IsTerminalName(r.snapshot->value("status", ""))) {
     MDB_val k = Val(id);
     int rc = mdb_del(txn, leases_, &k, nullptr);
     if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_del", rc);
   }
   SAGAD_RETURN_IF_ERROR(PutSnapshot(txn, id, *r.snapshot));
   SAGAD_RETURN_IF_ERROR(WriteEvents(txn, id, *r.events));
-  for (const OperationRecord& op : *r.operations)
-    SAGAD_RETURN_IF_ERROR(PutJson(txn, operations_, op.key, op.ToJson()));
+  if (r.operations)
+    for (const OperationRecord& op : *r.operations)
+      SAGAD_RETURN_IF_ERROR(PutJson(txn, operations_, op.key, op.ToJson()));
   return AppendOutbox(txn, *r.outbox);
 }
 
@@ -373,9 +385,9 @@ Status LmdbStore::Commit(const std::string& id, uint64_t expected_version,
 }
 
 // Group commit, leader/follower: every caller queues its write; the one at
-// the front writes everything queued in one LMDB transaction (each write in
-// a nested transaction, so a failing check rolls back only itself) with one
-// fsync, then marks the batch done and wakes each of its writers and the
+// the front writes everything queued in one LMDB transaction (checks first,
+// so a refused write changes nothing; no nested transactions, which cost
+// LMDB a 2 MiB allocation each) with one fsync, then marks the batch done and wakes each of its writers and the
 // next leader. A caller returns only once its own write is durable.
 Status LmdbStore::GroupCommit(CommitRequest& r) {
   std::unique_lock<std::mutex> l(group_mu_);
@@ -388,19 +400,8 @@ Status LmdbStore::GroupCommit(CommitRequest& r) {
   Status batch_status = txn.rc() == 0 ? Status::Ok() : LmdbError("mdb_txn_begin", txn.rc());
   for (CommitRequest* w : batch) {
     if (!batch_status.ok()) break;
-    MDB_txn* child = nullptr;
-    int rc = mdb_txn_begin(env_, txn.get(), 0, &child);
-    if (rc != 0) {
-      w->result = LmdbError("mdb_txn_begin(nested)", rc);
-      continue;
-    }
-    w->result = w->create ? CreateIn(child, *w) : CommitIn(child, *w);
-    if (w->result.ok()) {
-      rc = mdb_txn_commit(child);
-      if (rc != 0) w->result = LmdbError("mdb_txn_commit(nested)", rc);
-    } else {
-      mdb_txn_abort(child);
-    }
+    w->result = Check(txn.get(), *w);
+    if (w->result.ok()) batch_status = Write(txn.get(), *w);
   }
   if (batch_status.ok()) {
     int rc = txn.Commit();  // the one fsync of the batch

@@ -90,8 +90,8 @@ class LmdbStore : public Store {
     bool done = false;
     std::condition_variable cv;  // signalled when done or when it leads
   };
-  Status CreateIn(MDB_txn* txn, const CommitRequest& r);
-  Status CommitIn(MDB_txn* txn, const CommitRequest& r);
+  Status Check(MDB_txn* txn, const CommitRequest& r);
+  Status Write(MDB_txn* txn, const CommitRequest& r);
   // Queues r and returns once it is durable (or refused).
   Status GroupCommit(CommitRequest& r);
   StatusOr<uint64_t> StoredVersion(MDB_txn* txn, const std::string& id);
