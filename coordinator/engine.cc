@@ -695,6 +695,10 @@ class Engine::Impl {
   // Runs the instance until it waits (human, timer) or ends.
   void Drive(const std::string& id) {
     for (int round = 0; round < 10000 && !Stopping(); ++round) {
+      // Owned at the previous round and not now: it finished (a terminal
+      // commit gives the lease up) or another process took it. Either way
+      // there is nothing more to do here.
+      if (round > 0 && !OwnedLease(id)) return;
       if (!EnsureOwned(id)) return;  // another live process drives it
       auto inst = Load(id);
       if (!inst.ok()) {
