@@ -986,49 +986,105 @@ class Engine::Impl {
     }, /*as_owner=*/true);
     if (!s.ok()) return AfterFailedMutate(id, s);
     CrashPoint("after_started");
-    CallRequest req{sd.forward.service, sd.forward.method, r->path, r->body, key, id, sd.name,
-                    Token(id), st.attempts + 1};
-    auto t0 = std::chrono::steady_clock::now();
-    CallResult res = adapter_.Call(req);
-    CrashPoint("before_outcome");
-    RecordCall("forward", res, std::chrono::steady_clock::now() - t0);
-    Log({{"msg", "step call"}, {"instance", id}, {"step", sd.name}, {"key", key},
-         {"attempt", st.attempts + 1}, {"outcome", OutcomeName(res.outcome)},
-         {"http_status", res.http_status},
-         {"ms", std::chrono::duration_cast<std::chrono::milliseconds>(
-                    std::chrono::steady_clock::now() - t0).count()}});
-    const RetryPolicy policy = RetryFor(sd, sd.forward.service);
-    Next next = Transition(id, [&](Tx& tx) -> Status {
-      switch (res.outcome) {
-        case Outcome::kCommitted:
-          return tx.Step(i, StepEvent::kCommit,
-                         {{"result", res.result}, {"external_ref", res.external_ref},
-                          {"http_status", res.http_status}, {"replayed", res.replayed}});
-        case Outcome::kFailed:
-          SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kFail,
-                                        {{"error", res.error}, {"http_status", res.http_status}}));
-          return GiveUp(tx, def, "step '" + sd.name + "' was rejected: " + res.error);
-        case Outcome::kUnknown:
-          return tx.Step(i, StepEvent::kOutcomeUnknown,
-                         {{"error", res.error}, {"http_status", res.http_status}});
-        case Outcome::kNotExecuted: {
-          const StepState& cur = tx.inst().step(i);
-          int64_t now = clock_.NowMillis();
-          if (!MayRetry(sd, policy, cur.retries + 1, cur.first_sent_at, now)) {
-            SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
-            return GiveUp(tx, def, "step '" + sd.name + "' could not be sent after " +
-                                       std::to_string(cur.retries) + " attempts: " + res.error);
+    return SendForward(id, def, i, std::move(*r), st.attempts + 1);
+  }
+
+  // The STARTED record of step i is durable: send it, record the outcome.
+  // When the step committed and the next step may go at once, its STARTED
+  // record rides in the same commit (Chain) and the loop sends it: one
+  // commit, one fsync per step instead of two.
+  Next SendForward(const std::string& id, const SagaDefinition& def, int i, Rendered r,
+                   int attempt) {
+    while (true) {
+      const StepDefinition& sd = def.steps[i];
+      const std::string key = id + ":" + sd.name;
+      CallRequest req{sd.forward.service, sd.forward.method, r.path, r.body, key, id, sd.name,
+                      Token(id), attempt};
+      auto t0 = std::chrono::steady_clock::now();
+      CallResult res = adapter_.Call(req);
+      CrashPoint("before_outcome");
+      RecordCall("forward", res, std::chrono::steady_clock::now() - t0);
+      Log({{"msg", "step call"}, {"instance", id}, {"step", sd.name}, {"key", key},
+           {"attempt", attempt}, {"outcome", OutcomeName(res.outcome)},
+           {"http_status", res.http_status},
+           {"ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - t0).count()}});
+      const RetryPolicy policy = RetryFor(sd, sd.forward.service);
+      int chained = -1;
+      Rendered chained_request;
+      Next next = Transition(id, [&](Tx& tx) -> Status {
+        chained = -1;
+        switch (res.outcome) {
+          case Outcome::kCommitted:
+            SAGAD_RETURN_IF_ERROR(
+                tx.Step(i, StepEvent::kCommit,
+                        {{"result", res.result}, {"external_ref", res.external_ref},
+                         {"http_status", res.http_status}, {"replayed", res.replayed}}));
+            SAGAD_RETURN_IF_ERROR(Chain(tx, def, &chained, &chained_request));
+            if (chained >= 0) CrashPoint("before_started");  // the next STARTED is not durable yet
+            return Status::Ok();
+          case Outcome::kFailed:
+            SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kFail,
+                                          {{"error", res.error}, {"http_status", res.http_status}}));
+            return GiveUp(tx, def, "step '" + sd.name + "' was rejected: " + res.error);
+          case Outcome::kUnknown:
+            return tx.Step(i, StepEvent::kOutcomeUnknown,
+                           {{"error", res.error}, {"http_status", res.http_status}});
+          case Outcome::kNotExecuted: {
+            const StepState& cur = tx.inst().step(i);
+            int64_t now = clock_.NowMillis();
+            if (!MayRetry(sd, policy, cur.retries + 1, cur.first_sent_at, now)) {
+              SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
+              return GiveUp(tx, def, "step '" + sd.name + "' could not be sent after " +
+                                         std::to_string(cur.retries) + " attempts: " + res.error);
+            }
+            return tx.Step(i, StepEvent::kNotExecuted,
+                           {{"error", res.error},
+                            {"retry_at", now + BackoffMillis(policy, cur.retries + 1,
+                                                             [this] { return Random(); })}});
           }
-          return tx.Step(i, StepEvent::kNotExecuted,
-                         {{"error", res.error},
-                          {"retry_at", now + BackoffMillis(policy, cur.retries + 1,
-                                                           [this] { return Random(); })}});
         }
-      }
+        return Status::Ok();
+      });
+      CrashPoint("after_outcome");
+      if (next == Next::kStop || chained < 0) return next;
+      CrashPoint("after_started");
+      i = chained;
+      r = std::move(chained_request);
+      attempt = 1;
+    }
+  }
+
+  // Folds into tx, after a step committed, what follows without any call:
+  // the saga's completion, or the STARTED record of the next step when it
+  // is a first send that may go now (no approval, no timer, no deadline
+  // due). *step is that step (else -1) and *request its rendered request.
+  // Anything else is left to the driver's next round.
+  Status Chain(Tx& tx, const SagaDefinition& def, int* step, Rendered* request) {
+    const Instance& inst = tx.inst();
+    Action a = NextAction(def, inst);
+    if (a.kind == ActionKind::kComplete) return tx.Saga(SagaEvent::kComplete);
+    if (a.kind != ActionKind::kExecute || inst.status() != SagaStatus::kRunning) return Status::Ok();
+    const StepState& st = inst.step(a.step);
+    if (st.status() != StepStatus::kPlanned || st.attempts > 0 || st.retries > 0 ||
+        st.retry_at > 0)
       return Status::Ok();
-    });
-    CrashPoint("after_outcome");
-    return next;
+    if (def.deadline_ms > 0 && !PivotCommitted(def, inst) &&
+        clock_.NowMillis() >= inst.created_at() + def.deadline_ms)
+      return Status::Ok();
+    const StepDefinition& sd = def.steps[a.step];
+    if (!adapter_.Service(sd.forward.service)) return Status::Ok();
+    auto r = Render(inst, sd.forward);
+    if (!r.ok()) return Status::Ok();
+    std::string bound = st.approval.is_object() ? st.approval.value("args_hash", "") : "";
+    if (!bound.empty() && bound != r->hash) return Status::Ok();
+    SAGAD_RETURN_IF_ERROR(tx.Step(a.step, StepEvent::kStart,
+                                  {{"key", inst.id() + ":" + sd.name},
+                                   {"args_hash", r->hash},
+                                   {"attempt", 1}}));
+    *step = a.step;
+    *request = std::move(*r);
+    return Status::Ok();
   }
 
   Next Reconcile(const std::string& id, const SagaDefinition& def, const Instance& inst, int i) {
