@@ -4,12 +4,20 @@
 // over the same kind of keep-alive connections.
 //
 //   load_bench [--sagas N] [--levels 1,16,64] [--workers W]
+//   load_bench --preload 1000000 [--levels 64]   store-size: the same levels
+//       on an empty store, then with N finished instances stored
+//   load_bench --recovery 10000                  time to resume N in-flight
+//       instances after a SIGKILL
+// Every mode prints sagad's RSS (anonymous and file-backed) idle and after.
 // Build in Release first (BUILD_TYPE=Release scripts/build.sh).
 #include <httplib.h>
+#include <lmdb.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -46,6 +54,85 @@ double Metric(int port, const std::string& name) {
   return 0;
 }
 
+// VmRSS, RssAnon and RssFile of a process, in MB.
+std::string Rss(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line, out;
+  while (std::getline(f, line))
+    for (const char* k : {"VmRSS:", "RssAnon:", "RssFile:"})
+      if (line.rfind(k, 0) == 0) {
+        std::istringstream in(line.substr(std::strlen(k)));
+        double kb = 0;
+        in >> kb;
+        std::ostringstream o;
+        o << std::fixed << std::setprecision(1) << k << " " << kb / 1024 << " MB  ";
+        out += o.str();
+      }
+  return out;
+}
+
+// Clones the first finished instance in `dir` (snapshot, events, operation
+// records) `n` times under new ids, straight into LMDB (sagad stopped), in
+// large transactions without fsync, then syncs once. The clones have the
+// size and key layout of real finished instances.
+bool Preload(const std::string& dir, int64_t n) {
+  MDB_env* env = nullptr;
+  mdb_env_create(&env);
+  mdb_env_set_maxdbs(env, 16);
+  mdb_env_set_mapsize(env, size_t(64) << 30);
+  if (mdb_env_open(env, dir.c_str(), MDB_NOSYNC, 0644) != 0) return false;
+  MDB_txn* txn = nullptr;
+  MDB_dbi inst, events, ops;
+  mdb_txn_begin(env, nullptr, 0, &txn);
+  mdb_dbi_open(txn, "instances", 0, &inst);
+  mdb_dbi_open(txn, "events", 0, &events);
+  mdb_dbi_open(txn, "operations", 0, &ops);
+  auto str = [](const MDB_val& v) { return std::string(static_cast<const char*>(v.mv_data), v.mv_size); };
+  std::string id0, snap0;
+  std::vector<std::pair<std::string, std::string>> ev0, op0;
+  MDB_cursor* c = nullptr;
+  MDB_val k, v;
+  mdb_cursor_open(txn, inst, &c);
+  for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+    if (str(v).find("\"status\":\"COMPLETED\"") != std::string::npos) {
+      id0 = str(k);
+      snap0 = str(v);
+      break;
+    }
+  mdb_cursor_close(c);
+  if (id0.empty()) return false;
+  for (MDB_dbi db : {events, ops}) {
+    mdb_cursor_open(txn, db, &c);
+    for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+      if (str(k).rfind(id0, 0) == 0) (db == events ? ev0 : op0).emplace_back(str(k), str(v));
+    mdb_cursor_close(c);
+  }
+  auto with_id = [&](std::string s, const std::string& id) {
+    for (size_t p = 0; (p = s.find(id0, p)) != std::string::npos; p += id.size()) s.replace(p, id0.size(), id);
+    return s;
+  };
+  auto put = [&](MDB_dbi db, const std::string& key, const std::string& val) {
+    MDB_val kk{key.size(), const_cast<char*>(key.data())}, vv{val.size(), const_cast<char*>(val.data())};
+    return mdb_put(txn, db, &kk, &vv, 0) == 0;
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    char id[40];
+    std::snprintf(id, sizeof id, "000000000000-%016llx", static_cast<unsigned long long>(i));
+    if (!put(inst, id, with_id(snap0, id))) return false;
+    for (auto& [ek, evv] : ev0)
+      if (!put(events, with_id(ek, id), with_id(evv, id))) return false;
+    for (auto& [ok, ov] : op0)
+      if (!put(ops, with_id(ok, id), with_id(ov, id))) return false;
+    if ((i + 1) % 20000 == 0) {
+      if (mdb_txn_commit(txn) != 0) return false;
+      mdb_txn_begin(env, nullptr, 0, &txn);
+    }
+  }
+  bool ok = mdb_txn_commit(txn) == 0 && mdb_env_sync(env, 1) == 0;
+  mdb_env_close(env);
+  return ok;
+}
+
 struct Result {
   double per_sec, p50, p99;
 };
@@ -74,40 +161,24 @@ Result Drive(int n, int c, Job job) {
   return {n / secs, pct(0.50), pct(0.99)};
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  int sagas = 2000, workers = 64;
-  std::vector<int> levels = {1, 16, 64};
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i], v = argv[i + 1];
-    if (a == "--sagas") sagas = std::stoi(v);
-    else if (a == "--workers") workers = std::stoi(v);
-    else if (a == "--levels") {
-      levels.clear();
-      std::stringstream ss(v);
-      for (std::string x; std::getline(ss, x, ',');) levels.push_back(std::stoi(x));
-    } else {
-      std::cerr << "usage: load_bench [--sagas N] [--levels 1,16,64] [--workers W]\n";
-      return 2;
-    }
-  }
-  TempDir dir;
-  Downstream downstream;
-  Coordinator sagad(downstream, dir.path() + "/data");
-  sagad.Configure({{"workers", workers}});
-  if (sagad.Start() < 0) return 1;
-  const int es = downstream.port(), sp = sagad.port();
-  const std::string body = json{{"input", OrderInput()}}.dump();
-  std::cout << "order_fulfilment (3 steps, fsync on), " << std::thread::hardware_concurrency()
-            << " cores, sagad workers " << workers << "\n";
-  std::cout << std::left << std::setw(6) << "conc" << std::setw(12) << "sagas/s" << std::setw(11)
-            << "p50 ms" << std::setw(11) << "p99 ms" << std::setw(13) << "base sagas/s"
-            << std::setw(9) << "ratio" << std::setw(14) << "sagad cpu ms" << std::setw(13)
-            << "svc cpu ms" << "txns/saga\n";
-  int64_t total = 0;
+struct Bench {
+  Downstream& downstream;
+  Coordinator& sagad;
+  int sagas;
+  int64_t total = 0;  // sagas driven through sagad (each also once in the baseline)
   bool ok = true;
-  for (int c : levels) {
+
+  void Header() {
+    std::cout << std::left << std::setw(6) << "conc" << std::setw(12) << "sagas/s" << std::setw(11)
+              << "p50 ms" << std::setw(11) << "p99 ms" << std::setw(13) << "base sagas/s"
+              << std::setw(9) << "ratio" << std::setw(14) << "sagad cpu ms" << std::setw(13)
+              << "svc cpu ms" << "txns/saga\n";
+  }
+
+  // One row: the baseline, then the same load through sagad. Returns sagas/s.
+  double Level(int c) {
+    const int es = downstream.port(), sp = sagad.port();
+    const std::string body = json{{"input", OrderInput()}}.dump();
     int n = c == 1 ? std::min(sagas, 300) : sagas;
     // Engine-free baseline: the same three calls, made directly.
     std::vector<std::unique_ptr<httplib::Client>> direct(c);
@@ -160,11 +231,115 @@ int main(int argc, char** argv) {
               << std::setprecision(2) << std::setw(14) << cpu / n << std::setw(13) << escpu / n
               << txns / n << (failures ? "  FAILURES: " + std::to_string(failures.load()) : "")
               << "\n";
+    return r.per_sec;
   }
+
+  // Every saga's three calls happened once (baseline ones too), none twice.
+  bool EffectsOk(int64_t extra) {
+    json e = downstream.Effects();
+    int64_t want = 6 * total + extra;
+    std::cout << "effects: " << e["total"] << " (expected " << want
+              << ", half of the load's the baseline's), duplicates " << e["duplicates"] << "\n";
+    return e["total"].get<int64_t>() == want && e["duplicates"] == 0;
+  }
+};
+
+// Recovery: n instances in flight (their first call held up downstream, most
+// still queued in the driver pool) when sagad is SIGKILLed; then a restart,
+// timed until every instance was resumed (its first step sent again or
+// asked about: sagad_recovery_latency_seconds_count reaches n) and until all
+// completed.
+int RecoveryMode(Downstream& downstream, Coordinator& sagad, int n) {
+  downstream.Fault({{"path", "/reservations"}, {"action", "delay"}, {"delay_ms", 3000},
+                    {"times", 1000000}});
+  const std::string body = json{{"input", OrderInput()}}.dump();
+  Drive(n, 16, [&](int, int) {
+    Reply r = Http(sagad.port(), "POST", "/v1/sagas/order_fulfilment/instances", body);
+    if (r.status != 201) std::cerr << "submit: " << r.status << " " << r.raw.substr(0, 200) << "\n";
+  });
+  std::cout << "submitted " << n << " instances (first step held up downstream); "
+            << Rss(sagad.process().pid()) << "\n";
+  sagad.Kill();
+  Http(downstream.port(), "DELETE", "/_faults");
+  auto t0 = Clock::now();
+  if (sagad.Start() < 0) return 1;
+  double started = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  double resumed = -1, done = -1;
+  WaitFor([&] {
+    double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    if (resumed < 0 && Metric(sagad.port(), "sagad_recovery_latency_seconds_count") >= n) resumed = ms;
+    // Held-up first calls that took effect before the kill are replayed,
+    // not repeated (deduplicating downstream): 3 effects per instance.
+    if (done < 0 && downstream.Effects()["total"].get<int64_t>() >= 3 * n) done = ms;
+    return resumed >= 0 && done >= 0;
+  }, std::chrono::seconds(300));
   json e = downstream.Effects();
-  // Baseline calls count too: 3 per baseline saga and 3 per sagad saga.
-  bool effects_ok = e["total"].get<int64_t>() == 6 * total && e["duplicates"] == 0;
-  std::cout << "effects: " << e["total"] << " (expected " << 6 * total << ", half of them the baseline's), duplicates "
-            << e["duplicates"] << "\n";
-  return ok && effects_ok ? 0 : 1;
+  std::cout << std::fixed << std::setprecision(0) << "recovery of " << n
+            << " in-flight instances: sagad serving after " << started << " ms, all resumed after "
+            << resumed << " ms, all completed after " << done << " ms (from restart); duplicates "
+            << e["duplicates"] << "; " << Rss(sagad.process().pid()) << "\n";
+  return resumed >= 0 && done >= 0 && e["duplicates"] == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int sagas = 2000, workers = 64, recovery = 0;
+  int64_t preload = 0;
+  std::vector<int> levels;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i], v = argv[i + 1];
+    if (a == "--sagas") sagas = std::stoi(v);
+    else if (a == "--workers") workers = std::stoi(v);
+    else if (a == "--preload") preload = std::stoll(v);
+    else if (a == "--recovery") recovery = std::stoi(v);
+    else if (a == "--levels") {
+      std::stringstream ss(v);
+      for (std::string x; std::getline(ss, x, ',');) levels.push_back(std::stoi(x));
+    } else {
+      std::cerr << "usage: load_bench [--sagas N] [--levels 1,16,64] [--workers W] "
+                   "[--preload N | --recovery N]\n";
+      return 2;
+    }
+  }
+  if (levels.empty()) levels = preload > 0 ? std::vector<int>{64} : std::vector<int>{1, 16, 64};
+  TempDir dir;
+  const std::string data = dir.path() + "/data";
+  Downstream downstream;
+  Coordinator sagad(downstream, data);
+  sagad.Configure({{"workers", workers}});
+  if (sagad.Start() < 0) return 1;
+  std::cout << "order_fulfilment (3 steps, fsync on), " << std::thread::hardware_concurrency()
+            << " cores, sagad workers " << workers << "\n";
+  std::cout << "sagad idle: " << Rss(sagad.process().pid()) << "\n";
+  if (recovery > 0) return RecoveryMode(downstream, sagad, recovery);
+  Bench b{downstream, sagad, sagas};
+  b.Header();
+  std::vector<double> empty;
+  for (int c : levels) empty.push_back(b.Level(c));
+  std::cout << "sagad after " << b.total << " sagas: " << Rss(sagad.process().pid()) << "\n";
+  if (preload > 0) {
+    sagad.Terminate();
+    auto t0 = Clock::now();
+    if (!Preload(data, preload)) {
+      std::cerr << "preload failed\n";
+      return 1;
+    }
+    struct stat st {};
+    stat((data + "/data.mdb").c_str(), &st);
+    std::cout << "preloaded " << preload << " finished instances in "
+              << std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - t0).count()
+              << " s; data.mdb " << st.st_size / (1 << 20) << " MB\n";
+    if (sagad.Start() < 0) return 1;
+    std::cout << "sagad idle: " << Rss(sagad.process().pid()) << "\n";
+    b.Header();
+    for (size_t i = 0; i < levels.size(); ++i) {
+      double r = b.Level(levels[i]);
+      std::cout << std::setprecision(3) << "  with " << preload << " stored / empty store: "
+                << r / empty[i] << "\n";
+    }
+    std::cout << "sagad after: " << Rss(sagad.process().pid()) << "\n";
+  }
+  bool effects_ok = b.EffectsOk(0);
+  return b.ok && effects_ok ? 0 : 1;
 }

@@ -239,6 +239,12 @@ class Engine::Impl {
       recovery_start_ = start;
       recovering_.insert(ids->begin(), ids->end());
     }
+    // One transaction takes every lease that is free or was this process's
+    // predecessor's; the drivers then start without a write each.
+    auto taken = store_.AcquireLeases(*ids, owner_, clock_.NowMillis(), options_.lease_ms,
+                                      options_.coordinator_id + "/");
+    if (taken.ok())
+      for (const auto& [id, lease] : *taken) Own(id, lease);
     for (const auto& id : *ids) Schedule(id);
     ScheduleHeartbeat();
     Log({{"msg", "recovery scheduled"}, {"instances", ids->size()},
@@ -1003,6 +1009,7 @@ class Engine::Impl {
       auto t0 = std::chrono::steady_clock::now();
       CallResult res = adapter_.Call(req);
       CrashPoint("before_outcome");
+      MarkRecovered(id);  // resumed: its first step after a restart was sent
       RecordCall("forward", res, std::chrono::steady_clock::now() - t0);
       Log({{"msg", "step call"}, {"instance", id}, {"step", sd.name}, {"key", key},
            {"attempt", attempt}, {"outcome", OutcomeName(res.outcome)},

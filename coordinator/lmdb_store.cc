@@ -418,12 +418,10 @@ Status LmdbStore::GroupCommit(CommitRequest& r) {
   return r.result;
 }
 
-StatusOr<Lease> LmdbStore::AcquireLease(const std::string& id, const std::string& owner,
-                                         int64_t now_ms, int64_t ttl_ms,
-                                         const std::string& successor_of) {
-  Txn txn(env_, true);
-  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
-  auto held = GetJson(txn.get(), leases_, id);
+StatusOr<Lease> LmdbStore::TakeLease(MDB_txn* txn, const std::string& id,
+                                     const std::string& owner, int64_t now_ms, int64_t ttl_ms,
+                                     const std::string& successor_of) {
+  auto held = GetJson(txn, leases_, id);
   if (!held.ok() && held.status().code() != StatusCode::kNotFound) return held.status();
   Lease l = held.ok() ? Lease::FromJson(*held) : Lease{};
   bool predecessor = !successor_of.empty() && l.owner.rfind(successor_of, 0) == 0;
@@ -433,10 +431,36 @@ StatusOr<Lease> LmdbStore::AcquireLease(const std::string& id, const std::string
   if (l.owner != owner) ++l.generation;
   l.owner = owner;
   l.expires_at = now_ms + ttl_ms;
-  SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), leases_, id, l.ToJson()));
+  SAGAD_RETURN_IF_ERROR(PutJson(txn, leases_, id, l.ToJson()));
+  return l;
+}
+
+StatusOr<Lease> LmdbStore::AcquireLease(const std::string& id, const std::string& owner,
+                                         int64_t now_ms, int64_t ttl_ms,
+                                         const std::string& successor_of) {
+  Txn txn(env_, true);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  auto l = TakeLease(txn.get(), id, owner, now_ms, ttl_ms, successor_of);
+  if (!l.ok()) return l.status();
   int rc = txn.Commit();
   if (rc != 0) return LmdbError("mdb_txn_commit", rc);
   return l;
+}
+
+StatusOr<std::map<std::string, Lease>> LmdbStore::AcquireLeases(
+    const std::vector<std::string>& ids, const std::string& owner, int64_t now_ms,
+    int64_t ttl_ms, const std::string& successor_of) {
+  Txn txn(env_, true);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  std::map<std::string, Lease> taken;
+  for (const auto& id : ids) {
+    auto l = TakeLease(txn.get(), id, owner, now_ms, ttl_ms, successor_of);
+    if (l.ok()) taken.emplace(id, *l);
+    else if (l.status().code() != StatusCode::kFailedPrecondition) return l.status();
+  }
+  int rc = txn.Commit();
+  if (rc != 0) return LmdbError("mdb_txn_commit", rc);
+  return taken;
 }
 
 StatusOr<std::vector<std::string>> LmdbStore::RenewLeases(const std::string& owner,

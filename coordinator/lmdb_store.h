@@ -30,7 +30,7 @@ class LmdbStore : public Store {
   // Opens (creating if needed) the environment in `dir`. FailedPrecondition
   // if the data was written by a newer schema version.
   static StatusOr<std::unique_ptr<LmdbStore>> Open(const std::string& dir,
-                                                   size_t map_size_bytes = size_t(4) << 30);
+                                                   size_t map_size_bytes = size_t(64) << 30);
   ~LmdbStore() override;
 
   // Store
@@ -43,6 +43,10 @@ class LmdbStore : public Store {
                 const std::vector<nlohmann::json>& outbox, const Lease* lease) override;
   StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner, int64_t now_ms,
                                int64_t ttl_ms, const std::string& successor_of) override;
+  StatusOr<std::map<std::string, Lease>> AcquireLeases(const std::vector<std::string>& ids,
+                                                       const std::string& owner, int64_t now_ms,
+                                                       int64_t ttl_ms,
+                                                       const std::string& successor_of) override;
   StatusOr<std::vector<std::string>> RenewLeases(const std::string& owner,
                                                  const std::vector<std::string>& ids,
                                                  int64_t now_ms, int64_t ttl_ms) override;
@@ -65,6 +69,9 @@ class LmdbStore : public Store {
   Status WriteEvents(MDB_txn* txn, const std::string& id, const std::vector<Event>& events);
   Status PutSnapshot(MDB_txn* txn, const std::string& id, const nlohmann::json& snapshot);
   Status AppendOutbox(MDB_txn* txn, const std::vector<nlohmann::json>& outbox);
+  // Takes the lease of id in txn (see Store::AcquireLease).
+  StatusOr<Lease> TakeLease(MDB_txn* txn, const std::string& id, const std::string& owner,
+                            int64_t now_ms, int64_t ttl_ms, const std::string& successor_of);
   Status MigrateV0ToV1(MDB_txn* txn);
   // One record, in a read transaction of its own.
   StatusOr<nlohmann::json> ReadJson(MDB_dbi dbi, const std::string& key);

@@ -6,6 +6,7 @@
 // Thread-safety: implementations are safe for concurrent use.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -115,6 +116,11 @@ class Store {
   virtual StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner,
                                        int64_t now_ms, int64_t ttl_ms,
                                        const std::string& successor_of) = 0;
+  // The same for many ids in one transaction (recovery): the leases taken;
+  // an id held by another live owner is left out.
+  virtual StatusOr<std::map<std::string, Lease>> AcquireLeases(
+      const std::vector<std::string>& ids, const std::string& owner, int64_t now_ms,
+      int64_t ttl_ms, const std::string& successor_of) = 0;
   // Renews every lease of `ids` that `owner` still holds, in one
   // transaction; returns the ids it no longer holds.
   virtual StatusOr<std::vector<std::string>> RenewLeases(const std::string& owner,

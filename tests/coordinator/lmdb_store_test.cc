@@ -128,6 +128,20 @@ TEST_F(LmdbStoreTest, LeasesFenceCommitsAndChangeHandsOnlyWhenExpired) {
   EXPECT_EQ(store_->GetLease("a").status().code(), StatusCode::kNotFound);
 }
 
+TEST_F(LmdbStoreTest, RecoveryTakesManyLeasesInOneGoButNotALiveOwnersOnes) {
+  Lease live{"other/2", 5000, 3}, dead{"sagad/1", 5000, 4};
+  ASSERT_TRUE(store_->CreateInstance(Snap("live", 1), {Ev(1, "c")}, nullptr, {}, &live).ok());
+  ASSERT_TRUE(store_->CreateInstance(Snap("dead", 1), {Ev(1, "c")}, nullptr, {}, &dead).ok());
+  ASSERT_TRUE(store_->CreateInstance(Snap("free", 1), {Ev(1, "c")}, nullptr, {}, nullptr).ok());
+  auto taken = store_->AcquireLeases({"live", "dead", "free"}, "sagad/2", 1000, 1000, "sagad/");
+  ASSERT_TRUE(taken.ok()) << taken.status().ToString();
+  EXPECT_EQ(taken->count("live"), 0u);        // another live process holds it
+  EXPECT_EQ(taken->at("dead").generation, 5u);  // the predecessor's: taken at once
+  EXPECT_EQ(taken->at("free").generation, 1u);
+  EXPECT_EQ(store_->GetLease("live")->owner, "other/2");
+  EXPECT_EQ(store_->GetLease("dead")->owner, "sagad/2");
+}
+
 TEST_F(LmdbStoreTest, SurvivesReopenAndRefusesANewerSchema) {
   ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {}, nullptr).ok());
   store_.reset();
