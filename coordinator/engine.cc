@@ -676,8 +676,9 @@ class Engine::Impl {
 
   void DriveLoop(const std::string& id) {
     while (true) {
+      bool yield = false;
       try {
-        Drive(id);
+        yield = Drive(id);
       } catch (const std::exception& e) {
         // A bug, not an expected failure: say so loudly and try again later
         // rather than leave the instance without a driver.
@@ -685,6 +686,11 @@ class Engine::Impl {
         ScheduleAfter(id, 5000);
       }
       std::lock_guard<std::mutex> l(sched_mu_);
+      if (yield && !stopping_) {  // to the back of the queue, still running
+        rerun_.erase(id);
+        boost::asio::post(pool_, [this, id] { DriveLoop(id); });
+        return;
+      }
       if (!stopping_ && rerun_.erase(id)) continue;
       rerun_.erase(id);
       running_.erase(id);
@@ -698,18 +704,25 @@ class Engine::Impl {
     return stopping_;
   }
 
-  // Runs the instance until it waits (human, timer) or ends.
-  void Drive(const std::string& id) {
+  // Runs the instance until it waits (human, timer) or ends. While a
+  // recovery is under way, returns true after each action: the caller puts
+  // the instance back at the end of the queue, so every recovered instance
+  // is resumed before any runs to its end.
+  bool Drive(const std::string& id) {
     for (int round = 0; round < 10000 && !Stopping(); ++round) {
       // Owned at the previous round and not now: it finished (a terminal
       // commit gives the lease up) or another process took it. Either way
       // there is nothing more to do here.
-      if (round > 0 && !OwnedLease(id)) return;
-      if (!EnsureOwned(id)) return;  // another live process drives it
+      if (round > 0 && !OwnedLease(id)) return false;
+      if (!EnsureOwned(id)) {  // another live process drives it
+        ForgetRecovery(id);
+        return false;
+      }
       auto inst = Load(id);
       if (!inst.ok()) {
         Log({{"msg", "cannot load instance"}, {"instance", id}, {"error", inst.status().ToString()}});
-        return;
+        ForgetRecovery(id);
+        return false;
       }
       SagaDefinitionPtr def = Definition((*inst)->saga(), (*inst)->saga_version());
       if (!def) {
@@ -723,25 +736,25 @@ class Engine::Impl {
         if (ss == SagaStatus::kRunning || ss == SagaStatus::kAwaitingApproval ||
             ss == SagaStatus::kCompensating)
           Transition(id, [&](Tx& tx) { return tx.Saga(SagaEvent::kEscalate, {{"reason", why}}); });
-        return;
+        return false;
       }
       Next next = Next::kStop;
       int64_t wake_at = 0;  // a deadline still ahead, for when the saga waits
       if (Deadlines(id, *def, **inst, &next, &wake_at)) {
         MarkRecovered(id);
-        if (next == Next::kStop) return;
+        if (next == Next::kStop) return false;
         continue;
       }
       Action a = NextAction(*def, **inst);
       if (a.step >= 0 && WaitForTimer(id, (*inst)->step(a.step), a.kind)) {
         MarkRecovered(id);
-        return;
+        return false;
       }
       switch (a.kind) {
         case ActionKind::kNone:
           if (wake_at > 0) ScheduleAfter(id, std::max<int64_t>(1, wake_at - clock_.NowMillis()));
           MarkRecovered(id);
-          return;
+          return false;
         case ActionKind::kRequestApproval:
           next = Transition(id, [&](Tx& tx) -> Status {
             SAGAD_RETURN_IF_ERROR(tx.Step(a.step, StepEvent::kRequestApproval));
@@ -773,8 +786,10 @@ class Engine::Impl {
           break;
       }
       MarkRecovered(id);
-      if (next == Next::kStop) return;
+      if (next == Next::kStop) return false;
+      if (RecoveryInProgress()) return true;
     }
+    return false;
   }
 
   // Durable timers: a step whose retry_at lies ahead waits for it (the time
@@ -842,6 +857,16 @@ class Engine::Impl {
 
   // The first action of an instance found at start-up is done (or it needs
   // none): its recovery latency is known.
+  bool RecoveryInProgress() {
+    std::lock_guard<std::mutex> l(recovery_mu_);
+    return !recovering_.empty();
+  }
+  // An instance this process will not resume (owned elsewhere, unreadable).
+  void ForgetRecovery(const std::string& id) {
+    std::lock_guard<std::mutex> l(recovery_mu_);
+    recovering_.erase(id);
+  }
+
   void MarkRecovered(const std::string& id) {
     std::lock_guard<std::mutex> l(recovery_mu_);
     if (recovering_.empty() || !recovering_.erase(id)) return;
@@ -1071,6 +1096,7 @@ class Engine::Impl {
     const Instance& inst = tx.inst();
     Action a = NextAction(def, inst);
     if (a.kind == ActionKind::kComplete) return tx.Saga(SagaEvent::kComplete);
+    if (RecoveryInProgress()) return Status::Ok();  // others wait to be resumed first
     if (a.kind != ActionKind::kExecute || inst.status() != SagaStatus::kRunning) return Status::Ok();
     const StepState& st = inst.step(a.step);
     if (st.status() != StepStatus::kPlanned || st.attempts > 0 || st.retries > 0 ||
