@@ -253,10 +253,16 @@ int RecoveryMode(Downstream& downstream, Coordinator& sagad, int n) {
   downstream.Fault({{"path", "/reservations"}, {"action", "delay"}, {"delay_ms", 3000},
                     {"times", 1000000}});
   const std::string body = json{{"input", OrderInput()}}.dump();
-  Drive(n, 16, [&](int, int) {
-    Reply r = Http(sagad.port(), "POST", "/v1/sagas/order_fulfilment/instances", body);
-    if (r.status != 201) std::cerr << "submit: " << r.status << " " << r.raw.substr(0, 200) << "\n";
+  std::atomic<int> submitted{0};
+  Drive(n, 16, [&](int, int i) {
+    Reply r;  // a fresh connection each: one refused (small backlog) is sent again, same key
+    for (int attempt = 0; attempt < 5 && r.status == 0; ++attempt)
+      r = Http(sagad.port(), "POST", "/v1/sagas/order_fulfilment/instances", body,
+               {{"Idempotency-Key", "recovery-" + std::to_string(i)}});
+    if (r.status == 201) ++submitted;
+    else std::cerr << "submit: " << r.status << " " << r.raw.substr(0, 200) << "\n";
   });
+  if (submitted != n) return 1;
   std::cout << "submitted " << n << " instances (first step held up downstream); "
             << Rss(sagad.process().pid()) << "\n";
   sagad.Kill();
