@@ -363,20 +363,25 @@ class Engine::Impl {
     Waiter w;
     std::unique_lock<std::mutex> l(wait_mu_);
     auto me = waiters_.emplace(id, &w);
+    l.unlock();
+    auto j = store_.GetInstance(id);
+    l.lock();
     while (true) {
-      w.settled = false;
-      l.unlock();
-      auto j = store_.GetInstance(id);
-      l.lock();
       if (!j.ok() || Engine::IsSettled(j->value("status", "")) ||
           std::chrono::steady_clock::now() >= deadline) {
         waiters_.erase(me);
         return j;
       }
-      // Only a commit of this instance that settles it is worth re-reading
-      // for; another process may commit too, so look again every 200 ms.
+      // A commit of this instance that settles it hands over the snapshot it
+      // wrote; another process may commit too, so look again every 200 ms.
       auto until = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
-      w.cv.wait_until(l, until, [&] { return w.settled; });
+      if (w.cv.wait_until(l, until, [&] { return w.settled != nullptr; })) {
+        j = *w.settled;
+        continue;
+      }
+      l.unlock();
+      j = store_.GetInstance(id);
+      l.lock();
     }
   }
 
@@ -1533,7 +1538,8 @@ class Engine::Impl {
       if (tx.events().empty()) return Status::Ok();
       next->set_version((*cur)->version() + 1);
       auto t0 = std::chrono::steady_clock::now();
-      Status s = store_.Commit(id, (*cur)->version(), next->ToJson(), tx.events(), tx.Operations(),
+      auto snapshot = std::make_shared<const nlohmann::json>(next->ToJson());
+      Status s = store_.Commit(id, (*cur)->version(), *snapshot, tx.events(), tx.Operations(),
                                OutboxMessages(*next, tx.events()), lease ? &*lease : nullptr);
       RecordCommit(std::chrono::steady_clock::now() - t0);
       if (s.code() == StatusCode::kFailedPrecondition &&
@@ -1562,7 +1568,7 @@ class Engine::Impl {
       if (Engine::IsSettled(SagaStatusName(next->status()))) {
         std::lock_guard<std::mutex> w(wait_mu_);
         for (auto [it, end] = waiters_.equal_range(id); it != end; ++it) {
-          it->second->settled = true;
+          it->second->settled = snapshot;
           it->second->cv.notify_one();
         }
       }
@@ -1601,7 +1607,7 @@ class Engine::Impl {
   // wakes only its own waiters.
   struct Waiter {
     std::condition_variable cv;
-    bool settled = false;
+    std::shared_ptr<const nlohmann::json> settled;  // the snapshot that settled it
   };
   std::mutex wait_mu_;
   std::unordered_multimap<std::string, Waiter*> waiters_;
