@@ -3,7 +3,7 @@
 // the same three downstream POSTs made directly by the same driver threads
 // over the same kind of keep-alive connections.
 //
-//   load_bench [--sagas N] [--levels 1,16,64] [--workers W]
+//   load_bench [--sagas N] [--levels 1,16,64] [--workers W (sagad workers, 32)]
 //   load_bench --preload 1000000 [--levels 64]   store-size: the same levels
 //       on an empty store, then with N finished instances stored
 //   load_bench --recovery 10000                  time to resume N in-flight
@@ -294,7 +294,7 @@ int RecoveryMode(Downstream& downstream, Coordinator& sagad, int n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int sagas = 2000, workers = 64, recovery = 0;
+  int sagas = 2000, workers = 32, recovery = 0;
   int64_t preload = 0;
   std::vector<int> levels;
   for (int i = 1; i + 1 < argc; i += 2) {
