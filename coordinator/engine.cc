@@ -232,22 +232,24 @@ class Engine::Impl {
   // ---- lifecycle ----
   Status Start() {
     auto start = clock_.SteadyNow();
-    auto ids = store_.ListActiveIds();
-    if (!ids.ok()) return ids.status();
+    auto active = store_.ListActive();
+    if (!active.ok()) return active.status();
+    std::vector<std::string> ids;
+    for (const auto& a : *active) ids.push_back(a.id);
     {
       std::lock_guard<std::mutex> l(recovery_mu_);
       recovery_start_ = start;
-      recovering_.insert(ids->begin(), ids->end());
+      recovering_.insert(ids.begin(), ids.end());
     }
     // One transaction takes every lease that is free or was this process's
     // predecessor's; the drivers then start without a write each.
-    auto taken = store_.AcquireLeases(*ids, owner_, clock_.NowMillis(), options_.lease_ms,
+    auto taken = store_.AcquireLeases(ids, owner_, clock_.NowMillis(), options_.lease_ms,
                                       options_.coordinator_id + "/");
     if (taken.ok())
       for (const auto& [id, lease] : *taken) Own(id, lease);
-    for (const auto& id : *ids) Schedule(id);
+    for (const auto& id : ids) Schedule(id);
     ScheduleHeartbeat();
-    Log({{"msg", "recovery scheduled"}, {"instances", ids->size()},
+    Log({{"msg", "recovery scheduled"}, {"instances", ids.size()},
          {"ms", std::chrono::duration_cast<std::chrono::milliseconds>(clock_.SteadyNow() - start)
                     .count()}});
     return Status::Ok();
@@ -397,10 +399,14 @@ class Engine::Impl {
   }
 
   StatusOr<nlohmann::json> Approvals() {
-    auto ids = store_.ListActiveIds();
-    if (!ids.ok()) return ids.status();
+    auto active = store_.ListActive();
+    if (!active.ok()) return active.status();
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& id : *ids) {
+    for (const auto& a : *active) {
+      const std::string& id = a.id;
+      // A step waits for approval only while its saga does, or after an
+      // approval timeout escalated the saga to review.
+      if (a.status != "AWAITING_APPROVAL" && a.status != "NEEDS_REVIEW") continue;
       auto j = store_.GetInstance(id);
       if (!j.ok()) continue;
       for (const auto& st : (*j)["steps"]) {
@@ -1351,17 +1357,13 @@ class Engine::Impl {
  public:
   std::string MetricsText() {
     std::string extra;
-    auto ids = store_.ListActiveIds();
-    if (ids.ok()) {
+    auto active = store_.ListActive();
+    if (active.ok()) {
       std::map<std::string, int> by;  // saga + status of every unfinished instance
-      for (const auto& id : *ids) {
-        auto j = store_.GetInstance(id);
-        if (j.ok())
-          ++by["saga=\"" + j->value("saga", "") + "\",status=\"" + j->value("status", "") + "\""];
-      }
+      for (const auto& a : *active) ++by["saga=\"" + a.saga + "\",status=\"" + a.status + "\""];
       extra += "# HELP sagad_instances_active Instances not yet COMPLETED or COMPENSATED.\n"
                "# TYPE sagad_instances_active gauge\nsagad_instances_active " +
-               std::to_string(ids->size()) + "\n";
+               std::to_string(active->size()) + "\n";
       extra += "# HELP sagad_instances Unfinished instances by saga and status.\n"
                "# TYPE sagad_instances gauge\n";
       for (const auto& [labels, n] : by)
@@ -1440,18 +1442,18 @@ class Engine::Impl {
         for (auto& [id, lease] : owned_) lease.expires_at = now + options_.lease_ms;
       }
     }
-    auto active = store_.ListActiveIds();
+    auto active = store_.ListActive();
     if (active.ok()) {
-      for (const auto& id : *active) {
+      for (const auto& a : *active) {
+        const std::string& id = a.id;
         if (OwnedLease(id)) {
-          auto snap = store_.GetInstance(id);
           std::shared_ptr<Instance> cached;
           {
             std::lock_guard<std::mutex> l(cache_mu_);
             auto it = cache_.find(id);
             if (it != cache_.end()) cached = it->second;
           }
-          if (snap.ok() && cached && snap->value("version", uint64_t(0)) != cached->version()) {
+          if (cached && a.version != cached->version()) {
             Evict(id);
             Schedule(id);
           }

@@ -236,8 +236,10 @@ Status LmdbStore::PutSnapshot(MDB_txn* txn, const std::string& id,
     int rc = mdb_del(txn, active_, &k, nullptr);
     if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_del", rc);
   } else {
-    std::string version = SeqKey(snapshot.value("version", uint64_t(0)));
-    MDB_val v = Val(version);
+    // 8-byte version, saga, NUL, status.
+    std::string entry = SeqKey(snapshot.value("version", uint64_t(0))) +
+                        snapshot.value("saga", "") + '\0' + snapshot.value("status", "");
+    MDB_val v = Val(entry);
     int rc = mdb_put(txn, active_, &k, &v, 0);
     if (rc != 0) return LmdbError("mdb_put", rc);
   }
@@ -312,7 +314,7 @@ Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vect
 StatusOr<uint64_t> LmdbStore::StoredVersion(MDB_txn* txn, const std::string& id) {
   MDB_val k = Val(id), v;
   int rc = mdb_get(txn, active_, &k, &v);
-  if (rc == 0 && v.mv_size == 8) return SeqFromKey(v);
+  if (rc == 0 && v.mv_size >= 8) return SeqFromKey(v);
   if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_get", rc);
   auto cur = GetJson(txn, instances_, id);
   if (!cur.ok()) return cur.status();
@@ -589,17 +591,32 @@ StatusOr<InstancePage> LmdbStore::ListInstances(const InstanceFilter& filter, si
   return page;
 }
 
-StatusOr<std::vector<std::string>> LmdbStore::ListActiveIds() {
+StatusOr<std::vector<ActiveInstance>> LmdbStore::ListActive() {
   Txn txn(env_, false);
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
   Cursor cur(txn.get(), active_);
   if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
   int rc = 0;
-  std::vector<std::string> out;
+  std::vector<ActiveInstance> out;
   MDB_val k, v;
-  for (rc = cur.Get(&k, &v, MDB_FIRST); rc == 0;
-       rc = cur.Get(&k, &v, MDB_NEXT))
-    out.push_back(Str(k));
+  for (rc = cur.Get(&k, &v, MDB_FIRST); rc == 0; rc = cur.Get(&k, &v, MDB_NEXT)) {
+    ActiveInstance a;
+    a.id = Str(k);
+    std::string entry = Str(v);
+    size_t nul = entry.size() > 8 ? entry.find('\0', 8) : std::string::npos;
+    if (nul != std::string::npos) {
+      a.version = SeqFromKey(v);
+      a.saga = entry.substr(8, nul - 8);
+      a.status = entry.substr(nul + 1);
+    } else {  // an entry from before the index held more than the id
+      auto snap = GetJson(txn.get(), instances_, a.id);
+      if (!snap.ok()) continue;
+      a.version = snap->value("version", uint64_t(0));
+      a.saga = snap->value("saga", "");
+      a.status = snap->value("status", "");
+    }
+    out.push_back(std::move(a));
+  }
   return out;
 }
 

@@ -62,7 +62,7 @@ class LmdbStore : public Store {
                                const nlohmann::json& response) override;
   StatusOr<InstancePage> ListInstances(const InstanceFilter& filter, size_t limit,
                                        const std::string& cursor) override;
-  StatusOr<std::vector<std::string>> ListActiveIds() override;
+  StatusOr<std::vector<ActiveInstance>> ListActive() override;
 
  private:
   LmdbStore() = default;

@@ -80,6 +80,14 @@ struct InstancePage {
   std::string next_cursor;                // empty when there is no more
 };
 
+// One entry of the index of unfinished instances.
+struct ActiveInstance {
+  std::string id;
+  std::string saga;
+  std::string status;
+  uint64_t version = 0;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -147,8 +155,9 @@ class Store {
   // Newest first. `cursor` is the next_cursor of the previous page.
   virtual StatusOr<InstancePage> ListInstances(const InstanceFilter& filter, size_t limit,
                                                const std::string& cursor) = 0;
-  // Ids of instances that are not COMPLETED or COMPENSATED.
-  virtual StatusOr<std::vector<std::string>> ListActiveIds() = 0;
+  // Instances that are not COMPLETED or COMPENSATED, from a small index
+  // (no snapshot is read): id, saga, status and version as last committed.
+  virtual StatusOr<std::vector<ActiveInstance>> ListActive() = 0;
 };
 
 using StorePtr = std::unique_ptr<Store>;

@@ -86,8 +86,25 @@ TEST_F(LmdbStoreTest, ListsNewestFirstWithFiltersAndCursor) {
   EXPECT_TRUE(p2->next_cursor.empty());
   auto running = store_->ListInstances({"RUNNING", "", ""}, 10, "");
   EXPECT_EQ(running->instances.size(), 3u);
-  auto active = store_->ListActiveIds();
-  EXPECT_EQ(active->size(), 3u);
+  auto active = store_->ListActive();
+  ASSERT_EQ(active->size(), 3u);
+  EXPECT_EQ((*active)[0].status, "RUNNING");
+}
+
+TEST_F(LmdbStoreTest, TheIndexOfUnfinishedInstancesCarriesVersionSagaAndStatus) {
+  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {}, nullptr).ok());
+  ASSERT_TRUE(store_->Commit("a", 1, Snap("a", 2, "AWAITING_APPROVAL"), {Ev(2, "x")}, {}, {}, nullptr).ok());
+  auto active = store_->ListActive();
+  ASSERT_EQ(active->size(), 1u);
+  EXPECT_EQ((*active)[0].id, "a");
+  EXPECT_EQ((*active)[0].version, 2u);
+  EXPECT_EQ((*active)[0].status, "AWAITING_APPROVAL");
+  EXPECT_EQ((*active)[0].saga, Snap("a", 1).value("saga", ""));
+  // The compare-and-swap reads the version from the index.
+  EXPECT_EQ(store_->Commit("a", 1, Snap("a", 2), {Ev(3, "y")}, {}, {}, nullptr).code(),
+            StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store_->Commit("a", 2, Snap("a", 3, "COMPLETED"), {Ev(3, "y")}, {}, {}, nullptr).ok());
+  EXPECT_TRUE(store_->ListActive()->empty());
 }
 
 TEST_F(LmdbStoreTest, OutboxRecordsCommitWithTheTransitionAndComeOutInOrder) {
