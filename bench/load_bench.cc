@@ -277,18 +277,22 @@ int RecoveryMode(Downstream& downstream, Coordinator& sagad, int n) {
       resumed = ms;
       resumed_cpu = CpuMs(sagad.process().pid());
     }
-    // Held-up first calls that took effect before the kill are replayed,
-    // not repeated (deduplicating downstream): 3 effects per instance.
-    if (done < 0 && downstream.Effects()["total"].get<int64_t>() >= 3 * n) done = ms;
+    // Cheap to poll: sagad's gauge (the index of unfinished instances), not
+    // the downstream's effect list (which lists every key).
+    if (done < 0 && resumed >= 0 && Metric(sagad.port(), "sagad_instances_active") == 0) done = ms;
     return resumed >= 0 && done >= 0;
   }, std::chrono::seconds(300));
+  // Held-up first calls that took effect before the kill are replayed, not
+  // repeated (deduplicating downstream): 3 effects per instance.
   json e = downstream.Effects();
+  bool effects_ok = e["total"].get<int64_t>() == 3 * n && e["duplicates"] == 0;
   std::cout << std::fixed << std::setprecision(0) << "recovery of " << n
             << " in-flight instances: sagad serving after " << started << " ms, all resumed after "
             << resumed << " ms (sagad CPU by then " << resumed_cpu << " ms), all completed after "
             << done << " ms (from restart); duplicates "
-            << e["duplicates"] << "; " << Rss(sagad.process().pid()) << "\n";
-  return resumed >= 0 && done >= 0 && e["duplicates"] == 0 ? 0 : 1;
+            << e["duplicates"] << ", effects " << e["total"] << " (expected " << 3 * n << "); "
+            << Rss(sagad.process().pid()) << "\n";
+  return resumed >= 0 && done >= 0 && effects_ok ? 0 : 1;
 }
 
 }  // namespace
