@@ -223,7 +223,7 @@ nlohmann::json Instance::ToJson() const {
                       {"saga_version", saga_version_},
                       {"status", SagaStatusName(status())},
                       {"input", input_},
-                      {"steps", steps},
+                      {"steps", std::move(steps)},
                       {"created_at", created_at_},
                       {"updated_at", updated_at_},
                       {"last_seq", last_seq_},

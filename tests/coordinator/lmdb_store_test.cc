@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <lmdb.h>
 
+#include <atomic>
+#include <thread>
+
 #include "tests/testing/subprocess.h"
 
 namespace sagad {
@@ -38,6 +41,42 @@ TEST_F(LmdbStoreTest, CommitIsACompareAndSwapOnTheVersion) {
   ASSERT_TRUE(events.ok());
   ASSERT_EQ(events->size(), 2u);  // the losing commit wrote nothing
   EXPECT_EQ((*events)[1].type, "x");
+}
+
+// Group commit: many writers at once share transactions, yet each gets its
+// own answer: a refused compare-and-swap or a duplicate id fails only
+// itself, and everything acknowledged is there after a reopen.
+TEST_F(LmdbStoreTest, ConcurrentWritersEachGetTheirOwnAnswer) {
+  constexpr int kThreads = 8, kRounds = 50;
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      std::string id = "i" + std::to_string(t);
+      if (!store_->CreateInstance(Snap(id, 1), {Ev(1, "c")}, nullptr, {}, nullptr).ok()) ++wrong;
+      if (store_->CreateInstance(Snap(id, 1), {Ev(1, "c")}, nullptr, {}, nullptr).code() !=
+          StatusCode::kAlreadyExists)
+        ++wrong;
+      for (uint64_t v = 1; v <= kRounds; ++v) {
+        // A stale writer (expects an old version) is refused...
+        if (v > 1 && store_->Commit(id, v - 1, Snap(id, v), {Ev(int64_t(v) + 1, "stale")}, {}, {},
+                                    nullptr).code() != StatusCode::kFailedPrecondition)
+          ++wrong;
+        // ...and the right one, in the same or the next batch, is not.
+        if (!store_->Commit(id, v, Snap(id, v + 1), {Ev(int64_t(v) + 1, "x")}, {}, {}, nullptr).ok())
+          ++wrong;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong, 0);
+  store_.reset();
+  auto again = LmdbStore::Open(dir_.path());
+  ASSERT_TRUE(again.ok());
+  for (int t = 0; t < kThreads; ++t) {
+    std::string id = "i" + std::to_string(t);
+    EXPECT_EQ((*again)->GetInstance(id)->value("version", 0), kRounds + 1);
+    EXPECT_EQ((*again)->GetEvents(id)->size(), size_t(kRounds + 1));
+  }
 }
 
 TEST_F(LmdbStoreTest, EventsComeBackInOrderPerInstance) {
