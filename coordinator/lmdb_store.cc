@@ -304,7 +304,8 @@ Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vect
                                  const Submission* submission,
                                  const std::vector<nlohmann::json>& outbox, const Lease* lease) {
   const std::string id = snapshot.at("id").get<std::string>();
-  CommitRequest r{true, id, 0, &snapshot, &events, nullptr, submission, &outbox, lease};
+  CommitRequest r{WriteKind::kCreate, id, 0, &snapshot, &events, nullptr, submission, &outbox,
+                  lease};
   return GroupCommit(r);
 }
 
@@ -323,9 +324,19 @@ StatusOr<uint64_t> LmdbStore::StoredVersion(MDB_txn* txn, const std::string& id)
 
 // Checks r (reads only: the compare-and-swap, the lease, the keys that must
 // be new); a refusal is r's own result and leaves the transaction untouched.
-Status LmdbStore::Check(MDB_txn* txn, const CommitRequest& r) {
+Status LmdbStore::Check(MDB_txn* txn, CommitRequest& r) {
   const std::string& id = r.id;
-  if (r.create) {
+  if (r.kind == WriteKind::kSubmissionResponse) {
+    auto cur = GetJson(txn, submissions_, id);
+    if (!cur.ok()) return cur.status();
+    Submission s = Submission::FromJson(*cur);
+    if (s.response_status != 0) return Status::Ok();  // the first response stands
+    s.response_status = r.submission->response_status;
+    s.response = r.submission->response;
+    r.record = s.ToJson();
+    return Status::Ok();
+  }
+  if (r.kind == WriteKind::kCreate) {
     MDB_val k, existing;
     if (r.submission) {
       k = Val(r.submission->key);
@@ -361,10 +372,13 @@ Status LmdbStore::Check(MDB_txn* txn, const CommitRequest& r) {
 // and leaves the transaction unusable.
 Status LmdbStore::Write(MDB_txn* txn, const CommitRequest& r) {
   const std::string& id = r.id;
-  if (r.create && r.submission)
+  if (r.kind == WriteKind::kSubmissionResponse)
+    return r.record.is_null() ? Status::Ok() : PutJson(txn, submissions_, id, r.record);
+  const bool create = r.kind == WriteKind::kCreate;
+  if (create && r.submission)
     SAGAD_RETURN_IF_ERROR(PutJson(txn, submissions_, r.submission->key, r.submission->ToJson()));
-  if (r.create && r.lease) SAGAD_RETURN_IF_ERROR(PutJson(txn, leases_, id, r.lease->ToJson()));
-  if (!r.create && IsTerminalName(r.snapshot->value("status", ""))) {
+  if (create && r.lease) SAGAD_RETURN_IF_ERROR(PutJson(txn, leases_, id, r.lease->ToJson()));
+  if (!create && IsTerminalName(r.snapshot->value("status", ""))) {
     MDB_val k = Val(id);
     int rc = mdb_del(txn, leases_, &k, nullptr);
     if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_del", rc);
@@ -381,8 +395,8 @@ Status LmdbStore::Commit(const std::string& id, uint64_t expected_version,
                          const nlohmann::json& snapshot, const std::vector<Event>& events,
                          const std::vector<OperationRecord>& operations,
                          const std::vector<nlohmann::json>& outbox, const Lease* lease) {
-  CommitRequest r{false, id, expected_version, &snapshot, &events, &operations, nullptr, &outbox,
-                  lease};
+  CommitRequest r{WriteKind::kTransition, id, expected_version, &snapshot, &events, &operations,
+                  nullptr, &outbox, lease};
   return GroupCommit(r);
 }
 
@@ -543,18 +557,13 @@ StatusOr<Submission> LmdbStore::GetSubmission(const std::string& key) {
 
 Status LmdbStore::SetSubmissionResponse(const std::string& key, int status,
                                         const nlohmann::json& response) {
-  Txn txn(env_, true);
-  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
-  auto r = GetJson(txn.get(), submissions_, key);
-  if (!r.ok()) return r.status();
-  Submission s = Submission::FromJson(*r);
-  if (s.response_status != 0) return Status::Ok();  // the first response stands
-  s.response_status = status;
-  s.response = response;
-  SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), submissions_, key, s.ToJson()));
-  int rc = txn.Commit();
-  if (rc != 0) return LmdbError("mdb_txn_commit", rc);
-  return Status::Ok();
+  Submission answer;
+  answer.key = key;
+  answer.response_status = status;
+  answer.response = response;
+  CommitRequest r{WriteKind::kSubmissionResponse, key, 0, nullptr, nullptr, nullptr, &answer,
+                  nullptr, nullptr};
+  return GroupCommit(r);  // shares the fsync of the transitions around it
 }
 
 StatusOr<InstancePage> LmdbStore::ListInstances(const InstanceFilter& filter, size_t limit,

@@ -1,11 +1,19 @@
 // LmdbStore: the Store on one LMDB environment (a directory) with the named
 // databases instances, events (id + seq), operations (by idempotency key),
-// submissions (client Idempotency-Key), active (non-terminal ids), outbox
-// (8-byte big-endian commit order -> message), leases (id -> owner, expiry,
-// generation) and meta (schema_version). Every write is one LMDB write transaction, synced to disk
-// before it returns (no MDB_NOSYNC). Transitions (Commit) are group-committed:
-// concurrent callers share one write transaction and one fsync, each still
-// returning only once its own transition is durable. Several processes may open the same dir.
+// submissions (client Idempotency-Key), active (unfinished ids -> 8-byte
+// version, saga, status), outbox (8-byte big-endian commit order -> message),
+// leases (id -> owner, expiry, generation) and meta (schema_version).
+// Every write is synced to disk before it returns (no MDB_NOSYNC).
+// New instances, transitions and submission responses (CreateInstance,
+// Commit, SetSubmissionResponse) are group-committed: concurrent callers
+// share one write transaction and one fsync, each returning only once its
+// own write is durable (or refused: a refused check changes nothing and does
+// not affect the others of the batch). The first caller in the queue writes
+// the batch itself (leader/follower, as leveldb's DBImpl::Write), so a lone
+// caller pays no thread switch. The compare-and-swap of a transition reads
+// the version from `active` (8 bytes, not the snapshot); listing unfinished
+// instances reads no snapshot (entries written before the index held more
+// than the id fall back to it). Several processes may open the same dir.
 // Records carry schema_version; Open migrates older layouts explicitly
 // (0 -> 1) and refuses newer ones with a clear message.
 // Thread-safety: safe for concurrent use (LMDB serialises writers).
@@ -76,28 +84,30 @@ class LmdbStore : public Store {
   // One record, in a read transaction of its own.
   StatusOr<nlohmann::json> ReadJson(MDB_dbi dbi, const std::string& key);
 
-  // One queued write of the group commit: a new instance (create) or a
-  // transition of an existing one.
+  // One queued write of the group commit: a new instance, a transition of an
+  // existing one, or the response of a submission.
+  enum class WriteKind { kCreate, kTransition, kSubmissionResponse };
   struct CommitRequest {
-    CommitRequest(bool c, const std::string& i, uint64_t ev, const nlohmann::json* snap,
+    CommitRequest(WriteKind k, const std::string& i, uint64_t ev, const nlohmann::json* snap,
                   const std::vector<Event>* evs, const std::vector<OperationRecord>* ops,
                   const Submission* sub, const std::vector<nlohmann::json>* out, const Lease* l)
-        : create(c), id(i), expected_version(ev), snapshot(snap), events(evs), operations(ops),
+        : kind(k), id(i), expected_version(ev), snapshot(snap), events(evs), operations(ops),
           submission(sub), outbox(out), lease(l) {}
-    bool create;
-    const std::string& id;
+    WriteKind kind;
+    const std::string& id;                           // instance id (submission key)
     uint64_t expected_version;
     const nlohmann::json* snapshot;
     const std::vector<Event>* events;
     const std::vector<OperationRecord>* operations;  // transitions only
-    const Submission* submission;                   // creates only; may be null
+    const Submission* submission;  // creates (may be null); responses: key, status, response
     const std::vector<nlohmann::json>* outbox;
     const Lease* lease;
+    nlohmann::json record;  // responses: the record to write, prepared by Check (null: none)
     Status result;
     bool done = false;
     std::condition_variable cv;  // signalled when done or when it leads
   };
-  Status Check(MDB_txn* txn, const CommitRequest& r);
+  Status Check(MDB_txn* txn, CommitRequest& r);
   Status Write(MDB_txn* txn, const CommitRequest& r);
   // Queues r and returns once it is durable (or refused).
   Status GroupCommit(CommitRequest& r);
