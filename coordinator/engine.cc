@@ -747,6 +747,7 @@ class Engine::Impl {
         if (ss == SagaStatus::kRunning || ss == SagaStatus::kAwaitingApproval ||
             ss == SagaStatus::kCompensating)
           Transition(id, [&](Tx& tx) { return tx.Saga(SagaEvent::kEscalate, {{"reason", why}}); });
+        MarkRecovered(id);
         return false;
       }
       Next next = Next::kStop;
@@ -868,9 +869,13 @@ class Engine::Impl {
 
   // The first action of an instance found at start-up is done (or it needs
   // none): its recovery latency is known.
+  // Round robin (and no chaining) while instances found at start-up wait to
+  // be resumed; bounded in time so that an instance that is somehow never
+  // marked cannot keep this process in that mode.
   bool RecoveryInProgress() {
     std::lock_guard<std::mutex> l(recovery_mu_);
-    return !recovering_.empty();
+    return !recovering_.empty() &&
+           clock_.SteadyNow() - recovery_start_ < std::chrono::seconds(60);
   }
   // An instance this process will not resume (owned elsewhere, unreadable).
   void ForgetRecovery(const std::string& id) {
