@@ -3,10 +3,13 @@
 // the Adapter and records every transition durably in the Store before the
 // next thing happens:
 //   STARTED is durable before a request leaves; an outcome is durable before
-//   the next step starts; an unclear outcome is reconciled (asked) before any
-//   re-send; a COMMITTED step is never executed again.
+//   the next step starts (a committed step's outcome and the next step's
+//   STARTED record may share one commit); an unclear outcome is reconciled
+//   (asked) before any re-send; a COMMITTED step is never executed again.
 // One driver per instance at a time; many instances concurrently on a bounded
 // worker pool (Boost.Asio thread_pool), with backoff timers on an io_context.
+// After a restart, instances found unfinished are resumed round robin (one
+// action each, then the back of the queue) until all were resumed.
 // Operator and client actions (submit, approve, reject, cancel, resolve) are
 // transitions too, serialised per instance and checked by compare-and-swap.
 // Thread-safety: all public methods are thread-safe.
