@@ -173,7 +173,7 @@ struct Bench {
     std::cout << std::left << std::setw(6) << "conc" << std::setw(12) << "sagas/s" << std::setw(11)
               << "p50 ms" << std::setw(11) << "p99 ms" << std::setw(13) << "base sagas/s"
               << std::setw(9) << "ratio" << std::setw(14) << "sagad cpu ms" << std::setw(13)
-              << "svc cpu ms" << "txns/saga\n";
+              << "svc cpu ms" << std::setw(11) << "txns/saga" << "fsyncs/saga\n";
   }
 
   // One row: the baseline, then the same load through sagad. Returns sagas/s.
@@ -213,6 +213,7 @@ struct Bench {
     }
     double cpu0 = CpuMs(sagad.process().pid()), es0 = CpuMs(downstream.pid());
     double tx0 = Metric(sp, "sagad_store_commit_seconds_count");
+    double sync0 = Metric(sp, "sagad_store_synced_commits_total");
     std::atomic<int> failures{0};
     Result r = Drive(n, c, [&](int t, int) {
       auto res = clients[t]->Post("/v1/sagas/order_fulfilment/instances?wait=30", body, "application/json");
@@ -225,13 +226,14 @@ struct Bench {
     });
     double cpu = CpuMs(sagad.process().pid()) - cpu0, escpu = CpuMs(downstream.pid()) - es0;
     double txns = Metric(sp, "sagad_store_commit_seconds_count") - tx0;
+    double syncs = Metric(sp, "sagad_store_synced_commits_total") - sync0;
     total += n;
     if (failures) ok = false;
     std::cout << std::left << std::fixed << std::setprecision(1) << std::setw(6) << c << std::setw(12)
               << r.per_sec << std::setw(11) << r.p50 << std::setw(11) << r.p99 << std::setw(13)
               << base.per_sec << std::setw(9) << std::setprecision(3) << r.per_sec / base.per_sec
               << std::setprecision(2) << std::setw(14) << cpu / n << std::setw(13) << escpu / n
-              << txns / n << (failures ? "  FAILURES: " + std::to_string(failures.load()) : "")
+              << std::setw(11) << txns / n << syncs / n << (failures ? "  FAILURES: " + std::to_string(failures.load()) : "")
               << "\n";
     return {r.per_sec, r.per_sec / base.per_sec};
   }

@@ -1,5 +1,7 @@
 #include "coordinator/lmdb_store.h"
 
+#include <atomic>
+
 #include <sys/stat.h>
 
 #include <cstring>
@@ -24,10 +26,12 @@ std::string EventKey(const std::string& id, int64_t seq) {
   return k;
 }
 
-// A transaction that aborts unless committed.
+// A transaction that aborts unless committed. `synced` (write transactions)
+// counts the ones committed: each is made durable by LMDB with an fdatasync
+// of the data file and a synchronous write of the meta page.
 class Txn {
  public:
-  Txn(MDB_env* env, bool write) {
+  Txn(MDB_env* env, bool write, std::atomic<uint64_t>* synced = nullptr) : synced_(synced) {
     rc_ = mdb_txn_begin(env, nullptr, write ? 0 : MDB_RDONLY, &txn_);
   }
   ~Txn() {
@@ -38,12 +42,14 @@ class Txn {
   int Commit() {
     int rc = mdb_txn_commit(txn_);
     txn_ = nullptr;
+    if (rc == 0 && synced_) ++*synced_;
     return rc;
   }
 
  private:
   MDB_txn* txn_ = nullptr;
   int rc_ = 0;
+  std::atomic<uint64_t>* synced_;
 };
 
 // A cursor closed on every path out of its scope.
@@ -280,7 +286,7 @@ StatusOr<std::vector<OutboxRecord>> LmdbStore::PeekOutbox(size_t max) {
 }
 
 Status LmdbStore::AckOutbox(uint64_t seq) {
-  Txn txn(env_, true);
+  Txn txn(env_, true, &synced_commits_);
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
   std::string key = SeqKey(seq);
   MDB_val k = Val(key);
@@ -412,7 +418,7 @@ Status LmdbStore::GroupCommit(CommitRequest& r) {
   if (r.done) return r.result;
   std::vector<CommitRequest*> batch(group_queue_.begin(), group_queue_.end());
   l.unlock();
-  Txn txn(env_, true);
+  Txn txn(env_, true, &synced_commits_);
   Status batch_status = txn.rc() == 0 ? Status::Ok() : LmdbError("mdb_txn_begin", txn.rc());
   for (CommitRequest* w : batch) {
     if (!batch_status.ok()) break;
@@ -454,7 +460,7 @@ StatusOr<Lease> LmdbStore::TakeLease(MDB_txn* txn, const std::string& id,
 StatusOr<Lease> LmdbStore::AcquireLease(const std::string& id, const std::string& owner,
                                          int64_t now_ms, int64_t ttl_ms,
                                          const std::string& successor_of) {
-  Txn txn(env_, true);
+  Txn txn(env_, true, &synced_commits_);
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
   auto l = TakeLease(txn.get(), id, owner, now_ms, ttl_ms, successor_of);
   if (!l.ok()) return l.status();
@@ -466,7 +472,7 @@ StatusOr<Lease> LmdbStore::AcquireLease(const std::string& id, const std::string
 StatusOr<std::map<std::string, Lease>> LmdbStore::AcquireLeases(
     const std::vector<std::string>& ids, const std::string& owner, int64_t now_ms,
     int64_t ttl_ms, const std::string& successor_of) {
-  Txn txn(env_, true);
+  Txn txn(env_, true, &synced_commits_);
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
   std::map<std::string, Lease> taken;
   for (const auto& id : ids) {
@@ -482,7 +488,7 @@ StatusOr<std::map<std::string, Lease>> LmdbStore::AcquireLeases(
 StatusOr<std::vector<std::string>> LmdbStore::RenewLeases(const std::string& owner,
                                                           const std::vector<std::string>& ids,
                                                           int64_t now_ms, int64_t ttl_ms) {
-  Txn txn(env_, true);
+  Txn txn(env_, true, &synced_commits_);
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
   std::vector<std::string> lost;
   for (const auto& id : ids) {
@@ -599,6 +605,8 @@ StatusOr<InstancePage> LmdbStore::ListInstances(const InstanceFilter& filter, si
   }
   return page;
 }
+
+uint64_t LmdbStore::SyncedCommits() const { return synced_commits_; }
 
 StatusOr<std::vector<ActiveInstance>> LmdbStore::ListActive() {
   Txn txn(env_, false);

@@ -21,6 +21,7 @@
 
 #include <lmdb.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -71,6 +72,7 @@ class LmdbStore : public Store {
   StatusOr<InstancePage> ListInstances(const InstanceFilter& filter, size_t limit,
                                        const std::string& cursor) override;
   StatusOr<std::vector<ActiveInstance>> ListActive() override;
+  uint64_t SyncedCommits() const override;
 
  private:
   LmdbStore() = default;
@@ -113,6 +115,7 @@ class LmdbStore : public Store {
   Status GroupCommit(CommitRequest& r);
   StatusOr<uint64_t> StoredVersion(MDB_txn* txn, const std::string& id);
 
+  std::atomic<uint64_t> synced_commits_{0};
   std::mutex group_mu_;
   std::deque<CommitRequest*> group_queue_;  // front: the current leader
 

@@ -158,6 +158,9 @@ class Store {
   // Instances that are not COMPLETED or COMPENSATED, from a small index
   // (no snapshot is read): id, saga, status and version as last committed.
   virtual StatusOr<std::vector<ActiveInstance>> ListActive() = 0;
+  // Durable write transactions committed by this process so far (each one
+  // sync of the storage; group commit makes them fewer than transitions).
+  virtual uint64_t SyncedCommits() const = 0;
 };
 
 using StorePtr = std::unique_ptr<Store>;
