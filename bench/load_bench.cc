@@ -162,6 +162,21 @@ Result Drive(int n, int c, Job job) {
   return {n / secs, pct(0.50), pct(0.99)};
 }
 
+// c keep-alive clients of port, each connected now (one GET of `path`), one
+// by one: cpp-httplib's listen backlog is small. read_timeout_s 0: default.
+std::vector<std::unique_ptr<httplib::Client>> Connected(int c, int port, const char* path,
+                                                        int read_timeout_s = 0) {
+  std::vector<std::unique_ptr<httplib::Client>> out(c);
+  for (auto& cl : out) {
+    cl = std::make_unique<httplib::Client>("127.0.0.1", port);
+    cl->set_keep_alive(true);
+    cl->set_tcp_nodelay(true);
+    if (read_timeout_s > 0) cl->set_read_timeout(read_timeout_s, 0);
+    cl->Get(path);
+  }
+  return out;
+}
+
 struct Bench {
   Downstream& downstream;
   Coordinator& sagad;
@@ -183,13 +198,7 @@ struct Bench {
     const std::string body = json{{"input", OrderInput()}}.dump();
     int n = c == 1 ? std::min(sagas, 300) : sagas;
     // Engine-free baseline: the same three calls, made directly.
-    std::vector<std::unique_ptr<httplib::Client>> direct(c);
-    for (auto& cl : direct) {
-      cl = std::make_unique<httplib::Client>("127.0.0.1", es);
-      cl->set_keep_alive(true);
-      cl->set_tcp_nodelay(true);
-      cl->Get("/_effects");  // connect now, one by one
-    }
+    auto direct = Connected(c, es, "/_effects");
     static std::atomic<int> seq{0};
     Result base = Drive(n, c, [&](int t, int) {
       std::string k = "base-" + std::to_string(seq++);
@@ -203,14 +212,7 @@ struct Bench {
                       json{{"address", in["address"]}}.dump(), "application/json");
     });
     // Through sagad.
-    std::vector<std::unique_ptr<httplib::Client>> clients(c);
-    for (auto& cl : clients) {
-      cl = std::make_unique<httplib::Client>("127.0.0.1", sp);
-      cl->set_keep_alive(true);
-      cl->set_tcp_nodelay(true);
-      cl->set_read_timeout(60, 0);
-      cl->Get("/healthz");  // connect now, one by one: the listen backlog is small
-    }
+    auto clients = Connected(c, sp, "/healthz", 60);
     double cpu0 = CpuMs(sagad.process().pid()), es0 = CpuMs(downstream.pid());
     double tx0 = Metric(sp, "sagad_store_commit_seconds_count");
     double sync0 = Metric(sp, "sagad_store_synced_commits_total");

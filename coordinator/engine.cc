@@ -721,11 +721,12 @@ class Engine::Impl {
   // is resumed before any runs to its end.
   bool Drive(const std::string& id) {
     for (int round = 0; round < 10000 && !Stopping(); ++round) {
-      // Owned at the previous round and not now: it finished (a terminal
-      // commit gives the lease up) or another process took it. Either way
-      // there is nothing more to do here.
-      if (round > 0 && !OwnedLease(id)) return false;
-      if (!EnsureOwned(id)) {  // another live process drives it
+      if (round > 0) {
+        // Owned at the previous round and not now: it finished (a terminal
+        // commit gives the lease up) or another process took it. Either way
+        // there is nothing more to do here.
+        if (!OwnedLease(id)) return false;
+      } else if (!EnsureOwned(id)) {  // another live process drives it
         ForgetRecovery(id);
         return false;
       }
@@ -993,6 +994,13 @@ class Engine::Impl {
     });
   }
 
+  // The args hash a step's key is bound to: that of its first send, else
+  // that of its approval ("" if neither).
+  static std::string BoundArgsHash(const StepState& st) {
+    if (!st.args_hash.empty()) return st.args_hash;
+    return st.approval.is_object() ? st.approval.value("args_hash", "") : "";
+  }
+
   // ---- forward ----
   Next Execute(const std::string& id, const SagaDefinition& def, const Instance& inst, int i) {
     const StepDefinition& sd = def.steps[i];
@@ -1008,8 +1016,7 @@ class Engine::Impl {
       });
     }
     const std::string key = id + ":" + sd.name;
-    std::string bound = st.args_hash;
-    if (bound.empty() && st.approval.is_object()) bound = st.approval.value("args_hash", "");
+    std::string bound = BoundArgsHash(st);
     if (!bound.empty() && bound != r->hash) {
       return Transition(id, [&](Tx& tx) {
         return Escalate(tx, i, "idempotency key " + key +
@@ -1125,7 +1132,7 @@ class Engine::Impl {
     if (!adapter_.Service(sd.forward.service)) return Status::Ok();
     auto r = Render(inst, sd.forward);
     if (!r.ok()) return Status::Ok();
-    std::string bound = st.approval.is_object() ? st.approval.value("args_hash", "") : "";
+    std::string bound = BoundArgsHash(st);
     if (!bound.empty() && bound != r->hash) return Status::Ok();
     SAGAD_RETURN_IF_ERROR(tx.Step(a.step, StepEvent::kStart,
                                   {{"key", inst.id() + ":" + sd.name},

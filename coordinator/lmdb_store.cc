@@ -227,6 +227,13 @@ static uint64_t SeqFromKey(const MDB_val& v) {
   return seq;
 }
 
+// The `active` entry of an unfinished instance: 8-byte big-endian version,
+// saga, NUL, status (read back by IndexedState).
+static std::string ActiveEntry(const nlohmann::json& snapshot) {
+  return SeqKey(snapshot.value("version", uint64_t(0))) + snapshot.value("saga", "") + '\0' +
+         snapshot.value("status", "");
+}
+
 Status LmdbStore::WriteEvents(MDB_txn* txn, const std::string& id,
                               const std::vector<Event>& events) {
   for (const Event& e : events)
@@ -242,9 +249,7 @@ Status LmdbStore::PutSnapshot(MDB_txn* txn, const std::string& id,
     int rc = mdb_del(txn, active_, &k, nullptr);
     if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_del", rc);
   } else {
-    // 8-byte version, saga, NUL, status.
-    std::string entry = SeqKey(snapshot.value("version", uint64_t(0))) +
-                        snapshot.value("saga", "") + '\0' + snapshot.value("status", "");
+    std::string entry = ActiveEntry(snapshot);
     MDB_val v = Val(entry);
     int rc = mdb_put(txn, active_, &k, &v, 0);
     if (rc != 0) return LmdbError("mdb_put", rc);
@@ -315,17 +320,39 @@ Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vect
   return GroupCommit(r);
 }
 
-// The stored version of an instance: from the 8 bytes in `active` for an
-// unfinished one, else (finished, or written before the index held
-// versions) from its snapshot.
+// Version, saga and status of `id`: from its `active` entry (`entry`, may be
+// null) when that is a full one, else (a finished instance, or an entry
+// written before the index held more than the id) from its snapshot.
+StatusOr<ActiveInstance> LmdbStore::IndexedState(MDB_txn* txn, const std::string& id,
+                                                 const MDB_val* entry) {
+  ActiveInstance a;
+  a.id = id;
+  if (entry && entry->mv_size > 8) {
+    const char* p = static_cast<const char*>(entry->mv_data);
+    const char* nul = static_cast<const char*>(std::memchr(p + 8, '\0', entry->mv_size - 8));
+    if (nul) {
+      a.version = SeqFromKey(*entry);
+      a.saga.assign(p + 8, nul);
+      a.status.assign(nul + 1, p + entry->mv_size);
+      return a;
+    }
+  }
+  auto snap = GetJson(txn, instances_, id);
+  if (!snap.ok()) return snap.status();
+  a.version = snap->value("version", uint64_t(0));
+  a.saga = snap->value("saga", "");
+  a.status = snap->value("status", "");
+  return a;
+}
+
+// The stored version of an instance (the compare-and-swap's).
 StatusOr<uint64_t> LmdbStore::StoredVersion(MDB_txn* txn, const std::string& id) {
   MDB_val k = Val(id), v;
   int rc = mdb_get(txn, active_, &k, &v);
-  if (rc == 0 && v.mv_size >= 8) return SeqFromKey(v);
   if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_get", rc);
-  auto cur = GetJson(txn, instances_, id);
-  if (!cur.ok()) return cur.status();
-  return cur->value("version", uint64_t(0));
+  auto a = IndexedState(txn, id, rc == 0 ? &v : nullptr);
+  if (!a.ok()) return a.status();
+  return a->version;
 }
 
 // Checks r (reads only: the compare-and-swap, the lease, the keys that must
@@ -617,22 +644,8 @@ StatusOr<std::vector<ActiveInstance>> LmdbStore::ListActive() {
   std::vector<ActiveInstance> out;
   MDB_val k, v;
   for (rc = cur.Get(&k, &v, MDB_FIRST); rc == 0; rc = cur.Get(&k, &v, MDB_NEXT)) {
-    ActiveInstance a;
-    a.id = Str(k);
-    std::string entry = Str(v);
-    size_t nul = entry.size() > 8 ? entry.find('\0', 8) : std::string::npos;
-    if (nul != std::string::npos) {
-      a.version = SeqFromKey(v);
-      a.saga = entry.substr(8, nul - 8);
-      a.status = entry.substr(nul + 1);
-    } else {  // an entry from before the index held more than the id
-      auto snap = GetJson(txn.get(), instances_, a.id);
-      if (!snap.ok()) continue;
-      a.version = snap->value("version", uint64_t(0));
-      a.saga = snap->value("saga", "");
-      a.status = snap->value("status", "");
-    }
-    out.push_back(std::move(a));
+    auto a = IndexedState(txn.get(), Str(k), &v);
+    if (a.ok()) out.push_back(std::move(*a));
   }
   return out;
 }

@@ -114,6 +114,8 @@ class LmdbStore : public Store {
   // Queues r and returns once it is durable (or refused).
   Status GroupCommit(CommitRequest& r);
   StatusOr<uint64_t> StoredVersion(MDB_txn* txn, const std::string& id);
+  StatusOr<ActiveInstance> IndexedState(MDB_txn* txn, const std::string& id,
+                                        const MDB_val* entry);
 
   std::atomic<uint64_t> synced_commits_{0};
   std::mutex group_mu_;
