@@ -25,6 +25,9 @@ struct ServiceConfig {
   bool queryable = true;   // answers GET <operations_path>
   bool idempotent = true;  // deduplicates by Idempotency-Key
   std::string operations_path = "/operations/{key}";
+  // Replies with a larger body are not read: the outcome is UNKNOWN (a
+  // forward call is then reconciled), never stored.
+  size_t max_response_bytes = size_t(1) << 20;
   RetryPolicy retry;               // default for the steps that call it
   RetryBudgetConfig retry_budget;  // token bucket shared by its re-sends
 };

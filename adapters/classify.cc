@@ -1,4 +1,5 @@
 #include "adapters/classify.h"
+#include "sagas/json_limits.h"
 
 namespace sagad {
 
@@ -29,7 +30,7 @@ std::string ExternalRef(const nlohmann::json& result) {
   for (const char* f : {"ref", "id"}) {
     auto it = result.find(f);
     if (it == result.end() || it->is_null()) continue;
-    return it->is_string() ? it->get<std::string>() : it->dump();
+    return it->is_string() ? it->get<std::string>() : DumpJson(*it);
   }
   return "";
 }

@@ -24,12 +24,39 @@ void SplitBaseUrl(const std::string& url, std::string* origin, std::string* pref
   }
 }
 
+// A reply body as a result: its JSON, else {"raw": the first 4 KiB as text}.
+// Bytes that are not UTF-8 are kept as \xHH (the JSON parser refuses them).
 nlohmann::json ParseBody(const std::string& body) {
   if (body.empty()) return nlohmann::json::object();
-  if (!JsonDepthWithin(body)) return {{"raw", body.substr(0, 4096)}};
+  if (!JsonDepthWithin(body)) return {{"raw", SanitizeUtf8(body.substr(0, 4096))}};
   nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return {{"raw", body.substr(0, 4096)}};
+  if (j.is_discarded()) return {{"raw", SanitizeUtf8(body.substr(0, 4096))}};
   return j;
+}
+
+// Sends hreq, reading at most max_bytes of the reply body (more is never
+// buffered: the read is cancelled). *too_large says it was.
+httplib::Result SendCapped(httplib::Client& client, httplib::Request& hreq, size_t max_bytes,
+                           bool* too_large) {
+  auto body = std::make_shared<std::string>();
+  *too_large = false;
+  hreq.content_receiver = [body, max_bytes, too_large](const char* data, size_t n, uint64_t,
+                                                        uint64_t) {
+    if (body->size() + n > max_bytes) {
+      *too_large = true;
+      return false;
+    }
+    body->append(data, n);
+    return true;
+  };
+  httplib::Result res = client.send(hreq);
+  if (res) res->body = std::move(*body);
+  return res;
+}
+
+std::string TooLarge(size_t max_bytes) {
+  return "reply larger than " + std::to_string(max_bytes) +
+         " bytes (max_response_bytes): not read, outcome unknown";
 }
 
 }  // namespace
@@ -107,7 +134,13 @@ CallResult HttpAdapter::Call(const CallRequest& req) {
     hreq.headers.emplace("Content-Type", "application/json");
   }
   auto client = pool.Acquire();
-  httplib::Result res = client->send(hreq);
+  bool too_large = false;
+  httplib::Result res = SendCapped(*client, hreq, pool.config.max_response_bytes, &too_large);
+  if (too_large) {
+    out.outcome = Outcome::kUnknown;
+    out.error = TooLarge(pool.config.max_response_bytes);
+    return out;
+  }
   if (!res) {
     httplib::Error err = res.error();
     bool sent = !(err == httplib::Error::Connection ||
@@ -124,7 +157,7 @@ CallResult HttpAdapter::Call(const CallRequest& req) {
     out.result = ParseBody(res->body);
     out.external_ref = ExternalRef(out.result);
   } else {
-    out.error = "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 512);
+    out.error = "HTTP " + std::to_string(res->status) + ": " + SanitizeUtf8(res->body.substr(0, 512));
   }
   pool.Release(std::move(client));
   return out;
@@ -151,7 +184,12 @@ QueryResult HttpAdapter::Query(const std::string& service, const std::string& ke
   hreq.headers.emplace("Saga-Fencing-Token", std::to_string(fencing_token));
   hreq.headers.emplace("Saga-Attempt", std::to_string(attempt));
   auto client = pool.Acquire();
-  httplib::Result res = client->send(hreq);
+  bool too_large = false;
+  httplib::Result res = SendCapped(*client, hreq, pool.config.max_response_bytes, &too_large);
+  if (too_large) {
+    out.error = "reconciliation query: " + TooLarge(pool.config.max_response_bytes);
+    return out;
+  }
   if (!res) {
     out.error = std::string("reconciliation query failed: ") + httplib::to_string(res.error());
     return out;

@@ -1,4 +1,5 @@
 #include "adapters/sha256.h"
+#include "sagas/json_limits.h"
 
 #include <openssl/evp.h>
 
@@ -22,7 +23,7 @@ std::string Sha256Hex(const std::string& data) {
 }
 
 std::string CanonicalJson(const nlohmann::json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return DumpJson(j);  // objects print with sorted keys
 }
 
 }  // namespace sagad

@@ -63,6 +63,11 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
           sc.queryable = s.value("queryable", sc.queryable);
           sc.idempotent = s.value("idempotent", sc.idempotent);
           sc.operations_path = s.value("operations_path", sc.operations_path);
+          int64_t max_reply = s.value("max_response_bytes", int64_t(sc.max_response_bytes));
+          if (max_reply < 1024 || max_reply > (int64_t(1) << 30))
+            return InvalidArgument("service '" + name +
+                                   "': max_response_bytes must be from 1024 to 1073741824");
+          sc.max_response_bytes = static_cast<size_t>(max_reply);
           if (s.contains("retry")) {
             auto r = RetryPolicy::FromJson(s["retry"]);
             if (!r.ok()) return InvalidArgument("service '" + name + "': " + r.status().message());

@@ -1,4 +1,5 @@
 #include "coordinator/engine.h"
+#include "sagas/json_limits.h"
 
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
@@ -49,7 +50,7 @@ void Log(nlohmann::json line) {
   line["ts"] = ts;
   line["level"] = "info";
   std::lock_guard<std::mutex> l(mu);
-  std::cerr << line.dump() << "\n";
+  std::cerr << DumpJson(line) << "\n";
 }
 
 std::string NewInstanceId(int64_t now_ms) {
@@ -614,6 +615,13 @@ class Engine::Impl {
           return FailedPrecondition("step '" + st.name +
                                     "' has an unknown outcome; resolve it before compensating");
       }
+      SagaDefinitionPtr def = Definition(inst.saga(), inst.saga_version());
+      if (!def) return Internal("definition of " + inst.saga() + " is not registered");
+      for (size_t i = 0; i < inst.steps().size(); ++i)
+        if (def->steps[i].irreversible && inst.step(i).status() == StepStatus::kCommitted)
+          return FailedPrecondition("cannot undo '" + def->steps[i].name +
+                                    "': it is irreversible and committed; the saga can only "
+                                    "go forward (resolve, retry or skip its steps)");
       for (size_t i = 0; i < inst.steps().size(); ++i)
         if (inst.step(i).status() == StepStatus::kAwaitingApproval)
           SAGAD_RETURN_IF_ERROR(tx.Step(static_cast<int>(i), StepEvent::kReject,
@@ -1167,17 +1175,31 @@ class Engine::Impl {
          {"answer", q.outcome == QueryOutcome::kHappened      ? "happened"
                     : q.outcome == QueryOutcome::kNotHappened ? "not_happened"
                                                               : "unknown"}});
+    const RetryPolicy policy = RetryFor(sd, sd.forward.service);
     if (q.outcome == QueryOutcome::kNotHappened) {
-      if (inst.status() == SagaStatus::kRunning) return Execute(id, def, inst, i);  // same key
-      // Turning back: it never happened, so there is nothing to send or undo.
+      // It never happened: back to PLANNED. Running, it is sent again with the
+      // same key after a backoff, within max_attempts sends (a downstream that
+      // keeps answering unclearly is not hammered); turning back, there is
+      // nothing to send or undo.
       return Transition(id, [&](Tx& tx) -> Status {
-        StepStatus ss = tx.inst().step(i).status();
-        if (ss != StepStatus::kStarted && ss != StepStatus::kUnknown)
+        const StepState& cur = tx.inst().step(i);
+        if (cur.status() != StepStatus::kStarted && cur.status() != StepStatus::kUnknown)
           return FailedPrecondition("step moved on");
-        return tx.Step(i, StepEvent::kNotExecuted, {{"error", "confirmed not executed"}});
+        const std::string why = "confirmed not executed after: " + cur.last_error;
+        if (tx.inst().status() != SagaStatus::kRunning)
+          return tx.Step(i, StepEvent::kNotExecuted, {{"error", "confirmed not executed"}});
+        int64_t now = clock_.NowMillis();
+        if (!MayRetry(sd, policy, cur.attempts, cur.first_sent_at, now)) {
+          SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", why}}));
+          return GiveUp(tx, def, "step '" + sd.name + "' did not take effect in " +
+                                     std::to_string(cur.attempts) + " attempts: " + why);
+        }
+        return tx.Step(i, StepEvent::kNotExecuted,
+                       {{"error", why},
+                        {"retry_at", now + BackoffMillis(policy, cur.attempts,
+                                                         [this] { return Random(); })}});
       });
     }
-    const RetryPolicy policy = RetryFor(sd, sd.forward.service);
     return Transition(id, [&](Tx& tx) -> Status {
       StepStatus ss = tx.inst().step(i).status();
       if (ss != StepStatus::kStarted && ss != StepStatus::kUnknown)

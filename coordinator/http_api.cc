@@ -3,6 +3,8 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <limits>
+#include <regex>
 #include <set>
 
 #include "adapters/sha256.h"
@@ -39,7 +41,7 @@ void Problem(const httplib::Request& req, httplib::Response& res, int status,
                       {"detail", detail},
                       {"instance", req.path}};
   res.status = status;
-  res.set_content(p.dump(), "application/problem+json");
+  res.set_content(DumpJson(p), "application/problem+json");
 }
 
 void ProblemFromStatus(const httplib::Request& req, httplib::Response& res, const Status& s) {
@@ -58,13 +60,27 @@ void ProblemFromStatus(const httplib::Request& req, httplib::Response& res, cons
 
 void Json(httplib::Response& res, int status, const nlohmann::json& j) {
   res.status = status;
-  res.set_content(j.dump(), "application/json");
+  res.set_content(DumpJson(j), "application/json");
+}
+
+// "application/json", optionally with parameters ("; charset=utf-8").
+bool IsJsonContentType(const std::string& value) {
+  std::string media = value.substr(0, value.find(';'));
+  while (!media.empty() && (media.back() == ' ' || media.back() == '\t')) media.pop_back();
+  for (char& c : media) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return media == "application/json";
 }
 
 // Parses the request body as a JSON object ({} when empty). False (and a
 // problem response) when it is not.
 bool BodyObject(const httplib::Request& req, httplib::Response& res, nlohmann::json* out,
                 bool allow_empty) {
+  // Every POST says it is JSON, even with an empty body: a cross-site form
+  // or no-cors fetch cannot, so no other site can ride a loopback sagad.
+  if (!IsJsonContentType(req.get_header_value("Content-Type"))) {
+    Problem(req, res, 415, "Content-Type must be application/json");
+    return false;
+  }
   if (req.body.empty() && allow_empty) {
     *out = nlohmann::json::object();
     return true;
@@ -120,6 +136,47 @@ bool ConstantTimeEquals(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+// Framing and encoding checks made before a request is routed (its body is
+// not read yet). An empty string when the request may go on, else why not.
+std::string RefuseBeforeRouting(const httplib::Request& req) {
+  size_t lengths = req.get_header_value_count("Content-Length");
+  if (lengths > 1) return "more than one Content-Length header";
+  if (lengths == 1) {
+    std::string v = req.get_header_value("Content-Length");
+    if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos)
+      return "Content-Length must be one decimal number";
+    if (req.has_header("Transfer-Encoding"))
+      return "a request may not carry both Content-Length and Transfer-Encoding";
+  }
+  if (!IsValidUtf8(req.path)) return "the request path is not valid UTF-8 once percent-decoded";
+  for (const auto& [k, v] : req.params)
+    if (!IsValidUtf8(k) || !IsValidUtf8(v))
+      return "query parameter '" + SanitizeUtf8(k) + "' is not valid UTF-8 once percent-decoded";
+  const std::string key = req.get_header_value("Idempotency-Key");
+  if (!IsValidUtf8(key)) return "Idempotency-Key is not valid UTF-8";
+  for (unsigned char c : key)
+    if (c < 0x20 || c == 0x7f) return "Idempotency-Key contains a control character";
+  return "";
+}
+
+// A page cursor is an instance id: letters, digits and -_.: only.
+bool ValidCursor(const std::string& c) {
+  if (c.size() > 128) return false;
+  for (unsigned char ch : c)
+    if (!std::isalnum(ch) && ch != '-' && ch != '_' && ch != '.' && ch != ':') return false;
+  return true;
+}
+
+// A positive 32-bit version from text; false when it is anything else.
+bool ParseVersion(const std::string& v, int* out) {
+  if (v.empty() || v.size() > 10 || v.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  long long n = std::stoll(v);
+  if (n < 1 || n > std::numeric_limits<int>::max()) return false;
+  *out = static_cast<int>(n);
+  return true;
+}
+
 }  // namespace
 
 class ApiServer::Impl {
@@ -140,9 +197,25 @@ class ApiServer::Impl {
           }
           Problem(req, res, 500, "internal error: " + what);
         });
+    server_.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+      std::string why = RefuseBeforeRouting(req);
+      if (why.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      // Its body, if any, is not read: the client must not reuse the connection.
+      if (req.get_header_value("Connection") != "close") res.set_header("Connection", "close");
+      Problem(req, res, 400, why);
+      return httplib::Server::HandlerResponse::Handled;
+    });
     server_.set_error_handler(httplib::Server::HandlerWithResponse(
-        [](const httplib::Request& req, httplib::Response& res) {
+        [this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      if (res.status == 404 || res.status == 400) {
+        std::string allow = AllowedMethods(req.path);
+        if (!allow.empty()) {
+          res.set_header("Allow", allow);
+          Problem(req, res, 405, req.method + " is not allowed here; allowed: " + allow);
+          return httplib::Server::HandlerResponse::Handled;
+        }
+      }
       std::string detail =
           res.status == 404 ? "no such route: " + req.method + " " + req.path
           : res.status == 413
@@ -207,8 +280,19 @@ class ApiServer::Impl {
   void Route(const std::string& method, std::vector<std::string> openapi_paths,
              const std::string& pattern, httplib::Server::Handler handler) {
     for (auto& p : openapi_paths) routes_.push_back(method + " " + p);
+    patterns_.push_back({std::regex(pattern), method});
     if (method == "GET") server_.Get(pattern, std::move(handler));
     else server_.Post(pattern, std::move(handler));
+  }
+
+  // The methods served on `path` ("GET, POST"), empty if no route matches.
+  std::string AllowedMethods(const std::string& path) const {
+    std::set<std::string> methods;
+    for (const auto& [re, method] : patterns_)
+      if (std::regex_match(path, re)) methods.insert(method);
+    std::string out;
+    for (const auto& m : methods) out += (out.empty() ? "" : ", ") + m;
+    return out;
   }
 
   void Routes() {
@@ -271,8 +355,12 @@ class ApiServer::Impl {
         Problem(req, res, 400, "waiting must be retry, approval or review");
         return;
       }
-      auto page = engine_.List({status, req.get_param_value("saga"), waiting}, limit,
-                               req.get_param_value("cursor"));
+      std::string cursor = req.get_param_value("cursor");
+      if (!ValidCursor(cursor)) {
+        Problem(req, res, 400, "cursor must be a next_cursor value from an earlier page");
+        return;
+      }
+      auto page = engine_.List({status, req.get_param_value("saga"), waiting}, limit, cursor);
       if (!page.ok()) return ProblemFromStatus(req, res, page.status());
       nlohmann::json out = {{"instances", page->instances}};
       out["next_cursor"] = page->next_cursor.empty() ? nlohmann::json() : nlohmann::json(page->next_cursor);
@@ -352,16 +440,12 @@ class ApiServer::Impl {
     int version = 0;
     if (req.has_param("version") || body.contains("version")) {
       std::string v = req.has_param("version") ? req.get_param_value("version")
-                                               : (body["version"].is_number_integer()
-                                                      ? std::to_string(body["version"].get<int>())
-                                                      : std::string("x"));
-      char* end = nullptr;
-      long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n < 1) {
-        Problem(req, res, 400, "version must be a positive integer");
+                      : body["version"].is_number_unsigned() ? body["version"].dump()
+                                                             : std::string("x");
+      if (!ParseVersion(v, &version)) {
+        Problem(req, res, 400, "version must be an integer from 1 to 2147483647");
         return;
       }
-      version = static_cast<int>(n);
     }
     auto sub = engine_.Submit(saga, version, body["input"], key, hash);
     if (!sub.ok()) return ProblemFromStatus(req, res, sub.status());
@@ -373,16 +457,21 @@ class ApiServer::Impl {
       // The first request never got its answer (sagad died before replying):
       // answer this one as the first would have been, waiting if asked to.
     }
-    StatusOr<nlohmann::json> j =
-        wait > 0 ? engine_.WaitSettled(sub->instance_id, std::chrono::milliseconds(int64_t(wait * 1000)))
-                 : engine_.GetInstance(sub->instance_id);
-    if (!j.ok()) {
+    try {  // the key must never stay "in progress": finish it on every path out
+      StatusOr<nlohmann::json> j =
+          wait > 0 ? engine_.WaitSettled(sub->instance_id, std::chrono::milliseconds(int64_t(wait * 1000)))
+                   : engine_.GetInstance(sub->instance_id);
+      if (!j.ok()) {
+        engine_.FinishSubmission(key, 0, nullptr);
+        return ProblemFromStatus(req, res, j.status());
+      }
+      int status = (wait > 0 && Engine::IsSettled(j->value("status", ""))) ? 200 : 201;
+      engine_.FinishSubmission(key, status, *j);
+      Json(res, status, *j);
+    } catch (...) {
       engine_.FinishSubmission(key, 0, nullptr);
-      return ProblemFromStatus(req, res, j.status());
+      throw;
     }
-    int status = (wait > 0 && Engine::IsSettled(j->value("status", ""))) ? 200 : 201;
-    engine_.FinishSubmission(key, status, *j);
-    Json(res, status, *j);
   }
 
   void StepAction(const httplib::Request& req, httplib::Response& res) {
@@ -423,6 +512,7 @@ class ApiServer::Impl {
   Config config_;
   httplib::Server server_;
   std::atomic<bool> ready_{false};
+  std::vector<std::pair<std::regex, std::string>> patterns_;  // route -> method
 
  public:
   std::vector<std::string> routes_;

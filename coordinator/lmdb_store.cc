@@ -1,4 +1,5 @@
 #include "coordinator/lmdb_store.h"
+#include "sagas/json_limits.h"
 
 #include <atomic>
 
@@ -79,7 +80,7 @@ StatusOr<nlohmann::json> GetJson(MDB_txn* txn, MDB_dbi dbi, const std::string& k
 
 Status PutJson(MDB_txn* txn, MDB_dbi dbi, const std::string& key, const nlohmann::json& j,
                unsigned flags = 0) {
-  std::string data = j.dump();
+  std::string data = DumpJson(j);
   MDB_val k = Val(key), v = Val(data);
   int rc = mdb_put(txn, dbi, &k, &v, flags);
   if (rc == MDB_KEYEXIST) return AlreadyExists("key exists: " + key);
@@ -445,16 +446,23 @@ Status LmdbStore::GroupCommit(CommitRequest& r) {
   if (r.done) return r.result;
   std::vector<CommitRequest*> batch(group_queue_.begin(), group_queue_.end());
   l.unlock();
-  Txn txn(env_, true, &synced_commits_);
-  Status batch_status = txn.rc() == 0 ? Status::Ok() : LmdbError("mdb_txn_begin", txn.rc());
-  for (CommitRequest* w : batch) {
-    if (!batch_status.ok()) break;
-    w->result = Check(txn.get(), *w);
-    if (w->result.ok()) batch_status = Write(txn.get(), *w);
-  }
-  if (batch_status.ok()) {
-    int rc = txn.Commit();  // the one fsync of the batch
-    if (rc != 0) batch_status = LmdbError("mdb_txn_commit", rc);
+  // Nothing may leave this block by an exception: the batch must always be
+  // marked done and popped below, or every later writer would wait forever.
+  Status batch_status;
+  try {
+    Txn txn(env_, true, &synced_commits_);
+    batch_status = txn.rc() == 0 ? Status::Ok() : LmdbError("mdb_txn_begin", txn.rc());
+    for (CommitRequest* w : batch) {
+      if (!batch_status.ok()) break;
+      w->result = Check(txn.get(), *w);
+      if (w->result.ok()) batch_status = Write(txn.get(), *w);
+    }
+    if (batch_status.ok()) {
+      int rc = txn.Commit();  // the one fsync of the batch
+      if (rc != 0) batch_status = LmdbError("mdb_txn_commit", rc);
+    }
+  } catch (const std::exception& e) {  // the transaction is aborted: nothing was written
+    batch_status = Internal(std::string("write refused: ") + e.what());
   }
   l.lock();
   for (CommitRequest* w : batch) {

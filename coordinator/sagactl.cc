@@ -17,6 +17,8 @@
 // refused request or unreachable server, 2 on bad usage; errors are one line.
 #include <httplib.h>
 
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "coordinator/lmdb_store.h"
+#include "sagas/json_limits.h"
 #include "sagas/template.h"
 
 namespace {
@@ -69,7 +72,7 @@ std::string Time(int64_t ms) {
 std::string Str(const json& j) {
   if (j.is_null()) return "-";
   if (j.is_string()) return j.get<std::string>().empty() ? "-" : j.get<std::string>();
-  return j.dump();
+  return sagad::DumpJson(j);
 }
 
 void Table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
@@ -106,7 +109,7 @@ class Client {
     if (!token_.empty()) req.headers.emplace("Authorization", "Bearer " + token_);
     for (const auto& [k, v] : headers) req.headers.emplace(k, v);
     if (!body.is_null()) {
-      req.body = body.dump();
+      req.body = sagad::DumpJson(body);
       req.headers.emplace("Content-Type", "application/json");
     }
     auto res = cli.send(req);
@@ -174,6 +177,14 @@ json ParseJsonArg(const std::string& flag, const std::string& text) {
   return j;
 }
 
+// One path segment from a user's word: percent-encoded; "", "." and ".."
+// refused (they would name another path).
+std::string Segment(const std::string& word) {
+  if (word.empty() || word == "." || word == "..")
+    Die("'" + word + "' is not a valid instance, saga or step name", 2);
+  return sagad::PercentEncode(word);
+}
+
 std::string Need(const Args& a, size_t i, const char* what) {
   if (a.positional.size() <= i) Die(std::string("missing ") + what + "\n" + kUsage, 2);
   return a.positional[i];
@@ -181,20 +192,30 @@ std::string Need(const Args& a, size_t i, const char* what) {
 
 // Replays every instance's event log and compares it with the stored
 // snapshot; prints each mismatch. Exit 1 if there is any.
+// Opens the store of an existing data dir; never creates one (a mistyped
+// path must not look like an empty store).
+std::unique_ptr<sagad::LmdbStore> OpenExisting(const std::string& dir) {
+  struct stat st;
+  if (stat((dir + "/data.mdb").c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    Die("no sagad data dir at " + dir + " (no data.mdb there)");
+  auto store = sagad::LmdbStore::Open(dir);
+  if (!store.ok()) Die(store.status().message());
+  return std::move(*store);
+}
+
 int Verify(const Args& a) {
   std::string dir = a.Get("data-dir");
   if (dir.empty()) Die("verify needs --data-dir DIR", 2);
-  auto store = sagad::LmdbStore::Open(dir);
-  if (!store.ok()) Die(store.status().message());
+  auto store = OpenExisting(dir);
   int checked = 0, mismatches = 0;
   std::string cursor;
   do {
-    auto page = (*store)->ListInstances({}, 500, cursor);
+    auto page = store->ListInstances({}, 500, cursor);
     if (!page.ok()) Die(page.status().message());
     for (const json& snap : page->instances) {
       std::string id = snap.value("id", "");
       ++checked;
-      auto events = (*store)->GetEvents(id);
+      auto events = store->GetEvents(id);
       if (!events.ok()) Die(events.status().message());
       auto inst = sagad::Instance::Replay(id, *events);
       if (!inst.ok()) {
@@ -219,19 +240,25 @@ int Verify(const Args& a) {
   return mismatches == 0 ? 0 : 1;
 }
 
+size_t Count(const std::string& text, const std::string& flag) {
+  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoul(text) == 0)
+    Die(flag + " must be a positive whole number", 2);
+  return std::stoul(text);
+}
+
 int Inspect(const Args& a, bool as_json) {
   std::string dir = a.Get("data-dir");
   if (dir.empty()) Die("inspect needs --data-dir DIR", 2);
-  auto store = sagad::LmdbStore::Open(dir);
-  if (!store.ok()) Die(store.status().message());
+  auto store = OpenExisting(dir);
   if (a.positional.size() > 1) {
-    auto inst = (*store)->GetInstance(a.positional[1]);
+    auto inst = store->GetInstance(a.positional[1]);
     if (!inst.ok()) Die(inst.status().message());
     if (as_json) {
-      std::cout << inst->dump(2) << "\n";
+      std::cout << sagad::DumpJson(*inst, 2) << "\n";
     } else {
       PrintInstance(*inst);
-      auto ev = (*store)->GetEvents(a.positional[1]);
+      auto ev = store->GetEvents(a.positional[1]);
       if (ev.ok()) {
         json arr = json::array();
         for (const auto& e : *ev) arr.push_back(e.ToJson());
@@ -241,17 +268,30 @@ int Inspect(const Args& a, bool as_json) {
     }
     return 0;
   }
-  auto page = (*store)->ListInstances({a.Get("status"), a.Get("saga"), a.Get("waiting")},
-                                      std::stoul(a.Get("limit", "1000")), a.Get("cursor"));
+  auto page = store->ListInstances({a.Get("status"), a.Get("saga"), a.Get("waiting")},
+                                      Count(a.Get("limit", "1000"), "--limit"), a.Get("cursor"));
   if (!page.ok()) Die(page.status().message());
-  if (as_json) std::cout << json(page->instances).dump(2) << "\n";
+  if (as_json) std::cout << sagad::DumpJson(json(page->instances), 2) << "\n";
   else PrintList(page->instances, page->next_cursor.empty() ? json() : json(page->next_cursor));
   return 0;
 }
 
+int Main(int argc, char** argv);
+
 }  // namespace
 
+// Any exception (a library's refusal) is one line on stderr, never an abort.
 int main(int argc, char** argv) {
+  try {
+    return Main(argc, argv);
+  } catch (const std::exception& e) {
+    Die(std::string("error: ") + e.what());
+  }
+}
+
+namespace {
+
+int Main(int argc, char** argv) {
   Args a;
   bool as_json = false;
   static const std::map<std::string, bool> kFlags = {  // flag -> takes a value
@@ -286,23 +326,25 @@ int main(int argc, char** argv) {
 
   const char* env_url = std::getenv("SAGAD_URL");
   const char* env_token = std::getenv("SAGAD_TOKEN");
-  Client c(a.Get("url", env_url ? env_url : "http://127.0.0.1:8080"),
-           a.Get("token", env_token ? env_token : ""));
-  auto instance_path = [&](size_t i) { return "/v1/instances/" + sagad::PercentEncode(Need(a, i, "instance id")); };
+  std::string url = a.Get("url", env_url ? env_url : "http://127.0.0.1:8080");
+  if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
+    Die("--url must start with http:// or https://, got '" + url + "'", 2);
+  Client c(url, a.Get("token", env_token ? env_token : ""));
+  auto instance_path = [&](size_t i) { return "/v1/instances/" + Segment(Need(a, i, "instance id")); };
   json out;
   if (cmd == "submit") {
     std::string saga = Need(a, 1, "saga name");
     if (!a.Has("input")) Die("submit needs --input JSON", 2);
-    std::string path = "/v1/sagas/" + saga + "/instances";
-    if (a.Has("wait")) path += "?wait=" + a.Get("wait");
+    std::string path = "/v1/sagas/" + Segment(saga) + "/instances";
+    if (a.Has("wait")) path += "?wait=" + sagad::PercentEncode(a.Get("wait"));
     std::map<std::string, std::string> h;
     if (a.Has("key")) h["Idempotency-Key"] = a.Get("key");
     out = c.Call("POST", path, {{"input", ParseJsonArg("--input", a.Get("input"))}}, h);
     if (!as_json) PrintInstance(out);
   } else if (cmd == "list") {
-    std::string q = "?limit=" + a.Get("limit", "50");
+    std::string q = "?limit=" + sagad::PercentEncode(a.Get("limit", "50"));
     for (const char* f : {"status", "saga", "waiting", "cursor"})
-      if (a.Has(f)) q += std::string("&") + f + "=" + a.Get(f);
+      if (a.Has(f)) q += std::string("&") + f + "=" + sagad::PercentEncode(a.Get(f));
     out = c.Call("GET", "/v1/instances" + q);
     if (!as_json) PrintList(out["instances"], out["next_cursor"]);
   } else if (cmd == "show") {
@@ -324,7 +366,7 @@ int main(int argc, char** argv) {
     }
   } else if (cmd == "approve" || cmd == "reject" || cmd == "resolve" || cmd == "retry" ||
              cmd == "skip") {
-    std::string path = instance_path(1) + "/steps/" + Need(a, 2, "step name") + "/" + cmd;
+    std::string path = instance_path(1) + "/steps/" + Segment(Need(a, 2, "step name")) + "/" + cmd;
     json body = json::object();
     for (const char* f : {"comment", "reason", "outcome"})
       if (a.Has(f)) body[f] = a.Get(f);
@@ -344,6 +386,8 @@ int main(int argc, char** argv) {
   } else {
     Die("unknown command '" + cmd + "'\n" + kUsage, 2);
   }
-  if (as_json) std::cout << out.dump(2) << "\n";
+  if (as_json) std::cout << sagad::DumpJson(out, 2) << "\n";
   return 0;
 }
+
+}  // namespace

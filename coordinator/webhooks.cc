@@ -1,4 +1,5 @@
 #include "coordinator/webhooks.h"
+#include "sagas/json_limits.h"
 
 #include <httplib.h>
 #include <openssl/evp.h>
@@ -61,7 +62,7 @@ bool WebhookPublisher::Deliver(const WebhookConfig& hook, const nlohmann::json& 
   time_t sec = hook.timeout_ms / 1000, usec = (hook.timeout_ms % 1000) * 1000;
   cli.set_connection_timeout(sec, usec);
   cli.set_read_timeout(sec, usec);
-  std::string body = message.dump();
+  std::string body = DumpJson(message);
   std::string id = message.value("id", "");
   std::string ts = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
                                       std::chrono::system_clock::now().time_since_epoch())

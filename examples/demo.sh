@@ -34,7 +34,7 @@ echo; echo "== 2. the approvals queue"
 curl -sf "$API/v1/approvals" | jq '.approvals[] | {instance_id, step, key}'
 
 echo; echo "== 3. approve notify_user"
-curl -sf -X POST "$API/v1/instances/$id/steps/notify_user/approve" -d '{"comment":"confirmed with SOC"}' \
+curl -sf -X POST "$API/v1/instances/$id/steps/notify_user/approve" -H 'Content-Type: application/json' -d '{"comment":"confirmed with SOC"}' \
   | jq '{status, notify_user: .steps[3].approval}'
 
 echo; echo "== 4. final instance"

@@ -1,4 +1,5 @@
 #include "sagas/instance.h"
+#include "sagas/json_limits.h"
 
 namespace sagad {
 namespace {
@@ -6,7 +7,7 @@ namespace {
 std::string Str(const nlohmann::json& data, const char* field) {
   auto it = data.find(field);
   if (it == data.end() || it->is_null()) return "";
-  return it->is_string() ? it->get<std::string>() : it->dump();
+  return it->is_string() ? it->get<std::string>() : DumpJson(*it);
 }
 
 }  // namespace

@@ -22,4 +22,64 @@ bool JsonDepthWithin(const std::string& text, int max_depth) {
   return true;
 }
 
+namespace {
+
+// Length of the well-formed UTF-8 sequence at text[i], 0 if there is none
+// (RFC 3629 table 3-7: no overlongs, no surrogates, at most U+10FFFF).
+size_t SequenceLength(std::string_view text, size_t i) {
+  auto b = [&](size_t k) { return static_cast<unsigned char>(text[i + k]); };
+  auto cont = [&](size_t k) { return i + k < text.size() && (b(k) & 0xC0) == 0x80; };
+  unsigned char c = b(0);
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (!cont(1) || !cont(2)) return 0;
+    if (c == 0xE0 && b(1) < 0xA0) return 0;   // overlong
+    if (c == 0xED && b(1) >= 0xA0) return 0;  // surrogate
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (!cont(1) || !cont(2) || !cont(3)) return 0;
+    if (c == 0xF0 && b(1) < 0x90) return 0;   // overlong
+    if (c == 0xF4 && b(1) >= 0x90) return 0;  // above U+10FFFF
+    return 4;
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool IsValidUtf8(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    size_t n = SequenceLength(text, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string SanitizeUtf8(std::string_view text) {
+  if (IsValidUtf8(text)) return std::string(text);
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size() + 16);
+  for (size_t i = 0; i < text.size();) {
+    size_t n = SequenceLength(text, i);
+    if (n > 0) {
+      out.append(text.substr(i, n));
+      i += n;
+      continue;
+    }
+    unsigned char c = static_cast<unsigned char>(text[i++]);
+    out += "\\x";
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+std::string DumpJson(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 }  // namespace sagad

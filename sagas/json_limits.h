@@ -1,7 +1,11 @@
-// Limits on untrusted JSON text (request bodies, downstream responses).
+// Limits on untrusted JSON text (request bodies, downstream responses) and
+// the one way sagad turns JSON into text.
 #pragma once
 
 #include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
 
 namespace sagad {
 
@@ -12,5 +16,21 @@ constexpr int kMaxJsonDepth = 64;
 // library recurses when it copies, prints or destroys a document, so a
 // hostile 200,000-level body would otherwise overflow the stack.
 bool JsonDepthWithin(const std::string& text, int max_depth = kMaxJsonDepth);
+
+// True if `text` is well-formed UTF-8 (no overlong forms, no surrogates,
+// nothing above U+10FFFF). JSON strings must be: the library throws when it
+// prints a string that is not.
+bool IsValidUtf8(std::string_view text);
+
+// `text` with every byte that is not part of a well-formed UTF-8 sequence
+// written as the four characters \xHH (so "bad \xff" stays readable and
+// nothing is silently dropped). Valid text comes back unchanged. For bytes
+// that come from outside (downstream replies) before they enter a JSON value.
+std::string SanitizeUtf8(std::string_view text);
+
+// j as compact (indent < 0) or indented JSON text. Never throws: a string
+// that is somehow not UTF-8 is printed with U+FFFD in place of the bad bytes
+// instead of aborting the write, the log line or the response it belongs to.
+std::string DumpJson(const nlohmann::json& j, int indent = -1);
 
 }  // namespace sagad

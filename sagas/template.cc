@@ -1,4 +1,5 @@
 #include "sagas/template.h"
+#include "sagas/json_limits.h"
 
 #include <cctype>
 #include <vector>
@@ -88,7 +89,7 @@ StatusOr<nlohmann::json> Resolve(const std::string& expr,
 }
 
 std::string AsText(const nlohmann::json& v) {
-  return v.is_string() ? v.get<std::string>() : v.dump();
+  return v.is_string() ? v.get<std::string>() : DumpJson(v);
 }
 
 StatusOr<std::string> Interpolate(const std::string& text,
@@ -151,7 +152,26 @@ Status CollectRefs(const nlohmann::json& body, TemplateRefs* refs) {
 
 StatusOr<std::string> RenderPath(const std::string& path,
                                  const TemplateContext& ctx) {
-  return Interpolate(path, ctx, /*encode=*/true);
+  // Segment by segment: a value may fill a segment but never make it empty,
+  // "." or ".." (which a server or proxy would resolve to another path).
+  std::string out;
+  size_t start = 0;
+  while (true) {
+    size_t slash = path.find('/', start);
+    std::string segment = path.substr(start, slash == std::string::npos ? std::string::npos
+                                                                        : slash - start);
+    auto rendered = Interpolate(segment, ctx, /*encode=*/true);
+    if (!rendered.ok()) return rendered.status();
+    if (segment.find("{{") != std::string::npos &&
+        (rendered->empty() || *rendered == "." || *rendered == ".."))
+      return InvalidArgument("'" + segment + "' renders the path segment \"" + *rendered +
+                             "\" in \"" + path + "\"; refusing to call another path");
+    out += *rendered;
+    if (slash == std::string::npos) break;
+    out += '/';
+    start = slash + 1;
+  }
+  return out;
 }
 
 StatusOr<nlohmann::json> RenderBody(const nlohmann::json& body,

@@ -36,7 +36,9 @@ struct TemplateRefs {
 Status CollectRefs(const std::string& text, TemplateRefs* refs);
 Status CollectRefs(const nlohmann::json& body, TemplateRefs* refs);
 
-// Renders; InvalidArgument if a referenced value is missing.
+// Renders; InvalidArgument if a referenced value is missing. In a path each
+// value is percent-encoded, and a segment that a value makes empty, "." or
+// ".." is refused (the call would go to another path).
 StatusOr<std::string> RenderPath(const std::string& path,
                                  const TemplateContext& ctx);
 StatusOr<nlohmann::json> RenderBody(const nlohmann::json& body,

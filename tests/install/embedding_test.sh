@@ -19,7 +19,7 @@ URL=http://127.0.0.1:$(wait_port "$work/es.out")
   --service ticketing="$URL" --service inventory="$URL" >"$work/app.out" 2>/dev/null &
 APP=$!
 API=http://127.0.0.1:$(wait_port "$work/app.out")
-status=$(curl -sf -X POST "$API/v1/sagas/onboard_customer/instances?wait=10" \
+status=$(curl -sf -X POST "$API/v1/sagas/onboard_customer/instances?wait=10" -H 'Content-Type: application/json' \
   -d '{"input":{"customer":"acme"}}' | jq -r .status)
 echo "embedded saga status: $status"
 [ "$status" = COMPLETED ]

@@ -133,6 +133,12 @@ TEST_F(PolicyTest, AfterThePivotTheSagaOnlyGoesForward) {
   Reply cancel = sagad_->Post("/v1/instances/" + id + "/cancel");
   EXPECT_EQ(cancel.status, 409);
   EXPECT_NE(cancel.body["detail"].get<std::string>().find("irreversible"), std::string::npos);
+  // Forcing compensation cannot pretend to undo the irreversible step either.
+  Reply forced = sagad_->Post("/v1/instances/" + id + "/compensate", {{"reason", "undo all"}});
+  EXPECT_EQ(forced.status, 409) << forced.raw;
+  EXPECT_NE(forced.body.value("detail", "").find("cannot undo 'notify'"), std::string::npos)
+      << forced.raw;
+  EXPECT_EQ(sagad_->Get("/v1/instances/" + id).body["status"], "NEEDS_REVIEW");
   // The operator retries the step now: same key, fresh backoff.
   Reply retry = sagad_->Post("/v1/instances/" + id + "/steps/ship/retry", {{"comment", "carrier back"}});
   ASSERT_EQ(retry.status, 200) << retry.raw;

@@ -2,6 +2,8 @@
 // errors (unknown instance, server down, missing token, bad usage).
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -121,6 +123,32 @@ TEST(SagactlAuthTest, MissingTokenIs401AndTheTokenFlagWorks) {
   EXPECT_NE(ss.str().find("401"), std::string::npos) << ss.str();
   Subprocess ok({SAGACTL_BIN, "--url", url, "list"}, {{"SAGAD_TOKEN", "tok"}});
   EXPECT_EQ(ok.Wait(), 0);
+}
+
+TEST_F(SagactlTest, RefusesWhatWouldActOnTheWrongThing) {
+  // A missing data dir is an error, and stays missing.
+  std::string missing = dir_.path() + "/no-such-dir";
+  for (const char* cmd : {"inspect", "verify"}) {
+    CtlRun r = Ctl({cmd, "--data-dir", missing});
+    EXPECT_EQ(r.code, 1) << cmd << ": " << r.out;
+    EXPECT_NE(r.err.find("no sagad data dir"), std::string::npos) << r.err;
+    struct stat st;
+    EXPECT_NE(stat(missing.c_str(), &st), 0) << cmd << " created " << missing;
+  }
+  CtlRun ftp = Ctl({"--url", "ftp://x", "show", "abc"});
+  EXPECT_EQ(ftp.code, 2) << ftp.err;
+  EXPECT_NE(ftp.err.find("--url"), std::string::npos) << ftp.err;
+  for (const char* id : {"..", ".", "../../metrics"}) {
+    CtlRun r = Ctl({"show", id});
+    EXPECT_TRUE(r.code == 1 || r.code == 2) << id;
+    EXPECT_EQ(r.out.find("sagad_up"), std::string::npos) << id << " reached /metrics";
+  }
+  CtlRun bad = Ctl({"show", "\xff"});
+  EXPECT_EQ(bad.code, 1) << bad.err;
+  EXPECT_NE(bad.err.find("400"), std::string::npos) << bad.err;
+  EXPECT_EQ(sagad_->Get("/healthz").status, 200);
+  CtlRun limit = Ctl({"inspect", "--data-dir", dir_.path() + "/data", "--limit", "lots"});
+  EXPECT_EQ(limit.code, 2) << limit.err;
 }
 
 }  // namespace

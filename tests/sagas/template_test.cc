@@ -58,5 +58,31 @@ TEST(JsonLimitsTest, CountsNestingOutsideStringsOnly) {
   EXPECT_FALSE(JsonDepthWithin(std::string(100000, '['), 64));
 }
 
+TEST(JsonLimitsTest, Utf8IsCheckedAndBadBytesAreKeptAsEscapes) {
+  EXPECT_TRUE(IsValidUtf8("plain \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
+  for (const char* bad : {"\xff", "\xc0\xaf", "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+                          "\xc3", "a\xe2\x82"})
+    EXPECT_FALSE(IsValidUtf8(bad)) << bad;
+  EXPECT_EQ(SanitizeUtf8("bad \xff\xfe ok \xc3\xa9"), "bad \\xff\\xfe ok \xc3\xa9");
+  EXPECT_TRUE(IsValidUtf8(SanitizeUtf8("\xc0\xaf\xed\xa0\x80")));
+  // Printing never throws, whatever a string holds.
+  EXPECT_EQ(DumpJson(nlohmann::json("a\xff" "b")), "\"a\xef\xbf\xbd" "b\"");
+}
+
+TEST(TemplateTest, APathSegmentAValueMakesEmptyOrDotsIsRefused) {
+  nlohmann::json input = {{"ok", "T-1"}, {"dots", ".."}, {"dot", "."}, {"empty", ""},
+                          {"slash", "../x"}};
+  TemplateContext ctx;
+  ctx.input = &input;
+  EXPECT_EQ(*RenderPath("/tickets/{{input.ok}}/close", ctx), "/tickets/T-1/close");
+  EXPECT_EQ(*RenderPath("/tickets/{{input.slash}}/close", ctx), "/tickets/..%2Fx/close");
+  EXPECT_EQ(*RenderPath("/t/v{{input.empty}}", ctx), "/t/v");  // the segment keeps its text
+  for (const char* f : {"dots", "dot", "empty"}) {
+    auto r = RenderPath(std::string("/tickets/{{input.") + f + "}}/close", ctx);
+    EXPECT_FALSE(r.ok()) << f;
+    EXPECT_NE(r.status().message().find("another path"), std::string::npos) << f;
+  }
+}
+
 }  // namespace
 }  // namespace sagad
