@@ -42,6 +42,7 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
     if (j.contains("listen"))
       SAGAD_RETURN_IF_ERROR(ParseListen(j["listen"].get<std::string>(), &c.listen_host, &c.listen_port));
     c.data_dir = j.value("data_dir", c.data_dir);
+    c.store = j.value("store", c.store);
     c.workers = j.value("workers", c.workers);
     c.definitions_dir = j.value("definitions_dir", c.definitions_dir);
     c.coordinator_id = j.value("coordinator_id", c.coordinator_id);

@@ -31,6 +31,9 @@ struct Config {
   std::string listen_host = "127.0.0.1";
   int listen_port = 8080;
   std::string data_dir = "./sagad-data";
+  // A libpq URI (postgresql://...) selects the PostgreSQL store; empty:
+  // LMDB in data_dir.
+  std::string store;
   std::map<std::string, ServiceConfig> services;
   std::vector<Token> tokens;
   std::vector<WebhookConfig> webhooks;

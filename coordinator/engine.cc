@@ -1636,6 +1636,11 @@ class Engine::Impl {
   }
 
   Store& store_;
+
+ public:
+  Store& store() { return store_; }
+
+ private:
   Adapter& adapter_;
   Clock& clock_;
   EngineOptions options_;
@@ -1712,6 +1717,7 @@ StatusOr<InstancePage> Engine::List(const InstanceFilter& filter, size_t limit,
 }
 StatusOr<nlohmann::json> Engine::Approvals() { return impl_->Approvals(); }
 std::string Engine::MetricsText() { return impl_->MetricsText(); }
+Status Engine::CheckWritable() { return impl_->store().CheckWritable(); }
 StatusOr<nlohmann::json> Engine::Bundle(const std::string& id) { return impl_->Bundle(id); }
 Status Engine::Approve(const std::string& id, const std::string& step, const std::string& actor,
                        const std::string& comment) {

@@ -94,6 +94,8 @@ class Engine {
   StatusOr<nlohmann::json> Approvals();
   // Prometheus text: call outcomes, reconciliations, events (escalations,
   // compensations...), replays detected, recovery and step latency.
+  // Whether the store could commit a write now (see Store::CheckWritable).
+  Status CheckWritable();
   std::string MetricsText();
   // Recovery bundle for a human (any status; meant for NEEDS_REVIEW).
   StatusOr<nlohmann::json> Bundle(const std::string& id);

@@ -55,6 +55,7 @@ void ProblemFromStatus(const httplib::Request& req, httplib::Response& res, cons
     case StatusCode::kUnavailable: code = 503; break;
     default: code = 500;
   }
+  if (code == 503) res.set_header("Retry-After", "1");
   Problem(req, res, code, s.message());
 }
 
@@ -304,8 +305,13 @@ class ApiServer::Impl {
       Json(res, 200, {{"status", "ok"}});
     });
     Route("GET", {"/readyz"}, "/readyz", [this](const httplib::Request& req, httplib::Response& res) {
-      if (ready_) Json(res, 200, {{"status", "ready"}});
-      else Problem(req, res, 503, "recovery in progress");
+      if (!ready_) return Problem(req, res, 503, "recovery in progress");
+      Status writable = engine_.CheckWritable();
+      if (!writable.ok()) {
+        res.set_header("Retry-After", "1");
+        return Problem(req, res, 503, "the store cannot take writes: " + writable.message());
+      }
+      Json(res, 200, {{"status", "ready"}});
     });
     Route("GET", {"/metrics"}, "/metrics", [this](const httplib::Request&, httplib::Response& res) {
       std::string out =

@@ -10,8 +10,8 @@
 //   resolve ID STEP --outcome committed|not_executed [--ref REF] [--comment C]
 //   retry ID STEP [--comment C]        skip ID STEP --result JSON [--ref REF] [--comment C]
 //   cancel ID [--reason R]             compensate ID [--reason R]
-//   inspect --data-dir DIR [ID]        read a data dir offline (sagad stopped)
-//   verify --data-dir DIR              replay every instance's log, compare with its snapshot
+//   inspect --data-dir DIR|--store URL [ID]   read a store directly
+//   verify --data-dir DIR|--store URL         replay every instance's log, compare with its snapshot
 //
 // Tables by default, the server's JSON with --json. Exit 0 on success, 1 on a
 // refused request or unreachable server, 2 on bad usage; errors are one line.
@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "coordinator/lmdb_store.h"
+#include "coordinator/postgres_store.h"
 #include "sagas/json_limits.h"
 #include "sagas/template.h"
 
@@ -42,7 +43,8 @@ constexpr const char* kUsage =
     "  approve ID STEP [--comment C] | reject ID STEP [--reason R] |\n"
     "  resolve ID STEP --outcome committed|not_executed [--ref R] [--comment C] |\n"
     "  retry ID STEP | skip ID STEP --result JSON [--ref R] | cancel ID [--reason R] |\n"
-    "  compensate ID [--reason R] | inspect --data-dir DIR [ID] | verify --data-dir DIR";
+    "  compensate ID [--reason R] | inspect --data-dir DIR|--store URL [ID] |\n"
+    "  verify --data-dir DIR|--store URL";
 
 struct Args {
   std::vector<std::string> positional;
@@ -192,9 +194,19 @@ std::string Need(const Args& a, size_t i, const char* what) {
 
 // Replays every instance's event log and compares it with the stored
 // snapshot; prints each mismatch. Exit 1 if there is any.
-// Opens the store of an existing data dir; never creates one (a mistyped
-// path must not look like an empty store).
-std::unique_ptr<sagad::LmdbStore> OpenExisting(const std::string& dir) {
+// Opens the store of an existing data dir (or the PostgreSQL store of
+// --store URL); never creates a data dir (a mistyped path must not look like
+// an empty store).
+std::unique_ptr<sagad::Store> OpenExisting(const Args& a) {
+  if (a.Has("store")) {
+    if (!sagad::IsPostgresUri(a.Get("store")))
+      Die("--store must be a postgresql:// URI", 2);
+    auto pg = sagad::PostgresStore::Open(a.Get("store"), 2);
+    if (!pg.ok()) Die(pg.status().message());
+    return std::move(*pg);
+  }
+  std::string dir = a.Get("data-dir");
+  if (dir.empty()) Die("needs --data-dir DIR or --store URL", 2);
   struct stat st;
   if (stat((dir + "/data.mdb").c_str(), &st) != 0 || !S_ISREG(st.st_mode))
     Die("no sagad data dir at " + dir + " (no data.mdb there)");
@@ -204,9 +216,7 @@ std::unique_ptr<sagad::LmdbStore> OpenExisting(const std::string& dir) {
 }
 
 int Verify(const Args& a) {
-  std::string dir = a.Get("data-dir");
-  if (dir.empty()) Die("verify needs --data-dir DIR", 2);
-  auto store = OpenExisting(dir);
+  auto store = OpenExisting(a);
   int checked = 0, mismatches = 0;
   std::string cursor;
   do {
@@ -248,9 +258,7 @@ size_t Count(const std::string& text, const std::string& flag) {
 }
 
 int Inspect(const Args& a, bool as_json) {
-  std::string dir = a.Get("data-dir");
-  if (dir.empty()) Die("inspect needs --data-dir DIR", 2);
-  auto store = OpenExisting(dir);
+  auto store = OpenExisting(a);
   if (a.positional.size() > 1) {
     auto inst = store->GetInstance(a.positional[1]);
     if (!inst.ok()) Die(inst.status().message());
@@ -298,7 +306,7 @@ int Main(int argc, char** argv) {
       {"url", true},    {"token", true}, {"json", false},   {"input", true},  {"wait", true},
       {"key", true},    {"status", true}, {"saga", true},   {"waiting", true}, {"limit", true},
       {"cursor", true}, {"comment", true}, {"reason", true}, {"outcome", true}, {"ref", true},
-      {"result", true}, {"data-dir", true}};
+      {"result", true}, {"data-dir", true}, {"store", true}};
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
     if (s == "-h" || s == "--help") {

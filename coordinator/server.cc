@@ -12,16 +12,17 @@
 #include "coordinator/engine.h"
 #include "coordinator/http_api.h"
 #include "coordinator/lmdb_store.h"
+#include "coordinator/postgres_store.h"
 #include "coordinator/webhooks.h"
 
 namespace sagad {
 
 const char* const kSagadUsage =
-    "usage: sagad [--config FILE] [--data-dir DIR] [--listen HOST:PORT] "
-    "[--service NAME=URL]... [--definitions DIR]";
+    "usage: sagad [--config FILE] [--data-dir DIR] [--store postgresql://...] "
+    "[--listen HOST:PORT] [--service NAME=URL]... [--definitions DIR]";
 
 StatusOr<Config> ConfigFromArgs(int argc, char** argv) {
-  std::string config_path, data_dir, listen, definitions_dir;
+  std::string config_path, data_dir, listen, definitions_dir, store;
   std::vector<std::string> services;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -34,6 +35,7 @@ StatusOr<Config> ConfigFromArgs(int argc, char** argv) {
     if (a == "--help" || a == "-h") return FailedPrecondition("help");
     if (a == "--config" && value(&v)) config_path = v;
     else if (a == "--data-dir" && value(&v)) data_dir = v;
+    else if (a == "--store" && value(&v)) store = v;
     else if (a == "--listen" && value(&v)) listen = v;
     else if (a == "--definitions" && value(&v)) definitions_dir = v;
     else if (a == "--service" && value(&v)) services.push_back(v);
@@ -46,6 +48,10 @@ StatusOr<Config> ConfigFromArgs(int argc, char** argv) {
     config = *c;
   }
   if (!data_dir.empty()) config.data_dir = data_dir;
+  if (!store.empty()) config.store = store;
+  if (!config.store.empty() && !IsPostgresUri(config.store))
+    return InvalidArgument("store must be a postgresql:// URI (or absent for LMDB in data_dir), got '" +
+                           RedactUri(config.store) + "'");
   if (!definitions_dir.empty()) config.definitions_dir = definitions_dir;
   if (!listen.empty()) SAGAD_RETURN_IF_ERROR(ParseListen(listen, &config.listen_host, &config.listen_port));
   for (const auto& s : services) SAGAD_RETURN_IF_ERROR(ApplyServiceOverride(s, &config));
@@ -64,6 +70,17 @@ int ReportUsageError(const Status& s) {
   return 2;
 }
 
+StatusOr<StorePtr> OpenStore(const Config& config) {
+  if (IsPostgresUri(config.store)) {
+    auto pg = PostgresStore::Open(config.store);
+    if (!pg.ok()) return pg.status();
+    return StorePtr(std::move(*pg));
+  }
+  auto lmdb = LmdbStore::Open(config.data_dir);
+  if (!lmdb.ok()) return lmdb.status();
+  return StorePtr(std::move(*lmdb));
+}
+
 int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
   auto fail = [](const std::string& msg) {
     std::cerr << "sagad: " << msg << "\n";
@@ -78,7 +95,7 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  auto store = LmdbStore::Open(config.data_dir);
+  auto store = OpenStore(config);
   if (!store.ok()) return fail(store.status().message());
   HttpAdapter adapter(config.services);
   SystemClock clock;

@@ -12,12 +12,13 @@
 #include <vector>
 
 #include "coordinator/config.h"
+#include "coordinator/store.h"
 #include "sagas/definition.h"
 
 namespace sagad {
 
 // Parses the sagad command line: --config FILE, --data-dir DIR,
-// --listen HOST:PORT, --service NAME=URL (repeatable), --definitions DIR
+// --store postgresql://..., --listen HOST:PORT, --service NAME=URL (repeatable), --definitions DIR
 // (flags override the file). InvalidArgument with a one-line reason;
 // FailedPrecondition("help") for --help.
 StatusOr<Config> ConfigFromArgs(int argc, char** argv);
@@ -25,6 +26,10 @@ extern const char* const kSagadUsage;
 
 // Prints the error (or the usage for --help) and returns the exit code.
 int ReportUsageError(const Status& s);
+
+// The store the config names: PostgreSQL for a postgresql:// URI in
+// config.store, else LMDB in config.data_dir.
+StatusOr<StorePtr> OpenStore(const Config& config);
 
 // Opens the store, registers `sagas` (and the JSON ones of
 // config.definitions_dir), recovers, serves the HTTP API, prints

@@ -161,6 +161,9 @@ class Store {
   // Durable write transactions committed by this process so far (each one
   // sync of the storage; group commit makes them fewer than transitions).
   virtual uint64_t SyncedCommits() const = 0;
+  // Ok if a write could be committed now (the database is reachable and
+  // not read-only); Unavailable otherwise. /readyz answers 503 meanwhile.
+  virtual Status CheckWritable() { return Status::Ok(); }
 };
 
 using StorePtr = std::unique_ptr<Store>;

@@ -2,7 +2,8 @@
 # Installs the Debian packages sagad builds and tests with (only what is missing).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libboost-dev liblmdb-dev libcpp-httplib-dev
-      nlohmann-json3-dev libgtest-dev libssl-dev libjemalloc-dev ccache curl jq prometheus)
+      nlohmann-json3-dev libgtest-dev libssl-dev libjemalloc-dev ccache curl jq prometheus
+      libpq-dev postgresql-15)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,0 +1,767 @@
+#include "coordinator/postgres_store.h"
+
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <cstring>
+#include <set>
+
+#include "sagas/json_limits.h"
+
+namespace sagad {
+namespace {
+
+constexpr int kPgSchemaVersion = 1;
+
+// The schema, idempotent: run under an advisory lock by every Open.
+constexpr const char* kSchema = R"SQL(
+CREATE TABLE IF NOT EXISTS sagad_instances (
+  id text PRIMARY KEY,
+  saga text NOT NULL,
+  status text NOT NULL,
+  waiting text,
+  version bigint NOT NULL,
+  finished boolean NOT NULL,
+  snapshot text NOT NULL);
+CREATE INDEX IF NOT EXISTS sagad_instances_status ON sagad_instances (status, id);
+CREATE INDEX IF NOT EXISTS sagad_instances_saga ON sagad_instances (saga, id);
+CREATE INDEX IF NOT EXISTS sagad_instances_waiting ON sagad_instances (waiting, id)
+  WHERE waiting IS NOT NULL;
+CREATE INDEX IF NOT EXISTS sagad_instances_unfinished ON sagad_instances (id) WHERE NOT finished;
+CREATE TABLE IF NOT EXISTS sagad_events (
+  instance_id text NOT NULL,
+  seq bigint NOT NULL,
+  data text NOT NULL,
+  PRIMARY KEY (instance_id, seq));
+CREATE TABLE IF NOT EXISTS sagad_operations (key text PRIMARY KEY, data text NOT NULL);
+CREATE TABLE IF NOT EXISTS sagad_submissions (
+  key text PRIMARY KEY,
+  request_hash text NOT NULL,
+  instance_id text NOT NULL,
+  response_status int NOT NULL,
+  response text NOT NULL,
+  created_at bigint NOT NULL);
+CREATE TABLE IF NOT EXISTS sagad_leases (
+  instance_id text PRIMARY KEY,
+  owner text NOT NULL,
+  expires_at bigint NOT NULL,
+  generation bigint NOT NULL);
+CREATE TABLE IF NOT EXISTS sagad_outbox (
+  seq bigserial PRIMARY KEY,
+  instance_id text NOT NULL,
+  message text NOT NULL);
+
+CREATE OR REPLACE FUNCTION sagad_now_ms() RETURNS bigint LANGUAGE sql VOLATILE AS
+  $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
+
+-- One group commit: a JSON array of writes, each {"kind": "create" |
+-- "commit" | "response", ...}. Returns a JSON array with one answer per
+-- write: "ok", "exists", "key_exists", "missing", "version:<stored>" or
+-- "lease:<owner>:<generation>". A refused write changes nothing.
+CREATE OR REPLACE FUNCTION sagad_apply(batch json) RETURNS json LANGUAGE plpgsql AS $$
+DECLARE
+  r json; snap json; sub json; ls json;
+  answers text[] := '{}';
+  w_id text; stored bigint; held record; done boolean;
+BEGIN
+  FOR r IN SELECT value FROM json_array_elements(batch) LOOP
+    w_id := r->>'id';
+    IF r->>'kind' = 'response' THEN
+      UPDATE sagad_submissions SET response_status = (r->>'status')::int,
+                                   response = (r->'response')::text
+        WHERE key = w_id AND response_status = 0;
+      IF NOT FOUND AND NOT EXISTS (SELECT 1 FROM sagad_submissions WHERE key = w_id) THEN
+        answers := answers || 'missing'::text;
+      ELSE
+        answers := answers || 'ok'::text;
+      END IF;
+      CONTINUE;
+    END IF;
+    snap := r->'snapshot';
+    done := snap->>'status' IN ('COMPLETED', 'COMPENSATED');
+    ls := r->'lease';
+    IF r->>'kind' = 'create' THEN
+      INSERT INTO sagad_instances (id, saga, status, waiting, version, finished, snapshot)
+        VALUES (w_id, coalesce(snap->>'saga', ''), coalesce(snap->>'status', ''),
+                snap->>'waiting_for', (snap->>'version')::bigint, done, snap::text)
+        ON CONFLICT DO NOTHING;
+      IF NOT FOUND THEN
+        answers := answers || 'exists'::text;
+        CONTINUE;
+      END IF;
+      sub := r->'submission';
+      IF sub IS NOT NULL AND json_typeof(sub) = 'object' THEN
+        INSERT INTO sagad_submissions (key, request_hash, instance_id, response_status, response,
+                                       created_at)
+          VALUES (sub->>'key', sub->>'request_hash', sub->>'instance_id',
+                  (sub->>'response_status')::int, (sub->'response')::text,
+                  (sub->>'created_at')::bigint)
+          ON CONFLICT DO NOTHING;
+        IF NOT FOUND THEN
+          DELETE FROM sagad_instances WHERE id = w_id;
+          answers := answers || 'key_exists'::text;
+          CONTINUE;
+        END IF;
+      END IF;
+      IF ls IS NOT NULL AND json_typeof(ls) = 'object' THEN
+        INSERT INTO sagad_leases (instance_id, owner, expires_at, generation)
+          VALUES (w_id, ls->>'owner', sagad_now_ms() + (ls->>'ttl_ms')::bigint,
+                  (ls->>'generation')::bigint)
+          ON CONFLICT (instance_id) DO UPDATE SET owner = EXCLUDED.owner,
+            expires_at = EXCLUDED.expires_at, generation = EXCLUDED.generation;
+      END IF;
+    ELSE
+      IF ls IS NOT NULL AND json_typeof(ls) = 'object' THEN
+        SELECT owner, generation INTO held FROM sagad_leases WHERE instance_id = w_id FOR SHARE;
+        IF NOT FOUND OR held.owner <> ls->>'owner' OR held.generation <> (ls->>'generation')::bigint THEN
+          answers := answers || ('lease:' || coalesce(held.owner, '') || ':' ||
+                                 coalesce(held.generation, 0)::text);
+          CONTINUE;
+        END IF;
+      END IF;
+      UPDATE sagad_instances SET status = coalesce(snap->>'status', ''),
+          waiting = snap->>'waiting_for', version = (snap->>'version')::bigint,
+          finished = done, snapshot = snap::text
+        WHERE id = w_id AND version = (r->>'expected_version')::bigint;
+      IF NOT FOUND THEN
+        SELECT version INTO stored FROM sagad_instances WHERE id = w_id;
+        answers := answers || ('version:' || coalesce(stored::text, 'none'));
+        CONTINUE;
+      END IF;
+      IF done THEN
+        DELETE FROM sagad_leases WHERE instance_id = w_id;
+      END IF;
+      INSERT INTO sagad_operations (key, data)
+        SELECT o->>'key', o::text FROM json_array_elements(r->'operations') o
+        ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data;
+    END IF;
+    INSERT INTO sagad_events (instance_id, seq, data)
+      SELECT w_id, (e->>'seq')::bigint, e::text FROM json_array_elements(r->'events') e;
+    INSERT INTO sagad_outbox (instance_id, message)
+      SELECT w_id, m.value::text FROM json_array_elements(r->'outbox') WITH ORDINALITY m
+      ORDER BY m.ordinality;
+    answers := answers || 'ok'::text;
+  END LOOP;
+  RETURN to_json(answers);
+END $$;
+
+-- Takes the leases of `ids` for `owner` (see Store::AcquireLease), judged
+-- by the database clock. One row per id: taken, and the lease as it is.
+CREATE OR REPLACE FUNCTION sagad_take_leases(ids json, new_owner text, ttl bigint, successor text)
+RETURNS TABLE (lease_id text, taken boolean, lease_owner text, lease_expires bigint,
+               lease_generation bigint) LANGUAGE plpgsql AS $$
+DECLARE
+  i text; l record; now_ms bigint;
+BEGIN
+  FOR i IN SELECT json_array_elements_text(ids) LOOP
+    INSERT INTO sagad_leases VALUES (i, '', 0, 0) ON CONFLICT DO NOTHING;
+    SELECT * INTO l FROM sagad_leases WHERE instance_id = i FOR UPDATE;
+    now_ms := sagad_now_ms();
+    IF l.owner <> '' AND l.owner <> new_owner AND l.expires_at > now_ms
+       AND NOT (successor <> '' AND starts_with(l.owner, successor)) THEN
+      RETURN QUERY SELECT i, false, l.owner, l.expires_at, l.generation;
+      CONTINUE;
+    END IF;
+    UPDATE sagad_leases SET owner = new_owner, expires_at = now_ms + ttl,
+        generation = CASE WHEN l.owner = new_owner THEN l.generation ELSE l.generation + 1 END
+      WHERE instance_id = i
+      RETURNING owner, expires_at, generation INTO l;
+    RETURN QUERY SELECT i, true, l.owner, l.expires_at, l.generation;
+  END LOOP;
+END $$;
+)SQL";
+
+int64_t WallMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Statements prepared on every connection.
+struct Statement {
+  const char* name;
+  const char* sql;
+};
+constexpr Statement kStatements[] = {
+    {"apply", "SELECT sagad_apply($1::json)"},
+    {"take_leases",
+     "SELECT lease_id, taken, lease_owner, lease_expires, lease_generation, sagad_now_ms() "
+     "FROM sagad_take_leases($1::json, $2, $3::bigint, $4)"},
+    {"renew_leases",
+     "UPDATE sagad_leases SET expires_at = sagad_now_ms() + $3::bigint "
+     "WHERE owner = $1 AND instance_id IN (SELECT json_array_elements_text($2::json)) "
+     "RETURNING instance_id"},
+    {"get_lease",
+     "SELECT owner, expires_at, generation, sagad_now_ms() FROM sagad_leases "
+     "WHERE instance_id = $1 AND owner <> ''"},
+    {"get_instance", "SELECT snapshot FROM sagad_instances WHERE id = $1"},
+    {"get_events", "SELECT data FROM sagad_events WHERE instance_id = $1 ORDER BY seq"},
+    {"get_operation", "SELECT data FROM sagad_operations WHERE key = $1"},
+    {"get_submission",
+     "SELECT key, request_hash, instance_id, response_status, response, created_at "
+     "FROM sagad_submissions WHERE key = $1"},
+    {"list_active",
+     "SELECT id, saga, status, version FROM sagad_instances WHERE NOT finished ORDER BY id"},
+    {"peek_outbox", "SELECT seq, message FROM sagad_outbox ORDER BY seq LIMIT $1::bigint"},
+    {"ack_outbox", "DELETE FROM sagad_outbox WHERE seq = $1::bigint"},
+    {"outbox_size", "SELECT count(*) FROM sagad_outbox"},
+    {"writable", "SELECT pg_is_in_recovery()"},
+};
+
+// A query's result, freed on every path.
+class Result {
+ public:
+  explicit Result(PGresult* r) : r_(r) {}
+  ~Result() {
+    if (r_) PQclear(r_);
+  }
+  Result(Result&& o) noexcept : r_(o.r_) { o.r_ = nullptr; }
+  Result(const Result&) = delete;
+  Result& operator=(const Result&) = delete;
+  int rows() const { return PQntuples(r_); }
+  std::string get(int row, int col) const {
+    return std::string(PQgetvalue(r_, row, col), PQgetlength(r_, row, col));
+  }
+  bool null(int row, int col) const { return PQgetisnull(r_, row, col); }
+  int64_t i64(int row, int col) const { return std::strtoll(PQgetvalue(r_, row, col), nullptr, 10); }
+
+ private:
+  PGresult* r_;
+};
+
+bool IsConnectionTrouble(const char* sqlstate) {
+  if (!sqlstate) return true;  // no server answer at all
+  std::string s = sqlstate;
+  return s.rfind("08", 0) == 0 || s == "57P01" || s == "57P02" || s == "57P03" ||
+         s == "25006" /* read-only transaction: a standby */ || s == "53300" /* too many */;
+}
+
+StatusOr<nlohmann::json> ParseStored(const std::string& text, const std::string& what) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) return Internal("corrupt record: " + what);
+  return j;
+}
+
+}  // namespace
+
+bool IsPostgresUri(const std::string& store) {
+  return store.rfind("postgresql://", 0) == 0 || store.rfind("postgres://", 0) == 0;
+}
+
+std::string RedactUri(const std::string& uri) {
+  size_t scheme = uri.find("://");
+  if (scheme == std::string::npos) return uri;
+  size_t at = uri.find('@', scheme + 3);
+  size_t slash = uri.find('/', scheme + 3);
+  std::string out = uri;
+  if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
+    size_t colon = uri.find(':', scheme + 3);
+    if (colon != std::string::npos && colon < at)
+      out = uri.substr(0, colon + 1) + "***" + uri.substr(at);
+  }
+  size_t pw = out.find("password=");
+  if (pw != std::string::npos) {
+    size_t end = out.find('&', pw);
+    out = out.substr(0, pw + 9) + "***" + (end == std::string::npos ? "" : out.substr(end));
+  }
+  return out;
+}
+
+// One connection with the statements prepared.
+class PostgresStore::Connection {
+ public:
+  ~Connection() {
+    if (conn_) PQfinish(conn_);
+  }
+  static StatusOr<std::unique_ptr<Connection>> Open(const std::string& uri) {
+    std::unique_ptr<Connection> c(new Connection());
+    // Keywords after "dbname" override what the URI says; the URI (and so
+    // PGPASSWORD, ~/.pgpass) supplies the rest.
+    const char* keys[] = {"dbname", "connect_timeout", "keepalives", "keepalives_idle",
+                          "keepalives_interval", "keepalives_count", "application_name",
+                          nullptr};
+    const char* values[] = {uri.c_str(), "5", "1", "5", "2", "3", "sagad", nullptr};
+    c->conn_ = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
+    if (!c->conn_ || PQstatus(c->conn_) != CONNECTION_OK) {
+      std::string why = c->conn_ ? PQerrorMessage(c->conn_) : "out of memory";
+      while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+      return Unavailable("cannot connect to " + RedactUri(uri) + ": " + why);
+    }
+    auto set = c->Exec("SET statement_timeout = '30s'; SET lock_timeout = '10s'; "
+                       "SET idle_in_transaction_session_timeout = '60s'");
+    if (!set.ok()) return set.status();
+    return c;
+  }
+  bool Broken() const { return !conn_ || PQstatus(conn_) != CONNECTION_OK; }
+
+  // A statement without parameters (several allowed).
+  StatusOr<Result> Exec(const std::string& sql) { return Check(PQexec(conn_, sql.c_str())); }
+
+  // A statement with text parameters: prepared once per connection when it
+  // is one of kStatements, else sent as is.
+  StatusOr<Result> Run(const char* name, const std::vector<std::string>& params) {
+    std::vector<const char*> values;
+    for (const auto& p : params) values.push_back(p.c_str());
+    const Statement* st = nullptr;
+    for (const auto& s : kStatements)
+      if (std::strcmp(s.name, name) == 0) st = &s;
+    if (st && !prepared_) {
+      for (const auto& s : kStatements) {
+        auto r = Check(PQprepare(conn_, s.name, s.sql, 0, nullptr));
+        if (!r.ok()) return r.status();
+      }
+      prepared_ = true;
+    }
+    PGresult* r = st ? PQexecPrepared(conn_, name, int(values.size()), values.data(), nullptr,
+                                      nullptr, 0)
+                     : PQexecParams(conn_, name, int(values.size()), nullptr, values.data(),
+                                    nullptr, nullptr, 0);
+    return Check(r);
+  }
+
+ private:
+  Connection() = default;
+  StatusOr<Result> Check(PGresult* raw) {
+    Result r(raw);
+    ExecStatusType st = raw ? PQresultStatus(raw) : PGRES_FATAL_ERROR;
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return r;
+    const char* state = raw ? PQresultErrorField(raw, PG_DIAG_SQLSTATE) : nullptr;
+    std::string msg = raw ? PQresultErrorMessage(raw) : PQerrorMessage(conn_);
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+    if (Broken() || IsConnectionTrouble(state)) return Unavailable("postgresql: " + msg);
+    return Internal("postgresql: " + msg);
+  }
+
+  PGconn* conn_ = nullptr;
+  bool prepared_ = false;
+};
+
+PostgresStore::PostgresStore(std::string uri, size_t pool_size)
+    : uri_(std::move(uri)), pool_size_(pool_size < 2 ? 2 : pool_size) {}
+
+PostgresStore::~PostgresStore() = default;
+
+StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& uri,
+                                                             size_t pool_size) {
+  std::unique_ptr<PostgresStore> s(new PostgresStore(uri, pool_size));
+  auto c = Connection::Open(uri);
+  if (!c.ok()) return c.status();
+  Connection& conn = **c;
+  auto fail = [&](const Status& st) -> Status {
+    (void)conn.Exec("ROLLBACK");
+    return st;
+  };
+  // One migrator at a time: coordinators may start together.
+  auto begin = conn.Exec("BEGIN; SELECT pg_advisory_xact_lock(7318008301); "
+                         "CREATE TABLE IF NOT EXISTS sagad_meta (key text PRIMARY KEY, value text NOT NULL)");
+  if (!begin.ok()) return fail(begin.status());
+  auto meta = conn.Run("SELECT value FROM sagad_meta WHERE key = 'schema_version'", {});
+  if (!meta.ok()) return fail(meta.status());
+  int v = meta->rows() ? std::atoi(meta->get(0, 0).c_str()) : -1;
+  if (v > kPgSchemaVersion)
+    return fail(FailedPrecondition("database " + RedactUri(uri) + " has schema_version " +
+                                   std::to_string(v) + ", newer than this sagad supports (" +
+                                   std::to_string(kPgSchemaVersion) + "); refusing to open"));
+  // v < 0: a new database. There is no older PostgreSQL schema yet; a
+  // future version migrates here, step by step, before the schema below.
+  auto schema = conn.Exec(kSchema);
+  if (!schema.ok()) return fail(schema.status());
+  auto stamp = conn.Run(
+      "INSERT INTO sagad_meta VALUES ('schema_version', $1) "
+      "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+      {std::to_string(kPgSchemaVersion)});
+  if (!stamp.ok()) return fail(stamp.status());
+  auto commit = conn.Exec("COMMIT");
+  if (!commit.ok()) return commit.status();
+  s->open_ = 1;
+  s->Release(std::move(*c));
+  return s;
+}
+
+StatusOr<std::unique_ptr<PostgresStore::Connection>> PostgresStore::Acquire() {
+  {
+    std::unique_lock<std::mutex> l(pool_mu_);
+    pool_cv_.wait(l, [&] { return !idle_.empty() || open_ < pool_size_; });
+    if (!idle_.empty()) {
+      auto c = std::move(idle_.back());
+      idle_.pop_back();
+      if (!c->Broken()) return c;
+      --open_;  // dropped below; a fresh one is opened in its place
+    }
+    ++open_;
+  }
+  auto c = Connection::Open(uri_);
+  if (!c.ok()) {
+    std::lock_guard<std::mutex> l(pool_mu_);
+    --open_;
+    pool_cv_.notify_one();
+  }
+  return c;
+}
+
+void PostgresStore::Release(std::unique_ptr<Connection> c) {
+  std::lock_guard<std::mutex> l(pool_mu_);
+  if (c->Broken()) {
+    --open_;
+  } else {
+    idle_.push_back(std::move(c));
+  }
+  pool_cv_.notify_one();
+}
+
+// Group commit, leader/follower as in LmdbStore::GroupCommit: the writer at
+// the front sends everything queued as one sagad_apply call.
+Status PostgresStore::Apply(nlohmann::json request) {
+  Pending p;
+  p.request = std::move(request);
+  std::unique_lock<std::mutex> l(group_mu_);
+  group_queue_.push_back(&p);
+  p.cv.wait(l, [&] { return p.done || group_queue_.front() == &p; });
+  if (p.done) return p.result;
+  std::vector<Pending*> batch(group_queue_.begin(), group_queue_.end());
+  l.unlock();
+  Status batch_status;
+  std::vector<std::string> answers;
+  try {
+    nlohmann::json writes = nlohmann::json::array();
+    for (Pending* w : batch) writes.push_back(w->request);
+    auto c = Acquire();
+    if (!c.ok()) {
+      batch_status = c.status();
+    } else {
+      auto r = (*c)->Run("apply", {DumpJson(writes)});
+      Release(std::move(*c));
+      if (!r.ok()) {
+        batch_status = r.status();
+      } else {
+        ++synced_commits_;
+        nlohmann::json a = nlohmann::json::parse(r->get(0, 0), nullptr, false);
+        if (!a.is_array() || a.size() != batch.size())
+          batch_status = Internal("sagad_apply answered " + r->get(0, 0));
+        else
+          for (const auto& x : a) answers.push_back(x.get<std::string>());
+      }
+    }
+  } catch (const std::exception& e) {
+    batch_status = Internal(std::string("write refused: ") + e.what());
+  }
+  l.lock();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Pending* w = batch[i];
+    group_queue_.pop_front();
+    if (!batch_status.ok()) {
+      w->result = batch_status;
+    } else {
+      const std::string& a = answers[i];
+      const std::string id = w->request.value("id", "");
+      if (a == "ok") w->result = Status::Ok();
+      else if (a == "exists") w->result = AlreadyExists("instance " + id + " exists");
+      else if (a == "key_exists")
+        w->result = AlreadyExists("key exists: " + w->request["submission"].value("key", ""));
+      else if (a == "missing") w->result = NotFound("not found: " + id);
+      else if (a.rfind("version:", 0) == 0)
+        w->result = FailedPrecondition("instance " + id + " changed: version " + a.substr(8) +
+                                       ", expected " +
+                                       std::to_string(w->request.value("expected_version", 0)));
+      else if (a.rfind("lease:", 0) == 0) {
+        size_t colon = a.rfind(':');
+        w->result = FailedPrecondition("lease lost: instance " + id + " is owned by '" +
+                                       a.substr(6, colon - 6) + "' generation " +
+                                       a.substr(colon + 1));
+      } else {
+        w->result = Internal("sagad_apply: unexpected answer " + a);
+      }
+    }
+    w->done = true;
+    if (w != &p) w->cv.notify_one();
+  }
+  if (!group_queue_.empty()) group_queue_.front()->cv.notify_one();
+  return p.result;
+}
+
+namespace {
+
+nlohmann::json EventsJson(const std::vector<Event>& events) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const Event& e : events) a.push_back(e.ToJson());
+  return a;
+}
+
+nlohmann::json LeaseJson(const Lease* lease) {
+  if (!lease) return nullptr;
+  return {{"owner", lease->owner},
+          {"generation", lease->generation},
+          {"ttl_ms", std::max<int64_t>(0, lease->expires_at - WallMillis())}};
+}
+
+}  // namespace
+
+Status PostgresStore::CreateInstance(const nlohmann::json& snapshot,
+                                     const std::vector<Event>& events,
+                                     const Submission* submission,
+                                     const std::vector<nlohmann::json>& outbox,
+                                     const Lease* lease) {
+  return Apply({{"kind", "create"},
+                {"id", snapshot.at("id").get<std::string>()},
+                {"snapshot", snapshot},
+                {"events", EventsJson(events)},
+                {"submission", submission ? submission->ToJson() : nlohmann::json()},
+                {"outbox", outbox},
+                {"lease", LeaseJson(lease)}});
+}
+
+Status PostgresStore::Commit(const std::string& id, uint64_t expected_version,
+                             const nlohmann::json& snapshot, const std::vector<Event>& events,
+                             const std::vector<OperationRecord>& operations,
+                             const std::vector<nlohmann::json>& outbox, const Lease* lease) {
+  if (snapshot.value("version", uint64_t(0)) != expected_version + 1)
+    return Internal("snapshot version must be expected_version + 1");
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto& op : operations) ops.push_back(op.ToJson());
+  nlohmann::json lease_json = nullptr;
+  if (lease) lease_json = {{"owner", lease->owner}, {"generation", lease->generation}};
+  return Apply({{"kind", "commit"},
+                {"id", id},
+                {"expected_version", expected_version},
+                {"snapshot", snapshot},
+                {"events", EventsJson(events)},
+                {"operations", ops},
+                {"outbox", outbox},
+                {"lease", lease_json}});
+}
+
+Status PostgresStore::SetSubmissionResponse(const std::string& key, int status,
+                                            const nlohmann::json& response) {
+  return Apply({{"kind", "response"}, {"id", key}, {"status", status}, {"response", response}});
+}
+
+StatusOr<std::map<std::string, Lease>> PostgresStore::AcquireLeases(
+    const std::vector<std::string>& ids, const std::string& owner, int64_t, int64_t ttl_ms,
+    const std::string& successor_of) {
+  std::map<std::string, Lease> taken;
+  if (ids.empty()) return taken;
+  auto c = Acquire();
+  if (!c.ok()) return c.status();
+  auto r = (*c)->Run("take_leases",
+                     {DumpJson(ids), owner, std::to_string(ttl_ms), successor_of});
+  Release(std::move(*c));
+  if (!r.ok()) return r.status();
+  int64_t wall = WallMillis();
+  for (int i = 0; i < r->rows(); ++i) {
+    if (r->get(i, 1) != "t") continue;
+    Lease l;
+    l.owner = r->get(i, 2);
+    l.expires_at = wall + (r->i64(i, 3) - r->i64(i, 5));
+    l.generation = static_cast<uint64_t>(r->i64(i, 4));
+    taken.emplace(r->get(i, 0), l);
+  }
+  return taken;
+}
+
+StatusOr<Lease> PostgresStore::AcquireLease(const std::string& id, const std::string& owner,
+                                            int64_t now_ms, int64_t ttl_ms,
+                                            const std::string& successor_of) {
+  auto c = Acquire();
+  if (!c.ok()) return c.status();
+  auto r = (*c)->Run("take_leases",
+                     {DumpJson(std::vector<std::string>{id}), owner, std::to_string(ttl_ms),
+                      successor_of});
+  Release(std::move(*c));
+  (void)now_ms;
+  if (!r.ok()) return r.status();
+  if (r->rows() != 1) return Internal("sagad_take_leases answered no row");
+  int64_t expires = WallMillis() + (r->i64(0, 3) - r->i64(0, 5));
+  if (r->get(0, 1) != "t")
+    return FailedPrecondition("instance " + id + " is owned by '" + r->get(0, 2) + "' until " +
+                              std::to_string(expires));
+  Lease l;
+  l.owner = r->get(0, 2);
+  l.expires_at = expires;
+  l.generation = static_cast<uint64_t>(r->i64(0, 4));
+  return l;
+}
+
+StatusOr<std::vector<std::string>> PostgresStore::RenewLeases(const std::string& owner,
+                                                              const std::vector<std::string>& ids,
+                                                              int64_t, int64_t ttl_ms) {
+  std::vector<std::string> lost;
+  if (ids.empty()) return lost;
+  auto c = Acquire();
+  if (!c.ok()) return c.status();
+  auto r = (*c)->Run("renew_leases", {owner, DumpJson(ids), std::to_string(ttl_ms)});
+  Release(std::move(*c));
+  if (!r.ok()) return r.status();
+  std::set<std::string> kept;
+  for (int i = 0; i < r->rows(); ++i) kept.insert(r->get(i, 0));
+  for (const auto& id : ids)
+    if (!kept.count(id)) lost.push_back(id);
+  return lost;
+}
+
+StatusOr<Lease> PostgresStore::GetLease(const std::string& id) {
+  auto c = Acquire();
+  if (!c.ok()) return c.status();
+  auto r = (*c)->Run("get_lease", {id});
+  Release(std::move(*c));
+  if (!r.ok()) return r.status();
+  if (r->rows() == 0) return NotFound("not found: " + id);
+  Lease l;
+  l.owner = r->get(0, 0);
+  l.expires_at = WallMillis() + (r->i64(0, 1) - r->i64(0, 3));
+  l.generation = static_cast<uint64_t>(r->i64(0, 2));
+  return l;
+}
+
+StatusOr<std::vector<OutboxRecord>> PostgresStore::PeekOutbox(size_t max) {
+  std::lock_guard<std::mutex> l(outbox_mu_);
+  if (outbox_conn_ && outbox_conn_->Broken()) outbox_conn_.reset();
+  if (!outbox_conn_) {
+    auto c = Connection::Open(uri_);
+    if (!c.ok()) return c.status();
+    outbox_conn_ = std::move(*c);
+    outbox_locked_ = false;
+  }
+  if (!outbox_locked_) {
+    auto r = outbox_conn_->Exec("SELECT pg_try_advisory_lock(7318008302)");
+    if (!r.ok()) return r.status();
+    outbox_locked_ = r->get(0, 0) == "t";
+    if (!outbox_locked_) return std::vector<OutboxRecord>{};  // another process publishes
+  }
+  auto r = outbox_conn_->Run("peek_outbox", {std::to_string(max)});
+  if (!r.ok()) return r.status();
+  std::vector<OutboxRecord> out;
+  for (int i = 0; i < r->rows(); ++i) {
+    nlohmann::json j = nlohmann::json::parse(r->get(i, 1), nullptr, false);
+    out.push_back({static_cast<uint64_t>(r->i64(i, 0)), j.is_discarded() ? nlohmann::json() : j});
+  }
+  return out;
+}
+
+Status PostgresStore::AckOutbox(uint64_t seq) {
+  std::lock_guard<std::mutex> l(outbox_mu_);
+  if (!outbox_conn_ || !outbox_locked_) return FailedPrecondition("not the outbox publisher");
+  auto r = outbox_conn_->Run("ack_outbox", {std::to_string(seq)});
+  return r.ok() ? Status::Ok() : r.status();
+}
+
+StatusOr<size_t> PostgresStore::OutboxSize() {
+  auto c = Acquire();
+  if (!c.ok()) return c.status();
+  auto r = (*c)->Run("outbox_size", {});
+  Release(std::move(*c));
+  if (!r.ok()) return r.status();
+  return static_cast<size_t>(r->i64(0, 0));
+}
+
+StatusOr<nlohmann::json> PostgresStore::GetInstance(const std::string& id) {
+  auto c = Acquire();
+  if (!c.ok()) return c.status();
+  auto r = (*c)->Run("get_instance", {id});
+  Release(std::move(*c));
+  if (!r.ok()) return r.status();
+  if (r->rows() == 0) return NotFound("instance '" + id + "' does not exist");
+  return ParseStored(r->get(0, 0), "instance " + id);
+}
+
+StatusOr<std::vector<Event>> PostgresStore::GetEvents(const std::string& id) {
+  auto c = Acquire();
+  if (!c.ok()) return c.status();
+  auto r = (*c)->Run("get_events", {id});
+  Release(std::move(*c));
+  if (!r.ok()) return r.status();
+  std::vector<Event> out;
+  for (int i = 0; i < r->rows(); ++i) {
+    auto j = ParseStored(r->get(i, 0), "event of " + id);
+    if (!j.ok()) return j.status();
+    auto e = Event::FromJson(*j);
+    if (!e.ok()) return e.status();
+    out.push_back(std::move(*e));
+  }
+  return out;
+}
+
+StatusOr<OperationRecord> PostgresStore::GetOperation(const std::string& key) {
+  auto c = Acquire();
+  if (!c.ok()) return c.status();
+  auto r = (*c)->Run("get_operation", {key});
+  Release(std::move(*c));
+  if (!r.ok()) return r.status();
+  if (r->rows() == 0) return NotFound("not found: " + key);
+  auto j = ParseStored(r->get(0, 0), "operation " + key);
+  if (!j.ok()) return j.status();
+  return OperationRecord::FromJson(*j);
+}
+
+StatusOr<Submission> PostgresStore::GetSubmission(const std::string& key) {
+  auto c = Acquire();
+  if (!c.ok()) return c.status();
+  auto r = (*c)->Run("get_submission", {key});
+  Release(std::move(*c));
+  if (!r.ok()) return r.status();
+  if (r->rows() == 0) return NotFound("not found: " + key);
+  Submission s;
+  s.key = r->get(0, 0);
+  s.request_hash = r->get(0, 1);
+  s.instance_id = r->get(0, 2);
+  s.response_status = static_cast<int>(r->i64(0, 3));
+  auto resp = ParseStored(r->get(0, 4), "submission " + key);
+  if (!resp.ok()) return resp.status();
+  s.response = *resp;
+  s.created_at = r->i64(0, 5);
+  return s;
+}
+
+StatusOr<InstancePage> PostgresStore::ListInstances(const InstanceFilter& filter, size_t limit,
+                                                    const std::string& cursor) {
+  // Only the conditions in use, so each filter gets its index.
+  std::string sql = "SELECT snapshot, id FROM sagad_instances WHERE true";
+  std::vector<std::string> params;
+  auto add = [&](const char* cond, const std::string& value) {
+    params.push_back(value);
+    sql += std::string(" AND ") + cond + " $" + std::to_string(params.size());
+  };
+  if (!filter.status.empty()) add("status =", filter.status);
+  if (!filter.saga.empty()) add("saga =", filter.saga);
+  if (!filter.waiting.empty()) add("waiting =", filter.waiting);
+  if (!cursor.empty()) add("id <", cursor);
+  sql += " ORDER BY id DESC LIMIT " + std::to_string(limit + 1);
+  auto c = Acquire();
+  if (!c.ok()) return c.status();
+  auto r = (*c)->Run(sql.c_str(), params);
+  Release(std::move(*c));
+  if (!r.ok()) return r.status();
+  InstancePage page;
+  for (int i = 0; i < r->rows() && page.instances.size() < limit; ++i) {
+    auto j = ParseStored(r->get(i, 0), "instance " + r->get(i, 1));
+    if (!j.ok()) continue;
+    page.instances.push_back(std::move(*j));
+  }
+  if (size_t(r->rows()) > limit) page.next_cursor = r->get(int(limit) - 1, 1);
+  return page;
+}
+
+StatusOr<std::vector<ActiveInstance>> PostgresStore::ListActive() {
+  auto c = Acquire();
+  if (!c.ok()) return c.status();
+  auto r = (*c)->Run("list_active", {});
+  Release(std::move(*c));
+  if (!r.ok()) return r.status();
+  std::vector<ActiveInstance> out;
+  for (int i = 0; i < r->rows(); ++i)
+    out.push_back({r->get(i, 0), r->get(i, 1), r->get(i, 2), static_cast<uint64_t>(r->i64(i, 3))});
+  return out;
+}
+
+uint64_t PostgresStore::SyncedCommits() const { return synced_commits_; }
+
+Status PostgresStore::CheckWritable() {
+  auto c = Acquire();
+  if (!c.ok()) return c.status();
+  auto r = (*c)->Run("writable", {});
+  Release(std::move(*c));
+  if (!r.ok()) return r.status();
+  if (r->get(0, 0) == "t") return Unavailable("the database is read-only (a standby)");
+  return Status::Ok();
+}
+
+}  // namespace sagad

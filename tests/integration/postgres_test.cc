@@ -1,0 +1,138 @@
+// sagad on the PostgreSQL store (--store): the saga flows, SIGKILL and
+// restart, two coordinators sharing the database, and database restarts
+// while sagas are in flight. Real processes and a real server; every
+// effect exactly once.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <future>
+
+#include "tests/testing/cluster.h"
+#include "tests/testing/postgres.h"
+
+namespace sagad::testing {
+namespace {
+
+using nlohmann::json;
+
+class PostgresCoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override { uri_ = PostgresServer::Shared().NewDatabase(); }
+  std::unique_ptr<Coordinator> Make(const std::string& name, int64_t lease_ms = 10000) {
+    // data_dir is unused with a store URI: a missing path proves it.
+    auto c = std::make_unique<Coordinator>(downstream_, dir_.path() + "/unused-" + name);
+    c->Configure({{"coordinator_id", name}, {"lease_ms", lease_ms}, {"store", uri_}});
+    return c;
+  }
+  std::vector<std::string> SubmitMany(Coordinator& c, int n, const std::string& saga = "order_fulfilment") {
+    std::vector<std::string> ids;
+    for (int i = 0; i < n; ++i) {
+      Reply r = c.Submit(saga, saga == "order_fulfilment" ? OrderInput() : IncidentInput(), 0,
+                         "k-" + std::to_string(next_key_++));
+      EXPECT_EQ(r.status, 201) << r.raw;
+      if (r.status == 201) ids.push_back(r.body["id"]);
+    }
+    return ids;
+  }
+
+  TempDir dir_;
+  Downstream downstream_;
+  std::string uri_;
+  int next_key_ = 0;
+};
+
+TEST_F(PostgresCoordinatorTest, SagasRunToTheEndWithApprovalsAndKeyedReplays) {
+  auto c = Make("pg-a");
+  ASSERT_GT(c->Start(), 0);
+  Reply order = c->Submit("order_fulfilment", OrderInput(), 10, "order-1");
+  ASSERT_EQ(order.status, 200) << order.raw;
+  EXPECT_EQ(order.body["status"], "COMPLETED");
+  Reply again = c->Submit("order_fulfilment", OrderInput(), 10, "order-1");
+  EXPECT_EQ(again.header("Idempotent-Replayed"), "true");
+  EXPECT_EQ(again.body["id"], order.body["id"]);
+  Reply incident = c->Submit("incident_response", IncidentInput(), 10);
+  ASSERT_EQ(incident.body["status"], "AWAITING_APPROVAL") << incident.raw;
+  std::string id = incident.body["id"];
+  EXPECT_EQ(c->Get("/v1/approvals").body["approvals"].size(), 1u);
+  EXPECT_EQ(c->Get("/v1/instances?waiting=approval").body["instances"].size(), 1u);
+  ASSERT_EQ(c->Post("/v1/instances/" + id + "/steps/notify_user/approve").status, 200);
+  EXPECT_EQ(c->WaitStatus(id, "COMPLETED")["status"], "COMPLETED");
+  EXPECT_EQ(c->Get("/v1/instances?status=COMPLETED").body["instances"].size(), 2u);
+  EXPECT_EQ(c->Get("/readyz").status, 200);
+  EXPECT_EQ(RepeatedEffects(downstream_), "");
+  EXPECT_EQ(downstream_.Effects()["total"], 7);
+  // Nothing was written to a data dir.
+  EXPECT_NE(access((dir_.path() + "/unused-pg-a").c_str(), F_OK), 0);
+  EXPECT_EQ(c->Terminate(), 0);
+}
+
+TEST_F(PostgresCoordinatorTest, SigkillMidFlightThenRestartLosesNothingAndDoesNothingTwice) {
+  downstream_.Fault({{"path", "/charges"}, {"action", "delay"}, {"delay_ms", 300}, {"times", 1000}});
+  auto c = Make("pg-a");
+  ASSERT_GT(c->Start(), 0);
+  std::vector<std::string> ids = SubmitMany(*c, 20);
+  ASSERT_TRUE(WaitFor([&] { return downstream_.Effects()["pending"].get<int>() > 0; }));
+  c->Kill();
+  ASSERT_GT(c->Start(), 0);
+  for (const auto& id : ids) EXPECT_EQ(c->WaitStatus(id, "COMPLETED")["status"], "COMPLETED") << id;
+  EXPECT_EQ(RepeatedEffects(downstream_), "");
+}
+
+// Two coordinators on one database: both serve the whole API; when one is
+// killed, the other takes its instances over once their leases expire.
+TEST_F(PostgresCoordinatorTest, TwoCoordinatorsShareTheWorkAndTheSurvivorTakesOver) {
+  downstream_.Fault({{"path", "/shipments"}, {"action", "delay"}, {"delay_ms", 200}, {"times", 1000}});
+  auto a = Make("pg-a", 1000), b = Make("pg-b", 1000);
+  ASSERT_GT(a->Start(), 0);
+  ASSERT_GT(b->Start(), 0);
+  std::vector<std::string> ids = SubmitMany(*a, 15);
+  std::vector<std::string> more = SubmitMany(*b, 15);
+  ids.insert(ids.end(), more.begin(), more.end());
+  // Either serves any instance.
+  EXPECT_EQ(b->Get("/v1/instances/" + ids.front()).status, 200);
+  EXPECT_EQ(a->Get("/v1/instances/" + ids.back()).status, 200);
+  a->Kill();
+  for (const auto& id : ids) EXPECT_EQ(b->WaitStatus(id, "COMPLETED")["status"], "COMPLETED") << id;
+  EXPECT_EQ(RepeatedEffects(downstream_), "");
+  EXPECT_EQ(downstream_.Effects()["total"], int(3 * ids.size()));
+  // An approval given to one is carried out by the owner.
+  ASSERT_GT(a->Start(), 0);
+  Reply incident = a->Submit("incident_response", IncidentInput(), 10);
+  ASSERT_EQ(incident.body["status"], "AWAITING_APPROVAL");
+  std::string id = incident.body["id"];
+  ASSERT_EQ(b->Post("/v1/instances/" + id + "/steps/notify_user/approve").status, 200);
+  EXPECT_EQ(a->WaitStatus(id, "COMPLETED")["status"], "COMPLETED");
+}
+
+// The database crashes and restarts while sagas are in flight: while it is
+// down sagad stays up, /readyz says 503 and submissions get 503 with
+// Retry-After; afterwards everything finishes, each effect once.
+TEST_F(PostgresCoordinatorTest, ADatabaseRestartLosesNothingAndDoesNothingTwice) {
+  downstream_.Fault({{"path", "/charges"}, {"action", "delay"}, {"delay_ms", 200}, {"times", 1000}});
+  auto c = Make("pg-a");
+  ASSERT_GT(c->Start(), 0);
+  std::vector<std::string> ids = SubmitMany(*c, 20);
+  ASSERT_TRUE(WaitFor([&] { return downstream_.Effects()["pending"].get<int>() > 0; }));
+  auto& server = PostgresServer::Shared();
+  server.Stop();
+  EXPECT_TRUE(WaitFor([&] { return c->Get("/readyz").status == 503; }));
+  Reply refused = c->Submit("order_fulfilment", OrderInput(), 0, "while-down");
+  EXPECT_EQ(refused.status, 503) << refused.raw;
+  EXPECT_EQ(refused.header("Retry-After"), "1");
+  EXPECT_EQ(c->Get("/healthz").status, 200);
+  server.Start();
+  server.RestartImmediately();  // and once more, crashing it
+  EXPECT_TRUE(WaitFor([&] { return c->Get("/readyz").status == 200; }, std::chrono::seconds(20)));
+  // The refused submission left nothing behind: the same key goes through.
+  Reply later = c->Submit("order_fulfilment", OrderInput(), 10, "while-down");
+  EXPECT_EQ(later.status, 200) << later.raw;
+  EXPECT_NE(later.header("Idempotent-Replayed"), "true");
+  for (const auto& id : ids)
+    EXPECT_EQ(c->WaitStatus(id, "COMPLETED", std::chrono::seconds(30))["status"], "COMPLETED") << id;
+  EXPECT_EQ(RepeatedEffects(downstream_), "");
+  EXPECT_EQ(c->Terminate(), 0);
+}
+
+}  // namespace
+}  // namespace sagad::testing

@@ -1,0 +1,126 @@
+#include "tests/testing/postgres.h"
+
+#include <arpa/inet.h>
+#include <glob.h>
+#include <libpq-fe.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+
+namespace sagad::testing {
+namespace {
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string PgBinDir() {
+  glob_t g;
+  std::string out;
+  if (glob("/usr/lib/postgresql/*/bin/pg_ctl", 0, nullptr, &g) == 0 && g.gl_pathc > 0) {
+    out = g.gl_pathv[g.gl_pathc - 1];
+    out = out.substr(0, out.rfind('/'));
+  }
+  globfree(&g);
+  if (out.empty()) {
+    std::cerr << "PostgreSQL server binaries not found (apt-get install postgresql-15)\n";
+    std::abort();
+  }
+  return out;
+}
+
+}  // namespace
+
+PostgresServer& PostgresServer::Shared() {
+  static PostgresServer* server = new PostgresServer();
+  static struct Stopper {
+    ~Stopper() { delete server; }
+  } stopper;
+  return *server;
+}
+
+PostgresServer::PostgresServer() : bin_(PgBinDir()) {
+  char tmpl[] = "/tmp/sagad-pg-XXXXXX";
+  dir_ = mkdtemp(tmpl);
+  if (getuid() == 0) {
+    passwd* pw = getpwnam("postgres");
+    if (!pw) {
+      std::cerr << "running as root but there is no 'postgres' user to run PostgreSQL as\n";
+      std::abort();
+    }
+    if (chown(dir_.c_str(), pw->pw_uid, pw->pw_gid) != 0) std::abort();
+    as_user_ = "runuser -u postgres -- ";
+  }
+  Run(bin_ + "/initdb -D " + dir_ + "/data -U postgres -A trust -E UTF8 --no-sync >" + dir_ +
+      "/initdb.log 2>&1");
+  port_ = FreePort();
+  std::ofstream(dir_ + "/data/postgresql.auto.conf", std::ios::app)
+      << "port = " << port_ << "\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '"
+      << dir_ << "'\nmax_connections = 300\nfsync = on\nsynchronous_commit = on\n";
+  Start();
+}
+
+PostgresServer::~PostgresServer() {
+  std::system((as_user_ + bin_ + "/pg_ctl -D " + dir_ + "/data -m immediate stop >/dev/null 2>&1")
+                  .c_str());
+  std::system(("rm -rf " + dir_).c_str());
+}
+
+std::string PostgresServer::Run(const std::string& cmd) {
+  int rc = std::system((as_user_ + cmd).c_str());
+  if (rc != 0) {
+    std::ifstream log(dir_ + "/server.log");
+    std::stringstream ss;
+    ss << log.rdbuf();
+    std::cerr << "failed (" << rc << "): " << cmd << "\n" << ss.str() << "\n";
+    std::abort();
+  }
+  return "";
+}
+
+void PostgresServer::Start() {
+  Run(bin_ + "/pg_ctl -D " + dir_ + "/data -l " + dir_ + "/server.log -w -t 60 start >/dev/null");
+}
+
+void PostgresServer::Stop() {
+  Run(bin_ + "/pg_ctl -D " + dir_ + "/data -m immediate -w stop >/dev/null");
+}
+
+void PostgresServer::RestartImmediately() {
+  Run(bin_ + "/pg_ctl -D " + dir_ + "/data -l " + dir_ +
+      "/server.log -m immediate -w -t 60 restart >/dev/null");
+}
+
+std::string PostgresServer::NewDatabase() {
+  std::string name = "t" + std::to_string(getpid()) + "_" + std::to_string(++databases_);
+  std::string admin = "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/postgres";
+  PGconn* c = PQconnectdb(admin.c_str());
+  if (PQstatus(c) != CONNECTION_OK) {
+    std::cerr << "cannot connect to the test server: " << PQerrorMessage(c) << "\n";
+    std::abort();
+  }
+  PGresult* r = PQexec(c, ("CREATE DATABASE " + name).c_str());
+  bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+  PQclear(r);
+  PQfinish(c);
+  if (!ok) throw std::runtime_error("CREATE DATABASE failed");
+  return "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/" + name;
+}
+
+}  // namespace sagad::testing
