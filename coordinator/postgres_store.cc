@@ -6,6 +6,7 @@
 #include <cstring>
 #include <set>
 
+#include "postgres_schema_sql.h"  // kPostgresSchema, from coordinator/postgres_schema.sql
 #include "sagas/json_limits.h"
 
 namespace sagad {
@@ -13,163 +14,6 @@ namespace {
 
 constexpr int kPgSchemaVersion = 1;
 
-// The schema, idempotent: run under an advisory lock by every Open.
-constexpr const char* kSchema = R"SQL(
-CREATE TABLE IF NOT EXISTS sagad_instances (
-  id text PRIMARY KEY,
-  saga text NOT NULL,
-  status text NOT NULL,
-  waiting text,
-  version bigint NOT NULL,
-  finished boolean NOT NULL,
-  snapshot text NOT NULL);
-CREATE INDEX IF NOT EXISTS sagad_instances_status ON sagad_instances (status, id);
-CREATE INDEX IF NOT EXISTS sagad_instances_saga ON sagad_instances (saga, id);
-CREATE INDEX IF NOT EXISTS sagad_instances_waiting ON sagad_instances (waiting, id)
-  WHERE waiting IS NOT NULL;
-CREATE INDEX IF NOT EXISTS sagad_instances_unfinished ON sagad_instances (id) WHERE NOT finished;
-CREATE TABLE IF NOT EXISTS sagad_events (
-  instance_id text NOT NULL,
-  seq bigint NOT NULL,
-  data text NOT NULL,
-  PRIMARY KEY (instance_id, seq));
-CREATE TABLE IF NOT EXISTS sagad_operations (key text PRIMARY KEY, data text NOT NULL);
-CREATE TABLE IF NOT EXISTS sagad_submissions (
-  key text PRIMARY KEY,
-  request_hash text NOT NULL,
-  instance_id text NOT NULL,
-  response_status int NOT NULL,
-  response text NOT NULL,
-  created_at bigint NOT NULL);
-CREATE TABLE IF NOT EXISTS sagad_leases (
-  instance_id text PRIMARY KEY,
-  owner text NOT NULL,
-  expires_at bigint NOT NULL,
-  generation bigint NOT NULL);
-CREATE TABLE IF NOT EXISTS sagad_outbox (
-  seq bigserial PRIMARY KEY,
-  instance_id text NOT NULL,
-  message text NOT NULL);
-
-CREATE OR REPLACE FUNCTION sagad_now_ms() RETURNS bigint LANGUAGE sql VOLATILE AS
-  $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
-
--- One group commit: a JSON array of writes, each {"kind": "create" |
--- "commit" | "response", ...}. Returns a JSON array with one answer per
--- write: "ok", "exists", "key_exists", "missing", "version:<stored>" or
--- "lease:<owner>:<generation>". A refused write changes nothing.
-CREATE OR REPLACE FUNCTION sagad_apply(batch json) RETURNS json LANGUAGE plpgsql AS $$
-DECLARE
-  r json; snap json; sub json; ls json;
-  answers text[] := '{}';
-  w_id text; stored bigint; held record; done boolean;
-BEGIN
-  FOR r IN SELECT value FROM json_array_elements(batch) LOOP
-    w_id := r->>'id';
-    IF r->>'kind' = 'response' THEN
-      UPDATE sagad_submissions SET response_status = (r->>'status')::int,
-                                   response = (r->'response')::text
-        WHERE key = w_id AND response_status = 0;
-      IF NOT FOUND AND NOT EXISTS (SELECT 1 FROM sagad_submissions WHERE key = w_id) THEN
-        answers := answers || 'missing'::text;
-      ELSE
-        answers := answers || 'ok'::text;
-      END IF;
-      CONTINUE;
-    END IF;
-    snap := r->'snapshot';
-    done := snap->>'status' IN ('COMPLETED', 'COMPENSATED');
-    ls := r->'lease';
-    IF r->>'kind' = 'create' THEN
-      INSERT INTO sagad_instances (id, saga, status, waiting, version, finished, snapshot)
-        VALUES (w_id, coalesce(snap->>'saga', ''), coalesce(snap->>'status', ''),
-                snap->>'waiting_for', (snap->>'version')::bigint, done, snap::text)
-        ON CONFLICT DO NOTHING;
-      IF NOT FOUND THEN
-        answers := answers || 'exists'::text;
-        CONTINUE;
-      END IF;
-      sub := r->'submission';
-      IF sub IS NOT NULL AND json_typeof(sub) = 'object' THEN
-        INSERT INTO sagad_submissions (key, request_hash, instance_id, response_status, response,
-                                       created_at)
-          VALUES (sub->>'key', sub->>'request_hash', sub->>'instance_id',
-                  (sub->>'response_status')::int, (sub->'response')::text,
-                  (sub->>'created_at')::bigint)
-          ON CONFLICT DO NOTHING;
-        IF NOT FOUND THEN
-          DELETE FROM sagad_instances WHERE id = w_id;
-          answers := answers || 'key_exists'::text;
-          CONTINUE;
-        END IF;
-      END IF;
-      IF ls IS NOT NULL AND json_typeof(ls) = 'object' THEN
-        INSERT INTO sagad_leases (instance_id, owner, expires_at, generation)
-          VALUES (w_id, ls->>'owner', sagad_now_ms() + (ls->>'ttl_ms')::bigint,
-                  (ls->>'generation')::bigint)
-          ON CONFLICT (instance_id) DO UPDATE SET owner = EXCLUDED.owner,
-            expires_at = EXCLUDED.expires_at, generation = EXCLUDED.generation;
-      END IF;
-    ELSE
-      IF ls IS NOT NULL AND json_typeof(ls) = 'object' THEN
-        SELECT owner, generation INTO held FROM sagad_leases WHERE instance_id = w_id FOR SHARE;
-        IF NOT FOUND OR held.owner <> ls->>'owner' OR held.generation <> (ls->>'generation')::bigint THEN
-          answers := answers || ('lease:' || coalesce(held.owner, '') || ':' ||
-                                 coalesce(held.generation, 0)::text);
-          CONTINUE;
-        END IF;
-      END IF;
-      UPDATE sagad_instances SET status = coalesce(snap->>'status', ''),
-          waiting = snap->>'waiting_for', version = (snap->>'version')::bigint,
-          finished = done, snapshot = snap::text
-        WHERE id = w_id AND version = (r->>'expected_version')::bigint;
-      IF NOT FOUND THEN
-        SELECT version INTO stored FROM sagad_instances WHERE id = w_id;
-        answers := answers || ('version:' || coalesce(stored::text, 'none'));
-        CONTINUE;
-      END IF;
-      IF done THEN
-        DELETE FROM sagad_leases WHERE instance_id = w_id;
-      END IF;
-      INSERT INTO sagad_operations (key, data)
-        SELECT o->>'key', o::text FROM json_array_elements(r->'operations') o
-        ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data;
-    END IF;
-    INSERT INTO sagad_events (instance_id, seq, data)
-      SELECT w_id, (e->>'seq')::bigint, e::text FROM json_array_elements(r->'events') e;
-    INSERT INTO sagad_outbox (instance_id, message)
-      SELECT w_id, m.value::text FROM json_array_elements(r->'outbox') WITH ORDINALITY m
-      ORDER BY m.ordinality;
-    answers := answers || 'ok'::text;
-  END LOOP;
-  RETURN to_json(answers);
-END $$;
-
--- Takes the leases of `ids` for `owner` (see Store::AcquireLease), judged
--- by the database clock. One row per id: taken, and the lease as it is.
-CREATE OR REPLACE FUNCTION sagad_take_leases(ids json, new_owner text, ttl bigint, successor text)
-RETURNS TABLE (lease_id text, taken boolean, lease_owner text, lease_expires bigint,
-               lease_generation bigint) LANGUAGE plpgsql AS $$
-DECLARE
-  i text; l record; now_ms bigint;
-BEGIN
-  FOR i IN SELECT json_array_elements_text(ids) LOOP
-    INSERT INTO sagad_leases VALUES (i, '', 0, 0) ON CONFLICT DO NOTHING;
-    SELECT * INTO l FROM sagad_leases WHERE instance_id = i FOR UPDATE;
-    now_ms := sagad_now_ms();
-    IF l.owner <> '' AND l.owner <> new_owner AND l.expires_at > now_ms
-       AND NOT (successor <> '' AND starts_with(l.owner, successor)) THEN
-      RETURN QUERY SELECT i, false, l.owner, l.expires_at, l.generation;
-      CONTINUE;
-    END IF;
-    UPDATE sagad_leases SET owner = new_owner, expires_at = now_ms + ttl,
-        generation = CASE WHEN l.owner = new_owner THEN l.generation ELSE l.generation + 1 END
-      WHERE instance_id = i
-      RETURNING owner, expires_at, generation INTO l;
-    RETURN QUERY SELECT i, true, l.owner, l.expires_at, l.generation;
-  END LOOP;
-END $$;
-)SQL";
 
 int64_t WallMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -208,26 +52,6 @@ constexpr Statement kStatements[] = {
     {"writable", "SELECT pg_is_in_recovery()"},
 };
 
-// A query's result, freed on every path.
-class Result {
- public:
-  explicit Result(PGresult* r) : r_(r) {}
-  ~Result() {
-    if (r_) PQclear(r_);
-  }
-  Result(Result&& o) noexcept : r_(o.r_) { o.r_ = nullptr; }
-  Result(const Result&) = delete;
-  Result& operator=(const Result&) = delete;
-  int rows() const { return PQntuples(r_); }
-  std::string get(int row, int col) const {
-    return std::string(PQgetvalue(r_, row, col), PQgetlength(r_, row, col));
-  }
-  bool null(int row, int col) const { return PQgetisnull(r_, row, col); }
-  int64_t i64(int row, int col) const { return std::strtoll(PQgetvalue(r_, row, col), nullptr, 10); }
-
- private:
-  PGresult* r_;
-};
 
 bool IsConnectionTrouble(const char* sqlstate) {
   if (!sqlstate) return true;  // no server answer at all
@@ -243,6 +67,27 @@ StatusOr<nlohmann::json> ParseStored(const std::string& text, const std::string&
 }
 
 }  // namespace
+
+// A query's result, freed on every path.
+class PgRows {
+ public:
+  explicit PgRows(PGresult* r) : r_(r) {}
+  ~PgRows() {
+    if (r_) PQclear(r_);
+  }
+  PgRows(PgRows&& o) noexcept : r_(o.r_) { o.r_ = nullptr; }
+  PgRows(const PgRows&) = delete;
+  PgRows& operator=(const PgRows&) = delete;
+  int rows() const { return PQntuples(r_); }
+  std::string get(int row, int col) const {
+    return std::string(PQgetvalue(r_, row, col), PQgetlength(r_, row, col));
+  }
+  bool null(int row, int col) const { return PQgetisnull(r_, row, col); }
+  int64_t i64(int row, int col) const { return std::strtoll(PQgetvalue(r_, row, col), nullptr, 10); }
+
+ private:
+  PGresult* r_;
+};
 
 bool IsPostgresUri(const std::string& store) {
   return store.rfind("postgresql://", 0) == 0 || store.rfind("postgres://", 0) == 0;
@@ -295,11 +140,11 @@ class PostgresStore::Connection {
   bool Broken() const { return !conn_ || PQstatus(conn_) != CONNECTION_OK; }
 
   // A statement without parameters (several allowed).
-  StatusOr<Result> Exec(const std::string& sql) { return Check(PQexec(conn_, sql.c_str())); }
+  StatusOr<PgRows> Exec(const std::string& sql) { return Check(PQexec(conn_, sql.c_str())); }
 
   // A statement with text parameters: prepared once per connection when it
   // is one of kStatements, else sent as is.
-  StatusOr<Result> Run(const char* name, const std::vector<std::string>& params) {
+  StatusOr<PgRows> Run(const char* name, const std::vector<std::string>& params) {
     std::vector<const char*> values;
     for (const auto& p : params) values.push_back(p.c_str());
     const Statement* st = nullptr;
@@ -321,8 +166,8 @@ class PostgresStore::Connection {
 
  private:
   Connection() = default;
-  StatusOr<Result> Check(PGresult* raw) {
-    Result r(raw);
+  StatusOr<PgRows> Check(PGresult* raw) {
+    PgRows r(raw);
     ExecStatusType st = raw ? PQresultStatus(raw) : PGRES_FATAL_ERROR;
     if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return r;
     const char* state = raw ? PQresultErrorField(raw, PG_DIAG_SQLSTATE) : nullptr;
@@ -364,7 +209,7 @@ StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& 
                                    std::to_string(kPgSchemaVersion) + "); refusing to open"));
   // v < 0: a new database. There is no older PostgreSQL schema yet; a
   // future version migrates here, step by step, before the schema below.
-  auto schema = conn.Exec(kSchema);
+  auto schema = conn.Exec(kPostgresSchema);
   if (!schema.ok()) return fail(schema.status());
   auto stamp = conn.Run(
       "INSERT INTO sagad_meta VALUES ('schema_version', $1) "
@@ -397,6 +242,15 @@ StatusOr<std::unique_ptr<PostgresStore::Connection>> PostgresStore::Acquire() {
     pool_cv_.notify_one();
   }
   return c;
+}
+
+StatusOr<PgRows> PostgresStore::Query(const char* statement,
+                                      const std::vector<std::string>& params) {
+  auto c = Acquire();
+  if (!c.ok()) return c.status();
+  auto r = (*c)->Run(statement, params);
+  Release(std::move(*c));
+  return r;
 }
 
 void PostgresStore::Release(std::unique_ptr<Connection> c) {
@@ -540,11 +394,8 @@ StatusOr<std::map<std::string, Lease>> PostgresStore::AcquireLeases(
     const std::string& successor_of) {
   std::map<std::string, Lease> taken;
   if (ids.empty()) return taken;
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
-  auto r = (*c)->Run("take_leases",
+  auto r = Query("take_leases",
                      {DumpJson(ids), owner, std::to_string(ttl_ms), successor_of});
-  Release(std::move(*c));
   if (!r.ok()) return r.status();
   int64_t wall = WallMillis();
   for (int i = 0; i < r->rows(); ++i) {
@@ -561,12 +412,9 @@ StatusOr<std::map<std::string, Lease>> PostgresStore::AcquireLeases(
 StatusOr<Lease> PostgresStore::AcquireLease(const std::string& id, const std::string& owner,
                                             int64_t now_ms, int64_t ttl_ms,
                                             const std::string& successor_of) {
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
-  auto r = (*c)->Run("take_leases",
+  auto r = Query("take_leases",
                      {DumpJson(std::vector<std::string>{id}), owner, std::to_string(ttl_ms),
                       successor_of});
-  Release(std::move(*c));
   (void)now_ms;
   if (!r.ok()) return r.status();
   if (r->rows() != 1) return Internal("sagad_take_leases answered no row");
@@ -586,10 +434,7 @@ StatusOr<std::vector<std::string>> PostgresStore::RenewLeases(const std::string&
                                                               int64_t, int64_t ttl_ms) {
   std::vector<std::string> lost;
   if (ids.empty()) return lost;
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
-  auto r = (*c)->Run("renew_leases", {owner, DumpJson(ids), std::to_string(ttl_ms)});
-  Release(std::move(*c));
+  auto r = Query("renew_leases", {owner, DumpJson(ids), std::to_string(ttl_ms)});
   if (!r.ok()) return r.status();
   std::set<std::string> kept;
   for (int i = 0; i < r->rows(); ++i) kept.insert(r->get(i, 0));
@@ -599,10 +444,7 @@ StatusOr<std::vector<std::string>> PostgresStore::RenewLeases(const std::string&
 }
 
 StatusOr<Lease> PostgresStore::GetLease(const std::string& id) {
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
-  auto r = (*c)->Run("get_lease", {id});
-  Release(std::move(*c));
+  auto r = Query("get_lease", {id});
   if (!r.ok()) return r.status();
   if (r->rows() == 0) return NotFound("not found: " + id);
   Lease l;
@@ -645,29 +487,20 @@ Status PostgresStore::AckOutbox(uint64_t seq) {
 }
 
 StatusOr<size_t> PostgresStore::OutboxSize() {
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
-  auto r = (*c)->Run("outbox_size", {});
-  Release(std::move(*c));
+  auto r = Query("outbox_size", {});
   if (!r.ok()) return r.status();
   return static_cast<size_t>(r->i64(0, 0));
 }
 
 StatusOr<nlohmann::json> PostgresStore::GetInstance(const std::string& id) {
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
-  auto r = (*c)->Run("get_instance", {id});
-  Release(std::move(*c));
+  auto r = Query("get_instance", {id});
   if (!r.ok()) return r.status();
   if (r->rows() == 0) return NotFound("instance '" + id + "' does not exist");
   return ParseStored(r->get(0, 0), "instance " + id);
 }
 
 StatusOr<std::vector<Event>> PostgresStore::GetEvents(const std::string& id) {
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
-  auto r = (*c)->Run("get_events", {id});
-  Release(std::move(*c));
+  auto r = Query("get_events", {id});
   if (!r.ok()) return r.status();
   std::vector<Event> out;
   for (int i = 0; i < r->rows(); ++i) {
@@ -681,10 +514,7 @@ StatusOr<std::vector<Event>> PostgresStore::GetEvents(const std::string& id) {
 }
 
 StatusOr<OperationRecord> PostgresStore::GetOperation(const std::string& key) {
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
-  auto r = (*c)->Run("get_operation", {key});
-  Release(std::move(*c));
+  auto r = Query("get_operation", {key});
   if (!r.ok()) return r.status();
   if (r->rows() == 0) return NotFound("not found: " + key);
   auto j = ParseStored(r->get(0, 0), "operation " + key);
@@ -693,10 +523,7 @@ StatusOr<OperationRecord> PostgresStore::GetOperation(const std::string& key) {
 }
 
 StatusOr<Submission> PostgresStore::GetSubmission(const std::string& key) {
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
-  auto r = (*c)->Run("get_submission", {key});
-  Release(std::move(*c));
+  auto r = Query("get_submission", {key});
   if (!r.ok()) return r.status();
   if (r->rows() == 0) return NotFound("not found: " + key);
   Submission s;
@@ -725,10 +552,7 @@ StatusOr<InstancePage> PostgresStore::ListInstances(const InstanceFilter& filter
   if (!filter.waiting.empty()) add("waiting =", filter.waiting);
   if (!cursor.empty()) add("id <", cursor);
   sql += " ORDER BY id DESC LIMIT " + std::to_string(limit + 1);
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
-  auto r = (*c)->Run(sql.c_str(), params);
-  Release(std::move(*c));
+  auto r = Query(sql.c_str(), params);
   if (!r.ok()) return r.status();
   InstancePage page;
   for (int i = 0; i < r->rows() && page.instances.size() < limit; ++i) {
@@ -741,10 +565,7 @@ StatusOr<InstancePage> PostgresStore::ListInstances(const InstanceFilter& filter
 }
 
 StatusOr<std::vector<ActiveInstance>> PostgresStore::ListActive() {
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
-  auto r = (*c)->Run("list_active", {});
-  Release(std::move(*c));
+  auto r = Query("list_active", {});
   if (!r.ok()) return r.status();
   std::vector<ActiveInstance> out;
   for (int i = 0; i < r->rows(); ++i)
@@ -755,10 +576,7 @@ StatusOr<std::vector<ActiveInstance>> PostgresStore::ListActive() {
 uint64_t PostgresStore::SyncedCommits() const { return synced_commits_; }
 
 Status PostgresStore::CheckWritable() {
-  auto c = Acquire();
-  if (!c.ok()) return c.status();
-  auto r = (*c)->Run("writable", {});
-  Release(std::move(*c));
+  auto r = Query("writable", {});
   if (!r.ok()) return r.status();
   if (r->get(0, 0) == "t") return Unavailable("the database is read-only (a standby)");
   return Status::Ok();

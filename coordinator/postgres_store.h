@@ -41,6 +41,8 @@
 
 namespace sagad {
 
+class PgRows;  // a query's result rows (postgres_store.cc)
+
 // True if `store` is a libpq connection URI (postgresql:// or postgres://).
 bool IsPostgresUri(const std::string& store);
 // The URI with its password (if any) replaced by "***": for logs and errors.
@@ -96,6 +98,8 @@ class PostgresStore : public Store {
   // reached. Give it back with Release.
   StatusOr<std::unique_ptr<Connection>> Acquire();
   void Release(std::unique_ptr<Connection> c);
+  // One statement (a prepared one's name, or SQL) on a pooled connection.
+  StatusOr<PgRows> Query(const char* statement, const std::vector<std::string>& params);
   // Runs one write (a JSON object for sagad_apply) through the group commit.
   Status Apply(nlohmann::json request);
 

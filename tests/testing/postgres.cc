@@ -1,4 +1,5 @@
 #include "tests/testing/postgres.h"
+#include "tests/testing/subprocess.h"
 
 #include <arpa/inet.h>
 #include <glob.h>
@@ -17,18 +18,6 @@
 
 namespace sagad::testing {
 namespace {
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 std::string PgBinDir() {
   glob_t g;

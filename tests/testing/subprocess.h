@@ -56,6 +56,9 @@ class TempDir {
   std::string path_;
 };
 
+// A loopback TCP port that was free a moment ago (nothing listens on it).
+int FreePort();
+
 // Polls `cond` until true or timeout; returns its last value.
 template <typename F>
 bool WaitFor(F cond, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
