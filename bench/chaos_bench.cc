@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "tests/testing/cluster.h"
+#include "tests/testing/postgres.h"
 
 using nlohmann::json;
 using namespace sagad::testing;
@@ -46,6 +47,8 @@ int main(int argc, char** argv) {
   double chaos = 0.1, reject = 0.2;
   unsigned seed = 1;
   bool dedup = true;
+  std::string store;                   // "postgres" (a server of its own) or a postgresql:// URI
+  int db_restart_min = 0, db_restart_max = 0;  // immediate PostgreSQL restarts (own server only)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -55,13 +58,20 @@ int main(int argc, char** argv) {
     else if (a == "--reject") reject = std::stod(next());
     else if (a == "--seed") seed = static_cast<unsigned>(std::stoi(next()));
     else if (a == "--no-dedup") dedup = false;
+    else if (a == "--store") store = next();
+    else if (a == "--db-restart-ms") {
+      std::string v = next();
+      db_restart_min = std::stoi(v.substr(0, v.find(':')));
+      db_restart_max = std::stoi(v.substr(v.find(':') + 1));
+    }
     else if (a == "--kill-ms") {
       std::string v = next();
       kill_min = std::stoi(v.substr(0, v.find(':')));
       kill_max = std::stoi(v.substr(v.find(':') + 1));
     } else {
       std::cerr << "usage: chaos_bench [--sagas N] [--concurrency C] [--chaos P] [--reject P] "
-                   "[--kill-ms MIN:MAX] [--seed S] [--no-dedup]\n";
+                   "[--kill-ms MIN:MAX] [--seed S] [--no-dedup]\n"
+                   "  [--store postgres|postgresql://... [--db-restart-ms MIN:MAX]]\n";
       return 2;
     }
   }
@@ -85,6 +95,9 @@ int main(int argc, char** argv) {
   const int port = FreePort();
   json config = {{"listen", "127.0.0.1:" + std::to_string(port)},
                  {"data_dir", dir.path() + "/data"}, {"services", svc}, {"workers", 16}};
+  if (!store.empty())
+    config["store"] = store == "postgres" ? PostgresServer::Shared().NewDatabase() : store;
+  const bool restart_db = store == "postgres" && db_restart_max > 0;
   std::string config_path = dir.path() + "/config.json";
   std::ofstream(config_path) << config.dump();
   std::string log_path = dir.path() + "/sagad.log";
@@ -189,6 +202,18 @@ int main(int argc, char** argv) {
     }
   });
 
+  // Database crasher: pg_ctl restart -m immediate at random intervals.
+  int db_restarts = 0;
+  std::thread db_killer([&] {
+    std::mt19937 drng(seed + 2);
+    while (restart_db && !stop) {
+      Pause(std::uniform_int_distribution<int>(db_restart_min, db_restart_max)(drng));
+      if (stop) break;
+      PostgresServer::Shared().RestartImmediately();
+      ++db_restarts;
+    }
+  });
+
   for (auto& t : workers) t.join();
   submitting_done = true;
   // Keep killing until nothing is left to do: every unfinished instance is in
@@ -196,7 +221,9 @@ int main(int argc, char** argv) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
   while (std::chrono::steady_clock::now() < deadline) {
     Reply m = Http(port, "GET", "/metrics");
-    if (m.status == 200) {
+    // The gauge is absent while the store cannot be read (a database
+    // restart): that is no answer, not "nothing busy".
+    if (m.status == 200 && m.raw.find("\nsagad_instances_active ") != std::string::npos) {
       int busy = 0;
       std::istringstream lines(m.raw);
       std::string line;
@@ -209,6 +236,7 @@ int main(int argc, char** argv) {
   }
   stop = true;
   killer.join();
+  db_killer.join();
   approver.join();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // The full count, with sagad left running.
@@ -261,7 +289,9 @@ int main(int argc, char** argv) {
             << " downstream, seed " << seed << "\n";
   std::cout << "  wall time                " << seconds << " s\n";
   std::cout << "  instances                " << counts.dump() << "\n";
+  std::cout << "  store                    " << (store.empty() ? "LMDB" : "PostgreSQL") << "\n";
   std::cout << "  sagad SIGKILLs           " << kills << "\n";
+  std::cout << "  PostgreSQL crashes       " << db_restarts << "\n";
   std::cout << "  duplicate effects        " << effects.value("duplicates", -1) << "\n";
   std::cout << "  lost instances           " << lost << "\n";
   std::cout << "  all settled              " << (settled ? "yes" : "NO") << "\n";

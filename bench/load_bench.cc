@@ -9,6 +9,9 @@
 //       two runs per level on each side)
 //   load_bench --recovery 10000                  time to resume N in-flight
 //       instances after a SIGKILL
+//   load_bench --store postgres|postgresql://...   the same levels on
+//       PostgreSQL in the same run (a server of its own for "postgres"),
+//       then two coordinators sharing it
 // Every mode prints sagad's RSS (anonymous and file-backed) idle and after.
 // Build in Release first (BUILD_TYPE=Release scripts/build.sh).
 #include <httplib.h>
@@ -17,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cstring>
 #include <fstream>
@@ -26,6 +30,7 @@
 #include <thread>
 
 #include "tests/testing/cluster.h"
+#include "tests/testing/postgres.h"
 
 using nlohmann::json;
 using namespace sagad::testing;
@@ -181,6 +186,7 @@ struct Bench {
   Downstream& downstream;
   Coordinator& sagad;
   int sagas;
+  Coordinator* second = nullptr;  // a second sagad on the same store: clients alternate
   int64_t total = 0;  // sagas driven through sagad (each also once in the baseline)
   bool ok = true;
 
@@ -213,7 +219,14 @@ struct Bench {
     });
     // Through sagad.
     auto clients = Connected(c, sp, "/healthz", 60);
-    double cpu0 = CpuMs(sagad.process().pid()), es0 = CpuMs(downstream.pid());
+    if (second) {
+      auto others = Connected(c, second->port(), "/healthz", 60);
+      for (int t = 1; t < c; t += 2) clients[t] = std::move(others[t]);
+    }
+    auto sagad_cpu = [&] {
+      return CpuMs(sagad.process().pid()) + (second ? CpuMs(second->process().pid()) : 0.0);
+    };
+    double cpu0 = sagad_cpu(), es0 = CpuMs(downstream.pid());
     double tx0 = Metric(sp, "sagad_store_commit_seconds_count");
     double sync0 = Metric(sp, "sagad_store_synced_commits_total");
     std::atomic<int> failures{0};
@@ -226,9 +239,12 @@ struct Bench {
                     << "\n";
       }
     });
-    double cpu = CpuMs(sagad.process().pid()) - cpu0, escpu = CpuMs(downstream.pid()) - es0;
+    double cpu = sagad_cpu() - cpu0, escpu = CpuMs(downstream.pid()) - es0;
     double txns = Metric(sp, "sagad_store_commit_seconds_count") - tx0;
     double syncs = Metric(sp, "sagad_store_synced_commits_total") - sync0;
+    if (second) {  // the second's counters moved from zero in this row only if it is new
+      txns = syncs = std::nan("");
+    }
     total += n;
     if (failures) ok = false;
     std::cout << std::left << std::fixed << std::setprecision(1) << std::setw(6) << c << std::setw(12)
@@ -311,6 +327,7 @@ int RecoveryMode(Downstream& downstream, Coordinator& sagad, int n) {
 int main(int argc, char** argv) {
   int sagas = 2000, workers = 32, recovery = 0;
   int64_t preload = 0;
+  std::string store;  // "postgres" (a server of the bench's own) or a postgresql:// URI
   std::vector<int> levels;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
@@ -318,12 +335,13 @@ int main(int argc, char** argv) {
     else if (a == "--workers") workers = std::stoi(v);
     else if (a == "--preload") preload = std::stoll(v);
     else if (a == "--recovery") recovery = std::stoi(v);
+    else if (a == "--store") store = v;
     else if (a == "--levels") {
       std::stringstream ss(v);
       for (std::string x; std::getline(ss, x, ',');) levels.push_back(std::stoi(x));
     } else {
       std::cerr << "usage: load_bench [--sagas N] [--levels 1,16,64] [--workers W] "
-                   "[--preload N | --recovery N]\n";
+                   "[--preload N | --recovery N | --store postgres|postgresql://...]\n";
       return 2;
     }
   }
@@ -373,6 +391,31 @@ int main(int argc, char** argv) {
                 << r.second / empty[i].second << ")\n";
     }
     std::cout << "sagad after: " << Rss(sagad.process().pid()) << "\n";
+  }
+  if (!store.empty()) {
+    // The same levels on PostgreSQL, in the same run, then two coordinators
+    // sharing the database.
+    std::string uri = store == "postgres" ? PostgresServer::Shared().NewDatabase() : store;
+    Coordinator pg(downstream, dir.path() + "/unused-pg");
+    pg.Configure({{"workers", workers}, {"store", uri}, {"coordinator_id", "bench-pg-a"}});
+    if (pg.Start() < 0) return 1;
+    std::cout << "PostgreSQL store (synchronous_commit=on):\n";
+    Bench p{downstream, pg, sagas};
+    p.Header();
+    for (size_t i = 0; i < levels.size(); ++i) {
+      auto r = p.Level(levels[i]);
+      std::cout << std::setprecision(3) << "  PostgreSQL / LMDB: " << r.first / empty[i].first
+                << " (ratio to the same-row baseline: " << r.second / empty[i].second << ")\n";
+    }
+    Coordinator pg2(downstream, dir.path() + "/unused-pg2");
+    pg2.Configure({{"workers", workers}, {"store", uri}, {"coordinator_id", "bench-pg-b"}});
+    if (pg2.Start() < 0) return 1;
+    std::cout << "two coordinators on one PostgreSQL (clients alternate):\n";
+    p.second = &pg2;
+    p.Header();
+    p.Level(levels.back());
+    b.total += p.total;
+    b.ok = b.ok && p.ok;
   }
   bool effects_ok = b.EffectsOk(0);
   return b.ok && effects_ok ? 0 : 1;

@@ -1403,9 +1403,9 @@ class Engine::Impl {
       for (const auto& [labels, n] : by)
         extra += "sagad_instances{" + labels + "} " + std::to_string(n) + "\n";
     }
-    extra += "# HELP sagad_store_synced_commits_total Durable LMDB write transactions committed "
-             "(each an fdatasync of the data file and a synchronous meta-page write; group commit "
-             "makes them fewer than transitions).\n"
+    extra += "# HELP sagad_store_synced_commits_total Durable write transactions committed (LMDB: "
+             "an fdatasync of the data file and a synchronous meta-page write each; PostgreSQL: "
+             "one transaction and WAL flush each; group commit makes them fewer than transitions).\n"
              "# TYPE sagad_store_synced_commits_total counter\nsagad_store_synced_commits_total " +
              std::to_string(store_.SyncedCommits()) + "\n";
     {

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <iostream>
 #include <thread>
 
@@ -14,6 +15,7 @@
 #include "coordinator/lmdb_store.h"
 #include "coordinator/postgres_store.h"
 #include "coordinator/webhooks.h"
+#include "sagas/json_limits.h"
 
 namespace sagad {
 
@@ -72,9 +74,20 @@ int ReportUsageError(const Status& s) {
 
 StatusOr<StorePtr> OpenStore(const Config& config) {
   if (IsPostgresUri(config.store)) {
-    auto pg = PostgresStore::Open(config.store);
-    if (!pg.ok()) return pg.status();
-    return StorePtr(std::move(*pg));
+    // A database that is restarting or failing over is waited for (30 s):
+    // coordinators and their database often start together.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (true) {
+      auto pg = PostgresStore::Open(config.store);
+      if (pg.ok()) return StorePtr(std::move(*pg));
+      if (pg.status().code() != StatusCode::kUnavailable ||
+          std::chrono::steady_clock::now() >= deadline)
+        return pg.status();
+      std::cerr << DumpJson({{"msg", "waiting for the database"},
+                             {"error", pg.status().message()}})
+                << std::endl;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
   }
   auto lmdb = LmdbStore::Open(config.data_dir);
   if (!lmdb.ok()) return lmdb.status();

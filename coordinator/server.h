@@ -28,7 +28,8 @@ extern const char* const kSagadUsage;
 int ReportUsageError(const Status& s);
 
 // The store the config names: PostgreSQL for a postgresql:// URI in
-// config.store, else LMDB in config.data_dir.
+// config.store (an unreachable database is retried for 30 s), else LMDB in
+// config.data_dir.
 StatusOr<StorePtr> OpenStore(const Config& config);
 
 // Opens the store, registers `sagas` (and the JSON ones of

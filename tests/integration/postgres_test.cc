@@ -10,6 +10,7 @@
 
 #include "tests/testing/cluster.h"
 #include "tests/testing/postgres.h"
+#include "tests/testing/tcp_proxy.h"
 
 namespace sagad::testing {
 namespace {
@@ -132,6 +133,40 @@ TEST_F(PostgresCoordinatorTest, ADatabaseRestartLosesNothingAndDoesNothingTwice)
     EXPECT_EQ(c->WaitStatus(id, "COMPLETED", std::chrono::seconds(30))["status"], "COMPLETED") << id;
   EXPECT_EQ(RepeatedEffects(downstream_), "");
   EXPECT_EQ(c->Terminate(), 0);
+}
+
+// A partition: one coordinator is cut off from the database while its call
+// is inside the downstream. The other takes the instance over once the
+// lease expires (a new generation), asks the downstream, and finishes it;
+// when the cut-off one comes back, its late commit is refused by the
+// fencing check. Each effect once.
+TEST_F(PostgresCoordinatorTest, ACutOffCoordinatorCommitsNothingAfterLosingItsLease) {
+  downstream_.Fault({{"path", "/charges"}, {"action", "delay"}, {"delay_ms", 2500}});
+  TcpProxy proxy(PostgresServer::Shared().port());
+  std::string via_proxy = uri_;
+  via_proxy.replace(via_proxy.find(":" + std::to_string(PostgresServer::Shared().port())),
+                    std::to_string(PostgresServer::Shared().port()).size() + 1,
+                    ":" + std::to_string(proxy.port()));
+  auto a = Make("pg-a", 1000), b = Make("pg-b", 1000);
+  a->Configure({{"store", via_proxy}});
+  ASSERT_GT(a->Start(), 0);
+  ASSERT_GT(b->Start(), 0);
+  Reply r = a->Submit("order_fulfilment", OrderInput());
+  ASSERT_EQ(r.status, 201) << r.raw;
+  std::string id = r.body["id"];
+  ASSERT_TRUE(WaitFor([&] { return downstream_.Effects()["pending"] == 1; }));
+  proxy.Cut();
+  json done = b->WaitStatus(id, "COMPLETED", std::chrono::seconds(30));
+  ASSERT_EQ(done["status"], "COMPLETED") << done.dump();
+  json events = Events(*b, id);
+  proxy.Restore();
+  // A finds out: its retried commit is refused (lease lost) and it stops.
+  EXPECT_TRUE(WaitFor([&] { return a->Get("/readyz").status == 200; }));
+  EXPECT_FALSE(WaitFor([&] { return Events(*b, id).size() != events.size(); },
+                       std::chrono::seconds(3)));
+  EXPECT_EQ(RepeatedEffects(downstream_), "");
+  EXPECT_EQ(downstream_.Effects()["total"], 3);
+  EXPECT_EQ(b->Get("/v1/instances/" + id).body["status"], "COMPLETED");
 }
 
 }  // namespace

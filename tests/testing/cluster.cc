@@ -1,9 +1,13 @@
 #include "tests/testing/cluster.h"
 
+#include "tests/testing/postgres.h"
+
 #include <httplib.h>
 #include <signal.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 namespace sagad::testing {
@@ -63,6 +67,18 @@ Coordinator::Coordinator(const Downstream& downstream, const std::string& data_d
   nlohmann::json config = {{"listen", "127.0.0.1:0"}, {"data_dir", data_dir},
                            {"services", services}, {"tokens", tokens}, {"workers", 8},
                            {"coordinator_id", "test-sagad"}};
+  // SAGAD_TEST_STORE=postgres runs the same test on PostgreSQL: each data
+  // dir becomes a database of its own (coordinators sharing a dir share it).
+  const char* store = std::getenv("SAGAD_TEST_STORE");
+  if (store && std::string(store) == "postgres") {
+    static std::map<std::string, std::string> databases;
+    static std::mutex mu;
+    std::lock_guard<std::mutex> l(mu);
+    auto it = databases.find(data_dir);
+    if (it == databases.end())
+      it = databases.emplace(data_dir, PostgresServer::Shared().NewDatabase()).first;
+    config["store"] = it->second;
+  }
   static int configs = 0;  // several coordinators may share a data dir
   config_path_ = data_dir + "." + std::to_string(++configs) + ".config.json";
   config_ = config;

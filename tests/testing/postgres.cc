@@ -74,9 +74,11 @@ PostgresServer::~PostgresServer() {
 std::string PostgresServer::Run(const std::string& cmd) {
   int rc = std::system((as_user_ + cmd).c_str());
   if (rc != 0) {
-    std::ifstream log(dir_ + "/server.log");
     std::stringstream ss;
-    ss << log.rdbuf();
+    for (const char* f : {"/pg_ctl.log", "/server.log"}) {
+      std::ifstream log(dir_ + f);
+      ss << log.rdbuf();
+    }
     std::cerr << "failed (" << rc << "): " << cmd << "\n" << ss.str() << "\n";
     std::abort();
   }
@@ -84,16 +86,19 @@ std::string PostgresServer::Run(const std::string& cmd) {
 }
 
 void PostgresServer::Start() {
-  Run(bin_ + "/pg_ctl -D " + dir_ + "/data -l " + dir_ + "/server.log -w -t 60 start >/dev/null");
+  // In a session of its own: no signal meant for the test's process group
+  // reaches the server.
+  Run("setsid -w " + bin_ + "/pg_ctl -D " + dir_ + "/data -l " + dir_ + "/server.log -w -t 60 start >>" + dir_ +
+      "/pg_ctl.log 2>&1");
 }
 
 void PostgresServer::Stop() {
-  Run(bin_ + "/pg_ctl -D " + dir_ + "/data -m immediate -w stop >/dev/null");
+  Run(bin_ + "/pg_ctl -D " + dir_ + "/data -m immediate -w stop >>" + dir_ + "/pg_ctl.log 2>&1");
 }
 
 void PostgresServer::RestartImmediately() {
-  Run(bin_ + "/pg_ctl -D " + dir_ + "/data -l " + dir_ +
-      "/server.log -m immediate -w -t 60 restart >/dev/null");
+  Stop();
+  Start();
 }
 
 std::string PostgresServer::NewDatabase() {
