@@ -10,6 +10,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "tests/testing/subprocess.h"
+
 namespace sagad::testing {
 
 RawReply RawAnswer(int status, const std::string& body, const std::string& content_type) {
@@ -19,19 +21,7 @@ RawReply RawAnswer(int status, const std::string& body, const std::string& conte
 }
 
 RogueDownstream::RogueDownstream(Handler handler) : handler_(std::move(handler)) {
-  listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      listen(listen_fd_, 128) != 0)
-    throw std::runtime_error("rogue downstream cannot listen");
-  socklen_t len = sizeof a;
-  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
-  port_ = ntohs(a.sin_port);
+  listen_fd_ = ListenOnLoopback(&port_);
   acceptor_ = std::thread([this] {
     while (!stop_) {
       pollfd p{listen_fd_, POLLIN, 0};

@@ -28,6 +28,23 @@ int FreePort() {
   return ntohs(a.sin_port);
 }
 
+int ListenOnLoopback(int* port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd, 128) != 0) {
+    close(fd);
+    throw std::runtime_error("cannot listen on loopback");
+  }
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
 Subprocess::Subprocess(const std::vector<std::string>& argv,
                        const std::map<std::string, std::string>& env,
                        const std::string& stderr_path) {

@@ -58,6 +58,9 @@ class TempDir {
 
 // A loopback TCP port that was free a moment ago (nothing listens on it).
 int FreePort();
+// A socket listening on a free loopback port; *port says which. Throws if
+// it cannot listen.
+int ListenOnLoopback(int* port);
 
 // Polls `cond` until true or timeout; returns its last value.
 template <typename F>

@@ -8,6 +8,8 @@
 
 #include <stdexcept>
 
+#include "tests/testing/subprocess.h"
+
 namespace sagad::testing {
 namespace {
 
@@ -27,18 +29,7 @@ int ConnectTo(int port) {
 }  // namespace
 
 TcpProxy::TcpProxy(int target_port) : target_(target_port) {
-  listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      listen(listen_fd_, 128) != 0)
-    throw std::runtime_error("proxy cannot listen");
-  socklen_t len = sizeof a;
-  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
-  port_ = ntohs(a.sin_port);
+  listen_fd_ = ListenOnLoopback(&port_);
   acceptor_ = std::thread([this] {
     while (!stop_) {
       pollfd p{listen_fd_, POLLIN, 0};
