@@ -6,6 +6,8 @@
 //
 //   chaos_bench [--sagas 2000] [--concurrency 16] [--chaos 0.1]
 //               [--kill-ms 300:1500] [--seed 1] [--no-dedup] [--reject 0.2]
+//               [--store postgres|postgresql://... [--db-restart-ms 10000:20000]]
+//               [--coordinators 2]   several sagad on one store, a random one killed
 // Exit code 0 only if duplicates == 0, lost == 0 and every instance is
 // terminal or in NEEDS_REVIEW with a reason.
 #include <netinet/in.h>
@@ -48,6 +50,7 @@ int main(int argc, char** argv) {
   unsigned seed = 1;
   bool dedup = true;
   std::string store;                   // "postgres" (a server of its own) or a postgresql:// URI
+  int coordinators = 1;                // sagad processes sharing the store
   int db_restart_min = 0, db_restart_max = 0;  // immediate PostgreSQL restarts (own server only)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -59,6 +62,7 @@ int main(int argc, char** argv) {
     else if (a == "--seed") seed = static_cast<unsigned>(std::stoi(next()));
     else if (a == "--no-dedup") dedup = false;
     else if (a == "--store") store = next();
+    else if (a == "--coordinators") coordinators = std::max(1, std::stoi(next()));
     else if (a == "--db-restart-ms") {
       std::string v = next();
       db_restart_min = std::stoi(v.substr(0, v.find(':')));
@@ -71,7 +75,7 @@ int main(int argc, char** argv) {
     } else {
       std::cerr << "usage: chaos_bench [--sagas N] [--concurrency C] [--chaos P] [--reject P] "
                    "[--kill-ms MIN:MAX] [--seed S] [--no-dedup]\n"
-                   "  [--store postgres|postgresql://... [--db-restart-ms MIN:MAX]]\n";
+                   "  [--store postgres|postgresql://... [--db-restart-ms MIN:MAX]] [--coordinators N]\n";
       return 2;
     }
   }
@@ -92,26 +96,38 @@ int main(int argc, char** argv) {
   for (const char* name : {"ticketing", "edr", "iam", "mail", "inventory", "payments", "shipping"})
     svc[name] = {{"base_url", es_url}, {"timeout_ms", 300}, {"idempotent", dedup},
                  {"queryable", true}};
-  const int port = FreePort();
-  json config = {{"listen", "127.0.0.1:" + std::to_string(port)},
-                 {"data_dir", dir.path() + "/data"}, {"services", svc}, {"workers", 16}};
-  if (!store.empty())
-    config["store"] = store == "postgres" ? PostgresServer::Shared().NewDatabase() : store;
+  // One or more coordinators (distinct coordinator_id, the same store).
+  std::vector<int> ports;
+  std::vector<std::string> config_paths;
+  std::string db = store.empty() ? ""
+                   : store == "postgres" ? PostgresServer::Shared().NewDatabase()
+                                         : store;
+  for (int k = 0; k < coordinators; ++k) {
+    ports.push_back(FreePort());
+    json config = {{"listen", "127.0.0.1:" + std::to_string(ports[k])},
+                   {"data_dir", dir.path() + "/data"}, {"services", svc}, {"workers", 16},
+                   {"coordinator_id", "chaos-" + std::to_string(k)}};
+    if (!db.empty()) config["store"] = db;
+    config_paths.push_back(dir.path() + "/config" + std::to_string(k) + ".json");
+    std::ofstream(config_paths[k]) << config.dump();
+  }
+  const int port = ports[0];  // reads and the final count go here
   const bool restart_db = store == "postgres" && db_restart_max > 0;
-  std::string config_path = dir.path() + "/config.json";
-  std::ofstream(config_path) << config.dump();
   std::string log_path = dir.path() + "/sagad.log";
 
   std::mutex sagad_mu;
-  std::unique_ptr<Subprocess> sagad;
-  auto start_sagad = [&] {
-    sagad = std::make_unique<Subprocess>(std::vector<std::string>{SAGAD_BIN, "--config", config_path},
-                                         std::map<std::string, std::string>{}, log_path);
-    return sagad->WaitForPort(std::chrono::seconds(30)) == port;
+  std::vector<std::unique_ptr<Subprocess>> sagads(coordinators);
+  auto start_sagad = [&](int k) {
+    sagads[k] = std::make_unique<Subprocess>(
+        std::vector<std::string>{SAGAD_BIN, "--config", config_paths[k]},
+        std::map<std::string, std::string>{}, log_path);
+    return sagads[k]->WaitForPort(std::chrono::seconds(60)) == ports[k];
   };
-  if (!start_sagad()) {
-    std::cerr << "sagad did not start\n";
-    return 1;
+  for (int k = 0; k < coordinators; ++k) {
+    if (!start_sagad(k)) {
+      std::cerr << "sagad did not start\n";
+      return 1;
+    }
   }
 
   std::atomic<int> next{0}, submitted{0};
@@ -129,7 +145,7 @@ int main(int argc, char** argv) {
         input["n"] = i;
         std::string body = json{{"input", input}}.dump();
         while (true) {
-          Reply r = Http(port, "POST", "/v1/sagas/" + saga + "/instances", body,
+          Reply r = Http(ports[i % coordinators], "POST", "/v1/sagas/" + saga + "/instances", body,
                          {{"Idempotency-Key", "chaos-" + std::to_string(i)}});
           if ((r.status == 200 || r.status == 201) && r.body.is_object()) {
             ids[i] = r.body["id"];
@@ -192,10 +208,11 @@ int main(int argc, char** argv) {
       Pause(std::uniform_int_distribution<int>(kill_min, kill_max)(rng));
       if (stop) break;
       std::lock_guard<std::mutex> l(sagad_mu);
-      sagad->Kill(SIGKILL);
-      sagad->Wait();
+      int k = std::uniform_int_distribution<int>(0, coordinators - 1)(rng);
+      sagads[k]->Kill(SIGKILL);
+      sagads[k]->Wait();
       ++kills;
-      if (!start_sagad()) {
+      if (!start_sagad(k)) {
         std::cerr << "sagad did not restart\n";
         std::exit(1);
       }
@@ -290,6 +307,7 @@ int main(int argc, char** argv) {
   std::cout << "  wall time                " << seconds << " s\n";
   std::cout << "  instances                " << counts.dump() << "\n";
   std::cout << "  store                    " << (store.empty() ? "LMDB" : "PostgreSQL") << "\n";
+  std::cout << "  coordinators             " << coordinators << "\n";
   std::cout << "  sagad SIGKILLs           " << kills << "\n";
   std::cout << "  PostgreSQL crashes       " << db_restarts << "\n";
   std::cout << "  duplicate effects        " << effects.value("duplicates", -1) << "\n";
