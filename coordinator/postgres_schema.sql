@@ -41,95 +41,98 @@ CREATE TABLE IF NOT EXISTS sagad_outbox (
 CREATE OR REPLACE FUNCTION sagad_now_ms() RETURNS bigint LANGUAGE sql VOLATILE AS
   $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
 
--- One group commit: a JSON array of writes, each {"kind": "create" |
--- "commit" | "response", ...}. Returns a JSON array with one answer per
--- write: "ok", "exists", "key_exists", "missing", "version:<stored>" or
--- "lease:<owner>:<generation>". A refused write changes nothing.
-CREATE OR REPLACE FUNCTION sagad_apply(batch json) RETURNS json LANGUAGE plpgsql AS $$
+-- One group commit: a JSON array of writes, parsed once into typed columns
+-- (the snapshot travels as a JSON string, stored as is):
+--   {"kind": "create" | "commit" | "response", "id", "expected_version",
+--    "version", "saga", "status", "waiting", "finished", "snapshot",
+--    "events": [...], "operations": [...], "outbox": [...],
+--    "submission": {...} | null, "lease": {...} | null,
+--    "response_status", "response" (kind "response": id is the key)}.
+-- Returns a JSON array with one answer per write: "ok", "exists",
+-- "key_exists", "missing", "version:<stored>" or "lease:<owner>:<generation>".
+-- A refused write changes nothing.
+DROP FUNCTION IF EXISTS sagad_apply(json);
+CREATE OR REPLACE FUNCTION sagad_apply(batch json) RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE
-  r json; snap json; sub json; ls json;
+  w record;
   answers text[] := '{}';
-  w_id text; stored bigint; held record; done boolean;
+  stored bigint; held record;
 BEGIN
-  FOR r IN SELECT value FROM json_array_elements(batch) LOOP
-    w_id := r->>'id';
-    IF r->>'kind' = 'response' THEN
-      UPDATE sagad_submissions SET response_status = (r->>'status')::int,
-                                   response = (r->'response')::text
-        WHERE key = w_id AND response_status = 0;
-      IF NOT FOUND AND NOT EXISTS (SELECT 1 FROM sagad_submissions WHERE key = w_id) THEN
+  FOR w IN SELECT * FROM json_to_recordset(batch) AS x(
+      kind text, id text, expected_version bigint, version bigint, saga text, status text,
+      waiting text, finished boolean, snapshot text, events json, operations json, outbox json,
+      submission json, lease json, response_status int, response text) LOOP
+    IF w.kind = 'response' THEN
+      UPDATE sagad_submissions SET response_status = w.response_status, response = w.response
+        WHERE key = w.id AND response_status = 0;
+      IF NOT FOUND AND NOT EXISTS (SELECT 1 FROM sagad_submissions WHERE key = w.id) THEN
         answers := answers || 'missing'::text;
       ELSE
         answers := answers || 'ok'::text;
       END IF;
       CONTINUE;
     END IF;
-    snap := r->'snapshot';
-    done := snap->>'status' IN ('COMPLETED', 'COMPENSATED');
-    ls := r->'lease';
-    IF r->>'kind' = 'create' THEN
+    IF w.kind = 'create' THEN
       INSERT INTO sagad_instances (id, saga, status, waiting, version, finished, snapshot)
-        VALUES (w_id, coalesce(snap->>'saga', ''), coalesce(snap->>'status', ''),
-                snap->>'waiting_for', (snap->>'version')::bigint, done, snap::text)
+        VALUES (w.id, w.saga, w.status, w.waiting, w.version, w.finished, w.snapshot)
         ON CONFLICT DO NOTHING;
       IF NOT FOUND THEN
         answers := answers || 'exists'::text;
         CONTINUE;
       END IF;
-      sub := r->'submission';
-      IF sub IS NOT NULL AND json_typeof(sub) = 'object' THEN
+      IF w.submission IS NOT NULL THEN
         INSERT INTO sagad_submissions (key, request_hash, instance_id, response_status, response,
                                        created_at)
-          VALUES (sub->>'key', sub->>'request_hash', sub->>'instance_id',
-                  (sub->>'response_status')::int, (sub->'response')::text,
-                  (sub->>'created_at')::bigint)
+          SELECT s.key, s.request_hash, s.instance_id, 0, 'null', s.created_at
+          FROM json_to_record(w.submission) AS s(key text, request_hash text, instance_id text,
+                                                 created_at bigint)
           ON CONFLICT DO NOTHING;
         IF NOT FOUND THEN
-          DELETE FROM sagad_instances WHERE id = w_id;
+          DELETE FROM sagad_instances WHERE id = w.id;
           answers := answers || 'key_exists'::text;
           CONTINUE;
         END IF;
       END IF;
-      IF ls IS NOT NULL AND json_typeof(ls) = 'object' THEN
+      IF w.lease IS NOT NULL THEN
         INSERT INTO sagad_leases (instance_id, owner, expires_at, generation)
-          VALUES (w_id, ls->>'owner', sagad_now_ms() + (ls->>'ttl_ms')::bigint,
-                  (ls->>'generation')::bigint)
+          SELECT w.id, l.owner, sagad_now_ms() + l.ttl_ms, l.generation
+          FROM json_to_record(w.lease) AS l(owner text, ttl_ms bigint, generation bigint)
           ON CONFLICT (instance_id) DO UPDATE SET owner = EXCLUDED.owner,
             expires_at = EXCLUDED.expires_at, generation = EXCLUDED.generation;
       END IF;
     ELSE
-      IF ls IS NOT NULL AND json_typeof(ls) = 'object' THEN
-        SELECT owner, generation INTO held FROM sagad_leases WHERE instance_id = w_id FOR SHARE;
-        IF NOT FOUND OR held.owner <> ls->>'owner' OR held.generation <> (ls->>'generation')::bigint THEN
+      IF w.lease IS NOT NULL THEN
+        SELECT owner, generation INTO held FROM sagad_leases WHERE instance_id = w.id FOR SHARE;
+        IF NOT FOUND OR held.owner <> w.lease->>'owner'
+           OR held.generation <> (w.lease->>'generation')::bigint THEN
           answers := answers || ('lease:' || coalesce(held.owner, '') || ':' ||
                                  coalesce(held.generation, 0)::text);
           CONTINUE;
         END IF;
       END IF;
-      UPDATE sagad_instances SET status = coalesce(snap->>'status', ''),
-          waiting = snap->>'waiting_for', version = (snap->>'version')::bigint,
-          finished = done, snapshot = snap::text
-        WHERE id = w_id AND version = (r->>'expected_version')::bigint;
+      UPDATE sagad_instances SET status = w.status, waiting = w.waiting, version = w.version,
+          finished = w.finished, snapshot = w.snapshot
+        WHERE id = w.id AND version = w.expected_version;
       IF NOT FOUND THEN
-        SELECT version INTO stored FROM sagad_instances WHERE id = w_id;
+        SELECT version INTO stored FROM sagad_instances WHERE id = w.id;
         answers := answers || ('version:' || coalesce(stored::text, 'none'));
         CONTINUE;
       END IF;
-      IF done THEN
-        DELETE FROM sagad_leases WHERE instance_id = w_id;
+      IF w.finished THEN
+        DELETE FROM sagad_leases WHERE instance_id = w.id;
       END IF;
       INSERT INTO sagad_operations (key, data)
-        SELECT o->>'key', o::text FROM json_array_elements(r->'operations') o
+        SELECT o->>'key', o::text FROM json_array_elements(w.operations) o
         ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data;
     END IF;
     INSERT INTO sagad_events (instance_id, seq, data)
-      SELECT w_id, (e->>'seq')::bigint, e::text FROM json_array_elements(r->'events') e;
+      SELECT w.id, (e->>'seq')::bigint, e::text FROM json_array_elements(w.events) e;
     INSERT INTO sagad_outbox (instance_id, message)
-      SELECT w_id, m.value::text FROM json_array_elements(r->'outbox') WITH ORDINALITY m
+      SELECT w.id, m.value::text FROM json_array_elements(w.outbox) WITH ORDINALITY m
       ORDER BY m.ordinality;
     answers := answers || 'ok'::text;
   END LOOP;
-  RETURN to_json(answers);
+  RETURN answers;
 END $$;
 
 -- Takes the leases of `ids` for `owner` (see Store::AcquireLease), judged

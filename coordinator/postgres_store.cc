@@ -15,6 +15,32 @@ namespace {
 constexpr int kPgSchemaVersion = 1;
 
 
+// A text[] in PostgreSQL's text form: {ok,"version:3","lease:a b:2"}.
+std::vector<std::string> ParseTextArray(const std::string& text) {
+  std::vector<std::string> out;
+  if (text.size() < 2 || text.front() != '{' || text.back() != '}') return out;
+  std::string cur;
+  bool quoted = false, any = false;
+  for (size_t i = 1; i + 1 < text.size(); ++i) {
+    char c = text[i];
+    if (quoted) {
+      if (c == '\\' && i + 2 < text.size()) cur += text[++i];
+      else if (c == '"') quoted = false;
+      else cur += c;
+    } else if (c == '"') {
+      quoted = any = true;
+    } else if (c == ',') {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+      any = true;
+    }
+  }
+  if (any || !out.empty()) out.push_back(cur);
+  return out;
+}
+
 int64_t WallMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -289,11 +315,9 @@ Status PostgresStore::Apply(nlohmann::json request) {
         batch_status = r.status();
       } else {
         ++synced_commits_;
-        nlohmann::json a = nlohmann::json::parse(r->get(0, 0), nullptr, false);
-        if (!a.is_array() || a.size() != batch.size())
+        answers = ParseTextArray(r->get(0, 0));
+        if (answers.size() != batch.size())
           batch_status = Internal("sagad_apply answered " + r->get(0, 0));
-        else
-          for (const auto& x : a) answers.push_back(x.get<std::string>());
       }
     }
   } catch (const std::exception& e) {
@@ -350,18 +374,39 @@ nlohmann::json LeaseJson(const Lease* lease) {
 
 }  // namespace
 
+namespace {
+
+// The columns of an instance row, from its snapshot; the snapshot itself
+// travels as a JSON string (stored as is, never re-parsed by the server).
+nlohmann::json InstanceColumns(const nlohmann::json& snapshot) {
+  std::string status = snapshot.value("status", "");
+  auto waiting = snapshot.find("waiting_for");
+  return {{"version", snapshot.value("version", uint64_t(0))},
+          {"saga", snapshot.value("saga", "")},
+          {"status", status},
+          {"waiting", waiting != snapshot.end() && waiting->is_string() ? *waiting : nlohmann::json()},
+          {"finished", status == "COMPLETED" || status == "COMPENSATED"},
+          {"snapshot", DumpJson(snapshot)}};
+}
+
+}  // namespace
+
 Status PostgresStore::CreateInstance(const nlohmann::json& snapshot,
                                      const std::vector<Event>& events,
                                      const Submission* submission,
                                      const std::vector<nlohmann::json>& outbox,
                                      const Lease* lease) {
-  return Apply({{"kind", "create"},
-                {"id", snapshot.at("id").get<std::string>()},
-                {"snapshot", snapshot},
-                {"events", EventsJson(events)},
-                {"submission", submission ? submission->ToJson() : nlohmann::json()},
-                {"outbox", outbox},
-                {"lease", LeaseJson(lease)}});
+  nlohmann::json w = InstanceColumns(snapshot);
+  w["kind"] = "create";
+  w["id"] = snapshot.at("id").get<std::string>();
+  w["events"] = EventsJson(events);
+  w["outbox"] = outbox;
+  w["lease"] = LeaseJson(lease);
+  if (submission)
+    w["submission"] = {{"key", submission->key}, {"request_hash", submission->request_hash},
+                       {"instance_id", submission->instance_id},
+                       {"created_at", submission->created_at}};
+  return Apply(std::move(w));
 }
 
 Status PostgresStore::Commit(const std::string& id, uint64_t expected_version,
@@ -372,21 +417,23 @@ Status PostgresStore::Commit(const std::string& id, uint64_t expected_version,
     return Internal("snapshot version must be expected_version + 1");
   nlohmann::json ops = nlohmann::json::array();
   for (const auto& op : operations) ops.push_back(op.ToJson());
-  nlohmann::json lease_json = nullptr;
-  if (lease) lease_json = {{"owner", lease->owner}, {"generation", lease->generation}};
-  return Apply({{"kind", "commit"},
-                {"id", id},
-                {"expected_version", expected_version},
-                {"snapshot", snapshot},
-                {"events", EventsJson(events)},
-                {"operations", ops},
-                {"outbox", outbox},
-                {"lease", lease_json}});
+  nlohmann::json w = InstanceColumns(snapshot);
+  w["kind"] = "commit";
+  w["id"] = id;
+  w["expected_version"] = expected_version;
+  w["events"] = EventsJson(events);
+  w["operations"] = std::move(ops);
+  w["outbox"] = outbox;
+  if (lease) w["lease"] = {{"owner", lease->owner}, {"generation", lease->generation}};
+  return Apply(std::move(w));
 }
 
 Status PostgresStore::SetSubmissionResponse(const std::string& key, int status,
                                             const nlohmann::json& response) {
-  return Apply({{"kind", "response"}, {"id", key}, {"status", status}, {"response", response}});
+  return Apply({{"kind", "response"},
+                {"id", key},
+                {"response_status", status},
+                {"response", DumpJson(response)}});
 }
 
 StatusOr<std::map<std::string, Lease>> PostgresStore::AcquireLeases(
