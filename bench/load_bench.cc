@@ -12,9 +12,12 @@
 //   load_bench --store postgres|postgresql://...   the same levels on
 //       PostgreSQL in the same run (a server of its own for "postgres"),
 //       then two coordinators sharing it
+//   load_bench --pg-list 3000000   GET /v1/instances?status=NEEDS_REVIEW on
+//       PostgreSQL, empty store vs N finished instances
 // Every mode prints sagad's RSS (anonymous and file-backed) idle and after.
 // Build in Release first (BUILD_TYPE=Release scripts/build.sh).
 #include <httplib.h>
+#include <libpq-fe.h>
 #include <lmdb.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -324,10 +327,65 @@ int RecoveryMode(Downstream& downstream, Coordinator& sagad, int n) {
 
 }  // namespace
 
+// Listing on PostgreSQL with many finished instances: the time of
+// GET /v1/instances?status=NEEDS_REVIEW (and ?waiting=review) on an empty
+// store, then with n finished instances (plus the same 20 under review).
+double MedianMs(int port, const std::string& path) {
+  std::vector<double> ms;
+  for (int i = 0; i < 21; ++i) {
+    auto t = Clock::now();
+    Reply r = Http(port, "GET", path);
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t).count());
+    if (r.status != 200) return -1;
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+int PgListMode(Downstream& downstream, const std::string& data, int64_t n) {
+  std::string uri = PostgresServer::Shared().NewDatabase();
+  Coordinator sagad(downstream, data + "-unused");
+  sagad.Configure({{"store", uri}});
+  if (sagad.Start() < 0) return 1;
+  // 20 real instances (they wait for approval), then marked NEEDS_REVIEW in
+  // the table directly: the listing reads only the indexed columns.
+  for (int i = 0; i < 20; ++i) sagad.Submit("incident_response", IncidentInput());
+  PGconn* c = PQconnectdb(uri.c_str());
+  auto exec = [&](const std::string& sql) {
+    PGresult* r = PQexec(c, sql.c_str());
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+    if (!ok) std::cerr << PQerrorMessage(c);
+    PQclear(r);
+    return ok;
+  };
+  exec("UPDATE sagad_instances SET status = 'NEEDS_REVIEW', waiting = 'review'");
+  const std::string q1 = "/v1/instances?status=NEEDS_REVIEW&limit=50",
+                    q2 = "/v1/instances?waiting=review&limit=50";
+  double e1 = MedianMs(sagad.port(), q1), e2 = MedianMs(sagad.port(), q2);
+  auto t0 = Clock::now();
+  std::string snap = json{{"status", "COMPLETED"}, {"saga", "order_fulfilment"},
+                          {"pad", std::string(3000, 'x')}}.dump();
+  if (!exec("INSERT INTO sagad_instances (id, saga, status, waiting, version, finished, snapshot) "
+            "SELECT '000000000000-' || lpad(to_hex(g), 16, '0'), 'order_fulfilment', "
+            "'COMPLETED', NULL, 4, true, '" + snap + "' FROM generate_series(1, " +
+            std::to_string(n) + ") g") ||
+      !exec("ANALYZE sagad_instances"))
+    return 1;
+  PQfinish(c);
+  double load_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  double f1 = MedianMs(sagad.port(), q1), f2 = MedianMs(sagad.port(), q2);
+  std::cout << "PostgreSQL listing, median of 21 (ms): empty store / with " << n
+            << " finished instances (inserted in " << std::setprecision(3) << load_s << " s)\n"
+            << "  ?status=NEEDS_REVIEW  " << e1 << " / " << f1 << "  ratio " << f1 / e1 << "\n"
+            << "  ?waiting=review       " << e2 << " / " << f2 << "  ratio " << f2 / e2 << "\n";
+  return f1 > 0 && f2 > 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   int sagas = 2000, workers = 32, recovery = 0;
   int64_t preload = 0;
   std::string store;  // "postgres" (a server of the bench's own) or a postgresql:// URI
+  int64_t pg_list = 0;
   std::vector<int> levels;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
@@ -336,12 +394,13 @@ int main(int argc, char** argv) {
     else if (a == "--preload") preload = std::stoll(v);
     else if (a == "--recovery") recovery = std::stoi(v);
     else if (a == "--store") store = v;
+    else if (a == "--pg-list") pg_list = std::stoll(v);
     else if (a == "--levels") {
       std::stringstream ss(v);
       for (std::string x; std::getline(ss, x, ',');) levels.push_back(std::stoi(x));
     } else {
       std::cerr << "usage: load_bench [--sagas N] [--levels 1,16,64] [--workers W] "
-                   "[--preload N | --recovery N | --store postgres|postgresql://...]\n";
+                   "[--preload N | --recovery N | --store postgres|postgresql://... | --pg-list N]\n";
       return 2;
     }
   }
@@ -356,6 +415,7 @@ int main(int argc, char** argv) {
             << " cores, sagad workers " << workers << "\n";
   std::cout << "sagad idle: " << Rss(sagad.process().pid()) << "\n";
   if (recovery > 0) return RecoveryMode(downstream, sagad, recovery);
+  if (pg_list > 0) return PgListMode(downstream, data, pg_list);
   Bench b{downstream, sagad, sagas};
   b.Header();
   std::vector<std::pair<double, double>> empty;
