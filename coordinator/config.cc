@@ -35,14 +35,49 @@ bool IsLoopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
+namespace {
+
+// InvalidArgument naming the first key of `obj` that is not in `known`:
+// a misspelt setting must not be silently ignored.
+Status OnlyKnownKeys(const nlohmann::json& obj, std::initializer_list<const char*> known,
+                     const std::string& where) {
+  if (!obj.is_object()) return Status::Ok();
+  for (const auto& item : obj.items()) {
+    bool ok = false;
+    for (const char* k : known) ok = ok || item.key() == k;
+    if (!ok)
+      return InvalidArgument("unknown key '" + item.key() + "' in " + where + " (known: " +
+                             [&] {
+                               std::string list;
+                               for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+                               return list;
+                             }() +
+                             ")");
+  }
+  return Status::Ok();
+}
+
+bool IsSha256Hex(const std::string& s) {
+  return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+}  // namespace
+
 StatusOr<Config> ParseConfig(const nlohmann::json& j) {
   Config c;
   if (!j.is_object()) return InvalidArgument("config must be a JSON object");
+  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(
+      j, {"listen", "data_dir", "store", "lmdb_map_size_mb", "workers", "definitions_dir",
+          "coordinator_id", "lease_ms", "services", "tokens", "webhooks"},
+      "the config"));
   try {
     if (j.contains("listen"))
       SAGAD_RETURN_IF_ERROR(ParseListen(j["listen"].get<std::string>(), &c.listen_host, &c.listen_port));
     c.data_dir = j.value("data_dir", c.data_dir);
     c.store = j.value("store", c.store);
+    c.lmdb_map_size_mb = j.value("lmdb_map_size_mb", c.lmdb_map_size_mb);
+    if (c.lmdb_map_size_mb < 1 || c.lmdb_map_size_mb > (int64_t(1) << 24))
+      return InvalidArgument("lmdb_map_size_mb must be from 1 to 16777216");
     c.workers = j.value("workers", c.workers);
     c.definitions_dir = j.value("definitions_dir", c.definitions_dir);
     c.coordinator_id = j.value("coordinator_id", c.coordinator_id);
@@ -59,6 +94,13 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
         if (s.is_string()) {
           sc.base_url = s.get<std::string>();
         } else {
+          const std::string where = "services." + name;
+          SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(
+              s, {"base_url", "timeout_ms", "headers", "queryable", "idempotent",
+                  "operations_path", "retry", "retry_budget", "max_response_bytes"},
+              where));
+          SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(s.value("retry_budget", nlohmann::json::object()),
+                                              {"capacity", "per_second"}, where + ".retry_budget"));
           sc.base_url = s.at("base_url").get<std::string>();
           sc.timeout_ms = s.value("timeout_ms", sc.timeout_ms);
           sc.queryable = s.value("queryable", sc.queryable);
@@ -95,8 +137,21 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
       for (const auto& t : j["tokens"]) {
         Token tok;
         tok.name = t.at("name").get<std::string>();
-        tok.token = t.at("token").get<std::string>();
-        if (tok.token.empty()) return InvalidArgument("token '" + tok.name + "' is empty");
+        SAGAD_RETURN_IF_ERROR(
+            OnlyKnownKeys(t, {"name", "token", "token_sha256", "role"}, "token '" + tok.name + "'"));
+        if (t.contains("token") == t.contains("token_sha256"))
+          return InvalidArgument("token '" + tok.name +
+                                 "' needs exactly one of \"token\" or \"token_sha256\"");
+        if (t.contains("token")) {
+          tok.token = t.at("token").get<std::string>();
+          if (tok.token.empty()) return InvalidArgument("token '" + tok.name + "' is empty");
+        } else {
+          tok.token_sha256 = t.at("token_sha256").get<std::string>();
+          if (!IsSha256Hex(tok.token_sha256))
+            return InvalidArgument("token '" + tok.name +
+                                   "': token_sha256 must be 64 lowercase hex digits "
+                                   "(sagactl hash-token prints it)");
+        }
         if (!ParseRole(t.value("role", "viewer"), &tok.role))
           return InvalidArgument("token '" + tok.name + "': role must be viewer, submitter, operator or admin");
         c.tokens.push_back(tok);
@@ -108,6 +163,7 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
         WebhookConfig wc;
         wc.url = w.is_string() ? w.get<std::string>() : w.at("url").get<std::string>();
         if (w.is_object()) {
+          SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(w, {"url", "secret", "timeout_ms"}, "a webhook"));
           wc.secret = w.value("secret", "");
           wc.timeout_ms = w.value("timeout_ms", wc.timeout_ms);
         }

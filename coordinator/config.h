@@ -23,7 +23,8 @@ bool ParseRole(const std::string& s, Role* out);
 
 struct Token {
   std::string name;
-  std::string token;
+  std::string token;         // the secret itself, or empty when...
+  std::string token_sha256;  // ...only its SHA-256 (lowercase hex) is configured
   Role role = Role::kViewer;
 };
 
@@ -34,6 +35,7 @@ struct Config {
   // A libpq URI (postgresql://...) selects the PostgreSQL store; empty:
   // LMDB in data_dir.
   std::string store;
+  int64_t lmdb_map_size_mb = 65536;  // the LMDB map (a sparse file grows as written)
   std::map<std::string, ServiceConfig> services;
   std::vector<Token> tokens;
   std::vector<WebhookConfig> webhooks;

@@ -256,8 +256,14 @@ class ApiServer::Impl {
       return "";
     }
     std::string tok = h.substr(prefix.size());
+    std::string tok_sha256;  // computed once, if some token is configured by its hash
     for (const Token& t : config_.tokens) {
-      if (!ConstantTimeEquals(t.token, tok)) continue;
+      if (t.token.empty()) {
+        if (tok_sha256.empty()) tok_sha256 = Sha256Hex(tok);
+        if (!ConstantTimeEquals(t.token_sha256, tok_sha256)) continue;
+      } else if (!ConstantTimeEquals(t.token, tok)) {
+        continue;
+      }
       if (static_cast<int>(t.role) < static_cast<int>(need)) {
         Problem(req, res, 403, "token '" + t.name + "' lacks the role for this action");
         return "";

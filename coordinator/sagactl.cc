@@ -12,6 +12,7 @@
 //   cancel ID [--reason R]             compensate ID [--reason R]
 //   inspect --data-dir DIR|--store URL [ID]   read a store directly
 //   verify --data-dir DIR|--store URL         replay every instance's log, compare with its snapshot
+//   hash-token [TOKEN]                 the token_sha256 to put in the config (TOKEN or stdin)
 //
 // Tables by default, the server's JSON with --json. Exit 0 on success, 1 on a
 // refused request or unreachable server, 2 on bad usage; errors are one line.
@@ -27,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "adapters/sha256.h"
 #include "coordinator/lmdb_store.h"
 #include "coordinator/postgres_store.h"
 #include "sagas/json_limits.h"
@@ -44,7 +46,7 @@ constexpr const char* kUsage =
     "  resolve ID STEP --outcome committed|not_executed [--ref R] [--comment C] |\n"
     "  retry ID STEP | skip ID STEP --result JSON [--ref R] | cancel ID [--reason R] |\n"
     "  compensate ID [--reason R] | inspect --data-dir DIR|--store URL [ID] |\n"
-    "  verify --data-dir DIR|--store URL";
+    "  verify --data-dir DIR|--store URL | hash-token [TOKEN]";
 
 struct Args {
   std::vector<std::string> positional;
@@ -329,6 +331,13 @@ int Main(int argc, char** argv) {
   }
   if (a.positional.empty()) Die(std::string("no command\n") + kUsage, 2);
   const std::string cmd = a.positional[0];
+  if (cmd == "hash-token") {  // for "token_sha256" in the config: no secret in the file
+    std::string token = a.positional.size() > 1 ? a.positional[1] : "";
+    if (token.empty() && !std::getline(std::cin, token)) Die("hash-token needs TOKEN (or one line on stdin)", 2);
+    if (token.empty()) Die("the token is empty", 2);
+    std::cout << sagad::Sha256Hex(token) << "\n";
+    return 0;
+  }
   if (cmd == "inspect") return Inspect(a, as_json);
   if (cmd == "verify") return Verify(a);
 

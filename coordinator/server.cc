@@ -89,7 +89,7 @@ StatusOr<StorePtr> OpenStore(const Config& config) {
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
   }
-  auto lmdb = LmdbStore::Open(config.data_dir);
+  auto lmdb = LmdbStore::Open(config.data_dir, size_t(config.lmdb_map_size_mb) << 20);
   if (!lmdb.ok()) return lmdb.status();
   return StorePtr(std::move(*lmdb));
 }

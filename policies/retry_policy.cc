@@ -16,6 +16,12 @@ nlohmann::json RetryPolicy::ToJson() const {
 StatusOr<RetryPolicy> RetryPolicy::FromJson(const nlohmann::json& j) {
   RetryPolicy p;
   if (!j.is_object()) return InvalidArgument("retry policy must be an object");
+  for (const auto& item : j.items()) {
+    static const char* const kKnown[] = {"max_attempts", "initial_backoff_ms", "max_backoff_ms",
+                                         "multiplier", "max_reconciliations"};
+    if (std::find(std::begin(kKnown), std::end(kKnown), item.key()) == std::end(kKnown))
+      return InvalidArgument("unknown key '" + item.key() + "' in a retry policy");
+  }
   try {
     p.max_attempts = j.value("max_attempts", p.max_attempts);
     p.initial_backoff_ms = j.value("initial_backoff_ms", p.initial_backoff_ms);

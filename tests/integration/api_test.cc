@@ -2,7 +2,11 @@
 // input and auth, against a real sagad process.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <future>
+#include <sstream>
+
+#include "adapters/sha256.h"
 
 #include "tests/testing/cluster.h"
 
@@ -129,9 +133,10 @@ TEST_F(ApiTest, ListsNewestFirstWithCursorAndStatusFilter) {
 class AuthTest : public ApiTest {
  protected:
   void SetUp() override {
+    // alice's token is configured by its SHA-256 only: the file holds no secret.
     Start({{{"name", "viewer-v"}, {"token", "tv"}, {"role", "viewer"}},
            {{"name", "client-c"}, {"token", "tc"}, {"role", "submitter"}},
-           {{"name", "alice"}, {"token", "ta"}, {"role", "operator"}}});
+           {{"name", "alice"}, {"token_sha256", Sha256Hex("ta")}, {"role", "operator"}}});
   }
   Reply As(const std::string& token, const std::string& method, const std::string& path,
            const nlohmann::json& body = nullptr) {
@@ -171,6 +176,16 @@ TEST(StartupTest, RefusesANonLoopbackAddressWithoutTokensAndBadArguments) {
   EXPECT_EQ(bad_flag.Wait(), 2);
   Subprocess bad_service({SAGAD_BIN, "--service", "payments"});
   EXPECT_EQ(bad_service.Wait(), 2);
+  // A misspelt key in the config file: refused at start, naming it.
+  std::string config = dir.path() + "/typo.json";
+  std::ofstream(config) << R"({"listen": "127.0.0.1:0", "tokenz": []})";
+  std::string err = dir.path() + "/typo.err";
+  Subprocess typo({SAGAD_BIN, "--config", config}, {}, err);
+  EXPECT_EQ(typo.Wait(), 2);
+  std::ifstream in(err);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("unknown key 'tokenz'"), std::string::npos) << text.str();
 }
 
 }  // namespace

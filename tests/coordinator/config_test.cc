@@ -1,0 +1,60 @@
+// The config file: every key is known or refused by name; tokens by value
+// or by SHA-256.
+#include "coordinator/config.h"
+
+#include <gtest/gtest.h>
+
+#include "adapters/sha256.h"
+
+namespace sagad {
+namespace {
+
+using nlohmann::json;
+
+std::string Refusal(const json& config) {
+  auto c = ParseConfig(config);
+  return c.ok() ? "" : c.status().message();
+}
+
+TEST(ConfigTest, AMisspeltKeyAnywhereIsRefusedByName) {
+  EXPECT_NE(Refusal({{"tokenz", json::array()}}).find("unknown key 'tokenz' in the config"),
+            std::string::npos);
+  json svc = {{"base_url", "http://x"}, {"timout_ms", 5}};
+  EXPECT_NE(Refusal({{"services", {{"pay", svc}}}}).find("'timout_ms' in services.pay"),
+            std::string::npos);
+  svc = {{"base_url", "http://x"}, {"retry", {{"max_atempts", 3}}}};
+  EXPECT_NE(Refusal({{"services", {{"pay", svc}}}}).find("'max_atempts'"), std::string::npos);
+  svc = {{"base_url", "http://x"}, {"retry_budget", {{"capacty", 3}}}};
+  EXPECT_NE(Refusal({{"services", {{"pay", svc}}}}).find("'capacty' in services.pay.retry_budget"),
+            std::string::npos);
+  EXPECT_NE(Refusal({{"tokens", {{{"name", "a"}, {"token", "t"}, {"rol", "admin"}}}}}).find("'rol'"),
+            std::string::npos);
+  EXPECT_NE(Refusal({{"webhooks", {{{"url", "http://x"}, {"secrit", "s"}}}}}).find("'secrit'"),
+            std::string::npos);
+  EXPECT_EQ(Refusal({{"listen", "127.0.0.1:1"}, {"lmdb_map_size_mb", 64}, {"store", ""},
+                     {"lease_ms", 1000}, {"workers", 2}}),
+            "");
+}
+
+TEST(ConfigTest, ATokenMayBeGivenByItsSha256Only) {
+  std::string hash = Sha256Hex("s3cret");
+  auto c = ParseConfig({{"tokens", {{{"name", "ops"}, {"token_sha256", hash}, {"role", "operator"}}}}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->tokens[0].token_sha256, hash);
+  EXPECT_TRUE(c->tokens[0].token.empty());
+  EXPECT_NE(Refusal({{"tokens", {{{"name", "a"}, {"token_sha256", "abc"}}}}}).find("64 lowercase hex"),
+            std::string::npos);
+  EXPECT_NE(Refusal({{"tokens", {{{"name", "a"}, {"token", "t"}, {"token_sha256", hash}}}}})
+                .find("exactly one"),
+            std::string::npos);
+  EXPECT_NE(Refusal({{"tokens", {{{"name", "a"}}}}}).find("exactly one"), std::string::npos);
+}
+
+TEST(ConfigTest, TheLmdbMapSizeIsBounded) {
+  EXPECT_EQ(ParseConfig({{"lmdb_map_size_mb", 10}})->lmdb_map_size_mb, 10);
+  EXPECT_EQ(ParseConfig(json::object())->lmdb_map_size_mb, 65536);
+  EXPECT_NE(Refusal({{"lmdb_map_size_mb", 0}}).find("lmdb_map_size_mb"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sagad
