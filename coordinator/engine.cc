@@ -399,26 +399,58 @@ class Engine::Impl {
     return store_.ListInstances(filter, limit, cursor);
   }
 
+  // Every step awaiting approval, oldest first, with the exact request an
+  // approval lets go (the approval binds to its key and args hash).
   StatusOr<nlohmann::json> Approvals() {
     auto active = store_.ListActive();
     if (!active.ok()) return active.status();
-    nlohmann::json out = nlohmann::json::array();
+    std::vector<nlohmann::json> out;
     for (const auto& a : *active) {
       const std::string& id = a.id;
       // A step waits for approval only while its saga does, or after an
       // approval timeout escalated the saga to review.
       if (a.status != "AWAITING_APPROVAL" && a.status != "NEEDS_REVIEW") continue;
-      auto j = store_.GetInstance(id);
-      if (!j.ok()) continue;
-      for (const auto& st : (*j)["steps"]) {
-        if (st.value("status", "") != "AWAITING_APPROVAL") continue;
-        out.push_back({{"instance_id", id}, {"saga", j->value("saga", "")},
-                       {"step", st.value("name", "")},
-                       {"key", id + ":" + st.value("name", "")},
-                       {"input", (*j)["input"]}, {"since", j->value("updated_at", int64_t(0))}});
+      auto inst = Load(id);
+      if (!inst.ok()) continue;
+      SagaDefinitionPtr def = Definition((*inst)->saga(), (*inst)->saga_version());
+      for (size_t i = 0; i < (*inst)->steps().size(); ++i) {
+        const StepState& st = (*inst)->step(i);
+        if (st.status() != StepStatus::kAwaitingApproval) continue;
+        nlohmann::json request = nullptr;
+        if (def) {
+          const CallSpec& call = def->steps[i].forward;
+          const ServiceConfig* svc = adapter_.Service(call.service);
+          auto r = Render(**inst, call);
+          if (r.ok())
+            request = {{"service", call.service},
+                       {"method", call.method},
+                       {"url", (svc ? svc->base_url : std::string()) + r->path},
+                       {"body", r->body},
+                       {"idempotency_key", id + ":" + st.name},
+                       {"args_hash", r->hash}};
+          else
+            request = {{"error", r.status().message()}};
+        }
+        out.push_back({{"instance_id", id}, {"saga", (*inst)->saga()},
+                       {"saga_version", (*inst)->saga_version()}, {"step", st.name},
+                       {"key", id + ":" + st.name}, {"input", (*inst)->input()},
+                       {"since", st.approval_requested_at}, {"request", request}});
       }
     }
-    return out;
+    std::stable_sort(out.begin(), out.end(), [](const nlohmann::json& x, const nlohmann::json& y) {
+      return x.value("since", int64_t(0)) < y.value("since", int64_t(0));
+    });
+    return nlohmann::json(out);
+  }
+
+  // Unfinished instances by status (from the index: no snapshot is read).
+  StatusOr<nlohmann::json> Counts() {
+    auto active = store_.ListActive();
+    if (!active.ok()) return active.status();
+    nlohmann::json by = {{"RUNNING", 0}, {"AWAITING_APPROVAL", 0}, {"COMPENSATING", 0},
+                         {"NEEDS_REVIEW", 0}};
+    for (const auto& a : *active) by[a.status] = by.value(a.status, 0) + 1;
+    return nlohmann::json{{"unfinished", by}, {"total_unfinished", active->size()}};
   }
 
   StatusOr<nlohmann::json> Bundle(const std::string& id) {
@@ -1716,6 +1748,7 @@ StatusOr<InstancePage> Engine::List(const InstanceFilter& filter, size_t limit,
   return impl_->List(filter, limit, cursor);
 }
 StatusOr<nlohmann::json> Engine::Approvals() { return impl_->Approvals(); }
+StatusOr<nlohmann::json> Engine::Counts() { return impl_->Counts(); }
 std::string Engine::MetricsText() { return impl_->MetricsText(); }
 Status Engine::CheckWritable() { return impl_->store().CheckWritable(); }
 StatusOr<nlohmann::json> Engine::Bundle(const std::string& id) { return impl_->Bundle(id); }

@@ -91,6 +91,8 @@ class Engine {
   StatusOr<InstancePage> List(const InstanceFilter& filter, size_t limit,
                               const std::string& cursor);
   // Steps awaiting approval, across active instances.
+  // {"unfinished": {status: count}, "total_unfinished": n}.
+  StatusOr<nlohmann::json> Counts();
   StatusOr<nlohmann::json> Approvals();
   // Prometheus text: call outcomes, reconciliations, events (escalations,
   // compensations...), replays detected, recovery and step latency.

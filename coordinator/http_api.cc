@@ -10,6 +10,7 @@
 #include "adapters/sha256.h"
 #include "sagas/json_limits.h"
 #include "openapi_json.h"
+#include "ui_files.h"  // kUiFiles, from ui/
 
 namespace sagad {
 namespace {
@@ -246,7 +247,8 @@ class ApiServer::Impl {
  private:
   // Returns the caller's name, or empty (with a 401/403 response) if the
   // request may not proceed.
-  std::string Authorize(const httplib::Request& req, httplib::Response& res, Role need) {
+  std::string Authorize(const httplib::Request& req, httplib::Response& res, Role need,
+                        const Token** who = nullptr) {
     if (config_.tokens.empty()) return "local";
     std::string h = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
@@ -268,6 +270,7 @@ class ApiServer::Impl {
         Problem(req, res, 403, "token '" + t.name + "' lacks the role for this action");
         return "";
       }
+      if (who) *who = &t;
       return t.name;
     }
     res.set_header("WWW-Authenticate", "Bearer error=\"invalid_token\"");
@@ -404,6 +407,41 @@ class ApiServer::Impl {
       auto b = engine_.Bundle(req.matches[1]);
       if (!b.ok()) return ProblemFromStatus(req, res, b.status());
       Json(res, 200, *b);
+    });
+
+    Route("GET", {"/v1/whoami"}, "/v1/whoami", [this](const httplib::Request& req, httplib::Response& res) {
+      const Token* t = nullptr;
+      if (Authorize(req, res, Role::kViewer, &t).empty()) return;
+      static const char* kRoleNames[] = {"viewer", "submitter", "operator", "admin"};
+      Json(res, 200, {{"name", t ? t->name : "local"},
+                      {"role", t ? kRoleNames[static_cast<int>(t->role)] : "admin"}});
+    });
+
+    Route("GET", {"/v1/counts"}, "/v1/counts", [this](const httplib::Request& req, httplib::Response& res) {
+      if (Authorize(req, res, Role::kViewer).empty()) return;
+      auto c = engine_.Counts();
+      if (!c.ok()) return ProblemFromStatus(req, res, c.status());
+      Json(res, 200, *c);
+    });
+
+    // The console: static files compiled in (ui/). They hold no data; every
+    // datum comes from the API with the operator's bearer token.
+    server_.Get("/ui", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 308;
+      res.set_header("Location", "/ui/");
+    });
+    server_.Get(R"(/ui/(|index\.html|app\.js|style\.css))",
+                [](const httplib::Request& req, httplib::Response& res) {
+      std::string name = req.matches[1];
+      const UiFile* f = FindUiFile(name.empty() ? "index.html" : name);
+      if (!f) return Problem(req, res, 404, "no such file");
+      res.set_header("Content-Security-Policy",
+                     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+                     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+      res.set_header("X-Content-Type-Options", "nosniff");
+      res.set_header("Referrer-Policy", "no-referrer");
+      res.set_header("Cache-Control", "no-cache");
+      res.set_content(f->data, f->size, f->content_type);
     });
 
     Route("GET", {"/v1/approvals"}, "/v1/approvals", [this](const httplib::Request& req, httplib::Response& res) {

@@ -1,0 +1,284 @@
+#!/usr/bin/python3
+"""The operator console in a real browser: Debian's headless Chromium driven by
+Selenium (python3-selenium) against real sagad and example-services processes.
+
+  /usr/bin/python3 tests/browser/console_test.py --sagad build/sagad \
+      --services build/example-services [--screenshots DIR]
+
+Waits on conditions with deadlines (WebDriverWait), never on sleeps.
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+from selenium import webdriver
+from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+ARGS = None
+OPERATOR, VIEWER = "op-s3cret", "view-s3cret"
+INCIDENT = {"title": "Phishing", "severity": "high", "host": "laptop-7", "user": "bob",
+            "email": "bob@example.com"}
+ORDER = {"sku": "SKU-1", "qty": 2, "amount": 4200, "currency": "EUR", "customer": "c-9",
+         "address": "1 Main St"}
+
+
+def start(argv, log):
+    """Starts a process that prints "LISTENING <port>"; returns (proc, port)."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if line.startswith("LISTENING "):
+            return p, int(line.split()[1])
+        if not line and p.poll() is not None:
+            break
+    raise RuntimeError("did not start: %s" % argv)
+
+
+def http(port, method, path, body=None, token=None, content_type="application/json"):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), data=data, method=method)
+    if data is not None or method == "POST":
+        req.add_header("Content-Type", content_type)
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+class Console(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="sagad-console-")
+        cls.log = open(os.path.join(cls.dir, "processes.log"), "w")
+        cls.services, cls.es_port = start([ARGS.services, "--listen", "127.0.0.1:0"], cls.log)
+        url = "http://127.0.0.1:%d" % cls.es_port
+        services = {name: {"base_url": url, "timeout_ms": 1000}
+                    for name in ("ticketing", "edr", "iam", "mail", "inventory", "payments", "shipping")}
+        # An unclear ticket outcome goes to review after one unanswered question.
+        services["ticketing"]["retry"] = {"max_reconciliations": 1, "initial_backoff_ms": 10,
+                                          "max_backoff_ms": 20}
+        config = {"listen": "127.0.0.1:0", "data_dir": os.path.join(cls.dir, "data"),
+                  "services": services, "workers": 8,
+                  "tokens": [{"name": "alice", "token": OPERATOR, "role": "operator"},
+                             {"name": "victor", "token": VIEWER, "role": "viewer"}]}
+        path = os.path.join(cls.dir, "config.json")
+        with open(path, "w") as f:
+            json.dump(config, f)
+        cls.sagad, cls.port = start([ARGS.sagad, "--config", path], cls.log)
+        opts = webdriver.ChromeOptions()
+        opts.binary_location = "/usr/bin/chromium"
+        for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                  "--window-size=1400,1000"):
+            opts.add_argument(a)
+        cls.driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+        cls.base = "http://127.0.0.1:%d/ui/" % cls.port
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.driver.quit()
+        for p in (cls.sagad, cls.services):
+            p.kill()
+            p.wait()
+        cls.log.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    # ---- helpers ----
+    def wait(self, cond, timeout=15, what=""):
+        return WebDriverWait(self.driver, timeout, poll_frequency=0.02).until(
+            lambda d: cond(d), message=what)
+
+    def css(self, selector):
+        return self.driver.find_elements(By.CSS_SELECTOR, selector)
+
+    def text_of(self, selector):
+        found = self.css(selector)
+        return found[0].text if found else ""
+
+    def sign_in(self, token):
+        d = self.driver
+        d.get(self.base)
+        d.execute_script("sessionStorage.clear()")
+        self.go("#/inbox")
+        self.wait(lambda d: self.css("#token"), what="sign-in form")
+        self.css("#token")[0].send_keys(token)
+        self.css("#signin-button")[0].click()
+        self.wait(lambda d: self.css("#nav:not([hidden])"), what="signed in")
+
+    def go(self, fragment):
+        # A fresh load each time (a change of the fragment alone would not
+        # reload): what the operator sees after opening the link.
+        self.driver.get("about:blank")
+        self.driver.get(self.base + fragment)
+
+    def submit(self, saga, inp, wait=10):
+        status, body = http(self.port, "POST", "/v1/sagas/%s/instances?wait=%d" % (saga, wait),
+                            {"input": inp}, OPERATOR)
+        self.assertIn(status, (200, 201), body)
+        return body
+
+    def instance_status(self, id_):
+        return http(self.port, "GET", "/v1/instances/" + id_, token=OPERATOR)[1]["status"]
+
+    def shot(self, name):
+        if ARGS.screenshots:
+            os.makedirs(ARGS.screenshots, exist_ok=True)
+            self.driver.save_screenshot(os.path.join(ARGS.screenshots, name))
+
+    def approval_card(self, key):
+        sel = '.approval[data-key="%s"]' % key
+        self.wait(lambda d: self.css(sel), what="approval card " + key)
+        return self.css(sel)[0]
+
+    # ---- tests (run in name order) ----
+    def test_1_a_wrong_token_is_refused_and_the_operator_signs_in(self):
+        d = self.driver
+        d.get(self.base)
+        d.execute_script("sessionStorage.clear()")
+        self.go("#/inbox")
+        self.wait(lambda d: self.css("#token"))
+        self.css("#token")[0].send_keys("not-a-token")
+        self.css("#signin-button")[0].click()
+        self.wait(lambda d: "Wrong token" in self.text_of("#signin-message"), what="wrong token said")
+        self.sign_in(OPERATOR)
+        self.assertIn("alice (operator)", self.text_of("#who"))
+        # The page itself allows no inline script.
+        csp = urllib.request.urlopen(self.base).headers["Content-Security-Policy"]
+        self.assertIn("script-src 'self'", csp)
+        self.assertNotIn("unsafe-inline", csp)
+
+    def test_2_the_inbox_shows_the_exact_request_and_approving_completes(self):
+        self.sign_in(OPERATOR)
+        inst = self.submit("incident_response", INCIDENT)
+        self.assertEqual(inst["status"], "AWAITING_APPROVAL")
+        key = inst["id"] + ":notify_user"
+        self.go("#/inbox")
+        card = self.approval_card(key)
+        self.assertIn("POST http://127.0.0.1:%d/messages" % self.es_port, card.find_element(By.CSS_SELECTOR, ".url").text)
+        self.assertEqual(card.find_element(By.CSS_SELECTOR, ".idem-key").text, key)
+        self.assertIn("bob@example.com", card.find_element(By.CSS_SELECTOR, ".body").text)
+        self.shot("console-inbox.png")
+        card.find_element(By.CSS_SELECTOR, ".comment").send_keys("confirmed with the SOC")
+        card.find_element(By.CSS_SELECTOR, ".approve").click()
+        self.wait(lambda d: "200 OK" in card.text, what="approval answered")
+        # Approving again is answered verbatim by the server, not hidden.
+        self.go("#/instance/" + inst["id"])
+        self.wait(lambda d: self.text_of("#instance-status") == "COMPLETED", what="COMPLETED")
+        row = self.css('#steps-body tr[data-step="notify_user"] .approval')[0].text
+        self.assertIn("approved by alice: confirmed with the SOC", row)
+        self.wait(lambda d: self.css('#timeline li[data-type="saga_completed"]'), what="timeline")
+        self.shot("console-instance.png")
+
+    def test_3_rejecting_compensates_in_reverse_order_on_the_timeline(self):
+        self.sign_in(OPERATOR)
+        inst = self.submit("incident_response", INCIDENT)
+        self.go("#/inbox")
+        card = self.approval_card(inst["id"] + ":notify_user")
+        card.find_element(By.CSS_SELECTOR, ".reason").send_keys("false positive")
+        card.find_element(By.CSS_SELECTOR, ".reject").click()
+        self.wait(lambda d: "200 OK" in card.text, what="rejection answered")
+        self.go("#/instance/" + inst["id"])
+        self.wait(lambda d: self.text_of("#instance-status") == "COMPENSATED", what="COMPENSATED")
+        self.wait(lambda d: len(self.css('#timeline li[data-type="compensated"]')) == 3)
+        order = [li.get_attribute("data-step") for li in self.css('#timeline li[data-type="compensated"]')]
+        self.assertEqual(order, ["disable_account", "isolate_host", "create_ticket"])
+
+    def test_4_an_unknown_outcome_is_resolved_from_the_review_page(self):
+        self.sign_in(OPERATOR)
+        http(self.es_port, "POST", "/_faults", {"path": "/tickets", "action": "commit_500", "times": 1})
+        http(self.es_port, "POST", "/_faults", {"path": "/operations", "action": "query_unknown", "times": 50})
+        inst = self.submit("incident_response", INCIDENT)
+        self.assertEqual(inst["status"], "NEEDS_REVIEW", inst)
+        http(self.es_port, "DELETE", "/_faults")
+        self.go("#/instance/" + inst["id"])
+        self.wait(lambda d: self.text_of("#instance-status") == "NEEDS_REVIEW")
+        self.wait(lambda d: "create_ticket" in self.text_of("#unknown-effects"), what="bundle")
+        self.assertIn("resolve", self.text_of("#recommended"))
+        # Cancel is refused here, and says why, before anyone clicks.
+        self.assertFalse(self.css("#cancel")[0].is_enabled())
+        self.assertIn("NEEDS_REVIEW", self.css("#cancel")[0].find_element(By.XPATH, "following-sibling::span").text)
+        self.shot("console-review.png")
+        Select(self.css(".resolve-step")[0]).select_by_value("create_ticket")
+        Select(self.css(".resolve-outcome")[0]).select_by_value("committed")
+        self.css(".resolve-ref")[0].send_keys("T-MANUAL-7")
+        self.css(".resolve-comment")[0].send_keys("found it in the ticketing UI")
+        self.css("#resolve")[0].click()
+        self.wait(lambda d: "200 OK" in self.text_of("#action-answer"), what="resolved")
+        self.wait(lambda d: self.text_of("#instance-status") == "AWAITING_APPROVAL", what="resumed")
+        self.assertEqual(self.css('#steps-body tr[data-step="create_ticket"] td')[6].text, "T-MANUAL-7")
+
+    def test_5_values_from_an_instance_are_text_never_markup(self):
+        self.sign_in(OPERATOR)
+        payload = "<img src=x onerror=alert(1)><script>document.title='pwned'</script>"
+        inp = dict(INCIDENT, title=payload)
+        inst = self.submit("incident_response", inp)
+        for fragment in ("#/inbox", "#/instance/" + inst["id"]):
+            self.go(fragment)
+            self.wait(lambda d: payload in d.find_element(By.TAG_NAME, "body").text, what="payload as text")
+            self.assertEqual(self.css("img") + self.css("main script"), [])
+            self.assertNotEqual(self.driver.title, "pwned")
+            with self.assertRaises(NoAlertPresentException):
+                self.driver.switch_to.alert.text
+
+    def test_6_a_viewer_sees_no_actions_and_a_forged_post_is_refused(self):
+        inst = self.submit("incident_response", INCIDENT)
+        self.sign_in(VIEWER)
+        self.assertIn("victor (viewer)", self.text_of("#who"))
+        self.go("#/inbox")
+        self.approval_card(inst["id"] + ":notify_user")
+        self.assertEqual(self.css(".approve") + self.css(".reject"), [])
+        self.go("#/instance/" + inst["id"])
+        self.wait(lambda d: self.text_of("#instance-status") == "AWAITING_APPROVAL")
+        self.assertEqual(self.css("#forms button"), [])
+        status = self.driver.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            fetch(arguments[0], {method: 'POST', headers: {'Authorization': 'Bearer ' + arguments[1],
+                                 'Content-Type': 'application/json'}, body: '{}'})
+              .then(r => done(r.status), e => done(String(e)));""",
+            "/v1/instances/%s/steps/notify_user/approve" % inst["id"], VIEWER)
+        self.assertEqual(status, 403)
+        self.assertEqual(self.instance_status(inst["id"]), "AWAITING_APPROVAL")
+
+    def test_7_the_list_of_10000_instances_shows_its_first_page_quickly(self):
+        def one(i):
+            return http(self.port, "POST", "/v1/sagas/order_fulfilment/instances",
+                        {"input": dict(ORDER, n=i)}, OPERATOR)[0]
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            codes = list(pool.map(one, range(10000)))
+        self.assertEqual(codes.count(201), 10000)
+        self.sign_in(OPERATOR)
+        self.go("#/inbox")
+        self.wait(lambda d: self.css("#inbox-empty"))
+        t0 = time.monotonic()
+        self.driver.execute_script("location.hash = '#/instances'")
+        self.wait(lambda d: len(self.css("#instances-body tr")) == 50, what="first page")
+        seconds = time.monotonic() - t0
+        print("\n  instances list, first page of 50 of >= 10,000: %.3f s" % seconds, file=sys.stderr)
+        self.assertLess(seconds, 1.0)
+        self.assertTrue(self.css("#next-page"))
+        self.assertIn("RUNNING", self.text_of("#counts") + " RUNNING")
+        self.shot("console-instances.png")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sagad", required=True)
+    ap.add_argument("--services", required=True)
+    ap.add_argument("--screenshots")
+    ARGS, rest = ap.parse_known_args()
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
