@@ -212,7 +212,9 @@ class ApiServer::Impl {
       if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
       if (res.status == 404 || res.status == 400) {
         std::string allow = AllowedMethods(req.path);
-        if (!allow.empty()) {
+        // Only a method the route does not serve: a bad request to a served
+        // method stays a 400.
+        if (!allow.empty() && (", " + allow + ",").find(", " + req.method + ",") == std::string::npos) {
           res.set_header("Allow", allow);
           Problem(req, res, 405, req.method + " is not allowed here; allowed: " + allow);
           return httplib::Server::HandlerResponse::Handled;

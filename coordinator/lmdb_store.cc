@@ -5,13 +5,23 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstring>
 
 namespace sagad {
 namespace {
 
+// A full map or disk is Unavailable (503 + Retry-After at the API, retried by
+// the drivers), with what to do about it; anything else is Internal.
 Status LmdbError(const char* what, int rc) {
+  if (rc == MDB_MAP_FULL || rc == ENOSPC || rc == EDQUOT)
+    return Unavailable(std::string("the store is full (") + what + ": " + mdb_strerror(rc) +
+                       "): free disk space or raise lmdb_map_size_mb, then writes resume");
   return Internal(std::string(what) + ": " + mdb_strerror(rc));
+}
+
+bool IsFull(const Status& s) {
+  return s.code() == StatusCode::kUnavailable && s.message().rfind("the store is full", 0) == 0;
 }
 
 MDB_val Val(const std::string& s) {
@@ -464,6 +474,9 @@ Status LmdbStore::GroupCommit(CommitRequest& r) {
   } catch (const std::exception& e) {  // the transaction is aborted: nothing was written
     batch_status = Internal(std::string("write refused: ") + e.what());
   }
+  // /readyz says 503 from a write refused for lack of space until one succeeds.
+  if (IsFull(batch_status)) full_ = true;
+  else if (batch_status.ok()) full_ = false;
   l.lock();
   for (CommitRequest* w : batch) {
     group_queue_.pop_front();
@@ -642,6 +655,13 @@ StatusOr<InstancePage> LmdbStore::ListInstances(const InstanceFilter& filter, si
 }
 
 uint64_t LmdbStore::SyncedCommits() const { return synced_commits_; }
+
+Status LmdbStore::CheckWritable() {
+  if (full_)
+    return Unavailable("the store is full: the last write failed for lack of space (disk or "
+                       "lmdb_map_size_mb)");
+  return Status::Ok();
+}
 
 StatusOr<std::vector<ActiveInstance>> LmdbStore::ListActive() {
   Txn txn(env_, false);

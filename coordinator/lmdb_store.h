@@ -73,6 +73,9 @@ class LmdbStore : public Store {
                                        const std::string& cursor) override;
   StatusOr<std::vector<ActiveInstance>> ListActive() override;
   uint64_t SyncedCommits() const override;
+  // Unavailable from a write refused for lack of space (MDB_MAP_FULL,
+  // ENOSPC) until a write succeeds again.
+  Status CheckWritable() override;
 
  private:
   LmdbStore() = default;
@@ -118,6 +121,7 @@ class LmdbStore : public Store {
                                         const MDB_val* entry);
 
   std::atomic<uint64_t> synced_commits_{0};
+  std::atomic<bool> full_{false};
   std::mutex group_mu_;
   std::deque<CommitRequest*> group_queue_;  // front: the current leader
 
