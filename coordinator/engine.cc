@@ -194,6 +194,31 @@ class Engine::Impl {
     metrics_.Describe("sagad_retries_total", "counter", "Re-sends of a forward step (same key).");
     metrics_.Describe("sagad_retry_budget_exhausted_total", "counter",
                       "Retries deferred because the service's retry budget was empty.");
+    ExportKnownCountersAtZero();
+  }
+
+  // Every counter whose label values are known up front is exported at 0
+  // from the first scrape, so rate(...{outcome="unknown"}[5m]) and the like
+  // work before the first incident.
+  void ExportKnownCountersAtZero() {
+    for (const char* phase : {"forward", "compensation"}) {
+      for (Outcome o : {Outcome::kCommitted, Outcome::kFailed, Outcome::kNotExecuted, Outcome::kUnknown})
+        metrics_.Inc("sagad_step_calls_total",
+                     std::string("phase=\"") + phase + "\",outcome=\"" + OutcomeName(o) + "\"", 0);
+      for (const char* answer : {"happened", "not_happened", "unknown"})
+        metrics_.Inc("sagad_reconciliations_total",
+                     std::string("phase=\"") + phase + "\",answer=\"" + answer + "\"", 0);
+    }
+    std::vector<std::string> types = {"instance_created", "reconciled", "retry_deferred",
+                                      "retry_requested"};
+    for (int k = 0; k <= static_cast<int>(StepEvent::kSkip); ++k)
+      types.push_back(StepEventName(static_cast<StepEvent>(k)));
+    for (int k = 0; k <= static_cast<int>(SagaEvent::kEscalate); ++k)
+      types.push_back(SagaEventName(static_cast<SagaEvent>(k)));
+    for (const auto& t : types) metrics_.Inc("sagad_events_total", "type=\"" + t + "\"", 0);
+    for (const char* name : {"sagad_duplicate_effects_detected_total", "sagad_escalations_total",
+                             "sagad_retries_total"})
+      metrics_.Inc(name, "", 0);
   }
 
   ~Impl() { Stop(); }

@@ -80,8 +80,11 @@ TEST_F(OwnershipTest, PausedOwnerCommitsNothingAndItsLateRequestIsFenced) {
   // its commit fails the lease check; it starts nothing new.
   a_->process().Kill(SIGCONT);
   EXPECT_TRUE(WaitFor([&] { return a_->Get("/healthz").status == 200; }));
-  EXPECT_TRUE(WaitFor([&] {
-    return a_->Get("/metrics").raw.find("phase=\"forward\",outcome=\"unknown\"") != std::string::npos;
+  EXPECT_TRUE(WaitFor([&] {  // A's late call came back (unknown: refused for its old token)
+    const std::string m = a_->Get("/metrics").raw;
+    const std::string label = "sagad_step_calls_total{phase=\"forward\",outcome=\"unknown\"} ";
+    size_t at = m.find(label);
+    return at != std::string::npos && std::atof(m.c_str() + at + label.size()) >= 1;
   })) << a_->Get("/metrics").raw;
   json after = b_->Get("/v1/instances/" + id).body;
   EXPECT_EQ(after["status"], "COMPLETED");

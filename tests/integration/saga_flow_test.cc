@@ -161,6 +161,17 @@ TEST_F(SagaFlowTest, CancelCompensatesAndIsRefusedOnceCompleted) {
   EXPECT_EQ(late.header("Content-Type"), "application/problem+json");
 }
 
+TEST_F(SagaFlowTest, KnownCountersAreExportedAtZeroFromTheFirstScrape) {
+  std::string m = coordinator_->Get("/metrics").raw;
+  for (const char* line :
+       {"sagad_step_calls_total{phase=\"forward\",outcome=\"unknown\"} 0",
+        "sagad_step_calls_total{phase=\"compensation\",outcome=\"failed\"} 0",
+        "sagad_reconciliations_total{phase=\"compensation\",answer=\"unknown\"} 0",
+        "sagad_events_total{type=\"saga_needs_review\"} 0",
+        "sagad_events_total{type=\"compensated\"} 0", "sagad_escalations_total 0"})
+    EXPECT_NE(m.find(line), std::string::npos) << line << "\n" << m;
+}
+
 TEST_F(SagaFlowTest, MetricsCountOutcomesReconciliationsAndEvents) {
   downstream_.Fault({{"path", "/charges"}, {"action", "commit_500"}});
   Reply r = coordinator_->Submit("order_fulfilment", OrderInput(), 10);
