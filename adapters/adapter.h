@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "adapters/trace_context.h"
 #include "policies/retry_budget.h"
 #include "policies/retry_policy.h"
 
@@ -50,6 +51,7 @@ struct CallRequest {
   std::string step;
   uint64_t fencing_token = 0;
   int attempt = 1;           // sent as Saga-Attempt (1 for the first send of the key)
+  TraceContext trace;        // sent as traceparent (a new span id per attempt) + tracestate
 };
 
 struct CallResult {
@@ -80,7 +82,7 @@ class Adapter {
   // may use it to refuse that attempt if it arrives after the question.
   virtual QueryResult Query(const std::string& service, const std::string& key,
                             const std::string& instance_id, uint64_t fencing_token,
-                            int attempt) = 0;
+                            int attempt, const TraceContext& trace) = 0;
   // The service's configuration, or nullptr if it is not configured.
   virtual const ServiceConfig* Service(const std::string& name) const = 0;
 };

@@ -54,6 +54,13 @@ httplib::Result SendCapped(httplib::Client& client, httplib::Request& hreq, size
   return res;
 }
 
+// traceparent with a span of its own for this request, and tracestate.
+void AddTraceHeaders(const TraceContext& trace, httplib::Request* hreq) {
+  if (trace.trace_id.empty()) return;
+  hreq->headers.emplace("traceparent", OutgoingTraceparent(trace));
+  if (!trace.tracestate.empty()) hreq->headers.emplace("tracestate", trace.tracestate);
+}
+
 std::string TooLarge(size_t max_bytes) {
   return "reply larger than " + std::to_string(max_bytes) +
          " bytes (max_response_bytes): not read, outcome unknown";
@@ -129,6 +136,7 @@ CallResult HttpAdapter::Call(const CallRequest& req) {
   hreq.headers.emplace("Saga-Step", req.step);
   hreq.headers.emplace("Saga-Fencing-Token", std::to_string(req.fencing_token));
   hreq.headers.emplace("Saga-Attempt", std::to_string(req.attempt));
+  AddTraceHeaders(req.trace, &hreq);
   if (!req.body.is_null()) {
     hreq.body = CanonicalJson(req.body);
     hreq.headers.emplace("Content-Type", "application/json");
@@ -165,7 +173,7 @@ CallResult HttpAdapter::Call(const CallRequest& req) {
 
 QueryResult HttpAdapter::Query(const std::string& service, const std::string& key,
                                const std::string& instance_id, uint64_t fencing_token,
-                               int attempt) {
+                               int attempt, const TraceContext& trace) {
   QueryResult out;
   auto it = pools_.find(service);
   if (it == pools_.end()) {
@@ -183,6 +191,7 @@ QueryResult HttpAdapter::Query(const std::string& service, const std::string& ke
   hreq.headers.emplace("Saga-Instance", instance_id);
   hreq.headers.emplace("Saga-Fencing-Token", std::to_string(fencing_token));
   hreq.headers.emplace("Saga-Attempt", std::to_string(attempt));
+  AddTraceHeaders(trace, &hreq);
   auto client = pool.Acquire();
   bool too_large = false;
   httplib::Result res = SendCapped(*client, hreq, pool.config.max_response_bytes, &too_large);

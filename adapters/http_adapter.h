@@ -21,8 +21,8 @@ class HttpAdapter : public Adapter {
   // Adapter
   CallResult Call(const CallRequest& req) override;
   QueryResult Query(const std::string& service, const std::string& key,
-                    const std::string& instance_id, uint64_t fencing_token,
-                    int attempt) override;
+                    const std::string& instance_id, uint64_t fencing_token, int attempt,
+                    const TraceContext& trace) override;
   const ServiceConfig* Service(const std::string& name) const override;
 
  private:

@@ -297,7 +297,8 @@ class Engine::Impl {
 
   // ---- submissions ----
   StatusOr<SubmitOutcome> Submit(const std::string& saga, int version, const nlohmann::json& input,
-                                 const std::string& client_key, const std::string& request_hash) {
+                                 const std::string& client_key, const std::string& request_hash,
+                                 const TraceContext& trace) {
     SagaDefinitionPtr def = Definition(saga, version);
     if (!def && version > 0 && Definition(saga, 0))
       return NotFound("saga '" + saga + "' has no registered version " + std::to_string(version));
@@ -328,7 +329,7 @@ class Engine::Impl {
     int64_t now = clock_.NowMillis();
     std::string id = NewInstanceId(now);
     Instance inst;
-    Event created = Instance::CreatedEvent(id, *def, input);
+    Event created = Instance::CreatedEvent(id, *def, input, trace.ToJson());
     created.seq = 1;
     created.at_ms = now;
     Status s = inst.Apply(created);
@@ -356,7 +357,8 @@ class Engine::Impl {
       std::lock_guard<std::mutex> l(stripe(id));
       cache_put(id, std::make_shared<Instance>(inst));
     }
-    Log({{"msg", "instance created"}, {"instance", id}, {"saga", saga}});
+    Log({{"msg", "instance created"}, {"instance", id}, {"saga", saga},
+         {"trace_id", trace.trace_id}});
     CrashPoint("after_create");
     Schedule(id);
     out.instance_id = id;
@@ -1105,7 +1107,8 @@ class Engine::Impl {
     }, /*as_owner=*/true);
     if (!s.ok()) return AfterFailedMutate(id, s);
     CrashPoint("after_started");
-    return SendForward(id, def, i, std::move(*r), st.attempts + 1);
+    return SendForward(id, def, i, std::move(*r), st.attempts + 1,
+                       TraceContext::FromJson(inst.trace()));
   }
 
   // The STARTED record of step i is durable: send it, record the outcome.
@@ -1113,18 +1116,19 @@ class Engine::Impl {
   // record rides in the same commit (Chain) and the loop sends it: one
   // commit, one fsync per step instead of two.
   Next SendForward(const std::string& id, const SagaDefinition& def, int i, Rendered r,
-                   int attempt) {
+                   int attempt, const TraceContext& trace) {
     while (true) {
       const StepDefinition& sd = def.steps[i];
       const std::string key = id + ":" + sd.name;
       CallRequest req{sd.forward.service, sd.forward.method, r.path, r.body, key, id, sd.name,
-                      Token(id), attempt};
+                      Token(id), attempt, trace};
       auto t0 = std::chrono::steady_clock::now();
       CallResult res = adapter_.Call(req);
       CrashPoint("before_outcome");
       MarkRecovered(id);  // resumed: its first step after a restart was sent
       RecordCall("forward", res, std::chrono::steady_clock::now() - t0);
-      Log({{"msg", "step call"}, {"instance", id}, {"step", sd.name}, {"key", key},
+      Log({{"msg", "step call"}, {"instance", id}, {"trace_id", trace.trace_id},
+           {"step", sd.name}, {"key", key},
            {"attempt", attempt}, {"outcome", OutcomeName(res.outcome)},
            {"http_status", res.http_status},
            {"ms", std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -1226,7 +1230,8 @@ class Engine::Impl {
                                    "deduplicates; a human must check");
       });
     }
-    QueryResult q = adapter_.Query(sd.forward.service, st.key, id, Token(id), st.attempts);
+    QueryResult q = adapter_.Query(sd.forward.service, st.key, id, Token(id), st.attempts,
+                                   TraceContext::FromJson(inst.trace()));
     RecordQuery("forward", q);
     Log({{"msg", "reconcile"}, {"instance", id}, {"step", sd.name}, {"key", st.key},
          {"answer", q.outcome == QueryOutcome::kHappened      ? "happened"
@@ -1320,12 +1325,13 @@ class Engine::Impl {
     if (!s.ok()) return AfterFailedMutate(id, s);
     CrashPoint("after_compensation_started");
     CallRequest req{call.service, call.method, r->path, r->body, key, id, sd.name, Token(id),
-                    st.comp_attempts + 1};
+                    st.comp_attempts + 1, TraceContext::FromJson(inst.trace())};
     auto t0 = std::chrono::steady_clock::now();
     CallResult res = adapter_.Call(req);
     CrashPoint("before_compensation_outcome");
     RecordCall("compensation", res, std::chrono::steady_clock::now() - t0);
-    Log({{"msg", "compensation call"}, {"instance", id}, {"step", sd.name}, {"key", key},
+    Log({{"msg", "compensation call"}, {"instance", id}, {"trace_id", req.trace.trace_id},
+         {"step", sd.name}, {"key", key},
          {"outcome", OutcomeName(res.outcome)}, {"http_status", res.http_status}});
     const RetryPolicy policy = RetryFor(sd, call.service);
     Next next = Transition(id, [&](Tx& tx) -> Status {
@@ -1368,7 +1374,7 @@ class Engine::Impl {
     // Compensations are idempotent by contract: without a query, re-send.
     if (!svc || !QueryableFor(sd, *svc)) return Compensate(id, def, inst, i);
     QueryResult q = adapter_.Query(sd.compensation->service, st.comp_key, id, Token(id),
-                                   st.comp_attempts);
+                                   st.comp_attempts, TraceContext::FromJson(inst.trace()));
     RecordQuery("compensation", q);
     if (q.outcome == QueryOutcome::kNotHappened) return Compensate(id, def, inst, i);
     const RetryPolicy policy = RetryFor(sd, sd.compensation->service);
@@ -1415,6 +1421,7 @@ class Engine::Impl {
                           {"at", e.at_ms},
                           {"status", SagaStatusName(inst.status())}};
       if (!e.step.empty()) m["step"] = e.step;
+      if (inst.trace().is_object()) m["trace_id"] = inst.trace().value("trace_id", "");
       for (const char* f : {"external_ref", "reason", "by", "error", "comment"})
         if (e.data.contains(f)) m[f] = e.data[f];
       out.push_back(std::move(m));
@@ -1757,8 +1764,9 @@ void Engine::Stop() { impl_->Stop(); }
 StatusOr<SubmitOutcome> Engine::Submit(const std::string& saga, int version,
                                        const nlohmann::json& input,
                                        const std::string& client_key,
-                                       const std::string& request_hash) {
-  return impl_->Submit(saga, version, input, client_key, request_hash);
+                                       const std::string& request_hash,
+                                       const TraceContext& trace) {
+  return impl_->Submit(saga, version, input, client_key, request_hash, trace);
 }
 void Engine::FinishSubmission(const std::string& key, int status, const nlohmann::json& r) {
   impl_->FinishSubmission(key, status, r);

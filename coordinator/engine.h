@@ -74,9 +74,11 @@ class Engine {
   // / missing fields). With a
   // client key: replay (same request hash), AlreadyExists (the key was used
   // with another request), FailedPrecondition (the first is still in flight).
+  // `trace` is kept with the instance: every downstream call continues it.
   StatusOr<SubmitOutcome> Submit(const std::string& saga, int version, const nlohmann::json& input,
                                  const std::string& client_key,
-                                 const std::string& request_hash);
+                                 const std::string& request_hash,
+                                 const TraceContext& trace = TraceFromHeaders("", ""));
   // Stores the response of a submission (first one wins) and ends its
   // in-flight window.
   void FinishSubmission(const std::string& client_key, int status,

@@ -499,7 +499,9 @@ class ApiServer::Impl {
         return;
       }
     }
-    auto sub = engine_.Submit(saga, version, body["input"], key, hash);
+    auto sub = engine_.Submit(saga, version, body["input"], key, hash,
+                              TraceFromHeaders(req.get_header_value("traceparent"),
+                                               req.get_header_value("tracestate")));
     if (!sub.ok()) return ProblemFromStatus(req, res, sub.status());
     std::string location = "/v1/instances/" + sub->instance_id;
     res.set_header("Location", location);

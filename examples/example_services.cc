@@ -21,6 +21,7 @@
 // Test controls:
 //   GET  /_effects  {"total", "by_key": {key: n}, "by_route": {route: n}, "duplicates",
 //                    "pending": requests still being processed}
+//   GET  /_traces   {key: [{"traceparent", "tracestate"} of each business request]}
 //   POST /_faults   {"path": "/hosts/isolate", "action": ..., "times": 1,
 //                    "status": 422, "delay_ms": 0}
 //     actions: reject (status, default 422, no effect), refuse (429, no effect),
@@ -100,6 +101,10 @@ class Services {
       faults_.clear();
       res.set_content("{}", "application/json");
     });
+    s.Get("/_traces", [this](const httplib::Request&, httplib::Response& res) {
+      std::lock_guard<std::mutex> l(mu_);
+      res.set_content(json(traces_).dump(), "application/json");
+    });
     s.Post("/_reset", [this](const httplib::Request&, httplib::Response& res) {
       std::lock_guard<std::mutex> l(mu_);
       faults_.clear();
@@ -108,6 +113,7 @@ class Services {
       by_route_.clear();
       fencing_.clear();
       fenced_.clear();
+      traces_.clear();
       total_ = seq_ = 0;
       tickets_.clear(), messages_.clear(), reservations_.clear(), charges_.clear();
       shipments_.clear(), hosts_.clear(), accounts_.clear();
@@ -269,6 +275,9 @@ class Services {
     int delay = 0;
     {
       std::lock_guard<std::mutex> l(mu_);
+      if (!key.empty() && req.has_header("traceparent"))
+        traces_[key].push_back({{"traceparent", req.get_header_value("traceparent")},
+                                {"tracestate", req.get_header_value("tracestate")}});
       if (!instance.empty() && !token_s.empty()) {
         long long tok = std::atoll(token_s.c_str());
         long long& high = fencing_[instance];
@@ -334,6 +343,7 @@ class Services {
   std::map<std::string, int> by_key_;
   std::map<std::string, int> by_route_;
   std::map<std::string, long long> fencing_;
+  std::map<std::string, std::vector<json>> traces_;  // key -> trace headers of each request
   std::map<std::string, int> pending_;  // keys of requests being processed
   std::map<std::string, int> fenced_;   // key -> highest attempt a query fenced
   json webhooks_ = json::array();

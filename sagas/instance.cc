@@ -34,13 +34,14 @@ StatusOr<Event> Event::FromJson(const nlohmann::json& j) {
 }
 
 Event Instance::CreatedEvent(const std::string& id, const SagaDefinition& def,
-                             const nlohmann::json& input) {
+                             const nlohmann::json& input, const nlohmann::json& trace) {
   Event e;
   e.type = "instance_created";
   nlohmann::json names = nlohmann::json::array();
   for (const auto& st : def.steps) names.push_back(st.name);
   e.data = {{"id", id}, {"saga", def.name}, {"version", def.version},
             {"input", input}, {"steps", names}};
+  if (!trace.is_null()) e.data["trace"] = trace;
   return e;
 }
 
@@ -85,6 +86,7 @@ Status Instance::Apply(const Event& e) {
       saga_ = e.data.at("saga").get<std::string>();
       saga_version_ = e.data.at("version").get<int>();
       input_ = e.data.at("input");
+      trace_ = e.data.value("trace", nlohmann::json());
       for (const auto& n : e.data.at("steps")) {
         StepState st;
         st.name = n.get<std::string>();
@@ -231,6 +233,7 @@ nlohmann::json Instance::ToJson() const {
                       {"version", version_},
                       {"schema_version", kRecordSchemaVersion}};
   if (!review_reason_.empty()) j["review_reason"] = review_reason_;
+  if (!trace_.is_null()) j["trace"] = trace_;
   int cur = CurrentStep();
   j["current_step"] = cur >= 0 ? nlohmann::json(steps_[cur].name) : nlohmann::json();
   std::string waiting = WaitingFor();

@@ -70,9 +70,11 @@ class Instance {
  public:
   Instance() = default;
 
-  // The first event of every instance.
+  // The first event of every instance. `trace` (optional): the W3C trace
+  // context the instance's downstream calls continue ({"trace_id", ...}).
   static Event CreatedEvent(const std::string& id, const SagaDefinition& def,
-                            const nlohmann::json& input);
+                            const nlohmann::json& input,
+                            const nlohmann::json& trace = nlohmann::json());
   // Rebuilds an instance by replaying its log with no side effects.
   // InvalidArgument if the log is not a valid history for `def`.
   static StatusOr<Instance> Replay(const std::string& id, const SagaDefinition& def,
@@ -88,6 +90,8 @@ class Instance {
   const std::string& saga() const { return saga_; }
   int saga_version() const { return saga_version_; }
   const nlohmann::json& input() const { return input_; }
+  // The trace context from the submission (null for instances from before).
+  const nlohmann::json& trace() const { return trace_; }
   SagaStatus status() const { return machine_.status(); }
   bool reviewing_compensation() const { return machine_.reviewing_compensation(); }
   const std::string& review_reason() const { return review_reason_; }
@@ -117,6 +121,7 @@ class Instance {
   std::string saga_;
   int saga_version_ = 0;
   nlohmann::json input_;
+  nlohmann::json trace_;
   SagaMachine machine_;
   std::vector<StepState> steps_;
   std::string review_reason_;
