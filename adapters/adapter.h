@@ -29,6 +29,11 @@ struct ServiceConfig {
   // Replies with a larger body are not read: the outcome is UNKNOWN (a
   // forward call is then reconciled), never stored.
   size_t max_response_bytes = size_t(1) << 20;
+  // HTTPS: a CA bundle to verify the service with (else the system's), a
+  // client certificate and key for mutual TLS. Verification is on unless
+  // tls_verify is explicitly false (logged as a warning at start).
+  std::string ca_file, client_cert_file, client_key_file;
+  bool tls_verify = true;
   RetryPolicy retry;               // default for the steps that call it
   RetryBudgetConfig retry_budget;  // token bucket shared by its re-sends
 };

@@ -85,7 +85,12 @@ struct HttpAdapter::Pool {
         return c;
       }
     }
-    auto c = std::make_unique<httplib::Client>(origin);
+    auto c = config.client_cert_file.empty()
+                 ? std::make_unique<httplib::Client>(origin)
+                 : std::make_unique<httplib::Client>(origin, config.client_cert_file,
+                                                     config.client_key_file);
+    if (!config.ca_file.empty()) c->set_ca_cert_path(config.ca_file);
+    c->enable_server_certificate_verification(config.tls_verify);
     c->set_keep_alive(true);
     c->set_tcp_nodelay(true);  // headers and body go out as separate writes
     time_t sec = config.timeout_ms / 1000;
@@ -151,9 +156,12 @@ CallResult HttpAdapter::Call(const CallRequest& req) {
   }
   if (!res) {
     httplib::Error err = res.error();
+    // Nothing left before the connection (and its TLS handshake) stood.
     bool sent = !(err == httplib::Error::Connection ||
                   err == httplib::Error::ConnectionTimeout ||
-                  err == httplib::Error::BindIPAddress);
+                  err == httplib::Error::BindIPAddress || err == httplib::Error::SSLConnection ||
+                  err == httplib::Error::SSLLoadingCerts ||
+                  err == httplib::Error::SSLServerVerification);
     out.outcome = ClassifyTransportError(sent);
     out.error = std::string(sent ? "no response: " : "not sent: ") + httplib::to_string(err);
     return out;  // a failed client is dropped, not pooled

@@ -57,6 +57,12 @@ Status OnlyKnownKeys(const nlohmann::json& obj, std::initializer_list<const char
   return Status::Ok();
 }
 
+Status Readable(const std::string& path, const std::string& key) {
+  std::ifstream f(path);
+  if (!f) return InvalidArgument(key + ": cannot read " + path);
+  return Status::Ok();
+}
+
 bool IsSha256Hex(const std::string& s) {
   return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
@@ -67,7 +73,7 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
   Config c;
   if (!j.is_object()) return InvalidArgument("config must be a JSON object");
   SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(
-      j, {"listen", "data_dir", "store", "lmdb_map_size_mb", "workers", "definitions_dir",
+      j, {"listen", "data_dir", "store", "lmdb_map_size_mb", "tls", "workers", "definitions_dir",
           "coordinator_id", "lease_ms", "services", "tokens", "webhooks"},
       "the config"));
   try {
@@ -75,6 +81,17 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
       SAGAD_RETURN_IF_ERROR(ParseListen(j["listen"].get<std::string>(), &c.listen_host, &c.listen_port));
     c.data_dir = j.value("data_dir", c.data_dir);
     c.store = j.value("store", c.store);
+    if (j.contains("tls")) {
+      const auto& t = j["tls"];
+      if (!t.is_object()) return InvalidArgument("'tls' must be {\"cert_file\", \"key_file\"}");
+      SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(t, {"cert_file", "key_file"}, "tls"));
+      c.tls_cert_file = t.value("cert_file", "");
+      c.tls_key_file = t.value("key_file", "");
+      if (c.tls_cert_file.empty() || c.tls_key_file.empty())
+        return InvalidArgument("tls needs both cert_file and key_file");
+      SAGAD_RETURN_IF_ERROR(Readable(c.tls_cert_file, "tls.cert_file"));
+      SAGAD_RETURN_IF_ERROR(Readable(c.tls_key_file, "tls.key_file"));
+    }
     c.lmdb_map_size_mb = j.value("lmdb_map_size_mb", c.lmdb_map_size_mb);
     if (c.lmdb_map_size_mb < 1 || c.lmdb_map_size_mb > (int64_t(1) << 24))
       return InvalidArgument("lmdb_map_size_mb must be from 1 to 16777216");
@@ -97,8 +114,19 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
           const std::string where = "services." + name;
           SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(
               s, {"base_url", "timeout_ms", "headers", "queryable", "idempotent",
-                  "operations_path", "retry", "retry_budget", "max_response_bytes"},
+                  "operations_path", "retry", "retry_budget", "max_response_bytes", "ca_file",
+                  "client_cert_file", "client_key_file", "tls_verify"},
               where));
+          sc.ca_file = s.value("ca_file", "");
+          sc.client_cert_file = s.value("client_cert_file", "");
+          sc.client_key_file = s.value("client_key_file", "");
+          sc.tls_verify = s.value("tls_verify", true);
+          if (sc.client_cert_file.empty() != sc.client_key_file.empty())
+            return InvalidArgument(where + ": client_cert_file and client_key_file go together");
+          for (const auto& [file, key] : {std::pair{sc.ca_file, "ca_file"},
+                                          std::pair{sc.client_cert_file, "client_cert_file"},
+                                          std::pair{sc.client_key_file, "client_key_file"}})
+            if (!file.empty()) SAGAD_RETURN_IF_ERROR(Readable(file, where + "." + key));
           SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(s.value("retry_budget", nlohmann::json::object()),
                                               {"capacity", "per_second"}, where + ".retry_budget"));
           sc.base_url = s.at("base_url").get<std::string>();

@@ -35,7 +35,9 @@ struct Config {
   // A libpq URI (postgresql://...) selects the PostgreSQL store; empty:
   // LMDB in data_dir.
   std::string store;
-  int64_t lmdb_map_size_mb = 65536;  // the LMDB map (a sparse file grows as written)
+  int64_t lmdb_map_size_mb = 65536;
+  // "tls": {"cert_file", "key_file"}: the API (and console) over HTTPS only.
+  std::string tls_cert_file, tls_key_file;  // the LMDB map (a sparse file grows as written)
   std::map<std::string, ServiceConfig> services;
   std::vector<Token> tokens;
   std::vector<WebhookConfig> webhooks;

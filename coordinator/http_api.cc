@@ -183,7 +183,14 @@ bool ParseVersion(const std::string& v, int* out) {
 
 class ApiServer::Impl {
  public:
-  Impl(Engine& engine, const Config& config) : engine_(engine), config_(config) {
+  Impl(Engine& engine, const Config& config)
+      : engine_(engine),
+        config_(config),
+        owned_server_(config.tls_cert_file.empty()
+                          ? std::make_unique<httplib::Server>()
+                          : std::make_unique<httplib::SSLServer>(config.tls_cert_file.c_str(),
+                                                                 config.tls_key_file.c_str())),
+        server_(*owned_server_) {
     server_.new_task_queue = [] { return new httplib::ThreadPool(256); };
     server_.set_payload_max_length(kMaxBodyBytes);
     server_.set_keep_alive_max_count(1000);
@@ -233,6 +240,10 @@ class ApiServer::Impl {
   }
 
   StatusOr<int> Bind(const std::string& host, int port) {
+    if (!server_.is_valid())
+      return InvalidArgument("cannot serve HTTPS with tls.cert_file " + config_.tls_cert_file +
+                             " and tls.key_file " + config_.tls_key_file +
+                             " (not a certificate and its private key in PEM?)");
     if (port == 0) {
       int p = server_.bind_to_any_port(host);
       if (p < 0) return Unavailable("cannot bind " + host);
@@ -564,7 +575,8 @@ class ApiServer::Impl {
 
   Engine& engine_;
   Config config_;
-  httplib::Server server_;
+  std::unique_ptr<httplib::Server> owned_server_;  // an SSLServer with "tls"
+  httplib::Server& server_;
   std::atomic<bool> ready_{false};
   std::vector<std::pair<std::regex, std::string>> patterns_;  // route -> method
 

@@ -1,7 +1,8 @@
 // sagactl: the command-line client of sagad.
 //
-//   sagactl [--url URL] [--token TOKEN] [--json] COMMAND ...
-//   URL and TOKEN default to $SAGAD_URL (else http://127.0.0.1:8080) and $SAGAD_TOKEN.
+//   sagactl [--url URL] [--token TOKEN] [--ca FILE] [--json] COMMAND ...
+//   URL and TOKEN default to $SAGAD_URL (else http://127.0.0.1:8080) and $SAGAD_TOKEN;
+//   FILE (a CA bundle for an https:// URL) to $SAGAD_CA_FILE.
 //
 //   submit SAGA --input JSON [--wait SECONDS] [--key IDEMPOTENCY_KEY]
 //   list [--status S] [--saga NAME] [--waiting approval|retry|review] [--limit N] [--cursor C]
@@ -39,7 +40,7 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kUsage =
-    "usage: sagactl [--url URL] [--token TOKEN] [--json] COMMAND ...\n"
+    "usage: sagactl [--url URL] [--token TOKEN] [--ca FILE] [--json] COMMAND ...\n"
     "commands: submit SAGA --input JSON [--wait S] [--key K] | list [--status S] [--saga N]\n"
     "  [--waiting W] [--limit N] [--cursor C] | show ID | events ID | bundle ID | approvals |\n"
     "  approve ID STEP [--comment C] | reject ID STEP [--reason R] |\n"
@@ -100,11 +101,13 @@ void Table(const std::vector<std::string>& header, const std::vector<std::vector
 
 class Client {
  public:
-  Client(std::string url, std::string token) : url_(std::move(url)), token_(std::move(token)) {}
+  Client(std::string url, std::string token, std::string ca)
+      : url_(std::move(url)), token_(std::move(token)), ca_(std::move(ca)) {}
 
   json Call(const std::string& method, const std::string& path, const json& body = nullptr,
             std::map<std::string, std::string> headers = {}) {
     httplib::Client cli(url_);
+    if (!ca_.empty()) cli.set_ca_cert_path(ca_);  // https:// with a private CA
     cli.set_connection_timeout(5, 0);
     cli.set_read_timeout(330, 0);
     httplib::Request req;
@@ -129,7 +132,7 @@ class Client {
   }
 
  private:
-  std::string url_, token_;
+  std::string url_, token_, ca_;
 };
 
 void PrintInstance(const json& i) {
@@ -308,7 +311,7 @@ int Main(int argc, char** argv) {
       {"url", true},    {"token", true}, {"json", false},   {"input", true},  {"wait", true},
       {"key", true},    {"status", true}, {"saga", true},   {"waiting", true}, {"limit", true},
       {"cursor", true}, {"comment", true}, {"reason", true}, {"outcome", true}, {"ref", true},
-      {"result", true}, {"data-dir", true}, {"store", true}};
+      {"result", true}, {"data-dir", true}, {"store", true}, {"ca", true}};
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
     if (s == "-h" || s == "--help") {
@@ -346,7 +349,8 @@ int Main(int argc, char** argv) {
   std::string url = a.Get("url", env_url ? env_url : "http://127.0.0.1:8080");
   if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
     Die("--url must start with http:// or https://, got '" + url + "'", 2);
-  Client c(url, a.Get("token", env_token ? env_token : ""));
+  const char* env_ca = std::getenv("SAGAD_CA_FILE");
+  Client c(url, a.Get("token", env_token ? env_token : ""), a.Get("ca", env_ca ? env_ca : ""));
   auto instance_path = [&](size_t i) { return "/v1/instances/" + Segment(Need(a, i, "instance id")); };
   json out;
   if (cmd == "submit") {

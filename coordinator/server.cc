@@ -110,6 +110,11 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
 
   auto store = OpenStore(config);
   if (!store.ok()) return fail(store.status().message());
+  for (const auto& [name, svc] : config.services)
+    if (!svc.tls_verify)
+      std::cerr << DumpJson({{"msg", "warning: TLS certificate verification is OFF"},
+                             {"service", name}, {"reason", "tls_verify: false in the config"}})
+                << std::endl;
   HttpAdapter adapter(config.services);
   SystemClock clock;
   WebhookPublisher publisher(**store, config.webhooks);
