@@ -12,6 +12,8 @@
 //   load_bench --store postgres|postgresql://...   the same levels on
 //       PostgreSQL in the same run (a server of its own for "postgres"),
 //       then two coordinators sharing it
+//   load_bench --soak 1000000 --retention-ms 60000   data file and RSS over a
+//       long run with retention
 //   load_bench --pg-list 3000000   GET /v1/instances?status=NEEDS_REVIEW on
 //       PostgreSQL, empty store vs N finished instances
 // Every mode prints sagad's RSS (anonymous and file-backed) idle and after.
@@ -381,11 +383,43 @@ int PgListMode(Downstream& downstream, const std::string& data, int64_t n) {
   return f1 > 0 && f2 > 0 ? 0 : 1;
 }
 
+// Retention soak: n sagas at concurrency 64 with a retention period; the
+// data file and sagad's RSS printed every tenth of the run (they should stay
+// flat once the first period has passed: LMDB reuses freed pages).
+int SoakMode(Coordinator& sagad, const std::string& data, int64_t n,
+             int64_t retention_ms) {
+  sagad.Terminate();
+  sagad.Configure({{"retention", {{"finished_after_ms", retention_ms}}}});
+  if (sagad.Start() < 0) return 1;
+  const std::string body = json{{"input", OrderInput()}}.dump();
+  auto clients = Connected(64, sagad.port(), "/healthz", 60);
+  std::atomic<int64_t> failures{0};
+  auto t0 = Clock::now();
+  std::cout << "retention soak: " << n << " sagas, finished_after_ms " << retention_ms << "\n"
+            << "sagas      seconds  data.mdb MB  sagad RSS\n";
+  const int64_t step = std::max<int64_t>(1, n / 10);
+  for (int64_t done = 0; done < n; done += step) {
+    Drive(static_cast<int>(std::min(step, n - done)), 64, [&](int t, int) {
+      auto res = clients[t]->Post("/v1/sagas/order_fulfilment/instances?wait=30", body,
+                                  "application/json");
+      if (!res || res->status != 200) ++failures;
+    });
+    struct stat st {};
+    stat((data + "/data.mdb").c_str(), &st);
+    std::cout << std::left << std::setw(11) << done + std::min(step, n - done) << std::setw(9)
+              << std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - t0).count()
+              << std::setw(13) << st.st_size / (1 << 20) << Rss(sagad.process().pid()) << "\n"
+              << std::flush;
+  }
+  std::cout << "failures: " << failures << "\n";
+  return failures == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   int sagas = 2000, workers = 32, recovery = 0;
   int64_t preload = 0;
   std::string store;  // "postgres" (a server of the bench's own) or a postgresql:// URI
-  int64_t pg_list = 0;
+  int64_t pg_list = 0, soak = 0, retention_ms = 60000;
   std::vector<int> levels;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
@@ -395,12 +429,15 @@ int main(int argc, char** argv) {
     else if (a == "--recovery") recovery = std::stoi(v);
     else if (a == "--store") store = v;
     else if (a == "--pg-list") pg_list = std::stoll(v);
+    else if (a == "--soak") soak = std::stoll(v);
+    else if (a == "--retention-ms") retention_ms = std::stoll(v);
     else if (a == "--levels") {
       std::stringstream ss(v);
       for (std::string x; std::getline(ss, x, ',');) levels.push_back(std::stoi(x));
     } else {
       std::cerr << "usage: load_bench [--sagas N] [--levels 1,16,64] [--workers W] "
-                   "[--preload N | --recovery N | --store postgres|postgresql://... | --pg-list N]\n";
+                   "[--preload N | --recovery N | --store postgres|postgresql://... | --pg-list N |\n"
+                   " --soak N [--retention-ms MS]]\n";
       return 2;
     }
   }
@@ -416,6 +453,7 @@ int main(int argc, char** argv) {
   std::cout << "sagad idle: " << Rss(sagad.process().pid()) << "\n";
   if (recovery > 0) return RecoveryMode(downstream, sagad, recovery);
   if (pg_list > 0) return PgListMode(downstream, data, pg_list);
+  if (soak > 0) return SoakMode(sagad, data, soak, retention_ms);
   Bench b{downstream, sagad, sagas};
   b.Header();
   std::vector<std::pair<double, double>> empty;

@@ -73,7 +73,8 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
   Config c;
   if (!j.is_object()) return InvalidArgument("config must be a JSON object");
   SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(
-      j, {"listen", "data_dir", "store", "lmdb_map_size_mb", "tls", "workers", "definitions_dir",
+      j, {"listen", "data_dir", "store", "lmdb_map_size_mb", "tls", "retention", "workers",
+          "definitions_dir",
           "coordinator_id", "lease_ms", "services", "tokens", "webhooks"},
       "the config"));
   try {
@@ -81,6 +82,12 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
       SAGAD_RETURN_IF_ERROR(ParseListen(j["listen"].get<std::string>(), &c.listen_host, &c.listen_port));
     c.data_dir = j.value("data_dir", c.data_dir);
     c.store = j.value("store", c.store);
+    if (j.contains("retention")) {
+      const auto& r = j["retention"];
+      SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(r, {"finished_after_ms"}, "retention"));
+      c.retention_ms = r.value("finished_after_ms", int64_t(0));
+      if (c.retention_ms < 0) return InvalidArgument("retention.finished_after_ms must be >= 0");
+    }
     if (j.contains("tls")) {
       const auto& t = j["tls"];
       if (!t.is_object()) return InvalidArgument("'tls' must be {\"cert_file\", \"key_file\"}");

@@ -37,7 +37,10 @@ struct Config {
   std::string store;
   int64_t lmdb_map_size_mb = 65536;
   // "tls": {"cert_file", "key_file"}: the API (and console) over HTTPS only.
-  std::string tls_cert_file, tls_key_file;  // the LMDB map (a sparse file grows as written)
+  std::string tls_cert_file, tls_key_file;
+  // "retention": {"finished_after_ms": N}: finished instances deleted N ms
+  // after they finished; 0 keeps them forever.
+  int64_t retention_ms = 0;  // the LMDB map (a sparse file grows as written)
   std::map<std::string, ServiceConfig> services;
   std::vector<Token> tokens;
   std::vector<WebhookConfig> webhooks;

@@ -1,6 +1,7 @@
 #include "coordinator/engine.h"
 #include "sagas/json_limits.h"
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -194,6 +195,9 @@ class Engine::Impl {
     metrics_.Describe("sagad_retries_total", "counter", "Re-sends of a forward step (same key).");
     metrics_.Describe("sagad_retry_budget_exhausted_total", "counter",
                       "Retries deferred because the service's retry budget was empty.");
+    metrics_.Describe("sagad_retention_deleted_total", "counter",
+                      "Finished instances deleted by retention (with their events, operation "
+                      "records and submission keys).");
     ExportKnownCountersAtZero();
   }
 
@@ -217,7 +221,7 @@ class Engine::Impl {
       types.push_back(SagaEventName(static_cast<SagaEvent>(k)));
     for (const auto& t : types) metrics_.Inc("sagad_events_total", "type=\"" + t + "\"", 0);
     for (const char* name : {"sagad_duplicate_effects_detected_total", "sagad_escalations_total",
-                             "sagad_retries_total"})
+                             "sagad_retries_total", "sagad_retention_deleted_total"})
       metrics_.Inc(name, "", 0);
   }
 
@@ -275,6 +279,7 @@ class Engine::Impl {
       for (const auto& [id, lease] : *taken) Own(id, lease);
     for (const auto& id : ids) Schedule(id);
     ScheduleHeartbeat();
+    if (options_.retention_ms > 0) ScheduleSweep();
     Log({{"msg", "recovery scheduled"}, {"instances", ids.size()},
          {"ms", std::chrono::duration_cast<std::chrono::milliseconds>(clock_.SteadyNow() - start)
                     .count()}});
@@ -1567,6 +1572,34 @@ class Engine::Impl {
       }
     }
     ScheduleHeartbeat();
+  }
+
+  // ---- retention ----
+  // Deletes what finished more than retention_ms ago, 100 instances per
+  // write transaction and at most 50 transactions per round, once a second
+  // (or sooner for a short retention): short transactions, since on LMDB
+  // the writer lock is shared by every process.
+  void Sweep() {
+    const int64_t cutoff = clock_.NowMillis() - options_.retention_ms;
+    for (int round = 0; round < 50 && !Stopping(); ++round) {
+      auto ids = store_.DeleteFinished(cutoff, 100);
+      if (!ids.ok()) {
+        Log({{"msg", "retention sweep failed"}, {"error", ids.status().ToString()}});
+        break;
+      }
+      for (const auto& id : *ids) Evict(id);
+      metrics_.Inc("sagad_retention_deleted_total", "", static_cast<double>(ids->size()));
+      if (ids->size() < 100) break;
+    }
+    if (!Stopping()) ScheduleSweep();
+  }
+
+  void ScheduleSweep() {
+    auto timer = std::make_shared<boost::asio::steady_timer>(io_);
+    timer->expires_after(std::chrono::milliseconds(std::clamp<int64_t>(options_.retention_ms / 4, 50, 1000)));
+    timer->async_wait([this, timer](const boost::system::error_code& ec) {
+      if (!ec) boost::asio::post(pool_, [this] { Sweep(); });
+    });
   }
 
   void ScheduleHeartbeat() {

@@ -42,6 +42,9 @@ struct EngineOptions {
   std::string coordinator_id = "sagad";
   int64_t lease_ms = 10000;
   std::function<void()> on_outbox;  // called after a commit that may have added some
+  // Retention: finished instances are deleted this long after they finished
+  // (0: kept forever), by a sweeper in batches of 100.
+  int64_t retention_ms = 0;
 };
 
 struct SubmitOutcome {

@@ -78,6 +78,14 @@ class Cursor {
   int rc_ = 0;
 };
 
+StatusOr<std::string> ReadString(MDB_txn* txn, MDB_dbi dbi, const std::string& key) {
+  MDB_val k = Val(key), v;
+  int rc = mdb_get(txn, dbi, &k, &v);
+  if (rc == MDB_NOTFOUND) return NotFound("not found: " + key);
+  if (rc != 0) return LmdbError("mdb_get", rc);
+  return Str(v);
+}
+
 StatusOr<nlohmann::json> GetJson(MDB_txn* txn, MDB_dbi dbi, const std::string& key) {
   MDB_val k = Val(key), v;
   int rc = mdb_get(txn, dbi, &k, &v);
@@ -175,7 +183,7 @@ StatusOr<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir,
   } dbs[] = {{"instances", &s->instances_}, {"events", &s->events_},
              {"operations", &s->operations_}, {"submissions", &s->submissions_},
              {"active", &s->active_}, {"meta", &s->meta_}, {"outbox", &s->outbox_},
-             {"leases", &s->leases_}};
+             {"leases", &s->leases_}, {"sub_index", &s->sub_index_}};
   for (auto& d : dbs) {
     rc = mdb_dbi_open(txn.get(), d.name, MDB_CREATE, d.dbi);
     if (rc != 0) return LmdbError("mdb_dbi_open", rc);
@@ -419,8 +427,12 @@ Status LmdbStore::Write(MDB_txn* txn, const CommitRequest& r) {
   if (r.kind == WriteKind::kSubmissionResponse)
     return r.record.is_null() ? Status::Ok() : PutJson(txn, submissions_, id, r.record);
   const bool create = r.kind == WriteKind::kCreate;
-  if (create && r.submission)
+  if (create && r.submission) {
     SAGAD_RETURN_IF_ERROR(PutJson(txn, submissions_, r.submission->key, r.submission->ToJson()));
+    MDB_val k = Val(id), v = Val(r.submission->key);
+    int rc = mdb_put(txn, sub_index_, &k, &v, 0);
+    if (rc != 0) return LmdbError("mdb_put", rc);
+  }
   if (create && r.lease) SAGAD_RETURN_IF_ERROR(PutJson(txn, leases_, id, r.lease->ToJson()));
   if (!create && IsTerminalName(r.snapshot->value("status", ""))) {
     MDB_val k = Val(id);
@@ -655,6 +667,78 @@ StatusOr<InstancePage> LmdbStore::ListInstances(const InstanceFilter& filter, si
 }
 
 uint64_t LmdbStore::SyncedCommits() const { return synced_commits_; }
+
+StatusOr<std::vector<std::string>> LmdbStore::DeleteFinished(int64_t finished_before_ms,
+                                                             size_t max) {
+  Txn txn(env_, true, &synced_commits_);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  // Which: ids begin with their creation time (12 hex digits of ms), so the
+  // scan goes from the oldest and stops at the first instance created after
+  // the cutoff (it cannot have finished before it). Unfinished ones (in the
+  // `active` index) are skipped without reading their snapshot.
+  std::vector<std::pair<std::string, nlohmann::json>> due;
+  {
+    Cursor cur(txn.get(), instances_);
+    if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+    MDB_val k, v;
+    int rc = cur.Get(&k, &v, MDB_FIRST);
+    for (size_t scanned = 0; rc == 0 && due.size() < max && scanned < 100 * max;
+         rc = cur.Get(&k, &v, MDB_NEXT), ++scanned) {
+      const std::string id = Str(k);
+      char* end = nullptr;
+      long long created = id.size() > 12 && id[12] == '-'
+                              ? std::strtoll(id.substr(0, 12).c_str(), &end, 16) : -1;
+      if (created > finished_before_ms) break;
+      MDB_val ak = Val(id), av;
+      if (mdb_get(txn.get(), active_, &ak, &av) == 0) continue;  // unfinished
+      auto snap = nlohmann::json::parse(Str(v), nullptr, false);
+      if (snap.is_object() && IsTerminalName(snap.value("status", "")) &&
+          snap.value("updated_at", int64_t(0)) < finished_before_ms)
+        due.emplace_back(id, std::move(snap));
+    }
+    if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_cursor_get", rc);
+  }
+  auto del = [&](MDB_dbi dbi, const std::string& key) -> Status {
+    MDB_val k = Val(key);
+    int rc = mdb_del(txn.get(), dbi, &k, nullptr);
+    return rc == 0 || rc == MDB_NOTFOUND ? Status::Ok() : LmdbError("mdb_del", rc);
+  };
+  std::vector<std::string> ids;
+  for (const auto& [id, snap] : due) {
+    SAGAD_RETURN_IF_ERROR(del(instances_, id));
+    SAGAD_RETURN_IF_ERROR(del(active_, id));
+    SAGAD_RETURN_IF_ERROR(del(leases_, id));
+    for (const auto& st : snap.value("steps", nlohmann::json::array())) {
+      std::string step = st.value("name", "");
+      SAGAD_RETURN_IF_ERROR(del(operations_, id + ":" + step));
+      SAGAD_RETURN_IF_ERROR(del(operations_, id + ":" + step + ":compensate"));
+    }
+    auto key = ReadString(txn.get(), sub_index_, id);
+    if (key.ok()) {
+      SAGAD_RETURN_IF_ERROR(del(submissions_, *key));
+      SAGAD_RETURN_IF_ERROR(del(sub_index_, id));
+    }
+    {  // the events: id NUL seq
+      Cursor cur(txn.get(), events_);
+      if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+      std::string prefix = id;
+      prefix.push_back('\0');
+      std::vector<std::string> keys;
+      MDB_val k = Val(prefix), v;
+      for (int rc = cur.Get(&k, &v, MDB_SET_RANGE); rc == 0; rc = cur.Get(&k, &v, MDB_NEXT)) {
+        std::string ek = Str(k);
+        if (ek.compare(0, prefix.size(), prefix) != 0) break;
+        keys.push_back(std::move(ek));
+      }
+      for (const auto& ek : keys) SAGAD_RETURN_IF_ERROR(del(events_, ek));
+    }
+    ids.push_back(id);
+  }
+  if (ids.empty()) return ids;  // nothing written: the transaction aborts
+  int rc = txn.Commit();
+  if (rc != 0) return LmdbError("mdb_txn_commit", rc);
+  return ids;
+}
 
 Status LmdbStore::CheckWritable() {
   if (full_)

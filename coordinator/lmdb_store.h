@@ -2,7 +2,8 @@
 // databases instances, events (id + seq), operations (by idempotency key),
 // submissions (client Idempotency-Key), active (unfinished ids -> 8-byte
 // version, saga, status), outbox (8-byte big-endian commit order -> message),
-// leases (id -> owner, expiry, generation) and meta (schema_version).
+// leases (id -> owner, expiry, generation), sub_index (id -> submission
+// key, for retention) and meta (schema_version).
 // Every write is synced to disk before it returns (no MDB_NOSYNC).
 // New instances, transitions and submission responses (CreateInstance,
 // Commit, SetSubmissionResponse) are group-committed: concurrent callers
@@ -73,6 +74,11 @@ class LmdbStore : public Store {
                                        const std::string& cursor) override;
   StatusOr<std::vector<ActiveInstance>> ListActive() override;
   uint64_t SyncedCommits() const override;
+  // Scans from the oldest instance up to the first created after the cutoff
+  // (ids begin with their creation time), at most 100 x max per call;
+  // unfinished ones are skipped by the index, their snapshots unread.
+  StatusOr<std::vector<std::string>> DeleteFinished(int64_t finished_before_ms,
+                                                    size_t max) override;
   // Unavailable from a write refused for lack of space (MDB_MAP_FULL,
   // ENOSPC) until a write succeeds again.
   Status CheckWritable() override;
@@ -127,7 +133,8 @@ class LmdbStore : public Store {
 
   MDB_env* env_ = nullptr;
   MDB_dbi instances_ = 0, events_ = 0, operations_ = 0, submissions_ = 0, active_ = 0,
-          meta_ = 0, outbox_ = 0, leases_ = 0;
+          meta_ = 0, outbox_ = 0, leases_ = 0,
+          sub_index_ = 0;  // instance id -> its submission key (for retention)
 };
 
 }  // namespace sagad

@@ -33,6 +33,14 @@ CREATE TABLE IF NOT EXISTS sagad_leases (
   owner text NOT NULL,
   expires_at bigint NOT NULL,
   generation bigint NOT NULL);
+-- Retention: finished instances by when they finished; operation records and
+-- submission keys by instance.
+ALTER TABLE sagad_instances ADD COLUMN IF NOT EXISTS updated_at bigint NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS sagad_instances_finished_at ON sagad_instances (updated_at)
+  WHERE finished;
+ALTER TABLE sagad_operations ADD COLUMN IF NOT EXISTS instance_id text;
+CREATE INDEX IF NOT EXISTS sagad_operations_instance ON sagad_operations (instance_id);
+CREATE INDEX IF NOT EXISTS sagad_submissions_instance ON sagad_submissions (instance_id);
 CREATE TABLE IF NOT EXISTS sagad_outbox (
   seq bigserial PRIMARY KEY,
   instance_id text NOT NULL,
@@ -60,7 +68,8 @@ DECLARE
 BEGIN
   FOR w IN SELECT * FROM json_to_recordset(batch) AS x(
       kind text, id text, expected_version bigint, version bigint, saga text, status text,
-      waiting text, finished boolean, snapshot text, events json, operations json, outbox json,
+      waiting text, finished boolean, updated_at bigint, snapshot text, events json,
+      operations json, outbox json,
       submission json, lease json, response_status int, response text) LOOP
     IF w.kind = 'response' THEN
       UPDATE sagad_submissions SET response_status = w.response_status, response = w.response
@@ -73,8 +82,9 @@ BEGIN
       CONTINUE;
     END IF;
     IF w.kind = 'create' THEN
-      INSERT INTO sagad_instances (id, saga, status, waiting, version, finished, snapshot)
-        VALUES (w.id, w.saga, w.status, w.waiting, w.version, w.finished, w.snapshot)
+      INSERT INTO sagad_instances (id, saga, status, waiting, version, finished, updated_at,
+                                   snapshot)
+        VALUES (w.id, w.saga, w.status, w.waiting, w.version, w.finished, w.updated_at, w.snapshot)
         ON CONFLICT DO NOTHING;
       IF NOT FOUND THEN
         answers := answers || 'exists'::text;
@@ -111,7 +121,7 @@ BEGIN
         END IF;
       END IF;
       UPDATE sagad_instances SET status = w.status, waiting = w.waiting, version = w.version,
-          finished = w.finished, snapshot = w.snapshot
+          finished = w.finished, updated_at = w.updated_at, snapshot = w.snapshot
         WHERE id = w.id AND version = w.expected_version;
       IF NOT FOUND THEN
         SELECT version INTO stored FROM sagad_instances WHERE id = w.id;
@@ -121,8 +131,8 @@ BEGIN
       IF w.finished THEN
         DELETE FROM sagad_leases WHERE instance_id = w.id;
       END IF;
-      INSERT INTO sagad_operations (key, data)
-        SELECT o->>'key', o::text FROM json_array_elements(w.operations) o
+      INSERT INTO sagad_operations (key, data, instance_id)
+        SELECT o->>'key', o::text, w.id FROM json_array_elements(w.operations) o
         ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data;
     END IF;
     INSERT INTO sagad_events (instance_id, seq, data)
@@ -158,4 +168,26 @@ BEGIN
       RETURNING owner, expires_at, generation INTO l;
     RETURN QUERY SELECT i, true, l.owner, l.expires_at, l.generation;
   END LOOP;
+END $$;
+
+-- Retention: deletes up to n finished instances that finished before
+-- `cutoff` (ms), with everything that belongs to them; returns their ids.
+-- SKIP LOCKED: coordinators sweeping at once take different rows.
+CREATE OR REPLACE FUNCTION sagad_delete_finished(cutoff bigint, n int)
+RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE
+  ids text[];
+BEGIN
+  SELECT array_agg(id) INTO ids FROM (
+    SELECT id FROM sagad_instances WHERE finished AND updated_at < cutoff
+    ORDER BY updated_at LIMIT n FOR UPDATE SKIP LOCKED) due;
+  IF ids IS NULL THEN
+    RETURN;
+  END IF;
+  DELETE FROM sagad_events WHERE instance_id = ANY (ids);
+  DELETE FROM sagad_operations WHERE instance_id = ANY (ids);
+  DELETE FROM sagad_submissions WHERE instance_id = ANY (ids);
+  DELETE FROM sagad_leases WHERE instance_id = ANY (ids);
+  DELETE FROM sagad_instances WHERE id = ANY (ids);
+  RETURN QUERY SELECT unnest(ids);
 END $$;

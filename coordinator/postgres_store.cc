@@ -76,6 +76,7 @@ constexpr Statement kStatements[] = {
     {"ack_outbox", "DELETE FROM sagad_outbox WHERE seq = $1::bigint"},
     {"outbox_size", "SELECT count(*) FROM sagad_outbox"},
     {"writable", "SELECT pg_is_in_recovery()"},
+    {"delete_finished", "SELECT sagad_delete_finished($1::bigint, $2::int)"},
 };
 
 
@@ -386,6 +387,7 @@ nlohmann::json InstanceColumns(const nlohmann::json& snapshot) {
           {"status", status},
           {"waiting", waiting != snapshot.end() && waiting->is_string() ? *waiting : nlohmann::json()},
           {"finished", status == "COMPLETED" || status == "COMPENSATED"},
+          {"updated_at", snapshot.value("updated_at", int64_t(0))},
           {"snapshot", DumpJson(snapshot)}};
 }
 
@@ -621,6 +623,16 @@ StatusOr<std::vector<ActiveInstance>> PostgresStore::ListActive() {
 }
 
 uint64_t PostgresStore::SyncedCommits() const { return synced_commits_; }
+
+StatusOr<std::vector<std::string>> PostgresStore::DeleteFinished(int64_t finished_before_ms,
+                                                                 size_t max) {
+  auto r = Query("delete_finished", {std::to_string(finished_before_ms), std::to_string(max)});
+  if (!r.ok()) return r.status();
+  std::vector<std::string> ids;
+  for (int i = 0; i < r->rows(); ++i) ids.push_back(r->get(i, 0));
+  if (!ids.empty()) ++synced_commits_;
+  return ids;
+}
 
 Status PostgresStore::CheckWritable() {
   auto r = Query("writable", {});

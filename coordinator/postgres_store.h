@@ -88,6 +88,8 @@ class PostgresStore : public Store {
                                        const std::string& cursor) override;
   StatusOr<std::vector<ActiveInstance>> ListActive() override;
   uint64_t SyncedCommits() const override;
+  StatusOr<std::vector<std::string>> DeleteFinished(int64_t finished_before_ms,
+                                                    size_t max) override;
   Status CheckWritable() override;
 
   class Connection;  // one libpq connection (postgres_store.cc)

@@ -13,6 +13,7 @@
 //   cancel ID [--reason R]             compensate ID [--reason R]
 //   inspect --data-dir DIR|--store URL [ID]   read a store directly
 //   verify --data-dir DIR|--store URL         replay every instance's log, compare with its snapshot
+//   export --data-dir DIR|--store URL [--finished-before MS]   instances + events as JSON lines
 //   hash-token [TOKEN]                 the token_sha256 to put in the config (TOKEN or stdin)
 //
 // Tables by default, the server's JSON with --json. Exit 0 on success, 1 on a
@@ -47,7 +48,8 @@ constexpr const char* kUsage =
     "  resolve ID STEP --outcome committed|not_executed [--ref R] [--comment C] |\n"
     "  retry ID STEP | skip ID STEP --result JSON [--ref R] | cancel ID [--reason R] |\n"
     "  compensate ID [--reason R] | inspect --data-dir DIR|--store URL [ID] |\n"
-    "  verify --data-dir DIR|--store URL | hash-token [TOKEN]";
+    "  verify --data-dir DIR|--store URL | export --data-dir DIR|--store URL\n"
+    "  [--finished-before MS] | hash-token [TOKEN]";
 
 struct Args {
   std::vector<std::string> positional;
@@ -255,6 +257,42 @@ int Verify(const Args& a) {
   return mismatches == 0 ? 0 : 1;
 }
 
+// Writes instances with their events as JSON lines ({"instance", "events"}),
+// for archives before retention deletes them: every instance, or with
+// --finished-before MS only those that finished (COMPLETED, COMPENSATED)
+// before that time (ms since the epoch).
+int Export(const Args& a) {
+  int64_t before = -1;
+  if (a.Has("finished-before")) {
+    const std::string t = a.Get("finished-before");
+    if (t.empty() || t.size() > 15 || t.find_first_not_of("0123456789") != std::string::npos)
+      Die("--finished-before must be a time in ms since the epoch", 2);
+    before = std::stoll(t);
+  }
+  auto store = OpenExisting(a);
+  std::string cursor;
+  size_t written = 0;
+  do {
+    auto page = store->ListInstances({}, 500, cursor);
+    if (!page.ok()) Die(page.status().message());
+    for (const json& snap : page->instances) {
+      std::string status = snap.value("status", "");
+      if (before >= 0 && !((status == "COMPLETED" || status == "COMPENSATED") &&
+                           snap.value("updated_at", int64_t(0)) < before))
+        continue;
+      auto events = store->GetEvents(snap.value("id", ""));
+      if (!events.ok()) Die(events.status().message());
+      json evs = json::array();
+      for (const auto& e : *events) evs.push_back(e.ToJson());
+      std::cout << sagad::DumpJson({{"instance", snap}, {"events", evs}}) << "\n";
+      ++written;
+    }
+    cursor = page->next_cursor;
+  } while (!cursor.empty());
+  std::cerr << written << " instances exported\n";
+  return 0;
+}
+
 size_t Count(const std::string& text, const std::string& flag) {
   if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos ||
       std::stoul(text) == 0)
@@ -311,7 +349,8 @@ int Main(int argc, char** argv) {
       {"url", true},    {"token", true}, {"json", false},   {"input", true},  {"wait", true},
       {"key", true},    {"status", true}, {"saga", true},   {"waiting", true}, {"limit", true},
       {"cursor", true}, {"comment", true}, {"reason", true}, {"outcome", true}, {"ref", true},
-      {"result", true}, {"data-dir", true}, {"store", true}, {"ca", true}};
+      {"result", true}, {"data-dir", true}, {"store", true}, {"ca", true},
+      {"finished-before", true}};
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
     if (s == "-h" || s == "--help") {
@@ -342,6 +381,7 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "inspect") return Inspect(a, as_json);
+  if (cmd == "export") return Export(a);
   if (cmd == "verify") return Verify(a);
 
   const char* env_url = std::getenv("SAGAD_URL");

@@ -123,6 +123,7 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
   options.outbox = !config.webhooks.empty();
   options.on_outbox = [&publisher] { publisher.Notify(); };
   options.lease_ms = config.lease_ms;
+  options.retention_ms = config.retention_ms;
   options.coordinator_id = config.coordinator_id;
   if (options.coordinator_id.empty()) {
     options.coordinator_id = "sagad@" + config.listen_host + ":" + std::to_string(config.listen_port);

@@ -161,6 +161,13 @@ class Store {
   // Durable write transactions committed by this process so far (each one
   // sync of the storage; group commit makes them fewer than transitions).
   virtual uint64_t SyncedCommits() const = 0;
+  // Retention: deletes up to `max` finished instances (COMPLETED,
+  // COMPENSATED) whose snapshot's updated_at is before `finished_before_ms`,
+  // with their events, operation records, submission keys and lease, in one
+  // short write transaction. Returns the ids deleted (fewer than `max`:
+  // nothing more is due right now, or the scan of this call ended).
+  virtual StatusOr<std::vector<std::string>> DeleteFinished(int64_t finished_before_ms,
+                                                            size_t max) = 0;
   // Ok if a write could be committed now (the database is reachable and
   // not read-only); Unavailable otherwise. /readyz answers 503 meanwhile.
   virtual Status CheckWritable() { return Status::Ok(); }

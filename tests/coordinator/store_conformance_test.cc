@@ -298,6 +298,46 @@ TEST_F(StoreTest, RecoveryTakesManyLeasesInOneGoButNotALiveOwnersOnes) {
   EXPECT_EQ(store_->GetLease("dead")->owner, "sagad/2");
 }
 
+TEST_F(StoreTest, RetentionDeletesWhatFinishedBeforeTheCutoffWithAllThatBelongsToIt) {
+  auto snap = [&](const std::string& id, uint64_t v, const std::string& status, int64_t at) {
+    nlohmann::json j = Snap(id, v, status);
+    j["updated_at"] = at;
+    j["steps"] = {{{"name", "s1"}}};
+    return j;
+  };
+  Submission sub;
+  sub.key = "k-old";
+  sub.request_hash = "h";
+  sub.instance_id = "old";
+  ASSERT_TRUE(store_->CreateInstance(snap("old", 1, "RUNNING", 500), {Ev(1, "c")}, &sub, {}, nullptr).ok());
+  OperationRecord op;
+  op.key = "old:s1";
+  op.instance_id = "old";
+  op.state = "COMMITTED";
+  ASSERT_TRUE(store_->Commit("old", 1, snap("old", 2, "COMPLETED", 1000), {Ev(2, "x")}, {op}, {},
+                             nullptr).ok());
+  ASSERT_TRUE(store_->CreateInstance(snap("newer", 1, "COMPENSATED", 5000), {Ev(1, "c")}, nullptr, {},
+                                     nullptr).ok());
+  ASSERT_TRUE(store_->CreateInstance(snap("open", 1, "RUNNING", 100), {Ev(1, "c")}, nullptr, {},
+                                     nullptr).ok());
+  auto deleted = store_->DeleteFinished(2000, 10);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
+  EXPECT_EQ(*deleted, std::vector<std::string>{"old"});
+  EXPECT_EQ(store_->GetInstance("old").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store_->GetEvents("old")->empty());
+  EXPECT_EQ(store_->GetOperation("old:s1").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetSubmission("k-old").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store_->GetInstance("newer").ok());  // finished after the cutoff
+  EXPECT_TRUE(store_->GetInstance("open").ok());   // not finished
+  EXPECT_EQ(store_->GetEvents("open")->size(), 1u);
+  EXPECT_TRUE(store_->DeleteFinished(2000, 10)->empty());
+  EXPECT_EQ(*store_->DeleteFinished(6000, 10), std::vector<std::string>{"newer"});
+  // The submission key is free again.
+  sub.instance_id = "again";
+  EXPECT_TRUE(store_->CreateInstance(snap("again", 1, "RUNNING", 7000), {Ev(1, "c")}, &sub, {},
+                                     nullptr).ok());
+}
+
 TEST_F(StoreTest, SurvivesReopen) {
   ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {}, nullptr).ok());
   store_.reset();

@@ -4,6 +4,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -123,6 +124,29 @@ TEST(SagactlAuthTest, MissingTokenIs401AndTheTokenFlagWorks) {
   EXPECT_NE(ss.str().find("401"), std::string::npos) << ss.str();
   Subprocess ok({SAGACTL_BIN, "--url", url, "list"}, {{"SAGAD_TOKEN", "tok"}});
   EXPECT_EQ(ok.Wait(), 0);
+}
+
+TEST_F(SagactlTest, ExportsFinishedInstancesWithTheirEventsAsJsonLines) {
+  Reply done = sagad_->Submit("order_fulfilment", OrderInput(), 10);
+  ASSERT_EQ(done.body["status"], "COMPLETED");
+  Reply waiting = sagad_->Submit("incident_response", IncidentInput(), 10);
+  ASSERT_EQ(waiting.body["status"], "AWAITING_APPROVAL");
+  CtlRun all = Ctl({"export", "--data-dir", dir_.path() + "/data"});
+  ASSERT_EQ(all.code, 0) << all.err;
+  CtlRun finished = Ctl({"export", "--data-dir", dir_.path() + "/data", "--finished-before",
+                         std::to_string(done.body["updated_at"].get<int64_t>() + 1)});
+  ASSERT_EQ(finished.code, 0) << finished.err;
+  std::istringstream lines(finished.out);
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    json j = json::parse(line);
+    EXPECT_EQ(j["instance"]["id"], done.body["id"]);
+    EXPECT_EQ(j["events"].back()["type"], "saga_completed");
+    ++n;
+  }
+  EXPECT_EQ(n, 1);
+  EXPECT_EQ(std::count(all.out.begin(), all.out.end(), '\n'), 2);
 }
 
 TEST_F(SagactlTest, RefusesWhatWouldActOnTheWrongThing) {
