@@ -1,0 +1,21 @@
+// libFuzzer: a saga definition in JSON (sagad --definitions, the JSON form of
+// the builder). Never a crash; what FromJson accepts survives ToJson/FromJson.
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "sagas/definition.h"
+#include "sagas/json_limits.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string text(reinterpret_cast<const char*>(data), size);
+  if (!sagad::JsonDepthWithin(text)) return 0;
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) return 0;
+  auto def = sagad::SagaDefinition::FromJson(j);
+  if (!def.ok()) return 0;
+  auto again = sagad::SagaDefinition::FromJson(def->ToJson());
+  if (!again.ok()) std::abort();  // what was accepted must read back
+  (void)sagad::DumpJson(again->ToJson());
+  return 0;
+}
