@@ -1030,6 +1030,9 @@ class Engine::Impl {
     return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
   }
 
+  // The trace an instance's downstream calls continue.
+  static TraceContext TraceOf(const Instance& inst) { return TraceContext::FromJson(inst.trace()); }
+
   // ---- per-step policy ----
   RetryPolicy RetryFor(const StepDefinition& sd, const std::string& service) {
     const ServiceConfig* svc = adapter_.Service(service);
@@ -1113,7 +1116,7 @@ class Engine::Impl {
     if (!s.ok()) return AfterFailedMutate(id, s);
     CrashPoint("after_started");
     return SendForward(id, def, i, std::move(*r), st.attempts + 1,
-                       TraceContext::FromJson(inst.trace()));
+                       TraceOf(inst));
   }
 
   // The STARTED record of step i is durable: send it, record the outcome.
@@ -1236,7 +1239,7 @@ class Engine::Impl {
       });
     }
     QueryResult q = adapter_.Query(sd.forward.service, st.key, id, Token(id), st.attempts,
-                                   TraceContext::FromJson(inst.trace()));
+                                   TraceOf(inst));
     RecordQuery("forward", q);
     Log({{"msg", "reconcile"}, {"instance", id}, {"step", sd.name}, {"key", st.key},
          {"answer", q.outcome == QueryOutcome::kHappened      ? "happened"
@@ -1330,7 +1333,7 @@ class Engine::Impl {
     if (!s.ok()) return AfterFailedMutate(id, s);
     CrashPoint("after_compensation_started");
     CallRequest req{call.service, call.method, r->path, r->body, key, id, sd.name, Token(id),
-                    st.comp_attempts + 1, TraceContext::FromJson(inst.trace())};
+                    st.comp_attempts + 1, TraceOf(inst)};
     auto t0 = std::chrono::steady_clock::now();
     CallResult res = adapter_.Call(req);
     CrashPoint("before_compensation_outcome");
@@ -1379,7 +1382,7 @@ class Engine::Impl {
     // Compensations are idempotent by contract: without a query, re-send.
     if (!svc || !QueryableFor(sd, *svc)) return Compensate(id, def, inst, i);
     QueryResult q = adapter_.Query(sd.compensation->service, st.comp_key, id, Token(id),
-                                   st.comp_attempts, TraceContext::FromJson(inst.trace()));
+                                   st.comp_attempts, TraceOf(inst));
     RecordQuery("compensation", q);
     if (q.outcome == QueryOutcome::kNotHappened) return Compensate(id, def, inst, i);
     const RetryPolicy policy = RetryFor(sd, sd.compensation->service);

@@ -59,7 +59,6 @@ CREATE OR REPLACE FUNCTION sagad_now_ms() RETURNS bigint LANGUAGE sql VOLATILE A
 -- Returns a JSON array with one answer per write: "ok", "exists",
 -- "key_exists", "missing", "version:<stored>" or "lease:<owner>:<generation>".
 -- A refused write changes nothing.
-DROP FUNCTION IF EXISTS sagad_apply(json);
 CREATE OR REPLACE FUNCTION sagad_apply(batch json) RETURNS text[] LANGUAGE plpgsql AS $$
 DECLARE
   w record;
