@@ -21,7 +21,7 @@ import urllib.error
 import urllib.request
 
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -100,15 +100,21 @@ class Console(unittest.TestCase):
 
     # ---- helpers ----
     def wait(self, cond, timeout=15, what=""):
-        return WebDriverWait(self.driver, timeout, poll_frequency=0.02).until(
+        # Pages re-render their data every 2 s: an element found a moment ago
+        # may be gone; look again.
+        return WebDriverWait(self.driver, timeout, poll_frequency=0.02,
+                             ignored_exceptions=(StaleElementReferenceException,)).until(
             lambda d: cond(d), message=what)
 
     def css(self, selector):
         return self.driver.find_elements(By.CSS_SELECTOR, selector)
 
     def text_of(self, selector):
-        found = self.css(selector)
-        return found[0].text if found else ""
+        # Read in the page, in one step: the element may be re-rendered
+        # between finding it and reading it from here.
+        return self.driver.execute_script(
+            "const e = document.querySelector(arguments[0]); return e ? e.innerText.trim() : '';",
+            selector)
 
     def sign_in(self, token):
         d = self.driver
@@ -179,7 +185,7 @@ class Console(unittest.TestCase):
         # Approving again is answered verbatim by the server, not hidden.
         self.go("#/instance/" + inst["id"])
         self.wait(lambda d: self.text_of("#instance-status") == "COMPLETED", what="COMPLETED")
-        row = self.css('#steps-body tr[data-step="notify_user"] .approval')[0].text
+        row = self.text_of('#steps-body tr[data-step="notify_user"] .approval')
         self.assertIn("approved by alice: confirmed with the SOC", row)
         self.wait(lambda d: self.css('#timeline li[data-type="saga_completed"]'), what="timeline")
         self.shot("console-instance.png")
@@ -195,7 +201,9 @@ class Console(unittest.TestCase):
         self.go("#/instance/" + inst["id"])
         self.wait(lambda d: self.text_of("#instance-status") == "COMPENSATED", what="COMPENSATED")
         self.wait(lambda d: len(self.css('#timeline li[data-type="compensated"]')) == 3)
-        order = [li.get_attribute("data-step") for li in self.css('#timeline li[data-type="compensated"]')]
+        order = self.driver.execute_script(
+            "return [...document.querySelectorAll('#timeline li[data-type=\"compensated\"]')]"
+            ".map(li => li.dataset.step);")
         self.assertEqual(order, ["disable_account", "isolate_host", "create_ticket"])
 
     def test_4_an_unknown_outcome_is_resolved_from_the_review_page(self):
@@ -220,7 +228,8 @@ class Console(unittest.TestCase):
         self.css("#resolve")[0].click()
         self.wait(lambda d: "200 OK" in self.text_of("#action-answer"), what="resolved")
         self.wait(lambda d: self.text_of("#instance-status") == "AWAITING_APPROVAL", what="resumed")
-        self.assertEqual(self.css('#steps-body tr[data-step="create_ticket"] td')[6].text, "T-MANUAL-7")
+        self.wait(lambda d: self.text_of('#steps-body tr[data-step="create_ticket"] td:nth-child(7)')
+                  == "T-MANUAL-7", what="external ref shown")
 
     def test_5_values_from_an_instance_are_text_never_markup(self):
         self.sign_in(OPERATOR)
