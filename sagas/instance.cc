@@ -79,6 +79,10 @@ int Instance::StepIndex(const std::string& name) const {
 }
 
 Status Instance::Apply(const Event& e) {
+  // Every field below is read from an object: a log whose data is anything
+  // else (a corrupt record) is refused, not thrown on (found by fuzz_replay).
+  if (!e.data.is_object()) return InvalidArgument("event " + std::to_string(e.seq) + " (" + e.type +
+                                                  "): data must be a JSON object");
   if (e.type == "instance_created") {
     if (last_seq_ != 0) return FailedPrecondition("instance_created must be the first event");
     try {

@@ -69,5 +69,18 @@ TEST(ReplayPropertyTest, IncrementalStateEqualsReplayOfTheSerializedLogAtEveryPr
   EXPECT_GT(transitions, 1000);  // the walk really explores
 }
 
+// Found by fuzz_replay: an event whose data is a string made Apply throw.
+TEST(ReplayTest, AnEventWhoseDataIsNotAnObjectIsRefusedNotThrown) {
+  nlohmann::json log = nlohmann::json::parse(R"([
+    {"seq":1,"at":1,"type":"instance_created","data":{"id":"i","saga":"s","version":1,
+     "input":{},"steps":["a"]}},
+    {"seq":2,"at":2,"type":"started","step":"a","data":"saga_compensating"}])");
+  std::vector<Event> events;
+  for (const auto& j : log) events.push_back(*Event::FromJson(j));
+  auto inst = Instance::Replay("i", events);
+  ASSERT_FALSE(inst.ok());
+  EXPECT_NE(inst.status().message().find("data must be a JSON object"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace sagad
