@@ -93,7 +93,8 @@ int main(int argc, char** argv) {
   }
   std::string es_url = "http://127.0.0.1:" + std::to_string(es_port);
   json svc = json::object();
-  for (const char* name : {"ticketing", "edr", "iam", "mail", "inventory", "payments", "shipping"})
+  for (const char* name : {"ticketing", "edr", "iam", "mail", "inventory", "payments", "shipping",
+                           "airline", "hotel", "cars"})
     svc[name] = {{"base_url", es_url}, {"timeout_ms", 300}, {"idempotent", dedup},
                  {"queryable", true}};
   // One or more coordinators (distinct coordinator_id, the same store).
@@ -140,8 +141,10 @@ int main(int argc, char** argv) {
   for (int w = 0; w < concurrency; ++w) {
     workers.emplace_back([&] {
       for (int i; (i = next++) < sagas;) {
-        std::string saga = i % 2 ? "incident_response" : "order_fulfilment";
-        json input = i % 2 ? IncidentInput() : OrderInput();
+        // Three sagas in turn: a list, a list with a human step, a graph.
+        static const char* kSagas[] = {"order_fulfilment", "incident_response", "trip_booking"};
+        std::string saga = kSagas[i % 3];
+        json input = i % 3 == 0 ? OrderInput() : i % 3 == 1 ? IncidentInput() : TripInput();
         input["n"] = i;
         std::string body = json{{"input", input}}.dump();
         while (true) {

@@ -1,5 +1,7 @@
 #include "coordinator/config.h"
 
+#include "sagas/json_limits.h"
+
 #include <fstream>
 #include <sstream>
 
@@ -36,26 +38,6 @@ bool IsLoopback(const std::string& host) {
 }
 
 namespace {
-
-// InvalidArgument naming the first key of `obj` that is not in `known`:
-// a misspelt setting must not be silently ignored.
-Status OnlyKnownKeys(const nlohmann::json& obj, std::initializer_list<const char*> known,
-                     const std::string& where) {
-  if (!obj.is_object()) return Status::Ok();
-  for (const auto& item : obj.items()) {
-    bool ok = false;
-    for (const char* k : known) ok = ok || item.key() == k;
-    if (!ok)
-      return InvalidArgument("unknown key '" + item.key() + "' in " + where + " (known: " +
-                             [&] {
-                               std::string list;
-                               for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-                               return list;
-                             }() +
-                             ")");
-  }
-  return Status::Ok();
-}
 
 Status Readable(const std::string& path, const std::string& key) {
   std::ifstream f(path);

@@ -291,7 +291,7 @@ class Engine::Impl {
       std::unique_lock<std::mutex> l(sched_mu_);
       if (stopped_) return;
       stopping_ = true;
-      idle_cv_.wait(l, [this] { return running_.empty(); });
+      idle_cv_.wait(l, [this] { return running_.empty() && step_tasks_ == 0; });
       stopped_ = true;
     }
     work_.reset();
@@ -523,8 +523,14 @@ class Engine::Impl {
       recommendation = "inspect review_reason; resolve the step it names";
     }
     SagaDefinitionPtr def = Definition(j->value("saga", ""), j->value("saga_version", 0));
+    nlohmann::json plan = nlohmann::json::array();
+    if (def) {
+      auto events_inst = Instance::Replay(id, *def, *events);
+      if (events_inst.ok()) plan = CompensationPlan(*def, *events_inst);
+    }
     return nlohmann::json{{"instance", *j},
                           {"definition", def ? def->ToJson() : nlohmann::json()},
+                          {"compensations", plan},
                           {"reason", j->value("review_reason", "")},
                           {"events", evs},
                           {"operations", ops},
@@ -708,6 +714,10 @@ class Engine::Impl {
       if (tx.inst().status() != SagaStatus::kNeedsReview)
         return FailedPrecondition("instance " + id + " is not in NEEDS_REVIEW (it is " +
                                   SagaStatusName(tx.inst().status()) + ")");
+      if (StepUnderWay(id, i))
+        return FailedPrecondition("step '" + step +
+                                  "' has a request in flight; its outcome will be recorded "
+                                  "when it returns");
       const StepState& st = tx.inst().step(i);
       if (st.status() == StepStatus::kStarted || st.status() == StepStatus::kUnknown)
         SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kEscalate, {{"error", "operator review"}}));
@@ -777,7 +787,7 @@ class Engine::Impl {
       if (!stopping_ && rerun_.erase(id)) continue;
       rerun_.erase(id);
       running_.erase(id);
-      if (running_.empty()) idle_cv_.notify_all();
+      if (running_.empty() && step_tasks_ == 0) idle_cv_.notify_all();
       return;
     }
   }
@@ -787,10 +797,13 @@ class Engine::Impl {
     return stopping_;
   }
 
-  // Runs the instance until it waits (human, timer) or ends. While a
-  // recovery is under way, returns true after each action: the caller puts
-  // the instance back at the end of the queue, so every recovered instance
-  // is resumed before any runs to its end.
+  // Runs the instance's saga-level transitions (completion, turning back,
+  // waiting for a human) and launches its step actions, each on a worker of
+  // its own (several branches of a graph at once); a step action that ends
+  // schedules the instance again. While a recovery is under way, returns
+  // true after each saga-level action: the caller puts the instance back at
+  // the end of the queue, so every recovered instance is resumed before any
+  // runs to its end.
   bool Drive(const std::string& id) {
     for (int round = 0; round < 10000 && !Stopping(); ++round) {
       if (round > 0) {
@@ -830,38 +843,27 @@ class Engine::Impl {
         if (next == Next::kStop) return false;
         continue;
       }
-      Action a = NextAction(*def, **inst);
-      if (a.step >= 0 && WaitForTimer(id, (*inst)->step(a.step), a.kind)) {
-        MarkRecovered(id);
+      std::vector<Action> actions = NextActions(*def, **inst);
+      const Action a = actions.front();
+      if (a.kind == ActionKind::kRequestApproval || IsStepAction(a.kind)) {
+        if (HasApprovalRequest(actions)) {
+          next = Transition(id, [&](Tx& tx) { return RequestApprovals(tx, *def, actions); });
+          MarkRecovered(id);
+          if (next == Next::kStop) return false;
+          continue;
+        }
+        if (!LaunchSteps(id, *def, **inst, actions, wake_at)) MarkRecovered(id);
         return false;
       }
       switch (a.kind) {
         case ActionKind::kNone:
-          if (wake_at > 0) ScheduleAfter(id, std::max<int64_t>(1, wake_at - clock_.NowMillis()));
+          if (wake_at > 0) WakeAt(id, wake_at);
           MarkRecovered(id);
           return false;
-        case ActionKind::kRequestApproval:
-          next = Transition(id, [&](Tx& tx) -> Status {
-            SAGAD_RETURN_IF_ERROR(tx.Step(a.step, StepEvent::kRequestApproval));
-            return tx.Saga(SagaEvent::kWaitForApproval);
-          });
-          break;
-        case ActionKind::kExecute:
-          next = Execute(id, *def, **inst, a.step);
-          break;
-        case ActionKind::kReconcile:
-          next = Reconcile(id, *def, **inst, a.step);
-          break;
         case ActionKind::kStartCompensation:
           next = Transition(id, [&](Tx& tx) {
             return GiveUp(tx, *def, "step '" + def->steps[a.step].name + "' failed");
           });
-          break;
-        case ActionKind::kCompensate:
-          next = Compensate(id, *def, **inst, a.step);
-          break;
-        case ActionKind::kReconcileCompensation:
-          next = ReconcileCompensation(id, *def, **inst, a.step);
           break;
         case ActionKind::kComplete:
           next = Transition(id, [&](Tx& tx) { return tx.Saga(SagaEvent::kComplete); });
@@ -869,6 +871,28 @@ class Engine::Impl {
         case ActionKind::kFinishCompensation:
           next = Transition(id, [&](Tx& tx) { return tx.Saga(SagaEvent::kFinishCompensation); });
           break;
+        case ActionKind::kAwaitApproval:
+          next = Transition(id, [&](Tx& tx) -> Status {
+            if (NextAction(*def, tx.inst()).kind != ActionKind::kAwaitApproval)
+              return FailedPrecondition("moved on");
+            return tx.Saga(SagaEvent::kWaitForApproval);
+          });
+          break;
+        case ActionKind::kEscalate:
+          next = Transition(id, [&](Tx& tx) -> Status {
+            if (NextAction(*def, tx.inst()).kind != ActionKind::kEscalate)
+              return FailedPrecondition("moved on");
+            const StepState& st = tx.inst().step(a.step);
+            bool undo = st.machine.reviewing_compensation();
+            return tx.Saga(SagaEvent::kEscalate,
+                           {{"reason", (undo ? "compensation of '" : "step '") + st.name +
+                                           "' needs review: " +
+                                           (undo ? st.comp_last_error : st.last_error)},
+                            {"step", st.name}});
+          });
+          break;
+        default:
+          return false;
       }
       MarkRecovered(id);
       if (next == Next::kStop) return false;
@@ -877,16 +901,137 @@ class Engine::Impl {
     return false;
   }
 
-  // Durable timers: a step whose retry_at lies ahead waits for it (the time
-  // is in the log, so a restart waits for the same moment). True if waiting.
-  bool WaitForTimer(const std::string& id, const StepState& st, ActionKind kind) {
-    if (kind != ActionKind::kExecute && kind != ActionKind::kReconcile &&
-        kind != ActionKind::kCompensate && kind != ActionKind::kReconcileCompensation)
+  static bool HasApprovalRequest(const std::vector<Action>& actions) {
+    for (const Action& a : actions)
+      if (a.kind == ActionKind::kRequestApproval) return true;
+    return false;
+  }
+
+  // Records AWAITING_APPROVAL for each step that asks for it; the saga waits
+  // for a human too once nothing else can run (an independent branch goes on).
+  Status RequestApprovals(Tx& tx, const SagaDefinition& def, const std::vector<Action>& actions) {
+    for (const Action& a : actions) {
+      if (a.kind != ActionKind::kRequestApproval) continue;
+      if (tx.inst().status() != SagaStatus::kRunning ||
+          tx.inst().step(a.step).status() != StepStatus::kPlanned)
+        return FailedPrecondition("moved on");
+      SAGAD_RETURN_IF_ERROR(tx.Step(a.step, StepEvent::kRequestApproval));
+    }
+    if (NextAction(def, tx.inst()).kind == ActionKind::kAwaitApproval)
+      return tx.Saga(SagaEvent::kWaitForApproval);
+    return Status::Ok();
+  }
+
+  // Starts each step action not already under way in this process, within
+  // the saga's max_parallel; one waiting on a durable timer is woken at its
+  // time. True if any was launched.
+  bool LaunchSteps(const std::string& id, const SagaDefinition& def, const Instance& inst,
+                   const std::vector<Action>& actions, int64_t wake_at) {
+    const int64_t now = clock_.NowMillis();
+    int64_t wake = wake_at;
+    bool launched = false;
+    for (const Action& a : actions) {
+      if (!IsStepAction(a.kind)) continue;
+      int64_t due = inst.step(a.step).retry_at;
+      if (due > now) {
+        wake = wake == 0 ? due : std::min(wake, due);
+        continue;
+      }
+      if (!TryMarkStep(id, a.step, def.max_parallel)) continue;
+      launched = true;
+      boost::asio::post(pool_, [this, id, a] { RunStepTask(id, a); });
+    }
+    if (wake > 0) WakeAt(id, wake);
+    return launched;
+  }
+
+  // One step action on a worker of its own. Its step is marked as under way
+  // (TryMarkStep) until it ends; then the instance is planned again.
+  void RunStepTask(const std::string& id, Action a) {
+    Next next = Next::kStop;
+    try {
+      next = RunStep(id, a);
+    } catch (const std::exception& e) {
+      Log({{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
+      ScheduleAfter(id, 5000);
+    }
+    UnmarkStep(id, a.step);
+    MarkRecovered(id);
+    if (next == Next::kContinue) Schedule(id);
+  }
+
+  Next RunStep(const std::string& id, const Action& a) {
+    if (Stopping() || !OwnedLease(id)) return Next::kStop;
+    auto inst = Load(id);
+    if (!inst.ok()) return Next::kContinue;  // the driver says why
+    SagaDefinitionPtr def = Definition((*inst)->saga(), (*inst)->saga_version());
+    if (!def) return Next::kContinue;
+    // Still wanted? The instance may have moved on since it was planned.
+    bool wanted = false;
+    for (const Action& b : NextActions(*def, **inst))
+      wanted = wanted || (b.kind == a.kind && b.step == a.step);
+    if (!wanted) return Next::kContinue;
+    switch (a.kind) {
+      case ActionKind::kExecute: return Execute(id, *def, **inst, a.step);
+      case ActionKind::kReconcile: return Reconcile(id, *def, **inst, a.step);
+      case ActionKind::kCompensate: return Compensate(id, *def, **inst, a.step);
+      case ActionKind::kReconcileCompensation:
+        return ReconcileCompensation(id, *def, **inst, a.step);
+      default: return Next::kContinue;
+    }
+  }
+
+  // ---- steps under way in this process ----
+  // A step is marked before its STARTED record can be seen (the mark is
+  // taken before the commit) and unmarked after its outcome was recorded, so
+  // no other worker ever reconciles or re-sends a request still in flight.
+  // At most `limit` steps of one instance at once.
+  bool TryMarkStep(const std::string& id, int step, int limit) {
+    std::lock_guard<std::mutex> l(sched_mu_);
+    auto& steps = steps_running_[id];
+    if (steps.count(step) || static_cast<int>(steps.size()) >= limit) {
+      if (steps.empty()) steps_running_.erase(id);
       return false;
-    int64_t wait = st.retry_at - clock_.NowMillis();
-    if (st.retry_at == 0 || wait <= 0) return false;
-    ScheduleAfter(id, wait);
+    }
+    steps.insert(step);
+    ++step_tasks_;
     return true;
+  }
+
+  void UnmarkStep(const std::string& id, int step) {
+    std::lock_guard<std::mutex> l(sched_mu_);
+    auto it = steps_running_.find(id);
+    if (it == steps_running_.end() || !it->second.erase(step)) return;
+    if (it->second.empty()) steps_running_.erase(it);
+    if (--step_tasks_ == 0 && running_.empty()) idle_cv_.notify_all();
+  }
+
+  bool StepUnderWay(const std::string& id, int step) {
+    std::lock_guard<std::mutex> l(sched_mu_);
+    auto it = steps_running_.find(id);
+    return it != steps_running_.end() && it->second.count(step);
+  }
+
+  // Schedules the instance at wall time `due_ms` unless a wake-up at or
+  // before it is already pending.
+  void WakeAt(const std::string& id, int64_t due_ms) {
+    const int64_t now = clock_.NowMillis();
+    {
+      std::lock_guard<std::mutex> l(sched_mu_);
+      auto it = wakes_.find(id);
+      if (it != wakes_.end() && it->second <= due_ms && it->second > now) return;
+      wakes_[id] = due_ms;
+    }
+    auto timer = std::make_shared<boost::asio::steady_timer>(io_);
+    timer->expires_after(std::chrono::milliseconds(std::max<int64_t>(1, due_ms - now)));
+    timer->async_wait([this, id, due_ms, timer](const boost::system::error_code& ec) {
+      {
+        std::lock_guard<std::mutex> l(sched_mu_);
+        auto it = wakes_.find(id);
+        if (it != wakes_.end() && it->second == due_ms) wakes_.erase(it);
+      }
+      if (!ec) Schedule(id);
+    });
   }
 
   // Saga deadline and approval timeouts. True if it acted (`next` says how
@@ -988,7 +1133,21 @@ class Engine::Impl {
     if (OnDefiniteFailure(PivotCommitted(def, tx.inst())) == FailureDecision::kReview)
       return tx.Saga(SagaEvent::kEscalate,
                      {{"reason", reason + " after the irreversible step committed"}});
+    // A branch waiting for approval will not run now: its request is withdrawn.
+    for (size_t i = 0; i < tx.inst().steps().size(); ++i)
+      if (tx.inst().step(i).status() == StepStatus::kAwaitingApproval)
+        SAGAD_RETURN_IF_ERROR(tx.Step(static_cast<int>(i), StepEvent::kReject,
+                                      {{"by", "sagad"}, {"reason", "not needed: " + reason}}));
     return tx.Saga(SagaEvent::kStartCompensation, {{"reason", reason}});
+  }
+
+  // The undo of one step went to review. The others go on (only its
+  // ancestors wait for it); the saga follows once nothing else can be undone.
+  Status EscalateUndo(Tx& tx, const SagaDefinition& def, const std::string& reason,
+                      const std::string& step) {
+    for (const Action& a : NextActions(def, tx.inst()))
+      if (IsStepAction(a.kind)) return Status::Ok();
+    return tx.Saga(SagaEvent::kEscalate, {{"reason", reason}, {"step", step}});
   }
 
   Status Escalate(Tx& tx, int i, const std::string& reason) {
@@ -1122,9 +1281,13 @@ class Engine::Impl {
   // The STARTED record of step i is durable: send it, record the outcome.
   // When the step committed and the next step may go at once, its STARTED
   // record rides in the same commit (Chain) and the loop sends it: one
-  // commit, one fsync per step instead of two.
+  // commit, one fsync per step instead of two. Step i was marked as under
+  // way by whoever launched this; a chained step is marked by Chain and
+  // unmarked here once its outcome is recorded.
   Next SendForward(const std::string& id, const SagaDefinition& def, int i, Rendered r,
                    int attempt, const TraceContext& trace) {
+    const int launched = i;
+    const bool chain_only = IsChain(def);
     while (true) {
       const StepDefinition& sd = def.steps[i];
       const std::string key = id + ":" + sd.name;
@@ -1142,7 +1305,7 @@ class Engine::Impl {
            {"ms", std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::steady_clock::now() - t0).count()}});
       const RetryPolicy policy = RetryFor(sd, sd.forward.service);
-      int chained = -1;
+      int chained = -1, marked = -1;
       Rendered chained_request;
       Next next = Transition(id, [&](Tx& tx) -> Status {
         chained = -1;
@@ -1152,7 +1315,7 @@ class Engine::Impl {
                 tx.Step(i, StepEvent::kCommit,
                         {{"result", res.result}, {"external_ref", res.external_ref},
                          {"http_status", res.http_status}, {"replayed", res.replayed}}));
-            SAGAD_RETURN_IF_ERROR(Chain(tx, def, &chained, &chained_request));
+            SAGAD_RETURN_IF_ERROR(Chain(tx, def, &marked, &chained, &chained_request));
             if (chained >= 0) CrashPoint("before_started");  // the next STARTED is not durable yet
             return Status::Ok();
           case Outcome::kFailed:
@@ -1179,8 +1342,11 @@ class Engine::Impl {
         return Status::Ok();
       });
       CrashPoint("after_outcome");
+      if (marked >= 0 && (next == Next::kStop || chained != marked)) UnmarkStep(id, marked);
+      if (i != launched) UnmarkStep(id, i);
       if (next == Next::kStop || chained < 0) return next;
       CrashPoint("after_started");
+      if (!chain_only) Schedule(id);  // siblings that became ready start beside it
       i = chained;
       r = std::move(chained_request);
       attempt = 1;
@@ -1191,33 +1357,55 @@ class Engine::Impl {
   // the saga's completion, or the STARTED record of the next step when it
   // is a first send that may go now (no approval, no timer, no deadline
   // due). *step is that step (else -1) and *request its rendered request.
-  // Anything else is left to the driver's next round.
-  Status Chain(Tx& tx, const SagaDefinition& def, int* step, Rendered* request) {
+  // Anything else is left to the driver's next round. The chained step is
+  // marked as under way before the commit (*marked; kept across retries of
+  // the transition).
+  Status Chain(Tx& tx, const SagaDefinition& def, int* marked, int* step, Rendered* request) {
     const Instance& inst = tx.inst();
-    Action a = NextAction(def, inst);
-    if (a.kind == ActionKind::kComplete) return tx.Saga(SagaEvent::kComplete);
+    std::vector<Action> actions = NextActions(def, inst);
+    if (actions.front().kind == ActionKind::kComplete) return tx.Saga(SagaEvent::kComplete);
     if (RecoveryInProgress()) return Status::Ok();  // others wait to be resumed first
-    if (a.kind != ActionKind::kExecute || inst.status() != SagaStatus::kRunning) return Status::Ok();
-    const StepState& st = inst.step(a.step);
-    if (st.status() != StepStatus::kPlanned || st.attempts > 0 || st.retries > 0 ||
-        st.retry_at > 0)
-      return Status::Ok();
+    if (inst.status() != SagaStatus::kRunning) return Status::Ok();
     if (def.deadline_ms > 0 && !PivotCommitted(def, inst) &&
         clock_.NowMillis() >= inst.created_at() + def.deadline_ms)
       return Status::Ok();
-    const StepDefinition& sd = def.steps[a.step];
-    if (!adapter_.Service(sd.forward.service)) return Status::Ok();
-    auto r = Render(inst, sd.forward);
-    if (!r.ok()) return Status::Ok();
-    std::string bound = BoundArgsHash(st);
-    if (!bound.empty() && bound != r->hash) return Status::Ok();
-    SAGAD_RETURN_IF_ERROR(tx.Step(a.step, StepEvent::kStart,
-                                  {{"key", inst.id() + ":" + sd.name},
-                                   {"args_hash", r->hash},
-                                   {"attempt", 1}}));
-    *step = a.step;
-    *request = std::move(*r);
+    for (const Action& a : actions) {
+      if (a.kind != ActionKind::kExecute) continue;
+      const StepState& st = inst.step(a.step);
+      if (st.status() != StepStatus::kPlanned || st.attempts > 0 || st.retries > 0 ||
+          st.retry_at > 0)
+        continue;
+      const StepDefinition& sd = def.steps[a.step];
+      if (!adapter_.Service(sd.forward.service)) continue;
+      auto r = Render(inst, sd.forward);
+      if (!r.ok()) continue;
+      std::string bound = BoundArgsHash(st);
+      if (!bound.empty() && bound != r->hash) continue;
+      if (a.step != *marked) {
+        // The step that just committed still counts until it is unmarked.
+        if (!TryMarkStep(inst.id(), a.step, def.max_parallel + 1)) continue;
+        if (*marked >= 0) UnmarkStep(inst.id(), *marked);
+        *marked = a.step;
+      }
+      SAGAD_RETURN_IF_ERROR(tx.Step(a.step, StepEvent::kStart,
+                                    {{"key", inst.id() + ":" + sd.name},
+                                     {"args_hash", r->hash},
+                                     {"attempt", 1}}));
+      *step = a.step;
+      *request = std::move(*r);
+      return Status::Ok();
+    }
     return Status::Ok();
+  }
+
+  // Each step depends on exactly the one before it (a plain list).
+  static bool IsChain(const SagaDefinition& def) {
+    for (size_t i = 0; i < def.steps.size(); ++i) {
+      auto deps = def.DependencyNames(i);
+      if (i == 0 ? !deps.empty() : deps.size() != 1 || deps[0] != def.steps[i - 1].name)
+        return false;
+    }
+    return true;
   }
 
   Next Reconcile(const std::string& id, const SagaDefinition& def, const Instance& inst, int i) {
@@ -1348,9 +1536,9 @@ class Engine::Impl {
           return tx.Step(i, StepEvent::kCompensationDone, {{"result", res.result}});
         case Outcome::kFailed:
           SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kEscalate, {{"error", res.error}}));
-          return tx.Saga(SagaEvent::kEscalate,
-                         {{"reason", "compensation of '" + sd.name + "' was refused: " + res.error},
-                          {"step", sd.name}});
+          return EscalateUndo(tx, def,
+                              "compensation of '" + sd.name + "' was refused: " + res.error,
+                              sd.name);
         case Outcome::kUnknown:
           return tx.Step(i, StepEvent::kCompensationUnknown, {{"error", res.error}});
         case Outcome::kNotExecuted: {
@@ -1398,10 +1586,10 @@ class Engine::Impl {
         SAGAD_RETURN_IF_ERROR(
             tx.Note(i, "reconciled", {{"phase", "compensation"}, {"error", q.error}}));
         SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kEscalate, {{"error", q.error}}));
-        return tx.Saga(SagaEvent::kEscalate,
-                       {{"reason", "compensation " + st.comp_key + " still unknown after " +
-                                       std::to_string(n) + " reconciliation attempts"},
-                        {"step", sd.name}});
+        return EscalateUndo(tx, def,
+                            "compensation " + st.comp_key + " still unknown after " +
+                                std::to_string(n) + " reconciliation attempts",
+                            sd.name);
       }
       return tx.Note(i, "reconciled",
                      {{"phase", "compensation"}, {"error", q.error},
@@ -1755,6 +1943,9 @@ class Engine::Impl {
   std::mutex sched_mu_;
   std::condition_variable idle_cv_;
   std::unordered_set<std::string> running_, rerun_;
+  std::unordered_map<std::string, std::set<int>> steps_running_;  // see TryMarkStep
+  int step_tasks_ = 0;
+  std::unordered_map<std::string, int64_t> wakes_;  // see WakeAt
   bool stopping_ = false;
   bool stopped_ = false;
 

@@ -9,5 +9,5 @@
 int main(int argc, char** argv) {
   auto config = sagad::ConfigFromArgs(argc, argv);
   if (!config.ok()) return sagad::ReportUsageError(config.status());
-  return sagad::RunServer(*config, {sagad::IncidentResponse(), sagad::OrderFulfilment()});
+  return sagad::RunServer(*config, {sagad::IncidentResponse(), sagad::OrderFulfilment(), sagad::TripBooking()});
 }

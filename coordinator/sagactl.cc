@@ -145,16 +145,28 @@ void PrintInstance(const json& i) {
     std::cout << " (waiting for " << Str(i["waiting_for"]) << ")";
   std::cout << "\n";
   if (i.contains("review_reason")) std::cout << "reason     " << Str(i["review_reason"]) << "\n";
-  if (i.contains("current_step")) std::cout << "current    " << Str(i["current_step"]) << "\n";
+  if (i.contains("current_steps") && i["current_steps"].is_array() &&
+      !i["current_steps"].empty()) {
+    std::string cur;
+    for (const auto& n : i["current_steps"]) cur += (cur.empty() ? "" : ", ") + Str(n);
+    std::cout << "current    " << cur << "\n";
+  } else if (i.contains("current_step")) {
+    std::cout << "current    " << Str(i["current_step"]) << "\n";
+  }
   std::cout << "created    " << Time(i.value("created_at", int64_t(0))) << "   updated "
             << Time(i.value("updated_at", int64_t(0))) << "\n\n";
   std::vector<std::vector<std::string>> rows;
   for (const auto& s : i["steps"]) {
     std::string comp = s["compensation"].is_null() ? "-" : Str(s["compensation"]["status"]);
-    rows.push_back({Str(s["name"]), Str(s["status"]), std::to_string(s.value("attempts", 0)),
-                    Str(s["external_ref"]), comp, Str(s["last_error"])});
+    // The graph: the steps each one runs after ("-": a root, runs at once).
+    std::string after;
+    if (s.contains("after") && s["after"].is_array())
+      for (const auto& n : s["after"]) after += (after.empty() ? "" : ",") + Str(n);
+    rows.push_back({Str(s["name"]), after.empty() ? "-" : after, Str(s["status"]),
+                    std::to_string(s.value("attempts", 0)), Str(s["external_ref"]), comp,
+                    Str(s["last_error"])});
   }
-  Table({"STEP", "STATUS", "ATTEMPTS", "REF", "COMPENSATION", "LAST ERROR"}, rows);
+  Table({"STEP", "AFTER", "STATUS", "ATTEMPTS", "REF", "COMPENSATION", "LAST ERROR"}, rows);
 }
 
 void PrintList(const json& instances, const json& next) {

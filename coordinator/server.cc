@@ -99,6 +99,23 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
     std::cerr << "sagad: " << msg << "\n";
     return 1;
   };
+  // Definitions are checked before anything is opened: a bad file (an
+  // invalid graph, a misspelt key) stops sagad with exit 2, naming the file
+  // and the reason, and nothing is touched.
+  auto bad_definition = [](const std::string& msg) {
+    std::cerr << "sagad: " << msg << "\n";
+    return 2;
+  };
+  std::vector<SagaDefinition> all = sagas;
+  if (!config.definitions_dir.empty()) {
+    auto defs = LoadDefinitionsDir(config.definitions_dir);
+    if (!defs.ok()) return bad_definition(defs.status().message());
+    all.insert(all.end(), defs->begin(), defs->end());
+  }
+  for (const SagaDefinition& def : all) {
+    Status s = Validate(def);
+    if (!s.ok()) return bad_definition(s.message());
+  }
   InitCrashPointsFromEnv();
   // Signals are handled by a sigwait below; block them before threads start.
   sigset_t sigs;
@@ -130,15 +147,9 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
     if (config.listen_port == 0) options.coordinator_id += "-" + std::to_string(::getpid());
   }
   Engine engine(**store, adapter, clock, options);
-  std::vector<SagaDefinition> all = sagas;
-  if (!config.definitions_dir.empty()) {
-    auto defs = LoadDefinitionsDir(config.definitions_dir);
-    if (!defs.ok()) return fail(defs.status().message());
-    all.insert(all.end(), defs->begin(), defs->end());
-  }
   for (const SagaDefinition& def : all) {
     Status s = engine.Register(def);
-    if (!s.ok()) return fail(s.message());
+    if (!s.ok()) return bad_definition(s.message());
   }
 
   ApiServer api(engine, config);

@@ -1,6 +1,6 @@
-// example-services: the downstream services of both example sagas in one real
-// HTTP server (ticketing, edr, iam, mail, inventory, payments, shipping), for
-// demos and tests.
+// example-services: the downstream services of the example sagas in one real
+// HTTP server (ticketing, edr, iam, mail, inventory, payments, shipping,
+// airline, hotel, cars), for demos and tests.
 //
 //   example-services [--listen HOST:PORT] [--no-dedup]
 // Prints "LISTENING <port>" once it serves.
@@ -22,6 +22,9 @@
 //   GET  /_effects  {"total", "by_key": {key: n}, "by_route": {route: n}, "duplicates",
 //                    "pending": requests still being processed}
 //   GET  /_traces   {key: [{"traceparent", "tracestate"} of each business request]}
+//   GET  /_requests {"requests": [{"key", "path", "start_us", "end_us"}]}: when
+//                    each business POST arrived and was answered (steady clock,
+//                    microseconds), to see which requests overlapped
 //   POST /_faults   {"path": "/hosts/isolate", "action": ..., "times": 1,
 //                    "status": 422, "delay_ms": 0}
 //     actions: reject (status, default 422, no effect), refuse (429, no effect),
@@ -105,9 +108,15 @@ class Services {
       std::lock_guard<std::mutex> l(mu_);
       res.set_content(json(traces_).dump(), "application/json");
     });
+    s.Get("/_requests", [this](const httplib::Request&, httplib::Response& res) {
+      std::lock_guard<std::mutex> l(mu_);
+      res.set_content(json{{"requests", requests_}}.dump(), "application/json");
+    });
     s.Post("/_reset", [this](const httplib::Request&, httplib::Response& res) {
       std::lock_guard<std::mutex> l(mu_);
       faults_.clear();
+      requests_ = json::array();
+      flights_.clear(), hotels_.clear(), cars_.clear();
       ops_.clear();
       by_key_.clear();
       by_route_.clear();
@@ -181,7 +190,7 @@ class Services {
   // REQUIRES: mu_ held.
   bool RandomFault(const std::string& path, Fault* out) {
     if (!Chance(chaos_)) return false;
-    static const std::regex kUndo(R"(.*/(close|release|restore|refund|cancel)$)");
+    static const std::regex kUndo(R"(.*/(close|release|restore|refund|cancel|recall)$)");
     bool undo = std::regex_match(path, kUndo);
     static const char* kActions[] = {"commit_drop", "commit_500", "fail_before_commit",
                                      "refuse", "delay", "reject"};
@@ -203,6 +212,11 @@ class Services {
     static const std::regex kRelease(R"(/reservations/([^/]+)/release)");
     static const std::regex kRefund(R"(/charges/([^/]+)/refund)");
     static const std::regex kCancel(R"(/shipments/([^/]+)/cancel)");
+    static const std::regex kFlightCancel(R"(/flights/holds/([^/]+)/cancel)");
+    static const std::regex kFlightIssue(R"(/flights/holds/([^/]+)/issue)");
+    static const std::regex kHotelCancel(R"(/hotels/bookings/([^/]+)/cancel)");
+    static const std::regex kCarCancel(R"(/cars/rentals/([^/]+)/cancel)");
+    static const std::regex kRecall(R"(/messages/([^/]+)/recall)");
     auto need = [&](std::initializer_list<const char*> fields) -> std::string {
       for (const char* f : fields)
         if (!body.is_object() || !body.contains(f) || body[f].is_null()) return f;
@@ -259,11 +273,40 @@ class Services {
     if (std::regex_match(path, m, kRefund)) return undo("refund_charge", &charges_, "refunded");
     if (path == "/shipments") return create("create_shipment", "S-", {"address"}, &shipments_);
     if (std::regex_match(path, m, kCancel)) return undo("cancel_shipment", &shipments_, "cancelled");
+    if (std::regex_match(path, m, kRecall)) return undo("recall_message", &messages_, "recalled");
+    if (path == "/flights/holds") return create("reserve_flight", "F-", {"flight", "passenger"}, &flights_);
+    if (std::regex_match(path, m, kFlightCancel)) return undo("cancel_flight", &flights_, "cancelled");
+    if (std::regex_match(path, m, kFlightIssue)) return undo("issue_tickets", &flights_, "ticketed");
+    if (path == "/hotels/bookings")
+      return create("reserve_hotel", "H-", {"hotel", "nights", "guest"}, &hotels_);
+    if (std::regex_match(path, m, kHotelCancel)) return undo("cancel_hotel", &hotels_, "cancelled");
+    if (path == "/cars/rentals") return create("reserve_car", "K-", {"pickup", "days", "driver"}, &cars_);
+    if (std::regex_match(path, m, kCarCancel)) return undo("cancel_car", &cars_, "cancelled");
     *route = "";
     return {404, json{{"error", "no such route " + path}}};
   }
 
+  static long long NowMicros() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+  // Records one business request in /_requests when it is answered.
+  struct RequestLog {
+    Services* self;
+    std::string key, path;
+    long long start_us = NowMicros();
+    ~RequestLog() {
+      std::lock_guard<std::mutex> l(self->mu_);
+      if (self->requests_.size() < 100000)
+        self->requests_.push_back(
+            {{"key", key}, {"path", path}, {"start_us", start_us}, {"end_us", NowMicros()}});
+    }
+  };
+
   void Post(const httplib::Request& req, httplib::Response& res) {
+    RequestLog logged{this, req.get_header_value("Idempotency-Key"), req.path};
     json body = req.body.empty() ? json::object() : json::parse(req.body, nullptr, false);
     if (body.is_discarded()) return Reply(res, 400, {{"error", "body is not JSON"}});
     std::string key = req.get_header_value("Idempotency-Key");
@@ -350,6 +393,8 @@ class Services {
   long long total_ = 0;
   long long seq_ = 0;
   std::map<std::string, json> tickets_, messages_, reservations_, charges_, shipments_;
+  std::map<std::string, json> flights_, hotels_, cars_;
+  json requests_ = json::array();  // GET /_requests
   std::map<std::string, std::string> hosts_, accounts_;
 };
 

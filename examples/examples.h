@@ -10,5 +10,9 @@ namespace sagad {
 SagaDefinition IncidentResponse();
 // order_fulfilment v1: reserve_inventory, charge_payment, create_shipment.
 SagaDefinition OrderFulfilment();
+// trip_booking v1: reserve_flight, reserve_hotel and reserve_car at once,
+// then charge_card after all three, issue_tickets (irreversible, waits for
+// approval), send_itinerary.
+SagaDefinition TripBooking();
 
 }  // namespace sagad

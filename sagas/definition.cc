@@ -4,6 +4,8 @@
 #include <cctype>
 #include <set>
 
+#include "sagas/graph.h"
+#include "sagas/json_limits.h"
 #include "sagas/template.h"
 
 namespace sagad {
@@ -16,7 +18,8 @@ bool IsName(const std::string& s) {
   });
 }
 
-Status ValidateCall(const SagaDefinition& def, size_t index,
+// `graph` null: only the input fields are collected.
+Status ValidateCall(const SagaDefinition& def, const StepGraph* graph, size_t index,
                     const CallSpec& call, const char* what, bool self_visible,
                     std::set<std::string>* input_fields) {
   const std::string& step = def.steps[index].name;
@@ -35,10 +38,14 @@ Status ValidateCall(const SagaDefinition& def, size_t index,
     int i = def.StepIndex(ref);
     if (i < 0)
       return InvalidArgument(where + " refers to unknown step '" + ref + "'");
-    if (static_cast<size_t>(i) > index ||
-        (static_cast<size_t>(i) == index && !self_visible))
+    if (!graph) continue;
+    bool visible = static_cast<size_t>(i) == index
+                       ? self_visible
+                       : graph->IsAncestor(i, static_cast<int>(index));
+    if (!visible)
       return InvalidArgument(where + " refers to step '" + ref +
-                             "', which has not run yet at that point");
+                             "', which has not run yet at that point (it is not among the "
+                             "steps '" + step + "' comes after, directly or not)");
   }
   if (input_fields) input_fields->insert(refs.input_fields.begin(), refs.input_fields.end());
   return Status::Ok();
@@ -60,8 +67,13 @@ nlohmann::json ApprovalRule::ToJson() const {
   return {{"field", field}, {"op", op}, {"value", value}};
 }
 
+const char* CompensationOrderName(CompensationOrder o) {
+  return o == CompensationOrder::kReverseCompletion ? "reverse_completion"
+                                                     : "reverse_topological";
+}
+
 bool StepDefinition::operator==(const StepDefinition& o) const {
-  return name == o.name && forward == o.forward && compensation == o.compensation &&
+  return after == o.after && name == o.name && forward == o.forward && compensation == o.compensation &&
          irreversible == o.irreversible && requires_approval == o.requires_approval &&
          approval_if == o.approval_if && approval_timeout_ms == o.approval_timeout_ms &&
          approval_timeout_action == o.approval_timeout_action && retry == o.retry &&
@@ -70,7 +82,8 @@ bool StepDefinition::operator==(const StepDefinition& o) const {
 
 bool SagaDefinition::operator==(const SagaDefinition& o) const {
   return name == o.name && version == o.version && steps == o.steps &&
-         deadline_ms == o.deadline_ms;
+         deadline_ms == o.deadline_ms && max_parallel == o.max_parallel &&
+         compensation_order == o.compensation_order;
 }
 
 int SagaDefinition::StepIndex(const std::string& step) const {
@@ -79,12 +92,18 @@ int SagaDefinition::StepIndex(const std::string& step) const {
   return -1;
 }
 
+std::vector<std::string> SagaDefinition::DependencyNames(size_t i) const {
+  if (steps[i].after) return *steps[i].after;
+  if (i == 0) return {};
+  return {steps[i - 1].name};
+}
+
 std::vector<std::string> SagaDefinition::RequiredInputFields() const {
   std::set<std::string> fields;
   for (size_t i = 0; i < steps.size(); ++i) {
-    (void)ValidateCall(*this, i, steps[i].forward, "forward", false, &fields);
+    (void)ValidateCall(*this, nullptr, i, steps[i].forward, "forward", false, &fields);
     if (steps[i].compensation)
-      (void)ValidateCall(*this, i, *steps[i].compensation, "compensation", true, &fields);
+      (void)ValidateCall(*this, nullptr, i, *steps[i].compensation, "compensation", true, &fields);
   }
   return {fields.begin(), fields.end()};
 }
@@ -102,9 +121,15 @@ Status Validate(const SagaDefinition& def) {
     if (!names.insert(st.name).second)
       return InvalidArgument("duplicate step name '" + st.name + "'");
   }
+  if (def.max_parallel < 1 || def.max_parallel > kMaxMaxParallel)
+    return InvalidArgument("saga '" + def.name + "': max_parallel must be 1.." +
+                           std::to_string(kMaxMaxParallel) + ", got " +
+                           std::to_string(def.max_parallel));
+  auto graph = StepGraph::Of(def);
+  if (!graph.ok()) return InvalidArgument("saga '" + def.name + "': " + graph.status().message());
   for (size_t i = 0; i < def.steps.size(); ++i) {
     const StepDefinition& st = def.steps[i];
-    SAGAD_RETURN_IF_ERROR(ValidateCall(def, i, st.forward, "forward", false, nullptr));
+    SAGAD_RETURN_IF_ERROR(ValidateCall(def, &*graph, i, st.forward, "forward", false, nullptr));
     if (!st.irreversible && !st.compensation)
       return InvalidArgument("step '" + st.name +
                              "' is reversible but has no compensation "
@@ -113,7 +138,7 @@ Status Validate(const SagaDefinition& def) {
       return InvalidArgument("step '" + st.name + "' is irreversible but declares a compensation");
     if (st.compensation)
       SAGAD_RETURN_IF_ERROR(
-          ValidateCall(def, i, *st.compensation, "compensation", true, nullptr));
+          ValidateCall(def, &*graph, i, *st.compensation, "compensation", true, nullptr));
     if (st.retry) {
       Status rs = RetryPolicy::FromJson(st.retry->ToJson()).status();
       if (!rs.ok()) return InvalidArgument("step '" + st.name + "': " + rs.message());
@@ -132,19 +157,37 @@ Status Validate(const SagaDefinition& def) {
   }
   if (def.deadline_ms < 0) return InvalidArgument("saga deadline must be >= 0");
   // Pivot rule: once the irreversible step committed nothing can be undone, so
-  // the saga can only go forward: no second pivot, and every later step must
-  // be safe to retry (idempotent or queryable).
-  const StepDefinition* pivot = nullptr;
-  for (const auto& st : def.steps) {
-    if (pivot && st.irreversible)
-      return InvalidArgument("step '" + st.name +
-                             "' is a second irreversible step after the pivot '" + pivot->name +
-                             "'; a saga has at most one pivot");
-    if (pivot && st.idempotent == false && st.queryable == false)
-      return InvalidArgument("step '" + st.name + "' comes after the pivot '" + pivot->name +
-                             "' but is neither idempotent nor queryable, so it cannot be "
-                             "retried safely (forward recovery needs retriable steps)");
-    if (st.irreversible) pivot = &st;
+  // the saga can only go forward: no second pivot, nothing running beside it
+  // (a sibling that fails after the pivot committed could not be turned back),
+  // and every later step must be safe to retry (idempotent or queryable).
+  int pivot = -1;
+  for (size_t i = 0; i < def.steps.size(); ++i) {
+    const StepDefinition& st = def.steps[i];
+    if (!st.irreversible) continue;
+    if (pivot >= 0) {
+      bool later = graph->IsAncestor(pivot, static_cast<int>(i));
+      return InvalidArgument("step '" + st.name + "' is a second irreversible step " +
+                             (later ? "after" : "beside") + " the pivot '" +
+                             def.steps[pivot].name + "'; a saga has at most one pivot");
+    }
+    pivot = static_cast<int>(i);
+  }
+  if (pivot >= 0) {
+    for (size_t i = 0; i < def.steps.size(); ++i) {
+      const StepDefinition& st = def.steps[i];
+      int k = static_cast<int>(i);
+      if (k == pivot) continue;
+      if (!graph->IsAncestor(k, pivot) && !graph->IsAncestor(pivot, k))
+        return InvalidArgument("step '" + st.name + "' may run beside the irreversible step '" +
+                               def.steps[pivot].name +
+                               "': the pivot must come after or before every other step "
+                               "(add one to the other's after)");
+      if (graph->IsAncestor(pivot, k) && st.idempotent == false && st.queryable == false)
+        return InvalidArgument("step '" + st.name + "' comes after the pivot '" +
+                               def.steps[pivot].name +
+                               "' but is neither idempotent nor queryable, so it cannot be "
+                               "retried safely (forward recovery needs retriable steps)");
+    }
   }
   return Status::Ok();
 }
@@ -165,10 +208,14 @@ nlohmann::json SagaDefinition::ToJson() const {
     if (st.idempotent) j["idempotent"] = *st.idempotent;
     if (st.queryable) j["queryable"] = *st.queryable;
     if (st.deadline_ms > 0) j["deadline_ms"] = st.deadline_ms;
+    if (st.after) j["after"] = *st.after;
     js.push_back(j);
   }
   nlohmann::json out = {{"name", name}, {"version", version}, {"steps", js}};
   if (deadline_ms > 0) out["deadline_ms"] = deadline_ms;
+  if (max_parallel != kDefaultMaxParallel) out["max_parallel"] = max_parallel;
+  if (compensation_order != CompensationOrder::kReverseTopological)
+    out["compensation_order"] = CompensationOrderName(compensation_order);
   return out;
 }
 
@@ -176,14 +223,38 @@ StatusOr<SagaDefinition> SagaDefinition::FromJson(const nlohmann::json& j) {
   SagaDefinition def;
   try {
     if (!j.is_object()) return InvalidArgument("saga definition must be a JSON object");
+    SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(j, {"name", "version", "steps", "deadline_ms",
+                                            "max_parallel", "compensation_order"},
+                                        "the saga definition"));
     def.name = j.at("name").get<std::string>();
     def.version = j.value("version", 1);
     def.deadline_ms = j.value("deadline_ms", int64_t(0));
+    def.max_parallel = j.value("max_parallel", kDefaultMaxParallel);
+    if (j.contains("compensation_order")) {
+      std::string order = j["compensation_order"].get<std::string>();
+      if (order == "reverse_topological")
+        def.compensation_order = CompensationOrder::kReverseTopological;
+      else if (order == "reverse_completion")
+        def.compensation_order = CompensationOrder::kReverseCompletion;
+      else
+        return InvalidArgument("compensation_order must be \"reverse_topological\" or "
+                               "\"reverse_completion\", got '" + SanitizeUtf8(order) + "'");
+    }
     if (!j.at("steps").is_array()) return InvalidArgument("'steps' must be an array");
     for (const auto& js : j.at("steps")) {
+      if (!js.is_object()) return InvalidArgument("each step must be a JSON object");
+      std::string where = "step '" + SanitizeUtf8(js.value("name", std::string("?"))) + "'";
+      SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(
+          js, {"name", "forward", "compensation", "irreversible", "requires_approval",
+               "approval_if", "approval_timeout_ms", "approval_timeout_action", "retry",
+               "idempotent", "queryable", "deadline_ms", "after"},
+          where));
       StepDefinition st;
       st.name = js.at("name").get<std::string>();
-      auto call = [](const nlohmann::json& c) {
+      auto call = [&](const nlohmann::json& c, const char* what) -> StatusOr<CallSpec> {
+        if (!c.is_object()) return InvalidArgument(where + " " + what + " must be an object");
+        SAGAD_RETURN_IF_ERROR(
+            OnlyKnownKeys(c, {"service", "method", "path", "body"}, where + " " + what));
         CallSpec cs;
         cs.service = c.at("service").get<std::string>();
         cs.method = c.value("method", std::string("POST"));
@@ -191,13 +262,19 @@ StatusOr<SagaDefinition> SagaDefinition::FromJson(const nlohmann::json& j) {
         cs.body = c.value("body", nlohmann::json());
         return cs;
       };
-      st.forward = call(js.at("forward"));
-      if (js.contains("compensation") && !js["compensation"].is_null())
-        st.compensation = call(js["compensation"]);
+      auto forward = call(js.at("forward"), "forward");
+      if (!forward.ok()) return forward.status();
+      st.forward = *forward;
+      if (js.contains("compensation") && !js["compensation"].is_null()) {
+        auto comp = call(js["compensation"], "compensation");
+        if (!comp.ok()) return comp.status();
+        st.compensation = *comp;
+      }
       st.irreversible = js.value("irreversible", false);
       st.requires_approval = js.value("requires_approval", false);
       if (js.contains("approval_if")) {
         const auto& a = js["approval_if"];
+        SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(a, {"field", "op", "value"}, where + " approval_if"));
         st.approval_if = ApprovalRule{a.at("field").get<std::string>(),
                                       a.at("op").get<std::string>(), a.at("value")};
       }
@@ -205,12 +282,17 @@ StatusOr<SagaDefinition> SagaDefinition::FromJson(const nlohmann::json& j) {
       st.approval_timeout_action = js.value("approval_timeout_action", std::string("reject"));
       if (js.contains("retry")) {
         auto r = RetryPolicy::FromJson(js["retry"]);
-        if (!r.ok()) return r.status();
+        if (!r.ok()) return InvalidArgument(where + ": " + r.status().message());
         st.retry = *r;
       }
       if (js.contains("idempotent")) st.idempotent = js["idempotent"].get<bool>();
       if (js.contains("queryable")) st.queryable = js["queryable"].get<bool>();
       st.deadline_ms = js.value("deadline_ms", int64_t(0));
+      if (js.contains("after")) {
+        if (!js["after"].is_array())
+          return InvalidArgument(where + ": after must be an array of step names");
+        st.after = js["after"].get<std::vector<std::string>>();
+      }
       def.steps.push_back(std::move(st));
     }
   } catch (const nlohmann::json::exception& e) {
@@ -229,6 +311,16 @@ SagaBuilder::SagaBuilder(std::string name, int version) {
 
 SagaBuilder& SagaBuilder::Deadline(int64_t ms) {
   def_.deadline_ms = ms;
+  return *this;
+}
+
+SagaBuilder& SagaBuilder::MaxParallel(int n) {
+  def_.max_parallel = n;
+  return *this;
+}
+
+SagaBuilder& SagaBuilder::CompensationOrder(sagad::CompensationOrder order) {
+  def_.compensation_order = order;
   return *this;
 }
 
@@ -294,6 +386,11 @@ StepBuilder& StepBuilder::Queryable(bool on) {
 
 StepBuilder& StepBuilder::Deadline(int64_t ms) {
   step().deadline_ms = ms;
+  return *this;
+}
+
+StepBuilder& StepBuilder::AfterSteps(std::vector<std::string> names) {
+  step().after = std::move(names);
   return *this;
 }
 

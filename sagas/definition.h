@@ -2,6 +2,11 @@
 // SagaBuilder DSL (C++) or FromJson (the same structure as JSON), both of
 // which validate. Thread-safety: immutable after construction, share freely.
 //
+// Steps form a graph: a step runs after the steps its After(...) names (JSON
+// "after"); without it, after the step declared before it; After() with no
+// names makes a root. Ready steps run concurrently, up to MaxParallel per
+// instance (sagas/graph.h, sagas/planner.h).
+//
 //   auto def = SagaBuilder("incident_response", 1)
 //       .Step("create_ticket")
 //           .Call("ticketing", "POST", "/tickets",
@@ -63,18 +68,38 @@ struct StepDefinition {
   std::optional<bool> idempotent;           // unset: the service's config
   std::optional<bool> queryable;            // unset: the service's config
   int64_t deadline_ms = 0;                  // 0: none; counted from the first send
+  // Steps that must commit first. Unset: the step declared before (none for
+  // the first); empty: a root step.
+  std::optional<std::vector<std::string>> after;
 
   bool operator==(const StepDefinition& o) const;
 };
+
+// The order in which committed steps are undone.
+enum class CompensationOrder {
+  // A step is undone only once every committed step that depends on it
+  // (directly or not) was undone; independent undos run concurrently.
+  kReverseTopological,
+  // One at a time, in the reverse of the order in which steps committed.
+  kReverseCompletion,
+};
+const char* CompensationOrderName(CompensationOrder o);
+
+constexpr int kDefaultMaxParallel = 8;
+constexpr int kMaxMaxParallel = 64;
 
 struct SagaDefinition {
   std::string name;
   int version = 1;
   std::vector<StepDefinition> steps;
   int64_t deadline_ms = 0;  // 0: none; past it, a saga before its pivot compensates
+  int max_parallel = kDefaultMaxParallel;  // steps in flight per instance, 1..64
+  CompensationOrder compensation_order = CompensationOrder::kReverseTopological;
 
   // Index of the step named `name`, or -1.
   int StepIndex(const std::string& name) const;
+  // Names of the steps step i waits for (its `after`, or the one before it).
+  std::vector<std::string> DependencyNames(size_t i) const;
   // Input fields the templates refer to; a submission must provide them all.
   std::vector<std::string> RequiredInputFields() const;
 
@@ -87,9 +112,13 @@ struct SagaDefinition {
 using SagaDefinitionPtr = std::shared_ptr<const SagaDefinition>;
 
 // Checks a definition: names, unique steps, compensation on every reversible
-// step, templates referring only to the input and to earlier steps, at most
-// one irreversible step (the pivot), and every step after the pivot
-// retriable (not declared both non-idempotent and non-queryable).
+// step, a dependency graph without unknown or duplicate dependencies or
+// cycles, templates referring only to the input and to ancestor steps (the
+// step itself too in a compensation), at most one irreversible step (the
+// pivot), the pivot a cut point of the graph (every other step its ancestor
+// or its descendant: nothing runs beside it or its approval), and every step
+// after the pivot retriable (not declared both non-idempotent and
+// non-queryable), max_parallel in 1..64.
 Status Validate(const SagaDefinition& def);
 
 class SagaBuilder;
@@ -113,6 +142,12 @@ class StepBuilder {
   StepBuilder& Queryable(bool on);
   // Give up retrying `ms` after the first send.
   StepBuilder& Deadline(int64_t ms);
+  // Run after the named steps (no names: a root step, runs at once).
+  template <typename... Names>
+  StepBuilder& After(const Names&... names) {
+    return AfterSteps(std::vector<std::string>{std::string(names)...});
+  }
+  StepBuilder& AfterSteps(std::vector<std::string> names);
   // Continue with the next step / finish the saga.
   StepBuilder& Step(std::string name);
   StatusOr<SagaDefinition> Build();
@@ -130,6 +165,10 @@ class SagaBuilder {
   SagaBuilder(std::string name, int version);
   // Past `ms` after creation, a saga that has not passed its pivot compensates.
   SagaBuilder& Deadline(int64_t ms);
+  // At most `n` steps of one instance in flight at once (default 8).
+  SagaBuilder& MaxParallel(int n);
+  // The order committed steps are undone in (default reverse_topological).
+  SagaBuilder& CompensationOrder(sagad::CompensationOrder order);
   StepBuilder& Step(std::string name);
   // Validates; InvalidArgument naming the offending step.
   StatusOr<SagaDefinition> Build();

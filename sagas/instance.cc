@@ -38,9 +38,13 @@ Event Instance::CreatedEvent(const std::string& id, const SagaDefinition& def,
   Event e;
   e.type = "instance_created";
   nlohmann::json names = nlohmann::json::array();
-  for (const auto& st : def.steps) names.push_back(st.name);
+  nlohmann::json after = nlohmann::json::array();
+  for (size_t i = 0; i < def.steps.size(); ++i) {
+    names.push_back(def.steps[i].name);
+    after.push_back(def.DependencyNames(i));
+  }
   e.data = {{"id", id}, {"saga", def.name}, {"version", def.version},
-            {"input", input}, {"steps", names}};
+            {"input", input}, {"steps", names}, {"after", after}};
   if (!trace.is_null()) e.data["trace"] = trace;
   return e;
 }
@@ -96,6 +100,24 @@ Status Instance::Apply(const Event& e) {
         st.name = n.get<std::string>();
         steps_.push_back(std::move(st));
       }
+      // Dependencies; a log from before graphs has none: each step after
+      // the one before it.
+      const nlohmann::json* after = e.data.contains("after") ? &e.data["after"] : nullptr;
+      if (after && (!after->is_array() || after->size() != steps_.size()))
+        return InvalidArgument("malformed instance_created: after must list every step");
+      for (size_t i = 0; i < steps_.size(); ++i) {
+        if (!after) {
+          if (i > 0) steps_[i].after.push_back(static_cast<int>(i) - 1);
+          continue;
+        }
+        for (const auto& n : (*after)[i]) {
+          int d = StepIndex(n.get<std::string>());
+          if (d < 0 || d == static_cast<int>(i))
+            return InvalidArgument("malformed instance_created: bad dependency of " +
+                                   steps_[i].name);
+          steps_[i].after.push_back(d);
+        }
+      }
     } catch (const nlohmann::json::exception& ex) {
       return InvalidArgument(std::string("malformed instance_created: ") + ex.what());
     }
@@ -138,6 +160,7 @@ Status Instance::Apply(const Event& e) {
           st.args_hash = Str(e.data, "args_hash");
           break;
         case StepEvent::kCommit:
+          st.commit_seq = e.seq;
           st.result = e.data.value("result", nlohmann::json());
           st.external_ref = Str(e.data, "external_ref");
           st.retries = 0;
@@ -180,6 +203,7 @@ Status Instance::Apply(const Event& e) {
           st.approval_requested_at = e.at_ms;
           break;
         case StepEvent::kSkip:
+          st.commit_seq = e.seq;
           st.result = e.data.value("result", nlohmann::json());
           st.external_ref = Str(e.data, "external_ref");
           st.resolution = e.data;
@@ -196,7 +220,10 @@ Status Instance::Apply(const Event& e) {
 nlohmann::json Instance::ToJson() const {
   nlohmann::json steps = nlohmann::json::array();
   for (const StepState& st : steps_) {
+    nlohmann::json after = nlohmann::json::array();
+    for (int d : st.after) after.push_back(steps_[d].name);
     nlohmann::json j = {{"name", st.name},
+                        {"after", std::move(after)},
                         {"status", StepStatusName(st.status())},
                         {"key", st.key},
                         {"attempts", st.attempts},
@@ -238,7 +265,11 @@ nlohmann::json Instance::ToJson() const {
                       {"schema_version", kRecordSchemaVersion}};
   if (!review_reason_.empty()) j["review_reason"] = review_reason_;
   if (!trace_.is_null()) j["trace"] = trace_;
-  int cur = CurrentStep();
+  std::vector<int> current = CurrentSteps();
+  int cur = current.empty() ? -1 : current[0];
+  nlohmann::json names = nlohmann::json::array();
+  for (int i : current) names.push_back(steps_[i].name);
+  j["current_steps"] = std::move(names);
   j["current_step"] = cur >= 0 ? nlohmann::json(steps_[cur].name) : nlohmann::json();
   std::string waiting = WaitingFor();
   j["waiting_for"] = waiting.empty() ? nlohmann::json() : nlohmann::json(waiting);
@@ -246,23 +277,60 @@ nlohmann::json Instance::ToJson() const {
   return j;
 }
 
-int Instance::CurrentStep() const {
-  const int n = static_cast<int>(steps_.size());
-  if (status() == SagaStatus::kCompleted) return -1;
-  bool back = status() == SagaStatus::kCompensating || status() == SagaStatus::kCompensated ||
-              reviewing_compensation();
-  if (back) {
-    for (int i = n - 1; i >= 0; --i) {
-      StepStatus s = steps_[i].status();
-      if (s == StepStatus::kCommitted || s == StepStatus::kCompensating ||
-          s == StepStatus::kNeedsReview || s == StepStatus::kStarted || s == StepStatus::kUnknown)
-        return status() == SagaStatus::kCompensated ? -1 : i;
-    }
-    return -1;
+bool Instance::IsAncestor(int a, int b) const {
+  // Depth-first over the (small, acyclic) dependency lists of b.
+  std::vector<int> stack = steps_[b].after;
+  std::vector<char> seen(steps_.size(), 0);
+  while (!stack.empty()) {
+    int k = stack.back();
+    stack.pop_back();
+    if (k == a) return true;
+    if (seen[k]) continue;
+    seen[k] = 1;
+    stack.insert(stack.end(), steps_[k].after.begin(), steps_[k].after.end());
   }
-  for (int i = 0; i < n; ++i)
-    if (steps_[i].status() != StepStatus::kCommitted) return i;
-  return -1;
+  return false;
+}
+
+std::vector<int> Instance::CurrentSteps() const {
+  const int n = static_cast<int>(steps_.size());
+  std::vector<int> out;
+  if (status() == SagaStatus::kCompleted || status() == SagaStatus::kCompensated) return out;
+  bool back = status() == SagaStatus::kCompensating || reviewing_compensation();
+  if (back) {
+    // A committed step still to undo (or being undone) holds up its ancestors.
+    auto pending_undo = [&](int k) {
+      StepStatus s = steps_[k].status();
+      return s == StepStatus::kCommitted || s == StepStatus::kCompensating ||
+             (s == StepStatus::kNeedsReview && steps_[k].machine.reviewing_compensation());
+    };
+    for (int i = 0; i < n; ++i) {
+      StepStatus s = steps_[i].status();
+      if (s == StepStatus::kCompensating || s == StepStatus::kNeedsReview ||
+          s == StepStatus::kStarted || s == StepStatus::kUnknown) {
+        out.push_back(i);
+        continue;
+      }
+      if (s != StepStatus::kCommitted) continue;
+      bool blocked = false;
+      for (int k = 0; k < n && !blocked; ++k)
+        blocked = k != i && pending_undo(k) && IsAncestor(i, k);
+      if (!blocked) out.push_back(i);
+    }
+    return out;
+  }
+  for (int i = 0; i < n; ++i) {
+    if (steps_[i].status() == StepStatus::kCommitted) continue;
+    bool ready = true;
+    for (int d : steps_[i].after) ready = ready && steps_[d].status() == StepStatus::kCommitted;
+    if (ready) out.push_back(i);
+  }
+  return out;
+}
+
+int Instance::CurrentStep() const {
+  std::vector<int> cur = CurrentSteps();
+  return cur.empty() ? -1 : cur[0];
 }
 
 std::string Instance::WaitingFor() const {

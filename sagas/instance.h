@@ -42,6 +42,7 @@ struct Event {
 // What the coordinator knows about one step, beyond its machine's state.
 struct StepState {
   std::string name;
+  std::vector<int> after;    // indices of the steps it waits for (from the log)
   StepMachine machine;
   int attempts = 0;          // forward sends (STARTED records)
   int reconciliations = 0;   // queries of an unclear forward outcome
@@ -62,6 +63,7 @@ struct StepState {
   int64_t first_sent_at = 0;  // wall ms of the first STARTED (step deadline)
   int64_t retry_at = 0;       // durable timer: not before this wall ms (0: now)
   int64_t approval_requested_at = 0;
+  int64_t commit_seq = 0;     // seq of the event that committed it (0: not committed)
 
   StepStatus status() const { return machine.status(); }
 };
@@ -106,13 +108,20 @@ class Instance {
   const StepState& step(size_t i) const { return steps_[i]; }
   int StepIndex(const std::string& name) const;
 
-  // Snapshot / API view: id, saga, status, input, steps, timestamps, version,
-  // and why it waits: current_step, waiting_for (approval | retry | review |
+  // Snapshot / API view: id, saga, status, input, steps (each with its
+  // `after`), timestamps, version, and why it waits: current_steps,
+  // current_step (the first of them), waiting_for (approval | retry | review |
   // null), next_retry_at.
   nlohmann::json ToJson() const;
-  // The step the saga is at (first not committed going forward, last one
-  // touched going back), or -1.
+  // The steps the saga is at, lowest index first: going forward, those not
+  // committed whose dependencies all committed; going back, those being
+  // undone or in doubt, and the committed ones no committed dependent of
+  // which waits to be undone. Empty when finished.
+  std::vector<int> CurrentSteps() const;
+  // The first of CurrentSteps(), or -1.
   int CurrentStep() const;
+  // True if step `a` must commit before step `b` may start (directly or not).
+  bool IsAncestor(int a, int b) const;
   // "approval", "retry", "review" or "" (running or finished).
   std::string WaitingFor() const;
 

@@ -82,4 +82,19 @@ std::string DumpJson(const nlohmann::json& j, int indent) {
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+Status OnlyKnownKeys(const nlohmann::json& obj, std::initializer_list<const char*> known,
+                     const std::string& where) {
+  if (!obj.is_object()) return Status::Ok();
+  for (const auto& item : obj.items()) {
+    bool ok = false;
+    for (const char* k : known) ok = ok || item.key() == k;
+    if (ok) continue;
+    std::string list;
+    for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+    return InvalidArgument("unknown key '" + SanitizeUtf8(item.key()) + "' in " + where +
+                           " (known: " + list + ")");
+  }
+  return Status::Ok();
+}
+
 }  // namespace sagad

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sagas/status.h"
+
 namespace sagad {
 
 constexpr int kMaxJsonDepth = 64;
@@ -32,5 +34,11 @@ std::string SanitizeUtf8(std::string_view text);
 // that is somehow not UTF-8 is printed with U+FFFD in place of the bad bytes
 // instead of aborting the write, the log line or the response it belongs to.
 std::string DumpJson(const nlohmann::json& j, int indent = -1);
+
+// InvalidArgument naming the first key of `obj` that is not in `known`
+// ("unknown key 'x' in <where> (known: a, b)"): a misspelt setting must not
+// be silently ignored. Non-objects pass (their type is checked elsewhere).
+Status OnlyKnownKeys(const nlohmann::json& obj, std::initializer_list<const char*> known,
+                     const std::string& where);
 
 }  // namespace sagad

@@ -69,7 +69,7 @@ class Console(unittest.TestCase):
         cls.services, cls.es_port = start([ARGS.services, "--listen", "127.0.0.1:0"], cls.log)
         url = "http://127.0.0.1:%d" % cls.es_port
         services = {name: {"base_url": url, "timeout_ms": 1000}
-                    for name in ("ticketing", "edr", "iam", "mail", "inventory", "payments", "shipping")}
+                    for name in ("ticketing", "edr", "iam", "mail", "inventory", "payments", "shipping", "airline", "hotel", "cars")}
         # An unclear ticket outcome goes to review after one unanswered question.
         services["ticketing"]["retry"] = {"max_reconciliations": 1, "initial_backoff_ms": 10,
                                           "max_backoff_ms": 20}

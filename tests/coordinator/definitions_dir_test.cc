@@ -13,9 +13,10 @@ namespace {
 TEST(DefinitionsDirTest, ShippedJsonExamplesEqualTheCppDeclarations) {
   auto defs = LoadDefinitionsDir(SAGAD_SOURCE_DIR "/examples/definitions");
   ASSERT_TRUE(defs.ok()) << defs.status().ToString();
-  ASSERT_EQ(defs->size(), 2u);
+  ASSERT_EQ(defs->size(), 3u);
   EXPECT_EQ((*defs)[0], IncidentResponse());
   EXPECT_EQ((*defs)[1], OrderFulfilment());
+  EXPECT_EQ((*defs)[2], TripBooking());
 }
 
 TEST(DefinitionsDirTest, ABadFileIsNamedInTheError) {

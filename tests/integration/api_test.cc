@@ -127,7 +127,7 @@ TEST_F(ApiTest, ListsNewestFirstWithCursorAndStatusFilter) {
   EXPECT_EQ(rest.body["instances"][0]["id"], ids[0]);
   EXPECT_EQ(coordinator_->Get("/v1/instances?status=AWAITING_APPROVAL").body["instances"].size(), 1u);
   Reply sagas = coordinator_->Get("/v1/sagas");
-  EXPECT_EQ(sagas.body["sagas"].size(), 2u);
+  EXPECT_EQ(sagas.body["sagas"].size(), 3u);  // incident_response, order_fulfilment, trip_booking
 }
 
 class AuthTest : public ApiTest {

@@ -58,7 +58,8 @@ Coordinator::Coordinator(const Downstream& downstream, const std::string& data_d
                          nlohmann::json service_overrides, nlohmann::json tokens)
     : data_dir_(data_dir) {
   nlohmann::json services = nlohmann::json::object();
-  for (const char* name : {"ticketing", "edr", "iam", "mail", "inventory", "payments", "shipping"}) {
+  for (const char* name : {"ticketing", "edr", "iam", "mail", "inventory", "payments", "shipping",
+                           "airline", "hotel", "cars"}) {
     nlohmann::json s = {{"base_url", downstream.url()}, {"timeout_ms", 1000}};
     if (service_overrides.contains(name)) s.update(service_overrides[name]);
     services[name] = s;
@@ -167,6 +168,12 @@ nlohmann::json IncidentInput() {
 nlohmann::json OrderInput() {
   return {{"sku", "SKU-1"}, {"qty", 2}, {"amount", 4200}, {"currency", "EUR"},
           {"customer", "c-9"}, {"address", "1 Main St"}};
+}
+
+nlohmann::json TripInput() {
+  return {{"flight", "LH100"}, {"hotel", "Ritz"}, {"nights", 2},    {"pickup", "MUC"},
+          {"days", 3},         {"traveller", "ann"}, {"email", "ann@example.com"},
+          {"amount", 900},     {"currency", "EUR"}};
 }
 
 }  // namespace sagad::testing

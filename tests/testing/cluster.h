@@ -92,5 +92,6 @@ nlohmann::json Events(Coordinator& c, const std::string& id);
 
 nlohmann::json IncidentInput();
 nlohmann::json OrderInput();
+nlohmann::json TripInput();
 
 }  // namespace sagad::testing
