@@ -16,6 +16,10 @@
 //       long run with retention
 //   load_bench --pg-list 3000000   GET /v1/instances?status=NEEDS_REVIEW on
 //       PostgreSQL, empty store vs N finished instances
+//   load_bench --graph 300   trip_booking (three bookings in parallel, each
+//       held 50 ms downstream, then the charge) up to its approval, at
+//       concurrency 1 and 16, against two baselines measured in the same
+//       run: one booking, and the four calls made one after another
 // Every mode prints sagad's RSS (anonymous and file-backed) idle and after.
 // Build in Release first (BUILD_TYPE=Release scripts/build.sh).
 #include <httplib.h>
@@ -327,6 +331,56 @@ int RecoveryMode(Downstream& downstream, Coordinator& sagad, int n) {
   return resumed >= 0 && done >= 0 && effects_ok ? 0 : 1;
 }
 
+// Graph mode: how long trip_booking takes to reach its approval when each
+// booking is held 50 ms downstream, next to one booking alone and to the
+// same four calls made one after another (what a list of steps would take).
+int GraphMode(Downstream& downstream, Coordinator& sagad, int n) {
+  for (const char* path : {"/flights/holds", "/hotels/bookings", "/cars/rentals"})
+    downstream.Fault({{"path", path}, {"action", "delay"}, {"delay_ms", 50}, {"times", 100000000}});
+  const json in = TripInput();
+  const std::string body = json{{"input", in}}.dump();
+  static std::atomic<int> seq{0};
+  auto booking = [&](httplib::Client& cl, const std::string& k) {
+    cl.Post("/flights/holds", {{"Idempotency-Key", k + ":f"}},
+            json{{"flight", in["flight"]}, {"passenger", in["traveller"]}}.dump(), "application/json");
+  };
+  std::cout << "trip_booking to its approval, each booking held 50 ms downstream\n"
+            << std::left << std::setw(6) << "conc" << std::setw(14) << "one booking" << std::setw(16)
+            << "sequential p50" << std::setw(12) << "graph p50" << std::setw(12) << "graph p99"
+            << std::setw(10) << "sagas/s" << "graph / one booking\n";
+  int failures = 0;
+  for (int c : {1, 16}) {
+    auto direct = Connected(c, downstream.port(), "/_effects");
+    Result one = Drive(n, c, [&](int t, int) { booking(*direct[t], "one-" + std::to_string(seq++)); });
+    Result sequential = Drive(n, c, [&](int t, int) {
+      std::string k = "seq-" + std::to_string(seq++);
+      booking(*direct[t], k);
+      direct[t]->Post("/hotels/bookings", {{"Idempotency-Key", k + ":h"}},
+                      json{{"hotel", in["hotel"]}, {"nights", in["nights"]}, {"guest", in["traveller"]}}.dump(),
+                      "application/json");
+      direct[t]->Post("/cars/rentals", {{"Idempotency-Key", k + ":c"}},
+                      json{{"pickup", in["pickup"]}, {"days", in["days"]}, {"driver", in["traveller"]}}.dump(),
+                      "application/json");
+      direct[t]->Post("/charges", {{"Idempotency-Key", k + ":p"}},
+                      json{{"amount", in["amount"]}, {"currency", in["currency"]}, {"customer", in["traveller"]}}.dump(),
+                      "application/json");
+    });
+    auto clients = Connected(c, sagad.port(), "/healthz", 60);
+    Result graph = Drive(n, c, [&](int t, int) {
+      auto res = clients[t]->Post("/v1/sagas/trip_booking/instances?wait=30", body, "application/json");
+      if (!res || res->body.find("\"AWAITING_APPROVAL\"") == std::string::npos) ++failures;
+    });
+    std::cout << std::fixed << std::setprecision(1) << std::setw(6) << c << std::setw(14) << one.p50
+              << std::setw(16) << sequential.p50 << std::setw(12) << graph.p50 << std::setw(12)
+              << graph.p99 << std::setw(10) << graph.per_sec << std::setprecision(2)
+              << graph.p50 / one.p50 << "  (sequential / one booking: " << sequential.p50 / one.p50
+              << ")\n";
+  }
+  json e = downstream.Effects();
+  std::cout << "failures " << failures << ", duplicates " << e["duplicates"] << "\n";
+  return failures == 0 && e["duplicates"] == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 // Listing on PostgreSQL with many finished instances: the time of
@@ -420,6 +474,7 @@ int main(int argc, char** argv) {
   int64_t preload = 0;
   std::string store;  // "postgres" (a server of the bench's own) or a postgresql:// URI
   int64_t pg_list = 0, soak = 0, retention_ms = 60000;
+  int graph = 0;
   std::vector<int> levels;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
@@ -431,13 +486,14 @@ int main(int argc, char** argv) {
     else if (a == "--pg-list") pg_list = std::stoll(v);
     else if (a == "--soak") soak = std::stoll(v);
     else if (a == "--retention-ms") retention_ms = std::stoll(v);
+    else if (a == "--graph") graph = std::stoi(v);
     else if (a == "--levels") {
       std::stringstream ss(v);
       for (std::string x; std::getline(ss, x, ',');) levels.push_back(std::stoi(x));
     } else {
       std::cerr << "usage: load_bench [--sagas N] [--levels 1,16,64] [--workers W] "
                    "[--preload N | --recovery N | --store postgres|postgresql://... | --pg-list N |\n"
-                   " --soak N [--retention-ms MS]]\n";
+                   " --soak N [--retention-ms MS] | --graph N]\n";
       return 2;
     }
   }
@@ -452,6 +508,7 @@ int main(int argc, char** argv) {
             << " cores, sagad workers " << workers << "\n";
   std::cout << "sagad idle: " << Rss(sagad.process().pid()) << "\n";
   if (recovery > 0) return RecoveryMode(downstream, sagad, recovery);
+  if (graph > 0) return GraphMode(downstream, sagad, graph);
   if (pg_list > 0) return PgListMode(downstream, data, pg_list);
   if (soak > 0) return SoakMode(sagad, data, soak, retention_ms);
   Bench b{downstream, sagad, sagas};

@@ -5,6 +5,7 @@
 #   bench/run.sh                                   # c = 1, 16, 64 + baseline
 #   bench/run.sh --preload 1000000 --levels 16,64  # store-size curve
 #   bench/run.sh --recovery 10000                  # recovery time
+#   bench/run.sh --graph 200                       # trip_booking: parallel bookings
 #   bench/run.sh --store postgres                  # also on PostgreSQL (a server of
 #                                                  # its own), and two coordinators
 set -euo pipefail

@@ -852,8 +852,26 @@ class Engine::Impl {
           if (next == Next::kStop) return false;
           continue;
         }
-        if (!LaunchSteps(id, *def, **inst, actions, wake_at)) MarkRecovered(id);
-        return false;
+        Action here;
+        if (!LaunchSteps(id, *def, **inst, actions, wake_at, &here)) {
+          MarkRecovered(id);
+          return false;
+        }
+        if (here.kind == ActionKind::kNone) return false;  // the workers carry on
+        // A plain list runs its one step action in this driver (no hand-off
+        // to another worker, as before graphs); so does any saga in recovery.
+        next = Next::kStop;
+        try {
+          next = RunStep(id, here);
+        } catch (...) {
+          UnmarkStep(id, here.step);
+          throw;
+        }
+        UnmarkStep(id, here.step);
+        MarkRecovered(id);
+        if (next == Next::kStop) return false;
+        if (RecoveryInProgress()) return true;
+        continue;
       }
       switch (a.kind) {
         case ActionKind::kNone:
@@ -924,9 +942,15 @@ class Engine::Impl {
 
   // Starts each step action not already under way in this process, within
   // the saga's max_parallel; one waiting on a durable timer is woken at its
-  // time. True if any was launched.
+  // time. True if any was launched. For a plain list (one step at a time),
+  // and for every saga while a recovery is under way, the first action is
+  // marked but not posted: *here is it, for the caller to run. (Posted to
+  // the back of a queue of thousands of recovered instances, the actions of
+  // the instances at its front would wait until the next SIGKILL, every time.)
   bool LaunchSteps(const std::string& id, const SagaDefinition& def, const Instance& inst,
-                   const std::vector<Action>& actions, int64_t wake_at) {
+                   const std::vector<Action>& actions, int64_t wake_at, Action* here) {
+    *here = Action{};
+    const bool chain = IsChain(def) || RecoveryInProgress();
     const int64_t now = clock_.NowMillis();
     int64_t wake = wake_at;
     bool launched = false;
@@ -939,6 +963,10 @@ class Engine::Impl {
       }
       if (!TryMarkStep(id, a.step, def.max_parallel)) continue;
       launched = true;
+      if (chain && here->kind == ActionKind::kNone) {
+        *here = a;
+        continue;
+      }
       boost::asio::post(pool_, [this, id, a] { RunStepTask(id, a); });
     }
     if (wake > 0) WakeAt(id, wake);
@@ -957,7 +985,9 @@ class Engine::Impl {
     }
     UnmarkStep(id, a.step);
     MarkRecovered(id);
-    if (next == Next::kContinue) Schedule(id);
+    // Not owned any more: it finished (a terminal commit gives the lease up)
+    // or another process took it; either way nothing is left to do here.
+    if (next == Next::kContinue && OwnedLease(id)) Schedule(id);
   }
 
   Next RunStep(const std::string& id, const Action& a) {

@@ -207,7 +207,7 @@ function instancesPage(params) {
     body.replaceChildren(...r.body.instances.map((i) => el('tr', { 'data-id': i.id },
       el('td', {}, el('a', { href: '#/instance/' + encodeURIComponent(i.id) }, i.id)),
       el('td', {}, i.saga + ' v' + i.saga_version), el('td', {}, statusBadge(i.status)),
-      el('td', {}, i.waiting_for || '-'), el('td', {}, i.current_step || '-'), el('td', {}, when(i.updated_at)))));
+      el('td', {}, i.waiting_for || '-'), el('td', {}, (i.current_steps || []).join(', ') || i.current_step || '-'), el('td', {}, when(i.updated_at)))));
     more.replaceChildren();
     if (cursor) more.append(el('a', { href: '#/instances' }, 'First page'), ' ');
     if (r.body.next_cursor) {
@@ -241,6 +241,7 @@ function instancePage(id) {
       el('span', {}, 'saga'), el('span', {}, inst.saga + ' v' + inst.saga_version),
       el('span', {}, 'status'), el('span', { id: 'instance-status' }, statusBadge(inst.status)),
       el('span', {}, 'waiting for'), el('span', {}, inst.waiting_for || '-'),
+      el('span', {}, 'current steps'), el('span', { id: 'current-steps' }, (inst.current_steps || []).join(', ') || '-'),
       el('span', {}, 'review reason'), el('span', { id: 'review-reason' }, inst.review_reason || '-'),
       el('span', {}, 'created / updated'), el('span', {}, when(inst.created_at) + ' / ' + when(inst.updated_at)),
       el('span', {}, 'input'), el('pre', { id: 'instance-input' }, json(inst.input))));
