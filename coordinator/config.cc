@@ -55,7 +55,7 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
   Config c;
   if (!j.is_object()) return InvalidArgument("config must be a JSON object");
   SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(
-      j, {"listen", "data_dir", "store", "lmdb_map_size_mb", "tls", "retention", "workers",
+      j, {"listen", "data_dir", "store", "lmdb_map_size_mb", "tls", "retention", "workers", "api",
           "definitions_dir",
           "coordinator_id", "lease_ms", "services", "tokens", "webhooks"},
       "the config"));
@@ -92,6 +92,26 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
     if (c.coordinator_id.find('/') != std::string::npos)
       return InvalidArgument("coordinator_id must not contain '/'");
     if (c.workers < 1 || c.workers > 1024) return InvalidArgument("workers must be 1-1024");
+    if (j.contains("api")) {
+      const auto& a = j["api"];
+      if (!a.is_object()) return InvalidArgument("'api' must be an object");
+      SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(a, {"max_connections", "max_connections_per_client",
+                                              "request_timeout_ms", "idle_timeout_ms", "threads"},
+                                          "api"));
+      int64_t max_conn = a.value("max_connections", int64_t(c.max_connections));
+      int64_t per_client = a.value("max_connections_per_client", int64_t(c.max_connections_per_client));
+      c.request_timeout_ms = a.value("request_timeout_ms", c.request_timeout_ms);
+      c.idle_timeout_ms = a.value("idle_timeout_ms", c.idle_timeout_ms);
+      c.api_threads = a.value("threads", c.api_threads);
+      if (max_conn < 1 || max_conn > 1000000) return InvalidArgument("api.max_connections must be 1-1000000");
+      if (per_client < 1 || per_client > max_conn)
+        return InvalidArgument("api.max_connections_per_client must be 1-max_connections");
+      if (c.request_timeout_ms < 100 || c.idle_timeout_ms < 100)
+        return InvalidArgument("api.request_timeout_ms and api.idle_timeout_ms must be >= 100");
+      if (c.api_threads < 1 || c.api_threads > 1024) return InvalidArgument("api.threads must be 1-1024");
+      c.max_connections = static_cast<size_t>(max_conn);
+      c.max_connections_per_client = static_cast<size_t>(per_client);
+    }
     if (j.contains("services")) {
       if (!j["services"].is_object()) return InvalidArgument("'services' must be an object");
       for (const auto& [name, s] : j["services"].items()) {

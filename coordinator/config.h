@@ -5,7 +5,9 @@
 //                 "operations_path": "/operations/{key}"}},
 //    "tokens": [{"name": "alice", "token": "...", "role": "operator"}],
 //    "webhooks": [{"url": "http://...", "secret": "...", "timeout_ms": 5000}],
-//    "workers": 16}
+//    "workers": 16,
+//    "api": {"max_connections": 10000, "max_connections_per_client": 2000,
+//            "request_timeout_ms": 10000, "idle_timeout_ms": 30000, "threads": 32}}
 #pragma once
 
 #include <map>
@@ -50,6 +52,15 @@ struct Config {
   // its leases back at once. Empty: "sagad@HOST:PORT" (random if PORT is 0).
   std::string coordinator_id;
   int64_t lease_ms = 10000;
+  // "api": the HTTP front end (coordinator/http/http_server.h): open
+  // connections in all and per client address (beyond: 503 and close), the
+  // time a request's head and body have to arrive, a kept-alive
+  // connection's idle time, and the threads that run handlers.
+  size_t max_connections = 10000;
+  size_t max_connections_per_client = 2000;
+  int64_t request_timeout_ms = 10000;
+  int64_t idle_timeout_ms = 30000;
+  int api_threads = 32;
 };
 
 // Parses a config document; InvalidArgument with a one-line reason.

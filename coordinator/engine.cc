@@ -1,4 +1,6 @@
 #include "coordinator/engine.h"
+
+#include "coordinator/waiters.h"
 #include "sagas/json_limits.h"
 
 #include <algorithm>
@@ -394,31 +396,13 @@ class Engine::Impl {
   StatusOr<nlohmann::json> GetInstance(const std::string& id) { return store_.GetInstance(id); }
 
   StatusOr<nlohmann::json> WaitSettled(const std::string& id, std::chrono::milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    Waiter w;
-    std::unique_lock<std::mutex> l(wait_mu_);
-    auto me = waiters_.emplace(id, &w);
-    l.unlock();
-    auto j = store_.GetInstance(id);
-    l.lock();
-    while (true) {
-      if (!j.ok() || Engine::IsSettled(j->value("status", "")) ||
-          std::chrono::steady_clock::now() >= deadline) {
-        waiters_.erase(me);
-        return j;
-      }
-      // A commit of this instance that settles it hands over the snapshot it
-      // wrote; another process may commit too, so look again every 200 ms.
-      auto until = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
-      if (w.cv.wait_until(l, until, [&] { return w.settled != nullptr; })) {
-        j = *w.settled;
-        continue;
-      }
-      l.unlock();
-      j = store_.GetInstance(id);
-      l.lock();
-    }
+    return waiters_.Wait(id, timeout);
   }
+  void WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
+                        Waiters::Done done) {
+    waiters_.WaitAsync(id, timeout, std::move(done));
+  }
+  void CancelWaits() { waiters_.CancelAll(); }
 
   StatusOr<std::vector<Event>> GetEvents(const std::string& id) {
     auto inst = store_.GetInstance(id);
@@ -1936,13 +1920,7 @@ class Engine::Impl {
         if (e.type == "saga_needs_review") metrics_.Inc("sagad_escalations_total");
         if (e.type == "started" && e.data.value("attempt", 1) > 1) metrics_.Inc("sagad_retries_total");
       }
-      if (Engine::IsSettled(SagaStatusName(next->status()))) {
-        std::lock_guard<std::mutex> w(wait_mu_);
-        for (auto [it, end] = waiters_.equal_range(id); it != end; ++it) {
-          it->second->settled = snapshot;
-          it->second->cv.notify_one();
-        }
-      }
+      if (Engine::IsSettled(SagaStatusName(next->status()))) waiters_.Notify(id, snapshot);
       return Status::Ok();
     }
     return Unavailable("instance " + id + " keeps changing under us; try again");
@@ -1982,15 +1960,6 @@ class Engine::Impl {
   std::mutex submit_mu_;
   std::unordered_set<std::string> inflight_;
 
-  // Callers of WaitSettled, by instance; a commit that settles an instance
-  // wakes only its own waiters.
-  struct Waiter {
-    std::condition_variable cv;
-    std::shared_ptr<const nlohmann::json> settled;  // the snapshot that settled it
-  };
-  std::mutex wait_mu_;
-  std::unordered_multimap<std::string, Waiter*> waiters_;
-
   std::mutex rng_mu_;
   Metrics metrics_;
   std::string owner_;  // coordinator_id + "/" + this incarnation
@@ -2009,6 +1978,7 @@ class Engine::Impl {
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
   std::thread timer_thread_;
   std::mt19937_64 rng_;
+  Waiters waiters_{store_, io_, pool_};  // after the timers and workers it uses
 };
 
 Engine::Engine(Store& store, Adapter& adapter, Clock& clock, EngineOptions options)
@@ -2032,6 +2002,11 @@ StatusOr<nlohmann::json> Engine::GetInstance(const std::string& id) { return imp
 StatusOr<nlohmann::json> Engine::WaitSettled(const std::string& id, std::chrono::milliseconds t) {
   return impl_->WaitSettled(id, t);
 }
+void Engine::WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
+                              std::function<void(StatusOr<nlohmann::json>)> done) {
+  impl_->WaitSettledAsync(id, timeout, std::move(done));
+}
+void Engine::CancelWaits() { impl_->CancelWaits(); }
 StatusOr<std::vector<Event>> Engine::GetEvents(const std::string& id) { return impl_->GetEvents(id); }
 StatusOr<InstancePage> Engine::List(const InstanceFilter& filter, size_t limit,
                                     const std::string& cursor) {

@@ -92,6 +92,13 @@ class Engine {
   // Waits until the instance is terminal or waits for a human, or `timeout`.
   StatusOr<nlohmann::json> WaitSettled(const std::string& id,
                                        std::chrono::milliseconds timeout);
+  // The same without blocking a thread: calls `done` once, from some thread
+  // (possibly before it returns), unless CancelWaits comes first.
+  void WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
+                        std::function<void(StatusOr<nlohmann::json>)> done);
+  // Drops every pending WaitSettledAsync (and every later one) without
+  // calling it; when it returns no `done` runs or will run. For shutdown.
+  void CancelWaits();
   StatusOr<std::vector<Event>> GetEvents(const std::string& id);
   StatusOr<InstancePage> List(const InstanceFilter& filter, size_t limit,
                               const std::string& cursor);

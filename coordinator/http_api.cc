@@ -1,13 +1,12 @@
 #include "coordinator/http_api.h"
 
-#include <httplib.h>
-
 #include <atomic>
 #include <limits>
 #include <regex>
 #include <set>
 
 #include "adapters/sha256.h"
+#include "coordinator/http/http_server.h"
 #include "sagas/json_limits.h"
 #include "openapi_json.h"
 #include "ui_files.h"  // kUiFiles, from ui/
@@ -34,7 +33,7 @@ const char* Title(int status) {
   }
 }
 
-void Problem(const httplib::Request& req, httplib::Response& res, int status,
+void Problem(const HttpRequest& req, HttpResponse& res, int status,
              const std::string& detail) {
   nlohmann::json p = {{"type", "about:blank"},
                       {"title", Title(status)},
@@ -45,7 +44,7 @@ void Problem(const httplib::Request& req, httplib::Response& res, int status,
   res.set_content(DumpJson(p), "application/problem+json");
 }
 
-void ProblemFromStatus(const httplib::Request& req, httplib::Response& res, const Status& s) {
+void ProblemFromStatus(const HttpRequest& req, HttpResponse& res, const Status& s) {
   int code = 500;
   switch (s.code()) {
     case StatusCode::kInvalidArgument: code = 400; break;
@@ -60,7 +59,7 @@ void ProblemFromStatus(const httplib::Request& req, httplib::Response& res, cons
   Problem(req, res, code, s.message());
 }
 
-void Json(httplib::Response& res, int status, const nlohmann::json& j) {
+void Json(HttpResponse& res, int status, const nlohmann::json& j) {
   res.status = status;
   res.set_content(DumpJson(j), "application/json");
 }
@@ -75,7 +74,7 @@ bool IsJsonContentType(const std::string& value) {
 
 // Parses the request body as a JSON object ({} when empty). False (and a
 // problem response) when it is not.
-bool BodyObject(const httplib::Request& req, httplib::Response& res, nlohmann::json* out,
+bool BodyObject(const HttpRequest& req, HttpResponse& res, nlohmann::json* out,
                 bool allow_empty) {
   // Every POST says it is JSON, even with an empty body: a cross-site form
   // or no-cors fetch cannot, so no other site can ride a loopback sagad.
@@ -103,7 +102,7 @@ bool BodyObject(const httplib::Request& req, httplib::Response& res, nlohmann::j
   return true;
 }
 
-bool OptionalString(const httplib::Request& req, httplib::Response& res, const nlohmann::json& j,
+bool OptionalString(const HttpRequest& req, HttpResponse& res, const nlohmann::json& j,
                     const char* field, std::string* out) {
   auto it = j.find(field);
   if (it == j.end() || it->is_null()) return true;
@@ -116,7 +115,7 @@ bool OptionalString(const httplib::Request& req, httplib::Response& res, const n
 }
 
 // ?wait=SECONDS; -1 when absent, false on a malformed value.
-bool WaitParam(const httplib::Request& req, httplib::Response& res, double* seconds) {
+bool WaitParam(const HttpRequest& req, HttpResponse& res, double* seconds) {
   *seconds = -1;
   if (!req.has_param("wait")) return true;
   std::string v = req.get_param_value("wait");
@@ -140,7 +139,7 @@ bool ConstantTimeEquals(const std::string& a, const std::string& b) {
 
 // Framing and encoding checks made before a request is routed (its body is
 // not read yet). An empty string when the request may go on, else why not.
-std::string RefuseBeforeRouting(const httplib::Request& req) {
+std::string RefuseBeforeRouting(const HttpRequest& req) {
   size_t lengths = req.get_header_value_count("Content-Length");
   if (lengths > 1) return "more than one Content-Length header";
   if (lengths == 1) {
@@ -186,81 +185,73 @@ class ApiServer::Impl {
   Impl(Engine& engine, const Config& config)
       : engine_(engine),
         config_(config),
-        owned_server_(config.tls_cert_file.empty()
-                          ? std::make_unique<httplib::Server>()
-                          : std::make_unique<httplib::SSLServer>(config.tls_cert_file.c_str(),
-                                                                 config.tls_key_file.c_str())),
-        server_(*owned_server_) {
-    server_.new_task_queue = [] { return new httplib::ThreadPool(256); };
-    server_.set_payload_max_length(kMaxBodyBytes);
-    server_.set_keep_alive_max_count(1000);
-    server_.set_tcp_nodelay(true);
-    server_.set_exception_handler(
-        [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-          std::string what = "unexpected error";
-          try {
-            std::rethrow_exception(ep);
-          } catch (const std::exception& e) {
-            what = e.what();
-          } catch (...) {
-          }
-          Problem(req, res, 500, "internal error: " + what);
-        });
-    server_.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-      std::string why = RefuseBeforeRouting(req);
-      if (why.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      // Its body, if any, is not read: the client must not reuse the connection.
-      if (req.get_header_value("Connection") != "close") res.set_header("Connection", "close");
-      Problem(req, res, 400, why);
-      return httplib::Server::HandlerResponse::Handled;
-    });
-    server_.set_error_handler(httplib::Server::HandlerWithResponse(
-        [this](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      if (res.status == 404 || res.status == 400) {
-        std::string allow = AllowedMethods(req.path);
-        // Only a method the route does not serve: a bad request to a served
-        // method stays a 400.
-        if (!allow.empty() && (", " + allow + ",").find(", " + req.method + ",") == std::string::npos) {
-          res.set_header("Allow", allow);
-          Problem(req, res, 405, req.method + " is not allowed here; allowed: " + allow);
-          return httplib::Server::HandlerResponse::Handled;
-        }
-      }
-      std::string detail =
-          res.status == 404 ? "no such route: " + req.method + " " + req.path
-          : res.status == 413
-              ? "request body too large: JSON bodies (Content-Type: application/json) may "
-                "be up to 1 MiB, other content types 8 KiB"
-              : Title(res.status);
-      Problem(req, res, res.status, detail);
-      return httplib::Server::HandlerResponse::Handled;
-    }));
+        server_(ServerOptions(config),
+                [this](HttpRequest& req, HttpResponse& res) { Dispatch(req, res); },
+                [](const HttpRequest& req, HttpResponse& res, int status, const std::string& detail) {
+                  if (status == 503 || status == 408) res.set_header("Retry-After", "1");
+                  Problem(req, res, status, detail);
+                }) {
     Routes();
   }
 
-  StatusOr<int> Bind(const std::string& host, int port) {
-    if (!server_.is_valid())
-      return InvalidArgument("cannot serve HTTPS with tls.cert_file " + config_.tls_cert_file +
-                             " and tls.key_file " + config_.tls_key_file +
-                             " (not a certificate and its private key in PEM?)");
-    if (port == 0) {
-      int p = server_.bind_to_any_port(host);
-      if (p < 0) return Unavailable("cannot bind " + host);
-      return p;
-    }
-    if (!server_.bind_to_port(host, port))
-      return Unavailable("cannot bind " + host + ":" + std::to_string(port));
-    return port;
+  static HttpServerOptions ServerOptions(const Config& config) {
+    HttpServerOptions o;
+    o.body_limit = kMaxBodyBytes;
+    o.tls_cert_file = config.tls_cert_file;
+    o.tls_key_file = config.tls_key_file;
+    o.max_connections = config.max_connections;
+    o.max_connections_per_client = config.max_connections_per_client;
+    o.request_timeout = std::chrono::milliseconds(config.request_timeout_ms);
+    o.idle_timeout = std::chrono::milliseconds(config.idle_timeout_ms);
+    o.handler_threads = config.api_threads;
+    return o;
   }
-  void Serve() { server_.listen_after_bind(); }
-  void Stop() { server_.stop(); }
+
+  StatusOr<int> Bind(const std::string& host, int port) {
+    SAGAD_RETURN_IF_ERROR(server_.Init());
+    return server_.Bind(host, port);
+  }
+  void Serve() { server_.Serve(); }
+  void Stop() {
+    server_.Stop();
+    // Long polls still waiting hold their connections: drop them now, while
+    // the server they belong to exists.
+    engine_.CancelWaits();
+  }
   void SetReady(bool r) { ready_ = r; }
+
+ private:
+  // Checks, routes and serves one request (on a handler thread).
+  void Dispatch(HttpRequest& req, HttpResponse& res) {
+    std::string why = RefuseBeforeRouting(req);
+    if (!why.empty()) {
+      res.set_header("Connection", "close");
+      return Problem(req, res, 400, why);
+    }
+    std::set<std::string> allowed;
+    for (const RouteEntry& r : table_) {
+      std::smatch m;
+      if (!std::regex_match(req.path, m, r.pattern)) continue;
+      if (r.method != req.method) {
+        allowed.insert(r.method);
+        continue;
+      }
+      req.matches.assign(m.begin(), m.end());
+      return r.handler(req, res);
+    }
+    if (!allowed.empty()) {
+      std::string allow;
+      for (const auto& a : allowed) allow += (allow.empty() ? "" : ", ") + a;
+      res.set_header("Allow", allow);
+      return Problem(req, res, 405, req.method + " is not allowed here; allowed: " + allow);
+    }
+    Problem(req, res, 404, "no such route: " + req.method + " " + req.path);
+  }
 
  private:
   // Returns the caller's name, or empty (with a 401/403 response) if the
   // request may not proceed.
-  std::string Authorize(const httplib::Request& req, httplib::Response& res, Role need,
+  std::string Authorize(const HttpRequest& req, HttpResponse& res, Role need,
                         const Token** who = nullptr) {
     if (config_.tokens.empty()) return "local";
     std::string h = req.get_header_value("Authorization");
@@ -298,35 +289,34 @@ class ApiServer::Impl {
     return out;
   }
 
+  using RouteHandler = std::function<void(HttpRequest&, HttpResponse&)>;
+  struct RouteEntry {
+    std::string method;
+    std::regex pattern;
+    RouteHandler handler;
+  };
+
   // Registers a handler and records the OpenAPI paths it serves, so the
   // document and the server can be checked against each other.
   void Route(const std::string& method, std::vector<std::string> openapi_paths,
-             const std::string& pattern, httplib::Server::Handler handler) {
+             const std::string& pattern, RouteHandler handler) {
     for (auto& p : openapi_paths) routes_.push_back(method + " " + p);
-    patterns_.push_back({std::regex(pattern), method});
-    if (method == "GET") server_.Get(pattern, std::move(handler));
-    else server_.Post(pattern, std::move(handler));
+    Get(method, pattern, std::move(handler));
   }
-
-  // The methods served on `path` ("GET, POST"), empty if no route matches.
-  std::string AllowedMethods(const std::string& path) const {
-    std::set<std::string> methods;
-    for (const auto& [re, method] : patterns_)
-      if (std::regex_match(path, re)) methods.insert(method);
-    std::string out;
-    for (const auto& m : methods) out += (out.empty() ? "" : ", ") + m;
-    return out;
+  // A route the OpenAPI document does not describe (the console's files).
+  void Get(const std::string& method, const std::string& pattern, RouteHandler handler) {
+    table_.push_back({method, std::regex(pattern), std::move(handler)});
   }
 
   void Routes() {
     Route("GET", {"/v1/openapi.json"}, "/v1/openapi.json",
-          [](const httplib::Request&, httplib::Response& res) {
+          [](const HttpRequest&, HttpResponse& res) {
             res.set_content(kOpenApiJson, "application/json");
           });
-    Route("GET", {"/healthz"}, "/healthz", [](const httplib::Request&, httplib::Response& res) {
+    Route("GET", {"/healthz"}, "/healthz", [](const HttpRequest&, HttpResponse& res) {
       Json(res, 200, {{"status", "ok"}});
     });
-    Route("GET", {"/readyz"}, "/readyz", [this](const httplib::Request& req, httplib::Response& res) {
+    Route("GET", {"/readyz"}, "/readyz", [this](const HttpRequest& req, HttpResponse& res) {
       if (!ready_) return Problem(req, res, 503, "recovery in progress");
       Status writable = engine_.CheckWritable();
       if (!writable.ok()) {
@@ -335,15 +325,18 @@ class ApiServer::Impl {
       }
       Json(res, 200, {{"status", "ready"}});
     });
-    Route("GET", {"/metrics"}, "/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    Route("GET", {"/metrics"}, "/metrics", [this](const HttpRequest&, HttpResponse& res) {
       std::string out =
           "# HELP sagad_up 1 while sagad serves.\n# TYPE sagad_up gauge\nsagad_up 1\n"
           "# HELP sagad_ready 1 once recovery has been scheduled.\n# TYPE sagad_ready gauge\n"
-          "sagad_ready " + std::string(ready_ ? "1" : "0") + "\n" + engine_.MetricsText();
+          "sagad_ready " + std::string(ready_ ? "1" : "0") + "\n" +
+          "# HELP sagad_http_connections_open API connections open now.\n"
+          "# TYPE sagad_http_connections_open gauge\nsagad_http_connections_open " +
+          std::to_string(server_.open_connections()) + "\n" + engine_.MetricsText();
       res.set_content(out, "text/plain; version=0.0.4");
     });
 
-    Route("GET", {"/v1/sagas"}, "/v1/sagas", [this](const httplib::Request& req, httplib::Response& res) {
+    Route("GET", {"/v1/sagas"}, "/v1/sagas", [this](const HttpRequest& req, HttpResponse& res) {
       if (Authorize(req, res, Role::kViewer).empty()) return;
       nlohmann::json out = nlohmann::json::array();
       for (const auto& d : engine_.Definitions()) {
@@ -355,9 +348,9 @@ class ApiServer::Impl {
     });
 
     Route("POST", {"/v1/sagas/{saga}/instances"}, R"(/v1/sagas/([^/]+)/instances)",
-                 [this](const httplib::Request& req, httplib::Response& res) { Submit(req, res); });
+                 [this](const HttpRequest& req, HttpResponse& res) { Submit(req, res); });
 
-    Route("GET", {"/v1/instances"}, "/v1/instances", [this](const httplib::Request& req, httplib::Response& res) {
+    Route("GET", {"/v1/instances"}, "/v1/instances", [this](const HttpRequest& req, HttpResponse& res) {
       if (Authorize(req, res, Role::kViewer).empty()) return;
       std::string status = req.get_param_value("status");
       static const std::set<std::string> kStatuses = {
@@ -395,18 +388,27 @@ class ApiServer::Impl {
       Json(res, 200, out);
     });
 
-    Route("GET", {"/v1/instances/{id}"}, R"(/v1/instances/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    Route("GET", {"/v1/instances/{id}"}, R"(/v1/instances/([^/]+))", [this](const HttpRequest& req, HttpResponse& res) {
       if (Authorize(req, res, Role::kViewer).empty()) return;
       double wait;
       if (!WaitParam(req, res, &wait)) return;
       std::string id = req.matches[1];
-      auto j = wait > 0 ? engine_.WaitSettled(id, std::chrono::milliseconds(int64_t(wait * 1000)))
-                        : engine_.GetInstance(id);
+      if (wait > 0) {  // a long poll: no thread waits for it
+        auto complete = res.Defer();
+        engine_.WaitSettledAsync(id, std::chrono::milliseconds(int64_t(wait * 1000)),
+                                 [&req, &res, complete](StatusOr<nlohmann::json> j) {
+                                   if (!j.ok()) ProblemFromStatus(req, res, j.status());
+                                   else Json(res, 200, *j);
+                                   complete();
+                                 });
+        return;
+      }
+      auto j = engine_.GetInstance(id);
       if (!j.ok()) return ProblemFromStatus(req, res, j.status());
       Json(res, 200, *j);
     });
 
-    Route("GET", {"/v1/instances/{id}/events"}, R"(/v1/instances/([^/]+)/events)", [this](const httplib::Request& req, httplib::Response& res) {
+    Route("GET", {"/v1/instances/{id}/events"}, R"(/v1/instances/([^/]+)/events)", [this](const HttpRequest& req, HttpResponse& res) {
       if (Authorize(req, res, Role::kViewer).empty()) return;
       auto evs = engine_.GetEvents(req.matches[1]);
       if (!evs.ok()) return ProblemFromStatus(req, res, evs.status());
@@ -415,14 +417,14 @@ class ApiServer::Impl {
       Json(res, 200, {{"instance_id", std::string(req.matches[1])}, {"events", out}});
     });
 
-    Route("GET", {"/v1/instances/{id}/bundle"}, R"(/v1/instances/([^/]+)/bundle)", [this](const httplib::Request& req, httplib::Response& res) {
+    Route("GET", {"/v1/instances/{id}/bundle"}, R"(/v1/instances/([^/]+)/bundle)", [this](const HttpRequest& req, HttpResponse& res) {
       if (Authorize(req, res, Role::kViewer).empty()) return;
       auto b = engine_.Bundle(req.matches[1]);
       if (!b.ok()) return ProblemFromStatus(req, res, b.status());
       Json(res, 200, *b);
     });
 
-    Route("GET", {"/v1/whoami"}, "/v1/whoami", [this](const httplib::Request& req, httplib::Response& res) {
+    Route("GET", {"/v1/whoami"}, "/v1/whoami", [this](const HttpRequest& req, HttpResponse& res) {
       const Token* t = nullptr;
       if (Authorize(req, res, Role::kViewer, &t).empty()) return;
       static const char* kRoleNames[] = {"viewer", "submitter", "operator", "admin"};
@@ -430,7 +432,7 @@ class ApiServer::Impl {
                       {"role", t ? kRoleNames[static_cast<int>(t->role)] : "admin"}});
     });
 
-    Route("GET", {"/v1/counts"}, "/v1/counts", [this](const httplib::Request& req, httplib::Response& res) {
+    Route("GET", {"/v1/counts"}, "/v1/counts", [this](const HttpRequest& req, HttpResponse& res) {
       if (Authorize(req, res, Role::kViewer).empty()) return;
       auto c = engine_.Counts();
       if (!c.ok()) return ProblemFromStatus(req, res, c.status());
@@ -439,12 +441,12 @@ class ApiServer::Impl {
 
     // The console: static files compiled in (ui/). They hold no data; every
     // datum comes from the API with the operator's bearer token.
-    server_.Get("/ui", [](const httplib::Request&, httplib::Response& res) {
+    Get("GET", "/ui", [](const HttpRequest&, HttpResponse& res) {
       res.status = 308;
       res.set_header("Location", "/ui/");
     });
-    server_.Get(R"(/ui/(|index\.html|app\.js|style\.css))",
-                [](const httplib::Request& req, httplib::Response& res) {
+    Get("GET", R"(/ui/(|index\.html|app\.js|style\.css))",
+                [](const HttpRequest& req, HttpResponse& res) {
       std::string name = req.matches[1];
       const UiFile* f = FindUiFile(name.empty() ? "index.html" : name);
       if (!f) return Problem(req, res, 404, "no such file");
@@ -457,7 +459,7 @@ class ApiServer::Impl {
       res.set_content(f->data, f->size, f->content_type);
     });
 
-    Route("GET", {"/v1/approvals"}, "/v1/approvals", [this](const httplib::Request& req, httplib::Response& res) {
+    Route("GET", {"/v1/approvals"}, "/v1/approvals", [this](const HttpRequest& req, HttpResponse& res) {
       if (Authorize(req, res, Role::kViewer).empty()) return;
       auto a = engine_.Approvals();
       if (!a.ok()) return ProblemFromStatus(req, res, a.status());
@@ -465,9 +467,9 @@ class ApiServer::Impl {
     });
 
     Route("POST", StepActionPaths(), R"(/v1/instances/([^/]+)/steps/([^/]+)/(approve|reject|resolve|retry|skip))",
-                 [this](const httplib::Request& req, httplib::Response& res) { StepAction(req, res); });
+                 [this](const HttpRequest& req, HttpResponse& res) { StepAction(req, res); });
 
-    Route("POST", {"/v1/instances/{id}/cancel", "/v1/instances/{id}/compensate"}, R"(/v1/instances/([^/]+)/(cancel|compensate))", [this](const httplib::Request& req, httplib::Response& res) {
+    Route("POST", {"/v1/instances/{id}/cancel", "/v1/instances/{id}/compensate"}, R"(/v1/instances/([^/]+)/(cancel|compensate))", [this](const HttpRequest& req, HttpResponse& res) {
       std::string who = Authorize(req, res, Role::kOperator);
       if (who.empty()) return;
       nlohmann::json body;
@@ -483,7 +485,7 @@ class ApiServer::Impl {
     });
   }
 
-  void Submit(const httplib::Request& req, httplib::Response& res) {
+  void Submit(const HttpRequest& req, HttpResponse& res) {
     if (Authorize(req, res, Role::kSubmitter).empty()) return;
     std::string saga = req.matches[1];
     double wait;
@@ -522,24 +524,35 @@ class ApiServer::Impl {
       // The first request never got its answer (sagad died before replying):
       // answer this one as the first would have been, waiting if asked to.
     }
-    try {  // the key must never stay "in progress": finish it on every path out
-      StatusOr<nlohmann::json> j =
-          wait > 0 ? engine_.WaitSettled(sub->instance_id, std::chrono::milliseconds(int64_t(wait * 1000)))
-                   : engine_.GetInstance(sub->instance_id);
-      if (!j.ok()) {
+    // The key must never stay "in progress": every path out finishes it.
+    auto answer = [this, key, wait](const HttpRequest& req, HttpResponse& res,
+                                    const StatusOr<nlohmann::json>& j) {
+      try {
+        if (!j.ok()) {
+          engine_.FinishSubmission(key, 0, nullptr);
+          return ProblemFromStatus(req, res, j.status());
+        }
+        int status = (wait > 0 && Engine::IsSettled(j->value("status", ""))) ? 200 : 201;
+        engine_.FinishSubmission(key, status, *j);
+        Json(res, status, *j);
+      } catch (const std::exception& e) {
         engine_.FinishSubmission(key, 0, nullptr);
-        return ProblemFromStatus(req, res, j.status());
+        Problem(req, res, 500, std::string("internal error: ") + e.what());
       }
-      int status = (wait > 0 && Engine::IsSettled(j->value("status", ""))) ? 200 : 201;
-      engine_.FinishSubmission(key, status, *j);
-      Json(res, status, *j);
-    } catch (...) {
-      engine_.FinishSubmission(key, 0, nullptr);
-      throw;
+    };
+    if (wait > 0) {  // held until settled or the time is up, without a thread
+      auto complete = res.Defer();
+      engine_.WaitSettledAsync(sub->instance_id, std::chrono::milliseconds(int64_t(wait * 1000)),
+                               [&req, &res, complete, answer](StatusOr<nlohmann::json> j) {
+                                 answer(req, res, j);
+                                 complete();
+                               });
+      return;
     }
+    answer(req, res, engine_.GetInstance(sub->instance_id));
   }
 
-  void StepAction(const httplib::Request& req, httplib::Response& res) {
+  void StepAction(const HttpRequest& req, HttpResponse& res) {
     std::string who = Authorize(req, res, Role::kOperator);
     if (who.empty()) return;
     std::string id = req.matches[1], step = req.matches[2], action = req.matches[3];
@@ -575,10 +588,9 @@ class ApiServer::Impl {
 
   Engine& engine_;
   Config config_;
-  std::unique_ptr<httplib::Server> owned_server_;  // an SSLServer with "tls"
-  httplib::Server& server_;
+  std::vector<RouteEntry> table_;
   std::atomic<bool> ready_{false};
-  std::vector<std::pair<std::regex, std::string>> patterns_;  // route -> method
+  HttpServer server_;  // last: its threads call into the members above
 
  public:
   std::vector<std::string> routes_;

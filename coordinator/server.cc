@@ -1,5 +1,7 @@
 #include "coordinator/server.h"
 
+#include <sys/resource.h>
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -115,6 +117,13 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
   for (const SagaDefinition& def : all) {
     Status s = Validate(def);
     if (!s.ok()) return bad_definition(s.message());
+  }
+  // Every API connection is a file descriptor: take the hard limit (the
+  // soft one is often 1,024), so the connection caps are what limits them.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
   }
   InitCrashPointsFromEnv();
   // Signals are handled by a sigwait below; block them before threads start.

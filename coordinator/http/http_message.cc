@@ -1,0 +1,60 @@
+#include "coordinator/http/http_message.h"
+
+#include <strings.h>
+
+namespace sagad {
+
+std::string HttpRequest::get_header_value(const std::string& name) const {
+  for (const auto& [k, v] : headers)
+    if (strcasecmp(k.c_str(), name.c_str()) == 0) return v;
+  return "";
+}
+
+size_t HttpRequest::get_header_value_count(const std::string& name) const {
+  size_t n = 0;
+  for (const auto& kv : headers) n += strcasecmp(kv.first.c_str(), name.c_str()) == 0;
+  return n;
+}
+
+std::string HttpRequest::get_param_value(const std::string& name) const {
+  auto it = params.find(name);
+  return it == params.end() ? "" : it->second;
+}
+
+void HttpResponse::set_header(const std::string& name, const std::string& value) {
+  for (auto& [k, v] : headers)
+    if (strcasecmp(k.c_str(), name.c_str()) == 0) {
+      v = value;
+      return;
+    }
+  headers.emplace_back(name, value);
+}
+
+std::function<void()> HttpResponse::Defer() {
+  deferred_ = true;
+  return on_complete_;
+}
+
+std::string PercentDecode(const std::string& s, bool plus_is_space) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2])));
+      i += 2;
+    } else if (plus_is_space && s[i] == '+') {
+      out.push_back(' ');
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+}  // namespace sagad

@@ -1,0 +1,69 @@
+// HttpRequest / HttpResponse: one HTTP exchange as the API handlers see it,
+// free of the server library (Boost.Beast stays inside http_server.cc).
+//
+// A handler fills the response and returns; or, to answer later without
+// holding a thread (a long poll), calls Defer() and invokes the returned
+// function once the response is filled, from any thread.
+// Thread-safety: one exchange is used by one thread at a time.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sagad {
+
+struct HttpRequest {
+  std::string method;
+  std::string target;  // as received: path and query, percent-encoded
+  std::string path;    // percent-decoded path
+  std::multimap<std::string, std::string> params;   // decoded query parameters
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  std::vector<std::string> matches;  // the route's regex groups, [0] = whole path
+  std::string remote_address;
+
+  // First value of header `name` (case-insensitive), or "".
+  std::string get_header_value(const std::string& name) const;
+  size_t get_header_value_count(const std::string& name) const;
+  bool has_header(const std::string& name) const { return get_header_value_count(name) > 0; }
+  bool has_param(const std::string& name) const { return params.count(name) > 0; }
+  std::string get_param_value(const std::string& name) const;
+};
+
+class HttpResponse {
+ public:
+  int status = 200;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  std::string content_type;
+
+  void set_header(const std::string& name, const std::string& value);
+  void set_content(std::string content, const std::string& type) {
+    body = std::move(content);
+    content_type = type;
+  }
+  void set_content(const char* data, size_t size, const std::string& type) {
+    body.assign(data, size);
+    content_type = type;
+  }
+
+  // The response will be completed later: call the returned function (once)
+  // when it is filled. Without Defer() it is sent when the handler returns.
+  std::function<void()> Defer();
+  bool deferred() const { return deferred_; }
+
+  // Set by the server before the handler runs.
+  void set_on_complete(std::function<void()> f) { on_complete_ = std::move(f); }
+
+ private:
+  bool deferred_ = false;
+  std::function<void()> on_complete_;
+};
+
+// %XX decoded; '+' as a space too when `plus_is_space` (query strings).
+std::string PercentDecode(const std::string& s, bool plus_is_space);
+
+}  // namespace sagad

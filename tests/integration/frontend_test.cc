@@ -1,0 +1,202 @@
+// The API front end under clients that try to starve it: 300 connections
+// trickling a header line every 2 s, and 1,000 new connections opened at
+// once and left silent. Meanwhile another client's GET /healthz and an
+// approval are answered within 1 s, sagad's thread count stays where it
+// was, and the tricklers are cut off at the request deadline.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "tests/testing/cluster.h"
+
+namespace sagad::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int Threads(pid_t pid) {
+  int n = 0;
+  DIR* d = opendir(("/proc/" + std::to_string(pid) + "/task").c_str());
+  if (!d) return -1;
+  while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+// A non-blocking connection to 127.0.0.1:port (the connect may still be in
+// progress); -1 if no socket could be made.
+int Open(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  return fd;
+}
+
+// sagad_http_connections_open from /metrics (this scrape's own included).
+int OpenConnections(int port) {
+  Reply m = Http(port, "GET", "/metrics");
+  size_t at = m.raw.find("\nsagad_http_connections_open ");
+  return at == std::string::npos ? -1 : std::atoi(m.raw.c_str() + at + 29);
+}
+
+bool SendAll(int fd, const std::string& s) {
+  return send(fd, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size());
+}
+
+// True once the peer closed `fd` (EOF or reset), reading what it sent.
+bool PeerClosed(int fd) {
+  char buf[512];
+  while (true) {
+    ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0) return true;
+    if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK;
+  }
+}
+
+TEST(FrontEndTest, NoClientCanStarveTheOthers) {
+  rlimit rl{};
+  getrlimit(RLIMIT_NOFILE, &rl);
+  rl.rlim_cur = rl.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &rl);
+  ASSERT_GE(rl.rlim_cur, 2000u) << "this test needs 1,300 sockets";
+
+  TempDir dir;
+  Downstream downstream;
+  Coordinator sagad(downstream, dir.path() + "/data");
+  sagad.Configure({{"api", {{"request_timeout_ms", 4000}}}});
+  ASSERT_GT(sagad.Start(), 0);
+  const int port = sagad.port();
+  Reply r = sagad.Submit("incident_response", IncidentInput(), 10);
+  ASSERT_EQ(r.body.value("status", ""), "AWAITING_APPROVAL") << r.raw;
+  std::string id = r.body["id"];
+  const int threads_before = Threads(sagad.process().pid());
+
+  // 300 tricklers: a request line, then one header line every 2 s.
+  std::vector<int> tricklers;
+  for (int i = 0; i < 300; ++i) tricklers.push_back(Open(port));
+  auto trickle_start = Clock::now();
+  ASSERT_TRUE(WaitFor([&] {
+    int sent = 0;
+    for (int fd : tricklers) sent += SendAll(fd, "GET /healthz HTTP/1.1\r\n") ? 1 : 0;
+    return sent == 300;
+  }, std::chrono::seconds(5)));
+  std::atomic<bool> stop{false};
+  std::thread trickler([&] {
+    while (!stop) {
+      for (int fd : tricklers) SendAll(fd, "X-Slow: 1\r\n");
+      for (int k = 0; k < 20 && !stop; ++k) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  // 1,000 more at once, silent.
+  std::vector<int> silent;
+  for (int i = 0; i < 1000; ++i) silent.push_back(Open(port));
+
+  // Another client meanwhile: each answer within 1 s.
+  for (int round = 0; round < 3; ++round) {
+    auto t0 = Clock::now();
+    Reply h = Http(port, "GET", "/healthz");
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+    EXPECT_EQ(h.status, 200) << h.raw;
+    EXPECT_LT(ms, 1000) << "GET /healthz took " << ms << " ms";
+  }
+  auto t0 = Clock::now();
+  Reply a = sagad.Post("/v1/instances/" + id + "/steps/notify_user/approve", {{"comment", "ok"}});
+  auto approve_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  EXPECT_EQ(a.status, 200) << a.raw;
+  EXPECT_LT(approve_ms, 1000) << "the approval took " << approve_ms << " ms";
+  EXPECT_EQ(sagad.WaitStatus(id, "COMPLETED")["status"], "COMPLETED");
+
+  // No thread per connection.
+  int threads_during = Threads(sagad.process().pid());
+  EXPECT_LE(threads_during, threads_before + 4)
+      << "threads: " << threads_before << " before, " << threads_during << " with 1,300 connections";
+
+  // The tricklers are cut off at the 4 s request deadline (they would go on
+  // for ever), with a 408 or a close.
+  EXPECT_TRUE(WaitFor([&] {
+    for (int fd : tricklers)
+      if (!PeerClosed(fd)) return false;
+    return true;
+  }, std::chrono::seconds(15))) << "tricklers still connected";
+  auto cut_after = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - trickle_start).count();
+  EXPECT_GE(cut_after, 3000);
+  stop = true;
+  trickler.join();
+  for (int fd : tricklers) close(fd);
+  for (int fd : silent) close(fd);
+  EXPECT_EQ(Http(port, "GET", "/healthz").status, 200);
+}
+
+TEST(FrontEndTest, ConnectionsBeyondTheCapGetA503) {
+  TempDir dir;
+  Downstream downstream;
+  Coordinator sagad(downstream, dir.path() + "/data");
+  sagad.Configure({{"api", {{"max_connections", 50}, {"max_connections_per_client", 20}}}});
+  ASSERT_GT(sagad.Start(), 0);
+  std::vector<int> held;
+  for (int i = 0; i < 20; ++i) held.push_back(Open(sagad.port()));
+  // Accepted (or refused) in order: wait until the server has seen them all.
+  std::string busy;
+  ASSERT_TRUE(WaitFor([&] {
+    Reply r = Http(sagad.port(), "GET", "/healthz");
+    busy = r.raw;
+    return r.status == 503;
+  }, std::chrono::seconds(5))) << busy;
+  EXPECT_NE(busy.find("too many connections"), std::string::npos) << busy;
+  for (int fd : held) close(fd);
+  EXPECT_TRUE(WaitFor([&] { return Http(sagad.port(), "GET", "/healthz").status == 200; },
+                      std::chrono::seconds(5)));
+}
+
+TEST(FrontEndTest, LongPollsHoldNoThread) {
+  TempDir dir;
+  Downstream downstream;
+  Coordinator sagad(downstream, dir.path() + "/data");
+  ASSERT_GT(sagad.Start(), 0);
+  Reply r = sagad.Submit("incident_response", IncidentInput(), 10);
+  ASSERT_EQ(r.body.value("status", ""), "AWAITING_APPROVAL") << r.raw;
+  std::string id = r.body["id"];
+  // An instance that stays RUNNING: its first call is held downstream.
+  downstream.Fault({{"path", "/reservations"}, {"action", "delay"}, {"delay_ms", 6000}});
+  Reply o = sagad.Submit("order_fulfilment", OrderInput());
+  ASSERT_EQ(o.status, 201) << o.raw;
+  std::string running = o.body["id"];
+  const int before = Threads(sagad.process().pid());
+  // 300 clients long-poll it (more than a thread-per-request server has).
+  std::atomic<int> answered{0};
+  std::vector<std::thread> pollers;
+  for (int i = 0; i < 300; ++i)
+    pollers.emplace_back([&] {
+      Reply v = sagad.Get("/v1/instances/" + running + "?wait=3");
+      answered += v.status == 200 && v.body.value("status", "") == "RUNNING";
+    });
+  ASSERT_TRUE(WaitFor([&] { return OpenConnections(sagad.port()) >= 300; }, std::chrono::seconds(5)));
+  int during = Threads(sagad.process().pid());
+  auto t0 = Clock::now();
+  Reply h = Http(sagad.port(), "GET", "/healthz");
+  Reply a = sagad.Post("/v1/instances/" + id + "/steps/notify_user/approve");
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(a.status, 200) << a.raw;
+  EXPECT_LT(ms, 1000) << "health check and approval took " << ms << " ms behind 300 long polls";
+  for (auto& t : pollers) t.join();
+  EXPECT_EQ(answered, 300);  // each got the instance as it was when its time was up
+  EXPECT_LE(during, before + 4) << before << " threads before, " << during << " during";
+}
+
+}  // namespace
+}  // namespace sagad::testing
