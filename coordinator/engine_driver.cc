@@ -1,0 +1,492 @@
+// Engine: the driver. Which instance runs next, its saga-level transitions,
+// its step actions on workers (and which steps are under way), durable
+// timers, deadlines and the recovery round robin.
+#include "coordinator/engine_impl.h"
+
+namespace sagad {
+
+auto Engine::Impl::Schedule(const std::string& id) -> void {
+  {
+    std::lock_guard<std::mutex> l(sched_mu_);
+    if (stopping_) return;
+    if (running_.count(id)) {
+      rerun_.insert(id);
+      return;
+    }
+    running_.insert(id);
+  }
+  boost::asio::post(pool_, [this, id] { DriveLoop(id); });
+}
+
+auto Engine::Impl::ScheduleAfter(const std::string& id, int64_t delay_ms)
+    -> void {
+  auto timer = std::make_shared<boost::asio::steady_timer>(io_);
+  timer->expires_after(std::chrono::milliseconds(delay_ms));
+  timer->async_wait([this, id, timer](const boost::system::error_code& ec) {
+    if (!ec) Schedule(id);
+  });
+}
+
+auto Engine::Impl::DriveLoop(const std::string& id) -> void {
+  while (true) {
+    bool yield = false;
+    try {
+      yield = Drive(id);
+    } catch (const std::exception& e) {
+      // A bug, not an expected failure: say so loudly and try again later
+      // rather than leave the instance without a driver.
+      EngineLog(
+          {{"msg", "driver error"}, {"instance", id}, {"error", e.what()}});
+      ScheduleAfter(id, 5000);
+    }
+    std::lock_guard<std::mutex> l(sched_mu_);
+    if (yield && !stopping_) {  // to the back of the queue, still running
+      rerun_.erase(id);
+      boost::asio::post(pool_, [this, id] { DriveLoop(id); });
+      return;
+    }
+    if (!stopping_ && rerun_.erase(id)) continue;
+    rerun_.erase(id);
+    running_.erase(id);
+    if (running_.empty() && step_tasks_ == 0) idle_cv_.notify_all();
+    return;
+  }
+}
+
+auto Engine::Impl::Stopping() -> bool {
+  std::lock_guard<std::mutex> l(sched_mu_);
+  return stopping_;
+}
+
+auto Engine::Impl::Drive(const std::string& id) -> bool {
+  for (int round = 0; round < 10000 && !Stopping(); ++round) {
+    if (round > 0) {
+      // Owned at the previous round and not now: it finished (a terminal
+      // commit gives the lease up) or another process took it. Either way
+      // there is nothing more to do here.
+      if (!OwnedLease(id)) return false;
+    } else if (!EnsureOwned(id)) {  // another live process drives it
+      ForgetRecovery(id);
+      return false;
+    }
+    auto inst = Load(id);
+    if (!inst.ok()) {
+      EngineLog({{"msg", "cannot load instance"},
+                 {"instance", id},
+                 {"error", inst.status().ToString()}});
+      ForgetRecovery(id);
+      return false;
+    }
+    SagaDefinitionPtr def =
+        Definition((*inst)->saga(), (*inst)->saga_version());
+    if (!def) {
+      // Never run an instance under a definition other than the one it
+      // started with: a human decides.
+      std::string why = "saga " + (*inst)->saga() + " version " +
+                        std::to_string((*inst)->saga_version()) +
+                        " is not registered in this coordinator";
+      EngineLog({{"msg", "definition not registered"},
+                 {"instance", id},
+                 {"saga", (*inst)->saga()}});
+      SagaStatus ss = (*inst)->status();
+      if (ss == SagaStatus::kRunning || ss == SagaStatus::kAwaitingApproval ||
+          ss == SagaStatus::kCompensating)
+        Transition(id, [&](Tx& tx) {
+          return tx.Saga(SagaEvent::kEscalate, {{"reason", why}});
+        });
+      MarkRecovered(id);
+      return false;
+    }
+    Next next = Next::kStop;
+    int64_t wake_at = 0;  // a deadline still ahead, for when the saga waits
+    if (Deadlines(id, *def, **inst, &next, &wake_at)) {
+      MarkRecovered(id);
+      if (next == Next::kStop) return false;
+      continue;
+    }
+    std::vector<Action> actions = NextActions(*def, **inst);
+    const Action a = actions.front();
+    if (a.kind == ActionKind::kRequestApproval || IsStepAction(a.kind)) {
+      if (HasApprovalRequest(actions)) {
+        next = Transition(
+            id, [&](Tx& tx) { return RequestApprovals(tx, *def, actions); });
+        MarkRecovered(id);
+        if (next == Next::kStop) return false;
+        continue;
+      }
+      Action here;
+      if (!LaunchSteps(id, *def, **inst, actions, wake_at, &here)) {
+        MarkRecovered(id);
+        return false;
+      }
+      if (here.kind == ActionKind::kNone) return false;  // the workers carry on
+      // A plain list runs its one step action in this driver (no hand-off
+      // to another worker, as before graphs); so does any saga in recovery.
+      next = Next::kStop;
+      try {
+        next = RunStep(id, here);
+      } catch (...) {
+        UnmarkStep(id, here.step);
+        throw;
+      }
+      UnmarkStep(id, here.step);
+      MarkRecovered(id);
+      if (next == Next::kStop) return false;
+      if (RecoveryInProgress()) return true;
+      continue;
+    }
+    switch (a.kind) {
+      case ActionKind::kNone:
+        if (wake_at > 0) WakeAt(id, wake_at);
+        MarkRecovered(id);
+        return false;
+      case ActionKind::kStartCompensation:
+        next = Transition(id, [&](Tx& tx) {
+          return GiveUp(tx, *def,
+                        "step '" + def->steps[a.step].name + "' failed");
+        });
+        break;
+      case ActionKind::kComplete:
+        next = Transition(
+            id, [&](Tx& tx) { return tx.Saga(SagaEvent::kComplete); });
+        break;
+      case ActionKind::kFinishCompensation:
+        next = Transition(id, [&](Tx& tx) {
+          return tx.Saga(SagaEvent::kFinishCompensation);
+        });
+        break;
+      case ActionKind::kAwaitApproval:
+        next = Transition(id, [&](Tx& tx) -> Status {
+          if (NextAction(*def, tx.inst()).kind != ActionKind::kAwaitApproval)
+            return FailedPrecondition("moved on");
+          return tx.Saga(SagaEvent::kWaitForApproval);
+        });
+        break;
+      case ActionKind::kEscalate:
+        next = Transition(id, [&](Tx& tx) -> Status {
+          if (NextAction(*def, tx.inst()).kind != ActionKind::kEscalate)
+            return FailedPrecondition("moved on");
+          const StepState& st = tx.inst().step(a.step);
+          bool undo = st.machine.reviewing_compensation();
+          return tx.Saga(
+              SagaEvent::kEscalate,
+              {{"reason", (undo ? "compensation of '" : "step '") + st.name +
+                              "' needs review: " +
+                              (undo ? st.comp_last_error : st.last_error)},
+               {"step", st.name}});
+        });
+        break;
+      default:
+        return false;
+    }
+    MarkRecovered(id);
+    if (next == Next::kStop) return false;
+    if (RecoveryInProgress()) return true;
+  }
+  return false;
+}
+
+auto Engine::Impl::HasApprovalRequest(const std::vector<Action>& actions)
+    -> bool {
+  for (const Action& a : actions)
+    if (a.kind == ActionKind::kRequestApproval) return true;
+  return false;
+}
+
+auto Engine::Impl::RequestApprovals(Tx& tx, const SagaDefinition& def,
+                                    const std::vector<Action>& actions)
+    -> Status {
+  for (const Action& a : actions) {
+    if (a.kind != ActionKind::kRequestApproval) continue;
+    if (tx.inst().status() != SagaStatus::kRunning ||
+        tx.inst().step(a.step).status() != StepStatus::kPlanned)
+      return FailedPrecondition("moved on");
+    SAGAD_RETURN_IF_ERROR(tx.Step(a.step, StepEvent::kRequestApproval));
+  }
+  if (NextAction(def, tx.inst()).kind == ActionKind::kAwaitApproval)
+    return tx.Saga(SagaEvent::kWaitForApproval);
+  return Status::Ok();
+}
+
+auto Engine::Impl::LaunchSteps(const std::string& id, const SagaDefinition& def,
+                               const Instance& inst,
+                               const std::vector<Action>& actions,
+                               int64_t wake_at, Action* here) -> bool {
+  *here = Action{};
+  const bool chain = IsChain(def) || RecoveryInProgress();
+  const int64_t now = clock_.NowMillis();
+  int64_t wake = wake_at;
+  bool launched = false;
+  for (const Action& a : actions) {
+    if (!IsStepAction(a.kind)) continue;
+    int64_t due = inst.step(a.step).retry_at;
+    if (due > now) {
+      wake = wake == 0 ? due : std::min(wake, due);
+      continue;
+    }
+    if (!TryMarkStep(id, a.step, def.max_parallel)) continue;
+    launched = true;
+    if (chain && here->kind == ActionKind::kNone) {
+      *here = a;
+      continue;
+    }
+    boost::asio::post(pool_, [this, id, a] { RunStepTask(id, a); });
+  }
+  if (wake > 0) WakeAt(id, wake);
+  return launched;
+}
+
+auto Engine::Impl::RunStepTask(const std::string& id, Action a) -> void {
+  Next next = Next::kStop;
+  try {
+    next = RunStep(id, a);
+  } catch (const std::exception& e) {
+    EngineLog(
+        {{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
+    ScheduleAfter(id, 5000);
+  }
+  UnmarkStep(id, a.step);
+  MarkRecovered(id);
+  // Not owned any more: it finished (a terminal commit gives the lease up)
+  // or another process took it; either way nothing is left to do here.
+  if (next == Next::kContinue && OwnedLease(id)) Schedule(id);
+}
+
+auto Engine::Impl::RunStep(const std::string& id, const Action& a) -> Next {
+  if (Stopping() || !OwnedLease(id)) return Next::kStop;
+  auto inst = Load(id);
+  if (!inst.ok()) return Next::kContinue;  // the driver says why
+  SagaDefinitionPtr def = Definition((*inst)->saga(), (*inst)->saga_version());
+  if (!def) return Next::kContinue;
+  // Still wanted? The instance may have moved on since it was planned.
+  bool wanted = false;
+  for (const Action& b : NextActions(*def, **inst))
+    wanted = wanted || (b.kind == a.kind && b.step == a.step);
+  if (!wanted) return Next::kContinue;
+  switch (a.kind) {
+    case ActionKind::kExecute:
+      return Execute(id, *def, **inst, a.step);
+    case ActionKind::kReconcile:
+      return Reconcile(id, *def, **inst, a.step);
+    case ActionKind::kCompensate:
+      return Compensate(id, *def, **inst, a.step);
+    case ActionKind::kReconcileCompensation:
+      return ReconcileCompensation(id, *def, **inst, a.step);
+    default:
+      return Next::kContinue;
+  }
+}
+
+auto Engine::Impl::TryMarkStep(const std::string& id, int step, int limit)
+    -> bool {
+  std::lock_guard<std::mutex> l(sched_mu_);
+  auto& steps = steps_running_[id];
+  if (steps.count(step) || static_cast<int>(steps.size()) >= limit) {
+    if (steps.empty()) steps_running_.erase(id);
+    return false;
+  }
+  steps.insert(step);
+  ++step_tasks_;
+  return true;
+}
+
+auto Engine::Impl::UnmarkStep(const std::string& id, int step) -> void {
+  std::lock_guard<std::mutex> l(sched_mu_);
+  auto it = steps_running_.find(id);
+  if (it == steps_running_.end() || !it->second.erase(step)) return;
+  if (it->second.empty()) steps_running_.erase(it);
+  if (--step_tasks_ == 0 && running_.empty()) idle_cv_.notify_all();
+}
+
+auto Engine::Impl::StepUnderWay(const std::string& id, int step) -> bool {
+  std::lock_guard<std::mutex> l(sched_mu_);
+  auto it = steps_running_.find(id);
+  return it != steps_running_.end() && it->second.count(step);
+}
+
+auto Engine::Impl::WakeAt(const std::string& id, int64_t due_ms) -> void {
+  const int64_t now = clock_.NowMillis();
+  {
+    std::lock_guard<std::mutex> l(sched_mu_);
+    auto it = wakes_.find(id);
+    if (it != wakes_.end() && it->second <= due_ms && it->second > now) return;
+    wakes_[id] = due_ms;
+  }
+  auto timer = std::make_shared<boost::asio::steady_timer>(io_);
+  timer->expires_after(
+      std::chrono::milliseconds(std::max<int64_t>(1, due_ms - now)));
+  timer->async_wait(
+      [this, id, due_ms, timer](const boost::system::error_code& ec) {
+        {
+          std::lock_guard<std::mutex> l(sched_mu_);
+          auto it = wakes_.find(id);
+          if (it != wakes_.end() && it->second == due_ms) wakes_.erase(it);
+        }
+        if (!ec) Schedule(id);
+      });
+}
+
+auto Engine::Impl::Deadlines(const std::string& id, const SagaDefinition& def,
+                             const Instance& inst, Next* next, int64_t* wake_at)
+    -> bool {
+  SagaStatus ss = inst.status();
+  if (ss != SagaStatus::kRunning && ss != SagaStatus::kAwaitingApproval)
+    return false;
+  const int64_t now = clock_.NowMillis();
+  int64_t wake = 0;
+  if (def.deadline_ms > 0 && !PivotCommitted(def, inst)) {
+    int64_t due = inst.created_at() + def.deadline_ms;
+    if (now >= due) {
+      *next = Transition(id, [&](Tx& tx) -> Status {
+        for (size_t i = 0; i < tx.inst().steps().size(); ++i)
+          if (tx.inst().step(i).status() == StepStatus::kAwaitingApproval)
+            SAGAD_RETURN_IF_ERROR(
+                tx.Step(static_cast<int>(i), StepEvent::kReject,
+                        {{"by", "sagad"}, {"reason", "saga deadline passed"}}));
+        return tx.Saga(
+            SagaEvent::kStartCompensation,
+            {{"reason", "saga deadline of " + std::to_string(def.deadline_ms) +
+                            " ms passed"}});
+      });
+      return true;
+    }
+    wake = due;
+  }
+  for (size_t i = 0; i < inst.steps().size(); ++i) {
+    const StepState& st = inst.step(i);
+    if (st.status() != StepStatus::kAwaitingApproval) continue;
+    const StepDefinition& sd = def.steps[i];
+    int64_t due = ApprovalDeadline(sd, st.approval_requested_at);
+    if (due == 0) continue;
+    if (now < due) {
+      wake = wake == 0 ? due : std::min(wake, due);
+      continue;
+    }
+    std::string why = "approval of '" + sd.name + "' timed out after " +
+                      std::to_string(sd.approval_timeout_ms) + " ms";
+    *next = Transition(id, [&](Tx& tx) -> Status {
+      if (tx.inst().step(i).status() != StepStatus::kAwaitingApproval)
+        return FailedPrecondition("decided meanwhile");
+      if (sd.approval_timeout_action == "escalate")
+        return tx.Saga(SagaEvent::kEscalate,
+                       {{"reason", why}, {"step", sd.name}});
+      SAGAD_RETURN_IF_ERROR(tx.Step(static_cast<int>(i), StepEvent::kReject,
+                                    {{"by", "sagad"}, {"reason", why}}));
+      return tx.Saga(SagaEvent::kStartCompensation, {{"reason", why}});
+    });
+    return true;
+  }
+  *wake_at = wake;
+  return false;
+}
+
+auto Engine::Impl::RecoveryInProgress() -> bool {
+  std::lock_guard<std::mutex> l(recovery_mu_);
+  return !recovering_.empty() &&
+         clock_.SteadyNow() - recovery_start_ < std::chrono::seconds(60);
+}
+
+auto Engine::Impl::ForgetRecovery(const std::string& id) -> void {
+  std::lock_guard<std::mutex> l(recovery_mu_);
+  recovering_.erase(id);
+}
+
+auto Engine::Impl::MarkRecovered(const std::string& id) -> void {
+  std::lock_guard<std::mutex> l(recovery_mu_);
+  if (recovering_.empty() || !recovering_.erase(id)) return;
+  double secs =
+      std::chrono::duration<double>(clock_.SteadyNow() - recovery_start_)
+          .count();
+  metrics_.Observe("sagad_recovery_latency_seconds", secs);
+  EngineLog({{"msg", "recovered"}, {"instance", id}, {"ms", secs * 1000}});
+}
+
+auto Engine::Impl::Transition(const std::string& id,
+                              const std::function<Status(Tx&)>& fn) -> Next {
+  Status s = Mutate(id, fn, /*as_owner=*/true);
+  return s.ok() ? Next::kContinue : AfterFailedMutate(id, s);
+}
+
+auto Engine::Impl::AfterFailedMutate(const std::string& id, const Status& s)
+    -> Next {
+  if (s.code() == StatusCode::kFailedPrecondition &&
+      s.message().rfind("lease lost", 0) == 0)
+    return Next::kStop;  // another process owns it now: no further calls from
+                         // here
+  if (s.code() == StatusCode::kFailedPrecondition) return Next::kContinue;
+  EngineLog({{"msg", "transition failed"},
+             {"instance", id},
+             {"error", s.ToString()}});
+  ScheduleAfter(id, 1000);
+  return Next::kStop;
+}
+
+auto Engine::Impl::GiveUp(Tx& tx, const SagaDefinition& def,
+                          const std::string& reason) -> Status {
+  if (tx.inst().status() != SagaStatus::kRunning) return Status::Ok();
+  if (OnDefiniteFailure(PivotCommitted(def, tx.inst())) ==
+      FailureDecision::kReview)
+    return tx.Saga(
+        SagaEvent::kEscalate,
+        {{"reason", reason + " after the irreversible step committed"}});
+  // A branch waiting for approval will not run now: its request is withdrawn.
+  for (size_t i = 0; i < tx.inst().steps().size(); ++i)
+    if (tx.inst().step(i).status() == StepStatus::kAwaitingApproval)
+      SAGAD_RETURN_IF_ERROR(
+          tx.Step(static_cast<int>(i), StepEvent::kReject,
+                  {{"by", "sagad"}, {"reason", "not needed: " + reason}}));
+  return tx.Saga(SagaEvent::kStartCompensation, {{"reason", reason}});
+}
+
+auto Engine::Impl::EscalateUndo(Tx& tx, const SagaDefinition& def,
+                                const std::string& reason,
+                                const std::string& step) -> Status {
+  for (const Action& a : NextActions(def, tx.inst()))
+    if (IsStepAction(a.kind)) return Status::Ok();
+  return tx.Saga(SagaEvent::kEscalate, {{"reason", reason}, {"step", step}});
+}
+
+auto Engine::Impl::Escalate(Tx& tx, int i, const std::string& reason)
+    -> Status {
+  const StepState& st = tx.inst().step(i);
+  if (st.status() != StepStatus::kNeedsReview &&
+      st.status() != StepStatus::kCommitted &&
+      st.status() != StepStatus::kPlanned)
+    SAGAD_RETURN_IF_ERROR(
+        tx.Step(i, StepEvent::kEscalate, {{"error", reason}}));
+  if (tx.inst().status() == SagaStatus::kNeedsReview) return Status::Ok();
+  return tx.Saga(SagaEvent::kEscalate, {{"reason", reason}, {"step", st.name}});
+}
+
+auto Engine::Impl::Context(const Instance& inst) -> TemplateContext {
+  TemplateContext ctx;
+  ctx.input = &inst.input();
+  for (const auto& st : inst.steps())
+    if (!st.result.is_null() || !st.external_ref.empty())
+      ctx.steps[st.name] = {{"ref", st.external_ref}, {"result", st.result}};
+  return ctx;
+}
+
+auto Engine::Impl::Render(const Instance& inst, const CallSpec& call)
+    -> StatusOr<Rendered> {
+  TemplateContext ctx = Context(inst);
+  auto path = RenderPath(call.path, ctx);
+  if (!path.ok()) return path.status();
+  auto body = RenderBody(call.body, ctx);
+  if (!body.ok()) return body.status();
+  Rendered r{
+      *path, *body,
+      Sha256Hex(call.method + " " + *path + "\n" + CanonicalJson(*body))};
+  return r;
+}
+
+auto Engine::Impl::Random() -> double {
+  std::lock_guard<std::mutex> l(rng_mu_);
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+}
+
+auto Engine::Impl::TraceOf(const Instance& inst) -> TraceContext {
+  return TraceContext::FromJson(inst.trace());
+}
+
+}  // namespace sagad

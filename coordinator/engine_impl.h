@@ -1,0 +1,452 @@
+// Engine::Impl: the engine's inside, declared once and defined by concern in
+// engine*.cc (private to the engine; include only there):
+//   engine.cc            the facade, definitions, lifecycle (start, stop)
+//   engine_reads.cc      submissions and reads
+//   engine_operator.cc   operator actions (approve, reject, cancel, retry,
+//                        skip, force compensation, resolve)
+//   engine_driver.cc     scheduling: one driver per instance, step actions
+//                        on workers, steps under way, timers, deadlines,
+//                        recovery round robin
+//   engine_steps.cc      one step: send, record, chain, reconcile, undo
+//   engine_state.cc      outbox, metrics, ownership (leases, heartbeat),
+//                        retention, the instance cache and Mutate (load,
+//                        compare-and-swap commit)
+// Thread-safety: as Engine's (coordinator/engine.h).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <condition_variable>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "adapters/classify.h"
+#include "adapters/sha256.h"
+#include "coordinator/crash_point.h"
+#include "coordinator/engine.h"
+#include "coordinator/metrics.h"
+#include "coordinator/transition.h"
+#include "coordinator/waiters.h"
+#include "policies/approval_policy.h"
+#include "policies/failure_policy.h"
+#include "policies/retry_budget.h"
+#include "sagas/instance.h"
+#include "sagas/json_limits.h"
+#include "sagas/planner.h"
+#include "sagas/template.h"
+
+namespace sagad {
+
+constexpr size_t kStripes = 64;
+
+// One structured JSON line per significant event on stderr. Never tokens or
+// request bodies.
+void EngineLog(nlohmann::json line);
+std::string NewInstanceId(int64_t now_ms);
+
+// What the driver does after an action.
+enum class Next { kContinue, kStop };
+
+inline bool IsRetryableSendState(StepStatus s) {
+  return s == StepStatus::kPlanned || s == StepStatus::kStarted ||
+         s == StepStatus::kUnknown;
+}
+
+class Engine::Impl {
+ public:
+  Impl(Store& store, Adapter& adapter, Clock& clock, EngineOptions options);
+
+  // Every counter whose label values are known up front is exported at 0
+  // from the first scrape, so rate(...{outcome="unknown"}[5m]) and the like
+  // work before the first incident.
+  void ExportKnownCountersAtZero();
+
+  ~Impl();
+
+  // ---- definitions ----
+  Status Register(const SagaDefinition& def);
+
+  std::vector<SagaDefinitionPtr> Definitions() const;
+
+  SagaDefinitionPtr Definition(const std::string& name, int version) const;
+
+  // ---- lifecycle ----
+  Status Start();
+
+  void Stop();
+
+  // ---- submissions ----
+  StatusOr<SubmitOutcome> Submit(const std::string& saga, int version,
+                                 const nlohmann::json& input,
+                                 const std::string& client_key,
+                                 const std::string& request_hash,
+                                 const TraceContext& trace);
+
+  // The answer to a repeated submission key: the first instance, or 422 if
+  // the key came with another request.
+  static StatusOr<SubmitOutcome> Replay(const Submission& first,
+                                        const std::string& request_hash);
+
+  void FinishSubmission(const std::string& key, int status,
+                        const nlohmann::json& response);
+
+  // ---- reads ----
+  StatusOr<nlohmann::json> GetInstance(const std::string& id);
+
+  StatusOr<nlohmann::json> WaitSettled(const std::string& id,
+                                       std::chrono::milliseconds timeout);
+
+  void WaitSettledAsync(const std::string& id,
+                        std::chrono::milliseconds timeout, Waiters::Done done);
+
+  void CancelWaits();
+
+  StatusOr<std::vector<Event>> GetEvents(const std::string& id);
+
+  StatusOr<InstancePage> List(const InstanceFilter& filter, size_t limit,
+                              const std::string& cursor);
+
+  // Every step awaiting approval, oldest first, with the exact request an
+  // approval lets go (the approval binds to its key and args hash).
+  StatusOr<nlohmann::json> Approvals();
+
+  // Unfinished instances by status (from the index: no snapshot is read).
+  StatusOr<nlohmann::json> Counts();
+
+  StatusOr<nlohmann::json> Bundle(const std::string& id);
+
+  // ---- operator actions ----
+  // An operator's transition (no lease needed: it makes no downstream call);
+  // the owner's driver then carries on from the new state.
+  Status OperatorAction(const std::string& id,
+                        const std::function<Status(Tx&)>& fn);
+
+  Status Approve(const std::string& id, const std::string& step,
+                 const std::string& actor, const std::string& comment);
+
+  Status Reject(const std::string& id, const std::string& step,
+                const std::string& actor, const std::string& reason);
+
+  Status Cancel(const std::string& id, const std::string& actor,
+                const std::string& reason);
+
+  // Retry now: a step waiting on a retry timer (or whose retries ran out and
+  // sent the saga to review) is tried again at once with the same key.
+  Status RetryNow(const std::string& id, const std::string& step,
+                  const std::string& actor, const std::string& comment);
+
+  // Skip: an operator supplies the result of a step that has not been sent
+  // (or whose unknown outcome is under review); the saga goes on with it.
+  Status Skip(const std::string& id, const std::string& step,
+              const nlohmann::json& result, const std::string& external_ref,
+              const std::string& actor, const std::string& comment);
+
+  // Force the reverse path of an instance in NEEDS_REVIEW.
+  Status ForceCompensate(const std::string& id, const std::string& actor,
+                         const std::string& reason);
+
+  Status Resolve(const std::string& id, const std::string& step,
+                 const std::string& outcome, const std::string& external_ref,
+                 const std::string& actor, const std::string& comment);
+
+ private:
+  // ---- scheduling ----
+  void Schedule(const std::string& id);
+
+  void ScheduleAfter(const std::string& id, int64_t delay_ms);
+
+  void DriveLoop(const std::string& id);
+
+  bool Stopping();
+
+  // Runs the instance's saga-level transitions (completion, turning back,
+  // waiting for a human) and launches its step actions, each on a worker of
+  // its own (several branches of a graph at once); a step action that ends
+  // schedules the instance again. While a recovery is under way, returns
+  // true after each saga-level action: the caller puts the instance back at
+  // the end of the queue, so every recovered instance is resumed before any
+  // runs to its end.
+  bool Drive(const std::string& id);
+
+  static bool HasApprovalRequest(const std::vector<Action>& actions);
+
+  // Records AWAITING_APPROVAL for each step that asks for it; the saga waits
+  // for a human too once nothing else can run (an independent branch goes on).
+  Status RequestApprovals(Tx& tx, const SagaDefinition& def,
+                          const std::vector<Action>& actions);
+
+  // Starts each step action not already under way in this process, within
+  // the saga's max_parallel; one waiting on a durable timer is woken at its
+  // time. True if any was launched. For a plain list (one step at a time),
+  // and for every saga while a recovery is under way, the first action is
+  // marked but not posted: *here is it, for the caller to run. (Posted to
+  // the back of a queue of thousands of recovered instances, the actions of
+  // the instances at its front would wait until the next SIGKILL, every time.)
+  bool LaunchSteps(const std::string& id, const SagaDefinition& def,
+                   const Instance& inst, const std::vector<Action>& actions,
+                   int64_t wake_at, Action* here);
+
+  // One step action on a worker of its own. Its step is marked as under way
+  // (TryMarkStep) until it ends; then the instance is planned again.
+  void RunStepTask(const std::string& id, Action a);
+
+  Next RunStep(const std::string& id, const Action& a);
+
+  // ---- steps under way in this process ----
+  // A step is marked before its STARTED record can be seen (the mark is
+  // taken before the commit) and unmarked after its outcome was recorded, so
+  // no other worker ever reconciles or re-sends a request still in flight.
+  // At most `limit` steps of one instance at once.
+  bool TryMarkStep(const std::string& id, int step, int limit);
+
+  void UnmarkStep(const std::string& id, int step);
+
+  bool StepUnderWay(const std::string& id, int step);
+
+  // Schedules the instance at wall time `due_ms` unless a wake-up at or
+  // before it is already pending.
+  void WakeAt(const std::string& id, int64_t due_ms);
+
+  // Saga deadline and approval timeouts. True if it acted (`next` says how
+  // to go on); otherwise *wake_at is the nearest deadline still ahead (or 0).
+  bool Deadlines(const std::string& id, const SagaDefinition& def,
+                 const Instance& inst, Next* next, int64_t* wake_at);
+
+  // The first action of an instance found at start-up is done (or it needs
+  // none): its recovery latency is known.
+  // Round robin (and no chaining) while instances found at start-up wait to
+  // be resumed; bounded in time so that an instance that is somehow never
+  // marked cannot keep this process in that mode.
+  bool RecoveryInProgress();
+
+  // An instance this process will not resume (owned elsewhere, unreadable).
+  void ForgetRecovery(const std::string& id);
+
+  void MarkRecovered(const std::string& id);
+
+  // A transition the driver wants; on a lost race it simply plans again.
+  Next Transition(const std::string& id, const std::function<Status(Tx&)>& fn);
+
+  // A driver transition that did not commit: a lost race means plan again;
+  // anything else is storage trouble, retried later.
+  Next AfterFailedMutate(const std::string& id, const Status& s);
+
+  // Definite failure of the forward path (failure policy): compensate before
+  // the pivot, review after it (nothing can be undone any more).
+  Status GiveUp(Tx& tx, const SagaDefinition& def, const std::string& reason);
+
+  // The undo of one step went to review. The others go on (only its
+  // ancestors wait for it); the saga follows once nothing else can be undone.
+  Status EscalateUndo(Tx& tx, const SagaDefinition& def,
+                      const std::string& reason, const std::string& step);
+
+  Status Escalate(Tx& tx, int i, const std::string& reason);
+
+  TemplateContext Context(const Instance& inst);
+
+  struct Rendered {
+    std::string path;
+    nlohmann::json body;
+    std::string hash;
+  };
+
+  StatusOr<Rendered> Render(const Instance& inst, const CallSpec& call);
+
+  double Random();
+
+  // The trace an instance's downstream calls continue.
+  static TraceContext TraceOf(const Instance& inst);
+
+  // ---- per-step policy ----
+  RetryPolicy RetryFor(const StepDefinition& sd, const std::string& service);
+
+  bool QueryableFor(const StepDefinition& sd, const ServiceConfig& svc);
+
+  bool IdempotentFor(const StepDefinition& sd, const ServiceConfig& svc);
+
+  // Retry budget: a re-send takes a token from the service's bucket. Returns
+  // 0 if it may go now, else the wait in milliseconds.
+  int64_t TakeRetryToken(const std::string& service);
+
+  // Defers a re-send of step i for `wait` ms because the budget is empty.
+  Next DeferRetry(const std::string& id, int i, const std::string& service,
+                  int64_t wait);
+
+  // The args hash a step's key is bound to: that of its first send, else
+  // that of its approval ("" if neither).
+  static std::string BoundArgsHash(const StepState& st);
+
+  // ---- forward ----
+  Next Execute(const std::string& id, const SagaDefinition& def,
+               const Instance& inst, int i);
+
+  // The STARTED record of step i is durable: send it, record the outcome.
+  // When the step committed and the next step may go at once, its STARTED
+  // record rides in the same commit (Chain) and the loop sends it: one
+  // commit, one fsync per step instead of two. Step i was marked as under
+  // way by whoever launched this; a chained step is marked by Chain and
+  // unmarked here once its outcome is recorded.
+  Next SendForward(const std::string& id, const SagaDefinition& def, int i,
+                   Rendered r, int attempt, const TraceContext& trace);
+
+  // Folds into tx, after a step committed, what follows without any call:
+  // the saga's completion, or the STARTED record of the next step when it
+  // is a first send that may go now (no approval, no timer, no deadline
+  // due). *step is that step (else -1) and *request its rendered request.
+  // Anything else is left to the driver's next round. The chained step is
+  // marked as under way before the commit (*marked; kept across retries of
+  // the transition).
+  Status Chain(Tx& tx, const SagaDefinition& def, int* marked, int* step,
+               Rendered* request);
+
+  // Each step depends on exactly the one before it (a plain list).
+  static bool IsChain(const SagaDefinition& def);
+
+  Next Reconcile(const std::string& id, const SagaDefinition& def,
+                 const Instance& inst, int i);
+
+  // ---- compensation ----
+  Next Compensate(const std::string& id, const SagaDefinition& def,
+                  const Instance& inst, int i);
+
+  Next ReconcileCompensation(const std::string& id, const SagaDefinition& def,
+                             const Instance& inst, int i);
+
+  // ---- outbox ----
+  // What others may care about, as outbox messages (empty without webhooks).
+  std::vector<nlohmann::json> OutboxMessages(const Instance& inst,
+                                             const std::vector<Event>& events);
+
+  // ---- metrics ----
+  void RecordCall(const char* phase, const CallResult& res,
+                  std::chrono::steady_clock::duration d);
+
+  // One write transaction (it holds LMDB's writer lock, fsync included).
+  void RecordCommit(std::chrono::steady_clock::duration d);
+
+  void RecordQuery(const char* phase, const QueryResult& q);
+
+ public:
+  std::string MetricsText();
+
+ private:
+  // ---- ownership ----
+  std::optional<Lease> OwnedLease(const std::string& id);
+
+  void Own(const std::string& id, const Lease& lease);
+
+  void Disown(const std::string& id);
+
+  // The fencing token sent downstream: this process's lease generation.
+  uint64_t Token(const std::string& id);
+
+  // Takes the instance's lease if this process does not hold it: free,
+  // expired, or held by a dead predecessor of the same coordinator id. A new
+  // generation means a new owner: reload the state before acting.
+  bool EnsureOwned(const std::string& id);
+
+  // Every lease_ms/3: renew what this process owns, forget what it lost,
+  // pick up instances whose owner stopped heartbeating, and notice changes
+  // another process committed (an approval that came in over its API).
+  void Heartbeat();
+
+  // ---- retention ----
+  // Deletes what finished more than retention_ms ago, 100 instances per
+  // write transaction and at most 50 transactions per round, once a second
+  // (or sooner for a short retention): short transactions, since on LMDB
+  // the writer lock is shared by every process.
+  void Sweep();
+
+  void ScheduleSweep();
+
+  void ScheduleHeartbeat();
+
+  // ---- state ----
+  static int FindStep(const Instance& inst, const std::string& step);
+
+  std::mutex& stripe(const std::string& id);
+
+  void cache_put(const std::string& id, std::shared_ptr<Instance> inst);
+
+  static bool AgreesWithSnapshot(const Instance& inst,
+                                 const nlohmann::json& snap);
+
+  // REQUIRES: stripe(id) held.
+  StatusOr<std::shared_ptr<Instance>> LoadLocked(const std::string& id);
+
+  StatusOr<std::shared_ptr<const Instance>> Load(const std::string& id);
+
+  void Evict(const std::string& id);
+
+  // Applies fn's events to a copy and commits them with compare-and-swap.
+  // `as_owner`: a driver transition, fenced by this process's lease.
+  Status Mutate(const std::string& id, const std::function<Status(Tx&)>& fn,
+                bool as_owner = false);
+
+  void EndInflight(const std::string& key);
+
+  Store& store_;
+
+ public:
+  Store& store();
+
+ private:
+  Adapter& adapter_;
+  Clock& clock_;
+  EngineOptions options_;
+
+  mutable std::mutex defs_mu_;
+  std::map<std::string, std::map<int, SagaDefinitionPtr>> defs_;
+
+  std::mutex stripes_[kStripes];
+  std::mutex cache_mu_;
+  std::unordered_map<std::string, std::shared_ptr<Instance>> cache_;
+
+  std::mutex sched_mu_;
+  std::condition_variable idle_cv_;
+  std::unordered_set<std::string> running_, rerun_;
+  std::unordered_map<std::string, std::set<int>>
+      steps_running_;  // see TryMarkStep
+  int step_tasks_ = 0;
+  std::unordered_map<std::string, int64_t> wakes_;  // see WakeAt
+  bool stopping_ = false;
+  bool stopped_ = false;
+
+  std::mutex submit_mu_;
+  std::unordered_set<std::string> inflight_;
+
+  std::mutex rng_mu_;
+  Metrics metrics_;
+  std::string owner_;  // coordinator_id + "/" + this incarnation
+  std::mutex lease_mu_;
+  std::unordered_map<std::string, Lease> owned_;
+  std::mutex commit_max_mu_;
+  double max_commit_seconds_ = 0;
+  std::mutex budget_mu_;
+  std::map<std::string, RetryBudget> budgets_;
+  std::mutex recovery_mu_;
+  std::unordered_set<std::string> recovering_;
+  std::chrono::steady_clock::time_point recovery_start_;
+
+  boost::asio::thread_pool pool_;
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type>
+      work_;
+  std::thread timer_thread_;
+  std::mt19937_64 rng_;
+  Waiters waiters_{store_, io_, pool_};  // after the timers and workers it uses
+};
+
+}  // namespace sagad

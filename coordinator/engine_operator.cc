@@ -1,0 +1,269 @@
+// Engine: operator actions. Each is one transition, serialised per instance
+// and checked by compare-and-swap; the owner's driver then carries on.
+#include "coordinator/engine_impl.h"
+
+namespace sagad {
+
+auto Engine::Impl::OperatorAction(const std::string& id,
+                                  const std::function<Status(Tx&)>& fn)
+    -> Status {
+  Status s = Mutate(id, fn);
+  if (s.ok()) Schedule(id);
+  return s;
+}
+
+auto Engine::Impl::Approve(const std::string& id, const std::string& step,
+                           const std::string& actor, const std::string& comment)
+    -> Status {
+  return OperatorAction(id, [&](Tx& tx) -> Status {
+    int i = FindStep(tx.inst(), step);
+    if (i < 0)
+      return NotFound("instance " + id + " has no step '" + step + "'");
+    const StepState& st = tx.inst().step(i);
+    if (st.status() != StepStatus::kAwaitingApproval) {
+      if (st.machine.approved())
+        return Status::Ok();  // already approved: nothing to do
+      return FailedPrecondition("step '" + step +
+                                "' is not awaiting approval (it is " +
+                                StepStatusName(st.status()) + ")");
+    }
+    // The approval binds to the exact request: key and args hash.
+    SagaDefinitionPtr def =
+        Definition(tx.inst().saga(), tx.inst().saga_version());
+    if (!def)
+      return FailedPrecondition("saga " + tx.inst().saga() + " version " +
+                                std::to_string(tx.inst().saga_version()) +
+                                " is not registered");
+    auto r = Render(tx.inst(), def->steps[i].forward);
+    if (!r.ok())
+      return FailedPrecondition("cannot build the request to approve: " +
+                                r.status().message());
+    SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kApprove,
+                                  {{"by", actor},
+                                   {"comment", comment},
+                                   {"key", id + ":" + step},
+                                   {"args_hash", r->hash}}));
+    if (tx.inst().status() == SagaStatus::kAwaitingApproval)
+      SAGAD_RETURN_IF_ERROR(tx.Saga(SagaEvent::kResume, {{"by", actor}}));
+    return Status::Ok();
+  });
+}
+
+auto Engine::Impl::Reject(const std::string& id, const std::string& step,
+                          const std::string& actor, const std::string& reason)
+    -> Status {
+  return OperatorAction(id, [&](Tx& tx) -> Status {
+    int i = FindStep(tx.inst(), step);
+    if (i < 0)
+      return NotFound("instance " + id + " has no step '" + step + "'");
+    const StepState& st = tx.inst().step(i);
+    if (st.status() == StepStatus::kRejected) return Status::Ok();
+    if (st.status() != StepStatus::kAwaitingApproval)
+      return FailedPrecondition("step '" + step +
+                                "' is not awaiting approval (it is " +
+                                StepStatusName(st.status()) + ")");
+    SAGAD_RETURN_IF_ERROR(
+        tx.Step(i, StepEvent::kReject, {{"by", actor}, {"reason", reason}}));
+    return tx.Saga(
+        SagaEvent::kStartCompensation,
+        {{"by", actor}, {"reason", "step '" + step + "' rejected: " + reason}});
+  });
+}
+
+auto Engine::Impl::Cancel(const std::string& id, const std::string& actor,
+                          const std::string& reason) -> Status {
+  SagaDefinitionPtr def;
+  return OperatorAction(id, [&](Tx& tx) -> Status {
+    const Instance& inst = tx.inst();
+    def = Definition(inst.saga(), inst.saga_version());
+    if (!def)
+      return Internal("definition of " + inst.saga() + " is not registered");
+    SagaStatus ss = inst.status();
+    if (ss == SagaStatus::kCompensating || ss == SagaStatus::kCompensated)
+      return Status::Ok();
+    if (ss == SagaStatus::kCompleted)
+      return FailedPrecondition("instance " + id +
+                                " already completed; nothing to cancel");
+    if (PivotCommitted(*def, inst))
+      return FailedPrecondition(
+          "instance " + id +
+          " has committed its irreversible step; it can only go forward");
+    if (ss == SagaStatus::kNeedsReview)
+      return FailedPrecondition(
+          "instance " + id +
+          " needs review; resolve it, or force compensation with "
+          "POST .../compensate");
+    for (size_t i = 0; i < inst.steps().size(); ++i)
+      if (inst.step(i).status() == StepStatus::kAwaitingApproval)
+        SAGAD_RETURN_IF_ERROR(
+            tx.Step(static_cast<int>(i), StepEvent::kReject,
+                    {{"by", actor}, {"reason", "cancelled: " + reason}}));
+    return tx.Saga(SagaEvent::kStartCompensation,
+                   {{"by", actor},
+                    {"cancelled", true},
+                    {"reason", "cancelled: " + reason}});
+  });
+}
+
+auto Engine::Impl::RetryNow(const std::string& id, const std::string& step,
+                            const std::string& actor,
+                            const std::string& comment) -> Status {
+  return OperatorAction(id, [&](Tx& tx) -> Status {
+    int i = FindStep(tx.inst(), step);
+    if (i < 0)
+      return NotFound("instance " + id + " has no step '" + step + "'");
+    const StepState& st = tx.inst().step(i);
+    SagaStatus ss = tx.inst().status();
+    bool waiting = st.retry_at > 0 && (ss == SagaStatus::kRunning ||
+                                       ss == SagaStatus::kCompensating);
+    bool exhausted = ss == SagaStatus::kNeedsReview &&
+                     st.status() == StepStatus::kPlanned && st.retries > 0 &&
+                     !tx.inst().reviewing_compensation();
+    if (!waiting && !exhausted) {
+      if (st.status() == StepStatus::kUnknown ||
+          st.status() == StepStatus::kNeedsReview)
+        return FailedPrecondition(
+            "step '" + step +
+            "' has an unknown outcome; a retry could duplicate it: "
+            "resolve it instead");
+      return FailedPrecondition(
+          "step '" + step + "' is not waiting for a retry (it is " +
+          StepStatusName(st.status()) + ", saga " + SagaStatusName(ss) + ")");
+    }
+    SAGAD_RETURN_IF_ERROR(
+        tx.Note(i, "retry_requested", {{"by", actor}, {"comment", comment}}));
+    if (exhausted)
+      return tx.Saga(SagaEvent::kResume, {{"by", actor}, {"step", step}});
+    return Status::Ok();
+  });
+}
+
+auto Engine::Impl::Skip(const std::string& id, const std::string& step,
+                        const nlohmann::json& result,
+                        const std::string& external_ref,
+                        const std::string& actor, const std::string& comment)
+    -> Status {
+  return OperatorAction(id, [&](Tx& tx) -> Status {
+    int i = FindStep(tx.inst(), step);
+    if (i < 0)
+      return NotFound("instance " + id + " has no step '" + step + "'");
+    const StepState& st = tx.inst().step(i);
+    SagaStatus ss = tx.inst().status();
+    bool ok_state =
+        (st.status() == StepStatus::kPlanned &&
+         (ss == SagaStatus::kRunning || ss == SagaStatus::kNeedsReview)) ||
+        (st.status() == StepStatus::kNeedsReview &&
+         !st.machine.reviewing_compensation());
+    if (!ok_state)
+      return FailedPrecondition(
+          "step '" + step + "' cannot be skipped now (it is " +
+          StepStatusName(st.status()) + ", saga " + SagaStatusName(ss) +
+          "); only a step not yet sent, or under review, can be");
+    nlohmann::json res = result.is_null() ? nlohmann::json::object() : result;
+    std::string ref = !external_ref.empty() ? external_ref : ExternalRef(res);
+    SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kSkip,
+                                  {{"result", res},
+                                   {"external_ref", ref},
+                                   {"by", actor},
+                                   {"comment", comment}}));
+    if (tx.inst().status() == SagaStatus::kNeedsReview)
+      return tx.Saga(SagaEvent::kResume, {{"by", actor}, {"step", step}});
+    return Status::Ok();
+  });
+}
+
+auto Engine::Impl::ForceCompensate(const std::string& id,
+                                   const std::string& actor,
+                                   const std::string& reason) -> Status {
+  return OperatorAction(id, [&](Tx& tx) -> Status {
+    const Instance& inst = tx.inst();
+    if (inst.status() != SagaStatus::kNeedsReview)
+      return FailedPrecondition("instance " + id +
+                                " is not in NEEDS_REVIEW (it is " +
+                                SagaStatusName(inst.status()) +
+                                "); use cancel to stop a running saga");
+    for (const auto& st : inst.steps()) {
+      StepStatus ss = st.status();
+      if (ss == StepStatus::kStarted || ss == StepStatus::kUnknown ||
+          (ss == StepStatus::kNeedsReview &&
+           !st.machine.reviewing_compensation()))
+        return FailedPrecondition(
+            "step '" + st.name +
+            "' has an unknown outcome; resolve it before compensating");
+    }
+    SagaDefinitionPtr def = Definition(inst.saga(), inst.saga_version());
+    if (!def)
+      return Internal("definition of " + inst.saga() + " is not registered");
+    for (size_t i = 0; i < inst.steps().size(); ++i)
+      if (def->steps[i].irreversible &&
+          inst.step(i).status() == StepStatus::kCommitted)
+        return FailedPrecondition(
+            "cannot undo '" + def->steps[i].name +
+            "': it is irreversible and committed; the saga can only "
+            "go forward (resolve, retry or skip its steps)");
+    for (size_t i = 0; i < inst.steps().size(); ++i)
+      if (inst.step(i).status() == StepStatus::kAwaitingApproval)
+        SAGAD_RETURN_IF_ERROR(
+            tx.Step(static_cast<int>(i), StepEvent::kReject,
+                    {{"by", actor}, {"reason", "compensation forced"}}));
+    return tx.Saga(SagaEvent::kStartCompensation,
+                   {{"by", actor},
+                    {"forced", true},
+                    {"reason", "compensation forced: " + reason}});
+  });
+}
+
+auto Engine::Impl::Resolve(const std::string& id, const std::string& step,
+                           const std::string& outcome,
+                           const std::string& external_ref,
+                           const std::string& actor, const std::string& comment)
+    -> Status {
+  if (outcome != "committed" && outcome != "not_executed")
+    return InvalidArgument("outcome must be \"committed\" or \"not_executed\"");
+  nlohmann::json resolution = {
+      {"outcome", outcome}, {"by", actor}, {"comment", comment}};
+  if (!external_ref.empty()) resolution["external_ref"] = external_ref;
+  return OperatorAction(id, [&](Tx& tx) -> Status {
+    int i = FindStep(tx.inst(), step);
+    if (i < 0)
+      return NotFound("instance " + id + " has no step '" + step + "'");
+    if (tx.inst().status() != SagaStatus::kNeedsReview)
+      return FailedPrecondition("instance " + id +
+                                " is not in NEEDS_REVIEW (it is " +
+                                SagaStatusName(tx.inst().status()) + ")");
+    if (StepUnderWay(id, i))
+      return FailedPrecondition(
+          "step '" + step +
+          "' has a request in flight; its outcome will be recorded "
+          "when it returns");
+    const StepState& st = tx.inst().step(i);
+    if (st.status() == StepStatus::kStarted ||
+        st.status() == StepStatus::kUnknown)
+      SAGAD_RETURN_IF_ERROR(
+          tx.Step(i, StepEvent::kEscalate, {{"error", "operator review"}}));
+    if (tx.inst().step(i).status() != StepStatus::kNeedsReview)
+      return FailedPrecondition(
+          "step '" + step + "' has no unknown outcome to resolve (it is " +
+          StepStatusName(tx.inst().step(i).status()) + ")");
+    bool comp = tx.inst().step(i).machine.reviewing_compensation();
+    if (outcome == "committed") {
+      if (comp) {
+        SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kCompensationDone,
+                                      {{"resolution", resolution}}));
+      } else {
+        nlohmann::json result = {{"resolved_by_operator", true}};
+        if (!external_ref.empty()) result["ref"] = external_ref;
+        SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kCommit,
+                                      {{"result", result},
+                                       {"external_ref", external_ref},
+                                       {"resolution", resolution}}));
+      }
+    } else {
+      SAGAD_RETURN_IF_ERROR(
+          tx.Step(i, StepEvent::kNotExecuted, {{"resolution", resolution}}));
+    }
+    return tx.Saga(SagaEvent::kResume, {{"by", actor}, {"step", step}});
+  });
+}
+
+}  // namespace sagad

@@ -1,0 +1,495 @@
+// Engine: one step at a time. Send (STARTED durable first), record the
+// outcome (chaining the next step's STARTED into the same commit), reconcile
+// an unclear outcome before any re-send, and undo.
+#include "coordinator/engine_impl.h"
+
+namespace sagad {
+
+auto Engine::Impl::RetryFor(const StepDefinition& sd,
+                            const std::string& service) -> RetryPolicy {
+  const ServiceConfig* svc = adapter_.Service(service);
+  return EffectiveRetry(sd, svc ? svc->retry : RetryPolicy{});
+}
+
+auto Engine::Impl::QueryableFor(const StepDefinition& sd,
+                                const ServiceConfig& svc) -> bool {
+  return sd.queryable.value_or(svc.queryable);
+}
+
+auto Engine::Impl::IdempotentFor(const StepDefinition& sd,
+                                 const ServiceConfig& svc) -> bool {
+  return sd.idempotent.value_or(svc.idempotent);
+}
+
+auto Engine::Impl::TakeRetryToken(const std::string& service) -> int64_t {
+  const ServiceConfig* svc = adapter_.Service(service);
+  std::lock_guard<std::mutex> l(budget_mu_);
+  int64_t now = clock_.NowMillis();
+  auto it = budgets_.find(service);
+  if (it == budgets_.end())
+    it = budgets_
+             .emplace(service,
+                      RetryBudget(svc ? svc->retry_budget : RetryBudgetConfig{},
+                                  now))
+             .first;
+  if (it->second.TryTake(now)) return 0;
+  metrics_.Inc("sagad_retry_budget_exhausted_total",
+               "service=\"" + service + "\"");
+  return std::max<int64_t>(1, it->second.WaitMillis(now));
+}
+
+auto Engine::Impl::DeferRetry(const std::string& id, int i,
+                              const std::string& service, int64_t wait)
+    -> Next {
+  return Transition(id, [&](Tx& tx) {
+    return tx.Note(i, "retry_deferred",
+                   {{"service", service},
+                    {"reason", "retry budget of the service is empty"},
+                    {"retry_at", clock_.NowMillis() + wait}});
+  });
+}
+
+auto Engine::Impl::BoundArgsHash(const StepState& st) -> std::string {
+  if (!st.args_hash.empty()) return st.args_hash;
+  return st.approval.is_object() ? st.approval.value("args_hash", "") : "";
+}
+
+auto Engine::Impl::Execute(const std::string& id, const SagaDefinition& def,
+                           const Instance& inst, int i) -> Next {
+  const StepDefinition& sd = def.steps[i];
+  const StepState& st = inst.step(i);
+  const ServiceConfig* svc = adapter_.Service(sd.forward.service);
+  auto r = Render(inst, sd.forward);
+  if (!svc || !r.ok()) {
+    std::string why =
+        !svc ? "service '" + sd.forward.service + "' is not configured"
+             : "cannot build request: " + r.status().message();
+    return Transition(id, [&](Tx& tx) -> Status {
+      if (tx.inst().step(i).status() != StepStatus::kPlanned)
+        return Escalate(tx, i, why);
+      return GiveUp(tx, def, "step '" + sd.name + "': " + why);
+    });
+  }
+  const std::string key = id + ":" + sd.name;
+  std::string bound = BoundArgsHash(st);
+  if (!bound.empty() && bound != r->hash) {
+    return Transition(id, [&](Tx& tx) {
+      return Escalate(
+          tx, i,
+          "idempotency key " + key +
+              " would be sent with a different body than it is bound to "
+              "(first send or approval); refusing");
+    });
+  }
+  if (st.attempts > 0 || st.retries > 0) {
+    int64_t wait = TakeRetryToken(sd.forward.service);
+    if (wait > 0) return DeferRetry(id, i, sd.forward.service, wait);
+  }
+  CrashPoint("before_started");
+  Status s = Mutate(
+      id,
+      [&](Tx& tx) -> Status {
+        const Instance& cur = tx.inst();
+        StepStatus ss = cur.step(i).status();
+        if (!IsRetryableSendState(ss))
+          return FailedPrecondition("step moved on");
+        if (ss == StepStatus::kPlanned && cur.status() != SagaStatus::kRunning)
+          return FailedPrecondition("saga is no longer running");
+        return tx.Step(i, StepEvent::kStart,
+                       {{"key", key},
+                        {"args_hash", r->hash},
+                        {"attempt", cur.step(i).attempts + 1}});
+      },
+      /*as_owner=*/true);
+  if (!s.ok()) return AfterFailedMutate(id, s);
+  CrashPoint("after_started");
+  return SendForward(id, def, i, std::move(*r), st.attempts + 1, TraceOf(inst));
+}
+
+auto Engine::Impl::SendForward(const std::string& id, const SagaDefinition& def,
+                               int i, Rendered r, int attempt,
+                               const TraceContext& trace) -> Next {
+  const int launched = i;
+  const bool chain_only = IsChain(def);
+  while (true) {
+    const StepDefinition& sd = def.steps[i];
+    const std::string key = id + ":" + sd.name;
+    CallRequest req{
+        sd.forward.service, sd.forward.method, r.path, r.body, key, id, sd.name,
+        Token(id),          attempt,           trace};
+    auto t0 = std::chrono::steady_clock::now();
+    CallResult res = adapter_.Call(req);
+    CrashPoint("before_outcome");
+    MarkRecovered(id);  // resumed: its first step after a restart was sent
+    RecordCall("forward", res, std::chrono::steady_clock::now() - t0);
+    EngineLog({{"msg", "step call"},
+               {"instance", id},
+               {"trace_id", trace.trace_id},
+               {"step", sd.name},
+               {"key", key},
+               {"attempt", attempt},
+               {"outcome", OutcomeName(res.outcome)},
+               {"http_status", res.http_status},
+               {"ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - t0)
+                          .count()}});
+    const RetryPolicy policy = RetryFor(sd, sd.forward.service);
+    int chained = -1, marked = -1;
+    Rendered chained_request;
+    Next next = Transition(id, [&](Tx& tx) -> Status {
+      chained = -1;
+      switch (res.outcome) {
+        case Outcome::kCommitted:
+          SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kCommit,
+                                        {{"result", res.result},
+                                         {"external_ref", res.external_ref},
+                                         {"http_status", res.http_status},
+                                         {"replayed", res.replayed}}));
+          SAGAD_RETURN_IF_ERROR(
+              Chain(tx, def, &marked, &chained, &chained_request));
+          if (chained >= 0)
+            CrashPoint(
+                "before_started");  // the next STARTED is not durable yet
+          return Status::Ok();
+        case Outcome::kFailed:
+          SAGAD_RETURN_IF_ERROR(tx.Step(
+              i, StepEvent::kFail,
+              {{"error", res.error}, {"http_status", res.http_status}}));
+          return GiveUp(tx, def,
+                        "step '" + sd.name + "' was rejected: " + res.error);
+        case Outcome::kUnknown:
+          return tx.Step(
+              i, StepEvent::kOutcomeUnknown,
+              {{"error", res.error}, {"http_status", res.http_status}});
+        case Outcome::kNotExecuted: {
+          const StepState& cur = tx.inst().step(i);
+          int64_t now = clock_.NowMillis();
+          if (!MayRetry(sd, policy, cur.retries + 1, cur.first_sent_at, now)) {
+            SAGAD_RETURN_IF_ERROR(
+                tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
+            return GiveUp(tx, def,
+                          "step '" + sd.name + "' could not be sent after " +
+                              std::to_string(cur.retries) +
+                              " attempts: " + res.error);
+          }
+          return tx.Step(
+              i, StepEvent::kNotExecuted,
+              {{"error", res.error},
+               {"retry_at", now + BackoffMillis(policy, cur.retries + 1,
+                                                [this] { return Random(); })}});
+        }
+      }
+      return Status::Ok();
+    });
+    CrashPoint("after_outcome");
+    if (marked >= 0 && (next == Next::kStop || chained != marked))
+      UnmarkStep(id, marked);
+    if (i != launched) UnmarkStep(id, i);
+    if (next == Next::kStop || chained < 0) return next;
+    CrashPoint("after_started");
+    if (!chain_only)
+      Schedule(id);  // siblings that became ready start beside it
+    i = chained;
+    r = std::move(chained_request);
+    attempt = 1;
+  }
+}
+
+auto Engine::Impl::Chain(Tx& tx, const SagaDefinition& def, int* marked,
+                         int* step, Rendered* request) -> Status {
+  const Instance& inst = tx.inst();
+  std::vector<Action> actions = NextActions(def, inst);
+  if (actions.front().kind == ActionKind::kComplete)
+    return tx.Saga(SagaEvent::kComplete);
+  if (RecoveryInProgress())
+    return Status::Ok();  // others wait to be resumed first
+  if (inst.status() != SagaStatus::kRunning) return Status::Ok();
+  if (def.deadline_ms > 0 && !PivotCommitted(def, inst) &&
+      clock_.NowMillis() >= inst.created_at() + def.deadline_ms)
+    return Status::Ok();
+  for (const Action& a : actions) {
+    if (a.kind != ActionKind::kExecute) continue;
+    const StepState& st = inst.step(a.step);
+    if (st.status() != StepStatus::kPlanned || st.attempts > 0 ||
+        st.retries > 0 || st.retry_at > 0)
+      continue;
+    const StepDefinition& sd = def.steps[a.step];
+    if (!adapter_.Service(sd.forward.service)) continue;
+    auto r = Render(inst, sd.forward);
+    if (!r.ok()) continue;
+    std::string bound = BoundArgsHash(st);
+    if (!bound.empty() && bound != r->hash) continue;
+    if (a.step != *marked) {
+      // The step that just committed still counts until it is unmarked.
+      if (!TryMarkStep(inst.id(), a.step, def.max_parallel + 1)) continue;
+      if (*marked >= 0) UnmarkStep(inst.id(), *marked);
+      *marked = a.step;
+    }
+    SAGAD_RETURN_IF_ERROR(tx.Step(a.step, StepEvent::kStart,
+                                  {{"key", inst.id() + ":" + sd.name},
+                                   {"args_hash", r->hash},
+                                   {"attempt", 1}}));
+    *step = a.step;
+    *request = std::move(*r);
+    return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+auto Engine::Impl::IsChain(const SagaDefinition& def) -> bool {
+  for (size_t i = 0; i < def.steps.size(); ++i) {
+    auto deps = def.DependencyNames(i);
+    if (i == 0 ? !deps.empty()
+               : deps.size() != 1 || deps[0] != def.steps[i - 1].name)
+      return false;
+  }
+  return true;
+}
+
+auto Engine::Impl::Reconcile(const std::string& id, const SagaDefinition& def,
+                             const Instance& inst, int i) -> Next {
+  const StepDefinition& sd = def.steps[i];
+  const StepState& st = inst.step(i);
+  const ServiceConfig* svc = adapter_.Service(sd.forward.service);
+  if (!svc) {
+    return Transition(id, [&](Tx& tx) {
+      return Escalate(tx, i,
+                      "outcome unknown and service '" + sd.forward.service +
+                          "' is not configured");
+    });
+  }
+  if (!QueryableFor(sd, *svc)) {
+    if (IdempotentFor(sd, *svc))
+      return Execute(id, def, inst, i);  // same key: deduplicated
+    return Transition(id, [&](Tx& tx) {
+      return Escalate(
+          tx, i,
+          "outcome of " + st.key +
+              " is unknown and the service can neither be asked nor "
+              "deduplicates; a human must check");
+    });
+  }
+  QueryResult q = adapter_.Query(sd.forward.service, st.key, id, Token(id),
+                                 st.attempts, TraceOf(inst));
+  RecordQuery("forward", q);
+  EngineLog(
+      {{"msg", "reconcile"},
+       {"instance", id},
+       {"step", sd.name},
+       {"key", st.key},
+       {"answer", q.outcome == QueryOutcome::kHappened      ? "happened"
+                  : q.outcome == QueryOutcome::kNotHappened ? "not_happened"
+                                                            : "unknown"}});
+  const RetryPolicy policy = RetryFor(sd, sd.forward.service);
+  if (q.outcome == QueryOutcome::kNotHappened) {
+    // It never happened: back to PLANNED. Running, it is sent again with the
+    // same key after a backoff, within max_attempts sends (a downstream that
+    // keeps answering unclearly is not hammered); turning back, there is
+    // nothing to send or undo.
+    return Transition(id, [&](Tx& tx) -> Status {
+      const StepState& cur = tx.inst().step(i);
+      if (cur.status() != StepStatus::kStarted &&
+          cur.status() != StepStatus::kUnknown)
+        return FailedPrecondition("step moved on");
+      const std::string why = "confirmed not executed after: " + cur.last_error;
+      if (tx.inst().status() != SagaStatus::kRunning)
+        return tx.Step(i, StepEvent::kNotExecuted,
+                       {{"error", "confirmed not executed"}});
+      int64_t now = clock_.NowMillis();
+      if (!MayRetry(sd, policy, cur.attempts, cur.first_sent_at, now)) {
+        SAGAD_RETURN_IF_ERROR(
+            tx.Step(i, StepEvent::kNotExecuted, {{"error", why}}));
+        return GiveUp(tx, def,
+                      "step '" + sd.name + "' did not take effect in " +
+                          std::to_string(cur.attempts) + " attempts: " + why);
+      }
+      return tx.Step(
+          i, StepEvent::kNotExecuted,
+          {{"error", why},
+           {"retry_at", now + BackoffMillis(policy, cur.attempts,
+                                            [this] { return Random(); })}});
+    });
+  }
+  return Transition(id, [&](Tx& tx) -> Status {
+    StepStatus ss = tx.inst().step(i).status();
+    if (ss != StepStatus::kStarted && ss != StepStatus::kUnknown)
+      return FailedPrecondition("step moved on");
+    if (q.outcome == QueryOutcome::kHappened)
+      return tx.Step(i, StepEvent::kCommit,
+                     {{"result", q.result},
+                      {"external_ref", q.external_ref},
+                      {"reconciled", true}});
+    if (ss == StepStatus::kStarted)
+      SAGAD_RETURN_IF_ERROR(
+          tx.Step(i, StepEvent::kOutcomeUnknown, {{"error", q.error}}));
+    int n = tx.inst().step(i).reconciliations + 1;
+    if (n >= policy.max_reconciliations) {
+      SAGAD_RETURN_IF_ERROR(
+          tx.Note(i, "reconciled", {{"phase", "forward"}, {"error", q.error}}));
+      return Escalate(tx, i,
+                      "outcome of " + st.key + " still unknown after " +
+                          std::to_string(n) +
+                          " reconciliation attempts: " + q.error);
+    }
+    return tx.Note(i, "reconciled",
+                   {{"phase", "forward"},
+                    {"error", q.error},
+                    {"retry_at", clock_.NowMillis() +
+                                     ReconcileDelayMillis(policy, n, [this] {
+                                       return Random();
+                                     })}});
+  });
+}
+
+auto Engine::Impl::Compensate(const std::string& id, const SagaDefinition& def,
+                              const Instance& inst, int i) -> Next {
+  const StepDefinition& sd = def.steps[i];
+  const StepState& st = inst.step(i);
+  if (!sd.compensation) {
+    return Transition(id, [&](Tx& tx) {
+      return Escalate(
+          tx, i, "step '" + sd.name + "' committed but has no compensation");
+    });
+  }
+  const CallSpec& call = *sd.compensation;
+  auto r = Render(inst, call);
+  if (!adapter_.Service(call.service) || !r.ok()) {
+    std::string why = !r.ok()
+                          ? "cannot build compensation: " + r.status().message()
+                          : "service '" + call.service + "' is not configured";
+    return Transition(id, [&](Tx& tx) {
+      return tx.Saga(SagaEvent::kEscalate,
+                     {{"reason", why}, {"step", sd.name}});
+    });
+  }
+  const std::string key = id + ":" + sd.name + ":compensate";
+  if (!st.comp_args_hash.empty() && st.comp_args_hash != r->hash) {
+    return Transition(id, [&](Tx& tx) {
+      return tx.Saga(
+          SagaEvent::kEscalate,
+          {{"reason",
+            "compensation key " + key +
+                " would be re-sent with a different body; refusing"}});
+    });
+  }
+  if (st.comp_attempts > 0) {
+    int64_t wait = TakeRetryToken(call.service);
+    if (wait > 0) return DeferRetry(id, i, call.service, wait);
+  }
+  CrashPoint("before_compensation_started");
+  Status s = Mutate(
+      id,
+      [&](Tx& tx) -> Status {
+        StepStatus ss = tx.inst().step(i).status();
+        if (ss != StepStatus::kCommitted && ss != StepStatus::kCompensating)
+          return FailedPrecondition("step moved on");
+        return tx.Step(i, StepEvent::kBeginCompensation,
+                       {{"key", key}, {"args_hash", r->hash}});
+      },
+      /*as_owner=*/true);
+  if (!s.ok()) return AfterFailedMutate(id, s);
+  CrashPoint("after_compensation_started");
+  CallRequest req{call.service, call.method, r->path,
+                  r->body,      key,         id,
+                  sd.name,      Token(id),   st.comp_attempts + 1,
+                  TraceOf(inst)};
+  auto t0 = std::chrono::steady_clock::now();
+  CallResult res = adapter_.Call(req);
+  CrashPoint("before_compensation_outcome");
+  RecordCall("compensation", res, std::chrono::steady_clock::now() - t0);
+  EngineLog({{"msg", "compensation call"},
+             {"instance", id},
+             {"trace_id", req.trace.trace_id},
+             {"step", sd.name},
+             {"key", key},
+             {"outcome", OutcomeName(res.outcome)},
+             {"http_status", res.http_status}});
+  const RetryPolicy policy = RetryFor(sd, call.service);
+  Next next = Transition(id, [&](Tx& tx) -> Status {
+    switch (res.outcome) {
+      case Outcome::kCommitted:
+        return tx.Step(i, StepEvent::kCompensationDone,
+                       {{"result", res.result}});
+      case Outcome::kFailed:
+        SAGAD_RETURN_IF_ERROR(
+            tx.Step(i, StepEvent::kEscalate, {{"error", res.error}}));
+        return EscalateUndo(
+            tx, def,
+            "compensation of '" + sd.name + "' was refused: " + res.error,
+            sd.name);
+      case Outcome::kUnknown:
+        return tx.Step(i, StepEvent::kCompensationUnknown,
+                       {{"error", res.error}});
+      case Outcome::kNotExecuted: {
+        int n = tx.inst().step(i).comp_attempts;
+        if (n >= policy.max_attempts) {
+          SAGAD_RETURN_IF_ERROR(
+              tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
+          return tx.Saga(
+              SagaEvent::kEscalate,
+              {{"reason", "compensation of '" + sd.name +
+                              "' could not be sent after " + std::to_string(n) +
+                              " attempts: " + res.error},
+               {"step", sd.name}});
+        }
+        return tx.Step(
+            i, StepEvent::kNotExecuted,
+            {{"error", res.error},
+             {"retry_at", clock_.NowMillis() + BackoffMillis(policy, n, [this] {
+                            return Random();
+                          })}});
+      }
+    }
+    return Status::Ok();
+  });
+  CrashPoint("after_compensation_outcome");
+  return next;
+}
+
+auto Engine::Impl::ReconcileCompensation(const std::string& id,
+                                         const SagaDefinition& def,
+                                         const Instance& inst, int i) -> Next {
+  const StepDefinition& sd = def.steps[i];
+  const StepState& st = inst.step(i);
+  const ServiceConfig* svc =
+      sd.compensation ? adapter_.Service(sd.compensation->service) : nullptr;
+  // Compensations are idempotent by contract: without a query, re-send.
+  if (!svc || !QueryableFor(sd, *svc)) return Compensate(id, def, inst, i);
+  QueryResult q = adapter_.Query(sd.compensation->service, st.comp_key, id,
+                                 Token(id), st.comp_attempts, TraceOf(inst));
+  RecordQuery("compensation", q);
+  if (q.outcome == QueryOutcome::kNotHappened)
+    return Compensate(id, def, inst, i);
+  const RetryPolicy policy = RetryFor(sd, sd.compensation->service);
+  return Transition(id, [&](Tx& tx) -> Status {
+    if (tx.inst().step(i).status() != StepStatus::kCompensating)
+      return FailedPrecondition("step moved on");
+    if (q.outcome == QueryOutcome::kHappened)
+      return tx.Step(i, StepEvent::kCompensationDone,
+                     {{"result", q.result}, {"reconciled", true}});
+    if (!tx.inst().step(i).machine.compensation_in_doubt())
+      SAGAD_RETURN_IF_ERROR(
+          tx.Step(i, StepEvent::kCompensationUnknown, {{"error", q.error}}));
+    int n = tx.inst().step(i).comp_reconciliations + 1;
+    if (n >= policy.max_reconciliations) {
+      SAGAD_RETURN_IF_ERROR(tx.Note(
+          i, "reconciled", {{"phase", "compensation"}, {"error", q.error}}));
+      SAGAD_RETURN_IF_ERROR(
+          tx.Step(i, StepEvent::kEscalate, {{"error", q.error}}));
+      return EscalateUndo(tx, def,
+                          "compensation " + st.comp_key +
+                              " still unknown after " + std::to_string(n) +
+                              " reconciliation attempts",
+                          sd.name);
+    }
+    return tx.Note(i, "reconciled",
+                   {{"phase", "compensation"},
+                    {"error", q.error},
+                    {"retry_at", clock_.NowMillis() +
+                                     ReconcileDelayMillis(policy, n, [this] {
+                                       return Random();
+                                     })}});
+  });
+}
+
+}  // namespace sagad
