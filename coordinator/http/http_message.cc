@@ -32,6 +32,7 @@ void HttpResponse::set_header(const std::string& name, const std::string& value)
 
 std::function<void()> HttpResponse::Defer() {
   deferred_ = true;
+  if (on_defer_) on_defer_();
   return on_complete_;
 }
 

@@ -55,12 +55,15 @@ class HttpResponse {
   std::function<void()> Defer();
   bool deferred() const { return deferred_; }
 
-  // Set by the server before the handler runs.
+  // Set by the server before the handler runs: what completes the response,
+  // and what Defer() tells the server (from the handler's thread).
   void set_on_complete(std::function<void()> f) { on_complete_ = std::move(f); }
+  void set_on_defer(std::function<void()> f) { on_defer_ = std::move(f); }
 
  private:
   bool deferred_ = false;
   std::function<void()> on_complete_;
+  std::function<void()> on_defer_;
 };
 
 // %XX decoded; '+' as a space too when `plus_is_space` (query strings).

@@ -342,21 +342,35 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
     req_.body = std::move(m.body());
     res_ = HttpResponse{};
     auto self = this->shared_from_this();
-    res_.set_on_complete([self] {
+    // Whether the handler deferred, and whether the response went out, as
+    // atomics of their own: once a deferred response is completed, res_
+    // belongs to the event loop (Send resets it), not to the handler thread.
+    struct Exchange {
+      std::atomic<bool> deferred{false};
+      std::atomic<bool> sent{false};
+    };
+    auto state = std::make_shared<Exchange>();
+    auto complete = [self, state] {
+      if (state->sent.exchange(true)) return;
       net::post(self->stream_.get_executor(), [self] { self->Send(); });
-    });
-    net::post(server_.handlers(), [self] {
+    };
+    res_.set_on_complete(complete);
+    res_.set_on_defer([state] { state->deferred = true; });
+    net::post(server_.handlers(), [self, state, complete] {
+      std::string error;
       try {
         self->server_.RunHandler(self->req_, self->res_);
       } catch (const std::exception& e) {
-        self->res_ = HttpResponse{};
-        self->server_.Error(self->req_, self->res_, 500, std::string("internal error: ") + e.what());
+        error = std::string("internal error: ") + e.what();
       } catch (...) {
-        self->res_ = HttpResponse{};
-        self->server_.Error(self->req_, self->res_, 500, "internal error");
+        error = "internal error";
       }
-      if (!self->res_.deferred())
-        net::post(self->stream_.get_executor(), [self] { self->Send(); });
+      if (state->deferred) return;  // its completion sends it
+      if (!error.empty()) {
+        self->res_ = HttpResponse{};
+        self->server_.Error(self->req_, self->res_, 500, error);
+      }
+      complete();
     });
   }
 

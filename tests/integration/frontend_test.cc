@@ -17,6 +17,8 @@
 #include <chrono>
 #include <thread>
 
+#include <httplib.h>
+
 #include "tests/testing/cluster.h"
 
 namespace sagad::testing {
@@ -196,6 +198,28 @@ TEST(FrontEndTest, LongPollsHoldNoThread) {
   for (auto& t : pollers) t.join();
   EXPECT_EQ(answered, 300);  // each got the instance as it was when its time was up
   EXPECT_LE(during, before + 4) << before << " threads before, " << during << " during";
+}
+
+// A long poll whose instance has already settled is answered at once, from
+// the handler's own thread: the answer goes out once, and the connection is
+// reused for the next request (the first version could send it twice and
+// abort on a second pending write).
+TEST(FrontEndTest, ALongPollOnASettledInstanceIsAnsweredOnce) {
+  TempDir dir;
+  Downstream downstream;
+  Coordinator sagad(downstream, dir.path() + "/data");
+  ASSERT_GT(sagad.Start(), 0);
+  Reply r = sagad.Submit("order_fulfilment", OrderInput(), 10);
+  ASSERT_EQ(r.body.value("status", ""), "COMPLETED") << r.raw;
+  std::string id = r.body["id"];
+  httplib::Client client("127.0.0.1", sagad.port());
+  client.set_keep_alive(true);
+  for (int i = 0; i < 500; ++i) {
+    auto res = client.Get(("/v1/instances/" + id + "?wait=5").c_str());
+    ASSERT_TRUE(res) << "request " << i << ": " << httplib::to_string(res.error());
+    ASSERT_EQ(res->status, 200) << res->body;
+  }
+  EXPECT_TRUE(sagad.process().Running());
 }
 
 }  // namespace
