@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+
+#include "sagas/json_limits.h"
 
 namespace sagad {
 
@@ -23,11 +26,15 @@ StatusOr<RetryPolicy> RetryPolicy::FromJson(const nlohmann::json& j) {
       return InvalidArgument("unknown key '" + item.key() + "' in a retry policy");
   }
   try {
-    p.max_attempts = j.value("max_attempts", p.max_attempts);
-    p.initial_backoff_ms = j.value("initial_backoff_ms", p.initial_backoff_ms);
-    p.max_backoff_ms = j.value("max_backoff_ms", p.max_backoff_ms);
+    // Integers checked before conversion (a float out of range is undefined
+    // behaviour to convert).
+    const std::string where = "retry policy";
+    SAGAD_RETURN_IF_ERROR(IntField(j, "max_attempts", INT32_MIN, INT32_MAX, where, &p.max_attempts));
+    SAGAD_RETURN_IF_ERROR(IntField(j, "initial_backoff_ms", INT64_MIN, INT64_MAX, where, &p.initial_backoff_ms));
+    SAGAD_RETURN_IF_ERROR(IntField(j, "max_backoff_ms", INT64_MIN, INT64_MAX, where, &p.max_backoff_ms));
     p.multiplier = j.value("multiplier", p.multiplier);
-    p.max_reconciliations = j.value("max_reconciliations", p.max_reconciliations);
+    SAGAD_RETURN_IF_ERROR(
+        IntField(j, "max_reconciliations", INT32_MIN, INT32_MAX, where, &p.max_reconciliations));
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument(std::string("retry policy: ") + e.what());
   }

@@ -1,6 +1,7 @@
 #include "sagas/definition.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cctype>
 #include <set>
 
@@ -227,9 +228,12 @@ StatusOr<SagaDefinition> SagaDefinition::FromJson(const nlohmann::json& j) {
                                             "max_parallel", "compensation_order"},
                                         "the saga definition"));
     def.name = j.at("name").get<std::string>();
-    def.version = j.value("version", 1);
-    def.deadline_ms = j.value("deadline_ms", int64_t(0));
-    def.max_parallel = j.value("max_parallel", kDefaultMaxParallel);
+    // Integers are checked before they are converted (converting a float out
+    // of range is undefined behaviour).
+    const std::string saga_where = "saga definition";
+    SAGAD_RETURN_IF_ERROR(IntField(j, "version", 1, INT32_MAX, saga_where, &def.version));
+    SAGAD_RETURN_IF_ERROR(IntField(j, "deadline_ms", 0, INT64_MAX, saga_where, &def.deadline_ms));
+    SAGAD_RETURN_IF_ERROR(IntField(j, "max_parallel", 1, kMaxMaxParallel, saga_where, &def.max_parallel));
     if (j.contains("compensation_order")) {
       std::string order = j["compensation_order"].get<std::string>();
       if (order == "reverse_topological")
@@ -278,7 +282,8 @@ StatusOr<SagaDefinition> SagaDefinition::FromJson(const nlohmann::json& j) {
         st.approval_if = ApprovalRule{a.at("field").get<std::string>(),
                                       a.at("op").get<std::string>(), a.at("value")};
       }
-      st.approval_timeout_ms = js.value("approval_timeout_ms", int64_t(0));
+      SAGAD_RETURN_IF_ERROR(
+          IntField(js, "approval_timeout_ms", 0, INT64_MAX, where, &st.approval_timeout_ms));
       st.approval_timeout_action = js.value("approval_timeout_action", std::string("reject"));
       if (js.contains("retry")) {
         auto r = RetryPolicy::FromJson(js["retry"]);
@@ -287,7 +292,7 @@ StatusOr<SagaDefinition> SagaDefinition::FromJson(const nlohmann::json& j) {
       }
       if (js.contains("idempotent")) st.idempotent = js["idempotent"].get<bool>();
       if (js.contains("queryable")) st.queryable = js["queryable"].get<bool>();
-      st.deadline_ms = js.value("deadline_ms", int64_t(0));
+      SAGAD_RETURN_IF_ERROR(IntField(js, "deadline_ms", 0, INT64_MAX, where, &st.deadline_ms));
       if (js.contains("after")) {
         if (!js["after"].is_array())
           return InvalidArgument(where + ": after must be an array of step names");

@@ -1,6 +1,8 @@
 #include "sagas/instance.h"
 #include "sagas/json_limits.h"
 
+#include <cstdint>
+
 namespace sagad {
 namespace {
 
@@ -22,8 +24,8 @@ nlohmann::json Event::ToJson() const {
 StatusOr<Event> Event::FromJson(const nlohmann::json& j) {
   Event e;
   try {
-    e.seq = j.at("seq").get<int64_t>();
-    e.at_ms = j.at("at").get<int64_t>();
+    if (!AsInt64(j.at("seq"), &e.seq) || !AsInt64(j.at("at"), &e.at_ms))
+      return InvalidArgument("malformed event: seq and at must be integers");
     e.type = j.at("type").get<std::string>();
     e.step = j.value("step", std::string());
     e.data = j.value("data", nlohmann::json::object());
@@ -92,7 +94,10 @@ Status Instance::Apply(const Event& e) {
     try {
       id_ = e.data.at("id").get<std::string>();
       saga_ = e.data.at("saga").get<std::string>();
-      saga_version_ = e.data.at("version").get<int>();
+      int64_t version = 0;
+      if (!AsInt64(e.data.at("version"), &version) || version < 0 || version > INT32_MAX)
+        return InvalidArgument("malformed instance_created: version must be a 32-bit integer");
+      saga_version_ = static_cast<int>(version);
       input_ = e.data.at("input");
       trace_ = e.data.value("trace", nlohmann::json());
       for (const auto& n : e.data.at("steps")) {
@@ -134,7 +139,9 @@ Status Instance::Apply(const Event& e) {
     int i = StepIndex(e.step);
     if (i < 0) return InvalidArgument("event for unknown step " + e.step);
     StepState& st = steps_[i];
-    st.retry_at = e.data.value("retry_at", int64_t(0));
+    st.retry_at = 0;
+    if (e.data.contains("retry_at") && !AsInt64(e.data["retry_at"], &st.retry_at))
+      return InvalidArgument("event " + std::to_string(e.seq) + ": retry_at must be an integer");
     if (e.type == "retry_deferred" || e.type == "retry_requested") {
       if (e.type == "retry_requested") st.retries = 0;
     } else if (e.type == "reconciled") {

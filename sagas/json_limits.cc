@@ -1,5 +1,7 @@
 #include "sagas/json_limits.h"
 
+#include <cstdint>
+
 namespace sagad {
 
 bool JsonDepthWithin(const std::string& text, int max_depth) {
@@ -95,6 +97,21 @@ Status OnlyKnownKeys(const nlohmann::json& obj, std::initializer_list<const char
                            " (known: " + list + ")");
   }
   return Status::Ok();
+}
+
+bool AsInt64(const nlohmann::json& j, int64_t* out) {
+  if (j.is_number_integer()) {
+    if (j.is_number_unsigned() && j.get<uint64_t>() > uint64_t(INT64_MAX)) return false;
+    *out = j.get<int64_t>();
+    return true;
+  }
+  if (!j.is_number_float()) return false;
+  double d = j.get<double>();
+  // 2^63 is exact as a double; [-2^63, 2^63) converts without overflow.
+  if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) || d != static_cast<double>(static_cast<int64_t>(d)))
+    return false;
+  *out = static_cast<int64_t>(d);
+  return true;
 }
 
 }  // namespace sagad

@@ -35,6 +35,27 @@ std::string SanitizeUtf8(std::string_view text);
 // instead of aborting the write, the log line or the response it belongs to.
 std::string DumpJson(const nlohmann::json& j, int indent = -1);
 
+// `j` as a 64-bit integer: an integer in range, or a finite float with no
+// fraction in range. False for anything else (converting an out-of-range
+// float is undefined behaviour, which nlohmann's get<int64_t> does; found by
+// fuzz_replay).
+bool AsInt64(const nlohmann::json& j, int64_t* out);
+
+// obj[key] as an integer in [lo, hi] into *out (left as it is when absent);
+// InvalidArgument "<where>: <key> must be an integer from lo to hi".
+template <typename Int>
+Status IntField(const nlohmann::json& obj, const char* key, int64_t lo, int64_t hi,
+                const std::string& where, Int* out) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return Status::Ok();
+  int64_t v = 0;
+  if (!AsInt64(*it, &v) || v < lo || v > hi)
+    return InvalidArgument(where + ": " + key + " must be an integer from " + std::to_string(lo) +
+                           " to " + std::to_string(hi));
+  *out = static_cast<Int>(v);
+  return Status::Ok();
+}
+
 // InvalidArgument naming the first key of `obj` that is not in `known`
 // ("unknown key 'x' in <where> (known: a, b)"): a misspelt setting must not
 // be silently ignored. Non-objects pass (their type is checked elsewhere).

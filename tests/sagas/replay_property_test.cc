@@ -82,5 +82,27 @@ TEST(ReplayTest, AnEventWhoseDataIsNotAnObjectIsRefusedNotThrown) {
   EXPECT_NE(inst.status().message().find("data must be a JSON object"), std::string::npos);
 }
 
+// Numbers out of range (fuzz_replay: converting 1e300 to an integer is
+// undefined behaviour) are refused, not converted.
+TEST(ReplayTest, NumbersOutOfRangeAreRefusedNotConverted) {
+  EXPECT_FALSE(Event::FromJson({{"seq", 1e300}, {"at", 1}, {"type", "x"}}).ok());
+  EXPECT_FALSE(Event::FromJson({{"seq", 1}, {"at", -1e300}, {"type", "x"}}).ok());
+  EXPECT_FALSE(Event::FromJson({{"seq", 1.5}, {"at", 1}, {"type", "x"}}).ok());
+  EXPECT_TRUE(Event::FromJson({{"seq", 2.0}, {"at", 1}, {"type", "x"}}).ok());
+  auto replay = [](const char* text) {
+    std::vector<Event> events;
+    for (const auto& j : nlohmann::json::parse(text)) events.push_back(*Event::FromJson(j));
+    return Instance::Replay("i", events);
+  };
+  EXPECT_FALSE(replay(R"([{"seq":1,"at":1,"type":"instance_created","data":{"id":"i","saga":"s",
+      "version":1e300,"input":{},"steps":["a"]}}])").ok());
+  EXPECT_FALSE(replay(R"([{"seq":1,"at":1,"type":"instance_created","data":{"id":"i","saga":"s",
+      "version":1,"input":{},"steps":["a"]}},
+      {"seq":2,"at":2,"type":"started","step":"a","data":{"retry_at":1e300}}])").ok());
+  EXPECT_TRUE(replay(R"([{"seq":1,"at":1,"type":"instance_created","data":{"id":"i","saga":"s",
+      "version":1,"input":{},"steps":["a"]}},
+      {"seq":2,"at":2,"type":"started","step":"a","data":{"retry_at":5}}])").ok());
+}
+
 }  // namespace
 }  // namespace sagad
