@@ -1,0 +1,172 @@
+#include "coordinator/http/api_exchange.h"
+
+#include <cctype>
+#include <limits>
+
+#include "sagas/json_limits.h"
+
+namespace sagad {
+
+
+const char* Title(int status) {
+  switch (status) {
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
+    case 413: return "Payload Too Large";
+    case 415: return "Unsupported Media Type";
+    case 422: return "Unprocessable Content";
+    case 503: return "Service Unavailable";
+    default: return status >= 500 ? "Internal Server Error" : "Error";
+  }
+}
+
+void Problem(const HttpRequest& req, HttpResponse& res, int status,
+             const std::string& detail) {
+  nlohmann::json p = {{"type", "about:blank"},
+                      {"title", Title(status)},
+                      {"status", status},
+                      {"detail", detail},
+                      {"instance", req.path}};
+  res.status = status;
+  res.set_content(DumpJson(p), "application/problem+json");
+}
+
+void ProblemFromStatus(const HttpRequest& req, HttpResponse& res, const Status& s) {
+  int code = 500;
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument: code = 400; break;
+    case StatusCode::kNotFound: code = 404; break;
+    case StatusCode::kAlreadyExists: code = 422; break;
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kAborted: code = 409; break;
+    case StatusCode::kUnavailable: code = 503; break;
+    default: code = 500;
+  }
+  if (code == 503) res.set_header("Retry-After", "1");
+  Problem(req, res, code, s.message());
+}
+
+void Json(HttpResponse& res, int status, const nlohmann::json& j) {
+  res.status = status;
+  res.set_content(DumpJson(j), "application/json");
+}
+
+// "application/json", optionally with parameters ("; charset=utf-8").
+bool IsJsonContentType(const std::string& value) {
+  std::string media = value.substr(0, value.find(';'));
+  while (!media.empty() && (media.back() == ' ' || media.back() == '\t')) media.pop_back();
+  for (char& c : media) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return media == "application/json";
+}
+
+// Parses the request body as a JSON object ({} when empty). False (and a
+// problem response) when it is not.
+bool BodyObject(const HttpRequest& req, HttpResponse& res, nlohmann::json* out,
+                bool allow_empty) {
+  // Every POST says it is JSON, even with an empty body: a cross-site form
+  // or no-cors fetch cannot, so no other site can ride a loopback sagad.
+  if (!IsJsonContentType(req.get_header_value("Content-Type"))) {
+    Problem(req, res, 415, "Content-Type must be application/json");
+    return false;
+  }
+  if (req.body.empty() && allow_empty) {
+    *out = nlohmann::json::object();
+    return true;
+  }
+  if (!JsonDepthWithin(req.body)) {
+    Problem(req, res, 400, "request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    return false;
+  }
+  *out = nlohmann::json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (out->is_discarded()) {
+    Problem(req, res, 400, "request body is not valid JSON");
+    return false;
+  }
+  if (!out->is_object()) {
+    Problem(req, res, 400, "request body must be a JSON object");
+    return false;
+  }
+  return true;
+}
+
+bool OptionalString(const HttpRequest& req, HttpResponse& res, const nlohmann::json& j,
+                    const char* field, std::string* out) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return true;
+  if (!it->is_string()) {
+    Problem(req, res, 400, std::string("'") + field + "' must be a string");
+    return false;
+  }
+  *out = it->get<std::string>();
+  return true;
+}
+
+// ?wait=SECONDS; -1 when absent, false on a malformed value.
+bool WaitParam(const HttpRequest& req, HttpResponse& res, double* seconds) {
+  *seconds = -1;
+  if (!req.has_param("wait")) return true;
+  std::string v = req.get_param_value("wait");
+  char* end = nullptr;
+  double d = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !(d >= 0)) {
+    Problem(req, res, 400, "wait must be a non-negative number of seconds");
+    return false;
+  }
+  *seconds = std::min(d, kMaxWaitSeconds);
+  return true;
+}
+
+// Compares without an early exit, so timing does not reveal a prefix match.
+bool ConstantTimeEquals(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const std::string& x = a.size() == b.size() ? b : a;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ x[i]);
+  return diff == 0;
+}
+
+// Framing and encoding checks made before a request is routed (its body is
+// not read yet). An empty string when the request may go on, else why not.
+std::string RefuseBeforeRouting(const HttpRequest& req) {
+  size_t lengths = req.get_header_value_count("Content-Length");
+  if (lengths > 1) return "more than one Content-Length header";
+  if (lengths == 1) {
+    std::string v = req.get_header_value("Content-Length");
+    if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos)
+      return "Content-Length must be one decimal number";
+    if (req.has_header("Transfer-Encoding"))
+      return "a request may not carry both Content-Length and Transfer-Encoding";
+  }
+  if (!IsValidUtf8(req.path)) return "the request path is not valid UTF-8 once percent-decoded";
+  for (const auto& [k, v] : req.params)
+    if (!IsValidUtf8(k) || !IsValidUtf8(v))
+      return "query parameter '" + SanitizeUtf8(k) + "' is not valid UTF-8 once percent-decoded";
+  const std::string key = req.get_header_value("Idempotency-Key");
+  if (!IsValidUtf8(key)) return "Idempotency-Key is not valid UTF-8";
+  for (unsigned char c : key)
+    if (c < 0x20 || c == 0x7f) return "Idempotency-Key contains a control character";
+  return "";
+}
+
+// A page cursor is an instance id: letters, digits and -_.: only.
+bool ValidCursor(const std::string& c) {
+  if (c.size() > 128) return false;
+  for (unsigned char ch : c)
+    if (!std::isalnum(ch) && ch != '-' && ch != '_' && ch != '.' && ch != ':') return false;
+  return true;
+}
+
+// A positive 32-bit version from text; false when it is anything else.
+bool ParseVersion(const std::string& v, int* out) {
+  if (v.empty() || v.size() > 10 || v.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  long long n = std::stoll(v);
+  if (n < 1 || n > std::numeric_limits<int>::max()) return false;
+  *out = static_cast<int>(n);
+  return true;
+}
+
+}  // namespace sagad

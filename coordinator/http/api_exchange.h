@@ -1,0 +1,47 @@
+// The API's side of one HTTP exchange, shared by its handlers: what it
+// reads from a request (a JSON object body, optional fields, ?wait, a page
+// cursor, a version, framing and encoding checks before routing) and how it
+// answers (JSON, application/problem+json per RFC 9457, a Status as the
+// matching problem). Each check that fails has already written its problem
+// into the response.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "coordinator/http/http_message.h"
+#include "sagas/status.h"
+
+namespace sagad {
+
+constexpr double kMaxWaitSeconds = 300;
+
+// The reason phrase of an HTTP status used by the API.
+const char* Title(int status);
+// A problem+json response: type, title, status, detail, instance (the path).
+void Problem(const HttpRequest& req, HttpResponse& res, int status, const std::string& detail);
+// The problem a Status maps to (400, 404, 409, 422, 503 with Retry-After, 500).
+void ProblemFromStatus(const HttpRequest& req, HttpResponse& res, const Status& s);
+void Json(HttpResponse& res, int status, const nlohmann::json& j);
+// "application/json", optionally with parameters ("; charset=utf-8").
+bool IsJsonContentType(const std::string& value);
+// The body as a JSON object ({} when empty and allowed); 415 unless the
+// request says it is JSON, 400 when it is not an object of bounded depth.
+bool BodyObject(const HttpRequest& req, HttpResponse& res, nlohmann::json* out, bool allow_empty);
+// j[field] into *out when it is a string; absent or null leaves *out; 400 else.
+bool OptionalString(const HttpRequest& req, HttpResponse& res, const nlohmann::json& j,
+                    const char* field, std::string* out);
+// ?wait=SECONDS (capped at kMaxWaitSeconds); -1 when absent, false on a bad value.
+bool WaitParam(const HttpRequest& req, HttpResponse& res, double* seconds);
+// Compares without an early exit, so timing does not reveal a prefix match.
+bool ConstantTimeEquals(const std::string& a, const std::string& b);
+// Framing and encoding checks made before a request is routed: empty when it
+// may go on, else why not.
+std::string RefuseBeforeRouting(const HttpRequest& req);
+// A page cursor is an instance id: letters, digits and -_.: only.
+bool ValidCursor(const std::string& c);
+// A positive 32-bit version from text; false when it is anything else.
+bool ParseVersion(const std::string& v, int* out);
+
+}  // namespace sagad
