@@ -213,7 +213,7 @@ auto Engine::Impl::LaunchSteps(const std::string& id, const SagaDefinition& def,
                                const std::vector<Action>& actions,
                                int64_t wake_at, Action* here) -> bool {
   *here = Action{};
-  const bool chain = IsChain(def) || RecoveryInProgress();
+  const bool chain = def.IsChain() || RecoveryInProgress();
   const int64_t now = clock_.NowMillis();
   int64_t wake = wake_at;
   bool launched = false;
@@ -338,11 +338,7 @@ auto Engine::Impl::Deadlines(const std::string& id, const SagaDefinition& def,
     int64_t due = inst.created_at() + def.deadline_ms;
     if (now >= due) {
       *next = Transition(id, [&](Tx& tx) -> Status {
-        for (size_t i = 0; i < tx.inst().steps().size(); ++i)
-          if (tx.inst().step(i).status() == StepStatus::kAwaitingApproval)
-            SAGAD_RETURN_IF_ERROR(
-                tx.Step(static_cast<int>(i), StepEvent::kReject,
-                        {{"by", "sagad"}, {"reason", "saga deadline passed"}}));
+        SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals("sagad", "saga deadline passed"));
         return tx.Saga(
             SagaEvent::kStartCompensation,
             {{"reason", "saga deadline of " + std::to_string(def.deadline_ms) +
@@ -430,11 +426,7 @@ auto Engine::Impl::GiveUp(Tx& tx, const SagaDefinition& def,
         SagaEvent::kEscalate,
         {{"reason", reason + " after the irreversible step committed"}});
   // A branch waiting for approval will not run now: its request is withdrawn.
-  for (size_t i = 0; i < tx.inst().steps().size(); ++i)
-    if (tx.inst().step(i).status() == StepStatus::kAwaitingApproval)
-      SAGAD_RETURN_IF_ERROR(
-          tx.Step(static_cast<int>(i), StepEvent::kReject,
-                  {{"by", "sagad"}, {"reason", "not needed: " + reason}}));
+  SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals("sagad", "not needed: " + reason));
   return tx.Saga(SagaEvent::kStartCompensation, {{"reason", reason}});
 }
 

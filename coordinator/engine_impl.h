@@ -311,9 +311,6 @@ class Engine::Impl {
   Status Chain(Tx& tx, const SagaDefinition& def, int* marked, int* step,
                Rendered* request);
 
-  // Each step depends on exactly the one before it (a plain list).
-  static bool IsChain(const SagaDefinition& def);
-
   Next Reconcile(const std::string& id, const SagaDefinition& def,
                  const Instance& inst, int i);
 

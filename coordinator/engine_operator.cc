@@ -93,11 +93,7 @@ auto Engine::Impl::Cancel(const std::string& id, const std::string& actor,
           "instance " + id +
           " needs review; resolve it, or force compensation with "
           "POST .../compensate");
-    for (size_t i = 0; i < inst.steps().size(); ++i)
-      if (inst.step(i).status() == StepStatus::kAwaitingApproval)
-        SAGAD_RETURN_IF_ERROR(
-            tx.Step(static_cast<int>(i), StepEvent::kReject,
-                    {{"by", actor}, {"reason", "cancelled: " + reason}}));
+    SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals(actor, "cancelled: " + reason));
     return tx.Saga(SagaEvent::kStartCompensation,
                    {{"by", actor},
                     {"cancelled", true},
@@ -201,11 +197,7 @@ auto Engine::Impl::ForceCompensate(const std::string& id,
             "cannot undo '" + def->steps[i].name +
             "': it is irreversible and committed; the saga can only "
             "go forward (resolve, retry or skip its steps)");
-    for (size_t i = 0; i < inst.steps().size(); ++i)
-      if (inst.step(i).status() == StepStatus::kAwaitingApproval)
-        SAGAD_RETURN_IF_ERROR(
-            tx.Step(static_cast<int>(i), StepEvent::kReject,
-                    {{"by", actor}, {"reason", "compensation forced"}}));
+    SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals(actor, "compensation forced"));
     return tx.Saga(SagaEvent::kStartCompensation,
                    {{"by", actor},
                     {"forced", true},

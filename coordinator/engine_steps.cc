@@ -110,7 +110,7 @@ auto Engine::Impl::SendForward(const std::string& id, const SagaDefinition& def,
                                int i, Rendered r, int attempt,
                                const TraceContext& trace) -> Next {
   const int launched = i;
-  const bool chain_only = IsChain(def);
+  const bool chain_only = def.IsChain();
   while (true) {
     const StepDefinition& sd = def.steps[i];
     const std::string key = id + ":" + sd.name;
@@ -234,16 +234,6 @@ auto Engine::Impl::Chain(Tx& tx, const SagaDefinition& def, int* marked,
     return Status::Ok();
   }
   return Status::Ok();
-}
-
-auto Engine::Impl::IsChain(const SagaDefinition& def) -> bool {
-  for (size_t i = 0; i < def.steps.size(); ++i) {
-    auto deps = def.DependencyNames(i);
-    if (i == 0 ? !deps.empty()
-               : deps.size() != 1 || deps[0] != def.steps[i - 1].name)
-      return false;
-  }
-  return true;
 }
 
 auto Engine::Impl::Reconcile(const std::string& id, const SagaDefinition& def,

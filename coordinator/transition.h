@@ -31,6 +31,15 @@ class Tx {
   Status Note(int i, const char* type, nlohmann::json data) {
     return Add(inst_.step(i).name, type, std::move(data), i);
   }
+  // Rejects every step awaiting approval (the saga turns back or waits on
+  // something else: those requests will not be sent).
+  Status RejectAwaitingApprovals(const std::string& by, const std::string& reason) {
+    for (size_t i = 0; i < inst_.steps().size(); ++i)
+      if (inst_.step(i).status() == StepStatus::kAwaitingApproval)
+        SAGAD_RETURN_IF_ERROR(
+            Step(static_cast<int>(i), StepEvent::kReject, {{"by", by}, {"reason", reason}}));
+    return Status::Ok();
+  }
   const Instance& inst() const { return inst_; }
   std::vector<Event>& events() { return events_; }
   std::vector<OperationRecord> Operations() const {

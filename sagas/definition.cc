@@ -99,6 +99,16 @@ std::vector<std::string> SagaDefinition::DependencyNames(size_t i) const {
   return {steps[i - 1].name};
 }
 
+bool SagaDefinition::IsChain() const {
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const auto& after = steps[i].after;
+    if (!after) continue;  // the step before, or none for the first
+    if (i == 0 ? !after->empty() : after->size() != 1 || (*after)[0] != steps[i - 1].name)
+      return false;
+  }
+  return true;
+}
+
 std::vector<std::string> SagaDefinition::RequiredInputFields() const {
   std::set<std::string> fields;
   for (size_t i = 0; i < steps.size(); ++i) {

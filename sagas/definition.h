@@ -100,6 +100,9 @@ struct SagaDefinition {
   int StepIndex(const std::string& name) const;
   // Names of the steps step i waits for (its `after`, or the one before it).
   std::vector<std::string> DependencyNames(size_t i) const;
+  // Each step waits for exactly the one declared before it (a plain list):
+  // one step at a time. Cheap (no allocation): asked on the hot path.
+  bool IsChain() const;
   // Input fields the templates refer to; a submission must provide them all.
   std::vector<std::string> RequiredInputFields() const;
 

@@ -82,11 +82,4 @@ bool StepGraph::IsCutPoint(int i) const {
   return true;
 }
 
-bool StepGraph::IsChain() const {
-  for (int i = 0; i < size(); ++i) {
-    if (i == 0 ? !deps_[i].empty() : (deps_[i].size() != 1 || deps_[i][0] != i - 1)) return false;
-  }
-  return true;
-}
-
 }  // namespace sagad

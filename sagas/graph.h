@@ -31,8 +31,6 @@ class StepGraph {
   // Every other step is an ancestor or a descendant of `i`: nothing can run
   // beside it.
   bool IsCutPoint(int i) const;
-  // True if each step depends on exactly the one declared before it.
-  bool IsChain() const;
   // The steps in an order where every step comes after its dependencies
   // (declaration order breaks ties).
   const std::vector<int>& topological_order() const { return order_; }

@@ -28,7 +28,7 @@ TEST(GraphDefinitionTest, AStepWithoutAfterFollowsTheOneDeclaredBefore) {
   SagaDefinition of = OrderFulfilment();
   auto g = StepGraph::Of(of);
   ASSERT_TRUE(g.ok());
-  EXPECT_TRUE(g->IsChain());
+  EXPECT_TRUE(of.IsChain());
   EXPECT_TRUE(g->IsAncestor(0, 2));
   EXPECT_EQ(of.DependencyNames(1), std::vector<std::string>{"reserve_inventory"});
   EXPECT_TRUE(of.DependencyNames(0).empty());
@@ -38,7 +38,7 @@ TEST(GraphDefinitionTest, TripBookingFansOutAndJoins) {
   SagaDefinition trip = TripBooking();
   auto g = StepGraph::Of(trip);
   ASSERT_TRUE(g.ok());
-  EXPECT_FALSE(g->IsChain());
+  EXPECT_FALSE(trip.IsChain());
   EXPECT_FALSE(g->IsAncestor(0, 1));
   EXPECT_FALSE(g->IsAncestor(1, 0));
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(g->IsAncestor(i, 3));
