@@ -21,8 +21,10 @@ void EngineLog(nlohmann::json line) {
            tm.tm_sec, ms);
   line["ts"] = ts;
   line["level"] = "info";
+  std::string text = DumpJson(line);
+  text += '\n';
   std::lock_guard<std::mutex> l(mu);
-  std::cerr << DumpJson(line) << "\n";
+  std::cerr.write(text.data(), static_cast<std::streamsize>(text.size()));
 }
 
 std::string NewInstanceId(int64_t now_ms) {
@@ -51,108 +53,25 @@ Engine::Impl::Impl(Store& store, Adapter& adapter, Clock& clock,
       adapter_(adapter),
       clock_(clock),
       options_(options),
+      ownership_(store, clock, options.coordinator_id, options.lease_ms),
+      repo_(store, clock,
+            InstanceRepository::Hooks{
+                [this](const Instance& inst, const std::vector<Event>& events) {
+                  return OutboxMessages(inst, events);
+                },
+                [this](const InstanceRepository::Commit& c) { Committed(c); },
+                [this](std::chrono::steady_clock::duration d) {
+                  metrics_.CommitAttempt(d);
+                },
+                [](nlohmann::json line) { EngineLog(std::move(line)); }}),
+      operators_(defs_, repo_, runs_,
+                 [this](const std::string& id) { Schedule(id); }),
       pool_(static_cast<size_t>(std::max(1, options.workers))),
       work_(boost::asio::make_work_guard(io_)),
       timer_thread_([this] { io_.run(); }),
-      rng_(std::random_device{}()) {
-  char incarnation[20];
-  snprintf(incarnation, sizeof incarnation, "%016llx",
-           static_cast<unsigned long long>(std::random_device{}()) << 32 |
-               static_cast<unsigned long long>(std::random_device{}()));
-  owner_ = options_.coordinator_id + "/" + incarnation;
-  metrics_.Describe("sagad_step_calls_total", "counter",
-                    "Downstream calls by phase (forward/compensation) and "
-                    "classified outcome.");
-  metrics_.Describe("sagad_reconciliations_total", "counter",
-                    "Questions about unclear outcomes, by phase and answer.");
-  metrics_.Describe(
-      "sagad_events_total", "counter",
-      "Committed instance events by type (escalations: saga_needs_review).");
-  metrics_.Describe("sagad_duplicate_effects_detected_total", "counter",
-                    "Calls a downstream answered as an idempotent replay.");
-  metrics_.Describe(
-      "sagad_recovery_latency_seconds", "histogram",
-      "From sagad start to the first transition of each recovered instance.");
-  metrics_.Describe("sagad_step_latency_seconds", "histogram",
-                    "Downstream call latency.");
-  metrics_.Describe("sagad_escalations_total", "counter",
-                    "Instances sent to NEEDS_REVIEW.");
-  metrics_.Describe("sagad_store_commit_seconds", "histogram",
-                    "LMDB write transactions of a transition (writer lock "
-                    "held, fsync included).");
-  metrics_.Describe("sagad_retries_total", "counter",
-                    "Re-sends of a forward step (same key).");
-  metrics_.Describe(
-      "sagad_retry_budget_exhausted_total", "counter",
-      "Retries deferred because the service's retry budget was empty.");
-  metrics_.Describe(
-      "sagad_retention_deleted_total", "counter",
-      "Finished instances deleted by retention (with their events, operation "
-      "records and submission keys).");
-  ExportKnownCountersAtZero();
-}
-
-auto Engine::Impl::ExportKnownCountersAtZero() -> void {
-  for (const char* phase : {"forward", "compensation"}) {
-    for (Outcome o : {Outcome::kCommitted, Outcome::kFailed,
-                      Outcome::kNotExecuted, Outcome::kUnknown})
-      metrics_.Inc("sagad_step_calls_total",
-                   std::string("phase=\"") + phase + "\",outcome=\"" +
-                       OutcomeName(o) + "\"",
-                   0);
-    for (const char* answer : {"happened", "not_happened", "unknown"})
-      metrics_.Inc(
-          "sagad_reconciliations_total",
-          std::string("phase=\"") + phase + "\",answer=\"" + answer + "\"", 0);
-  }
-  std::vector<std::string> types = {"instance_created", "reconciled",
-                                    "retry_deferred", "retry_requested"};
-  for (int k = 0; k <= static_cast<int>(StepEvent::kSkip); ++k)
-    types.push_back(StepEventName(static_cast<StepEvent>(k)));
-  for (int k = 0; k <= static_cast<int>(SagaEvent::kEscalate); ++k)
-    types.push_back(SagaEventName(static_cast<SagaEvent>(k)));
-  for (const auto& t : types)
-    metrics_.Inc("sagad_events_total", "type=\"" + t + "\"", 0);
-  for (const char* name :
-       {"sagad_duplicate_effects_detected_total", "sagad_escalations_total",
-        "sagad_retries_total", "sagad_retention_deleted_total"})
-    metrics_.Inc(name, "", 0);
-}
+      rng_(std::random_device{}()) {}
 
 Engine::Impl::~Impl() { Stop(); }
-
-auto Engine::Impl::Register(const SagaDefinition& def) -> Status {
-  SAGAD_RETURN_IF_ERROR(Validate(def));
-  std::lock_guard<std::mutex> l(defs_mu_);
-  auto& versions = defs_[def.name];
-  auto it = versions.find(def.version);
-  if (it != versions.end()) {
-    if (*it->second == def) return Status::Ok();
-    return AlreadyExists("saga " + def.name + " version " +
-                         std::to_string(def.version) +
-                         " is already registered with a different definition");
-  }
-  versions[def.version] = std::make_shared<const SagaDefinition>(def);
-  return Status::Ok();
-}
-
-auto Engine::Impl::Definitions() const -> std::vector<SagaDefinitionPtr> {
-  std::lock_guard<std::mutex> l(defs_mu_);
-  std::vector<SagaDefinitionPtr> out;
-  for (const auto& [name, versions] : defs_)
-    for (const auto& [v, d] : versions) out.push_back(d);
-  return out;
-}
-
-auto Engine::Impl::Definition(const std::string& name, int version) const
-    -> SagaDefinitionPtr {
-  std::lock_guard<std::mutex> l(defs_mu_);
-  auto it = defs_.find(name);
-  if (it == defs_.end() || it->second.empty()) return nullptr;
-  if (version <= 0) return it->second.rbegin()->second;
-  auto v = it->second.find(version);
-  return v == it->second.end() ? nullptr : v->second;
-}
 
 auto Engine::Impl::Start() -> Status {
   auto start = clock_.SteadyNow();
@@ -160,18 +79,10 @@ auto Engine::Impl::Start() -> Status {
   if (!active.ok()) return active.status();
   std::vector<std::string> ids;
   for (const auto& a : *active) ids.push_back(a.id);
-  {
-    std::lock_guard<std::mutex> l(recovery_mu_);
-    recovery_start_ = start;
-    recovering_.insert(ids.begin(), ids.end());
-  }
+  recovery_.Begin(ids, start);
   // One transaction takes every lease that is free or was this process's
   // predecessor's; the drivers then start without a write each.
-  auto taken =
-      store_.AcquireLeases(ids, owner_, clock_.NowMillis(), options_.lease_ms,
-                           options_.coordinator_id + "/");
-  if (taken.ok())
-    for (const auto& [id, lease] : *taken) Own(id, lease);
+  ownership_.AcquireAll(ids);
   for (const auto& id : ids) Schedule(id);
   ScheduleHeartbeat();
   if (options_.retention_ms > 0) ScheduleSweep();
@@ -184,13 +95,7 @@ auto Engine::Impl::Start() -> Status {
 }
 
 auto Engine::Impl::Stop() -> void {
-  {
-    std::unique_lock<std::mutex> l(sched_mu_);
-    if (stopped_) return;
-    stopping_ = true;
-    idle_cv_.wait(l, [this] { return running_.empty() && step_tasks_ == 0; });
-    stopped_ = true;
-  }
+  if (!runs_.StopAndWait()) return;
   work_.reset();
   io_.stop();
   if (timer_thread_.joinable()) timer_thread_.join();
@@ -249,35 +154,35 @@ StatusOr<nlohmann::json> Engine::Bundle(const std::string& id) {
 }
 Status Engine::Approve(const std::string& id, const std::string& step,
                        const std::string& actor, const std::string& comment) {
-  return impl_->Approve(id, step, actor, comment);
+  return impl_->operators().Approve(id, step, actor, comment);
 }
 Status Engine::Reject(const std::string& id, const std::string& step,
                       const std::string& actor, const std::string& reason) {
-  return impl_->Reject(id, step, actor, reason);
+  return impl_->operators().Reject(id, step, actor, reason);
 }
 Status Engine::Cancel(const std::string& id, const std::string& actor,
                       const std::string& reason) {
-  return impl_->Cancel(id, actor, reason);
+  return impl_->operators().Cancel(id, actor, reason);
 }
 Status Engine::RetryNow(const std::string& id, const std::string& step,
                         const std::string& actor, const std::string& comment) {
-  return impl_->RetryNow(id, step, actor, comment);
+  return impl_->operators().RetryNow(id, step, actor, comment);
 }
 Status Engine::Skip(const std::string& id, const std::string& step,
                     const nlohmann::json& result,
                     const std::string& external_ref, const std::string& actor,
                     const std::string& comment) {
-  return impl_->Skip(id, step, result, external_ref, actor, comment);
+  return impl_->operators().Skip(id, step, result, external_ref, actor, comment);
 }
 Status Engine::ForceCompensate(const std::string& id, const std::string& actor,
                                const std::string& reason) {
-  return impl_->ForceCompensate(id, actor, reason);
+  return impl_->operators().ForceCompensate(id, actor, reason);
 }
 Status Engine::Resolve(const std::string& id, const std::string& step,
                        const std::string& outcome,
                        const std::string& external_ref,
                        const std::string& actor, const std::string& comment) {
-  return impl_->Resolve(id, step, outcome, external_ref, actor, comment);
+  return impl_->operators().Resolve(id, step, outcome, external_ref, actor, comment);
 }
 
 }  // namespace sagad

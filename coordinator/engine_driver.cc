@@ -6,15 +6,7 @@
 namespace sagad {
 
 auto Engine::Impl::Schedule(const std::string& id) -> void {
-  {
-    std::lock_guard<std::mutex> l(sched_mu_);
-    if (stopping_) return;
-    if (running_.count(id)) {
-      rerun_.insert(id);
-      return;
-    }
-    running_.insert(id);
-  }
+  if (!runs_.Enter(id)) return;
   boost::asio::post(pool_, [this, id] { DriveLoop(id); });
 }
 
@@ -39,32 +31,25 @@ auto Engine::Impl::DriveLoop(const std::string& id) -> void {
           {{"msg", "driver error"}, {"instance", id}, {"error", e.what()}});
       ScheduleAfter(id, 5000);
     }
-    std::lock_guard<std::mutex> l(sched_mu_);
-    if (yield && !stopping_) {  // to the back of the queue, still running
-      rerun_.erase(id);
-      boost::asio::post(pool_, [this, id] { DriveLoop(id); });
-      return;
+    switch (runs_.Leave(id, yield)) {
+      case RunTable::After::kAgain:
+        continue;
+      case RunTable::After::kRequeue:  // to the back of the queue
+        boost::asio::post(pool_, [this, id] { DriveLoop(id); });
+        return;
+      case RunTable::After::kDone:
+        return;
     }
-    if (!stopping_ && rerun_.erase(id)) continue;
-    rerun_.erase(id);
-    running_.erase(id);
-    if (running_.empty() && step_tasks_ == 0) idle_cv_.notify_all();
-    return;
   }
 }
 
-auto Engine::Impl::Stopping() -> bool {
-  std::lock_guard<std::mutex> l(sched_mu_);
-  return stopping_;
-}
-
 auto Engine::Impl::Drive(const std::string& id) -> bool {
-  for (int round = 0; round < 10000 && !Stopping(); ++round) {
+  for (int round = 0; round < 10000 && !runs_.Stopping(); ++round) {
     if (round > 0) {
       // Owned at the previous round and not now: it finished (a terminal
       // commit gives the lease up) or another process took it. Either way
       // there is nothing more to do here.
-      if (!OwnedLease(id)) return false;
+      if (!ownership_.Held(id)) return false;
     } else if (!EnsureOwned(id)) {  // another live process drives it
       ForgetRecovery(id);
       return false;
@@ -126,10 +111,10 @@ auto Engine::Impl::Drive(const std::string& id) -> bool {
       try {
         next = RunStep(id, here);
       } catch (...) {
-        UnmarkStep(id, here.step);
+        runs_.UnmarkStep(id, here.step);
         throw;
       }
-      UnmarkStep(id, here.step);
+      runs_.UnmarkStep(id, here.step);
       MarkRecovered(id);
       if (next == Next::kStop) return false;
       if (RecoveryInProgress()) return true;
@@ -224,7 +209,7 @@ auto Engine::Impl::LaunchSteps(const std::string& id, const SagaDefinition& def,
       wake = wake == 0 ? due : std::min(wake, due);
       continue;
     }
-    if (!TryMarkStep(id, a.step, def.max_parallel)) continue;
+    if (!runs_.TryMarkStep(id, a.step, def.max_parallel)) continue;
     launched = true;
     if (chain && here->kind == ActionKind::kNone) {
       *here = a;
@@ -245,15 +230,15 @@ auto Engine::Impl::RunStepTask(const std::string& id, Action a) -> void {
         {{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
     ScheduleAfter(id, 5000);
   }
-  UnmarkStep(id, a.step);
+  runs_.UnmarkStep(id, a.step);
   MarkRecovered(id);
   // Not owned any more: it finished (a terminal commit gives the lease up)
   // or another process took it; either way nothing is left to do here.
-  if (next == Next::kContinue && OwnedLease(id)) Schedule(id);
+  if (next == Next::kContinue && ownership_.Held(id)) Schedule(id);
 }
 
 auto Engine::Impl::RunStep(const std::string& id, const Action& a) -> Next {
-  if (Stopping() || !OwnedLease(id)) return Next::kStop;
+  if (runs_.Stopping() || !ownership_.Held(id)) return Next::kStop;
   auto inst = Load(id);
   if (!inst.ok()) return Next::kContinue;  // the driver says why
   SagaDefinitionPtr def = Definition((*inst)->saga(), (*inst)->saga_version());
@@ -277,51 +262,15 @@ auto Engine::Impl::RunStep(const std::string& id, const Action& a) -> Next {
   }
 }
 
-auto Engine::Impl::TryMarkStep(const std::string& id, int step, int limit)
-    -> bool {
-  std::lock_guard<std::mutex> l(sched_mu_);
-  auto& steps = steps_running_[id];
-  if (steps.count(step) || static_cast<int>(steps.size()) >= limit) {
-    if (steps.empty()) steps_running_.erase(id);
-    return false;
-  }
-  steps.insert(step);
-  ++step_tasks_;
-  return true;
-}
-
-auto Engine::Impl::UnmarkStep(const std::string& id, int step) -> void {
-  std::lock_guard<std::mutex> l(sched_mu_);
-  auto it = steps_running_.find(id);
-  if (it == steps_running_.end() || !it->second.erase(step)) return;
-  if (it->second.empty()) steps_running_.erase(it);
-  if (--step_tasks_ == 0 && running_.empty()) idle_cv_.notify_all();
-}
-
-auto Engine::Impl::StepUnderWay(const std::string& id, int step) -> bool {
-  std::lock_guard<std::mutex> l(sched_mu_);
-  auto it = steps_running_.find(id);
-  return it != steps_running_.end() && it->second.count(step);
-}
-
 auto Engine::Impl::WakeAt(const std::string& id, int64_t due_ms) -> void {
   const int64_t now = clock_.NowMillis();
-  {
-    std::lock_guard<std::mutex> l(sched_mu_);
-    auto it = wakes_.find(id);
-    if (it != wakes_.end() && it->second <= due_ms && it->second > now) return;
-    wakes_[id] = due_ms;
-  }
+  if (!runs_.ClaimWake(id, due_ms, now)) return;
   auto timer = std::make_shared<boost::asio::steady_timer>(io_);
   timer->expires_after(
       std::chrono::milliseconds(std::max<int64_t>(1, due_ms - now)));
   timer->async_wait(
       [this, id, due_ms, timer](const boost::system::error_code& ec) {
-        {
-          std::lock_guard<std::mutex> l(sched_mu_);
-          auto it = wakes_.find(id);
-          if (it != wakes_.end() && it->second == due_ms) wakes_.erase(it);
-        }
+        runs_.WakeFired(id, due_ms);
         if (!ec) Schedule(id);
       });
 }
@@ -377,24 +326,18 @@ auto Engine::Impl::Deadlines(const std::string& id, const SagaDefinition& def,
 }
 
 auto Engine::Impl::RecoveryInProgress() -> bool {
-  std::lock_guard<std::mutex> l(recovery_mu_);
-  return !recovering_.empty() &&
-         clock_.SteadyNow() - recovery_start_ < std::chrono::seconds(60);
+  return recovery_.InProgress(clock_.SteadyNow());
 }
 
 auto Engine::Impl::ForgetRecovery(const std::string& id) -> void {
-  std::lock_guard<std::mutex> l(recovery_mu_);
-  recovering_.erase(id);
+  recovery_.Forget(id);
 }
 
 auto Engine::Impl::MarkRecovered(const std::string& id) -> void {
-  std::lock_guard<std::mutex> l(recovery_mu_);
-  if (recovering_.empty() || !recovering_.erase(id)) return;
-  double secs =
-      std::chrono::duration<double>(clock_.SteadyNow() - recovery_start_)
-          .count();
-  metrics_.Observe("sagad_recovery_latency_seconds", secs);
-  EngineLog({{"msg", "recovered"}, {"instance", id}, {"ms", secs * 1000}});
+  auto secs = recovery_.Resumed(id, clock_.SteadyNow());
+  if (!secs) return;
+  metrics_.RecoveryLatency(*secs);
+  EngineLog({{"msg", "recovered"}, {"instance", id}, {"ms", *secs * 1000}});
 }
 
 auto Engine::Impl::Transition(const std::string& id,
@@ -448,28 +391,6 @@ auto Engine::Impl::Escalate(Tx& tx, int i, const std::string& reason)
         tx.Step(i, StepEvent::kEscalate, {{"error", reason}}));
   if (tx.inst().status() == SagaStatus::kNeedsReview) return Status::Ok();
   return tx.Saga(SagaEvent::kEscalate, {{"reason", reason}, {"step", st.name}});
-}
-
-auto Engine::Impl::Context(const Instance& inst) -> TemplateContext {
-  TemplateContext ctx;
-  ctx.input = &inst.input();
-  for (const auto& st : inst.steps())
-    if (!st.result.is_null() || !st.external_ref.empty())
-      ctx.steps[st.name] = {{"ref", st.external_ref}, {"result", st.result}};
-  return ctx;
-}
-
-auto Engine::Impl::Render(const Instance& inst, const CallSpec& call)
-    -> StatusOr<Rendered> {
-  TemplateContext ctx = Context(inst);
-  auto path = RenderPath(call.path, ctx);
-  if (!path.ok()) return path.status();
-  auto body = RenderBody(call.body, ctx);
-  if (!body.ok()) return body.status();
-  Rendered r{
-      *path, *body,
-      Sha256Hex(call.method + " " + *path + "\n" + CanonicalJson(*body))};
-  return r;
 }
 
 auto Engine::Impl::Random() -> double {

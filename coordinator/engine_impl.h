@@ -1,16 +1,30 @@
-// Engine::Impl: the engine's inside, declared once and defined by concern in
-// engine*.cc (private to the engine; include only there):
-//   engine.cc            the facade, definitions, lifecycle (start, stop)
-//   engine_reads.cc      submissions and reads
-//   engine_operator.cc   operator actions (approve, reject, cancel, retry,
-//                        skip, force compensation, resolve)
-//   engine_driver.cc     scheduling: one driver per instance, step actions
-//                        on workers, steps under way, timers, deadlines,
-//                        recovery round robin
-//   engine_steps.cc      one step: send, record, chain, reconcile, undo
-//   engine_state.cc      outbox, metrics, ownership (leases, heartbeat),
-//                        retention, the instance cache and Mutate (load,
-//                        compare-and-swap commit)
+// Engine::Impl: the engine's orchestration, over parts that each have a
+// header of their own (and their own unit tests), depending downward only:
+//
+//   Engine (engine.h, the facade)
+//     Engine::Impl: submissions, reads, the driver, the step runner;
+//     declared here, defined by concern in engine*.cc:
+//       engine.cc            the facade, definitions, lifecycle (start, stop)
+//       engine_reads.cc      submissions and reads
+//       engine_driver.cc     the driver: which instance runs next, its
+//                            saga-level transitions, step actions on workers,
+//                            timers, deadlines, recovery round robin
+//       engine_steps.cc      the step runner: send, record, chain, reconcile,
+//                            undo one step
+//       engine_state.cc      commits (Mutate), outbox messages, ownership
+//                            rounds (heartbeat), retention
+//     uses:
+//       OperatorActions      approve, reject, cancel, retry, skip, force
+//                            compensation, resolve
+//       DefinitionRegistry   saga definitions by name and version
+//       InstanceRepository   load, cache, compare-and-swap commit
+//       Ownership            leases, fencing tokens, renewal
+//       RunTable             drivers and step actions under way, wake-ups
+//       RecoveryTracker      instances not yet resumed since start-up
+//       EngineMetrics        counters, histograms, gauges
+//       Waiters              `?wait=` callers, woken when an instance settles
+//       sagas/planner.h      what to do next (pure), Tx (transition.h)
+// Private to the engine; include only in engine*.cc.
 // Thread-safety: as Engine's (coordinator/engine.h).
 #pragma once
 
@@ -36,7 +50,14 @@
 #include "adapters/sha256.h"
 #include "coordinator/crash_point.h"
 #include "coordinator/engine.h"
-#include "coordinator/metrics.h"
+#include "coordinator/definition_registry.h"
+#include "coordinator/engine_metrics.h"
+#include "coordinator/instance_repository.h"
+#include "coordinator/operator_actions.h"
+#include "coordinator/ownership.h"
+#include "coordinator/recovery_tracker.h"
+#include "coordinator/run_table.h"
+#include "coordinator/step_request.h"
 #include "coordinator/transition.h"
 #include "coordinator/waiters.h"
 #include "policies/approval_policy.h"
@@ -48,8 +69,6 @@
 #include "sagas/template.h"
 
 namespace sagad {
-
-constexpr size_t kStripes = 64;
 
 // One structured JSON line per significant event on stderr. Never tokens or
 // request bodies.
@@ -68,19 +87,16 @@ class Engine::Impl {
  public:
   Impl(Store& store, Adapter& adapter, Clock& clock, EngineOptions options);
 
-  // Every counter whose label values are known up front is exported at 0
-  // from the first scrape, so rate(...{outcome="unknown"}[5m]) and the like
-  // work before the first incident.
-  void ExportKnownCountersAtZero();
-
   ~Impl();
 
   // ---- definitions ----
-  Status Register(const SagaDefinition& def);
+  Status Register(const SagaDefinition& def) { return defs_.Register(def); }
 
-  std::vector<SagaDefinitionPtr> Definitions() const;
+  std::vector<SagaDefinitionPtr> Definitions() const { return defs_.All(); }
 
-  SagaDefinitionPtr Definition(const std::string& name, int version) const;
+  SagaDefinitionPtr Definition(const std::string& name, int version) const {
+    return defs_.Get(name, version);
+  }
 
   // ---- lifecycle ----
   Status Start();
@@ -128,38 +144,7 @@ class Engine::Impl {
   StatusOr<nlohmann::json> Bundle(const std::string& id);
 
   // ---- operator actions ----
-  // An operator's transition (no lease needed: it makes no downstream call);
-  // the owner's driver then carries on from the new state.
-  Status OperatorAction(const std::string& id,
-                        const std::function<Status(Tx&)>& fn);
-
-  Status Approve(const std::string& id, const std::string& step,
-                 const std::string& actor, const std::string& comment);
-
-  Status Reject(const std::string& id, const std::string& step,
-                const std::string& actor, const std::string& reason);
-
-  Status Cancel(const std::string& id, const std::string& actor,
-                const std::string& reason);
-
-  // Retry now: a step waiting on a retry timer (or whose retries ran out and
-  // sent the saga to review) is tried again at once with the same key.
-  Status RetryNow(const std::string& id, const std::string& step,
-                  const std::string& actor, const std::string& comment);
-
-  // Skip: an operator supplies the result of a step that has not been sent
-  // (or whose unknown outcome is under review); the saga goes on with it.
-  Status Skip(const std::string& id, const std::string& step,
-              const nlohmann::json& result, const std::string& external_ref,
-              const std::string& actor, const std::string& comment);
-
-  // Force the reverse path of an instance in NEEDS_REVIEW.
-  Status ForceCompensate(const std::string& id, const std::string& actor,
-                         const std::string& reason);
-
-  Status Resolve(const std::string& id, const std::string& step,
-                 const std::string& outcome, const std::string& external_ref,
-                 const std::string& actor, const std::string& comment);
+  OperatorActions& operators() { return operators_; }
 
  private:
   // ---- scheduling ----
@@ -168,8 +153,6 @@ class Engine::Impl {
   void ScheduleAfter(const std::string& id, int64_t delay_ms);
 
   void DriveLoop(const std::string& id);
-
-  bool Stopping();
 
   // Runs the instance's saga-level transitions (completion, turning back,
   // waiting for a human) and launches its step actions, each on a worker of
@@ -203,17 +186,6 @@ class Engine::Impl {
   void RunStepTask(const std::string& id, Action a);
 
   Next RunStep(const std::string& id, const Action& a);
-
-  // ---- steps under way in this process ----
-  // A step is marked before its STARTED record can be seen (the mark is
-  // taken before the commit) and unmarked after its outcome was recorded, so
-  // no other worker ever reconciles or re-sends a request still in flight.
-  // At most `limit` steps of one instance at once.
-  bool TryMarkStep(const std::string& id, int step, int limit);
-
-  void UnmarkStep(const std::string& id, int step);
-
-  bool StepUnderWay(const std::string& id, int step);
 
   // Schedules the instance at wall time `due_ms` unless a wake-up at or
   // before it is already pending.
@@ -254,15 +226,7 @@ class Engine::Impl {
 
   Status Escalate(Tx& tx, int i, const std::string& reason);
 
-  TemplateContext Context(const Instance& inst);
-
-  struct Rendered {
-    std::string path;
-    nlohmann::json body;
-    std::string hash;
-  };
-
-  StatusOr<Rendered> Render(const Instance& inst, const CallSpec& call);
+  using Rendered = StepRequest;
 
   double Random();
 
@@ -327,28 +291,11 @@ class Engine::Impl {
                                              const std::vector<Event>& events);
 
   // ---- metrics ----
-  void RecordCall(const char* phase, const CallResult& res,
-                  std::chrono::steady_clock::duration d);
-
-  // One write transaction (it holds LMDB's writer lock, fsync included).
-  void RecordCommit(std::chrono::steady_clock::duration d);
-
-  void RecordQuery(const char* phase, const QueryResult& q);
-
  public:
   std::string MetricsText();
 
  private:
   // ---- ownership ----
-  std::optional<Lease> OwnedLease(const std::string& id);
-
-  void Own(const std::string& id, const Lease& lease);
-
-  void Disown(const std::string& id);
-
-  // The fencing token sent downstream: this process's lease generation.
-  uint64_t Token(const std::string& id);
-
   // Takes the instance's lease if this process does not hold it: free,
   // expired, or held by a dead predecessor of the same coordinator id. A new
   // generation means a new owner: reload the state before acting.
@@ -371,28 +318,21 @@ class Engine::Impl {
   void ScheduleHeartbeat();
 
   // ---- state ----
-  static int FindStep(const Instance& inst, const std::string& step);
-
-  std::mutex& stripe(const std::string& id);
-
-  void cache_put(const std::string& id, std::shared_ptr<Instance> inst);
-
-  static bool AgreesWithSnapshot(const Instance& inst,
-                                 const nlohmann::json& snap);
-
-  // REQUIRES: stripe(id) held.
-  StatusOr<std::shared_ptr<Instance>> LoadLocked(const std::string& id);
-
   StatusOr<std::shared_ptr<const Instance>> Load(const std::string& id);
 
-  void Evict(const std::string& id);
+  static int FindStep(const Instance& inst, const std::string& step);
 
-  // Applies fn's events to a copy and commits them with compare-and-swap.
-  // `as_owner`: a driver transition, fenced by this process's lease.
+  // Applies fn's events to a copy and commits them with compare-and-swap
+  // (InstanceRepository::Mutate). `as_owner`: a driver transition, fenced by
+  // this process's lease.
   Status Mutate(const std::string& id, const std::function<Status(Tx&)>& fn,
                 bool as_owner = false);
 
   void EndInflight(const std::string& key);
+
+  // After each commit (under the instance's lock): a finished instance's
+  // lease is gone, webhooks and waiters hear of it, metrics count it.
+  void Committed(const InstanceRepository::Commit& c);
 
   Store& store_;
 
@@ -404,38 +344,21 @@ class Engine::Impl {
   Clock& clock_;
   EngineOptions options_;
 
-  mutable std::mutex defs_mu_;
-  std::map<std::string, std::map<int, SagaDefinitionPtr>> defs_;
+  DefinitionRegistry defs_;
 
-  std::mutex stripes_[kStripes];
-  std::mutex cache_mu_;
-  std::unordered_map<std::string, std::shared_ptr<Instance>> cache_;
-
-  std::mutex sched_mu_;
-  std::condition_variable idle_cv_;
-  std::unordered_set<std::string> running_, rerun_;
-  std::unordered_map<std::string, std::set<int>>
-      steps_running_;  // see TryMarkStep
-  int step_tasks_ = 0;
-  std::unordered_map<std::string, int64_t> wakes_;  // see WakeAt
-  bool stopping_ = false;
-  bool stopped_ = false;
+  EngineMetrics metrics_;
+  Ownership ownership_;
+  InstanceRepository repo_;
+  RunTable runs_;
+  RecoveryTracker recovery_;
+  OperatorActions operators_;
 
   std::mutex submit_mu_;
   std::unordered_set<std::string> inflight_;
 
   std::mutex rng_mu_;
-  Metrics metrics_;
-  std::string owner_;  // coordinator_id + "/" + this incarnation
-  std::mutex lease_mu_;
-  std::unordered_map<std::string, Lease> owned_;
-  std::mutex commit_max_mu_;
-  double max_commit_seconds_ = 0;
   std::mutex budget_mu_;
   std::map<std::string, RetryBudget> budgets_;
-  std::mutex recovery_mu_;
-  std::unordered_set<std::string> recovering_;
-  std::chrono::steady_clock::time_point recovery_start_;
 
   boost::asio::thread_pool pool_;
   boost::asio::io_context io_;

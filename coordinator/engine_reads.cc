@@ -54,10 +54,9 @@ auto Engine::Impl::Submit(const std::string& saga, int version,
       sub->instance_id = id;
       sub->created_at = now;
     }
-    Lease lease{owner_, now + options_.lease_ms, 1};
-    s = store_.CreateInstance(inst.ToJson(), {created}, sub ? &*sub : nullptr,
-                              OutboxMessages(inst, {created}), &lease);
-    if (s.ok()) Own(id, lease);
+    Lease lease = ownership_.FirstLease();
+    s = repo_.Create(inst, created, sub ? &*sub : nullptr, &lease);
+    if (s.ok()) ownership_.Adopt(id, lease);
   }
   if (!s.ok()) {
     if (sub) EndInflight(client_key);
@@ -67,10 +66,6 @@ auto Engine::Impl::Submit(const std::string& saga, int version,
       if (existing.ok()) return Replay(*existing, request_hash);
     }
     return s;
-  }
-  {
-    std::lock_guard<std::mutex> l(stripe(id));
-    cache_put(id, std::make_shared<Instance>(inst));
   }
   EngineLog({{"msg", "instance created"},
              {"instance", id},
@@ -157,7 +152,7 @@ auto Engine::Impl::Approvals() -> StatusOr<nlohmann::json> {
       if (def) {
         const CallSpec& call = def->steps[i].forward;
         const ServiceConfig* svc = adapter_.Service(call.service);
-        auto r = Render(**inst, call);
+        auto r = RenderStepRequest(**inst, call);
         if (r.ok())
           request = {{"service", call.service},
                      {"method", call.method},

@@ -33,8 +33,7 @@ auto Engine::Impl::TakeRetryToken(const std::string& service) -> int64_t {
                                   now))
              .first;
   if (it->second.TryTake(now)) return 0;
-  metrics_.Inc("sagad_retry_budget_exhausted_total",
-               "service=\"" + service + "\"");
+  metrics_.RetryBudgetExhausted(service);
   return std::max<int64_t>(1, it->second.WaitMillis(now));
 }
 
@@ -59,7 +58,7 @@ auto Engine::Impl::Execute(const std::string& id, const SagaDefinition& def,
   const StepDefinition& sd = def.steps[i];
   const StepState& st = inst.step(i);
   const ServiceConfig* svc = adapter_.Service(sd.forward.service);
-  auto r = Render(inst, sd.forward);
+  auto r = RenderStepRequest(inst, sd.forward);
   if (!svc || !r.ok()) {
     std::string why =
         !svc ? "service '" + sd.forward.service + "' is not configured"
@@ -116,12 +115,12 @@ auto Engine::Impl::SendForward(const std::string& id, const SagaDefinition& def,
     const std::string key = id + ":" + sd.name;
     CallRequest req{
         sd.forward.service, sd.forward.method, r.path, r.body, key, id, sd.name,
-        Token(id),          attempt,           trace};
+        ownership_.Token(id),          attempt,           trace};
     auto t0 = std::chrono::steady_clock::now();
     CallResult res = adapter_.Call(req);
     CrashPoint("before_outcome");
     MarkRecovered(id);  // resumed: its first step after a restart was sent
-    RecordCall("forward", res, std::chrono::steady_clock::now() - t0);
+    metrics_.Call("forward", res, std::chrono::steady_clock::now() - t0);
     EngineLog({{"msg", "step call"},
                {"instance", id},
                {"trace_id", trace.trace_id},
@@ -183,8 +182,8 @@ auto Engine::Impl::SendForward(const std::string& id, const SagaDefinition& def,
     });
     CrashPoint("after_outcome");
     if (marked >= 0 && (next == Next::kStop || chained != marked))
-      UnmarkStep(id, marked);
-    if (i != launched) UnmarkStep(id, i);
+      runs_.UnmarkStep(id, marked);
+    if (i != launched) runs_.UnmarkStep(id, i);
     if (next == Next::kStop || chained < 0) return next;
     CrashPoint("after_started");
     if (!chain_only)
@@ -215,14 +214,14 @@ auto Engine::Impl::Chain(Tx& tx, const SagaDefinition& def, int* marked,
       continue;
     const StepDefinition& sd = def.steps[a.step];
     if (!adapter_.Service(sd.forward.service)) continue;
-    auto r = Render(inst, sd.forward);
+    auto r = RenderStepRequest(inst, sd.forward);
     if (!r.ok()) continue;
     std::string bound = BoundArgsHash(st);
     if (!bound.empty() && bound != r->hash) continue;
     if (a.step != *marked) {
       // The step that just committed still counts until it is unmarked.
-      if (!TryMarkStep(inst.id(), a.step, def.max_parallel + 1)) continue;
-      if (*marked >= 0) UnmarkStep(inst.id(), *marked);
+      if (!runs_.TryMarkStep(inst.id(), a.step, def.max_parallel + 1)) continue;
+      if (*marked >= 0) runs_.UnmarkStep(inst.id(), *marked);
       *marked = a.step;
     }
     SAGAD_RETURN_IF_ERROR(tx.Step(a.step, StepEvent::kStart,
@@ -259,9 +258,9 @@ auto Engine::Impl::Reconcile(const std::string& id, const SagaDefinition& def,
               "deduplicates; a human must check");
     });
   }
-  QueryResult q = adapter_.Query(sd.forward.service, st.key, id, Token(id),
+  QueryResult q = adapter_.Query(sd.forward.service, st.key, id, ownership_.Token(id),
                                  st.attempts, TraceOf(inst));
-  RecordQuery("forward", q);
+  metrics_.Query("forward", q);
   EngineLog(
       {{"msg", "reconcile"},
        {"instance", id},
@@ -342,7 +341,7 @@ auto Engine::Impl::Compensate(const std::string& id, const SagaDefinition& def,
     });
   }
   const CallSpec& call = *sd.compensation;
-  auto r = Render(inst, call);
+  auto r = RenderStepRequest(inst, call);
   if (!adapter_.Service(call.service) || !r.ok()) {
     std::string why = !r.ok()
                           ? "cannot build compensation: " + r.status().message()
@@ -381,12 +380,12 @@ auto Engine::Impl::Compensate(const std::string& id, const SagaDefinition& def,
   CrashPoint("after_compensation_started");
   CallRequest req{call.service, call.method, r->path,
                   r->body,      key,         id,
-                  sd.name,      Token(id),   st.comp_attempts + 1,
+                  sd.name,      ownership_.Token(id),   st.comp_attempts + 1,
                   TraceOf(inst)};
   auto t0 = std::chrono::steady_clock::now();
   CallResult res = adapter_.Call(req);
   CrashPoint("before_compensation_outcome");
-  RecordCall("compensation", res, std::chrono::steady_clock::now() - t0);
+  metrics_.Call("compensation", res, std::chrono::steady_clock::now() - t0);
   EngineLog({{"msg", "compensation call"},
              {"instance", id},
              {"trace_id", req.trace.trace_id},
@@ -446,8 +445,8 @@ auto Engine::Impl::ReconcileCompensation(const std::string& id,
   // Compensations are idempotent by contract: without a query, re-send.
   if (!svc || !QueryableFor(sd, *svc)) return Compensate(id, def, inst, i);
   QueryResult q = adapter_.Query(sd.compensation->service, st.comp_key, id,
-                                 Token(id), st.comp_attempts, TraceOf(inst));
-  RecordQuery("compensation", q);
+                                 ownership_.Token(id), st.comp_attempts, TraceOf(inst));
+  metrics_.Query("compensation", q);
   if (q.outcome == QueryOutcome::kNotHappened)
     return Compensate(id, def, inst, i);
   const RetryPolicy policy = RetryFor(sd, sd.compensation->service);

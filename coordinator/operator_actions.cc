@@ -1,24 +1,52 @@
-// Engine: operator actions. Each is one transition, serialised per instance
-// and checked by compare-and-swap; the owner's driver then carries on.
-#include "coordinator/engine_impl.h"
+#include "coordinator/operator_actions.h"
+
+#include "adapters/classify.h"
+#include "coordinator/step_request.h"
+#include "policies/failure_policy.h"
+#include "sagas/planner.h"
 
 namespace sagad {
 
-auto Engine::Impl::OperatorAction(const std::string& id,
-                                  const std::function<Status(Tx&)>& fn)
-    -> Status {
-  Status s = Mutate(id, fn);
-  if (s.ok()) Schedule(id);
+OperatorActions::OperatorActions(const DefinitionRegistry& defs,
+                                 InstanceRepository& repo, const RunTable& runs,
+                                 std::function<void(const std::string&)> wake)
+    : defs_(defs), repo_(repo), runs_(runs), wake_(std::move(wake)) {}
+
+namespace {
+
+// The index of `step` in the instance, or NotFound naming both.
+StatusOr<int> StepIn(const Instance& inst, const std::string& step) {
+  int i = inst.StepIndex(step);
+  if (i < 0)
+    return NotFound("instance " + inst.id() + " has no step '" + step + "'");
+  return i;
+}
+
+// An operator turns the saga back: pending approvals are withdrawn (their
+// requests will not be sent) and compensation starts; `flag` marks why in
+// the event ("cancelled" or "forced").
+Status TurnBack(Tx& tx, const std::string& actor, const char* flag,
+                const std::string& reason) {
+  SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals(actor, reason));
+  return tx.Saga(SagaEvent::kStartCompensation,
+                 {{"by", actor}, {flag, true}, {"reason", reason}});
+}
+
+}  // namespace
+
+Status OperatorActions::Act(const std::string& id,
+                            const std::function<Status(Tx&)>& fn) {
+  Status s = repo_.Mutate(id, fn, /*fence=*/nullptr);
+  if (s.ok()) wake_(id);
   return s;
 }
 
-auto Engine::Impl::Approve(const std::string& id, const std::string& step,
-                           const std::string& actor, const std::string& comment)
-    -> Status {
-  return OperatorAction(id, [&](Tx& tx) -> Status {
-    int i = FindStep(tx.inst(), step);
-    if (i < 0)
-      return NotFound("instance " + id + " has no step '" + step + "'");
+Status OperatorActions::Approve(const std::string& id, const std::string& step,
+                           const std::string& actor, const std::string& comment) {
+  return Act(id, [&](Tx& tx) -> Status {
+    auto found = StepIn(tx.inst(), step);
+    if (!found.ok()) return found.status();
+    const int i = *found;
     const StepState& st = tx.inst().step(i);
     if (st.status() != StepStatus::kAwaitingApproval) {
       if (st.machine.approved())
@@ -29,12 +57,12 @@ auto Engine::Impl::Approve(const std::string& id, const std::string& step,
     }
     // The approval binds to the exact request: key and args hash.
     SagaDefinitionPtr def =
-        Definition(tx.inst().saga(), tx.inst().saga_version());
+        defs_.Get(tx.inst().saga(), tx.inst().saga_version());
     if (!def)
       return FailedPrecondition("saga " + tx.inst().saga() + " version " +
                                 std::to_string(tx.inst().saga_version()) +
                                 " is not registered");
-    auto r = Render(tx.inst(), def->steps[i].forward);
+    auto r = RenderStepRequest(tx.inst(), def->steps[i].forward);
     if (!r.ok())
       return FailedPrecondition("cannot build the request to approve: " +
                                 r.status().message());
@@ -49,13 +77,12 @@ auto Engine::Impl::Approve(const std::string& id, const std::string& step,
   });
 }
 
-auto Engine::Impl::Reject(const std::string& id, const std::string& step,
-                          const std::string& actor, const std::string& reason)
-    -> Status {
-  return OperatorAction(id, [&](Tx& tx) -> Status {
-    int i = FindStep(tx.inst(), step);
-    if (i < 0)
-      return NotFound("instance " + id + " has no step '" + step + "'");
+Status OperatorActions::Reject(const std::string& id, const std::string& step,
+                          const std::string& actor, const std::string& reason) {
+  return Act(id, [&](Tx& tx) -> Status {
+    auto found = StepIn(tx.inst(), step);
+    if (!found.ok()) return found.status();
+    const int i = *found;
     const StepState& st = tx.inst().step(i);
     if (st.status() == StepStatus::kRejected) return Status::Ok();
     if (st.status() != StepStatus::kAwaitingApproval)
@@ -70,12 +97,12 @@ auto Engine::Impl::Reject(const std::string& id, const std::string& step,
   });
 }
 
-auto Engine::Impl::Cancel(const std::string& id, const std::string& actor,
-                          const std::string& reason) -> Status {
+Status OperatorActions::Cancel(const std::string& id, const std::string& actor,
+                          const std::string& reason) {
   SagaDefinitionPtr def;
-  return OperatorAction(id, [&](Tx& tx) -> Status {
+  return Act(id, [&](Tx& tx) -> Status {
     const Instance& inst = tx.inst();
-    def = Definition(inst.saga(), inst.saga_version());
+    def = defs_.Get(inst.saga(), inst.saga_version());
     if (!def)
       return Internal("definition of " + inst.saga() + " is not registered");
     SagaStatus ss = inst.status();
@@ -93,21 +120,17 @@ auto Engine::Impl::Cancel(const std::string& id, const std::string& actor,
           "instance " + id +
           " needs review; resolve it, or force compensation with "
           "POST .../compensate");
-    SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals(actor, "cancelled: " + reason));
-    return tx.Saga(SagaEvent::kStartCompensation,
-                   {{"by", actor},
-                    {"cancelled", true},
-                    {"reason", "cancelled: " + reason}});
+    return TurnBack(tx, actor, "cancelled", "cancelled: " + reason);
   });
 }
 
-auto Engine::Impl::RetryNow(const std::string& id, const std::string& step,
+Status OperatorActions::RetryNow(const std::string& id, const std::string& step,
                             const std::string& actor,
-                            const std::string& comment) -> Status {
-  return OperatorAction(id, [&](Tx& tx) -> Status {
-    int i = FindStep(tx.inst(), step);
-    if (i < 0)
-      return NotFound("instance " + id + " has no step '" + step + "'");
+                            const std::string& comment) {
+  return Act(id, [&](Tx& tx) -> Status {
+    auto found = StepIn(tx.inst(), step);
+    if (!found.ok()) return found.status();
+    const int i = *found;
     const StepState& st = tx.inst().step(i);
     SagaStatus ss = tx.inst().status();
     bool waiting = st.retry_at > 0 && (ss == SagaStatus::kRunning ||
@@ -134,15 +157,14 @@ auto Engine::Impl::RetryNow(const std::string& id, const std::string& step,
   });
 }
 
-auto Engine::Impl::Skip(const std::string& id, const std::string& step,
+Status OperatorActions::Skip(const std::string& id, const std::string& step,
                         const nlohmann::json& result,
                         const std::string& external_ref,
-                        const std::string& actor, const std::string& comment)
-    -> Status {
-  return OperatorAction(id, [&](Tx& tx) -> Status {
-    int i = FindStep(tx.inst(), step);
-    if (i < 0)
-      return NotFound("instance " + id + " has no step '" + step + "'");
+                        const std::string& actor, const std::string& comment) {
+  return Act(id, [&](Tx& tx) -> Status {
+    auto found = StepIn(tx.inst(), step);
+    if (!found.ok()) return found.status();
+    const int i = *found;
     const StepState& st = tx.inst().step(i);
     SagaStatus ss = tx.inst().status();
     bool ok_state =
@@ -168,10 +190,10 @@ auto Engine::Impl::Skip(const std::string& id, const std::string& step,
   });
 }
 
-auto Engine::Impl::ForceCompensate(const std::string& id,
+Status OperatorActions::ForceCompensate(const std::string& id,
                                    const std::string& actor,
-                                   const std::string& reason) -> Status {
-  return OperatorAction(id, [&](Tx& tx) -> Status {
+                                   const std::string& reason) {
+  return Act(id, [&](Tx& tx) -> Status {
     const Instance& inst = tx.inst();
     if (inst.status() != SagaStatus::kNeedsReview)
       return FailedPrecondition("instance " + id +
@@ -187,7 +209,7 @@ auto Engine::Impl::ForceCompensate(const std::string& id,
             "step '" + st.name +
             "' has an unknown outcome; resolve it before compensating");
     }
-    SagaDefinitionPtr def = Definition(inst.saga(), inst.saga_version());
+    SagaDefinitionPtr def = defs_.Get(inst.saga(), inst.saga_version());
     if (!def)
       return Internal("definition of " + inst.saga() + " is not registered");
     for (size_t i = 0; i < inst.steps().size(); ++i)
@@ -197,33 +219,28 @@ auto Engine::Impl::ForceCompensate(const std::string& id,
             "cannot undo '" + def->steps[i].name +
             "': it is irreversible and committed; the saga can only "
             "go forward (resolve, retry or skip its steps)");
-    SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals(actor, "compensation forced"));
-    return tx.Saga(SagaEvent::kStartCompensation,
-                   {{"by", actor},
-                    {"forced", true},
-                    {"reason", "compensation forced: " + reason}});
+    return TurnBack(tx, actor, "forced", "compensation forced: " + reason);
   });
 }
 
-auto Engine::Impl::Resolve(const std::string& id, const std::string& step,
+Status OperatorActions::Resolve(const std::string& id, const std::string& step,
                            const std::string& outcome,
                            const std::string& external_ref,
-                           const std::string& actor, const std::string& comment)
-    -> Status {
+                           const std::string& actor, const std::string& comment) {
   if (outcome != "committed" && outcome != "not_executed")
     return InvalidArgument("outcome must be \"committed\" or \"not_executed\"");
   nlohmann::json resolution = {
       {"outcome", outcome}, {"by", actor}, {"comment", comment}};
   if (!external_ref.empty()) resolution["external_ref"] = external_ref;
-  return OperatorAction(id, [&](Tx& tx) -> Status {
-    int i = FindStep(tx.inst(), step);
-    if (i < 0)
-      return NotFound("instance " + id + " has no step '" + step + "'");
+  return Act(id, [&](Tx& tx) -> Status {
+    auto found = StepIn(tx.inst(), step);
+    if (!found.ok()) return found.status();
+    const int i = *found;
     if (tx.inst().status() != SagaStatus::kNeedsReview)
       return FailedPrecondition("instance " + id +
                                 " is not in NEEDS_REVIEW (it is " +
                                 SagaStatusName(tx.inst().status()) + ")");
-    if (StepUnderWay(id, i))
+    if (runs_.StepUnderWay(id, i))
       return FailedPrecondition(
           "step '" + step +
           "' has a request in flight; its outcome will be recorded "

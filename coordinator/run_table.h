@@ -1,0 +1,72 @@
+// RunTable: what this process is doing for which instance, and nothing else
+// (no threads, no I/O: the driver asks it and acts on the answer).
+//
+// - Drivers. At most one driver per instance at a time. Enter(id) says
+//   whether the caller must start one; if one is running, it is told to go
+//   round once more when it ends its round (Leave -> kAgain), so a change
+//   that arrives while it plans is never missed.
+// - Step actions under way. A step is marked before its STARTED record can
+//   be seen (the mark is taken before that commit) and unmarked after its
+//   outcome was recorded, so no other worker ever reconciles or re-sends a
+//   request still in flight; at most `limit` steps of one instance at once.
+// - Wake-ups. One pending wake-up per instance, the earliest asked for.
+// - Stopping. Once StopAndWait() began no driver starts; it returns when no
+//   driver and no step action is left.
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace sagad {
+
+class RunTable {
+ public:
+  // True: no driver of `id` runs; the caller starts one (now registered).
+  // False: one runs (it will go round again) or the table is stopping.
+  bool Enter(const std::string& id);
+
+  enum class After {
+    kDone,     // the driver ends (unregistered)
+    kAgain,    // something asked for it meanwhile: run another round now
+    kRequeue,  // it yielded: post it to the back of the queue (still registered)
+  };
+  // The driver of `id` ended a round; `yield`: it asks to be requeued.
+  After Leave(const std::string& id, bool yield);
+
+  // Marks step `step` of `id` as under way; false if it is already, or if
+  // `limit` steps of `id` are.
+  bool TryMarkStep(const std::string& id, int step, int limit);
+  void UnmarkStep(const std::string& id, int step);
+  bool StepUnderWay(const std::string& id, int step) const;
+
+  // A wake-up of `id` at wall time `due_ms` is wanted: true if the caller
+  // must set a timer (no wake-up at or before `due_ms` is pending and still
+  // ahead of `now_ms`); the timer then calls WakeFired.
+  bool ClaimWake(const std::string& id, int64_t due_ms, int64_t now_ms);
+  void WakeFired(const std::string& id, int64_t due_ms);
+
+  bool Stopping() const;
+  // Refuses new drivers, then waits until none runs and no step is under
+  // way. False if the table was stopped already (nothing waited for).
+  bool StopAndWait();
+
+ private:
+  bool IdleLocked() const { return running_.empty() && steps_under_way_ == 0; }
+
+  mutable std::mutex mu_;
+  std::condition_variable idle_cv_;
+  std::unordered_set<std::string> running_, rerun_;
+  std::unordered_map<std::string, std::set<int>> steps_;
+  int steps_under_way_ = 0;
+  std::unordered_map<std::string, int64_t> wakes_;
+  bool stopping_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace sagad
