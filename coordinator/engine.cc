@@ -2,46 +2,6 @@
 
 namespace sagad {
 
-// One structured JSON line per significant event on stderr. Never tokens or
-// request bodies.
-void EngineLog(nlohmann::json line) {
-  static std::mutex mu;
-  auto now = std::chrono::system_clock::now();
-  time_t t = std::chrono::system_clock::to_time_t(now);
-  int ms =
-      static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                           now.time_since_epoch())
-                           .count() %
-                       1000);
-  std::tm tm;
-  gmtime_r(&t, &tm);
-  char ts[64];
-  snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
-           tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-           tm.tm_sec, ms);
-  line["ts"] = ts;
-  line["level"] = "info";
-  std::string text = DumpJson(line);
-  text += '\n';
-  std::lock_guard<std::mutex> l(mu);
-  std::cerr.write(text.data(), static_cast<std::streamsize>(text.size()));
-}
-
-std::string NewInstanceId(int64_t now_ms) {
-  static std::mutex mu;
-  static std::mt19937_64 rng{std::random_device{}()};
-  uint64_t r;
-  {
-    std::lock_guard<std::mutex> l(mu);
-    r = rng();
-  }
-  char buf[40];
-  snprintf(buf, sizeof buf, "%012llx-%016llx",
-           static_cast<unsigned long long>(now_ms),
-           static_cast<unsigned long long>(r));
-  return buf;
-}
-
 bool Engine::IsSettled(const std::string& status) {
   return status == "COMPLETED" || status == "COMPENSATED" ||
          status == "AWAITING_APPROVAL" || status == "NEEDS_REVIEW";
@@ -66,6 +26,8 @@ Engine::Impl::Impl(Store& store, Adapter& adapter, Clock& clock,
                 [](nlohmann::json line) { EngineLog(std::move(line)); }}),
       operators_(defs_, repo_, runs_,
                  [this](const std::string& id) { Schedule(id); }),
+      submissions_(defs_, repo_, ownership_, clock_,
+                   [this](const std::string& id) { Schedule(id); }),
       pool_(static_cast<size_t>(std::max(1, options.workers))),
       work_(boost::asio::make_work_guard(io_)),
       timer_thread_([this] { io_.run(); }),
@@ -119,11 +81,11 @@ StatusOr<SubmitOutcome> Engine::Submit(const std::string& saga, int version,
                                        const std::string& client_key,
                                        const std::string& request_hash,
                                        const TraceContext& trace) {
-  return impl_->Submit(saga, version, input, client_key, request_hash, trace);
+  return impl_->submissions().Submit(saga, version, input, client_key, request_hash, trace);
 }
 void Engine::FinishSubmission(const std::string& key, int status,
                               const nlohmann::json& r) {
-  impl_->FinishSubmission(key, status, r);
+  impl_->submissions().Finish(key, status, r);
 }
 StatusOr<nlohmann::json> Engine::GetInstance(const std::string& id) {
   return impl_->GetInstance(id);

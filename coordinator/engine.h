@@ -27,6 +27,7 @@
 
 #include "adapters/adapter.h"
 #include "coordinator/store.h"
+#include "coordinator/submissions.h"
 #include "sagas/clock.h"
 #include "sagas/definition.h"
 #include "sagas/status.h"
@@ -47,12 +48,6 @@ struct EngineOptions {
   int64_t retention_ms = 0;
 };
 
-struct SubmitOutcome {
-  std::string instance_id;
-  bool replayed = false;         // an earlier submission with the same key
-  int stored_status = 0;         // replay: the status first returned (0: none)
-  nlohmann::json stored_response;
-};
 
 class Engine {
  public:

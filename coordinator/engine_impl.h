@@ -2,10 +2,10 @@
 // header of their own (and their own unit tests), depending downward only:
 //
 //   Engine (engine.h, the facade)
-//     Engine::Impl: submissions, reads, the driver, the step runner;
+//     Engine::Impl: reads, the driver, the step runner;
 //     declared here, defined by concern in engine*.cc:
 //       engine.cc            the facade, definitions, lifecycle (start, stop)
-//       engine_reads.cc      submissions and reads
+//       engine_reads.cc      reads
 //       engine_driver.cc     the driver: which instance runs next, its
 //                            saga-level transitions, step actions on workers,
 //                            timers, deadlines, recovery round robin
@@ -14,6 +14,7 @@
 //       engine_state.cc      commits (Mutate), outbox messages, ownership
 //                            rounds (heartbeat), retention
 //     uses:
+//       Submissions          new instances, Idempotency-Key replays
 //       OperatorActions      approve, reject, cancel, retry, skip, force
 //                            compensation, resolve
 //       DefinitionRegistry   saga definitions by name and version
@@ -51,6 +52,7 @@
 #include "coordinator/crash_point.h"
 #include "coordinator/engine.h"
 #include "coordinator/definition_registry.h"
+#include "coordinator/engine_log.h"
 #include "coordinator/engine_metrics.h"
 #include "coordinator/instance_repository.h"
 #include "coordinator/operator_actions.h"
@@ -58,6 +60,7 @@
 #include "coordinator/recovery_tracker.h"
 #include "coordinator/run_table.h"
 #include "coordinator/step_request.h"
+#include "coordinator/submissions.h"
 #include "coordinator/transition.h"
 #include "coordinator/waiters.h"
 #include "policies/approval_policy.h"
@@ -70,10 +73,6 @@
 
 namespace sagad {
 
-// One structured JSON line per significant event on stderr. Never tokens or
-// request bodies.
-void EngineLog(nlohmann::json line);
-std::string NewInstanceId(int64_t now_ms);
 
 // What the driver does after an action.
 enum class Next { kContinue, kStop };
@@ -104,19 +103,7 @@ class Engine::Impl {
   void Stop();
 
   // ---- submissions ----
-  StatusOr<SubmitOutcome> Submit(const std::string& saga, int version,
-                                 const nlohmann::json& input,
-                                 const std::string& client_key,
-                                 const std::string& request_hash,
-                                 const TraceContext& trace);
-
-  // The answer to a repeated submission key: the first instance, or 422 if
-  // the key came with another request.
-  static StatusOr<SubmitOutcome> Replay(const Submission& first,
-                                        const std::string& request_hash);
-
-  void FinishSubmission(const std::string& key, int status,
-                        const nlohmann::json& response);
+  Submissions& submissions() { return submissions_; }
 
   // ---- reads ----
   StatusOr<nlohmann::json> GetInstance(const std::string& id);
@@ -328,8 +315,6 @@ class Engine::Impl {
   Status Mutate(const std::string& id, const std::function<Status(Tx&)>& fn,
                 bool as_owner = false);
 
-  void EndInflight(const std::string& key);
-
   // After each commit (under the instance's lock): a finished instance's
   // lease is gone, webhooks and waiters hear of it, metrics count it.
   void Committed(const InstanceRepository::Commit& c);
@@ -352,9 +337,7 @@ class Engine::Impl {
   RunTable runs_;
   RecoveryTracker recovery_;
   OperatorActions operators_;
-
-  std::mutex submit_mu_;
-  std::unordered_set<std::string> inflight_;
+  Submissions submissions_;
 
   std::mutex rng_mu_;
   std::mutex budget_mu_;

@@ -154,11 +154,6 @@ auto Engine::Impl::Committed(const InstanceRepository::Commit& c) -> void {
     waiters_.Notify(c.id, c.snapshot);
 }
 
-auto Engine::Impl::EndInflight(const std::string& key) -> void {
-  std::lock_guard<std::mutex> l(submit_mu_);
-  inflight_.erase(key);
-}
-
 auto Engine::Impl::store() -> Store& { return store_; }
 
 }  // namespace sagad

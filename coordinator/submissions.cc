@@ -1,0 +1,144 @@
+#include "coordinator/submissions.h"
+
+#include <cstdio>
+#include <random>
+
+#include "coordinator/crash_point.h"
+#include "coordinator/definition_registry.h"
+#include "coordinator/engine_log.h"
+#include "coordinator/instance_repository.h"
+#include "coordinator/ownership.h"
+
+namespace sagad {
+namespace {
+
+std::string NewInstanceId(int64_t now_ms) {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  uint64_t r;
+  {
+    std::lock_guard<std::mutex> l(mu);
+    r = rng();
+  }
+  char buf[40];
+  snprintf(buf, sizeof buf, "%012llx-%016llx",
+           static_cast<unsigned long long>(now_ms),
+           static_cast<unsigned long long>(r));
+  return buf;
+}
+
+
+}  // namespace
+
+Submissions::Submissions(const DefinitionRegistry& defs,
+                         InstanceRepository& repo, Ownership& ownership,
+                         const Clock& clock,
+                         std::function<void(const std::string&)> schedule)
+    : defs_(defs),
+      repo_(repo),
+      ownership_(ownership),
+      clock_(clock),
+      schedule_(std::move(schedule)) {}
+
+StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga,
+                                            int version,
+                                            const nlohmann::json& input,
+                                            const std::string& client_key,
+                                            const std::string& request_hash,
+                                            const TraceContext& trace) {
+  SagaDefinitionPtr def = defs_.Get(saga, version);
+  if (!def && version > 0 && defs_.Get(saga, 0))
+    return NotFound("saga '" + saga + "' has no registered version " +
+                    std::to_string(version));
+  if (!def) return NotFound("saga '" + saga + "' is not registered");
+  if (!input.is_object())
+    return InvalidArgument("'input' must be a JSON object");
+  std::vector<std::string> missing;
+  for (const auto& f : def->RequiredInputFields())
+    if (!input.contains(f) || input[f].is_null()) missing.push_back(f);
+  if (!missing.empty()) {
+    std::string m;
+    for (const auto& f : missing) m += (m.empty() ? "" : ", ") + f;
+    return InvalidArgument("input is missing required field(s): " + m);
+  }
+  SubmitOutcome out;
+  std::optional<Submission> sub;
+  if (!client_key.empty()) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (inflight_.count(client_key))
+      return FailedPrecondition(
+          "a request with this Idempotency-Key is still in progress");
+    auto existing = repo_.store().GetSubmission(client_key);
+    if (existing.ok()) return Replay(*existing, request_hash);
+    if (existing.status().code() != StatusCode::kNotFound)
+      return existing.status();
+    inflight_.insert(client_key);
+    sub.emplace();
+    sub->key = client_key;
+    sub->request_hash = request_hash;
+  }
+  int64_t now = clock_.NowMillis();
+  std::string id = NewInstanceId(now);
+  Instance inst;
+  Event created = Instance::CreatedEvent(id, *def, input, trace.ToJson());
+  created.seq = 1;
+  created.at_ms = now;
+  Status s = inst.Apply(created);
+  if (s.ok()) {
+    inst.set_version(1);
+    if (sub) {
+      sub->instance_id = id;
+      sub->created_at = now;
+    }
+    Lease lease = ownership_.FirstLease();
+    s = repo_.Create(inst, created, sub ? &*sub : nullptr, &lease);
+    if (s.ok()) ownership_.Adopt(id, lease);
+  }
+  if (!s.ok()) {
+    if (sub) EndInflight(client_key);
+    if (sub && s.code() == StatusCode::kAlreadyExists) {
+      // Another process sharing the data dir took this key first.
+      auto existing = repo_.store().GetSubmission(client_key);
+      if (existing.ok()) return Replay(*existing, request_hash);
+    }
+    return s;
+  }
+  EngineLog({{"msg", "instance created"},
+             {"instance", id},
+             {"saga", saga},
+             {"trace_id", trace.trace_id}});
+  CrashPoint("after_create");
+  schedule_(id);
+  out.instance_id = id;
+  return out;
+}
+
+StatusOr<SubmitOutcome> Submissions::Replay(const Submission& first,
+                                            const std::string& request_hash) {
+  if (first.request_hash != request_hash)
+    return AlreadyExists(
+        "this Idempotency-Key was already used with a different request");
+  SubmitOutcome out;
+  out.instance_id = first.instance_id;
+  out.replayed = true;
+  out.stored_status = first.response_status;
+  out.stored_response = first.response;
+  return out;
+}
+
+void Submissions::Finish(const std::string& key, int status,
+                         const nlohmann::json& response) {
+  if (key.empty()) return;
+  Status s = repo_.store().SetSubmissionResponse(key, status, response);
+  if (!s.ok())
+    EngineLog(
+        {{"msg", "cannot store submission response"}, {"error", s.ToString()}});
+  EndInflight(key);
+}
+
+void Submissions::EndInflight(const std::string& key) {
+  std::lock_guard<std::mutex> l(mu_);
+  inflight_.erase(key);
+}
+
+}  // namespace sagad

@@ -1,0 +1,112 @@
+// Submissions over a real LMDB store: a second Submissions on the same file
+// is another coordinator process.
+#include "coordinator/submissions.h"
+
+#include <gtest/gtest.h>
+
+#include "coordinator/definition_registry.h"
+#include "coordinator/instance_repository.h"
+#include "coordinator/lmdb_store.h"
+#include "coordinator/ownership.h"
+#include "examples/examples.h"
+#include "tests/testing/manual_clock.h"
+#include "tests/testing/subprocess.h"
+
+namespace sagad {
+namespace {
+
+class SubmissionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = LmdbStore::Open(dir_.path());
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(*s);
+    ASSERT_TRUE(defs_.Register(OrderFulfilment()).ok());
+    repo_ = std::make_unique<InstanceRepository>(*store_, clock_, InstanceRepository::Hooks{});
+    ownership_ = std::make_unique<Ownership>(*store_, clock_, "east", 3000);
+    subs_ = std::make_unique<Submissions>(
+        defs_, *repo_, *ownership_, clock_,
+        [this](const std::string& id) { scheduled_.push_back(id); });
+  }
+  nlohmann::json Input() {
+    return {{"sku", "A-1"}, {"qty", 1}, {"amount", 10}, {"currency", "EUR"},
+            {"address", "x"}, {"customer", "c"}};
+  }
+  StatusOr<SubmitOutcome> Submit(const std::string& key, const std::string& hash,
+                                 nlohmann::json input = nullptr) {
+    return subs_->Submit("order_fulfilment", 0, input.is_null() ? Input() : input, key,
+                         hash, TraceContext{});
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<LmdbStore> store_;
+  testing::ManualClock clock_;
+  DefinitionRegistry defs_;
+  std::unique_ptr<InstanceRepository> repo_;
+  std::unique_ptr<Ownership> ownership_;
+  std::unique_ptr<Submissions> subs_;
+  std::vector<std::string> scheduled_;
+};
+
+TEST_F(SubmissionsTest, CreatesOwnsAndSchedulesTheInstance) {
+  auto out = Submit("", "");
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_FALSE(out->replayed);
+  EXPECT_EQ(scheduled_, std::vector<std::string>{out->instance_id});
+  auto inst = repo_->Load(out->instance_id);
+  ASSERT_TRUE(inst.ok());
+  EXPECT_EQ((*inst)->status(), SagaStatus::kRunning);
+  auto lease = store_->GetLease(out->instance_id);
+  ASSERT_TRUE(lease.ok());
+  EXPECT_EQ(lease->owner, ownership_->owner());
+  EXPECT_EQ(ownership_->Token(out->instance_id), 1u);
+}
+
+TEST_F(SubmissionsTest, RefusesUnknownSagasAndIncompleteInput) {
+  EXPECT_EQ(subs_->Submit("nope", 0, Input(), "", "", {}).status().code(),
+            StatusCode::kNotFound);
+  Status s = subs_->Submit("order_fulfilment", 7, Input(), "", "", {}).status();
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("no registered version 7"), std::string::npos) << s.ToString();
+  nlohmann::json missing = Input();
+  missing.erase("sku");
+  s = Submit("", "", missing).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("sku"), std::string::npos) << s.ToString();
+  EXPECT_EQ(Submit("", "", nlohmann::json::array({1})).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(scheduled_.empty());
+}
+
+TEST_F(SubmissionsTest, AKeyReplaysTheSameRequestAndRefusesAnother) {
+  auto first = Submit("key-1", "h1");
+  ASSERT_TRUE(first.ok());
+  // Still being answered: a concurrent duplicate is told to wait.
+  EXPECT_EQ(Submit("key-1", "h1").status().code(), StatusCode::kFailedPrecondition);
+  subs_->Finish("key-1", 201, {{"id", first->instance_id}});
+  auto again = Submit("key-1", "h1");
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->replayed);
+  EXPECT_EQ(again->instance_id, first->instance_id);
+  EXPECT_EQ(again->stored_status, 201);
+  EXPECT_EQ(Submit("key-1", "other").status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(scheduled_.size(), 1u);  // one instance, one driver
+}
+
+TEST_F(SubmissionsTest, AnotherProcessWithTheSameKeyReplaysTheFirstInstance) {
+  Ownership west_owner(*store_, clock_, "west", 3000);
+  InstanceRepository west_repo(*store_, clock_, {});
+  std::vector<std::string> west_scheduled;
+  Submissions west(defs_, west_repo, west_owner, clock_,
+                   [&](const std::string& id) { west_scheduled.push_back(id); });
+  auto first = Submit("key-2", "h");
+  ASSERT_TRUE(first.ok());
+  auto second = west.Submit("order_fulfilment", 0, Input(), "key-2", "h", {});
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_TRUE(second->replayed);
+  EXPECT_EQ(second->instance_id, first->instance_id);
+  EXPECT_TRUE(west_scheduled.empty());
+}
+
+}  // namespace
+}  // namespace sagad
