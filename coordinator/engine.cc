@@ -28,10 +28,21 @@ Engine::Impl::Impl(Store& store, Adapter& adapter, Clock& clock,
                  [this](const std::string& id) { Schedule(id); }),
       submissions_(defs_, repo_, ownership_, clock_,
                    [this](const std::string& id) { Schedule(id); }),
+      steps_(adapter, clock, ownership_, runs_, metrics_,
+             StepRunner::Driver{
+                 [this](const std::string& id,
+                        const std::function<Status(Tx&)>& fn) {
+                   return Mutate(id, fn, /*as_owner=*/true);
+                 },
+                 [this](const std::string& id, const Status& s) {
+                   return AfterFailedMutate(id, s);
+                 },
+                 [this](const std::string& id) { Schedule(id); },
+                 [this](const std::string& id) { MarkRecovered(id); },
+                 [this] { return RecoveryInProgress(); }}),
       pool_(static_cast<size_t>(std::max(1, options.workers))),
       work_(boost::asio::make_work_guard(io_)),
-      timer_thread_([this] { io_.run(); }),
-      rng_(std::random_device{}()) {}
+      timer_thread_([this] { io_.run(); }) {}
 
 Engine::Impl::~Impl() { Stop(); }
 

@@ -250,13 +250,13 @@ auto Engine::Impl::RunStep(const std::string& id, const Action& a) -> Next {
   if (!wanted) return Next::kContinue;
   switch (a.kind) {
     case ActionKind::kExecute:
-      return Execute(id, *def, **inst, a.step);
+      return steps_.Execute(id, *def, **inst, a.step);
     case ActionKind::kReconcile:
-      return Reconcile(id, *def, **inst, a.step);
+      return steps_.Reconcile(id, *def, **inst, a.step);
     case ActionKind::kCompensate:
-      return Compensate(id, *def, **inst, a.step);
+      return steps_.Compensate(id, *def, **inst, a.step);
     case ActionKind::kReconcileCompensation:
-      return ReconcileCompensation(id, *def, **inst, a.step);
+      return steps_.ReconcileCompensation(id, *def, **inst, a.step);
     default:
       return Next::kContinue;
   }
@@ -358,48 +358,6 @@ auto Engine::Impl::AfterFailedMutate(const std::string& id, const Status& s)
              {"error", s.ToString()}});
   ScheduleAfter(id, 1000);
   return Next::kStop;
-}
-
-auto Engine::Impl::GiveUp(Tx& tx, const SagaDefinition& def,
-                          const std::string& reason) -> Status {
-  if (tx.inst().status() != SagaStatus::kRunning) return Status::Ok();
-  if (OnDefiniteFailure(PivotCommitted(def, tx.inst())) ==
-      FailureDecision::kReview)
-    return tx.Saga(
-        SagaEvent::kEscalate,
-        {{"reason", reason + " after the irreversible step committed"}});
-  // A branch waiting for approval will not run now: its request is withdrawn.
-  SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals("sagad", "not needed: " + reason));
-  return tx.Saga(SagaEvent::kStartCompensation, {{"reason", reason}});
-}
-
-auto Engine::Impl::EscalateUndo(Tx& tx, const SagaDefinition& def,
-                                const std::string& reason,
-                                const std::string& step) -> Status {
-  for (const Action& a : NextActions(def, tx.inst()))
-    if (IsStepAction(a.kind)) return Status::Ok();
-  return tx.Saga(SagaEvent::kEscalate, {{"reason", reason}, {"step", step}});
-}
-
-auto Engine::Impl::Escalate(Tx& tx, int i, const std::string& reason)
-    -> Status {
-  const StepState& st = tx.inst().step(i);
-  if (st.status() != StepStatus::kNeedsReview &&
-      st.status() != StepStatus::kCommitted &&
-      st.status() != StepStatus::kPlanned)
-    SAGAD_RETURN_IF_ERROR(
-        tx.Step(i, StepEvent::kEscalate, {{"error", reason}}));
-  if (tx.inst().status() == SagaStatus::kNeedsReview) return Status::Ok();
-  return tx.Saga(SagaEvent::kEscalate, {{"reason", reason}, {"step", st.name}});
-}
-
-auto Engine::Impl::Random() -> double {
-  std::lock_guard<std::mutex> l(rng_mu_);
-  return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
-}
-
-auto Engine::Impl::TraceOf(const Instance& inst) -> TraceContext {
-  return TraceContext::FromJson(inst.trace());
 }
 
 }  // namespace sagad

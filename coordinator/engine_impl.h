@@ -1,22 +1,23 @@
-// Engine::Impl: the engine's orchestration, over parts that each have a
-// header of their own (and their own unit tests), depending downward only:
+// Engine::Impl: the driver, and the wiring of the parts it drives. Each
+// part has a header stating its contract and unit tests of its own, and
+// depends only on parts below it:
 //
 //   Engine (engine.h, the facade)
-//     Engine::Impl: reads, the driver, the step runner;
-//     declared here, defined by concern in engine*.cc:
-//       engine.cc            the facade, definitions, lifecycle (start, stop)
-//       engine_reads.cc      reads
+//     Engine::Impl, defined by concern in engine*.cc:
+//       engine.cc            the facade, wiring, lifecycle (start, stop)
+//       engine_reads.cc      reads (views, events, lists, approvals, bundle)
 //       engine_driver.cc     the driver: which instance runs next, its
 //                            saga-level transitions, step actions on workers,
 //                            timers, deadlines, recovery round robin
-//       engine_steps.cc      the step runner: send, record, chain, reconcile,
-//                            undo one step
-//       engine_state.cc      commits (Mutate), outbox messages, ownership
-//                            rounds (heartbeat), retention
-//     uses:
+//       engine_state.cc      commits (Mutate and what follows each), outbox
+//                            messages, ownership rounds (heartbeat),
+//                            retention
+//     drives:
 //       Submissions          new instances, Idempotency-Key replays
 //       OperatorActions      approve, reject, cancel, retry, skip, force
 //                            compensation, resolve
+//       StepRunner           send, record, chain, reconcile, undo one step
+//     over:
 //       DefinitionRegistry   saga definitions by name and version
 //       InstanceRepository   load, cache, compare-and-swap commit
 //       Ownership            leases, fencing tokens, renewal
@@ -24,7 +25,7 @@
 //       RecoveryTracker      instances not yet resumed since start-up
 //       EngineMetrics        counters, histograms, gauges
 //       Waiters              `?wait=` callers, woken when an instance settles
-//       sagas/planner.h      what to do next (pure), Tx (transition.h)
+//       sagas/planner.h      what to do next (pure); saga_turns.h, Tx
 // Private to the engine; include only in engine*.cc.
 // Thread-safety: as Engine's (coordinator/engine.h).
 #pragma once
@@ -54,12 +55,13 @@
 #include "coordinator/definition_registry.h"
 #include "coordinator/engine_log.h"
 #include "coordinator/engine_metrics.h"
+#include "coordinator/saga_turns.h"
 #include "coordinator/instance_repository.h"
 #include "coordinator/operator_actions.h"
 #include "coordinator/ownership.h"
 #include "coordinator/recovery_tracker.h"
 #include "coordinator/run_table.h"
-#include "coordinator/step_request.h"
+#include "coordinator/step_runner.h"
 #include "coordinator/submissions.h"
 #include "coordinator/transition.h"
 #include "coordinator/waiters.h"
@@ -73,14 +75,6 @@
 
 namespace sagad {
 
-
-// What the driver does after an action.
-enum class Next { kContinue, kStop };
-
-inline bool IsRetryableSendState(StepStatus s) {
-  return s == StepStatus::kPlanned || s == StepStatus::kStarted ||
-         s == StepStatus::kUnknown;
-}
 
 class Engine::Impl {
  public:
@@ -202,76 +196,6 @@ class Engine::Impl {
   // anything else is storage trouble, retried later.
   Next AfterFailedMutate(const std::string& id, const Status& s);
 
-  // Definite failure of the forward path (failure policy): compensate before
-  // the pivot, review after it (nothing can be undone any more).
-  Status GiveUp(Tx& tx, const SagaDefinition& def, const std::string& reason);
-
-  // The undo of one step went to review. The others go on (only its
-  // ancestors wait for it); the saga follows once nothing else can be undone.
-  Status EscalateUndo(Tx& tx, const SagaDefinition& def,
-                      const std::string& reason, const std::string& step);
-
-  Status Escalate(Tx& tx, int i, const std::string& reason);
-
-  using Rendered = StepRequest;
-
-  double Random();
-
-  // The trace an instance's downstream calls continue.
-  static TraceContext TraceOf(const Instance& inst);
-
-  // ---- per-step policy ----
-  RetryPolicy RetryFor(const StepDefinition& sd, const std::string& service);
-
-  bool QueryableFor(const StepDefinition& sd, const ServiceConfig& svc);
-
-  bool IdempotentFor(const StepDefinition& sd, const ServiceConfig& svc);
-
-  // Retry budget: a re-send takes a token from the service's bucket. Returns
-  // 0 if it may go now, else the wait in milliseconds.
-  int64_t TakeRetryToken(const std::string& service);
-
-  // Defers a re-send of step i for `wait` ms because the budget is empty.
-  Next DeferRetry(const std::string& id, int i, const std::string& service,
-                  int64_t wait);
-
-  // The args hash a step's key is bound to: that of its first send, else
-  // that of its approval ("" if neither).
-  static std::string BoundArgsHash(const StepState& st);
-
-  // ---- forward ----
-  Next Execute(const std::string& id, const SagaDefinition& def,
-               const Instance& inst, int i);
-
-  // The STARTED record of step i is durable: send it, record the outcome.
-  // When the step committed and the next step may go at once, its STARTED
-  // record rides in the same commit (Chain) and the loop sends it: one
-  // commit, one fsync per step instead of two. Step i was marked as under
-  // way by whoever launched this; a chained step is marked by Chain and
-  // unmarked here once its outcome is recorded.
-  Next SendForward(const std::string& id, const SagaDefinition& def, int i,
-                   Rendered r, int attempt, const TraceContext& trace);
-
-  // Folds into tx, after a step committed, what follows without any call:
-  // the saga's completion, or the STARTED record of the next step when it
-  // is a first send that may go now (no approval, no timer, no deadline
-  // due). *step is that step (else -1) and *request its rendered request.
-  // Anything else is left to the driver's next round. The chained step is
-  // marked as under way before the commit (*marked; kept across retries of
-  // the transition).
-  Status Chain(Tx& tx, const SagaDefinition& def, int* marked, int* step,
-               Rendered* request);
-
-  Next Reconcile(const std::string& id, const SagaDefinition& def,
-                 const Instance& inst, int i);
-
-  // ---- compensation ----
-  Next Compensate(const std::string& id, const SagaDefinition& def,
-                  const Instance& inst, int i);
-
-  Next ReconcileCompensation(const std::string& id, const SagaDefinition& def,
-                             const Instance& inst, int i);
-
   // ---- outbox ----
   // What others may care about, as outbox messages (empty without webhooks).
   std::vector<nlohmann::json> OutboxMessages(const Instance& inst,
@@ -339,16 +263,13 @@ class Engine::Impl {
   OperatorActions operators_;
   Submissions submissions_;
 
-  std::mutex rng_mu_;
-  std::mutex budget_mu_;
-  std::map<std::string, RetryBudget> budgets_;
+  StepRunner steps_;
 
   boost::asio::thread_pool pool_;
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type>
       work_;
   std::thread timer_thread_;
-  std::mt19937_64 rng_;
   Waiters waiters_{store_, io_, pool_};  // after the timers and workers it uses
 };
 

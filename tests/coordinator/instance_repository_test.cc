@@ -4,20 +4,16 @@
 
 #include <gtest/gtest.h>
 
-#include "coordinator/lmdb_store.h"
 #include "examples/examples.h"
-#include "tests/testing/manual_clock.h"
-#include "tests/testing/subprocess.h"
+#include "tests/testing/store_fixture.h"
 
 namespace sagad {
 namespace {
 
-class InstanceRepositoryTest : public ::testing::Test {
+class InstanceRepositoryTest : public testing::StoreFixture {
  protected:
   void SetUp() override {
-    auto s = LmdbStore::Open(dir_.path());
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    store_ = std::move(*s);
+    StoreFixture::SetUp();
     def_ = IncidentResponse();
     repo_ = Make(&commits_);
     Instance inst;
@@ -42,9 +38,6 @@ class InstanceRepositoryTest : public ::testing::Test {
     };
   }
 
-  testing::TempDir dir_;
-  std::unique_ptr<LmdbStore> store_;
-  testing::ManualClock clock_;
   SagaDefinition def_;
   std::vector<std::string> commits_, logs_;
   std::unique_ptr<InstanceRepository> repo_;

@@ -4,21 +4,17 @@
 
 #include <gtest/gtest.h>
 
-#include "coordinator/lmdb_store.h"
 #include "coordinator/step_request.h"
 #include "examples/examples.h"
-#include "tests/testing/manual_clock.h"
-#include "tests/testing/subprocess.h"
+#include "tests/testing/store_fixture.h"
 
 namespace sagad {
 namespace {
 
-class OperatorActionsTest : public ::testing::Test {
+class OperatorActionsTest : public testing::StoreFixture {
  protected:
   void SetUp() override {
-    auto s = LmdbStore::Open(dir_.path());
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    store_ = std::move(*s);
+    StoreFixture::SetUp();
     repo_ = std::make_unique<InstanceRepository>(*store_, clock_, InstanceRepository::Hooks{});
     ASSERT_TRUE(defs_.Register(IncidentResponse()).ok());
     ops_ = std::make_unique<OperatorActions>(
@@ -50,9 +46,6 @@ class OperatorActionsTest : public ::testing::Test {
   }
   std::shared_ptr<const Instance> Now() { return *repo_->Load("i1"); }
 
-  testing::TempDir dir_;
-  std::unique_ptr<LmdbStore> store_;
-  testing::ManualClock clock_;
   DefinitionRegistry defs_;
   RunTable runs_;
   std::unique_ptr<InstanceRepository> repo_;

@@ -4,19 +4,15 @@
 
 #include <gtest/gtest.h>
 
-#include "coordinator/lmdb_store.h"
-#include "tests/testing/manual_clock.h"
-#include "tests/testing/subprocess.h"
+#include "tests/testing/store_fixture.h"
 
 namespace sagad {
 namespace {
 
-class OwnershipTest : public ::testing::Test {
+class OwnershipTest : public testing::StoreFixture {
  protected:
   void SetUp() override {
-    auto s = LmdbStore::Open(dir_.path());
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    store_ = std::move(*s);
+    StoreFixture::SetUp();
     for (const char* id : {"a", "b"})
       ASSERT_TRUE(store_
                       ->CreateInstance({{"id", id},
@@ -26,9 +22,6 @@ class OwnershipTest : public ::testing::Test {
                                        {}, nullptr, {}, nullptr)
                       .ok());
   }
-  testing::TempDir dir_;
-  std::unique_ptr<LmdbStore> store_;
-  testing::ManualClock clock_;
   static constexpr int64_t kLease = 3000;
 };
 

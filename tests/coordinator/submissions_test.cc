@@ -6,21 +6,17 @@
 
 #include "coordinator/definition_registry.h"
 #include "coordinator/instance_repository.h"
-#include "coordinator/lmdb_store.h"
 #include "coordinator/ownership.h"
 #include "examples/examples.h"
-#include "tests/testing/manual_clock.h"
-#include "tests/testing/subprocess.h"
+#include "tests/testing/store_fixture.h"
 
 namespace sagad {
 namespace {
 
-class SubmissionsTest : public ::testing::Test {
+class SubmissionsTest : public testing::StoreFixture {
  protected:
   void SetUp() override {
-    auto s = LmdbStore::Open(dir_.path());
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    store_ = std::move(*s);
+    StoreFixture::SetUp();
     ASSERT_TRUE(defs_.Register(OrderFulfilment()).ok());
     repo_ = std::make_unique<InstanceRepository>(*store_, clock_, InstanceRepository::Hooks{});
     ownership_ = std::make_unique<Ownership>(*store_, clock_, "east", 3000);
@@ -38,9 +34,6 @@ class SubmissionsTest : public ::testing::Test {
                          hash, TraceContext{});
   }
 
-  testing::TempDir dir_;
-  std::unique_ptr<LmdbStore> store_;
-  testing::ManualClock clock_;
   DefinitionRegistry defs_;
   std::unique_ptr<InstanceRepository> repo_;
   std::unique_ptr<Ownership> ownership_;

@@ -1,27 +1,67 @@
-// Engine: one step at a time. Send (STARTED durable first), record the
-// outcome (chaining the next step's STARTED into the same commit), reconcile
-// an unclear outcome before any re-send, and undo.
-#include "coordinator/engine_impl.h"
+#include "coordinator/step_runner.h"
+
+#include <algorithm>
+
+#include "adapters/classify.h"
+#include "coordinator/crash_point.h"
+#include "coordinator/engine_log.h"
+#include "coordinator/saga_turns.h"
+#include "policies/failure_policy.h"
+#include "sagas/planner.h"
 
 namespace sagad {
+namespace {
 
-auto Engine::Impl::RetryFor(const StepDefinition& sd,
+bool IsRetryableSendState(StepStatus s) {
+  return s == StepStatus::kPlanned || s == StepStatus::kStarted ||
+         s == StepStatus::kUnknown;
+}
+
+}  // namespace
+
+StepRunner::StepRunner(Adapter& adapter, const Clock& clock,
+                       const Ownership& ownership, RunTable& runs,
+                       EngineMetrics& metrics, Driver driver)
+    : adapter_(adapter),
+      clock_(clock),
+      ownership_(ownership),
+      runs_(runs),
+      metrics_(metrics),
+      driver_(std::move(driver)),
+      rng_(std::random_device{}()) {}
+
+auto StepRunner::Transition(const std::string& id,
+                            const std::function<Status(Tx&)>& fn) -> Next {
+  Status s = driver_.commit(id, fn);
+  return s.ok() ? Next::kContinue : driver_.after_failure(id, s);
+}
+
+auto StepRunner::Random() -> double {
+  std::lock_guard<std::mutex> l(rng_mu_);
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+}
+
+auto StepRunner::TraceOf(const Instance& inst) -> TraceContext {
+  return TraceContext::FromJson(inst.trace());
+}
+
+auto StepRunner::RetryFor(const StepDefinition& sd,
                             const std::string& service) -> RetryPolicy {
   const ServiceConfig* svc = adapter_.Service(service);
   return EffectiveRetry(sd, svc ? svc->retry : RetryPolicy{});
 }
 
-auto Engine::Impl::QueryableFor(const StepDefinition& sd,
+auto StepRunner::QueryableFor(const StepDefinition& sd,
                                 const ServiceConfig& svc) -> bool {
   return sd.queryable.value_or(svc.queryable);
 }
 
-auto Engine::Impl::IdempotentFor(const StepDefinition& sd,
+auto StepRunner::IdempotentFor(const StepDefinition& sd,
                                  const ServiceConfig& svc) -> bool {
   return sd.idempotent.value_or(svc.idempotent);
 }
 
-auto Engine::Impl::TakeRetryToken(const std::string& service) -> int64_t {
+auto StepRunner::TakeRetryToken(const std::string& service) -> int64_t {
   const ServiceConfig* svc = adapter_.Service(service);
   std::lock_guard<std::mutex> l(budget_mu_);
   int64_t now = clock_.NowMillis();
@@ -37,7 +77,7 @@ auto Engine::Impl::TakeRetryToken(const std::string& service) -> int64_t {
   return std::max<int64_t>(1, it->second.WaitMillis(now));
 }
 
-auto Engine::Impl::DeferRetry(const std::string& id, int i,
+auto StepRunner::DeferRetry(const std::string& id, int i,
                               const std::string& service, int64_t wait)
     -> Next {
   return Transition(id, [&](Tx& tx) {
@@ -48,12 +88,12 @@ auto Engine::Impl::DeferRetry(const std::string& id, int i,
   });
 }
 
-auto Engine::Impl::BoundArgsHash(const StepState& st) -> std::string {
+auto StepRunner::BoundArgsHash(const StepState& st) -> std::string {
   if (!st.args_hash.empty()) return st.args_hash;
   return st.approval.is_object() ? st.approval.value("args_hash", "") : "";
 }
 
-auto Engine::Impl::Execute(const std::string& id, const SagaDefinition& def,
+auto StepRunner::Execute(const std::string& id, const SagaDefinition& def,
                            const Instance& inst, int i) -> Next {
   const StepDefinition& sd = def.steps[i];
   const StepState& st = inst.step(i);
@@ -65,7 +105,7 @@ auto Engine::Impl::Execute(const std::string& id, const SagaDefinition& def,
              : "cannot build request: " + r.status().message();
     return Transition(id, [&](Tx& tx) -> Status {
       if (tx.inst().step(i).status() != StepStatus::kPlanned)
-        return Escalate(tx, i, why);
+        return EscalateStep(tx, i, why);
       return GiveUp(tx, def, "step '" + sd.name + "': " + why);
     });
   }
@@ -73,7 +113,7 @@ auto Engine::Impl::Execute(const std::string& id, const SagaDefinition& def,
   std::string bound = BoundArgsHash(st);
   if (!bound.empty() && bound != r->hash) {
     return Transition(id, [&](Tx& tx) {
-      return Escalate(
+      return EscalateStep(
           tx, i,
           "idempotency key " + key +
               " would be sent with a different body than it is bound to "
@@ -85,7 +125,7 @@ auto Engine::Impl::Execute(const std::string& id, const SagaDefinition& def,
     if (wait > 0) return DeferRetry(id, i, sd.forward.service, wait);
   }
   CrashPoint("before_started");
-  Status s = Mutate(
+  Status s = driver_.commit(
       id,
       [&](Tx& tx) -> Status {
         const Instance& cur = tx.inst();
@@ -98,14 +138,13 @@ auto Engine::Impl::Execute(const std::string& id, const SagaDefinition& def,
                        {{"key", key},
                         {"args_hash", r->hash},
                         {"attempt", cur.step(i).attempts + 1}});
-      },
-      /*as_owner=*/true);
-  if (!s.ok()) return AfterFailedMutate(id, s);
+      });
+  if (!s.ok()) return driver_.after_failure(id, s);
   CrashPoint("after_started");
   return SendForward(id, def, i, std::move(*r), st.attempts + 1, TraceOf(inst));
 }
 
-auto Engine::Impl::SendForward(const std::string& id, const SagaDefinition& def,
+auto StepRunner::SendForward(const std::string& id, const SagaDefinition& def,
                                int i, Rendered r, int attempt,
                                const TraceContext& trace) -> Next {
   const int launched = i;
@@ -119,7 +158,7 @@ auto Engine::Impl::SendForward(const std::string& id, const SagaDefinition& def,
     auto t0 = std::chrono::steady_clock::now();
     CallResult res = adapter_.Call(req);
     CrashPoint("before_outcome");
-    MarkRecovered(id);  // resumed: its first step after a restart was sent
+    driver_.resumed(id);  // resumed: its first step after a restart was sent
     metrics_.Call("forward", res, std::chrono::steady_clock::now() - t0);
     EngineLog({{"msg", "step call"},
                {"instance", id},
@@ -187,20 +226,20 @@ auto Engine::Impl::SendForward(const std::string& id, const SagaDefinition& def,
     if (next == Next::kStop || chained < 0) return next;
     CrashPoint("after_started");
     if (!chain_only)
-      Schedule(id);  // siblings that became ready start beside it
+      driver_.schedule(id);  // siblings that became ready start beside it
     i = chained;
     r = std::move(chained_request);
     attempt = 1;
   }
 }
 
-auto Engine::Impl::Chain(Tx& tx, const SagaDefinition& def, int* marked,
+auto StepRunner::Chain(Tx& tx, const SagaDefinition& def, int* marked,
                          int* step, Rendered* request) -> Status {
   const Instance& inst = tx.inst();
   std::vector<Action> actions = NextActions(def, inst);
   if (actions.front().kind == ActionKind::kComplete)
     return tx.Saga(SagaEvent::kComplete);
-  if (RecoveryInProgress())
+  if (driver_.recovering())
     return Status::Ok();  // others wait to be resumed first
   if (inst.status() != SagaStatus::kRunning) return Status::Ok();
   if (def.deadline_ms > 0 && !PivotCommitted(def, inst) &&
@@ -235,14 +274,14 @@ auto Engine::Impl::Chain(Tx& tx, const SagaDefinition& def, int* marked,
   return Status::Ok();
 }
 
-auto Engine::Impl::Reconcile(const std::string& id, const SagaDefinition& def,
+auto StepRunner::Reconcile(const std::string& id, const SagaDefinition& def,
                              const Instance& inst, int i) -> Next {
   const StepDefinition& sd = def.steps[i];
   const StepState& st = inst.step(i);
   const ServiceConfig* svc = adapter_.Service(sd.forward.service);
   if (!svc) {
     return Transition(id, [&](Tx& tx) {
-      return Escalate(tx, i,
+      return EscalateStep(tx, i,
                       "outcome unknown and service '" + sd.forward.service +
                           "' is not configured");
     });
@@ -251,7 +290,7 @@ auto Engine::Impl::Reconcile(const std::string& id, const SagaDefinition& def,
     if (IdempotentFor(sd, *svc))
       return Execute(id, def, inst, i);  // same key: deduplicated
     return Transition(id, [&](Tx& tx) {
-      return Escalate(
+      return EscalateStep(
           tx, i,
           "outcome of " + st.key +
               " is unknown and the service can neither be asked nor "
@@ -315,7 +354,7 @@ auto Engine::Impl::Reconcile(const std::string& id, const SagaDefinition& def,
     if (n >= policy.max_reconciliations) {
       SAGAD_RETURN_IF_ERROR(
           tx.Note(i, "reconciled", {{"phase", "forward"}, {"error", q.error}}));
-      return Escalate(tx, i,
+      return EscalateStep(tx, i,
                       "outcome of " + st.key + " still unknown after " +
                           std::to_string(n) +
                           " reconciliation attempts: " + q.error);
@@ -330,13 +369,13 @@ auto Engine::Impl::Reconcile(const std::string& id, const SagaDefinition& def,
   });
 }
 
-auto Engine::Impl::Compensate(const std::string& id, const SagaDefinition& def,
+auto StepRunner::Compensate(const std::string& id, const SagaDefinition& def,
                               const Instance& inst, int i) -> Next {
   const StepDefinition& sd = def.steps[i];
   const StepState& st = inst.step(i);
   if (!sd.compensation) {
     return Transition(id, [&](Tx& tx) {
-      return Escalate(
+      return EscalateStep(
           tx, i, "step '" + sd.name + "' committed but has no compensation");
     });
   }
@@ -366,7 +405,7 @@ auto Engine::Impl::Compensate(const std::string& id, const SagaDefinition& def,
     if (wait > 0) return DeferRetry(id, i, call.service, wait);
   }
   CrashPoint("before_compensation_started");
-  Status s = Mutate(
+  Status s = driver_.commit(
       id,
       [&](Tx& tx) -> Status {
         StepStatus ss = tx.inst().step(i).status();
@@ -374,9 +413,8 @@ auto Engine::Impl::Compensate(const std::string& id, const SagaDefinition& def,
           return FailedPrecondition("step moved on");
         return tx.Step(i, StepEvent::kBeginCompensation,
                        {{"key", key}, {"args_hash", r->hash}});
-      },
-      /*as_owner=*/true);
-  if (!s.ok()) return AfterFailedMutate(id, s);
+      });
+  if (!s.ok()) return driver_.after_failure(id, s);
   CrashPoint("after_compensation_started");
   CallRequest req{call.service, call.method, r->path,
                   r->body,      key,         id,
@@ -435,7 +473,7 @@ auto Engine::Impl::Compensate(const std::string& id, const SagaDefinition& def,
   return next;
 }
 
-auto Engine::Impl::ReconcileCompensation(const std::string& id,
+auto StepRunner::ReconcileCompensation(const std::string& id,
                                          const SagaDefinition& def,
                                          const Instance& inst, int i) -> Next {
   const StepDefinition& sd = def.steps[i];

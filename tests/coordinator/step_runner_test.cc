@@ -1,0 +1,204 @@
+// StepRunner over a real LMDB store and InstanceRepository. The downstream
+// is a scripted Adapter (the boundary, not the thing under test): it answers
+// as told and, at each call, reads the store to check that the STARTED
+// record of the request is already durable.
+#include "coordinator/step_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+
+#include "coordinator/instance_repository.h"
+#include "examples/examples.h"
+#include "tests/testing/store_fixture.h"
+
+namespace sagad {
+namespace {
+
+class ScriptedDownstream : public Adapter {
+ public:
+  explicit ScriptedDownstream(Store& store) : store_(store) {
+    for (const char* name : {"inventory", "payments", "shipping"}) {
+      services_[name].name = name;
+      services_[name].retry.max_attempts = 3;
+    }
+  }
+  CallResult Call(const CallRequest& req) override {
+    calls.push_back(req);
+    auto op = store_.GetOperation(req.idempotency_key);
+    durable_before_send.push_back(op.ok() && (op->state == "STARTED" ||
+                                              op->state == "COMPENSATING"));
+    CallResult r;
+    r.outcome = answers.empty() ? Outcome::kCommitted : answers.front();
+    if (!answers.empty()) answers.pop_front();
+    if (r.outcome == Outcome::kCommitted) {
+      r.http_status = 201;
+      r.external_ref = "R-" + req.step;
+      r.result = {{"ref", r.external_ref}};
+    } else {
+      r.http_status = r.outcome == Outcome::kFailed ? 422 : 503;
+      r.error = "scripted";
+    }
+    return r;
+  }
+  QueryResult Query(const std::string&, const std::string& key, const std::string&,
+                    uint64_t, int, const TraceContext&) override {
+    queries.push_back(key);
+    QueryResult q;
+    q.outcome = query_answer;
+    if (q.outcome == QueryOutcome::kHappened) {
+      q.external_ref = "R-found";
+      q.result = {{"ref", "R-found"}};
+    }
+    return q;
+  }
+  const ServiceConfig* Service(const std::string& name) const override {
+    auto it = services_.find(name);
+    return it == services_.end() ? nullptr : &it->second;
+  }
+
+  std::deque<Outcome> answers;
+  QueryOutcome query_answer = QueryOutcome::kUnknown;
+  std::vector<CallRequest> calls;
+  std::vector<bool> durable_before_send;
+  std::vector<std::string> queries;
+
+ private:
+  Store& store_;
+  std::map<std::string, ServiceConfig> services_;
+};
+
+class StepRunnerTest : public testing::StoreFixture {
+ protected:
+  void SetUp() override {
+    StoreFixture::SetUp();
+    def_ = OrderFulfilment();
+    downstream_ = std::make_unique<ScriptedDownstream>(*store_);
+    repo_ = std::make_unique<InstanceRepository>(*store_, clock_, InstanceRepository::Hooks{});
+    ownership_ = std::make_unique<Ownership>(*store_, clock_, "east", 3000);
+    StepRunner::Driver driver{
+        [this](const std::string& id, const std::function<Status(Tx&)>& fn) {
+          ++commits_;
+          auto lease = ownership_->Held(id);
+          return repo_->Mutate(id, fn, lease ? &*lease : nullptr);
+        },
+        [](const std::string&, const Status& s) {
+          return s.code() == StatusCode::kFailedPrecondition &&
+                         s.message().rfind("lease lost", 0) != 0
+                     ? Next::kContinue
+                     : Next::kStop;
+        },
+        [this](const std::string& id) { scheduled_.push_back(id); },
+        [](const std::string&) {}, [] { return false; }};
+    runner_ = std::make_unique<StepRunner>(*downstream_, clock_, *ownership_, runs_, metrics_,
+                                           driver);
+    Instance inst;
+    Event created = Instance::CreatedEvent(
+        "o1", def_,
+        {{"sku", "A"}, {"qty", 1}, {"amount", 5}, {"currency", "EUR"}, {"customer", "c"},
+         {"address", "x"}});
+    created.seq = 1;
+    ASSERT_TRUE(inst.Apply(created).ok());
+    inst.set_version(1);
+    Lease lease = ownership_->FirstLease();
+    ASSERT_TRUE(repo_->Create(inst, created, nullptr, &lease).ok());
+    ownership_->Adopt("o1", lease);
+  }
+  std::shared_ptr<const Instance> Now() { return *repo_->Load("o1"); }
+  Next Execute(int i) {
+    EXPECT_TRUE(runs_.TryMarkStep("o1", i, def_.max_parallel));  // as the driver does
+    Next n = runner_->Execute("o1", def_, *Now(), i);
+    runs_.UnmarkStep("o1", i);
+    return n;
+  }
+
+  SagaDefinition def_;
+  std::unique_ptr<ScriptedDownstream> downstream_;
+  std::unique_ptr<InstanceRepository> repo_;
+  std::unique_ptr<Ownership> ownership_;
+  RunTable runs_;
+  EngineMetrics metrics_;
+  std::unique_ptr<StepRunner> runner_;
+  int commits_ = 0;
+  std::vector<std::string> scheduled_;
+};
+
+TEST_F(StepRunnerTest, EachRequestLeavesOnlyAfterItsStartedRecordIsDurableOneCommitPerStep) {
+  EXPECT_EQ(Execute(0), Next::kContinue);
+  ASSERT_EQ(downstream_->calls.size(), 3u);  // the next steps were chained
+  EXPECT_EQ(downstream_->durable_before_send, std::vector<bool>({true, true, true}));
+  EXPECT_EQ(downstream_->calls[0].idempotency_key, "o1:reserve_inventory");
+  EXPECT_EQ(downstream_->calls[0].fencing_token, ownership_->Token("o1"));
+  EXPECT_EQ(downstream_->calls[1].path, "/charges");
+  auto inst = Now();
+  EXPECT_EQ(inst->status(), SagaStatus::kCompleted);
+  EXPECT_EQ(inst->step(0).external_ref, "R-reserve_inventory");
+  // STARTED, then each outcome with the next STARTED (the last with the
+  // saga's completion): 4 commits for 3 steps.
+  EXPECT_EQ(commits_, 4);
+  EXPECT_FALSE(runs_.StepUnderWay("o1", 1));  // chained steps are unmarked
+  EXPECT_FALSE(runs_.StepUnderWay("o1", 2));
+}
+
+TEST_F(StepRunnerTest, AnUnclearOutcomeIsUnknownNeverFailedAndNothingChains) {
+  downstream_->answers = {Outcome::kUnknown};
+  EXPECT_EQ(Execute(0), Next::kContinue);
+  EXPECT_EQ(downstream_->calls.size(), 1u);
+  EXPECT_EQ(Now()->step(0).status(), StepStatus::kUnknown);
+  EXPECT_EQ(Now()->status(), SagaStatus::kRunning);
+}
+
+TEST_F(StepRunnerTest, ReconcileAsksBeforeAnyResend) {
+  downstream_->answers = {Outcome::kUnknown};
+  Execute(0);
+  downstream_->query_answer = QueryOutcome::kHappened;
+  EXPECT_EQ(runner_->Reconcile("o1", def_, *Now(), 0), Next::kContinue);
+  EXPECT_EQ(downstream_->queries, std::vector<std::string>{"o1:reserve_inventory"});
+  EXPECT_EQ(downstream_->calls.size(), 1u);  // asked, not re-sent
+  EXPECT_EQ(Now()->step(0).status(), StepStatus::kCommitted);
+  EXPECT_EQ(Now()->step(0).external_ref, "R-found");
+}
+
+TEST_F(StepRunnerTest, NeverHappenedGoesBackToPlannedWithABackoff) {
+  downstream_->answers = {Outcome::kUnknown};
+  Execute(0);
+  downstream_->query_answer = QueryOutcome::kNotHappened;
+  runner_->Reconcile("o1", def_, *Now(), 0);
+  const StepState& st = Now()->step(0);
+  EXPECT_EQ(st.status(), StepStatus::kPlanned);
+  EXPECT_GT(st.retry_at, clock_.NowMillis());
+  EXPECT_EQ(downstream_->calls.size(), 1u);
+  // The re-send, when it comes, uses the same key.
+  clock_.Advance(st.retry_at - clock_.NowMillis());
+  Execute(0);
+  ASSERT_GE(downstream_->calls.size(), 2u);
+  EXPECT_EQ(downstream_->calls[1].idempotency_key, "o1:reserve_inventory");
+  EXPECT_EQ(downstream_->calls[1].attempt, 2);
+}
+
+TEST_F(StepRunnerTest, ADefiniteFailureTurnsTheSagaBackAndUndoesWhatCommitted) {
+  downstream_->answers = {Outcome::kCommitted, Outcome::kFailed};
+  Execute(0);
+  auto inst = Now();
+  EXPECT_EQ(inst->step(1).status(), StepStatus::kFailed);
+  EXPECT_EQ(inst->status(), SagaStatus::kCompensating);
+  EXPECT_TRUE(runs_.TryMarkStep("o1", 0, 8));
+  EXPECT_EQ(runner_->Compensate("o1", def_, *inst, 0), Next::kContinue);
+  runs_.UnmarkStep("o1", 0);
+  ASSERT_EQ(downstream_->calls.size(), 3u);
+  EXPECT_EQ(downstream_->calls[2].path, "/reservations/R-reserve_inventory/release");
+  EXPECT_EQ(downstream_->calls[2].idempotency_key, "o1:reserve_inventory:compensate");
+  EXPECT_TRUE(downstream_->durable_before_send[2]);
+  EXPECT_EQ(Now()->step(0).status(), StepStatus::kCompensated);
+}
+
+TEST_F(StepRunnerTest, AFencedOutRunnerSendsNothingMore) {
+  clock_.Advance(4000);  // this process paused past its lease
+  ASSERT_TRUE(store_->AcquireLease("o1", "west/1", clock_.NowMillis(), 3000, "").ok());
+  EXPECT_EQ(Execute(0), Next::kStop);
+  EXPECT_TRUE(downstream_->calls.empty());
+  EXPECT_EQ(Now()->step(0).status(), StepStatus::kPlanned);
+}
+
+}  // namespace
+}  // namespace sagad
