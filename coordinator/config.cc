@@ -6,6 +6,10 @@
 #include <sstream>
 
 namespace sagad {
+namespace {
+// Durations in milliseconds: up to about 24 days (what a timer takes).
+constexpr int64_t kMaxMs = 2147483647;
+}  // namespace
 
 bool ParseRole(const std::string& s, Role* out) {
   static const std::map<std::string, Role> kRoles = {{"viewer", Role::kViewer},
@@ -67,8 +71,8 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
     if (j.contains("retention")) {
       const auto& r = j["retention"];
       SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(r, {"finished_after_ms"}, "retention"));
-      c.retention_ms = r.value("finished_after_ms", int64_t(0));
-      if (c.retention_ms < 0) return InvalidArgument("retention.finished_after_ms must be >= 0");
+      SAGAD_RETURN_IF_ERROR(
+          IntField(r, "finished_after_ms", 0, kMaxMs, "retention", &c.retention_ms));
     }
     if (j.contains("tls")) {
       const auto& t = j["tls"];
@@ -81,36 +85,31 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
       SAGAD_RETURN_IF_ERROR(Readable(c.tls_cert_file, "tls.cert_file"));
       SAGAD_RETURN_IF_ERROR(Readable(c.tls_key_file, "tls.key_file"));
     }
-    c.lmdb_map_size_mb = j.value("lmdb_map_size_mb", c.lmdb_map_size_mb);
-    if (c.lmdb_map_size_mb < 1 || c.lmdb_map_size_mb > (int64_t(1) << 24))
-      return InvalidArgument("lmdb_map_size_mb must be from 1 to 16777216");
-    c.workers = j.value("workers", c.workers);
+    // Integers are checked before conversion: a float out of range (1e300)
+    // must be refused, not converted (undefined behaviour).
+    SAGAD_RETURN_IF_ERROR(IntField(j, "lmdb_map_size_mb", 1, int64_t(1) << 24, "the config",
+                                   &c.lmdb_map_size_mb));
+    SAGAD_RETURN_IF_ERROR(IntField(j, "workers", 1, 1024, "the config", &c.workers));
     c.definitions_dir = j.value("definitions_dir", c.definitions_dir);
     c.coordinator_id = j.value("coordinator_id", c.coordinator_id);
-    c.lease_ms = j.value("lease_ms", c.lease_ms);
-    if (c.lease_ms < 100) return InvalidArgument("lease_ms must be >= 100");
+    SAGAD_RETURN_IF_ERROR(IntField(j, "lease_ms", 100, kMaxMs, "the config", &c.lease_ms));
     if (c.coordinator_id.find('/') != std::string::npos)
       return InvalidArgument("coordinator_id must not contain '/'");
-    if (c.workers < 1 || c.workers > 1024) return InvalidArgument("workers must be 1-1024");
     if (j.contains("api")) {
       const auto& a = j["api"];
       if (!a.is_object()) return InvalidArgument("'api' must be an object");
       SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(a, {"max_connections", "max_connections_per_client",
                                               "request_timeout_ms", "idle_timeout_ms", "threads"},
                                           "api"));
-      int64_t max_conn = a.value("max_connections", int64_t(c.max_connections));
-      int64_t per_client = a.value("max_connections_per_client", int64_t(c.max_connections_per_client));
-      c.request_timeout_ms = a.value("request_timeout_ms", c.request_timeout_ms);
-      c.idle_timeout_ms = a.value("idle_timeout_ms", c.idle_timeout_ms);
-      c.api_threads = a.value("threads", c.api_threads);
-      if (max_conn < 1 || max_conn > 1000000) return InvalidArgument("api.max_connections must be 1-1000000");
-      if (per_client < 1 || per_client > max_conn)
-        return InvalidArgument("api.max_connections_per_client must be 1-max_connections");
-      if (c.request_timeout_ms < 100 || c.idle_timeout_ms < 100)
-        return InvalidArgument("api.request_timeout_ms and api.idle_timeout_ms must be >= 100");
-      if (c.api_threads < 1 || c.api_threads > 1024) return InvalidArgument("api.threads must be 1-1024");
-      c.max_connections = static_cast<size_t>(max_conn);
-      c.max_connections_per_client = static_cast<size_t>(per_client);
+      SAGAD_RETURN_IF_ERROR(
+          IntField(a, "max_connections", 1, 1000000, "api", &c.max_connections));
+      SAGAD_RETURN_IF_ERROR(IntField(a, "max_connections_per_client", 1,
+                                     static_cast<int64_t>(c.max_connections), "api",
+                                     &c.max_connections_per_client));
+      SAGAD_RETURN_IF_ERROR(
+          IntField(a, "request_timeout_ms", 100, kMaxMs, "api", &c.request_timeout_ms));
+      SAGAD_RETURN_IF_ERROR(IntField(a, "idle_timeout_ms", 100, kMaxMs, "api", &c.idle_timeout_ms));
+      SAGAD_RETURN_IF_ERROR(IntField(a, "threads", 1, 1024, "api", &c.api_threads));
     }
     if (j.contains("services")) {
       if (!j["services"].is_object()) return InvalidArgument("'services' must be an object");
@@ -139,15 +138,12 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
           SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(s.value("retry_budget", nlohmann::json::object()),
                                               {"capacity", "per_second"}, where + ".retry_budget"));
           sc.base_url = s.at("base_url").get<std::string>();
-          sc.timeout_ms = s.value("timeout_ms", sc.timeout_ms);
+          SAGAD_RETURN_IF_ERROR(IntField(s, "timeout_ms", 1, kMaxMs, where, &sc.timeout_ms));
           sc.queryable = s.value("queryable", sc.queryable);
           sc.idempotent = s.value("idempotent", sc.idempotent);
           sc.operations_path = s.value("operations_path", sc.operations_path);
-          int64_t max_reply = s.value("max_response_bytes", int64_t(sc.max_response_bytes));
-          if (max_reply < 1024 || max_reply > (int64_t(1) << 30))
-            return InvalidArgument("service '" + name +
-                                   "': max_response_bytes must be from 1024 to 1073741824");
-          sc.max_response_bytes = static_cast<size_t>(max_reply);
+          SAGAD_RETURN_IF_ERROR(IntField(s, "max_response_bytes", 1024, int64_t(1) << 30, where,
+                                         &sc.max_response_bytes));
           if (s.contains("retry")) {
             auto r = RetryPolicy::FromJson(s["retry"]);
             if (!r.ok()) return InvalidArgument("service '" + name + "': " + r.status().message());
@@ -202,7 +198,7 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
         if (w.is_object()) {
           SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(w, {"url", "secret", "timeout_ms"}, "a webhook"));
           wc.secret = w.value("secret", "");
-          wc.timeout_ms = w.value("timeout_ms", wc.timeout_ms);
+          SAGAD_RETURN_IF_ERROR(IntField(w, "timeout_ms", 1, kMaxMs, "a webhook", &wc.timeout_ms));
         }
         if (wc.url.rfind("http://", 0) != 0 && wc.url.rfind("https://", 0) != 0)
           return InvalidArgument("webhook url must start with http://, got '" + wc.url + "'");

@@ -56,5 +56,33 @@ TEST(ConfigTest, TheLmdbMapSizeIsBounded) {
   EXPECT_NE(Refusal({{"lmdb_map_size_mb", 0}}).find("lmdb_map_size_mb"), std::string::npos);
 }
 
+TEST(ConfigTest, IntegersOutOfRangeOrNotIntegersAreRefusedByName) {
+  // 1e300 used to be converted to int: undefined behaviour (UBSan).
+  json svc = {{"base_url", "http://x"}, {"timeout_ms", 1e300}};
+  EXPECT_NE(Refusal({{"services", {{"pay", svc}}}}).find("services.pay: timeout_ms must be an integer"),
+            std::string::npos)
+      << Refusal({{"services", {{"pay", svc}}}});
+  EXPECT_NE(Refusal({{"workers", 1e300}}).find("workers must be an integer from 1 to 1024"),
+            std::string::npos);
+  EXPECT_NE(Refusal({{"workers", 2.5}}).find("workers"), std::string::npos);
+  EXPECT_NE(Refusal({{"lease_ms", "10000"}}).find("lease_ms"), std::string::npos);
+  EXPECT_NE(Refusal({{"lease_ms", 50}}).find("lease_ms must be an integer from 100"),
+            std::string::npos);
+  EXPECT_NE(Refusal({{"api", {{"threads", -1e300}}}}).find("api: threads"), std::string::npos);
+  EXPECT_NE(Refusal({{"api", {{"max_connections", 10}, {"max_connections_per_client", 11}}}})
+                .find("max_connections_per_client must be an integer from 1 to 10"),
+            std::string::npos);
+  EXPECT_NE(Refusal({{"retention", {{"finished_after_ms", -1}}}}).find("finished_after_ms"),
+            std::string::npos);
+  EXPECT_NE(Refusal({{"webhooks", {{{"url", "http://x"}, {"timeout_ms", 1e19}}}}})
+                .find("a webhook: timeout_ms"),
+            std::string::npos);
+  // A float with no fraction is an integer.
+  auto c = ParseConfig({{"workers", 8.0}, {"api", {{"threads", 4}}}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->workers, 8);
+  EXPECT_EQ(c->api_threads, 4);
+}
+
 }  // namespace
 }  // namespace sagad
