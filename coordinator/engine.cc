@@ -27,7 +27,16 @@ Engine::Impl::Impl(Store& store, Adapter& adapter, Clock& clock,
       operators_(defs_, repo_, runs_,
                  [this](const std::string& id) { Schedule(id); }),
       submissions_(defs_, repo_, ownership_, clock_,
-                   [this](const std::string& id) { Schedule(id); }),
+                   Submissions::Starter{
+                       [this](Tx& tx, const SagaDefinition& def, int* step,
+                              StepRequest* request) {
+                         return FirstStep(tx, def, step, request);
+                       },
+                       [this](const std::string& id, const SagaDefinition& def,
+                              int step, StepRequest* request,
+                              const TraceContext& trace, bool created) {
+                         StartCreated(id, def, step, request, trace, created);
+                       }}),
       steps_(adapter, clock, ownership_, runs_, metrics_,
              StepRunner::Driver{
                  [this](const std::string& id,

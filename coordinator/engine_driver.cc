@@ -10,6 +10,44 @@ auto Engine::Impl::Schedule(const std::string& id) -> void {
   boost::asio::post(pool_, [this, id] { DriveLoop(id); });
 }
 
+auto Engine::Impl::FirstStep(Tx& tx, const SagaDefinition& def, int* step,
+                             StepRequest* request) -> Status {
+  *step = -1;
+  if (!def.IsChain()) return Status::Ok();
+  return steps_.ChainFirst(tx, def, step, request);
+}
+
+auto Engine::Impl::StartCreated(const std::string& id,
+                                const SagaDefinition& def, int step,
+                                StepRequest* request, const TraceContext& trace,
+                                bool created) -> void {
+  if (!created) {  // nothing was written: the mark is released
+    if (step >= 0) runs_.UnmarkStep(id, step);
+    return;
+  }
+  SagaDefinitionPtr d = Definition(def.name, def.version);
+  if (step < 0 || !d) {
+    if (step >= 0) runs_.UnmarkStep(id, step);
+    Schedule(id);
+    return;
+  }
+  boost::asio::post(pool_, [this, id, d, step, r = std::move(*request),
+                            trace]() mutable {
+    Next next = Next::kContinue;
+    try {
+      // Stopping: the STARTED record is durable, so the next start
+      // reconciles it; nothing is sent now.
+      if (!runs_.Stopping()) next = steps_.Send(id, *d, step, std::move(r), trace);
+    } catch (const std::exception& e) {
+      EngineLog(
+          {{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
+      ScheduleAfter(id, 5000);
+    }
+    runs_.UnmarkStep(id, step);
+    if (next == Next::kContinue && ownership_.Held(id)) Schedule(id);
+  });
+}
+
 auto Engine::Impl::ScheduleAfter(const std::string& id, int64_t delay_ms)
     -> void {
   auto timer = std::make_shared<boost::asio::steady_timer>(io_);
@@ -60,6 +98,9 @@ auto Engine::Impl::Drive(const std::string& id) -> bool {
                  {"instance", id},
                  {"error", inst.status().ToString()}});
       ForgetRecovery(id);
+      // Storage trouble (a database restart): try again, or nothing would
+      // drive this instance until the next process start.
+      if (inst.status().code() != StatusCode::kNotFound) ScheduleAfter(id, 1000);
       return false;
     }
     SagaDefinitionPtr def =

@@ -129,6 +129,17 @@ class Engine::Impl {
 
  private:
   // ---- scheduling ----
+  // A new instance of a plain list: its first step's STARTED record rides in
+  // the creation commit when the step may go at once (StepRunner::Chain's
+  // rules), and StartCreated sends it on a worker without a driver round:
+  // one commit and one planning round fewer per saga. Graphs start with a
+  // driver round (their roots start together).
+  Status FirstStep(Tx& tx, const SagaDefinition& def, int* step,
+                   StepRequest* request);
+  void StartCreated(const std::string& id, const SagaDefinition& def, int step,
+                    StepRequest* request, const TraceContext& trace,
+                    bool created);
+
   void Schedule(const std::string& id);
 
   void ScheduleAfter(const std::string& id, int64_t delay_ms);

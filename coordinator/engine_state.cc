@@ -70,8 +70,10 @@ auto Engine::Impl::Heartbeat() -> void {
       const std::string& id = a.id;
       if (ownership_.Held(id)) {
         // Changed by another process (an approval over its API): plan again.
+        // Not cached: a commit or a load failed (storage trouble); plan it
+        // again too, so that no owned instance is left without a driver.
         uint64_t cached = repo_.CachedVersion(id);
-        if (cached != 0 && a.version != cached) {
+        if (cached == 0 || a.version != cached) {
           repo_.Evict(id);
           Schedule(id);
         }

@@ -90,14 +90,25 @@ StatusOr<std::shared_ptr<const Instance>> InstanceRepository::Load(
 }
 
 Status InstanceRepository::Create(const Instance& inst, const Event& created,
-                                  const Submission* submission,
+                                  Tx* tx, const Submission* submission,
                                   const Lease* lease) {
+  std::vector<Event> events{created};
+  std::vector<OperationRecord> ops;
+  if (tx) {
+    events.insert(events.end(), tx->events().begin(), tx->events().end());
+    ops = tx->Operations();
+  }
   std::lock_guard<std::mutex> l(stripe(inst.id()));
-  SAGAD_RETURN_IF_ERROR(store_.CreateInstance(inst.ToJson(), {created},
-                                              submission,
-                                              hooks_.outbox(inst, {created}),
-                                              lease));
-  CachePut(inst.id(), std::make_shared<Instance>(inst));
+  auto t0 = std::chrono::steady_clock::now();
+  auto snapshot = std::make_shared<const nlohmann::json>(inst.ToJson());
+  SAGAD_RETURN_IF_ERROR(store_.CreateInstance(*snapshot, events, submission,
+                                              hooks_.outbox(inst, events),
+                                              lease, ops));
+  auto took = std::chrono::steady_clock::now() - t0;
+  hooks_.attempted(took);
+  auto ptr = std::make_shared<const Instance>(inst);
+  CachePut(inst.id(), ptr);
+  hooks_.committed(Commit{inst.id(), ptr, &events, snapshot, took});
   return Status::Ok();
 }
 

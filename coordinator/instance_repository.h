@@ -70,9 +70,11 @@ class InstanceRepository {
   // Drops the cached copy: the next Load reads the store.
   void Evict(const std::string& id);
 
-  // Creates an instance from its first event (version 1), with the
-  // submission record and first lease when given, in one durable write.
-  Status Create(const Instance& inst, const Event& created,
+  // Creates an instance (version 1) from its first events (`created` and
+  // what rode with it: the transition `tx` applied to `inst` after it), with
+  // the submission record and first lease when given, in one durable write;
+  // then `committed` runs as after any commit. `tx` may be null.
+  Status Create(const Instance& inst, const Event& created, Tx* tx,
                 const Submission* submission, const Lease* lease);
 
   // See above. `fence`: the lease the commit must still hold (null for an

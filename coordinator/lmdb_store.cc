@@ -181,9 +181,10 @@ StatusOr<size_t> LmdbStore::OutboxSize() {
 
 Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vector<Event>& events,
                                  const Submission* submission,
-                                 const std::vector<nlohmann::json>& outbox, const Lease* lease) {
+                                 const std::vector<nlohmann::json>& outbox, const Lease* lease,
+                                 const std::vector<OperationRecord>& operations) {
   const std::string id = snapshot.at("id").get<std::string>();
-  CommitRequest r{WriteKind::kCreate, id, 0, &snapshot, &events, nullptr, submission, &outbox,
+  CommitRequest r{WriteKind::kCreate, id, 0, &snapshot, &events, &operations, submission, &outbox,
                   lease};
   return GroupCommit(r);
 }

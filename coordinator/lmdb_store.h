@@ -46,7 +46,8 @@ class LmdbStore : public Store {
   // Store
   Status CreateInstance(const nlohmann::json& snapshot, const std::vector<Event>& events,
                         const Submission* submission,
-                        const std::vector<nlohmann::json>& outbox, const Lease* lease) override;
+                        const std::vector<nlohmann::json>& outbox, const Lease* lease,
+                        const std::vector<OperationRecord>& operations = {}) override;
   Status Commit(const std::string& id, uint64_t expected_version,
                 const nlohmann::json& snapshot, const std::vector<Event>& events,
                 const std::vector<OperationRecord>& operations,

@@ -130,10 +130,10 @@ BEGIN
       IF w.finished THEN
         DELETE FROM sagad_leases WHERE instance_id = w.id;
       END IF;
-      INSERT INTO sagad_operations (key, data, instance_id)
-        SELECT o->>'key', o::text, w.id FROM json_array_elements(w.operations) o
-        ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data;
     END IF;
+    INSERT INTO sagad_operations (key, data, instance_id)
+      SELECT o->>'key', o::text, w.id FROM json_array_elements(coalesce(w.operations, '[]'))
+        o ON CONFLICT (key) DO UPDATE SET data = EXCLUDED.data;
     INSERT INTO sagad_events (instance_id, seq, data)
       SELECT w.id, (e->>'seq')::bigint, e::text FROM json_array_elements(w.events) e;
     INSERT INTO sagad_outbox (instance_id, message)

@@ -372,11 +372,15 @@ Status PostgresStore::CreateInstance(const nlohmann::json& snapshot,
                                      const std::vector<Event>& events,
                                      const Submission* submission,
                                      const std::vector<nlohmann::json>& outbox,
-                                     const Lease* lease) {
+                                     const Lease* lease,
+                                     const std::vector<OperationRecord>& operations) {
   nlohmann::json w = InstanceColumns(snapshot);
   w["kind"] = "create";
   w["id"] = snapshot.at("id").get<std::string>();
   w["events"] = EventsJson(events);
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto& op : operations) ops.push_back(op.ToJson());
+  w["operations"] = std::move(ops);
   w["outbox"] = outbox;
   w["lease"] = LeaseJson(lease);
   if (submission)

@@ -36,6 +36,18 @@ auto StepRunner::Transition(const std::string& id,
   return s.ok() ? Next::kContinue : driver_.after_failure(id, s);
 }
 
+auto StepRunner::ChainFirst(Tx& tx, const SagaDefinition& def, int* step,
+                            StepRequest* request) -> Status {
+  int marked = -1;
+  *step = -1;
+  return Chain(tx, def, &marked, step, request);
+}
+
+auto StepRunner::Send(const std::string& id, const SagaDefinition& def, int i,
+                      StepRequest request, const TraceContext& trace) -> Next {
+  return SendForward(id, def, i, std::move(request), 1, trace);
+}
+
 auto StepRunner::Random() -> double {
   std::lock_guard<std::mutex> l(rng_mu_);
   return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);

@@ -72,6 +72,19 @@ class StepRunner {
   Next ReconcileCompensation(const std::string& id, const SagaDefinition& def,
                              const Instance& inst, int i);
 
+  // The creation of an instance of a plain list: adds to `tx` the STARTED
+  // record of its first step when that may go at once (as Chain does after
+  // a commit), marking the step as under way. *step is that step (else -1)
+  // and *request its request. Once the creation is durable, Send it (and
+  // unmark it); if the creation failed, just unmark it.
+  Status ChainFirst(Tx& tx, const SagaDefinition& def, int* step,
+                    StepRequest* request);
+  // Sends step i, whose STARTED record (attempt 1) is durable, records its
+  // outcome and goes on with chained steps, as Execute does after its
+  // STARTED commit. The caller unmarks step i afterwards.
+  Next Send(const std::string& id, const SagaDefinition& def, int i,
+            StepRequest request, const TraceContext& trace);
+
  private:
   using Rendered = StepRequest;
 

@@ -93,14 +93,17 @@ class Store {
   virtual ~Store() = default;
 
   // Creates an instance: snapshot (version 1) and its first events, the
-  // submission record if `submission` is set, and `outbox` records, in one
-  // durable transaction. AlreadyExists if the id or the submission key exists.
-  // `lease` (if set) is written as the instance's first lease.
+  // submission record if `submission` is set, `outbox` records and the
+  // operation records of its first events (a first step's STARTED may ride
+  // in the creation), in one durable transaction. AlreadyExists if the id or
+  // the submission key exists. `lease` (if set) is written as the
+  // instance's first lease.
   virtual Status CreateInstance(const nlohmann::json& snapshot,
                                 const std::vector<Event>& events,
                                 const Submission* submission,
                                 const std::vector<nlohmann::json>& outbox,
-                                const Lease* lease) = 0;
+                                const Lease* lease,
+                                const std::vector<OperationRecord>& operations = {}) = 0;
 
   // Commits one transition: snapshot, events, operation records and outbox
   // records (appended in order), atomically. FailedPrecondition if the stored

@@ -8,6 +8,8 @@
 #include "coordinator/engine_log.h"
 #include "coordinator/instance_repository.h"
 #include "coordinator/ownership.h"
+#include "coordinator/step_request.h"
+#include "coordinator/transition.h"
 
 namespace sagad {
 namespace {
@@ -32,13 +34,12 @@ std::string NewInstanceId(int64_t now_ms) {
 
 Submissions::Submissions(const DefinitionRegistry& defs,
                          InstanceRepository& repo, Ownership& ownership,
-                         const Clock& clock,
-                         std::function<void(const std::string&)> schedule)
+                         const Clock& clock, Starter starter)
     : defs_(defs),
       repo_(repo),
       ownership_(ownership),
       clock_(clock),
-      schedule_(std::move(schedule)) {}
+      starter_(std::move(starter)) {}
 
 StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga,
                                             int version,
@@ -84,6 +85,11 @@ StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga,
   created.seq = 1;
   created.at_ms = now;
   Status s = inst.Apply(created);
+  // The first step's STARTED record may ride in the creation commit.
+  Tx tx(inst, now);
+  int first = -1;
+  StepRequest request;
+  if (s.ok() && starter_.chain) s = starter_.chain(tx, *def, &first, &request);
   if (s.ok()) {
     inst.set_version(1);
     if (sub) {
@@ -91,10 +97,12 @@ StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga,
       sub->created_at = now;
     }
     Lease lease = ownership_.FirstLease();
-    s = repo_.Create(inst, created, sub ? &*sub : nullptr, &lease);
+    if (first >= 0) CrashPoint("before_started");  // nothing is durable yet
+    s = repo_.Create(inst, created, &tx, sub ? &*sub : nullptr, &lease);
     if (s.ok()) ownership_.Adopt(id, lease);
   }
   if (!s.ok()) {
+    starter_.start(id, *def, first, &request, trace, false);
     if (sub) EndInflight(client_key);
     if (sub && s.code() == StatusCode::kAlreadyExists) {
       // Another process sharing the data dir took this key first.
@@ -108,7 +116,8 @@ StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga,
              {"saga", saga},
              {"trace_id", trace.trace_id}});
   CrashPoint("after_create");
-  schedule_(id);
+  if (first >= 0) CrashPoint("after_started");
+  starter_.start(id, *def, first, &request, trace, true);
   out.instance_id = id;
   return out;
 }

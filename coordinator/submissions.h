@@ -29,6 +29,9 @@ namespace sagad {
 class DefinitionRegistry;
 class InstanceRepository;
 class Ownership;
+class Tx;
+struct SagaDefinition;
+struct StepRequest;
 
 struct SubmitOutcome {
   std::string instance_id;
@@ -39,9 +42,24 @@ struct SubmitOutcome {
 
 class Submissions {
  public:
+  // How a new instance starts.
+  struct Starter {
+    // Optional: may add to the creating transition the STARTED record of a
+    // first step that may go at once (marking it as under way): *step is
+    // that step, else -1.
+    std::function<Status(Tx&, const SagaDefinition&, int* step,
+                         StepRequest* request)>
+        chain;
+    // After the creation commit: `created` true, send `step` (if >= 0)
+    // and/or plan the instance; false (refused), release what chain took.
+    std::function<void(const std::string& id, const SagaDefinition& def,
+                       int step, StepRequest* request,
+                       const TraceContext& trace, bool created)>
+        start;
+  };
+
   Submissions(const DefinitionRegistry& defs, InstanceRepository& repo,
-              Ownership& ownership, const Clock& clock,
-              std::function<void(const std::string&)> schedule);
+              Ownership& ownership, const Clock& clock, Starter starter);
 
   // `version` 0: the newest registered. NotFound (unknown saga or version),
   // InvalidArgument (input not an object, or missing required fields).
@@ -66,7 +84,7 @@ class Submissions {
   InstanceRepository& repo_;
   Ownership& ownership_;
   const Clock& clock_;
-  std::function<void(const std::string&)> schedule_;
+  Starter starter_;
   std::mutex mu_;
   std::unordered_set<std::string> inflight_;
 };

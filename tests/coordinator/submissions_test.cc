@@ -7,6 +7,8 @@
 #include "coordinator/definition_registry.h"
 #include "coordinator/instance_repository.h"
 #include "coordinator/ownership.h"
+#include "coordinator/step_request.h"
+#include "coordinator/transition.h"
 #include "examples/examples.h"
 #include "tests/testing/store_fixture.h"
 
@@ -20,9 +22,14 @@ class SubmissionsTest : public testing::StoreFixture {
     ASSERT_TRUE(defs_.Register(OrderFulfilment()).ok());
     repo_ = std::make_unique<InstanceRepository>(*store_, clock_, InstanceRepository::Hooks{});
     ownership_ = std::make_unique<Ownership>(*store_, clock_, "east", 3000);
-    subs_ = std::make_unique<Submissions>(
-        defs_, *repo_, *ownership_, clock_,
-        [this](const std::string& id) { scheduled_.push_back(id); });
+    subs_ = std::make_unique<Submissions>(defs_, *repo_, *ownership_, clock_, Starter(&scheduled_));
+  }
+  // Plans each created instance (no first step rides in the creation).
+  static Submissions::Starter Starter(std::vector<std::string>* scheduled) {
+    return {nullptr, [scheduled](const std::string& id, const SagaDefinition&, int, StepRequest*,
+                                 const TraceContext&, bool created) {
+              if (created) scheduled->push_back(id);
+            }};
   }
   nlohmann::json Input() {
     return {{"sku", "A-1"}, {"qty", 1}, {"amount", 10}, {"currency", "EUR"},
@@ -90,8 +97,7 @@ TEST_F(SubmissionsTest, AnotherProcessWithTheSameKeyReplaysTheFirstInstance) {
   Ownership west_owner(*store_, clock_, "west", 3000);
   InstanceRepository west_repo(*store_, clock_, {});
   std::vector<std::string> west_scheduled;
-  Submissions west(defs_, west_repo, west_owner, clock_,
-                   [&](const std::string& id) { west_scheduled.push_back(id); });
+  Submissions west(defs_, west_repo, west_owner, clock_, Starter(&west_scheduled));
   auto first = Submit("key-2", "h");
   ASSERT_TRUE(first.ok());
   auto second = west.Submit("order_fulfilment", 0, Input(), "key-2", "h", {});
@@ -99,6 +105,33 @@ TEST_F(SubmissionsTest, AnotherProcessWithTheSameKeyReplaysTheFirstInstance) {
   EXPECT_TRUE(second->replayed);
   EXPECT_EQ(second->instance_id, first->instance_id);
   EXPECT_TRUE(west_scheduled.empty());
+}
+
+TEST_F(SubmissionsTest, AFirstStepRidesInTheCreationCommitWithItsOperationRecord) {
+  std::vector<std::pair<int, bool>> started;
+  Submissions subs(
+      defs_, *repo_, *ownership_, clock_,
+      {[](Tx& tx, const SagaDefinition&, int* step, StepRequest* request) {
+         *step = 0;
+         request->path = "/reservations";
+         return tx.Step(0, StepEvent::kStart, {{"key", tx.inst().id() + ":reserve_inventory"}});
+       },
+       [&](const std::string&, const SagaDefinition&, int step, StepRequest* request,
+           const TraceContext&, bool created) {
+         EXPECT_EQ(request->path, "/reservations");
+         started.push_back({step, created});
+       }});
+  auto out = subs.Submit("order_fulfilment", 0, Input(), "", "", {});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(started, (std::vector<std::pair<int, bool>>{{0, true}}));
+  auto events = store_->GetEvents(out->instance_id);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 2u);  // one commit: created + started
+  EXPECT_EQ((*events)[1].type, "started");
+  EXPECT_EQ(store_->GetInstance(out->instance_id)->value("version", 0), 1);
+  auto op = store_->GetOperation(out->instance_id + ":reserve_inventory");
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(op->state, "STARTED");
 }
 
 }  // namespace
