@@ -14,6 +14,12 @@ auto Engine::Impl::FirstStep(Tx& tx, const SagaDefinition& def, int* step,
                              StepRequest* request) -> Status {
   *step = -1;
   if (!def.IsChain()) return Status::Ok();
+  // Only with a worker free to send it now. A STARTED record that waits in
+  // the queue is, after a crash, a request to ask about and re-send (within
+  // the retry budget) although it never left: under load the first step is
+  // started by the worker that sends it, as before.
+  if (runs_.Busy() >= static_cast<size_t>(std::max(1, options_.workers)))
+    return Status::Ok();
   return steps_.ChainFirst(tx, def, step, request);
 }
 

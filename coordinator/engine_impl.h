@@ -133,7 +133,8 @@ class Engine::Impl {
   // the creation commit when the step may go at once (StepRunner::Chain's
   // rules), and StartCreated sends it on a worker without a driver round:
   // one commit and one planning round fewer per saga. Graphs start with a
-  // driver round (their roots start together).
+  // driver round (their roots start together), and so does any instance
+  // created while every worker is busy (see FirstStep).
   Status FirstStep(Tx& tx, const SagaDefinition& def, int* step,
                    StepRequest* request);
   void StartCreated(const std::string& id, const SagaDefinition& def, int step,

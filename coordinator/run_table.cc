@@ -69,6 +69,11 @@ void RunTable::WakeFired(const std::string& id, int64_t due_ms) {
   if (it != wakes_.end() && it->second == due_ms) wakes_.erase(it);
 }
 
+size_t RunTable::Busy() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return running_.size() + static_cast<size_t>(steps_under_way_);
+}
+
 bool RunTable::Stopping() const {
   std::lock_guard<std::mutex> l(mu_);
   return stopping_;

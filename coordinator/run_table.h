@@ -51,6 +51,10 @@ class RunTable {
   bool ClaimWake(const std::string& id, int64_t due_ms, int64_t now_ms);
   void WakeFired(const std::string& id, int64_t due_ms);
 
+  // Drivers registered (running or queued) plus steps under way: an upper
+  // bound of the tasks that hold or wait for a worker.
+  size_t Busy() const;
+
   bool Stopping() const;
   // Refuses new drivers, then waits until none runs and no step is under
   // way. False if the table was stopped already (nothing waited for).

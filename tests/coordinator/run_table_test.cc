@@ -28,6 +28,7 @@ TEST(RunTableTest, StepsAreMarkedOnceAndWithinTheLimit) {
   EXPECT_TRUE(t.TryMarkStep("a", 1, 2));
   EXPECT_FALSE(t.TryMarkStep("a", 2, 2));  // max_parallel reached
   EXPECT_TRUE(t.TryMarkStep("b", 2, 2));   // per instance
+  EXPECT_EQ(t.Busy(), 3u);
   EXPECT_TRUE(t.StepUnderWay("a", 1));
   t.UnmarkStep("a", 1);
   t.UnmarkStep("a", 1);  // twice is harmless
