@@ -42,14 +42,12 @@
 #include <iostream>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <set>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "adapters/classify.h"
-#include "adapters/sha256.h"
 #include "coordinator/crash_point.h"
 #include "coordinator/engine.h"
 #include "coordinator/definition_registry.h"
@@ -67,11 +65,9 @@
 #include "coordinator/waiters.h"
 #include "policies/approval_policy.h"
 #include "policies/failure_policy.h"
-#include "policies/retry_budget.h"
 #include "sagas/instance.h"
 #include "sagas/json_limits.h"
 #include "sagas/planner.h"
-#include "sagas/template.h"
 
 namespace sagad {
 
@@ -242,8 +238,6 @@ class Engine::Impl {
 
   // ---- state ----
   StatusOr<std::shared_ptr<const Instance>> Load(const std::string& id);
-
-  static int FindStep(const Instance& inst, const std::string& step);
 
   // Applies fn's events to a copy and commits them with compare-and-swap
   // (InstanceRepository::Mutate). `as_owner`: a driver transition, fenced by

@@ -120,11 +120,6 @@ auto Engine::Impl::ScheduleHeartbeat() -> void {
   });
 }
 
-auto Engine::Impl::FindStep(const Instance& inst, const std::string& step)
-    -> int {
-  return inst.StepIndex(step);
-}
-
 auto Engine::Impl::Load(const std::string& id)
     -> StatusOr<std::shared_ptr<const Instance>> {
   return repo_.Load(id);
