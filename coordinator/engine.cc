@@ -32,7 +32,7 @@ Engine::Impl::Impl(Store& store, Adapter& adapter, Clock& clock,
                               StepRequest* request) {
                          return FirstStep(tx, def, step, request);
                        },
-                       [this](const std::string& id, const SagaDefinition& def,
+                       [this](const std::string& id, const SagaDefinitionPtr& def,
                               int step, StepRequest* request,
                               const TraceContext& trace, bool created) {
                          StartCreated(id, def, step, request, trace, created);

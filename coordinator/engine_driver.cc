@@ -24,20 +24,18 @@ auto Engine::Impl::FirstStep(Tx& tx, const SagaDefinition& def, int* step,
 }
 
 auto Engine::Impl::StartCreated(const std::string& id,
-                                const SagaDefinition& def, int step,
+                                const SagaDefinitionPtr& def, int step,
                                 StepRequest* request, const TraceContext& trace,
                                 bool created) -> void {
   if (!created) {  // nothing was written: the mark is released
     if (step >= 0) runs_.UnmarkStep(id, step);
     return;
   }
-  SagaDefinitionPtr d = Definition(def.name, def.version);
-  if (step < 0 || !d) {
-    if (step >= 0) runs_.UnmarkStep(id, step);
+  if (step < 0) {
     Schedule(id);
     return;
   }
-  boost::asio::post(pool_, [this, id, d, step, r = std::move(*request),
+  boost::asio::post(pool_, [this, id, d = def, step, r = std::move(*request),
                             trace]() mutable {
     Next next = Next::kContinue;
     try {

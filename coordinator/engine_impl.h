@@ -133,7 +133,7 @@ class Engine::Impl {
   // created while every worker is busy (see FirstStep).
   Status FirstStep(Tx& tx, const SagaDefinition& def, int* step,
                    StepRequest* request);
-  void StartCreated(const std::string& id, const SagaDefinition& def, int step,
+  void StartCreated(const std::string& id, const SagaDefinitionPtr& def, int step,
                     StepRequest* request, const TraceContext& trace,
                     bool created);
 

@@ -102,7 +102,7 @@ StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga,
     if (s.ok()) ownership_.Adopt(id, lease);
   }
   if (!s.ok()) {
-    starter_.start(id, *def, first, &request, trace, false);
+    starter_.start(id, def, first, &request, trace, false);
     if (sub) EndInflight(client_key);
     if (sub && s.code() == StatusCode::kAlreadyExists) {
       // Another process sharing the data dir took this key first.
@@ -117,7 +117,7 @@ StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga,
              {"trace_id", trace.trace_id}});
   CrashPoint("after_create");
   if (first >= 0) CrashPoint("after_started");
-  starter_.start(id, *def, first, &request, trace, true);
+  starter_.start(id, def, first, &request, trace, true);
   out.instance_id = id;
   return out;
 }

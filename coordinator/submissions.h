@@ -23,6 +23,7 @@
 #include "adapters/trace_context.h"
 #include "coordinator/store.h"
 #include "sagas/clock.h"
+#include "sagas/definition.h"
 
 namespace sagad {
 
@@ -30,7 +31,6 @@ class DefinitionRegistry;
 class InstanceRepository;
 class Ownership;
 class Tx;
-struct SagaDefinition;
 struct StepRequest;
 
 struct SubmitOutcome {
@@ -52,7 +52,7 @@ class Submissions {
         chain;
     // After the creation commit: `created` true, send `step` (if >= 0)
     // and/or plan the instance; false (refused), release what chain took.
-    std::function<void(const std::string& id, const SagaDefinition& def,
+    std::function<void(const std::string& id, const SagaDefinitionPtr& def,
                        int step, StepRequest* request,
                        const TraceContext& trace, bool created)>
         start;

@@ -26,7 +26,7 @@ class SubmissionsTest : public testing::StoreFixture {
   }
   // Plans each created instance (no first step rides in the creation).
   static Submissions::Starter Starter(std::vector<std::string>* scheduled) {
-    return {nullptr, [scheduled](const std::string& id, const SagaDefinition&, int, StepRequest*,
+    return {nullptr, [scheduled](const std::string& id, const SagaDefinitionPtr&, int, StepRequest*,
                                  const TraceContext&, bool created) {
               if (created) scheduled->push_back(id);
             }};
@@ -116,7 +116,7 @@ TEST_F(SubmissionsTest, AFirstStepRidesInTheCreationCommitWithItsOperationRecord
          request->path = "/reservations";
          return tx.Step(0, StepEvent::kStart, {{"key", tx.inst().id() + ":reserve_inventory"}});
        },
-       [&](const std::string&, const SagaDefinition&, int step, StepRequest* request,
+       [&](const std::string&, const SagaDefinitionPtr&, int step, StepRequest* request,
            const TraceContext&, bool created) {
          EXPECT_EQ(request->path, "/reservations");
          started.push_back({step, created});
