@@ -14,12 +14,10 @@ OperatorActions::OperatorActions(const DefinitionRegistry& defs,
 
 namespace {
 
-// The index of `step` in the instance, or NotFound naming both.
-StatusOr<int> StepIn(const Instance& inst, const std::string& step) {
-  int i = inst.StepIndex(step);
-  if (i < 0)
-    return NotFound("instance " + inst.id() + " has no step '" + step + "'");
-  return i;
+Status NotAwaitingApproval(const StepState& st) {
+  return FailedPrecondition("step '" + st.name +
+                            "' is not awaiting approval (it is " +
+                            StepStatusName(st.status()) + ")");
 }
 
 // An operator turns the saga back: pending approvals are withdrawn (their
@@ -41,19 +39,25 @@ Status OperatorActions::Act(const std::string& id,
   return s;
 }
 
+Status OperatorActions::ActOnStep(
+    const std::string& id, const std::string& step,
+    const std::function<Status(Tx&, int)>& fn) {
+  return Act(id, [&](Tx& tx) -> Status {
+    int i = tx.inst().StepIndex(step);
+    if (i < 0)
+      return NotFound("instance " + id + " has no step '" + step + "'");
+    return fn(tx, i);
+  });
+}
+
 Status OperatorActions::Approve(const std::string& id, const std::string& step,
                            const std::string& actor, const std::string& comment) {
-  return Act(id, [&](Tx& tx) -> Status {
-    auto found = StepIn(tx.inst(), step);
-    if (!found.ok()) return found.status();
-    const int i = *found;
+  return ActOnStep(id, step, [&](Tx& tx, int i) -> Status {
     const StepState& st = tx.inst().step(i);
     if (st.status() != StepStatus::kAwaitingApproval) {
       if (st.machine.approved())
         return Status::Ok();  // already approved: nothing to do
-      return FailedPrecondition("step '" + step +
-                                "' is not awaiting approval (it is " +
-                                StepStatusName(st.status()) + ")");
+      return NotAwaitingApproval(st);
     }
     // The approval binds to the exact request: key and args hash.
     SagaDefinitionPtr def =
@@ -79,16 +83,11 @@ Status OperatorActions::Approve(const std::string& id, const std::string& step,
 
 Status OperatorActions::Reject(const std::string& id, const std::string& step,
                           const std::string& actor, const std::string& reason) {
-  return Act(id, [&](Tx& tx) -> Status {
-    auto found = StepIn(tx.inst(), step);
-    if (!found.ok()) return found.status();
-    const int i = *found;
+  return ActOnStep(id, step, [&](Tx& tx, int i) -> Status {
     const StepState& st = tx.inst().step(i);
     if (st.status() == StepStatus::kRejected) return Status::Ok();
     if (st.status() != StepStatus::kAwaitingApproval)
-      return FailedPrecondition("step '" + step +
-                                "' is not awaiting approval (it is " +
-                                StepStatusName(st.status()) + ")");
+      return NotAwaitingApproval(st);
     SAGAD_RETURN_IF_ERROR(
         tx.Step(i, StepEvent::kReject, {{"by", actor}, {"reason", reason}}));
     return tx.Saga(
@@ -127,10 +126,7 @@ Status OperatorActions::Cancel(const std::string& id, const std::string& actor,
 Status OperatorActions::RetryNow(const std::string& id, const std::string& step,
                             const std::string& actor,
                             const std::string& comment) {
-  return Act(id, [&](Tx& tx) -> Status {
-    auto found = StepIn(tx.inst(), step);
-    if (!found.ok()) return found.status();
-    const int i = *found;
+  return ActOnStep(id, step, [&](Tx& tx, int i) -> Status {
     const StepState& st = tx.inst().step(i);
     SagaStatus ss = tx.inst().status();
     bool waiting = st.retry_at > 0 && (ss == SagaStatus::kRunning ||
@@ -161,10 +157,7 @@ Status OperatorActions::Skip(const std::string& id, const std::string& step,
                         const nlohmann::json& result,
                         const std::string& external_ref,
                         const std::string& actor, const std::string& comment) {
-  return Act(id, [&](Tx& tx) -> Status {
-    auto found = StepIn(tx.inst(), step);
-    if (!found.ok()) return found.status();
-    const int i = *found;
+  return ActOnStep(id, step, [&](Tx& tx, int i) -> Status {
     const StepState& st = tx.inst().step(i);
     SagaStatus ss = tx.inst().status();
     bool ok_state =
@@ -232,10 +225,7 @@ Status OperatorActions::Resolve(const std::string& id, const std::string& step,
   nlohmann::json resolution = {
       {"outcome", outcome}, {"by", actor}, {"comment", comment}};
   if (!external_ref.empty()) resolution["external_ref"] = external_ref;
-  return Act(id, [&](Tx& tx) -> Status {
-    auto found = StepIn(tx.inst(), step);
-    if (!found.ok()) return found.status();
-    const int i = *found;
+  return ActOnStep(id, step, [&](Tx& tx, int i) -> Status {
     if (tx.inst().status() != SagaStatus::kNeedsReview)
       return FailedPrecondition("instance " + id +
                                 " is not in NEEDS_REVIEW (it is " +

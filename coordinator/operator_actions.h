@@ -59,6 +59,9 @@ class OperatorActions {
 
  private:
   Status Act(const std::string& id, const std::function<Status(Tx&)>& fn);
+  // Act on `step` of the instance: NotFound if it has no such step.
+  Status ActOnStep(const std::string& id, const std::string& step,
+                   const std::function<Status(Tx&, int)>& fn);
 
   const DefinitionRegistry& defs_;
   InstanceRepository& repo_;
