@@ -166,7 +166,10 @@ TEST_F(StepRunnerTest, NeverHappenedGoesBackToPlannedWithABackoff) {
   runner_->Reconcile("o1", def_, *Now(), 0);
   const StepState& st = Now()->step(0);
   EXPECT_EQ(st.status(), StepStatus::kPlanned);
-  EXPECT_GT(st.retry_at, clock_.NowMillis());
+  // Full jitter: the wait is drawn from [0, initial_backoff_ms] (0 included).
+  EXPECT_GT(st.retry_at, 0);
+  EXPECT_GE(st.retry_at, clock_.NowMillis());
+  EXPECT_LE(st.retry_at, clock_.NowMillis() + RetryPolicy{}.initial_backoff_ms);
   EXPECT_EQ(downstream_->calls.size(), 1u);
   // The re-send, when it comes, uses the same key.
   clock_.Advance(st.retry_at - clock_.NowMillis());
