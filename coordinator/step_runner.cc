@@ -53,6 +53,22 @@ auto StepRunner::Random() -> double {
   return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
 }
 
+auto StepRunner::Backoff(const RetryPolicy& policy, int retry) -> int64_t {
+  return BackoffMillis(policy, retry, [this] { return Random(); });
+}
+
+auto StepRunner::AskAgainLater(Tx& tx, int i, const char* phase,
+                               const std::string& error,
+                               const RetryPolicy& policy, int n) -> Status {
+  return tx.Note(
+      i, "reconciled",
+      {{"phase", phase},
+       {"error", error},
+       {"retry_at", clock_.NowMillis() + ReconcileDelayMillis(policy, n, [this] {
+                      return Random();
+                    })}});
+}
+
 auto StepRunner::TraceOf(const Instance& inst) -> TraceContext {
   return TraceContext::FromJson(inst.trace());
 }
@@ -225,8 +241,7 @@ auto StepRunner::SendForward(const std::string& id, const SagaDefinition& def,
           return tx.Step(
               i, StepEvent::kNotExecuted,
               {{"error", res.error},
-               {"retry_at", now + BackoffMillis(policy, cur.retries + 1,
-                                                [this] { return Random(); })}});
+               {"retry_at", now + Backoff(policy, cur.retries + 1)}});
         }
       }
       return Status::Ok();
@@ -346,8 +361,7 @@ auto StepRunner::Reconcile(const std::string& id, const SagaDefinition& def,
       return tx.Step(
           i, StepEvent::kNotExecuted,
           {{"error", why},
-           {"retry_at", now + BackoffMillis(policy, cur.attempts,
-                                            [this] { return Random(); })}});
+           {"retry_at", now + Backoff(policy, cur.attempts)}});
     });
   }
   return Transition(id, [&](Tx& tx) -> Status {
@@ -371,13 +385,7 @@ auto StepRunner::Reconcile(const std::string& id, const SagaDefinition& def,
                           std::to_string(n) +
                           " reconciliation attempts: " + q.error);
     }
-    return tx.Note(i, "reconciled",
-                   {{"phase", "forward"},
-                    {"error", q.error},
-                    {"retry_at", clock_.NowMillis() +
-                                     ReconcileDelayMillis(policy, n, [this] {
-                                       return Random();
-                                     })}});
+    return AskAgainLater(tx, i, "forward", q.error, policy, n);
   });
 }
 
@@ -474,9 +482,7 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinition& def,
         return tx.Step(
             i, StepEvent::kNotExecuted,
             {{"error", res.error},
-             {"retry_at", clock_.NowMillis() + BackoffMillis(policy, n, [this] {
-                            return Random();
-                          })}});
+             {"retry_at", clock_.NowMillis() + Backoff(policy, n)}});
       }
     }
     return Status::Ok();
@@ -521,13 +527,7 @@ auto StepRunner::ReconcileCompensation(const std::string& id,
                               " reconciliation attempts",
                           sd.name);
     }
-    return tx.Note(i, "reconciled",
-                   {{"phase", "compensation"},
-                    {"error", q.error},
-                    {"retry_at", clock_.NowMillis() +
-                                     ReconcileDelayMillis(policy, n, [this] {
-                                       return Random();
-                                     })}});
+    return AskAgainLater(tx, i, "compensation", q.error, policy, n);
   });
 }
 

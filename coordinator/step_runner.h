@@ -118,6 +118,13 @@ class StepRunner {
   // The trace an instance's downstream calls continue.
   static TraceContext TraceOf(const Instance& inst);
   double Random();
+  // Full-jitter wait before re-send number `retry` (ms).
+  int64_t Backoff(const RetryPolicy& policy, int retry);
+  // Notes that the `phase` outcome of step i is still unknown and asks
+  // again after the n-th reconciliation delay (equal jitter).
+  Status AskAgainLater(Tx& tx, int i, const char* phase,
+                       const std::string& error, const RetryPolicy& policy,
+                       int n);
 
   Adapter& adapter_;
   const Clock& clock_;
