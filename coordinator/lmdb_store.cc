@@ -336,9 +336,14 @@ Status LmdbStore::GroupCommit(CommitRequest& r) {
   } catch (const std::exception& e) {  // the transaction is aborted: nothing was written
     batch_status = Internal(std::string("write refused: ") + e.what());
   }
-  // /readyz says 503 from a write refused for lack of space until one succeeds.
+  // /readyz says 503 from a write refused for lack of space until a new
+  // instance fits again (or CheckWritable's probe finds room). A smaller
+  // write that fits (a step's transition rewriting its snapshot in place)
+  // does not mean a submission would.
   if (IsFull(batch_status)) full_ = true;
-  else if (batch_status.ok()) full_ = false;
+  else if (batch_status.ok() && full_)
+    for (const CommitRequest* w : batch)
+      if (w->kind == WriteKind::kCreate && w->result.ok()) full_ = false;
   l.lock();
   for (CommitRequest* w : batch) {
     group_queue_.pop_front();

@@ -23,6 +23,7 @@
 #include <lmdb.h>
 
 #include <atomic>
+#include <cstdint>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -81,7 +82,10 @@ class LmdbStore : public Store {
   StatusOr<std::vector<std::string>> DeleteFinished(int64_t finished_before_ms,
                                                     size_t max) override;
   // Unavailable from a write refused for lack of space (MDB_MAP_FULL,
-  // ENOSPC) until a write succeeds again.
+  // ENOSPC) until a new instance is written again, or until a probe (a
+  // 64 KiB record committed and deleted, at most once a second, from this
+  // call) finds room: a transition that still fits says nothing about a
+  // submission.
   Status CheckWritable() override;
 
  private:
@@ -93,6 +97,9 @@ class LmdbStore : public Store {
   StatusOr<Lease> TakeLease(MDB_txn* txn, const std::string& id, const std::string& owner,
                             int64_t now_ms, int64_t ttl_ms, const std::string& successor_of);
   Status MigrateV0ToV1(MDB_txn* txn);
+  // Whether 64 KiB can be committed now (see CheckWritable); Unavailable
+  // without trying if the last probe was less than a second ago.
+  Status ProbeRoom();
   // One record, in a read transaction of its own.
   StatusOr<nlohmann::json> ReadJson(MDB_dbi dbi, const std::string& key);
 
@@ -129,6 +136,7 @@ class LmdbStore : public Store {
 
   std::atomic<uint64_t> synced_commits_{0};
   std::atomic<bool> full_{false};
+  std::atomic<int64_t> last_probe_ms_{INT64_MIN / 2};  // steady clock, see ProbeRoom
   std::mutex group_mu_;
   std::deque<CommitRequest*> group_queue_;  // front: the current leader
 

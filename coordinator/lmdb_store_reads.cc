@@ -3,6 +3,8 @@
 #include "coordinator/lmdb_store.h"
 #include "coordinator/lmdb_util.h"
 
+#include <chrono>
+
 namespace sagad {
 
 using namespace lmdb_util;
@@ -182,10 +184,45 @@ StatusOr<std::vector<std::string>> LmdbStore::DeleteFinished(int64_t finished_be
 }
 
 Status LmdbStore::CheckWritable() {
-  if (full_)
-    return Unavailable("the store is full: the last write failed for lack of space (disk or "
-                       "lmdb_map_size_mb)");
-  return Status::Ok();
+  if (!full_) return Status::Ok();
+  Status probe = ProbeRoom();
+  if (probe.ok()) {
+    full_ = false;
+    return probe;
+  }
+  return Unavailable("the store is full: the last write failed for lack of space (disk or "
+                     "lmdb_map_size_mb)");
+}
+
+// Commits kProbeBytes under a meta key, then deletes it: room for that (far
+// more than a submission writes, page splits included) means room for new
+// work. Once a second at most, so a busy /readyz does not add commits.
+Status LmdbStore::ProbeRoom() {
+  constexpr size_t kProbeBytes = 64 * 1024;
+  const std::string key = "readiness_probe";
+  int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::steady_clock::now().time_since_epoch())
+                    .count();
+  int64_t last = last_probe_ms_.load();
+  if (now - last < 1000 || !last_probe_ms_.compare_exchange_strong(last, now))
+    return Unavailable("probed less than a second ago");
+  std::string room(kProbeBytes, '\0');
+  {
+    Txn txn(env_, true);
+    if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+    MDB_val k{key.size(), const_cast<char*>(key.data())}, v{room.size(), room.data()};
+    int rc = mdb_put(txn.get(), meta_, &k, &v, 0);
+    if (rc != 0) return LmdbError("mdb_put", rc);
+    rc = txn.Commit();
+    if (rc != 0) return LmdbError("mdb_txn_commit", rc);
+  }
+  Txn txn(env_, true);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  MDB_val k{key.size(), const_cast<char*>(key.data())};
+  int rc = mdb_del(txn.get(), meta_, &k, nullptr);
+  if (rc != 0) return LmdbError("mdb_del", rc);
+  rc = txn.Commit();
+  return rc == 0 ? Status::Ok() : LmdbError("mdb_txn_commit", rc);
 }
 
 StatusOr<std::vector<ActiveInstance>> LmdbStore::ListActive() {

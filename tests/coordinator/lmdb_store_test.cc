@@ -1,4 +1,5 @@
-// What only the LMDB store has: its schema stamp in the meta database.
+// What only the LMDB store has: its schema stamp in the meta database, and
+// how a full map shows in CheckWritable.
 // Everything else a Store promises: store_conformance_test.cc.
 #include "coordinator/lmdb_store.h"
 
@@ -55,6 +56,50 @@ TEST_F(LmdbStoreTest, SurvivesReopenAndRefusesANewerSchema) {
   auto refused = LmdbStore::Open(dir_.path());
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("newer"), std::string::npos);
+}
+
+// A creation refused for lack of space makes the store unready; a small
+// transition that still fits afterwards must not make it ready again (a
+// submission would still be refused: /readyz would lie). Room made by
+// retention is found by the probe, within a second or so.
+TEST(LmdbFullStoreTest, StaysUnwritableUntilThereIsRoomForNewWork) {
+  testing::TempDir dir;
+  auto opened = LmdbStore::Open(dir.path(), size_t(1) << 20);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  LmdbStore& store = **opened;
+  nlohmann::json small = {{"id", "a"}, {"version", 1}, {"status", "RUNNING"}, {"saga", "s"}};
+  ASSERT_TRUE(store.CreateInstance(small, {}, nullptr, {}, nullptr).ok());
+  Status refused;
+  int created = 0;
+  for (int i = 0; i < 5000 && refused.ok(); ++i) {
+    nlohmann::json big = {{"id", "f" + std::to_string(i)}, {"version", 1},
+                          {"status", "COMPLETED"}, {"saga", "s"}, {"updated_at", 0},
+                          {"pad", std::string(40000, 'x')}};  // 10 pages a creation
+    refused = store.CreateInstance(big, {}, nullptr, {}, nullptr);
+    if (refused.ok()) ++created;
+  }
+  ASSERT_EQ(refused.code(), StatusCode::kUnavailable) << refused.ToString();
+  ASSERT_GT(created, 5);
+  EXPECT_FALSE(store.CheckWritable().ok());
+  small["version"] = 2;
+  Status fits = store.Commit("a", 1, small, {}, {}, {}, nullptr);
+  ASSERT_TRUE(fits.ok()) << "the test needs a transition that still fits: " << fits.ToString();
+  Status writable = store.CheckWritable();
+  EXPECT_EQ(writable.code(), StatusCode::kUnavailable);
+  EXPECT_NE(writable.message().find("the store is full"), std::string::npos) << writable.ToString();
+  // Retention makes room (several short transactions, as the sweeper).
+  size_t deleted = 0;
+  for (int i = 0; i < 100 && deleted < size_t(created); ++i) {
+    auto ids = store.DeleteFinished(1, 8);
+    ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+    if (ids->empty()) break;
+    deleted += ids->size();
+  }
+  EXPECT_EQ(deleted, size_t(created));
+  EXPECT_TRUE(testing::WaitFor([&] { return store.CheckWritable().ok(); }));
+  nlohmann::json again = {{"id", "b"}, {"version", 1}, {"status", "RUNNING"}, {"saga", "s"},
+                          {"pad", std::string(2000, 'x')}};
+  EXPECT_TRUE(store.CreateInstance(again, {}, nullptr, {}, nullptr).ok());
 }
 
 }  // namespace
