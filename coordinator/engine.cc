@@ -30,27 +30,17 @@ Engine::Impl::Impl(Store& store, Adapter& adapter, Clock& clock,
                    Submissions::Starter{
                        [this](Tx& tx, const SagaDefinition& def, int* step,
                               StepRequest* request) {
-                         return FirstStep(tx, def, step, request);
+                         return driver_.FirstStep(tx, def, step, request);
                        },
                        [this](const std::string& id, const SagaDefinitionPtr& def,
                               int step, StepRequest* request,
                               const TraceContext& trace, bool created) {
-                         StartCreated(id, def, step, request, trace, created);
+                         driver_.StartCreated(id, def, step, request, trace, created);
                        }}),
-      steps_(adapter, clock, ownership_, runs_, metrics_,
-             StepRunner::Driver{
-                 [this](const std::string& id,
-                        const std::function<Status(Tx&)>& fn) {
-                   return Mutate(id, fn, /*as_owner=*/true);
-                 },
-                 [this](const std::string& id, const Status& s) {
-                   return AfterFailedMutate(id, s);
-                 },
-                 [this](const std::string& id) { Schedule(id); },
-                 [this](const std::string& id) { MarkRecovered(id); },
-                 [this] { return RecoveryInProgress(); }}),
       pool_(static_cast<size_t>(std::max(1, options.workers))),
       work_(boost::asio::make_work_guard(io_)),
+      driver_(adapter, defs_, repo_, ownership_, runs_, recovery_, metrics_, clock_, pool_,
+              io_, options.workers),
       timer_thread_([this] { io_.run(); }) {}
 
 Engine::Impl::~Impl() { Stop(); }

@@ -1,6 +1,8 @@
-// Engine: commits (Mutate and what follows each), outbox messages, the
-// ownership rounds (taking a lease, heartbeat, takeover) and retention.
+// Engine: what follows each commit, outbox messages, the ownership rounds
+// (heartbeat, takeover noticed) and retention.
 #include "coordinator/engine_impl.h"
+
+#include <boost/asio/post.hpp>
 
 namespace sagad {
 
@@ -37,22 +39,6 @@ auto Engine::Impl::OutboxMessages(const Instance& inst,
 
 auto Engine::Impl::MetricsText() -> std::string {
   return metrics_.Text(store_);
-}
-
-auto Engine::Impl::EnsureOwned(const std::string& id) -> bool {
-  switch (ownership_.Acquire(id)) {
-    case Ownership::Take::kAlreadyHeld:
-      return true;
-    case Ownership::Take::kRefused:
-      return false;
-    case Ownership::Take::kTaken:
-      break;
-  }
-  repo_.Evict(id);  // a new generation: what another owner did since counts
-  EngineLog({{"msg", "lease acquired"},
-             {"instance", id},
-             {"generation", ownership_.Token(id)}});
-  return true;
 }
 
 auto Engine::Impl::Heartbeat() -> void {
@@ -123,23 +109,6 @@ auto Engine::Impl::ScheduleHeartbeat() -> void {
 auto Engine::Impl::Load(const std::string& id)
     -> StatusOr<std::shared_ptr<const Instance>> {
   return repo_.Load(id);
-}
-
-auto Engine::Impl::Mutate(const std::string& id,
-                          const std::function<Status(Tx&)>& fn, bool as_owner)
-    -> Status {
-  std::optional<Lease> lease;
-  if (as_owner) {
-    lease = ownership_.Held(id);
-    if (!lease) return FailedPrecondition("lease lost: not the owner of " + id);
-  }
-  Status s = repo_.Mutate(id, fn, lease ? &*lease : nullptr);
-  if (s.code() == StatusCode::kFailedPrecondition &&
-      s.message().rfind("lease lost", 0) == 0) {  // fenced: drop the instance
-    ownership_.Release(id);
-    EngineLog({{"msg", "lease lost; dropping instance"}, {"instance", id}});
-  }
-  return s;
 }
 
 auto Engine::Impl::Committed(const InstanceRepository::Commit& c) -> void {

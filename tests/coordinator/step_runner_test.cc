@@ -1,79 +1,29 @@
 // StepRunner over a real LMDB store and InstanceRepository. The downstream
-// is a scripted Adapter (the boundary, not the thing under test): it answers
-// as told and, at each call, reads the store to check that the STARTED
-// record of the request is already durable.
+// is a ScriptedDownstream (the boundary, not the thing under test): it
+// answers as told and, at each call, reads the store to check that the
+// STARTED record of the request is already durable.
 #include "coordinator/step_runner.h"
 
 #include <gtest/gtest.h>
 
-#include <deque>
 
 #include "coordinator/instance_repository.h"
 #include "examples/examples.h"
+#include "tests/testing/scripted_downstream.h"
 #include "tests/testing/store_fixture.h"
 
 namespace sagad {
 namespace {
 
-class ScriptedDownstream : public Adapter {
- public:
-  explicit ScriptedDownstream(Store& store) : store_(store) {
-    for (const char* name : {"inventory", "payments", "shipping"}) {
-      services_[name].name = name;
-      services_[name].retry.max_attempts = 3;
-    }
-  }
-  CallResult Call(const CallRequest& req) override {
-    calls.push_back(req);
-    auto op = store_.GetOperation(req.idempotency_key);
-    durable_before_send.push_back(op.ok() && (op->state == "STARTED" ||
-                                              op->state == "COMPENSATING"));
-    CallResult r;
-    r.outcome = answers.empty() ? Outcome::kCommitted : answers.front();
-    if (!answers.empty()) answers.pop_front();
-    if (r.outcome == Outcome::kCommitted) {
-      r.http_status = 201;
-      r.external_ref = "R-" + req.step;
-      r.result = {{"ref", r.external_ref}};
-    } else {
-      r.http_status = r.outcome == Outcome::kFailed ? 422 : 503;
-      r.error = "scripted";
-    }
-    return r;
-  }
-  QueryResult Query(const std::string&, const std::string& key, const std::string&,
-                    uint64_t, int, const TraceContext&) override {
-    queries.push_back(key);
-    QueryResult q;
-    q.outcome = query_answer;
-    if (q.outcome == QueryOutcome::kHappened) {
-      q.external_ref = "R-found";
-      q.result = {{"ref", "R-found"}};
-    }
-    return q;
-  }
-  const ServiceConfig* Service(const std::string& name) const override {
-    auto it = services_.find(name);
-    return it == services_.end() ? nullptr : &it->second;
-  }
-
-  std::deque<Outcome> answers;
-  QueryOutcome query_answer = QueryOutcome::kUnknown;
-  std::vector<CallRequest> calls;
-  std::vector<bool> durable_before_send;
-  std::vector<std::string> queries;
-
- private:
-  Store& store_;
-  std::map<std::string, ServiceConfig> services_;
-};
+using testing::ScriptedDownstream;
 
 class StepRunnerTest : public testing::StoreFixture {
  protected:
   void SetUp() override {
     StoreFixture::SetUp();
     def_ = OrderFulfilment();
-    downstream_ = std::make_unique<ScriptedDownstream>(*store_);
+    downstream_ = std::make_unique<ScriptedDownstream>(
+        *store_, std::vector<std::string>{"inventory", "payments", "shipping"});
     repo_ = std::make_unique<InstanceRepository>(*store_, clock_, InstanceRepository::Hooks{});
     ownership_ = std::make_unique<Ownership>(*store_, clock_, "east", 3000);
     StepRunner::Driver driver{

@@ -1,16 +1,50 @@
-// Engine: the driver. Which instance runs next, its saga-level transitions,
-// its step actions on workers (and which steps are under way), durable
-// timers, deadlines and the recovery round robin.
-#include "coordinator/engine_impl.h"
+// Driver: which instance runs next, its saga-level transitions, its step
+// actions on workers (and which steps are under way), durable timers,
+// deadlines and the recovery round robin.
+#include "coordinator/driver.h"
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "coordinator/crash_point.h"
+#include "coordinator/engine_log.h"
+#include "coordinator/saga_turns.h"
+#include "policies/approval_policy.h"
 
 namespace sagad {
 
-auto Engine::Impl::Schedule(const std::string& id) -> void {
+Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceRepository& repo,
+               Ownership& ownership, RunTable& runs, RecoveryTracker& recovery,
+               EngineMetrics& metrics, const Clock& clock, boost::asio::thread_pool& pool,
+               boost::asio::io_context& timers, int workers)
+    : defs_(defs),
+      repo_(repo),
+      ownership_(ownership),
+      runs_(runs),
+      recovery_(recovery),
+      metrics_(metrics),
+      clock_(clock),
+      pool_(pool),
+      timers_(timers),
+      workers_(std::max(1, workers)),
+      steps_(adapter, clock, ownership, runs, metrics,
+             StepRunner::Driver{
+                 [this](const std::string& id, const std::function<Status(Tx&)>& fn) {
+                   return CommitAsOwner(id, fn);
+                 },
+                 [this](const std::string& id, const Status& s) {
+                   return AfterFailedCommit(id, s);
+                 },
+                 [this](const std::string& id) { Schedule(id); },
+                 [this](const std::string& id) { MarkRecovered(id); },
+                 [this] { return RecoveryInProgress(); }}) {}
+
+auto Driver::Schedule(const std::string& id) -> void {
   if (!runs_.Enter(id)) return;
   boost::asio::post(pool_, [this, id] { DriveLoop(id); });
 }
 
-auto Engine::Impl::FirstStep(Tx& tx, const SagaDefinition& def, int* step,
+auto Driver::FirstStep(Tx& tx, const SagaDefinition& def, int* step,
                              StepRequest* request) -> Status {
   *step = -1;
   if (!def.IsChain()) return Status::Ok();
@@ -18,12 +52,12 @@ auto Engine::Impl::FirstStep(Tx& tx, const SagaDefinition& def, int* step,
   // the queue is, after a crash, a request to ask about and re-send (within
   // the retry budget) although it never left: under load the first step is
   // started by the worker that sends it, as before.
-  if (runs_.Busy() >= static_cast<size_t>(std::max(1, options_.workers)))
+  if (runs_.Busy() >= static_cast<size_t>(workers_))
     return Status::Ok();
   return steps_.ChainFirst(tx, def, step, request);
 }
 
-auto Engine::Impl::StartCreated(const std::string& id,
+auto Driver::StartCreated(const std::string& id,
                                 const SagaDefinitionPtr& def, int step,
                                 StepRequest* request, const TraceContext& trace,
                                 bool created) -> void {
@@ -52,16 +86,16 @@ auto Engine::Impl::StartCreated(const std::string& id,
   });
 }
 
-auto Engine::Impl::ScheduleAfter(const std::string& id, int64_t delay_ms)
+auto Driver::ScheduleAfter(const std::string& id, int64_t delay_ms)
     -> void {
-  auto timer = std::make_shared<boost::asio::steady_timer>(io_);
+  auto timer = std::make_shared<boost::asio::steady_timer>(timers_);
   timer->expires_after(std::chrono::milliseconds(delay_ms));
   timer->async_wait([this, id, timer](const boost::system::error_code& ec) {
     if (!ec) Schedule(id);
   });
 }
 
-auto Engine::Impl::DriveLoop(const std::string& id) -> void {
+auto Driver::DriveLoop(const std::string& id) -> void {
   while (true) {
     bool yield = false;
     try {
@@ -85,7 +119,7 @@ auto Engine::Impl::DriveLoop(const std::string& id) -> void {
   }
 }
 
-auto Engine::Impl::Drive(const std::string& id) -> bool {
+auto Driver::Drive(const std::string& id) -> bool {
   for (int round = 0; round < 10000 && !runs_.Stopping(); ++round) {
     if (round > 0) {
       // Owned at the previous round and not now: it finished (a terminal
@@ -93,22 +127,22 @@ auto Engine::Impl::Drive(const std::string& id) -> bool {
       // there is nothing more to do here.
       if (!ownership_.Held(id)) return false;
     } else if (!EnsureOwned(id)) {  // another live process drives it
-      ForgetRecovery(id);
+      recovery_.Forget(id);
       return false;
     }
-    auto inst = Load(id);
+    auto inst = repo_.Load(id);
     if (!inst.ok()) {
       EngineLog({{"msg", "cannot load instance"},
                  {"instance", id},
                  {"error", inst.status().ToString()}});
-      ForgetRecovery(id);
+      recovery_.Forget(id);
       // Storage trouble (a database restart): try again, or nothing would
       // drive this instance until the next process start.
       if (inst.status().code() != StatusCode::kNotFound) ScheduleAfter(id, 1000);
       return false;
     }
     SagaDefinitionPtr def =
-        Definition((*inst)->saga(), (*inst)->saga_version());
+        defs_.Get((*inst)->saga(), (*inst)->saga_version());
     if (!def) {
       // Never run an instance under a definition other than the one it
       // started with: a human decides.
@@ -216,14 +250,14 @@ auto Engine::Impl::Drive(const std::string& id) -> bool {
   return false;
 }
 
-auto Engine::Impl::HasApprovalRequest(const std::vector<Action>& actions)
+auto Driver::HasApprovalRequest(const std::vector<Action>& actions)
     -> bool {
   for (const Action& a : actions)
     if (a.kind == ActionKind::kRequestApproval) return true;
   return false;
 }
 
-auto Engine::Impl::RequestApprovals(Tx& tx, const SagaDefinition& def,
+auto Driver::RequestApprovals(Tx& tx, const SagaDefinition& def,
                                     const std::vector<Action>& actions)
     -> Status {
   for (const Action& a : actions) {
@@ -238,7 +272,7 @@ auto Engine::Impl::RequestApprovals(Tx& tx, const SagaDefinition& def,
   return Status::Ok();
 }
 
-auto Engine::Impl::LaunchSteps(const std::string& id, const SagaDefinition& def,
+auto Driver::LaunchSteps(const std::string& id, const SagaDefinition& def,
                                const Instance& inst,
                                const std::vector<Action>& actions,
                                int64_t wake_at, Action* here) -> bool {
@@ -266,7 +300,7 @@ auto Engine::Impl::LaunchSteps(const std::string& id, const SagaDefinition& def,
   return launched;
 }
 
-auto Engine::Impl::RunStepTask(const std::string& id, Action a) -> void {
+auto Driver::RunStepTask(const std::string& id, Action a) -> void {
   Next next = Next::kStop;
   try {
     next = RunStep(id, a);
@@ -282,11 +316,11 @@ auto Engine::Impl::RunStepTask(const std::string& id, Action a) -> void {
   if (next == Next::kContinue && ownership_.Held(id)) Schedule(id);
 }
 
-auto Engine::Impl::RunStep(const std::string& id, const Action& a) -> Next {
+auto Driver::RunStep(const std::string& id, const Action& a) -> Next {
   if (runs_.Stopping() || !ownership_.Held(id)) return Next::kStop;
-  auto inst = Load(id);
+  auto inst = repo_.Load(id);
   if (!inst.ok()) return Next::kContinue;  // the driver says why
-  SagaDefinitionPtr def = Definition((*inst)->saga(), (*inst)->saga_version());
+  SagaDefinitionPtr def = defs_.Get((*inst)->saga(), (*inst)->saga_version());
   if (!def) return Next::kContinue;
   // Still wanted? The instance may have moved on since it was planned.
   bool wanted = false;
@@ -307,10 +341,10 @@ auto Engine::Impl::RunStep(const std::string& id, const Action& a) -> Next {
   }
 }
 
-auto Engine::Impl::WakeAt(const std::string& id, int64_t due_ms) -> void {
+auto Driver::WakeAt(const std::string& id, int64_t due_ms) -> void {
   const int64_t now = clock_.NowMillis();
   if (!runs_.ClaimWake(id, due_ms, now)) return;
-  auto timer = std::make_shared<boost::asio::steady_timer>(io_);
+  auto timer = std::make_shared<boost::asio::steady_timer>(timers_);
   timer->expires_after(
       std::chrono::milliseconds(std::max<int64_t>(1, due_ms - now)));
   timer->async_wait(
@@ -320,7 +354,7 @@ auto Engine::Impl::WakeAt(const std::string& id, int64_t due_ms) -> void {
       });
 }
 
-auto Engine::Impl::Deadlines(const std::string& id, const SagaDefinition& def,
+auto Driver::Deadlines(const std::string& id, const SagaDefinition& def,
                              const Instance& inst, Next* next, int64_t* wake_at)
     -> bool {
   SagaStatus ss = inst.status();
@@ -370,28 +404,24 @@ auto Engine::Impl::Deadlines(const std::string& id, const SagaDefinition& def,
   return false;
 }
 
-auto Engine::Impl::RecoveryInProgress() -> bool {
+auto Driver::RecoveryInProgress() -> bool {
   return recovery_.InProgress(clock_.SteadyNow());
 }
 
-auto Engine::Impl::ForgetRecovery(const std::string& id) -> void {
-  recovery_.Forget(id);
-}
-
-auto Engine::Impl::MarkRecovered(const std::string& id) -> void {
+auto Driver::MarkRecovered(const std::string& id) -> void {
   auto secs = recovery_.Resumed(id, clock_.SteadyNow());
   if (!secs) return;
   metrics_.RecoveryLatency(*secs);
   EngineLog({{"msg", "recovered"}, {"instance", id}, {"ms", *secs * 1000}});
 }
 
-auto Engine::Impl::Transition(const std::string& id,
+auto Driver::Transition(const std::string& id,
                               const std::function<Status(Tx&)>& fn) -> Next {
-  Status s = Mutate(id, fn, /*as_owner=*/true);
-  return s.ok() ? Next::kContinue : AfterFailedMutate(id, s);
+  Status s = CommitAsOwner(id, fn);
+  return s.ok() ? Next::kContinue : AfterFailedCommit(id, s);
 }
 
-auto Engine::Impl::AfterFailedMutate(const std::string& id, const Status& s)
+auto Driver::AfterFailedCommit(const std::string& id, const Status& s)
     -> Next {
   if (s.code() == StatusCode::kFailedPrecondition &&
       s.message().rfind("lease lost", 0) == 0)
@@ -403,6 +433,35 @@ auto Engine::Impl::AfterFailedMutate(const std::string& id, const Status& s)
              {"error", s.ToString()}});
   ScheduleAfter(id, 1000);
   return Next::kStop;
+}
+
+auto Driver::EnsureOwned(const std::string& id) -> bool {
+  switch (ownership_.Acquire(id)) {
+    case Ownership::Take::kAlreadyHeld:
+      return true;
+    case Ownership::Take::kRefused:
+      return false;
+    case Ownership::Take::kTaken:
+      break;
+  }
+  repo_.Evict(id);  // a new generation: what another owner did since counts
+  EngineLog({{"msg", "lease acquired"},
+             {"instance", id},
+             {"generation", ownership_.Token(id)}});
+  return true;
+}
+
+auto Driver::CommitAsOwner(const std::string& id,
+                           const std::function<Status(Tx&)>& fn) -> Status {
+  std::optional<Lease> lease = ownership_.Held(id);
+  if (!lease) return FailedPrecondition("lease lost: not the owner of " + id);
+  Status s = repo_.Mutate(id, fn, &*lease);
+  if (s.code() == StatusCode::kFailedPrecondition &&
+      s.message().rfind("lease lost", 0) == 0) {  // fenced: drop the instance
+    ownership_.Release(id);
+    EngineLog({{"msg", "lease lost; dropping instance"}, {"instance", id}});
+  }
+  return s;
 }
 
 }  // namespace sagad

@@ -1,0 +1,93 @@
+// ScriptedDownstream: an Adapter (the boundary the engine's parts talk to
+// downstream services through, not a thing under test) that answers as it is
+// told and, at each call, reads the store to check that the request's
+// STARTED (or COMPENSATING) record is already durable. Calls may come from
+// several threads; read what it saw with Calls() / Queries() (copies taken
+// under its lock) once the test waited for the instance.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "adapters/adapter.h"
+#include "coordinator/store.h"
+
+namespace sagad::testing {
+
+class ScriptedDownstream : public Adapter {
+ public:
+  ScriptedDownstream(Store& store, const std::vector<std::string>& services) : store_(store) {
+    for (const auto& name : services) {
+      services_[name].name = name;
+      services_[name].retry.max_attempts = 3;
+    }
+  }
+  CallResult Call(const CallRequest& req) override {
+    auto op = store_.GetOperation(req.idempotency_key);
+    bool durable = op.ok() && (op->state == "STARTED" || op->state == "COMPENSATING");
+    CallResult r;
+    std::function<void(const CallRequest&)> hook;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      calls.push_back(req);
+      durable_before_send.push_back(durable);
+      r.outcome = answers.empty() ? Outcome::kCommitted : answers.front();
+      if (!answers.empty()) answers.pop_front();
+      hook = on_call;
+    }
+    if (hook) hook(req);  // outside the lock: it may wait for other calls
+    if (r.outcome == Outcome::kCommitted) {
+      r.http_status = 201;
+      r.external_ref = "R-" + req.step;
+      r.result = {{"ref", r.external_ref}};
+    } else {
+      r.http_status = r.outcome == Outcome::kFailed ? 422 : 503;
+      r.error = "scripted";
+    }
+    return r;
+  }
+  QueryResult Query(const std::string&, const std::string& key, const std::string&, uint64_t,
+                    int, const TraceContext&) override {
+    std::lock_guard<std::mutex> l(mu_);
+    queries.push_back(key);
+    QueryResult q;
+    q.outcome = query_answer;
+    if (q.outcome == QueryOutcome::kHappened) {
+      q.external_ref = "R-found";
+      q.result = {{"ref", "R-found"}};
+    }
+    return q;
+  }
+  const ServiceConfig* Service(const std::string& name) const override {
+    auto it = services_.find(name);
+    return it == services_.end() ? nullptr : &it->second;
+  }
+  std::vector<CallRequest> Calls() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return calls;
+  }
+  std::vector<bool> DurableBeforeSend() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return durable_before_send;
+  }
+
+  // Set before the first call (or under no concurrent call).
+  std::deque<Outcome> answers;  // in call order; then kCommitted
+  QueryOutcome query_answer = QueryOutcome::kUnknown;
+  std::function<void(const CallRequest&)> on_call;  // run at each call, after it is recorded
+  // What it saw (read directly only when no call can be under way).
+  std::vector<CallRequest> calls;
+  std::vector<bool> durable_before_send;
+  std::vector<std::string> queries;
+
+ private:
+  mutable std::mutex mu_;
+  Store& store_;
+  std::map<std::string, ServiceConfig> services_;
+};
+
+}  // namespace sagad::testing
