@@ -85,7 +85,12 @@ class InstanceRepository {
   Store& store() { return store_; }
 
  private:
-  static constexpr size_t kStripes = 64;
+  // A stripe is held across the store's commit (its fsync): two instances
+  // sharing one wait a whole group commit for each other. With 64 stripes
+  // and 64 sagas in flight most commits met another instance's (a profile
+  // at concurrency 64: 9 % of sagad's context switches were these waits);
+  // with 4096 a collision is rare (a mutex is 40 bytes: 160 KiB).
+  static constexpr size_t kStripes = 4096;
   std::mutex& stripe(const std::string& id);
   void CachePut(const std::string& id, std::shared_ptr<const Instance> inst);
   // REQUIRES: stripe(id) held.

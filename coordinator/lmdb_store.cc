@@ -314,7 +314,7 @@ Status LmdbStore::Commit(const std::string& id, uint64_t expected_version,
 Status LmdbStore::GroupCommit(CommitRequest& r) {
   std::unique_lock<std::mutex> l(group_mu_);
   group_queue_.push_back(&r);
-  r.cv.wait(l, [&] { return r.done || group_queue_.front() == &r; });
+  r.cv->wait(l, [&] { return r.done || group_queue_.front() == &r; });
   if (r.done) return r.result;
   std::vector<CommitRequest*> batch(group_queue_.begin(), group_queue_.end());
   l.unlock();
@@ -344,14 +344,18 @@ Status LmdbStore::GroupCommit(CommitRequest& r) {
   else if (batch_status.ok() && full_)
     for (const CommitRequest* w : batch)
       if (w->kind == WriteKind::kCreate && w->result.ok()) full_ = false;
+  std::vector<std::shared_ptr<std::condition_variable>> wake;
+  wake.reserve(batch.size());
   l.lock();
   for (CommitRequest* w : batch) {
     group_queue_.pop_front();
     if (!batch_status.ok()) w->result = batch_status;
     w->done = true;
-    if (w != &r) w->cv.notify_one();
+    if (w != &r) wake.push_back(w->cv);
   }
-  if (!group_queue_.empty()) group_queue_.front()->cv.notify_one();
+  if (!group_queue_.empty()) wake.push_back(group_queue_.front()->cv);
+  l.unlock();
+  for (const auto& cv : wake) cv->notify_one();
   return r.result;
 }
 

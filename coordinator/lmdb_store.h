@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <condition_variable>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -124,7 +125,11 @@ class LmdbStore : public Store {
     nlohmann::json record;  // responses: the record to write, prepared by Check (null: none)
     Status result;
     bool done = false;
-    std::condition_variable cv;  // signalled when done or when it leads
+    // Signalled when done or when it leads; shared so that the leader can
+    // signal it after releasing group_mu_ (a woken follower then does not
+    // block on the mutex the leader still holds), even if the follower
+    // already saw `done` and returned.
+    std::shared_ptr<std::condition_variable> cv = std::make_shared<std::condition_variable>();
   };
   Status Check(MDB_txn* txn, CommitRequest& r);
   Status Write(MDB_txn* txn, const CommitRequest& r);

@@ -272,7 +272,7 @@ Status PostgresStore::Apply(nlohmann::json request) {
   p.request = std::move(request);
   std::unique_lock<std::mutex> l(group_mu_);
   group_queue_.push_back(&p);
-  p.cv.wait(l, [&] { return p.done || group_queue_.front() == &p; });
+  p.cv->wait(l, [&] { return p.done || group_queue_.front() == &p; });
   if (p.done) return p.result;
   std::vector<Pending*> batch(group_queue_.begin(), group_queue_.end());
   l.unlock();
@@ -299,6 +299,8 @@ Status PostgresStore::Apply(nlohmann::json request) {
   } catch (const std::exception& e) {
     batch_status = Internal(std::string("write refused: ") + e.what());
   }
+  std::vector<std::shared_ptr<std::condition_variable>> wake;
+  wake.reserve(batch.size());
   l.lock();
   for (size_t i = 0; i < batch.size(); ++i) {
     Pending* w = batch[i];
@@ -327,9 +329,11 @@ Status PostgresStore::Apply(nlohmann::json request) {
       }
     }
     w->done = true;
-    if (w != &p) w->cv.notify_one();
+    if (w != &p) wake.push_back(w->cv);
   }
-  if (!group_queue_.empty()) group_queue_.front()->cv.notify_one();
+  if (!group_queue_.empty()) wake.push_back(group_queue_.front()->cv);
+  l.unlock();
+  for (const auto& cv : wake) cv->notify_one();
   return p.result;
 }
 

@@ -110,7 +110,9 @@ class PostgresStore : public Store {
     nlohmann::json request;
     Status result;
     bool done = false;
-    std::condition_variable cv;
+    // Shared so that the leader signals it after releasing group_mu_ (see
+    // LmdbStore::CommitRequest).
+    std::shared_ptr<std::condition_variable> cv = std::make_shared<std::condition_variable>();
   };
 
   std::string uri_;
