@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "examples/examples.h"
+#include "tests/testing/failing_reads_store.h"
 #include "tests/testing/scripted_downstream.h"
 #include "tests/testing/store_fixture.h"
 
@@ -29,7 +30,8 @@ class DriverTest : public testing::StoreFixture {
     downstream_ = std::make_unique<ScriptedDownstream>(
         *store_, std::vector<std::string>{"inventory", "payments", "shipping", "airline", "hotel",
                                           "cars", "mail"});
-    repo_ = std::make_unique<InstanceRepository>(*store_, clock_, InstanceRepository::Hooks{});
+    reads_ = std::make_unique<testing::FailingReadsStore>(*store_);
+    repo_ = std::make_unique<InstanceRepository>(*reads_, clock_, InstanceRepository::Hooks{});
     east_ = std::make_unique<Ownership>(*store_, clock_, "east", 3000);
     timer_thread_ = std::thread([this] { io_.run(); });
     driver_ = std::make_unique<Driver>(*downstream_, defs_, *repo_, *east_, runs_, recovery_,
@@ -74,6 +76,7 @@ class DriverTest : public testing::StoreFixture {
   }
 
   std::unique_ptr<ScriptedDownstream> downstream_;
+  std::unique_ptr<testing::FailingReadsStore> reads_;  // the store, as the repository sees it
   DefinitionRegistry defs_;
   std::unique_ptr<InstanceRepository> repo_;
   std::unique_ptr<Ownership> east_;
@@ -144,6 +147,20 @@ TEST_F(DriverTest, LeavesAnInstanceAnotherLiveProcessOwnsAloneThenTakesItOverAft
   auto calls = downstream_->Calls();
   ASSERT_EQ(calls.size(), 3u);
   EXPECT_GT(calls[0].fencing_token, west.Token("o1"));
+}
+
+// Storage away for a moment (a database restart) when the driver reads an
+// instance it owns: it tries again a second later; nothing else would ever
+// drive the instance again before the next process start.
+TEST_F(DriverTest, AnOwnedInstanceWhoseReadFailsIsTriedAgainNotDropped) {
+  ASSERT_TRUE(defs_.Register(OrderFulfilment()).ok());
+  Create(OrderFulfilment(), "o1", Order(), *east_);
+  repo_->Evict("o1");  // not cached, as after a restart: the driver reads it
+  reads_->failures = 2;
+  driver_->Schedule("o1");
+  ASSERT_TRUE(Reaches("o1", "COMPLETED")) << Status("o1");
+  EXPECT_EQ(reads_->refused.load(), 2);
+  EXPECT_EQ(downstream_->Calls().size(), 3u);
 }
 
 TEST_F(DriverTest, ASagaVersionNotRegisteredGoesToReviewWithoutACall) {
