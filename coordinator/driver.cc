@@ -13,9 +13,10 @@
 
 namespace sagad {
 
-Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceRepository& repo,
-               Ownership& ownership, RunTable& runs, RecoveryTracker& recovery,
-               EngineMetrics& metrics, const Clock& clock, boost::asio::thread_pool& pool,
+Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs,
+               InstanceRepository& repo, Ownership& ownership, RunTable& runs,
+               RecoveryTracker& recovery, EngineMetrics& metrics,
+               const Clock& clock, boost::asio::thread_pool& pool,
                boost::asio::io_context& timers, int workers)
     : defs_(defs),
       repo_(repo),
@@ -29,7 +30,8 @@ Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceReposit
       workers_(std::max(1, workers)),
       steps_(adapter, clock, ownership, runs, metrics,
              StepRunner::Driver{
-                 [this](const std::string& id, const std::function<Status(Tx&)>& fn) {
+                 [this](const std::string& id,
+                        const std::function<Status(Tx&)>& fn) {
                    return CommitAsOwner(id, fn);
                  },
                  [this](const std::string& id, const Status& s) {
@@ -45,22 +47,20 @@ auto Driver::Schedule(const std::string& id) -> void {
 }
 
 auto Driver::FirstStep(Tx& tx, const SagaDefinition& def, int* step,
-                             StepRequest* request) -> Status {
+                       StepRequest* request) -> Status {
   *step = -1;
   if (!def.IsChain()) return Status::Ok();
   // Only with a worker free to send it now. A STARTED record that waits in
   // the queue is, after a crash, a request to ask about and re-send (within
   // the retry budget) although it never left: under load the first step is
   // started by the worker that sends it, as before.
-  if (runs_.Busy() >= static_cast<size_t>(workers_))
-    return Status::Ok();
+  if (runs_.Busy() >= static_cast<size_t>(workers_)) return Status::Ok();
   return steps_.ChainFirst(tx, def, step, request);
 }
 
-auto Driver::StartCreated(const std::string& id,
-                                const SagaDefinitionPtr& def, int step,
-                                StepRequest* request, const TraceContext& trace,
-                                bool created) -> void {
+auto Driver::StartCreated(const std::string& id, const SagaDefinitionPtr& def,
+                          int step, StepRequest* request,
+                          const TraceContext& trace, bool created) -> void {
   if (!created) {  // nothing was written: the mark is released
     if (step >= 0) runs_.UnmarkStep(id, step);
     return;
@@ -75,7 +75,8 @@ auto Driver::StartCreated(const std::string& id,
     try {
       // Stopping: the STARTED record is durable, so the next start
       // reconciles it; nothing is sent now.
-      if (!runs_.Stopping()) next = steps_.Send(id, *d, step, std::move(r), trace);
+      if (!runs_.Stopping())
+        next = steps_.Send(id, *d, step, std::move(r), trace);
     } catch (const std::exception& e) {
       EngineLog(
           {{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
@@ -86,8 +87,7 @@ auto Driver::StartCreated(const std::string& id,
   });
 }
 
-auto Driver::ScheduleAfter(const std::string& id, int64_t delay_ms)
-    -> void {
+auto Driver::ScheduleAfter(const std::string& id, int64_t delay_ms) -> void {
   auto timer = std::make_shared<boost::asio::steady_timer>(timers_);
   timer->expires_after(std::chrono::milliseconds(delay_ms));
   timer->async_wait([this, id, timer](const boost::system::error_code& ec) {
@@ -138,11 +138,11 @@ auto Driver::Drive(const std::string& id) -> bool {
       recovery_.Forget(id);
       // Storage trouble (a database restart): try again, or nothing would
       // drive this instance until the next process start.
-      if (inst.status().code() != StatusCode::kNotFound) ScheduleAfter(id, 1000);
+      if (inst.status().code() != StatusCode::kNotFound)
+        ScheduleAfter(id, 1000);
       return false;
     }
-    SagaDefinitionPtr def =
-        defs_.Get((*inst)->saga(), (*inst)->saga_version());
+    SagaDefinitionPtr def = defs_.Get((*inst)->saga(), (*inst)->saga_version());
     if (!def) {
       // Never run an instance under a definition other than the one it
       // started with: a human decides.
@@ -250,16 +250,14 @@ auto Driver::Drive(const std::string& id) -> bool {
   return false;
 }
 
-auto Driver::HasApprovalRequest(const std::vector<Action>& actions)
-    -> bool {
+auto Driver::HasApprovalRequest(const std::vector<Action>& actions) -> bool {
   for (const Action& a : actions)
     if (a.kind == ActionKind::kRequestApproval) return true;
   return false;
 }
 
 auto Driver::RequestApprovals(Tx& tx, const SagaDefinition& def,
-                                    const std::vector<Action>& actions)
-    -> Status {
+                              const std::vector<Action>& actions) -> Status {
   for (const Action& a : actions) {
     if (a.kind != ActionKind::kRequestApproval) continue;
     if (tx.inst().status() != SagaStatus::kRunning ||
@@ -273,9 +271,9 @@ auto Driver::RequestApprovals(Tx& tx, const SagaDefinition& def,
 }
 
 auto Driver::LaunchSteps(const std::string& id, const SagaDefinition& def,
-                               const Instance& inst,
-                               const std::vector<Action>& actions,
-                               int64_t wake_at, Action* here) -> bool {
+                         const Instance& inst,
+                         const std::vector<Action>& actions, int64_t wake_at,
+                         Action* here) -> bool {
   *here = Action{};
   const bool chain = def.IsChain() || RecoveryInProgress();
   const int64_t now = clock_.NowMillis();
@@ -355,7 +353,7 @@ auto Driver::WakeAt(const std::string& id, int64_t due_ms) -> void {
 }
 
 auto Driver::Deadlines(const std::string& id, const SagaDefinition& def,
-                             const Instance& inst, Next* next, int64_t* wake_at)
+                       const Instance& inst, Next* next, int64_t* wake_at)
     -> bool {
   SagaStatus ss = inst.status();
   if (ss != SagaStatus::kRunning && ss != SagaStatus::kAwaitingApproval)
@@ -366,7 +364,8 @@ auto Driver::Deadlines(const std::string& id, const SagaDefinition& def,
     int64_t due = inst.created_at() + def.deadline_ms;
     if (now >= due) {
       *next = Transition(id, [&](Tx& tx) -> Status {
-        SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals("sagad", "saga deadline passed"));
+        SAGAD_RETURN_IF_ERROR(
+            tx.RejectAwaitingApprovals("sagad", "saga deadline passed"));
         return tx.Saga(
             SagaEvent::kStartCompensation,
             {{"reason", "saga deadline of " + std::to_string(def.deadline_ms) +
@@ -416,13 +415,12 @@ auto Driver::MarkRecovered(const std::string& id) -> void {
 }
 
 auto Driver::Transition(const std::string& id,
-                              const std::function<Status(Tx&)>& fn) -> Next {
+                        const std::function<Status(Tx&)>& fn) -> Next {
   Status s = CommitAsOwner(id, fn);
   return s.ok() ? Next::kContinue : AfterFailedCommit(id, s);
 }
 
-auto Driver::AfterFailedCommit(const std::string& id, const Status& s)
-    -> Next {
+auto Driver::AfterFailedCommit(const std::string& id, const Status& s) -> Next {
   if (s.code() == StatusCode::kFailedPrecondition &&
       s.message().rfind("lease lost", 0) == 0)
     return Next::kStop;  // another process owns it now: no further calls from
