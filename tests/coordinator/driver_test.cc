@@ -128,10 +128,20 @@ TEST_F(DriverTest, ARetryWaitsOnATimerThenGoesOnWithTheSameKey) {
   downstream_->answers = {Outcome::kNotExecuted};  // 429-like: nothing was done
   Create(OrderFulfilment(), "o1", Order(), *east_);
   driver_->Schedule("o1");
-  ASSERT_TRUE(WaitFor([&] { return downstream_->Calls().size() == 1; }));
-  // The re-send is due within the first backoff (full jitter, <= 100 ms of
-  // the record's clock); its timer fires in real time and finds it due.
-  clock_.Advance(200);
+  // The re-send's time is recorded (the outcome's commit comes after the
+  // call: wait for it, not for the call, or the clock could move before the
+  // time is taken from it and the re-send would never be due).
+  int64_t due = 0;
+  ASSERT_TRUE(WaitFor([&] {
+    auto j = store_->GetInstance("o1");
+    if (!j.ok()) return false;
+    due = (*j)["steps"][0].value("next_retry_at", int64_t(0));
+    return due > 0;
+  }));
+  EXPECT_EQ(downstream_->Calls().size(), 1u);
+  // The manual clock reaches it; the timer, set in real time for the
+  // backoff, fires and finds it due.
+  clock_.Advance(due - clock_.NowMillis() + 1);
   ASSERT_TRUE(Reaches("o1", "COMPLETED")) << Status("o1");
   auto calls = downstream_->Calls();
   ASSERT_EQ(calls.size(), 4u);
