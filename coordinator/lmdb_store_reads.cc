@@ -210,7 +210,7 @@ Status LmdbStore::ProbeRoom() {
   {
     Txn txn(env_, true);
     if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
-    MDB_val k{key.size(), const_cast<char*>(key.data())}, v{room.size(), room.data()};
+    MDB_val k = Val(key), v = Val(room);
     int rc = mdb_put(txn.get(), meta_, &k, &v, 0);
     if (rc != 0) return LmdbError("mdb_put", rc);
     rc = txn.Commit();
@@ -218,7 +218,7 @@ Status LmdbStore::ProbeRoom() {
   }
   Txn txn(env_, true);
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
-  MDB_val k{key.size(), const_cast<char*>(key.data())};
+  MDB_val k = Val(key);
   int rc = mdb_del(txn.get(), meta_, &k, nullptr);
   if (rc != 0) return LmdbError("mdb_del", rc);
   rc = txn.Commit();
