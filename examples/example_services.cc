@@ -31,7 +31,7 @@
 //     fail_before_commit (500, no effect), commit_drop (effect, then the
 //     connection breaks mid-response), commit_500 (effect, then 500),
 //     delay (sleep delay_ms, then normal), query_unknown (GET /operations
-//     answers 503)
+//     answers 503); with another action, delay_ms (if set) is slept first
 //   DELETE /_faults, POST /_reset
 //   POST /_webhooks (a webhook sink), GET /_webhooks {"deliveries": [...]}
 // --chaos P [--seed S]: besides fault orders, each business POST gets a random
@@ -196,7 +196,7 @@ class Services {
                                      "refuse", "delay", "reject"};
     int n = undo ? 5 : 6;
     out->action = kActions[std::uniform_int_distribution<int>(0, n - 1)(rng_)];
-    out->delay_ms = 400;
+    out->delay_ms = out->action == std::string("delay") ? 400 : 0;
     out->status = 422;
     return true;
   }
@@ -334,7 +334,7 @@ class Services {
           return Reply(res, 409, {{"error", "attempt superseded: a reconciliation query fenced it"}});
       }
       faulted = TakeFault(req.path, &fault) || RandomFault(req.path, &fault);
-      if (faulted && fault.action == "delay") delay = fault.delay_ms;
+      if (faulted) delay = fault.delay_ms;
       if (!key.empty()) ++pending_[key];
     }
     if (delay > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
