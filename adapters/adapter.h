@@ -68,7 +68,13 @@ struct CallResult {
   bool replayed = false;     // downstream said Idempotent-Replayed: true
 };
 
-enum class QueryOutcome { kHappened, kNotHappened, kUnknown };
+enum class QueryOutcome {
+  kHappened,     // it took effect (result is the step's result)
+  kNotHappened,  // it did not: re-send with the same key
+  kRefused,      // it was received and definitely refused: FAILED, no re-send
+  kUnknown,      // still unclear (or in progress): ask again later
+};
+const char* QueryOutcomeName(QueryOutcome o);
 
 struct QueryResult {
   QueryOutcome outcome = QueryOutcome::kUnknown;

@@ -35,10 +35,86 @@ std::string ExternalRef(const nlohmann::json& result) {
   return "";
 }
 
-QueryOutcome ClassifyQueryStatus(int status) {
-  if (status == 200) return QueryOutcome::kHappened;
-  if (status == 404) return QueryOutcome::kNotHappened;
-  return QueryOutcome::kUnknown;
+const char* QueryOutcomeName(QueryOutcome o) {
+  switch (o) {
+    case QueryOutcome::kHappened: return "happened";
+    case QueryOutcome::kNotHappened: return "not_happened";
+    case QueryOutcome::kRefused: return "refused";
+    case QueryOutcome::kUnknown: return "unknown";
+  }
+  return "?";
+}
+
+namespace {
+
+// What the body of a 200 answer says of the original request; kHappened
+// when it says nothing.
+QueryOutcome StoredOutcome(const nlohmann::json& body, std::string* why) {
+  if (!body.is_object()) return QueryOutcome::kHappened;
+  QueryOutcome by_word = QueryOutcome::kHappened, by_status = QueryOutcome::kHappened;
+  bool has_word = false, has_status = false;
+  if (auto it = body.find("outcome"); it != body.end()) {
+    has_word = true;
+    std::string w = it->is_string() ? it->get<std::string>() : "";
+    if (w == "committed") by_word = QueryOutcome::kHappened;
+    else if (w == "refused") by_word = QueryOutcome::kRefused;
+    else if (w == "in_progress") {
+      *why = "the downstream says the operation is still in progress";
+      return QueryOutcome::kUnknown;
+    } else {
+      *why = "reconciliation answer has an unrecognised outcome " + DumpJson(*it);
+      return QueryOutcome::kUnknown;
+    }
+  }
+  if (auto it = body.find("http_status"); it != body.end()) {
+    has_status = true;
+    int st = it->is_number_integer() ? it->get<int>() : 0;
+    if (st >= 200 && st < 300) by_status = QueryOutcome::kHappened;
+    else if (st >= 400 && st < 500 && st != 408 && st != 409 && st != 429)
+      by_status = QueryOutcome::kRefused;
+    else {
+      *why = "the original request was answered with " + DumpJson(*it) +
+             " (outcome still unclear)";
+      return QueryOutcome::kUnknown;
+    }
+  }
+  if (has_word && has_status && by_word != by_status) {
+    *why = "reconciliation answer contradicts itself (outcome " +
+           DumpJson(body["outcome"]) + ", http_status " + DumpJson(body["http_status"]) + ")";
+    return QueryOutcome::kUnknown;
+  }
+  return has_word ? by_word : by_status;
+}
+
+}  // namespace
+
+QueryResult ClassifyQueryAnswer(int status, const nlohmann::json& body) {
+  QueryResult out;
+  if (status == 404) {
+    out.outcome = QueryOutcome::kNotHappened;
+    return out;
+  }
+  if (status != 200) {
+    out.error = "reconciliation query: HTTP " + std::to_string(status);
+    return out;
+  }
+  out.outcome = StoredOutcome(body, &out.error);
+  if (out.outcome == QueryOutcome::kRefused) {
+    out.error = "the downstream says the request was refused";
+    if (body.contains("http_status")) out.error += " (HTTP " + DumpJson(body["http_status"]) + ")";
+    for (const char* f : {"detail", "error", "message"})
+      if (body.contains(f)) {
+        out.error += ": " + (body[f].is_string() ? body[f].get<std::string>() : DumpJson(body[f]));
+        break;
+      }
+    out.result = body;
+  } else if (out.outcome == QueryOutcome::kHappened) {
+    bool wrapped = body.is_object() && body.contains("result") &&
+                   (body.contains("outcome") || body.contains("http_status"));
+    out.result = wrapped ? body["result"] : body;
+    out.external_ref = ExternalRef(out.result);
+  }
+  return out;
 }
 
 }  // namespace sagad

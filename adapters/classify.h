@@ -20,7 +20,16 @@ Outcome ClassifyTransportError(bool request_sent);
 // "ref" or "id" of a result object, as a string ("" if absent).
 std::string ExternalRef(const nlohmann::json& result);
 
-// Reconciliation answer: 200 happened, 404 not happened, else unknown.
-QueryOutcome ClassifyQueryStatus(int status);
+// Reconciliation answer (GET operations/{key}): 404 not happened; 200 with
+// a JSON body that may say what the original request was answered with:
+//   "outcome": "committed" | "refused" | "in_progress", and/or
+//   "http_status": N (the original answer's status).
+// "refused", or an http_status of 4xx other than 408/409/429: refused (the
+// request was received and will never take effect). "in_progress", another
+// http_status (408, 409, 429, 5xx, ...), an unknown outcome word or the two
+// fields disagreeing: unknown (ask again later). 2xx or neither field:
+// happened, and the result is the body's "result" member if present, else
+// the body. Any other status: unknown. `error` says why, when not happened.
+QueryResult ClassifyQueryAnswer(int status, const nlohmann::json& body);
 
 }  // namespace sagad

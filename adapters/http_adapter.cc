@@ -31,6 +31,7 @@ nlohmann::json ParseBody(const std::string& body) {
   if (!JsonDepthWithin(body)) return {{"raw", SanitizeUtf8(body.substr(0, 4096))}};
   nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return {{"raw", SanitizeUtf8(body.substr(0, 4096))}};
+  if (!FindNul(j).empty()) return EscapeNul(j);  // kept, escaped: never refused
   return j;
 }
 
@@ -211,13 +212,8 @@ QueryResult HttpAdapter::Query(const std::string& service, const std::string& ke
     out.error = std::string("reconciliation query failed: ") + httplib::to_string(res.error());
     return out;
   }
-  out.outcome = ClassifyQueryStatus(res->status);
-  if (out.outcome == QueryOutcome::kHappened) {
-    out.result = ParseBody(res->body);
-    out.external_ref = ExternalRef(out.result);
-  } else if (out.outcome == QueryOutcome::kUnknown) {
-    out.error = "reconciliation query: HTTP " + std::to_string(res->status);
-  }
+  out = ClassifyQueryAnswer(res->status, res->status == 200 ? ParseBody(res->body)
+                                                            : nlohmann::json());
   pool.Release(std::move(client));
   return out;
 }

@@ -39,7 +39,10 @@ Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs,
                  },
                  [this](const std::string& id) { Schedule(id); },
                  [this](const std::string& id) { MarkRecovered(id); },
-                 [this] { return RecoveryInProgress(); }}) {}
+                 [this] { return RecoveryInProgress(); },
+                 [this](const std::string& id) {
+                   return ownership_.ReadyToSend(id);
+                 }}) {}
 
 auto Driver::Schedule(const std::string& id) -> void {
   if (!runs_.Enter(id)) return;
@@ -240,6 +243,9 @@ auto Driver::Drive(const std::string& id) -> bool {
                {"step", st.name}});
         });
         break;
+      case ActionKind::kGoForward:
+        next = Transition(id, [&](Tx& tx) { return GoForward(tx, *def); });
+        break;
       default:
         return false;
     }
@@ -360,7 +366,7 @@ auto Driver::Deadlines(const std::string& id, const SagaDefinition& def,
     return false;
   const int64_t now = clock_.NowMillis();
   int64_t wake = 0;
-  if (def.deadline_ms > 0 && !PivotCommitted(def, inst)) {
+  if (def.deadline_ms > 0 && PivotInPlay(def, inst) < 0) {
     int64_t due = inst.created_at() + def.deadline_ms;
     if (now >= due) {
       *next = Transition(id, [&](Tx& tx) -> Status {

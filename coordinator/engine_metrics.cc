@@ -54,7 +54,7 @@ EngineMetrics::EngineMetrics() {
   }
   std::vector<std::string> types = {"instance_created", "reconciled",
                                     "retry_deferred", "retry_requested"};
-  for (int k = 0; k <= static_cast<int>(StepEvent::kSkip); ++k)
+  for (int k = 0; k <= static_cast<int>(StepEvent::kConfirmRefused); ++k)
     types.push_back(StepEventName(static_cast<StepEvent>(k)));
   for (int k = 0; k <= static_cast<int>(SagaEvent::kEscalate); ++k)
     types.push_back(SagaEventName(static_cast<SagaEvent>(k)));
@@ -77,10 +77,7 @@ void EngineMetrics::Call(const char* phase, const CallResult& res,
 }
 
 void EngineMetrics::Query(const char* phase, const QueryResult& q) {
-  const char* answer = q.outcome == QueryOutcome::kHappened ? "happened"
-                       : q.outcome == QueryOutcome::kNotHappened
-                           ? "not_happened"
-                           : "unknown";
+  const char* answer = QueryOutcomeName(q.outcome);
   metrics_.Inc(
       "sagad_reconciliations_total",
       std::string("phase=\"") + phase + "\",answer=\"" + answer + "\"");

@@ -376,7 +376,7 @@ class ApiServer::Impl {
         Json(res, status, *j);
       } catch (const std::exception& e) {
         engine_.FinishSubmission(key, 0, nullptr);
-        Problem(req, res, 500, std::string("internal error: ") + e.what());
+        ProblemFromStatus(req, res, Internal(e.what()));
       }
     };
     if (wait > 0) {  // held until settled or the time is up, without a thread

@@ -377,11 +377,11 @@ StatusOr<Lease> LmdbStore::TakeLease(MDB_txn* txn, const std::string& id,
 }
 
 StatusOr<Lease> LmdbStore::AcquireLease(const std::string& id, const std::string& owner,
-                                         int64_t now_ms, int64_t ttl_ms,
+                                         const Clock& clock, int64_t ttl_ms,
                                          const std::string& successor_of) {
-  Txn txn(env_, true, &synced_commits_);
+  Txn txn(env_, true, &synced_commits_);  // waits for the writer lock
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
-  auto l = TakeLease(txn.get(), id, owner, now_ms, ttl_ms, successor_of);
+  auto l = TakeLease(txn.get(), id, owner, clock.NowMillis(), ttl_ms, successor_of);
   if (!l.ok()) return l.status();
   int rc = txn.Commit();
   if (rc != 0) return LmdbError("mdb_txn_commit", rc);
@@ -389,10 +389,11 @@ StatusOr<Lease> LmdbStore::AcquireLease(const std::string& id, const std::string
 }
 
 StatusOr<std::map<std::string, Lease>> LmdbStore::AcquireLeases(
-    const std::vector<std::string>& ids, const std::string& owner, int64_t now_ms,
+    const std::vector<std::string>& ids, const std::string& owner, const Clock& clock,
     int64_t ttl_ms, const std::string& successor_of) {
-  Txn txn(env_, true, &synced_commits_);
+  Txn txn(env_, true, &synced_commits_);  // waits for the writer lock
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  const int64_t now_ms = clock.NowMillis();
   std::map<std::string, Lease> taken;
   for (const auto& id : ids) {
     auto l = TakeLease(txn.get(), id, owner, now_ms, ttl_ms, successor_of);
@@ -406,9 +407,11 @@ StatusOr<std::map<std::string, Lease>> LmdbStore::AcquireLeases(
 
 StatusOr<std::vector<std::string>> LmdbStore::RenewLeases(const std::string& owner,
                                                           const std::vector<std::string>& ids,
-                                                          int64_t now_ms, int64_t ttl_ms) {
-  Txn txn(env_, true, &synced_commits_);
+                                                          const Clock& clock,
+                                                          int64_t ttl_ms) {
+  Txn txn(env_, true, &synced_commits_);  // waits for the writer lock
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  const int64_t now_ms = clock.NowMillis();
   std::vector<std::string> lost;
   for (const auto& id : ids) {
     auto held = GetJson(txn.get(), leases_, id);

@@ -54,15 +54,16 @@ class LmdbStore : public Store {
                 const nlohmann::json& snapshot, const std::vector<Event>& events,
                 const std::vector<OperationRecord>& operations,
                 const std::vector<nlohmann::json>& outbox, const Lease* lease) override;
-  StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner, int64_t now_ms,
-                               int64_t ttl_ms, const std::string& successor_of) override;
+  StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner,
+                               const Clock& clock, int64_t ttl_ms, const std::string& successor_of) override;
   StatusOr<std::map<std::string, Lease>> AcquireLeases(const std::vector<std::string>& ids,
-                                                       const std::string& owner, int64_t now_ms,
+                                                       const std::string& owner,
+                                                       const Clock& clock,
                                                        int64_t ttl_ms,
                                                        const std::string& successor_of) override;
   StatusOr<std::vector<std::string>> RenewLeases(const std::string& owner,
                                                  const std::vector<std::string>& ids,
-                                                 int64_t now_ms, int64_t ttl_ms) override;
+                                                 const Clock& clock, int64_t ttl_ms) override;
   StatusOr<Lease> GetLease(const std::string& id) override;
   StatusOr<std::vector<OutboxRecord>> PeekOutbox(size_t max) override;
   Status AckOutbox(uint64_t seq) override;

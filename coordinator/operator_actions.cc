@@ -6,6 +6,22 @@
 #include "sagas/planner.h"
 
 namespace sagad {
+namespace {
+
+// Nothing turns a saga back once an irreversible step may have taken effect.
+Status RefuseAcrossThePivot(const SagaDefinition& def, const Instance& inst,
+                            const std::string& action) {
+  int p = PivotInPlay(def, inst);
+  if (p < 0) return Status::Ok();
+  const StepState& st = inst.step(p);
+  return FailedPrecondition(
+      "cannot " + action + " instance " + inst.id() + ": its irreversible step '" +
+      st.name + "' is " + StepStatusName(st.status()) +
+      "; the saga can only go forward (resolve, retry or skip its steps)");
+}
+
+}  // namespace
+
 
 OperatorActions::OperatorActions(const DefinitionRegistry& defs,
                                  InstanceRepository& repo, const RunTable& runs,
@@ -110,10 +126,7 @@ Status OperatorActions::Cancel(const std::string& id, const std::string& actor,
     if (ss == SagaStatus::kCompleted)
       return FailedPrecondition("instance " + id +
                                 " already completed; nothing to cancel");
-    if (PivotCommitted(*def, inst))
-      return FailedPrecondition(
-          "instance " + id +
-          " has committed its irreversible step; it can only go forward");
+    SAGAD_RETURN_IF_ERROR(RefuseAcrossThePivot(*def, inst, "cancel"));
     if (ss == SagaStatus::kNeedsReview)
       return FailedPrecondition(
           "instance " + id +
@@ -193,6 +206,11 @@ Status OperatorActions::ForceCompensate(const std::string& id,
                                 " is not in NEEDS_REVIEW (it is " +
                                 SagaStatusName(inst.status()) +
                                 "); use cancel to stop a running saga");
+    SagaDefinitionPtr def = defs_.Get(inst.saga(), inst.saga_version());
+    if (!def)
+      return Internal("definition of " + inst.saga() + " is not registered");
+    SAGAD_RETURN_IF_ERROR(
+        RefuseAcrossThePivot(*def, inst, "force compensation of"));
     for (const auto& st : inst.steps()) {
       StepStatus ss = st.status();
       if (ss == StepStatus::kStarted || ss == StepStatus::kUnknown ||
@@ -202,16 +220,6 @@ Status OperatorActions::ForceCompensate(const std::string& id,
             "step '" + st.name +
             "' has an unknown outcome; resolve it before compensating");
     }
-    SagaDefinitionPtr def = defs_.Get(inst.saga(), inst.saga_version());
-    if (!def)
-      return Internal("definition of " + inst.saga() + " is not registered");
-    for (size_t i = 0; i < inst.steps().size(); ++i)
-      if (def->steps[i].irreversible &&
-          inst.step(i).status() == StepStatus::kCommitted)
-        return FailedPrecondition(
-            "cannot undo '" + def->steps[i].name +
-            "': it is irreversible and committed; the saga can only "
-            "go forward (resolve, retry or skip its steps)");
     return TurnBack(tx, actor, "forced", "compensation forced: " + reason);
   });
 }

@@ -1,5 +1,6 @@
 #include "coordinator/ownership.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 
@@ -37,22 +38,59 @@ uint64_t Ownership::Token(const std::string& id) const {
   return l ? l->generation : 0;
 }
 
+Lease Ownership::Believed(Lease lease, int64_t asked_at) const {
+  lease.expires_at = std::min(lease.expires_at, asked_at + lease_ms_);
+  return lease;
+}
+
 Ownership::Take Ownership::Acquire(const std::string& id) {
   if (Held(id)) return Take::kAlreadyHeld;
-  auto lease = store_.AcquireLease(id, owner_, clock_.NowMillis(), lease_ms_,
-                                   coordinator_id_ + "/");
+  const int64_t asked_at = clock_.NowMillis();
+  auto lease =
+      store_.AcquireLease(id, owner_, clock_, lease_ms_, coordinator_id_ + "/");
   if (!lease.ok()) return Take::kRefused;
-  Adopt(id, *lease);
+  Adopt(id, Believed(*lease, asked_at));
   return Take::kTaken;
 }
 
 size_t Ownership::AcquireAll(const std::vector<std::string>& ids) {
-  auto taken = store_.AcquireLeases(ids, owner_, clock_.NowMillis(), lease_ms_,
+  const int64_t asked_at = clock_.NowMillis();
+  auto taken = store_.AcquireLeases(ids, owner_, clock_, lease_ms_,
                                     coordinator_id_ + "/");
   if (!taken.ok()) return 0;
   std::lock_guard<std::mutex> l(mu_);
-  for (const auto& [id, lease] : *taken) held_[id] = lease;
+  for (const auto& [id, lease] : *taken) held_[id] = Believed(lease, asked_at);
   return taken->size();
+}
+
+Status Ownership::ReadyToSend(const std::string& id) {
+  auto held = Held(id);
+  if (!held) return FailedPrecondition("lease lost: not the owner of " + id);
+  const int64_t margin = lease_ms_ / 3;
+  if (held->expires_at - clock_.NowMillis() >= margin) return Status::Ok();
+  const int64_t asked_at = clock_.NowMillis();
+  auto lost = store_.RenewLeases(owner_, {id}, clock_, lease_ms_);
+  if (!lost.ok())
+    return Unavailable("the lease of " + id +
+                       " could not be renewed before a send: " +
+                       lost.status().message());
+  if (!lost->empty()) {
+    Release(id);
+    return FailedPrecondition("lease lost: " + id +
+                              " is owned by another process");
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = held_.find(id);
+    if (it == held_.end())
+      return FailedPrecondition("lease lost: not the owner of " + id);
+    it->second.expires_at =
+        std::max(it->second.expires_at, asked_at + lease_ms_);
+  }
+  if (asked_at + lease_ms_ - clock_.NowMillis() < margin)
+    return Unavailable("renewing the lease of " + id +
+                       " took too long to send now");
+  return Status::Ok();
 }
 
 void Ownership::Adopt(const std::string& id, const Lease& lease) {
@@ -78,13 +116,14 @@ StatusOr<std::vector<std::string>> Ownership::Renew() {
     for (const auto& [id, lease] : held_) mine.push_back(id);
   }
   if (mine.empty()) return mine;
-  auto lost = store_.RenewLeases(owner_, mine, now, lease_ms_);
+  auto lost = store_.RenewLeases(owner_, mine, clock_, lease_ms_);
   if (!lost.ok()) return lost.status();
   std::lock_guard<std::mutex> l(mu_);
   for (const auto& id : *lost) held_.erase(id);
   for (const auto& id : mine) {
     auto it = held_.find(id);
-    if (it != held_.end()) it->second.expires_at = now + lease_ms_;
+    if (it != held_.end())
+      it->second.expires_at = std::max(it->second.expires_at, now + lease_ms_);
   }
   return lost;
 }

@@ -9,6 +9,16 @@
 // and reports those another process took meanwhile. Release() forgets one
 // (the instance finished, or a fenced commit showed it is gone).
 //
+// The lease rule of sends: a request of an instance leaves only while this
+// process holds its lease with at least lease_ms/3 left by this process's
+// clock (ReadyToSend). What this process believes of its own lease is
+// counted from a time read before the store transaction that granted or
+// renewed it, so it never outlives the lease as stored (whose time base is
+// read inside that transaction); a pause or a slow store shortens it, never
+// lengthens it. What remains: a pause between ReadyToSend and the write of
+// the request on the socket. Only a downstream that refuses a
+// Saga-Fencing-Token lower than one it has seen closes that window.
+//
 // Ownership knows nothing of instances: whoever takes a lease with a new
 // generation (Acquire returns kTaken) must reload the instance before acting.
 // Thread-safety: every method may be called from any thread.
@@ -56,6 +66,12 @@ class Ownership {
   // Forgets `id` (no store access: a finished instance's lease is released
   // by its terminal commit; a fenced one belongs to someone else already).
   void Release(const std::string& id);
+  // Ok if a request of `id` may be sent now: its lease is held with at
+  // least lease_ms/3 left, renewed first (one store transaction) if less
+  // is left. FailedPrecondition("lease lost: ...") if another process holds
+  // it now (it is forgotten here); Unavailable if it could not be renewed
+  // in time (the store failed or took too long). Never send otherwise.
+  Status ReadyToSend(const std::string& id);
   // Renews every lease held, in one store transaction; forgets and returns
   // those held by another process now. On a store error nothing is renewed
   // or forgotten (the next round tries again) and the error is returned.
@@ -63,6 +79,10 @@ class Ownership {
   size_t size() const;
 
  private:
+  // Caps what this process believes of `lease` by `asked_at` + lease_ms
+  // (asked_at: read before the store was asked).
+  Lease Believed(Lease lease, int64_t asked_at) const;
+
   Store& store_;
   const Clock& clock_;
   const std::string coordinator_id_;

@@ -265,6 +265,26 @@ void PostgresStore::Release(std::unique_ptr<Connection> c) {
   pool_cv_.notify_one();
 }
 
+Status PostgresStore::RunApply(const std::vector<Pending*>& batch, size_t from, size_t to,
+                               std::vector<std::string>* answers) {
+  try {
+    nlohmann::json writes = nlohmann::json::array();
+    for (size_t i = from; i < to; ++i) writes.push_back(batch[i]->request);
+    auto c = Acquire();
+    if (!c.ok()) return c.status();
+    auto r = (*c)->Run("apply", {DumpJson(writes)});
+    Release(std::move(*c));
+    if (!r.ok()) return r.status();
+    ++synced_commits_;
+    std::vector<std::string> got = ParseTextArray(r->get(0, 0));
+    if (got.size() != to - from) return Internal("sagad_apply answered " + r->get(0, 0));
+    for (size_t i = from; i < to; ++i) (*answers)[i] = got[i - from];
+    return Status::Ok();
+  } catch (const std::exception& e) {
+    return Internal(std::string("write refused: ") + e.what());
+  }
+}
+
 // Group commit, leader/follower as in LmdbStore::GroupCommit: the writer at
 // the front sends everything queued as one sagad_apply call.
 Status PostgresStore::Apply(nlohmann::json request) {
@@ -276,28 +296,18 @@ Status PostgresStore::Apply(nlohmann::json request) {
   if (p.done) return p.result;
   std::vector<Pending*> batch(group_queue_.begin(), group_queue_.end());
   l.unlock();
-  Status batch_status;
-  std::vector<std::string> answers;
-  try {
-    nlohmann::json writes = nlohmann::json::array();
-    for (Pending* w : batch) writes.push_back(w->request);
-    auto c = Acquire();
-    if (!c.ok()) {
-      batch_status = c.status();
-    } else {
-      auto r = (*c)->Run("apply", {DumpJson(writes)});
-      Release(std::move(*c));
-      if (!r.ok()) {
-        batch_status = r.status();
-      } else {
-        ++synced_commits_;
-        answers = ParseTextArray(r->get(0, 0));
-        if (answers.size() != batch.size())
-          batch_status = Internal("sagad_apply answered " + r->get(0, 0));
-      }
-    }
-  } catch (const std::exception& e) {
-    batch_status = Internal(std::string("write refused: ") + e.what());
+  // One sagad_apply call for the whole batch. If the server refuses it for
+  // what one write holds (not for connection trouble), each write is tried
+  // alone: one bad write fails alone, the others are applied.
+  std::vector<Status> results(batch.size());
+  std::vector<std::string> answers(batch.size());
+  Status batch_status = RunApply(batch, 0, batch.size(), &answers);
+  if (!batch_status.ok() && batch.size() > 1 &&
+      batch_status.code() != StatusCode::kUnavailable) {
+    for (size_t i = 0; i < batch.size(); ++i)
+      results[i] = RunApply(batch, i, i + 1, &answers);
+  } else {
+    for (auto& r : results) r = batch_status;
   }
   std::vector<std::shared_ptr<std::condition_variable>> wake;
   wake.reserve(batch.size());
@@ -305,8 +315,8 @@ Status PostgresStore::Apply(nlohmann::json request) {
   for (size_t i = 0; i < batch.size(); ++i) {
     Pending* w = batch[i];
     group_queue_.pop_front();
-    if (!batch_status.ok()) {
-      w->result = batch_status;
+    if (!results[i].ok()) {
+      w->result = results[i];
     } else {
       const std::string& a = answers[i];
       const std::string id = w->request.value("id", "");
@@ -422,8 +432,8 @@ Status PostgresStore::SetSubmissionResponse(const std::string& key, int status,
 }
 
 StatusOr<std::map<std::string, Lease>> PostgresStore::AcquireLeases(
-    const std::vector<std::string>& ids, const std::string& owner, int64_t, int64_t ttl_ms,
-    const std::string& successor_of) {
+    const std::vector<std::string>& ids, const std::string& owner, const Clock&,
+    int64_t ttl_ms, const std::string& successor_of) {
   std::map<std::string, Lease> taken;
   if (ids.empty()) return taken;
   auto r = Query("take_leases",
@@ -442,12 +452,11 @@ StatusOr<std::map<std::string, Lease>> PostgresStore::AcquireLeases(
 }
 
 StatusOr<Lease> PostgresStore::AcquireLease(const std::string& id, const std::string& owner,
-                                            int64_t now_ms, int64_t ttl_ms,
+                                            const Clock&, int64_t ttl_ms,
                                             const std::string& successor_of) {
   auto r = Query("take_leases",
                      {DumpJson(std::vector<std::string>{id}), owner, std::to_string(ttl_ms),
                       successor_of});
-  (void)now_ms;
   if (!r.ok()) return r.status();
   if (r->rows() != 1) return Internal("sagad_take_leases answered no row");
   int64_t expires = WallMillis() + (r->i64(0, 3) - r->i64(0, 5));
@@ -463,7 +472,7 @@ StatusOr<Lease> PostgresStore::AcquireLease(const std::string& id, const std::st
 
 StatusOr<std::vector<std::string>> PostgresStore::RenewLeases(const std::string& owner,
                                                               const std::vector<std::string>& ids,
-                                                              int64_t, int64_t ttl_ms) {
+                                                              const Clock&, int64_t ttl_ms) {
   std::vector<std::string> lost;
   if (ids.empty()) return lost;
   auto r = Query("renew_leases", {owner, DumpJson(ids), std::to_string(ttl_ms)});

@@ -17,7 +17,7 @@
 // waits for it) and then its compare-and-swap on the version; a refused
 // write changes nothing and does not affect the others of the batch.
 // Leases are judged by the database clock (clock_timestamp()), never by a
-// host's: the now_ms arguments are ignored, and the expires_at handed back
+// host's: the clock arguments are ignored, and the expires_at handed back
 // is translated to this host's wall clock for display and hints only.
 // The outbox is published by one process at a time: the one that holds a
 // session advisory lock on its outbox connection (released by the server
@@ -66,15 +66,16 @@ class PostgresStore : public Store {
                 const nlohmann::json& snapshot, const std::vector<Event>& events,
                 const std::vector<OperationRecord>& operations,
                 const std::vector<nlohmann::json>& outbox, const Lease* lease) override;
-  StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner, int64_t now_ms,
-                               int64_t ttl_ms, const std::string& successor_of) override;
+  StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner,
+                               const Clock& clock, int64_t ttl_ms,
+                               const std::string& successor_of) override;
   StatusOr<std::map<std::string, Lease>> AcquireLeases(const std::vector<std::string>& ids,
-                                                       const std::string& owner, int64_t now_ms,
-                                                       int64_t ttl_ms,
+                                                       const std::string& owner,
+                                                       const Clock& clock, int64_t ttl_ms,
                                                        const std::string& successor_of) override;
   StatusOr<std::vector<std::string>> RenewLeases(const std::string& owner,
                                                  const std::vector<std::string>& ids,
-                                                 int64_t now_ms, int64_t ttl_ms) override;
+                                                 const Clock& clock, int64_t ttl_ms) override;
   StatusOr<Lease> GetLease(const std::string& id) override;
   StatusOr<std::vector<OutboxRecord>> PeekOutbox(size_t max) override;
   Status AckOutbox(uint64_t seq) override;
@@ -114,6 +115,10 @@ class PostgresStore : public Store {
     // LmdbStore::CommitRequest).
     std::shared_ptr<std::condition_variable> cv = std::make_shared<std::condition_variable>();
   };
+  // Sends batch[from, to) as one sagad_apply call; its answers go to
+  // (*answers)[from, to).
+  Status RunApply(const std::vector<Pending*>& batch, size_t from, size_t to,
+                  std::vector<std::string>* answers);
 
   std::string uri_;
   size_t pool_size_;

@@ -11,9 +11,15 @@
 namespace sagad {
 
 // Definite failure of the forward path (failure policy): compensate before
-// the pivot, review after it (nothing can be undone any more). Pending
-// approvals in other branches are withdrawn. No-op unless RUNNING.
+// the pivot, review once it may have taken effect (STARTED, UNKNOWN or
+// COMMITTED: nothing can be undone any more). Pending approvals in other
+// branches are withdrawn. No-op unless RUNNING.
 Status GiveUp(Tx& tx, const SagaDefinition& def, const std::string& reason);
+
+// Turning back, an irreversible step committed (it was in flight when the
+// saga turned): the saga goes forward again if nothing was undone or
+// refused, else to review. Never COMPENSATED with a pivot COMMITTED.
+Status GoForward(Tx& tx, const SagaDefinition& def);
 
 // Step i's outcome cannot be known or accepted: the step goes to review (if
 // it is not there, committed or planned already) and so does the saga.

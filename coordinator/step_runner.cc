@@ -33,7 +33,46 @@ StepRunner::StepRunner(Adapter& adapter, const Clock& clock,
 auto StepRunner::Transition(const std::string& id,
                             const std::function<Status(Tx&)>& fn) -> Next {
   Status s = driver_.commit(id, fn);
+  for (int tries = 1; RefusedWrite(s) && tries < kRecordTries; ++tries)
+    s = driver_.commit(id, fn);
+  if (RefusedWrite(s)) {
+    // The store keeps refusing what this transition writes: never loop on
+    // it. The saga stops for a human (the step keeps its last recorded
+    // state: what the call did is in the log line below and the bundle).
+    EngineLog({{"msg", "outcome cannot be recorded"},
+               {"instance", id},
+               {"error", s.ToString()}});
+    Status e = driver_.commit(id, [&](Tx& tx) -> Status {
+      SagaStatus ss = tx.inst().status();
+      if (ss == SagaStatus::kNeedsReview || IsTerminal(ss)) return Status::Ok();
+      return tx.Saga(SagaEvent::kEscalate,
+                     {{"reason", "an outcome could not be recorded after " +
+                                     std::to_string(kRecordTries) +
+                                     " tries (the store refused the write: " +
+                                     s.message() + ")"}});
+    });
+    if (e.ok()) return Next::kStop;
+  }
   return s.ok() ? Next::kContinue : driver_.after_failure(id, s);
+}
+
+auto StepRunner::RefusedWrite(const Status& s) -> bool {
+  return s.code() == StatusCode::kInternal ||
+         s.code() == StatusCode::kInvalidArgument;
+}
+
+auto StepRunner::CallIfOwner(const CallRequest& req, CallResult* res)
+    -> Status {
+  Status ready = driver_.may_send(req.instance_id);
+  if (!ready.ok()) {
+    EngineLog({{"msg", "not sent: lease"},
+               {"instance", req.instance_id},
+               {"key", req.idempotency_key},
+               {"error", ready.ToString()}});
+    return ready;
+  }
+  *res = adapter_.Call(req);
+  return Status::Ok();
 }
 
 auto StepRunner::ChainFirst(Tx& tx, const SagaDefinition& def, int* step,
@@ -128,14 +167,13 @@ auto StepRunner::Execute(const std::string& id, const SagaDefinition& def,
   const ServiceConfig* svc = adapter_.Service(sd.forward.service);
   auto r = RenderStepRequest(inst, sd.forward);
   if (!svc || !r.ok()) {
+    // Never sent: a human decides (a request is never rendered from a value
+    // that is not there, nor sent to a service nobody configured).
     std::string why =
-        !svc ? "service '" + sd.forward.service + "' is not configured"
-             : "cannot build request: " + r.status().message();
-    return Transition(id, [&](Tx& tx) -> Status {
-      if (tx.inst().step(i).status() != StepStatus::kPlanned)
-        return EscalateStep(tx, i, why);
-      return GiveUp(tx, def, "step '" + sd.name + "': " + why);
-    });
+        "step '" + sd.name + "' was not sent: " +
+        (!svc ? "service '" + sd.forward.service + "' is not configured"
+              : "cannot build its request: " + r.status().message());
+    return Transition(id, [&](Tx& tx) { return EscalateStep(tx, i, why); });
   }
   const std::string key = id + ":" + sd.name;
   std::string bound = BoundArgsHash(st);
@@ -184,7 +222,12 @@ auto StepRunner::SendForward(const std::string& id, const SagaDefinition& def,
         sd.forward.service, sd.forward.method, r.path, r.body, key, id, sd.name,
         ownership_.Token(id),          attempt,           trace};
     auto t0 = std::chrono::steady_clock::now();
-    CallResult res = adapter_.Call(req);
+    CallResult res;
+    Status sent = CallIfOwner(req, &res);
+    if (!sent.ok()) {
+      if (i != launched) runs_.UnmarkStep(id, i);
+      return driver_.after_failure(id, sent);
+    }
     CrashPoint("before_outcome");
     driver_.resumed(id);  // resumed: its first step after a restart was sent
     metrics_.Call("forward", res, std::chrono::steady_clock::now() - t0);
@@ -269,7 +312,7 @@ auto StepRunner::Chain(Tx& tx, const SagaDefinition& def, int* marked,
   if (driver_.recovering())
     return Status::Ok();  // others wait to be resumed first
   if (inst.status() != SagaStatus::kRunning) return Status::Ok();
-  if (def.deadline_ms > 0 && !PivotCommitted(def, inst) &&
+  if (def.deadline_ms > 0 && PivotInPlay(def, inst) < 0 &&
       clock_.NowMillis() >= inst.created_at() + def.deadline_ms)
     return Status::Ok();
   for (const Action& a : actions) {
@@ -332,9 +375,7 @@ auto StepRunner::Reconcile(const std::string& id, const SagaDefinition& def,
        {"instance", id},
        {"step", sd.name},
        {"key", st.key},
-       {"answer", q.outcome == QueryOutcome::kHappened      ? "happened"
-                  : q.outcome == QueryOutcome::kNotHappened ? "not_happened"
-                                                            : "unknown"}});
+       {"answer", QueryOutcomeName(q.outcome)}});
   const RetryPolicy policy = RetryFor(sd, sd.forward.service);
   if (q.outcome == QueryOutcome::kNotHappened) {
     // It never happened: back to PLANNED. Running, it is sent again with the
@@ -373,6 +414,13 @@ auto StepRunner::Reconcile(const std::string& id, const SagaDefinition& def,
                      {{"result", q.result},
                       {"external_ref", q.external_ref},
                       {"reconciled", true}});
+    if (q.outcome == QueryOutcome::kRefused) {
+      // Received and definitely refused: nothing happened, nothing is
+      // re-sent (the key is spent on the refusal).
+      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kConfirmRefused,
+                                    {{"error", q.error}, {"reconciled", true}}));
+      return GiveUp(tx, def, "step '" + sd.name + "' was refused: " + q.error);
+    }
     if (ss == StepStatus::kStarted)
       SAGAD_RETURN_IF_ERROR(
           tx.Step(i, StepEvent::kOutcomeUnknown, {{"error", q.error}}));
@@ -441,7 +489,9 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinition& def,
                   sd.name,      ownership_.Token(id),   st.comp_attempts + 1,
                   TraceOf(inst)};
   auto t0 = std::chrono::steady_clock::now();
-  CallResult res = adapter_.Call(req);
+  CallResult res;
+  Status sent = CallIfOwner(req, &res);
+  if (!sent.ok()) return driver_.after_failure(id, sent);
   CrashPoint("before_compensation_outcome");
   metrics_.Call("compensation", res, std::chrono::steady_clock::now() - t0);
   EngineLog({{"msg", "compensation call"},
@@ -512,6 +562,14 @@ auto StepRunner::ReconcileCompensation(const std::string& id,
     if (q.outcome == QueryOutcome::kHappened)
       return tx.Step(i, StepEvent::kCompensationDone,
                      {{"result", q.result}, {"reconciled", true}});
+    if (q.outcome == QueryOutcome::kRefused) {
+      SAGAD_RETURN_IF_ERROR(
+          tx.Step(i, StepEvent::kEscalate, {{"error", q.error}}));
+      return EscalateUndo(tx, def,
+                          "compensation of '" + sd.name +
+                              "' was refused: " + q.error,
+                          sd.name);
+    }
     if (!tx.inst().step(i).machine.compensation_in_doubt())
       SAGAD_RETURN_IF_ERROR(
           tx.Step(i, StepEvent::kCompensationUnknown, {{"error", q.error}}));

@@ -58,7 +58,16 @@ class StepRunner {
     std::function<void(const std::string& id)> resumed;
     // While instances found at start-up wait to be resumed, nothing chains.
     std::function<bool()> recovering;
+    // Ok if a request of the instance may leave now (Ownership::ReadyToSend:
+    // the lease has at least lease_ms/3 left). Asked right before every
+    // send; on an error nothing is sent and the error goes to after_failure
+    // (the STARTED record is durable: it is reconciled, never guessed).
+    std::function<Status(const std::string& id)> may_send;
   };
+
+  // How many times a commit the store refuses for what it holds is tried
+  // before the saga goes to NEEDS_REVIEW (Transition).
+  static constexpr int kRecordTries = 3;
 
   StepRunner(Adapter& adapter, const Clock& clock, const Ownership& ownership,
              RunTable& runs, EngineMetrics& metrics, Driver driver);
@@ -88,7 +97,14 @@ class StepRunner {
  private:
   using Rendered = StepRequest;
 
+  // A commit of what an action learned. A write the store refuses for what
+  // it holds (Internal, InvalidArgument: not a lost race, lease or outage)
+  // is tried kRecordTries times, then the saga goes to NEEDS_REVIEW.
   Next Transition(const std::string& id, const std::function<Status(Tx&)>& fn);
+  static bool RefusedWrite(const Status& s);
+  // Sends `req` into *res if driver_.may_send allows it, else returns why
+  // not (nothing left).
+  Status CallIfOwner(const CallRequest& req, CallResult* res);
 
   // The STARTED record of step i is durable: send it, record the outcome,
   // and go on with the chained step while there is one.

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sagas/clock.h"
 #include "sagas/instance.h"
 #include "sagas/status.h"
 
@@ -124,19 +125,25 @@ class Store {
   // when the owner changes. FailedPrecondition if another owner holds it,
   // unless that owner's name starts with `successor_of` (non-empty): a
   // restarted process takes its dead predecessor's leases at once.
+  // "now" is read inside the transaction that grants the lease, never
+  // before it: from `clock` once the writer lock is held (LMDB), from the
+  // database clock (PostgreSQL). A lease computed from a time read before a
+  // wait for the lock would be born expired, and another process could take
+  // it while its holder still believes it is valid.
   virtual StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner,
-                                       int64_t now_ms, int64_t ttl_ms,
+                                       const Clock& clock, int64_t ttl_ms,
                                        const std::string& successor_of) = 0;
   // The same for many ids in one transaction (recovery): the leases taken;
   // an id held by another live owner is left out.
   virtual StatusOr<std::map<std::string, Lease>> AcquireLeases(
-      const std::vector<std::string>& ids, const std::string& owner, int64_t now_ms,
+      const std::vector<std::string>& ids, const std::string& owner, const Clock& clock,
       int64_t ttl_ms, const std::string& successor_of) = 0;
   // Renews every lease of `ids` that `owner` still holds, in one
-  // transaction; returns the ids it no longer holds.
+  // transaction (now read inside it, as above); returns the ids it no
+  // longer holds.
   virtual StatusOr<std::vector<std::string>> RenewLeases(const std::string& owner,
                                                          const std::vector<std::string>& ids,
-                                                         int64_t now_ms, int64_t ttl_ms) = 0;
+                                                         const Clock& clock, int64_t ttl_ms) = 0;
   // NotFound if the instance has no lease (finished, or never owned).
   virtual StatusOr<Lease> GetLease(const std::string& id) = 0;
 

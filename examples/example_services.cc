@@ -10,8 +10,11 @@
 //     Idempotent-Replayed: true and no new effect (unless --no-dedup, where
 //     every POST is a new effect); same key + other body -> 422.
 //   * GET /operations/{key}: 200 + the first response body if an operation
-//     with that key took effect, 202 while a request with that key is still
-//     being processed, 404 if none arrived.
+//     with that key took effect; 200 + {"outcome": "refused", "http_status",
+//     "detail"} if it was received and definitely refused (a 4xx other than
+//     408/409/429: the refusal is stored under its key, as Stripe does);
+//     200 + {"outcome": "in_progress"} while a request with that key is still
+//     being processed; 404 if none arrived.
 //   * Saga-Fencing-Token lower than the highest seen for the instance -> 409.
 //   * Saga-Attempt: a question GET /operations/{key} carrying Saga-Attempt: n
 //     fences attempts <= n of that key: if such an attempt arrives after the
@@ -31,7 +34,9 @@
 //     fail_before_commit (500, no effect), commit_drop (effect, then the
 //     connection breaks mid-response), commit_500 (effect, then 500),
 //     delay (sleep delay_ms, then normal), query_unknown (GET /operations
-//     answers 503); with another action, delay_ms (if set) is slept first
+//     answers 503), reject_drop (refused as reject, then the connection
+//     breaks before the answer); with another action, delay_ms (if set) is
+//     slept first
 //   DELETE /_faults, POST /_reset
 //   POST /_webhooks (a webhook sink), GET /_webhooks {"deliveries": [...]}
 // --chaos P [--seed S]: besides fault orders, each business POST gets a random
@@ -142,8 +147,13 @@ class Services {
       }
       auto it = ops_.find(key);
       if (it == ops_.end() && pending_.count(key)) {
-        res.status = 202;
-        res.set_content(json{{"status", "in_progress"}}.dump(), "application/json");
+        res.status = 200;
+        res.set_content(json{{"outcome", "in_progress"}}.dump(), "application/json");
+        return;
+      }
+      if (it == ops_.end() && refused_.count(key)) {
+        res.status = 200;
+        res.set_content(refused_[key].dump(), "application/json");
         return;
       }
       if (it == ops_.end()) {
@@ -341,8 +351,16 @@ class Services {
     std::lock_guard<std::mutex> l(mu_);
     if (!key.empty() && --pending_[key] == 0) pending_.erase(key);
     if (faulted) {
-      if (fault.action == "reject")
-        return Reply(res, fault.status ? fault.status : 422, {{"error", "rejected by fault order"}});
+      if (fault.action == "reject" || fault.action == "reject_drop") {
+        int st = fault.status ? fault.status : 422;
+        json refusal = {{"error", "rejected by fault order"}};
+        Refused(key, st, refusal);
+        if (fault.action == "reject") return Reply(res, st, refusal);
+        res.status = st;
+        res.set_chunked_content_provider("application/json",
+                                         [](size_t, httplib::DataSink&) { return false; });
+        return;
+      }
       if (fault.action == "refuse") return Reply(res, 429, {{"error", "slow down"}});
       if (fault.action == "fail_before_commit")
         return Reply(res, 500, {{"error", "failed before commit"}});
@@ -360,6 +378,7 @@ class Services {
     }
     std::string route;
     auto [status, out] = Execute(req.path, body, &route);
+    Refused(key, status, out);
     if (status >= 200 && status < 300) {
       ++total_;
       if (!key.empty()) ++by_key_[key];
@@ -377,6 +396,21 @@ class Services {
     Reply(res, status, out);
   }
 
+  // REQUIRES: mu_ held. A definite refusal (4xx but 408/409/429) is kept
+  // under its key for GET /operations; an effect later clears it.
+  void Refused(const std::string& key, int status, const json& body) {
+    if (key.empty()) return;
+    bool definite = status >= 400 && status < 500 && status != 408 && status != 409 &&
+                    status != 429;
+    if (!definite) {
+      if (status >= 200 && status < 300) refused_.erase(key);
+      return;
+    }
+    refused_[key] = {{"outcome", "refused"},
+                     {"http_status", status},
+                     {"detail", body.value("error", "refused")}};
+  }
+
   bool dedup_;
   double chaos_;
   std::mt19937 rng_;
@@ -388,6 +422,7 @@ class Services {
   std::map<std::string, long long> fencing_;
   std::map<std::string, std::vector<json>> traces_;  // key -> trace headers of each request
   std::map<std::string, int> pending_;  // keys of requests being processed
+  std::map<std::string, json> refused_;  // key -> stored refusal
   std::map<std::string, int> fenced_;   // key -> highest attempt a query fenced
   json webhooks_ = json::array();
   long long total_ = 0;

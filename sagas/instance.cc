@@ -174,6 +174,7 @@ Status Instance::Apply(const Event& e) {
           if (e.data.contains("resolution")) st.resolution = e.data["resolution"];
           break;
         case StepEvent::kFail:
+        case StepEvent::kConfirmRefused:
         case StepEvent::kOutcomeUnknown:
         case StepEvent::kEscalate:
           if (compensation_phase) st.comp_last_error = Str(e.data, "error");

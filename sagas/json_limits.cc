@@ -80,6 +80,66 @@ std::string SanitizeUtf8(std::string_view text) {
   return out;
 }
 
+namespace {
+
+bool HasNul(const std::string& s) { return s.find('\0') != std::string::npos; }
+
+std::string PointerToken(const std::string& key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~') out += "~0";
+    else if (c == '/') out += "~1";
+    else if (c == '\0') out += "\\x00";
+    else out += c;
+  }
+  return out;
+}
+
+std::string EscapeNulText(const std::string& s) {
+  if (!HasNul(s)) return s;
+  std::string out;
+  for (char c : s) {
+    if (c == '\0') out += "\\x00";
+    else out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string FindNul(const nlohmann::json& j) {
+  if (j.is_string()) return HasNul(j.get_ref<const std::string&>()) ? "/" : "";
+  if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i) {
+      std::string in = FindNul(j[i]);
+      if (!in.empty()) return "/" + std::to_string(i) + (in == "/" ? "" : in);
+    }
+  } else if (j.is_object()) {
+    for (const auto& item : j.items()) {
+      std::string here = "/" + PointerToken(item.key());
+      if (HasNul(item.key())) return here;
+      std::string in = FindNul(item.value());
+      if (!in.empty()) return here + (in == "/" ? "" : in);
+    }
+  }
+  return "";
+}
+
+nlohmann::json EscapeNul(const nlohmann::json& j) {
+  if (j.is_string()) return EscapeNulText(j.get_ref<const std::string&>());
+  if (j.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& v : j) out.push_back(EscapeNul(v));
+    return out;
+  }
+  if (j.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& item : j.items()) out[EscapeNulText(item.key())] = EscapeNul(item.value());
+    return out;
+  }
+  return j;
+}
+
 std::string DumpJson(const nlohmann::json& j, int indent) {
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }

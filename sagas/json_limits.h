@@ -30,6 +30,18 @@ bool IsValidUtf8(std::string_view text);
 // that come from outside (downstream replies) before they enter a JSON value.
 std::string SanitizeUtf8(std::string_view text);
 
+// The JSON Pointer (RFC 6901) of the first string in `j`, value or object
+// key, that holds U+0000, or "" if there is none ("/" for a string that is
+// the whole document). U+0000 is refused in what
+// the API receives: PostgreSQL cannot store it in jsonb or text, and a
+// value that one store keeps and the other refuses is a trap.
+std::string FindNul(const nlohmann::json& j);
+
+// `j` with every U+0000 in its strings and keys written as the four
+// characters \x00, as SanitizeUtf8 writes a bad byte: for values from
+// outside (downstream replies) that must be recorded, never refused.
+nlohmann::json EscapeNul(const nlohmann::json& j);
+
 // j as compact (indent < 0) or indented JSON text. Never throws: a string
 // that is somehow not UTF-8 is printed with U+FFFD in place of the bad bytes
 // instead of aborting the write, the log line or the response it belongs to.

@@ -67,6 +67,11 @@ std::vector<Action> Backward(const SagaDefinition& def, const Instance& inst) {
   for (int i = n - 1; i >= 0; --i)
     if (InDoubt(inst.step(i).status())) out.push_back({ActionKind::kReconcile, i});
   if (!out.empty()) return out;
+  // An irreversible step committed while turning back (it was in flight
+  // when the saga turned): it can only go forward.
+  for (int i = 0; i < n; ++i)
+    if (def.steps[i].irreversible && inst.step(i).status() == StepStatus::kCommitted)
+      return {{ActionKind::kGoForward, i}};
   // A step still to be undone (or being undone, or whose undo is in review).
   auto pending_undo = [&](int k) {
     const StepState& st = inst.step(k);
@@ -129,6 +134,7 @@ const char* ActionKindName(ActionKind k) {
     case ActionKind::kFinishCompensation: return "finish_compensation";
     case ActionKind::kAwaitApproval: return "await_approval";
     case ActionKind::kEscalate: return "escalate";
+    case ActionKind::kGoForward: return "go_forward";
   }
   return "?";
 }
@@ -143,6 +149,18 @@ bool PivotCommitted(const SagaDefinition& def, const Instance& inst) {
     if (def.steps[i].irreversible && inst.step(i).status() == StepStatus::kCommitted)
       return true;
   return false;
+}
+
+int PivotInPlay(const SagaDefinition& def, const Instance& inst) {
+  for (size_t i = 0; i < def.steps.size(); ++i) {
+    if (!def.steps[i].irreversible) continue;
+    const StepState& st = inst.step(i);
+    StepStatus s = st.status();
+    if (InDoubt(s) || s == StepStatus::kCommitted ||
+        (s == StepStatus::kNeedsReview && !st.machine.reviewing_compensation()))
+      return static_cast<int>(i);
+  }
+  return -1;
 }
 
 std::vector<Action> NextActions(const SagaDefinition& def, const Instance& inst) {

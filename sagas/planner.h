@@ -37,6 +37,9 @@ enum class ActionKind {
   kFinishCompensation,      // every committed step compensated
   kAwaitApproval,           // nothing else can run: the saga waits for a human
   kEscalate,                // nothing else can run and a step needs review
+  kGoForward,               // turning back, an irreversible step committed
+                            // (during the drain): the saga goes forward, or
+                            // to review if something was already undone
 };
 const char* ActionKindName(ActionKind k);
 
@@ -63,5 +66,11 @@ nlohmann::json CompensationPlan(const SagaDefinition& def, const Instance& inst)
 // True once an irreversible step has committed: from then on the saga can
 // only go forward (failures go to review instead of compensation).
 bool PivotCommitted(const SagaDefinition& def, const Instance& inst);
+
+// The first irreversible step that may have taken effect (STARTED, UNKNOWN,
+// COMMITTED, or in review of its forward outcome), else -1. From then on
+// nothing may turn the saga back: cancel, forced compensation, deadlines and
+// definite failures elsewhere are refused or go to review.
+int PivotInPlay(const SagaDefinition& def, const Instance& inst);
 
 }  // namespace sagad

@@ -50,6 +50,7 @@ struct SagaFsmDef : msm::front::state_machine_def<SagaFsmDef> {
   Row<  Running,            StartCompensation,   Compensating,       none,   none >,
   Row<  AwaitingApproval,   StartCompensation,   Compensating,       none,   none >,
   Row<  Compensating,       FinishCompensation,  Compensated,        none,   none >,
+  Row<  Compensating,       Resume,              Running,            none,   none >,
   Row<  Running,            Escalate,            NeedsReview,        none,   none >,
   Row<  AwaitingApproval,   Escalate,            NeedsReview,        none,   none >,
   Row<  Compensating,       Escalate,            CompensationReview, none,   none >,

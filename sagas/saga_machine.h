@@ -4,6 +4,8 @@
 //   RUNNING <-> AWAITING_APPROVAL;  RUNNING -> COMPLETED
 //   RUNNING | AWAITING_APPROVAL -> COMPENSATING -> COMPENSATED
 //   RUNNING | AWAITING_APPROVAL | COMPENSATING -> NEEDS_REVIEW -> (resume)
+//   COMPENSATING -> RUNNING (resume: an irreversible step committed during
+//   the drain, before anything was undone)
 //
 // No I/O. Thread-safety: none; owned by one Instance.
 #pragma once
@@ -30,7 +32,7 @@ bool IsTerminal(SagaStatus s);
 
 enum class SagaEvent {
   kWaitForApproval,    // RUNNING -> AWAITING_APPROVAL
-  kResume,             // AWAITING_APPROVAL -> RUNNING; NEEDS_REVIEW -> where it was
+  kResume,             // AWAITING_APPROVAL | COMPENSATING -> RUNNING; NEEDS_REVIEW -> where it was
   kComplete,           // RUNNING -> COMPLETED
   kStartCompensation,  // RUNNING | AWAITING_APPROVAL | NEEDS_REVIEW -> COMPENSATING
   kFinishCompensation, // COMPENSATING -> COMPENSATED

@@ -25,6 +25,7 @@ struct Reject {};
 struct Start {};
 struct Commit {};
 struct Fail {};
+struct ConfirmRefused {};
 struct OutcomeUnknown {};
 struct NotExecuted {};
 struct Escalate {};
@@ -82,6 +83,8 @@ struct StepFsmDef : msm::front::state_machine_def<StepFsmDef> {
   Row<  Started,              Escalate,             NeedsReview,          none,         none >,
   Row<  Unknown,              Start,                Started,              none,         none >,
   Row<  Unknown,              Commit,               Committed,            none,         none >,
+  Row<  Started,              ConfirmRefused,       Failed,               none,         none >,
+  Row<  Unknown,              ConfirmRefused,       Failed,               none,         none >,
   Row<  Unknown,              NotExecuted,          Planned,              none,         none >,
   Row<  Unknown,              Escalate,             NeedsReview,          none,         none >,
   Row<  NeedsReview,          Commit,               Committed,            none,         none >,
@@ -156,6 +159,7 @@ Status StepMachine::Process(StepEvent e) {
     case StepEvent::kCompensationDone: ok = Fire<CompensationDone>(f); break;
     case StepEvent::kCompensationUnknown: ok = Fire<CompensationUnknown>(f); break;
     case StepEvent::kSkip: ok = Fire<Skip>(f); break;
+    case StepEvent::kConfirmRefused: ok = Fire<ConfirmRefused>(f); break;
   }
   if (ok) return Status::Ok();
   return FailedPrecondition(std::string("step event ") + StepEventName(e) +
@@ -190,7 +194,8 @@ constexpr StepEvent kAllStepEvents[] = {
     StepEvent::kCommit,          StepEvent::kFail,
     StepEvent::kOutcomeUnknown,  StepEvent::kNotExecuted,
     StepEvent::kEscalate,        StepEvent::kBeginCompensation,
-    StepEvent::kCompensationDone, StepEvent::kCompensationUnknown, StepEvent::kSkip};
+    StepEvent::kCompensationDone, StepEvent::kCompensationUnknown, StepEvent::kSkip,
+    StepEvent::kConfirmRefused};
 }
 
 const char* StepEventName(StepEvent e) {
@@ -208,6 +213,7 @@ const char* StepEventName(StepEvent e) {
     case StepEvent::kCompensationDone: return "compensated";
     case StepEvent::kCompensationUnknown: return "compensation_unknown";
     case StepEvent::kSkip: return "skipped";
+    case StepEvent::kConfirmRefused: return "refusal_confirmed";
   }
   return "?";
 }

@@ -2,7 +2,8 @@
 // header (the MSM templates live only in step_machine.cc).
 //
 //   PLANNED -> (AWAITING_APPROVAL) -> STARTED -> COMMITTED | FAILED | UNKNOWN
-//   UNKNOWN -> COMMITTED | STARTED (same key) | NEEDS_REVIEW
+//   UNKNOWN -> COMMITTED | STARTED (same key) | NEEDS_REVIEW | FAILED (only when the
+//   downstream answered the reconciliation: received and refused)
 //   AWAITING_APPROVAL -> REJECTED
 //   COMMITTED -> COMPENSATING -> COMPENSATED | NEEDS_REVIEW
 //
@@ -46,6 +47,9 @@ enum class StepEvent {
   kCompensationDone,     // COMPENSATING | NEEDS_REVIEW(comp) -> COMPENSATED
   kCompensationUnknown,  // COMPENSATING, outcome unclear
   kSkip,                 // PLANNED | NEEDS_REVIEW -> COMMITTED with an operator's result
+  kConfirmRefused,       // STARTED | UNKNOWN -> FAILED: the downstream answered the
+                         // reconciliation that it received and refused the request
+                         // (a timeout alone is never FAILED)
 };
 const char* StepEventName(StepEvent e);
 // Parses a name produced by StepEventName; false if unknown.

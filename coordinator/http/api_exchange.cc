@@ -3,6 +3,7 @@
 #include <cctype>
 #include <limits>
 
+#include "coordinator/engine_log.h"
 #include "sagas/json_limits.h"
 
 namespace sagad {
@@ -47,6 +48,13 @@ void ProblemFromStatus(const HttpRequest& req, HttpResponse& res, const Status& 
     default: code = 500;
   }
   if (code == 503) res.set_header("Retry-After", "1");
+  if (code == 500) {
+    // What went wrong inside (a store's own error text, SQL included) is
+    // for the log, not for the client.
+    EngineLog({{"msg", "internal error"}, {"path", req.path}, {"error", s.ToString()}});
+    Problem(req, res, code, "internal error; the coordinator's log has the details");
+    return;
+  }
   Problem(req, res, code, s.message());
 }
 
@@ -88,6 +96,11 @@ bool BodyObject(const HttpRequest& req, HttpResponse& res, nlohmann::json* out,
   }
   if (!out->is_object()) {
     Problem(req, res, 400, "request body must be a JSON object");
+    return false;
+  }
+  if (std::string at = FindNul(*out); !at.empty()) {
+    Problem(req, res, 400,
+            "U+0000 is not allowed in a JSON string (at " + SanitizeUtf8(at) + ")");
     return false;
   }
   return true;

@@ -117,10 +117,10 @@ TEST_F(InstanceRepositoryTest, ALostRaceReloadsAndAppliesTheTransitionAgain) {
 }
 
 TEST_F(InstanceRepositoryTest, AFencedCommitIsRefusedAndDropped) {
-  auto mine = store_->AcquireLease("i1", "east/1", clock_.NowMillis(), 3000, "");
+  auto mine = store_->AcquireLease("i1", "east/1", clock_, 3000, "");
   ASSERT_TRUE(mine.ok());
   clock_.Advance(4000);
-  auto theirs = store_->AcquireLease("i1", "west/1", clock_.NowMillis(), 3000, "");
+  auto theirs = store_->AcquireLease("i1", "west/1", clock_, 3000, "");
   ASSERT_TRUE(theirs.ok());
   Status s = repo_->Mutate("i1", StartStep(0), &*mine);
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);

@@ -34,7 +34,8 @@ class OperatorActionsTest : public testing::StoreFixture {
   void CommitStep(int i) {
     Do([i](Tx& tx) -> Status {
       SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kStart, {{"key", "k" + std::to_string(i)}}));
-      return tx.Step(i, StepEvent::kCommit, {{"result", {{"id", i}}}});
+      return tx.Step(i, StepEvent::kCommit,
+                     {{"result", {{"id", i}}}, {"external_ref", std::to_string(i)}});
     });
   }
   void AwaitApproval() {
@@ -118,6 +119,42 @@ TEST_F(OperatorActionsTest, CancelRunningSagaTurnsItBackAndWithdrawsApprovals) {
   auto inst = Now();
   EXPECT_EQ(inst->status(), SagaStatus::kCompensating);
   EXPECT_EQ(inst->step(3).status(), StepStatus::kRejected);
+}
+
+// Issue 21.2: once the irreversible step is in flight (or its outcome is
+// unknown, or it committed), nothing turns the saga back: cancel and a
+// forced compensation are refused naming the step.
+TEST_F(OperatorActionsTest, CancelAndForcedCompensationAreRefusedOnceThePivotIsInFlight) {
+  AwaitApproval();
+  ASSERT_TRUE(ops_->Approve("i1", "notify_user", "ann", "ok").ok());
+  Do([](Tx& tx) { return tx.Step(3, StepEvent::kStart, {{"key", "k3"}}); });
+  for (int round = 0; round < 2; ++round) {  // STARTED, then UNKNOWN
+    const uint64_t version = Now()->version();
+    Status s = ops_->Cancel("i1", "ann", "too late");
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(s.message().find("irreversible step 'notify_user' is "), std::string::npos)
+        << s.ToString();
+    EXPECT_EQ(Now()->version(), version);
+    EXPECT_EQ(Now()->status(), SagaStatus::kRunning);
+    if (round == 0)
+      Do([](Tx& tx) { return tx.Step(3, StepEvent::kOutcomeUnknown, {{"error", "timeout"}}); });
+  }
+  Do([](Tx& tx) -> Status {
+    SAGAD_RETURN_IF_ERROR(tx.Step(3, StepEvent::kEscalate, {{"error", "timeout"}}));
+    return tx.Saga(SagaEvent::kEscalate, {{"reason", "timeout"}});
+  });
+  Status s = ops_->ForceCompensate("i1", "ann", "undo it all");
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("irreversible step 'notify_user'"), std::string::npos)
+      << s.ToString();
+  EXPECT_EQ(Now()->status(), SagaStatus::kNeedsReview);
+}
+
+TEST_F(OperatorActionsTest, CancelIsAcceptedWhileThePivotOnlyWaitsForApproval) {
+  AwaitApproval();
+  ASSERT_TRUE(ops_->Approve("i1", "notify_user", "ann", "ok").ok());  // not sent yet
+  ASSERT_TRUE(ops_->Cancel("i1", "ann", "changed my mind").ok());
+  EXPECT_EQ(Now()->status(), SagaStatus::kCompensating);
 }
 
 TEST(DefinitionRegistryTest, SameVersionMustBeTheSameDefinition) {

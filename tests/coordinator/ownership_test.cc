@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/testing/forwarding_store.h"
+#include "tests/testing/manual_clock.h"
 #include "tests/testing/store_fixture.h"
 
 namespace sagad {
@@ -23,6 +25,24 @@ class OwnershipTest : public testing::StoreFixture {
                       .ok());
   }
   static constexpr int64_t kLease = 3000;
+};
+
+// A store whose lease transactions wait `wait_ms` for the writer lock
+// (another process holds it, paused) before they run.
+class WaitingLeaseStore : public testing::ForwardingStore {
+ public:
+  WaitingLeaseStore(Store& real, testing::ManualClock& clock, int64_t wait_ms)
+      : ForwardingStore(real), clock_(clock), wait_ms_(wait_ms) {}
+  StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner,
+                               const Clock& clock, int64_t ttl_ms,
+                               const std::string& successor_of) override {
+    clock_.Advance(wait_ms_);
+    return real_.AcquireLease(id, owner, clock, ttl_ms, successor_of);
+  }
+
+ private:
+  testing::ManualClock& clock_;
+  const int64_t wait_ms_;
 };
 
 TEST_F(OwnershipTest, OwnerNamesTheCoordinatorAndAnIncarnation) {
@@ -91,6 +111,67 @@ TEST_F(OwnershipTest, AdoptAndReleaseTouchNoStore) {
   EXPECT_EQ(own.Token("new"), 1u);
   own.Release("new");
   EXPECT_FALSE(own.Held("new"));
+}
+
+
+// Issue 21.1: B waited longer than a lease for the writer lock while A (the
+// holder) was paused. The lease B wrote must be counted from inside its
+// transaction (else it is born expired and A takes it back while B sends),
+// and neither may send on what it merely remembers.
+TEST_F(OwnershipTest, ALeaseGrantedAfterALongWaitIsNotBornExpiredAndNobodySendsOnAStaleOne) {
+  Ownership a(*store_, clock_, "east", kLease);
+  ASSERT_EQ(a.Acquire("a"), Ownership::Take::kTaken);
+  WaitingLeaseStore waiting(*store_, clock_, 2 * kLease);
+  Ownership b(waiting, clock_, "west", kLease);
+  ASSERT_EQ(b.Acquire("a"), Ownership::Take::kTaken);  // A's expired meanwhile
+  // As stored, B's lease runs a whole lease from the moment it was written.
+  EXPECT_EQ(store_->GetLease("a")->expires_at, clock_.NowMillis() + kLease);
+  Ownership c(*store_, clock_, "north", kLease);
+  EXPECT_EQ(c.Acquire("a"), Ownership::Take::kRefused);
+  // A, continued, still remembers its lease: it must not send on it.
+  EXPECT_EQ(a.ReadyToSend("a").code(), StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(a.Held("a"));
+  // B believes no more than the time read before it asked: its lease is
+  // renewed before it sends, then it may.
+  EXPECT_LE(b.Held("a")->expires_at, clock_.NowMillis());
+  EXPECT_TRUE(b.ReadyToSend("a").ok());
+  EXPECT_EQ(b.Held("a")->expires_at, clock_.NowMillis() + kLease);
+}
+
+TEST_F(OwnershipTest, ASendNeedsAThirdOfTheLeaseLeftAndRenewsBelowIt) {
+  Ownership own(*store_, clock_, "east", kLease);
+  ASSERT_EQ(own.Acquire("a"), Ownership::Take::kTaken);
+  const uint64_t commits = store_->SyncedCommits();
+  clock_.Advance(kLease - kLease / 3);  // exactly a third left: no renewal
+  EXPECT_TRUE(own.ReadyToSend("a").ok());
+  EXPECT_EQ(store_->SyncedCommits(), commits);
+  clock_.Advance(1);  // less than a third: renewed first
+  EXPECT_TRUE(own.ReadyToSend("a").ok());
+  EXPECT_EQ(store_->SyncedCommits(), commits + 1);
+  EXPECT_EQ(store_->GetLease("a")->expires_at, clock_.NowMillis() + kLease);
+  EXPECT_EQ(own.ReadyToSend("b").code(), StatusCode::kFailedPrecondition);  // never held
+}
+
+TEST_F(OwnershipTest, ARenewalThatTakesLongerThanTheMarginDoesNotLetASendGo) {
+  // The renewal itself waits 2.5 lease thirds: what is left after it, by
+  // the time read before it, is under a third.
+  class SlowRenewal : public testing::ForwardingStore {
+   public:
+    SlowRenewal(Store& real, testing::ManualClock& clock)
+        : ForwardingStore(real), clock_(clock) {}
+    StatusOr<std::vector<std::string>> RenewLeases(
+        const std::string& owner, const std::vector<std::string>& ids,
+        const Clock& clock, int64_t ttl_ms) override {
+      auto r = real_.RenewLeases(owner, ids, clock, ttl_ms);
+      clock_.Advance(ttl_ms * 5 / 6);
+      return r;
+    }
+    testing::ManualClock& clock_;
+  } slow(*store_, clock_);
+  Ownership own(slow, clock_, "east", kLease);
+  ASSERT_EQ(own.Acquire("a"), Ownership::Take::kTaken);
+  clock_.Advance(kLease);
+  EXPECT_EQ(own.ReadyToSend("a").code(), StatusCode::kUnavailable);
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 
 #include "coordinator/instance_repository.h"
 #include "examples/examples.h"
+#include "sagas/planner.h"
+#include "tests/testing/forwarding_store.h"
 #include "tests/testing/scripted_downstream.h"
 #include "tests/testing/store_fixture.h"
 
@@ -17,6 +19,26 @@ namespace {
 
 using testing::ScriptedDownstream;
 
+// The real store, except that while `refuse` is set it refuses (as
+// PostgreSQL refuses a value it cannot hold) every commit that records a
+// step's outcome ("committed").
+class RefusingStore : public testing::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  std::atomic<bool> refuse{false};
+  std::atomic<int> refused{0};
+  Status Commit(const std::string& id, uint64_t expected_version, const nlohmann::json& snapshot,
+                const std::vector<Event>& events, const std::vector<OperationRecord>& operations,
+                const std::vector<nlohmann::json>& outbox, const Lease* lease) override {
+    for (const Event& e : events)
+      if (refuse && e.type == "committed") {
+        ++refused;
+        return Internal("postgresql: ERROR: unsupported Unicode escape sequence");
+      }
+    return real_.Commit(id, expected_version, snapshot, events, operations, outbox, lease);
+  }
+};
+
 class StepRunnerTest : public testing::StoreFixture {
  protected:
   void SetUp() override {
@@ -24,13 +46,16 @@ class StepRunnerTest : public testing::StoreFixture {
     def_ = OrderFulfilment();
     downstream_ = std::make_unique<ScriptedDownstream>(
         *store_, std::vector<std::string>{"inventory", "payments", "shipping"});
-    repo_ = std::make_unique<InstanceRepository>(*store_, clock_, InstanceRepository::Hooks{});
+    refusing_ = std::make_unique<RefusingStore>(*store_);
+    repo_ = std::make_unique<InstanceRepository>(*refusing_, clock_, InstanceRepository::Hooks{});
     ownership_ = std::make_unique<Ownership>(*store_, clock_, "east", 3000);
     StepRunner::Driver driver{
         [this](const std::string& id, const std::function<Status(Tx&)>& fn) {
           ++commits_;
           auto lease = ownership_->Held(id);
-          return repo_->Mutate(id, fn, lease ? &*lease : nullptr);
+          Status s = repo_->Mutate(id, fn, lease ? &*lease : nullptr);
+          if (after_commit_) std::exchange(after_commit_, nullptr)();
+          return s;
         },
         [](const std::string&, const Status& s) {
           return s.code() == StatusCode::kFailedPrecondition &&
@@ -39,7 +64,8 @@ class StepRunnerTest : public testing::StoreFixture {
                      : Next::kStop;
         },
         [this](const std::string& id) { scheduled_.push_back(id); },
-        [](const std::string&) {}, [] { return false; }};
+        [](const std::string&) {}, [] { return false; },
+        [this](const std::string& id) { return ownership_->ReadyToSend(id); }};
     runner_ = std::make_unique<StepRunner>(*downstream_, clock_, *ownership_, runs_, metrics_,
                                            driver);
     Instance inst;
@@ -64,6 +90,7 @@ class StepRunnerTest : public testing::StoreFixture {
 
   SagaDefinition def_;
   std::unique_ptr<ScriptedDownstream> downstream_;
+  std::unique_ptr<RefusingStore> refusing_;
   std::unique_ptr<InstanceRepository> repo_;
   std::unique_ptr<Ownership> ownership_;
   RunTable runs_;
@@ -71,6 +98,7 @@ class StepRunnerTest : public testing::StoreFixture {
   std::unique_ptr<StepRunner> runner_;
   int commits_ = 0;
   std::vector<std::string> scheduled_;
+  std::function<void()> after_commit_;  // once, after the next commit
 };
 
 TEST_F(StepRunnerTest, EachRequestLeavesOnlyAfterItsStartedRecordIsDurableOneCommitPerStep) {
@@ -107,6 +135,37 @@ TEST_F(StepRunnerTest, ReconcileAsksBeforeAnyResend) {
   EXPECT_EQ(downstream_->calls.size(), 1u);  // asked, not re-sent
   EXPECT_EQ(Now()->step(0).status(), StepStatus::kCommitted);
   EXPECT_EQ(Now()->step(0).external_ref, "R-found");
+}
+
+// Issue 21.3: a stored refusal is FAILED (the saga turns back), never
+// COMMITTED, and nothing is re-sent.
+TEST_F(StepRunnerTest, AReconciliationThatSaysRefusedFailsTheStepWithoutAResend) {
+  downstream_->answers = {Outcome::kCommitted, Outcome::kUnknown};
+  Execute(0);
+  ASSERT_EQ(Now()->step(1).status(), StepStatus::kUnknown);
+  downstream_->query_answer = QueryOutcome::kRefused;
+  EXPECT_EQ(runner_->Reconcile("o1", def_, *Now(), 1), Next::kContinue);
+  EXPECT_EQ(downstream_->calls.size(), 2u);  // asked, not re-sent
+  auto inst = Now();
+  EXPECT_EQ(inst->step(1).status(), StepStatus::kFailed);
+  EXPECT_EQ(inst->step(1).external_ref, "");
+  EXPECT_EQ(inst->status(), SagaStatus::kCompensating);
+  EXPECT_EQ(NextAction(def_, *inst).kind, ActionKind::kCompensate);
+  EXPECT_EQ(NextAction(def_, *inst).step, 0);
+}
+
+// Issue 21.5: an outcome the store keeps refusing is tried a bounded number
+// of times, then the saga stops for a human; it never loops.
+TEST_F(StepRunnerTest, AnOutcomeTheStoreKeepsRefusingSendsTheSagaToReview) {
+  refusing_->refuse = true;
+  EXPECT_EQ(Execute(0), Next::kStop);
+  EXPECT_EQ(refusing_->refused.load(), StepRunner::kRecordTries);
+  EXPECT_EQ(downstream_->calls.size(), 1u);
+  auto inst = Now();
+  EXPECT_EQ(inst->status(), SagaStatus::kNeedsReview);
+  EXPECT_EQ(inst->step(0).status(), StepStatus::kStarted);  // what is recorded stays true
+  EXPECT_NE(inst->review_reason().find("could not be recorded"), std::string::npos)
+      << inst->review_reason();
 }
 
 TEST_F(StepRunnerTest, NeverHappenedGoesBackToPlannedWithABackoff) {
@@ -147,10 +206,32 @@ TEST_F(StepRunnerTest, ADefiniteFailureTurnsTheSagaBackAndUndoesWhatCommitted) {
 
 TEST_F(StepRunnerTest, AFencedOutRunnerSendsNothingMore) {
   clock_.Advance(4000);  // this process paused past its lease
-  ASSERT_TRUE(store_->AcquireLease("o1", "west/1", clock_.NowMillis(), 3000, "").ok());
+  ASSERT_TRUE(store_->AcquireLease("o1", "west/1", clock_, 3000, "").ok());
   EXPECT_EQ(Execute(0), Next::kStop);
   EXPECT_TRUE(downstream_->calls.empty());
   EXPECT_EQ(Now()->step(0).status(), StepStatus::kPlanned);
+}
+
+// Issue 21.1: the holder's clock jumps past its lease between the STARTED
+// commit and the send (a pause), and another coordinator took the lease
+// meanwhile: nothing leaves; the STARTED record is the new owner's to
+// reconcile.
+TEST_F(StepRunnerTest, AHolderWhoseLeaseRanOutBeforeTheSendSendsNothing) {
+  after_commit_ = [this] {
+    clock_.Advance(4000);
+    ASSERT_TRUE(store_->AcquireLease("o1", "west/1", clock_, 3000, "").ok());
+  };
+  EXPECT_EQ(Execute(0), Next::kStop);
+  EXPECT_TRUE(downstream_->calls.empty());
+  EXPECT_EQ(Now()->step(0).status(), StepStatus::kStarted);
+  EXPECT_FALSE(ownership_->Held("o1"));
+}
+
+TEST_F(StepRunnerTest, ALeaseShorterThanAThirdIsRenewedBeforeTheSendThenItGoes) {
+  after_commit_ = [this] { clock_.Advance(2500); };  // nobody else took it
+  EXPECT_EQ(Execute(0), Next::kContinue);
+  ASSERT_EQ(downstream_->calls.size(), 3u);
+  EXPECT_EQ(Now()->status(), SagaStatus::kCompleted);
 }
 
 }  // namespace

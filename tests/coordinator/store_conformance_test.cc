@@ -42,6 +42,7 @@ class StoreTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return s.ok() ? StorePtr(std::move(*s)) : nullptr;
   }
+  SystemClock clock_;
   Store& Second() {
 #if SAGAD_STORE_BACKEND_POSTGRES
     if (!second_) second_ = Open();
@@ -255,17 +256,17 @@ TEST_F(StoreTest, LeasesFenceCommitsAndChangeHandsOnlyWhenExpired) {
   Lease mine{"A", Now() + 60000, 1};
   ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {}, &mine).ok());
   EXPECT_EQ(store_->GetLease("a")->owner, "A");
-  EXPECT_EQ(Second().AcquireLease("a", "B", Now(), 1000, "").status().code(),
+  EXPECT_EQ(Second().AcquireLease("a", "B", clock_, 1000, "").status().code(),
             StatusCode::kFailedPrecondition);
-  auto renewed = store_->AcquireLease("a", "A", Now(), 60000, "");
+  auto renewed = store_->AcquireLease("a", "A", clock_, 60000, "");
   ASSERT_TRUE(renewed.ok());
   EXPECT_EQ(renewed->generation, 1u);  // same owner, same generation
   EXPECT_GT(renewed->expires_at, Now() + 30000);
   // A lets it run out (1 ms); then, and only then, B may take it.
-  ASSERT_TRUE(store_->AcquireLease("a", "A", Now(), 1, "").ok());
+  ASSERT_TRUE(store_->AcquireLease("a", "A", clock_, 1, "").ok());
   StatusOr<Lease> taken = FailedPrecondition("not yet");
   ASSERT_TRUE(testing::WaitFor([&] {
-    taken = Second().AcquireLease("a", "B", Now(), 60000, "");
+    taken = Second().AcquireLease("a", "B", clock_, 60000, "");
     return taken.ok();
   }));
   EXPECT_EQ(taken->generation, 2u);
@@ -275,10 +276,10 @@ TEST_F(StoreTest, LeasesFenceCommitsAndChangeHandsOnlyWhenExpired) {
   EXPECT_NE(stale.message().find("lease lost"), std::string::npos);
   EXPECT_EQ(store_->GetEvents("a")->size(), 1u);  // the fenced commit wrote nothing
   EXPECT_TRUE(Second().Commit("a", 1, Snap("a", 2), {Ev(2, "x")}, {}, {}, &*taken).ok());
-  auto lost = store_->RenewLeases("A", {"a"}, Now(), 1000);
+  auto lost = store_->RenewLeases("A", {"a"}, clock_, 1000);
   ASSERT_TRUE(lost.ok());
   EXPECT_EQ(*lost, std::vector<std::string>{"a"});
-  EXPECT_TRUE(Second().RenewLeases("B", {"a"}, Now(), 60000)->empty());
+  EXPECT_TRUE(Second().RenewLeases("B", {"a"}, clock_, 60000)->empty());
   // Finishing releases the lease.
   EXPECT_TRUE(Second().Commit("a", 2, Snap("a", 3, "COMPLETED"), {Ev(3, "y")}, {}, {}, &*taken).ok());
   EXPECT_EQ(store_->GetLease("a").status().code(), StatusCode::kNotFound);
@@ -289,7 +290,7 @@ TEST_F(StoreTest, RecoveryTakesManyLeasesInOneGoButNotALiveOwnersOnes) {
   ASSERT_TRUE(store_->CreateInstance(Snap("live", 1), {Ev(1, "c")}, nullptr, {}, &live).ok());
   ASSERT_TRUE(store_->CreateInstance(Snap("dead", 1), {Ev(1, "c")}, nullptr, {}, &dead).ok());
   ASSERT_TRUE(store_->CreateInstance(Snap("free", 1), {Ev(1, "c")}, nullptr, {}, nullptr).ok());
-  auto taken = store_->AcquireLeases({"live", "dead", "free"}, "sagad/2", Now(), 1000, "sagad/");
+  auto taken = store_->AcquireLeases({"live", "dead", "free"}, "sagad/2", clock_, 1000, "sagad/");
   ASSERT_TRUE(taken.ok()) << taken.status().ToString();
   EXPECT_EQ(taken->count("live"), 0u);          // another live process holds it
   EXPECT_EQ(taken->at("dead").generation, 5u);  // the predecessor's: taken at once
@@ -345,6 +346,30 @@ TEST_F(StoreTest, SurvivesReopen) {
   ASSERT_TRUE(store_);
   EXPECT_TRUE(store_->GetInstance("a").ok());
   EXPECT_TRUE(store_->CheckWritable().ok());
+}
+
+// Issue 21.5: a write the store refuses (PostgreSQL cannot hold U+0000 in
+// a text value; LMDB can) fails alone: the writes group-committed beside it
+// are applied.
+TEST_F(StoreTest, AWriteTheStoreRefusesFailsAloneAndTheRestOfItsBatchIsApplied) {
+  constexpr int kWriters = 24;
+  std::vector<std::thread> writers;
+  std::vector<Status> results(kWriters);
+  std::atomic<bool> go{false};
+  for (int i = 0; i < kWriters; ++i)
+    writers.emplace_back([&, i] {
+      while (!go) std::this_thread::yield();
+      nlohmann::json snap = Snap("w" + std::to_string(i), 1);
+      if (i % 6 == 0) snap["saga"] = std::string("bad\0saga", 8);
+      results[i] = store_->CreateInstance(snap, {Ev(1, "instance_created")}, nullptr, {}, nullptr);
+    });
+  go = true;
+  for (auto& t : writers) t.join();
+  for (int i = 0; i < kWriters; ++i) {
+    if (i % 6 == 0) continue;
+    EXPECT_TRUE(results[i].ok()) << i << ": " << results[i].ToString();
+    EXPECT_TRUE(store_->GetInstance("w" + std::to_string(i)).ok()) << i;
+  }
 }
 
 }  // namespace

@@ -61,6 +61,10 @@ std::vector<json> TestSagas() {
   json waits = charge;
   waits["requires_approval"] = true;
   out.push_back({{"name", "with_deadline"}, {"deadline_ms", 400}, {"steps", {reserve, waits}}});
+  json unrendered = Step("charge", "payments", "/charges",
+                         {{"amount", "{{reserve.result.no_such_field}}"}, {"customer", "c"}},
+                         Undo("payments", "/charges/{{charge.ref}}/refund"));
+  out.push_back({{"name", "missing_value"}, {"steps", {reserve, unrendered}}});
   return out;
 }
 
@@ -136,7 +140,7 @@ TEST_F(PolicyTest, AfterThePivotTheSagaOnlyGoesForward) {
   // Forcing compensation cannot pretend to undo the irreversible step either.
   Reply forced = sagad_->Post("/v1/instances/" + id + "/compensate", {{"reason", "undo all"}});
   EXPECT_EQ(forced.status, 409) << forced.raw;
-  EXPECT_NE(forced.body.value("detail", "").find("cannot undo 'notify'"), std::string::npos)
+  EXPECT_NE(forced.body.value("detail", "").find("irreversible step 'notify' is COMMITTED"), std::string::npos)
       << forced.raw;
   EXPECT_EQ(sagad_->Get("/v1/instances/" + id).body["status"], "NEEDS_REVIEW");
   // The operator retries the step now: same key, fresh backoff.
@@ -325,6 +329,55 @@ TEST(RolesTest, EveryRoleAgainstEveryEndpoint) {
     }
   }
   EXPECT_EQ(Http(sagad.port(), "GET", "/healthz").status, 200);  // probes need no token
+}
+
+// Issue 21.2: an operator cancels while the irreversible step is in flight
+// (its downstream answers after 1.5 s): refused naming the step; the saga
+// goes forward and nothing is undone.
+TEST_F(PolicyTest, CancelWhileThePivotIsInFlightIsRefusedAndTheSagaGoesForward) {
+  downstream_.Fault({{"path", "/messages"}, {"action", "delay"}, {"delay_ms", 1500}});
+  std::string id = Submit("pivoting")["id"];
+  ASSERT_EQ(sagad_->Post("/v1/instances/" + id + "/steps/notify/approve").status, 200);
+  ASSERT_TRUE(WaitFor([&] {
+    return sagad_->Get("/v1/instances/" + id).body["steps"][1].value("status", "") == "STARTED";
+  }));
+  Reply cancel = sagad_->Post("/v1/instances/" + id + "/cancel", {{"reason", "too late"}});
+  EXPECT_EQ(cancel.status, 409) << cancel.raw;
+  EXPECT_NE(cancel.body.value("detail", "").find("irreversible step 'notify'"), std::string::npos)
+      << cancel.raw;
+  EXPECT_EQ(sagad_->WaitStatus(id, "COMPLETED")["status"], "COMPLETED");
+  EXPECT_EQ(downstream_.RouteCount("release_reservation"), 0);
+}
+
+// Issue 21.3: the downstream refuses the charge and the answer is lost; its
+// reconciliation answer says "refused" (stored under the key): the step is
+// FAILED, never COMMITTED, nothing is re-sent, and the saga compensates.
+TEST_F(PolicyTest, AStoredRefusalFoundByReconciliationFailsTheStep) {
+  downstream_.Fault({{"path", "/charges"}, {"action", "reject_drop"}, {"status", 402}});
+  json done = Submit("retrying");
+  std::string id = done["id"];
+  done = sagad_->WaitStatus(id, "COMPENSATED");
+  ASSERT_EQ(done["status"], "COMPENSATED") << done.dump();
+  EXPECT_EQ(done["steps"][1]["status"], "FAILED");
+  EXPECT_NE(done["steps"][1].value("last_error", "").find("refused"), std::string::npos)
+      << done.dump();
+  EXPECT_EQ(done["steps"][1]["attempts"], 1);  // asked, never re-sent
+  EXPECT_EQ(downstream_.RouteCount("charge_payment"), 0);
+  EXPECT_EQ(downstream_.RouteCount("release_reservation"), 1);
+}
+
+// Issue 21.3: a template naming a value that is not there never sends; the
+// saga stops for a human, naming the value.
+TEST_F(PolicyTest, ARequestIsNeverRenderedFromAMissingValue) {
+  json review = Submit("missing_value");
+  std::string id = review["id"];
+  review = sagad_->WaitStatus(id, "NEEDS_REVIEW");
+  ASSERT_EQ(review["status"], "NEEDS_REVIEW") << review.dump();
+  EXPECT_NE(review.value("review_reason", "").find("{{reserve.result.no_such_field}}"),
+            std::string::npos)
+      << review.dump();
+  EXPECT_EQ(review["steps"][1]["status"], "PLANNED");
+  EXPECT_EQ(downstream_.RouteCount("charge_payment"), 0);
 }
 
 }  // namespace

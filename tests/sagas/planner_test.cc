@@ -57,6 +57,32 @@ TEST_F(PlannerTest, IrreversibleStepWaitsForApproval) {
   EXPECT_EQ(Next().kind, ActionKind::kComplete);
 }
 
+// Issue 21.2: the saga turned back while its irreversible step was in
+// flight (a cancel accepted before the pivot rule, a deadline): the drain
+// asks first, and once the pivot committed the saga goes forward, never to
+// COMPENSATED.
+TEST_F(PlannerTest, APivotThatCommitsDuringTheDrainMakesTheSagaGoForward) {
+  for (const char* s : {"create_ticket", "isolate_host", "disable_account"}) {
+    Step(s, StepEvent::kStart);
+    Step(s, StepEvent::kCommit);
+  }
+  EXPECT_EQ(PivotInPlay(def_, inst_), -1);
+  Step("notify_user", StepEvent::kRequestApproval);
+  Step("notify_user", StepEvent::kApprove);
+  EXPECT_EQ(PivotInPlay(def_, inst_), -1);  // approved is not sent
+  Step("notify_user", StepEvent::kStart);
+  EXPECT_EQ(PivotInPlay(def_, inst_), 3);
+  Saga(SagaEvent::kStartCompensation);
+  EXPECT_EQ(Next().kind, ActionKind::kReconcile);  // drained first
+  EXPECT_EQ(Next().step, 3);
+  Step("notify_user", StepEvent::kCommit);
+  EXPECT_EQ(Next().kind, ActionKind::kGoForward);
+  EXPECT_EQ(Next().step, 3);
+  Saga(SagaEvent::kResume);  // COMPENSATING -> RUNNING
+  EXPECT_EQ(inst_.status(), SagaStatus::kRunning);
+  EXPECT_EQ(Next().kind, ActionKind::kComplete);
+}
+
 TEST_F(PlannerTest, CompensatesCommittedStepsInReverseOrder) {
   Step("create_ticket", StepEvent::kStart);
   Step("create_ticket", StepEvent::kCommit);

@@ -37,6 +37,14 @@ TEST(StepMachineTest, UnknownIsNeverFailedAndResolvesByReconciliation) {
   EXPECT_TRUE(m.Process(StepEvent::kCommit).ok());  // downstream confirms
 }
 
+TEST(StepMachineTest, OnlyADownstreamsConfirmedRefusalTurnsUnknownIntoFailed) {
+  auto m = Through({StepEvent::kStart, StepEvent::kOutcomeUnknown});
+  EXPECT_TRUE(m.Process(StepEvent::kConfirmRefused).ok());
+  EXPECT_EQ(m.status(), StepStatus::kFailed);
+  auto c = Through({StepEvent::kStart, StepEvent::kCommit});
+  EXPECT_FALSE(c.Process(StepEvent::kConfirmRefused).ok());  // committed stays committed
+}
+
 TEST(StepMachineTest, CommittedStepCannotStartAgain) {
   auto m = Through({StepEvent::kStart, StepEvent::kCommit});
   EXPECT_FALSE(m.Process(StepEvent::kStart).ok());

@@ -62,6 +62,8 @@ class ScriptedDownstream : public Adapter {
     if (q.outcome == QueryOutcome::kHappened) {
       q.external_ref = "R-found";
       q.result = {{"ref", "R-found"}};
+    } else if (q.outcome == QueryOutcome::kRefused) {
+      q.error = "the downstream says the request was refused (scripted)";
     }
     return q;
   }
