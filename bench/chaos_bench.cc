@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
     ports.push_back(FreePort());
     json config = {{"listen", "127.0.0.1:" + std::to_string(ports[k])},
                    {"data_dir", dir.path() + "/data"}, {"services", svc}, {"workers", 16},
-                   {"coordinator_id", "chaos-" + std::to_string(k)}};
+                   {"coordinator_id", "chaos-" + std::to_string(k)}, {"examples", true}};
     if (!db.empty()) config["store"] = db;
     config_paths.push_back(dir.path() + "/config" + std::to_string(k) + ".json");
     std::ofstream(config_paths[k]) << config.dump();

@@ -60,7 +60,7 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
   if (!j.is_object()) return InvalidArgument("config must be a JSON object");
   SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(
       j, {"listen", "data_dir", "store", "lmdb_map_size_mb", "tls", "retention", "workers", "api",
-          "definitions_dir",
+          "definitions_dir", "examples",
           "coordinator_id", "lease_ms", "services", "tokens", "webhooks"},
       "the config"));
   try {
@@ -91,6 +91,10 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
                                    &c.lmdb_map_size_mb));
     SAGAD_RETURN_IF_ERROR(IntField(j, "workers", 1, 1024, "the config", &c.workers));
     c.definitions_dir = j.value("definitions_dir", c.definitions_dir);
+    if (j.contains("examples")) {
+      if (!j["examples"].is_boolean()) return InvalidArgument("the config: examples must be true or false");
+      c.examples = j["examples"].get<bool>();
+    }
     c.coordinator_id = j.value("coordinator_id", c.coordinator_id);
     SAGAD_RETURN_IF_ERROR(IntField(j, "lease_ms", 100, kMaxMs, "the config", &c.lease_ms));
     if (c.coordinator_id.find('/') != std::string::npos)

@@ -48,6 +48,7 @@ struct Config {
   std::vector<WebhookConfig> webhooks;
   int workers = 16;
   std::string definitions_dir;  // JSON sagas to register besides the built-in ones
+  bool examples = false;        // register the built-in example sagas (--examples)
   // Unique per live process on a data dir; a restart under the same id takes
   // its leases back at once. Empty: "sagad@HOST:PORT" (random if PORT is 0).
   std::string coordinator_id;

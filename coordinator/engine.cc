@@ -84,6 +84,9 @@ Status Engine::Register(const SagaDefinition& def) {
 std::vector<SagaDefinitionPtr> Engine::Definitions() const {
   return impl_->Definitions();
 }
+SagaDefinitionPtr Engine::Definition(const std::string& name, int version) const {
+  return impl_->Definition(name, version);
+}
 Status Engine::Start() { return impl_->Start(); }
 void Engine::Stop() { impl_->Stop(); }
 StatusOr<SubmitOutcome> Engine::Submit(const std::string& saga, int version,

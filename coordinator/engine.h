@@ -60,6 +60,8 @@ class Engine {
   // with a different body; InvalidArgument if it fails validation.
   Status Register(const SagaDefinition& def);
   std::vector<SagaDefinitionPtr> Definitions() const;
+  // The definition of `name` at `version` (0: the newest), or nullptr.
+  SagaDefinitionPtr Definition(const std::string& name, int version) const;
 
   // Recovery: schedules every non-terminal instance. Call once.
   Status Start();

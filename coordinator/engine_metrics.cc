@@ -36,6 +36,12 @@ EngineMetrics::EngineMetrics() {
       "sagad_retry_budget_exhausted_total", "counter",
       "Retries deferred because the service's retry budget was empty.");
   metrics_.Describe(
+      "sagad_sends_withheld_total", "counter",
+      "Requests not sent because this coordinator's lease had less than a "
+      "third of lease_ms left and could not be renewed (lost, or the store "
+      "too slow); the STARTED record is reconciled, never guessed.");
+  metrics_.Inc("sagad_sends_withheld_total", "", 0);
+  metrics_.Describe(
       "sagad_retention_deleted_total", "counter",
       "Finished instances deleted by retention (with their events, operation "
       "records and submission keys).");
@@ -47,7 +53,7 @@ EngineMetrics::EngineMetrics() {
                    std::string("phase=\"") + phase + "\",outcome=\"" +
                        OutcomeName(o) + "\"",
                    0);
-    for (const char* answer : {"happened", "not_happened", "unknown"})
+    for (const char* answer : {"happened", "not_happened", "refused", "unknown"})
       metrics_.Inc(
           "sagad_reconciliations_total",
           std::string("phase=\"") + phase + "\",answer=\"" + answer + "\"", 0);
@@ -82,6 +88,8 @@ void EngineMetrics::Query(const char* phase, const QueryResult& q) {
       "sagad_reconciliations_total",
       std::string("phase=\"") + phase + "\",answer=\"" + answer + "\"");
 }
+
+void EngineMetrics::SendWithheld() { metrics_.Inc("sagad_sends_withheld_total"); }
 
 void EngineMetrics::CommitAttempt(std::chrono::steady_clock::duration took) {
   double secs = std::chrono::duration<double>(took).count();

@@ -28,6 +28,8 @@ class EngineMetrics {
             std::chrono::steady_clock::duration took);
   // A question about an unclear outcome, and its answer.
   void Query(const char* phase, const QueryResult& q);
+  // A request held back by the lease rule (Ownership::ReadyToSend).
+  void SendWithheld();
   // One write transaction of a transition (lost races included).
   void CommitAttempt(std::chrono::steady_clock::duration took);
   // The events of a committed transition (by type; escalations; re-sends).

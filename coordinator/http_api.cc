@@ -324,6 +324,16 @@ class ApiServer::Impl {
     });
   }
 
+  // "path message; ..." for the first few errors (all are in "errors").
+  static std::string ErrorList(const std::vector<SchemaError>& errors) {
+    std::string out;
+    for (size_t i = 0; i < errors.size() && i < 8; ++i)
+      out += (i ? "; " : "") + (errors[i].path.empty() ? "input" : errors[i].path) + " " +
+             errors[i].message;
+    if (errors.size() > 8) out += "; ...";
+    return out;
+  }
+
   void Submit(const HttpRequest& req, HttpResponse& res) {
     if (Authorize(req, res, Role::kSubmitter).empty()) return;
     std::string saga = req.matches[1];
@@ -348,6 +358,19 @@ class ApiServer::Impl {
                                                              : std::string("x");
       if (!ParseVersion(v, &version)) {
         Problem(req, res, 400, "version must be an integer from 1 to 2147483647");
+        return;
+      }
+    }
+    if (SagaDefinitionPtr def = engine_.Definition(saga, version)) {
+      std::vector<SchemaError> errors = def->InputErrors(body["input"]);
+      if (!errors.empty()) {
+        nlohmann::json list = nlohmann::json::array();
+        for (const auto& e : errors) list.push_back({{"path", e.path}, {"message", e.message}});
+        // 422 for an input_schema; a saga with only required fields
+        // answers 400, as it always did.
+        Problem(req, res, def->input_schema.is_null() ? 400 : 422,
+                "input does not match saga '" + saga + "': " + ErrorList(errors),
+                {{"errors", list}});
         return;
       }
     }

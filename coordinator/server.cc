@@ -23,11 +23,13 @@ namespace sagad {
 
 const char* const kSagadUsage =
     "usage: sagad [--config FILE] [--data-dir DIR] [--store postgresql://...] "
-    "[--listen HOST:PORT] [--service NAME=URL]... [--definitions DIR]";
+    "[--listen HOST:PORT] [--service NAME=URL]... [--definitions DIR] [--examples]\n"
+    "       sagad check [--config FILE] [--definitions DIR] [--examples]";
 
 StatusOr<Config> ConfigFromArgs(int argc, char** argv) {
   std::string config_path, data_dir, listen, definitions_dir, store;
   std::vector<std::string> services;
+  bool examples = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](std::string* out) {
@@ -43,6 +45,7 @@ StatusOr<Config> ConfigFromArgs(int argc, char** argv) {
     else if (a == "--listen" && value(&v)) listen = v;
     else if (a == "--definitions" && value(&v)) definitions_dir = v;
     else if (a == "--service" && value(&v)) services.push_back(v);
+    else if (a == "--examples") examples = true;
     else return InvalidArgument("unknown or incomplete argument '" + a + "'\n" + kSagadUsage);
   }
   Config config;
@@ -57,6 +60,7 @@ StatusOr<Config> ConfigFromArgs(int argc, char** argv) {
     return InvalidArgument("store must be a postgresql:// URI (or absent for LMDB in data_dir), got '" +
                            RedactUri(config.store) + "'");
   if (!definitions_dir.empty()) config.definitions_dir = definitions_dir;
+  if (examples) config.examples = true;
   if (!listen.empty()) SAGAD_RETURN_IF_ERROR(ParseListen(listen, &config.listen_host, &config.listen_port));
   for (const auto& s : services) SAGAD_RETURN_IF_ERROR(ApplyServiceOverride(s, &config));
   if (config.tokens.empty() && !IsLoopback(config.listen_host))
@@ -96,28 +100,75 @@ StatusOr<StorePtr> OpenStore(const Config& config) {
   return StorePtr(std::move(*lmdb));
 }
 
+StatusOr<std::vector<SagaDefinition>> CollectDefinitions(const Config& config,
+                                                         const std::vector<SagaDefinition>& sagas) {
+  std::vector<SagaDefinition> all = sagas;
+  if (!config.definitions_dir.empty()) {
+    auto defs = LoadDefinitionsDir(config.definitions_dir);
+    if (!defs.ok()) return defs.status();
+    all.insert(all.end(), defs->begin(), defs->end());
+  }
+  for (const SagaDefinition& def : all) {
+    Status s = Validate(def);
+    if (!s.ok()) return InvalidArgument("saga '" + def.name + "': " + s.message());
+    for (const StepDefinition& st : def.steps) {
+      std::vector<const CallSpec*> calls = {&st.forward};
+      if (st.compensation) calls.push_back(&*st.compensation);
+      for (const CallSpec* c : calls)
+        if (!config.services.count(c->service))
+          return InvalidArgument("saga '" + def.name + "' step '" + st.name + "' calls service '" +
+                                 c->service + "', which is not configured (add it to "
+                                 "\"services\" or pass --service " + c->service + "=URL)");
+    }
+  }
+  return all;
+}
+
+int CheckMain(const Config& config, const std::vector<SagaDefinition>& sagas) {
+  auto all = CollectDefinitions(config, sagas);
+  if (!all.ok()) {
+    std::cerr << "sagad check: " << all.status().message() << "\n";
+    return 2;
+  }
+  for (const SagaDefinition& def : *all) {
+    std::cout << def.name << " v" << def.version << "\n";
+    for (size_t i = 0; i < def.steps.size(); ++i) {
+      const StepDefinition& st = def.steps[i];
+      std::cout << "  " << st.name << ": " << st.forward.method << " " << st.forward.service
+                << " " << st.forward.path;
+      if (st.compensation)
+        std::cout << "; undo " << st.compensation->method << " " << st.compensation->service
+                  << " " << st.compensation->path;
+      if (st.irreversible) std::cout << "; irreversible, waits for an operator";
+      std::vector<std::string> after = def.DependencyNames(i);
+      if (!after.empty()) {
+        std::cout << "; after";
+        for (const auto& a : after) std::cout << " " << a;
+      }
+      std::cout << "\n";
+    }
+  }
+  std::cout << "ok: " << all->size() << " saga(s), " << config.services.size()
+            << " service(s)\n";
+  return 0;
+}
+
 int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
   auto fail = [](const std::string& msg) {
     std::cerr << "sagad: " << msg << "\n";
     return 1;
   };
-  // Definitions are checked before anything is opened: a bad file (an
-  // invalid graph, a misspelt key) stops sagad with exit 2, naming the file
-  // and the reason, and nothing is touched.
+  // Definitions (and the services they name) are checked before anything
+  // is opened: a bad file (an invalid graph, a misspelt key, a service
+  // nobody configured) stops sagad with exit 2, naming the file or the
+  // saga, step and service, and nothing is touched.
   auto bad_definition = [](const std::string& msg) {
     std::cerr << "sagad: " << msg << "\n";
     return 2;
   };
-  std::vector<SagaDefinition> all = sagas;
-  if (!config.definitions_dir.empty()) {
-    auto defs = LoadDefinitionsDir(config.definitions_dir);
-    if (!defs.ok()) return bad_definition(defs.status().message());
-    all.insert(all.end(), defs->begin(), defs->end());
-  }
-  for (const SagaDefinition& def : all) {
-    Status s = Validate(def);
-    if (!s.ok()) return bad_definition(s.message());
-  }
+  auto collected = CollectDefinitions(config, sagas);
+  if (!collected.ok()) return bad_definition(collected.status().message());
+  const std::vector<SagaDefinition>& all = *collected;
   // Every API connection is a file descriptor: take the hard limit (the
   // soft one is often 1,024), so the connection caps are what limits them.
   rlimit files{};

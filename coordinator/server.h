@@ -32,6 +32,17 @@ int ReportUsageError(const Status& s);
 // config.data_dir.
 StatusOr<StorePtr> OpenStore(const Config& config);
 
+// `sagas` and the JSON ones of config.definitions_dir, each validated, with
+// every service they call configured; InvalidArgument naming the file, or
+// the saga, step and service.
+StatusOr<std::vector<SagaDefinition>> CollectDefinitions(const Config& config,
+                                                         const std::vector<SagaDefinition>& sagas);
+
+// `sagad check`: validates the config and every definition and service
+// reference, prints each saga's steps; 0, or 2 with the problem on stderr.
+// Opens no store, listens on nothing, writes nothing.
+int CheckMain(const Config& config, const std::vector<SagaDefinition>& sagas);
+
 // Opens the store, registers `sagas` (and the JSON ones of
 // config.definitions_dir), recovers, serves the HTTP API, prints
 // "LISTENING <port>", and runs until SIGTERM/SIGINT; then drains and returns

@@ -65,6 +65,7 @@ auto StepRunner::CallIfOwner(const CallRequest& req, CallResult* res)
     -> Status {
   Status ready = driver_.may_send(req.instance_id);
   if (!ready.ok()) {
+    metrics_.SendWithheld();
     EngineLog({{"msg", "not sent: lease"},
                {"instance", req.instance_id},
                {"key", req.idempotency_key},
@@ -506,7 +507,7 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinition& def,
     switch (res.outcome) {
       case Outcome::kCommitted:
         return tx.Step(i, StepEvent::kCompensationDone,
-                       {{"result", res.result}});
+                       {{"result", res.result}, {"external_ref", res.external_ref}});
       case Outcome::kFailed:
         SAGAD_RETURN_IF_ERROR(
             tx.Step(i, StepEvent::kEscalate, {{"error", res.error}}));
@@ -561,7 +562,9 @@ auto StepRunner::ReconcileCompensation(const std::string& id,
       return FailedPrecondition("step moved on");
     if (q.outcome == QueryOutcome::kHappened)
       return tx.Step(i, StepEvent::kCompensationDone,
-                     {{"result", q.result}, {"reconciled", true}});
+                     {{"result", q.result},
+                      {"external_ref", q.external_ref},
+                      {"reconciled", true}});
     if (q.outcome == QueryOutcome::kRefused) {
       SAGAD_RETURN_IF_ERROR(
           tx.Step(i, StepEvent::kEscalate, {{"error", q.error}}));

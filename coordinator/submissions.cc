@@ -54,13 +54,11 @@ StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga,
   if (!def) return NotFound("saga '" + saga + "' is not registered");
   if (!input.is_object())
     return InvalidArgument("'input' must be a JSON object");
-  std::vector<std::string> missing;
-  for (const auto& f : def->RequiredInputFields())
-    if (!input.contains(f) || input[f].is_null()) missing.push_back(f);
-  if (!missing.empty()) {
+  std::vector<SchemaError> errors = def->InputErrors(input);
+  if (!errors.empty()) {
     std::string m;
-    for (const auto& f : missing) m += (m.empty() ? "" : ", ") + f;
-    return InvalidArgument("input is missing required field(s): " + m);
+    for (const auto& e : errors) m += (m.empty() ? "" : "; ") + e.path + " " + e.message;
+    return InvalidArgument("input does not match saga '" + saga + "': " + m);
   }
   SubmitOutcome out;
   std::optional<Submission> sub;

@@ -18,7 +18,7 @@ ES_PID=$!
 ES=http://127.0.0.1:$(wait_port "$work/services.out")
 args=()
 for s in ticketing edr iam mail inventory payments shipping airline hotel cars; do args+=(--service "$s=$ES"); done
-"$B/sagad" --data-dir "$work/data" --listen 127.0.0.1:0 "${args[@]}" >"$work/sagad.out" 2>"$work/sagad.log" &
+"$B/sagad" --examples --data-dir "$work/data" --listen 127.0.0.1:0 "${args[@]}" >"$work/sagad.out" 2>"$work/sagad.log" &
 SAGAD_PID=$!
 API=http://127.0.0.1:$(wait_port "$work/sagad.out")
 echo "== sagad at $API, example services at $ES, data in $work/data"

@@ -84,7 +84,8 @@ bool StepDefinition::operator==(const StepDefinition& o) const {
 bool SagaDefinition::operator==(const SagaDefinition& o) const {
   return name == o.name && version == o.version && steps == o.steps &&
          deadline_ms == o.deadline_ms && max_parallel == o.max_parallel &&
-         compensation_order == o.compensation_order;
+         compensation_order == o.compensation_order && input == o.input &&
+         input_schema == o.input_schema;
 }
 
 int SagaDefinition::StepIndex(const std::string& step) const {
@@ -116,8 +117,68 @@ std::vector<std::string> SagaDefinition::RequiredInputFields() const {
     if (steps[i].compensation)
       (void)ValidateCall(*this, nullptr, i, *steps[i].compensation, "compensation", true, &fields);
   }
+  fields.insert(input.begin(), input.end());
   return {fields.begin(), fields.end()};
 }
+
+std::set<std::string> SagaDefinition::DeclaredInputFields() const {
+  std::vector<std::string> required = RequiredInputFields();
+  std::set<std::string> out(required.begin(), required.end());
+  if (input_schema.is_object() && input_schema.contains("properties") &&
+      input_schema["properties"].is_object())
+    for (const auto& item : input_schema["properties"].items()) out.insert(item.key());
+  return out;
+}
+
+std::vector<SchemaError> SagaDefinition::InputErrors(const nlohmann::json& in) const {
+  std::vector<SchemaError> errors;
+  if (!in.is_object()) return {{"", "input must be a JSON object"}};
+  for (const auto& f : RequiredInputFields())
+    if (!in.contains(f) || in[f].is_null()) errors.push_back({"/" + f, "is required"});
+  if (input_schema.is_null()) return errors;
+  std::shared_ptr<const sagad::InputSchema> compiled = schema;
+  if (!compiled) {
+    auto c = sagad::InputSchema::Compile(input_schema);
+    if (!c.ok()) return {{"", c.status().message()}};
+    compiled = std::make_shared<const sagad::InputSchema>(std::move(*c));
+  }
+  for (auto& e : compiled->Check(in)) {
+    bool repeated = false;
+    for (const auto& have : errors) repeated = repeated || have.path == e.path;
+    if (!repeated) errors.push_back(std::move(e));
+  }
+  return errors;
+}
+
+namespace {
+
+// An approval rule names a field the input declares (a misspelt field would
+// silently never hold, and the step would go without approval), and is not
+// put on an irreversible step (which always waits for an operator).
+Status ValidateApprovalRule(const SagaDefinition& def, const StepDefinition& st,
+                            const std::set<std::string>& declared) {
+  if (!st.approval_if) return Status::Ok();
+  static const std::set<std::string> kOps = {"==", "!=", ">", ">=", "<", "<="};
+  if (st.approval_if->field.empty() || !kOps.count(st.approval_if->op))
+    return InvalidArgument("step '" + st.name +
+                           "': approval rule needs a field and one of == != > >= < <=");
+  if (st.irreversible)
+    return InvalidArgument("step '" + st.name +
+                           "': an approval rule on an irreversible step has no effect "
+                           "(irreversible steps always wait for an operator); remove it");
+  if (!declared.count(st.approval_if->field)) {
+    std::string list;
+    for (const auto& f : declared) list += (list.empty() ? "" : ", ") + f;
+    return InvalidArgument("step '" + st.name + "': approval rule field '" +
+                           SanitizeUtf8(st.approval_if->field) + "' is not a field saga '" +
+                           def.name + "' declares in its input (declared: " +
+                           (list.empty() ? "none" : list) +
+                           "; declare it in \"input\" or \"input_schema\")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status Validate(const SagaDefinition& def) {
   if (!IsName(def.name))
@@ -138,13 +199,27 @@ Status Validate(const SagaDefinition& def) {
                            std::to_string(def.max_parallel));
   auto graph = StepGraph::Of(def);
   if (!graph.ok()) return InvalidArgument("saga '" + def.name + "': " + graph.status().message());
+  if (!def.input_schema.is_null()) {
+    auto compiled = sagad::InputSchema::Compile(def.input_schema);
+    if (!compiled.ok())
+      return InvalidArgument("saga '" + def.name + "': " + compiled.status().message());
+  }
+  for (const auto& f : def.input)
+    if (f.empty()) return InvalidArgument("saga '" + def.name + "': an input field name is empty");
+  int first_pivot = -1;
+  for (size_t i = 0; i < def.steps.size() && first_pivot < 0; ++i)
+    if (def.steps[i].irreversible) first_pivot = static_cast<int>(i);
+  const std::set<std::string> declared = def.DeclaredInputFields();
   for (size_t i = 0; i < def.steps.size(); ++i) {
     const StepDefinition& st = def.steps[i];
     SAGAD_RETURN_IF_ERROR(ValidateCall(def, &*graph, i, st.forward, "forward", false, nullptr));
-    if (!st.irreversible && !st.compensation)
+    // After the pivot a saga only goes forward: those steps need no undo.
+    bool after_pivot = first_pivot >= 0 && graph->IsAncestor(first_pivot, static_cast<int>(i));
+    if (!st.irreversible && !st.compensation && !after_pivot)
       return InvalidArgument("step '" + st.name +
                              "' is reversible but has no compensation "
                              "(add Compensate(...) or mark it Irreversible())");
+    SAGAD_RETURN_IF_ERROR(ValidateApprovalRule(def, st, declared));
     if (st.irreversible && st.compensation)
       return InvalidArgument("step '" + st.name + "' is irreversible but declares a compensation");
     if (st.compensation)
@@ -153,12 +228,6 @@ Status Validate(const SagaDefinition& def) {
     if (st.retry) {
       Status rs = RetryPolicy::FromJson(st.retry->ToJson()).status();
       if (!rs.ok()) return InvalidArgument("step '" + st.name + "': " + rs.message());
-    }
-    if (st.approval_if) {
-      static const std::set<std::string> kOps = {"==", "!=", ">", ">=", "<", "<="};
-      if (st.approval_if->field.empty() || !kOps.count(st.approval_if->op))
-        return InvalidArgument("step '" + st.name +
-                               "': approval rule needs a field and one of == != > >= < <=");
     }
     if (st.approval_timeout_ms < 0 || st.deadline_ms < 0)
       return InvalidArgument("step '" + st.name + "': timeouts must be >= 0");
@@ -227,6 +296,8 @@ nlohmann::json SagaDefinition::ToJson() const {
   if (max_parallel != kDefaultMaxParallel) out["max_parallel"] = max_parallel;
   if (compensation_order != CompensationOrder::kReverseTopological)
     out["compensation_order"] = CompensationOrderName(compensation_order);
+  if (!input.empty()) out["input"] = input;
+  if (!input_schema.is_null()) out["input_schema"] = input_schema;
   return out;
 }
 
@@ -235,8 +306,20 @@ StatusOr<SagaDefinition> SagaDefinition::FromJson(const nlohmann::json& j) {
   try {
     if (!j.is_object()) return InvalidArgument("saga definition must be a JSON object");
     SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(j, {"name", "version", "steps", "deadline_ms",
-                                            "max_parallel", "compensation_order"},
+                                            "max_parallel", "compensation_order", "input",
+                                            "input_schema"},
                                         "the saga definition"));
+    if (j.contains("input")) {
+      if (!j["input"].is_array())
+        return InvalidArgument("'input' must be an array of field names");
+      def.input = j["input"].get<std::vector<std::string>>();
+    }
+    if (j.contains("input_schema")) {
+      def.input_schema = j["input_schema"];
+      auto compiled = sagad::InputSchema::Compile(def.input_schema);
+      if (!compiled.ok()) return compiled.status();
+      def.schema = std::make_shared<const sagad::InputSchema>(std::move(*compiled));
+    }
     def.name = j.at("name").get<std::string>();
     // Integers are checked before they are converted (converting a float out
     // of range is undefined behaviour).
@@ -331,6 +414,19 @@ SagaBuilder& SagaBuilder::Deadline(int64_t ms) {
 
 SagaBuilder& SagaBuilder::MaxParallel(int n) {
   def_.max_parallel = n;
+  return *this;
+}
+
+SagaBuilder& SagaBuilder::Input(std::vector<std::string> fields) {
+  def_.input = std::move(fields);
+  return *this;
+}
+
+SagaBuilder& SagaBuilder::InputSchema(nlohmann::json schema) {
+  def_.input_schema = std::move(schema);
+  auto compiled = sagad::InputSchema::Compile(def_.input_schema);
+  def_.schema = compiled.ok() ? std::make_shared<const sagad::InputSchema>(std::move(*compiled))
+                              : nullptr;  // Build() refuses it, naming the keyword
   return *this;
 }
 

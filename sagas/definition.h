@@ -20,12 +20,14 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "policies/retry_policy.h"
+#include "sagas/json_schema.h"
 #include "sagas/status.h"
 
 namespace sagad {
@@ -95,6 +97,14 @@ struct SagaDefinition {
   int64_t deadline_ms = 0;  // 0: none; past it, a saga before its pivot compensates
   int max_parallel = kDefaultMaxParallel;  // steps in flight per instance, 1..64
   CompensationOrder compensation_order = CompensationOrder::kReverseTopological;
+  // Declared input fields, each required (JSON "input": ["amount", ...]);
+  // the fields the templates name are required too.
+  std::vector<std::string> input;
+  // A JSON Schema of the input (the subset of sagas/json_schema.h), checked
+  // at submission; null: none. `schema` is its compiled form (set by the
+  // builder and FromJson; compiled on use when a caller set input_schema).
+  nlohmann::json input_schema;
+  std::shared_ptr<const InputSchema> schema;
 
   // Index of the step named `name`, or -1.
   int StepIndex(const std::string& name) const;
@@ -103,8 +113,15 @@ struct SagaDefinition {
   // Each step waits for exactly the one declared before it (a plain list):
   // one step at a time. Cheap (no allocation): asked on the hot path.
   bool IsChain() const;
-  // Input fields the templates refer to; a submission must provide them all.
+  // Input fields the templates refer to, and those of `input`; a
+  // submission must provide them all.
   std::vector<std::string> RequiredInputFields() const;
+  // Every field the input declares: the required ones and the properties
+  // of input_schema (an approval rule may only name one of these).
+  std::set<std::string> DeclaredInputFields() const;
+  // What is wrong with a submission's input (a required field missing, or
+  // input_schema not met), each with its JSON Pointer; empty if nothing.
+  std::vector<SchemaError> InputErrors(const nlohmann::json& input) const;
 
   nlohmann::json ToJson() const;
   // Parses and validates; InvalidArgument with a one-line reason.
@@ -172,6 +189,10 @@ class SagaBuilder {
   SagaBuilder& MaxParallel(int n);
   // The order committed steps are undone in (default reverse_topological).
   SagaBuilder& CompensationOrder(sagad::CompensationOrder order);
+  // Declares required input fields (besides those the templates name).
+  SagaBuilder& Input(std::vector<std::string> fields);
+  // A JSON Schema the input must meet (sagas/json_schema.h's subset).
+  SagaBuilder& InputSchema(nlohmann::json schema);
   StepBuilder& Step(std::string name);
   // Validates; InvalidArgument naming the offending step.
   StatusOr<SagaDefinition> Build();

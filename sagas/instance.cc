@@ -202,6 +202,7 @@ Status Instance::Apply(const Event& e) {
           break;
         case StepEvent::kCompensationDone:
           st.comp_result = e.data.value("result", nlohmann::json());
+          st.comp_external_ref = Str(e.data, "external_ref");
           if (e.data.contains("resolution")) st.resolution = e.data["resolution"];
           break;
         case StepEvent::kCompensationUnknown:
@@ -254,6 +255,7 @@ nlohmann::json Instance::ToJson() const {
                            {"attempts", st.comp_attempts},
                            {"reconciliations", st.comp_reconciliations},
                            {"result", st.comp_result},
+                           {"external_ref", st.comp_external_ref},
                            {"last_error", st.comp_last_error}};
     } else {
       j["compensation"] = nullptr;

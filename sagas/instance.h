@@ -58,6 +58,7 @@ struct StepState {
   std::string comp_key;
   std::string comp_args_hash;
   nlohmann::json comp_result;
+  std::string comp_external_ref;  // "ref" or "id" of comp_result (a refund's id)
   std::string comp_last_error;
   nlohmann::json resolution; // operator resolution, if any
   int64_t first_sent_at = 0;  // wall ms of the first STARTED (step deadline)

@@ -26,12 +26,13 @@ const char* Title(int status) {
 }
 
 void Problem(const HttpRequest& req, HttpResponse& res, int status,
-             const std::string& detail) {
+             const std::string& detail, const nlohmann::json& extra) {
   nlohmann::json p = {{"type", "about:blank"},
                       {"title", Title(status)},
                       {"status", status},
                       {"detail", detail},
                       {"instance", req.path}};
+  if (extra.is_object()) p.update(extra);
   res.status = status;
   res.set_content(DumpJson(p), "application/problem+json");
 }

@@ -20,7 +20,9 @@ constexpr double kMaxWaitSeconds = 300;
 // The reason phrase of an HTTP status used by the API.
 const char* Title(int status);
 // A problem+json response: type, title, status, detail, instance (the path).
-void Problem(const HttpRequest& req, HttpResponse& res, int status, const std::string& detail);
+// `extra` members (an object) are added to the problem (e.g. "errors").
+void Problem(const HttpRequest& req, HttpResponse& res, int status, const std::string& detail,
+             const nlohmann::json& extra = nullptr);
 // The problem a Status maps to (400, 404, 409, 422, 503 with Retry-After, 500).
 void ProblemFromStatus(const HttpRequest& req, HttpResponse& res, const Status& s);
 void Json(HttpResponse& res, int status, const nlohmann::json& j);

@@ -74,7 +74,7 @@ class Console(unittest.TestCase):
         services["ticketing"]["retry"] = {"max_reconciliations": 1, "initial_backoff_ms": 10,
                                           "max_backoff_ms": 20}
         config = {"listen": "127.0.0.1:0", "data_dir": os.path.join(cls.dir, "data"),
-                  "services": services, "workers": 8,
+                  "services": services, "workers": 8, "examples": True,
                   "tokens": [{"name": "alice", "token": OPERATOR, "role": "operator"},
                              {"name": "victor", "token": VIEWER, "role": "viewer"}]}
         path = os.path.join(cls.dir, "config.json")

@@ -76,16 +76,20 @@ TEST_F(OwnershipTest, PausedOwnerCommitsNothingAndItsLateRequestIsFenced) {
   // question fences A's attempt), re-sends with generation 2 and finishes.
   json done = b_->WaitStatus(id, "COMPLETED", std::chrono::seconds(20));
   ASSERT_EQ(done["status"], "COMPLETED") << done.dump();
-  // A wakes up: its old request leaves with the old token and is refused;
-  // its commit fails the lease check; it starts nothing new.
+  // A wakes up: its lease ran out while it was paused, so by the lease rule
+  // its request does not leave at all (issue 21.1; before, it left with the
+  // old token and only a fencing downstream refused it); it commits nothing
+  // and starts nothing new.
   a_->process().Kill(SIGCONT);
   EXPECT_TRUE(WaitFor([&] { return a_->Get("/healthz").status == 200; }));
-  EXPECT_TRUE(WaitFor([&] {  // A's late call came back (unknown: refused for its old token)
+  EXPECT_TRUE(WaitFor([&] {
     const std::string m = a_->Get("/metrics").raw;
-    const std::string label = "sagad_step_calls_total{phase=\"forward\",outcome=\"unknown\"} ";
+    const std::string label = "\nsagad_sends_withheld_total ";
     size_t at = m.find(label);
     return at != std::string::npos && std::atof(m.c_str() + at + label.size()) >= 1;
   })) << a_->Get("/metrics").raw;
+  EXPECT_EQ(a_->Get("/metrics").raw.find("sagad_step_calls_total{phase=\"forward\",outcome=\"unknown\"} 1"),
+            std::string::npos);
   json after = b_->Get("/v1/instances/" + id).body;
   EXPECT_EQ(after["status"], "COMPLETED");
   EXPECT_EQ(after["version"], done["version"]);  // A committed nothing

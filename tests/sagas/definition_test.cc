@@ -94,6 +94,8 @@ TEST(DefinitionTest, PolicyDeclarationsRoundTripThroughJson) {
   r.max_attempts = 7;
   auto d = SagaBuilder("s", 2)
                .Deadline(60000)
+               .Input({"amount"})
+               .InputSchema({{"type", "object"}, {"properties", {{"amount", {{"type", "number"}}}}}})
                .Step("charge").Call("p", "POST", "/c").Compensate("p", "POST", "/r")
                    .RequiresApprovalIf("amount", ">", 1000).ApprovalTimeout(5000, "escalate")
                    .Retry(r).Deadline(30000).Queryable(false)
@@ -106,6 +108,73 @@ TEST(DefinitionTest, PolicyDeclarationsRoundTripThroughJson) {
                    .ApprovalTimeout(10, "explode").Build().ok());
   EXPECT_FALSE(SagaBuilder("s", 1).Step("a").Call("p", "POST", "/a").Irreversible()
                    .RequiresApprovalIf("x", "~", 1).Build().ok());
+}
+
+// Issue 21.4: what a definition says is checked before anything runs.
+TEST(DefinitionTest, ApprovalRulesNameADeclaredFieldAndNeverSitOnThePivot) {
+  auto typo = SagaBuilder("transfer", 1)
+                  .Input({"amount"})
+                  .Step("debit").Call("bank", "POST", "/debits").Compensate("bank", "POST", "/refunds")
+                      .RequiresApprovalIf("amout", ">", 1000)
+                  .Build();
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.status().message().find("'amout' is not a field"), std::string::npos)
+      << typo.status().message();
+  auto declared_by_schema =
+      SagaBuilder("transfer", 1)
+          .InputSchema({{"type", "object"}, {"properties", {{"amount", {{"type", "number"}}}}}})
+          .Step("debit").Call("bank", "POST", "/debits").Compensate("bank", "POST", "/refunds")
+              .RequiresApprovalIf("amount", ">", 1000)
+          .Build();
+  EXPECT_TRUE(declared_by_schema.ok()) << declared_by_schema.status().ToString();
+  auto on_pivot = SagaBuilder("transfer", 1)
+                      .Input({"amount"})
+                      .Step("wire").Call("bank", "POST", "/wires").Irreversible()
+                          .RequiresApprovalIf("amount", ">", 1000)
+                      .Build();
+  ASSERT_FALSE(on_pivot.ok());
+  EXPECT_NE(on_pivot.status().message().find("always wait for an operator"), std::string::npos)
+      << on_pivot.status().message();
+  // After the pivot a saga only goes forward: no compensation is needed.
+  auto after = SagaBuilder("transfer", 1)
+                   .Step("debit").Call("bank", "POST", "/debits").Compensate("bank", "POST", "/refunds")
+                   .Step("wire").Call("bank", "POST", "/wires").Irreversible()
+                   .Step("notify").Call("mail", "POST", "/messages")
+                   .Build();
+  EXPECT_TRUE(after.ok()) << after.status().ToString();
+  auto before = SagaBuilder("transfer", 1)
+                    .Step("debit").Call("bank", "POST", "/debits")
+                    .Step("wire").Call("bank", "POST", "/wires").Irreversible()
+                    .Build();
+  EXPECT_FALSE(before.ok());  // before the pivot an undo is still needed
+  auto schema = SagaBuilder("transfer", 1)
+                    .InputSchema({{"type", "object"}, {"patternProperties", {{"x", true}}}})
+                    .Step("wire").Call("bank", "POST", "/wires").Irreversible()
+                    .Build();
+  ASSERT_FALSE(schema.ok());
+  EXPECT_NE(schema.status().message().find("'patternProperties'"), std::string::npos);
+}
+
+TEST(DefinitionTest, InputErrorsNameEachPath) {
+  auto d = SagaBuilder("transfer", 1)
+               .InputSchema({{"type", "object"},
+                             {"required", {"amount"}},
+                             {"properties", {{"amount", {{"type", "number"}, {"minimum", 1}}}}}})
+               .Step("debit").Call("bank", "POST", "/debits", {{"to", "{{input.to}}"}})
+                   .Compensate("bank", "POST", "/refunds")
+               .Build();
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_TRUE(d->InputErrors({{"amount", 5}, {"to", "x"}}).empty());
+  auto lots = d->InputErrors({{"amount", "lots"}, {"to", "x"}});
+  ASSERT_EQ(lots.size(), 1u);
+  EXPECT_EQ(lots[0].path, "/amount");
+  auto negative = d->InputErrors({{"amount", -5}});
+  ASSERT_EQ(negative.size(), 2u);
+  EXPECT_EQ(negative[0].path, "/to");  // named by a template: required
+  EXPECT_EQ(negative[1].path, "/amount");
+  auto back = SagaDefinition::FromJson(d->ToJson());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->InputErrors({{"amount", -5}, {"to", "x"}}).size(), 1u);
 }
 
 TEST(DefinitionTest, RejectsBadNamesMethodsAndPaths) {

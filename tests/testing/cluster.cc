@@ -67,7 +67,7 @@ Coordinator::Coordinator(const Downstream& downstream, const std::string& data_d
   // A stable coordinator id: a restarted sagad takes its leases back at once.
   nlohmann::json config = {{"listen", "127.0.0.1:0"}, {"data_dir", data_dir},
                            {"services", services}, {"tokens", tokens}, {"workers", 8},
-                           {"coordinator_id", "test-sagad"}};
+                           {"coordinator_id", "test-sagad"}, {"examples", true}};
   // SAGAD_TEST_STORE=postgres runs the same test on PostgreSQL: each data
   // dir becomes a database of its own (coordinators sharing a dir share it).
   const char* store = std::getenv("SAGAD_TEST_STORE");
