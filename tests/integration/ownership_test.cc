@@ -1,6 +1,7 @@
 // Two sagad processes on one data dir: leases, takeover, fencing.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <thread>
 
 #include "coordinator/lmdb_store.h"
 #include "tests/testing/cluster.h"
@@ -123,6 +124,55 @@ TEST_F(OwnershipTest, ManyInstancesTwoProcessesRandomKillsAllFinishOnce) {
   }
   ExpectEachOnce();
   EXPECT_EQ(downstream_.Effects()["total"], 3 * 40);
+}
+
+// Issue 21.1, with real processes: two coordinators on one data dir under
+// load, each paused (SIGSTOP) longer than a lease several times, maybe
+// while it holds the LMDB writer lock, then continued. The downstream does
+// not deduplicate; every logical operation still takes effect once and
+// every saga finishes.
+TEST(PauseTest, OwnersPausedLongerThanALeaseUnderLoadNeverDuplicateAnEffect) {
+  TempDir dir;
+  Downstream downstream(/*dedup=*/false);
+  auto make = [&](const std::string& name) {
+    auto c = std::make_unique<Coordinator>(
+        downstream, dir.path() + "/data",
+        NonDeduplicating({"inventory", "payments", "shipping"}));
+    c->Configure({{"coordinator_id", name}, {"lease_ms", 600}});
+    return c;
+  };
+  auto a = make("pause-a"), b = make("pause-b");
+  ASSERT_GT(a->Start(), 0);
+  ASSERT_GT(b->Start(), 0);
+  downstream.Fault({{"path", "/charges"}, {"action", "delay"}, {"delay_ms", 40}, {"times", 1000}});
+  std::vector<std::string> ids;
+  for (int i = 0; i < 60; ++i) {
+    Coordinator& c = i % 2 ? *a : *b;
+    Reply r = c.Submit("order_fulfilment", OrderInput(), 0, "pause-" + std::to_string(i));
+    ASSERT_TRUE(r.status == 201 || r.status == 200) << r.raw;
+    ids.push_back(r.body["id"]);
+    if (i % 10 == 9) {  // the fault being injected: a pause of 1.5 leases
+      Coordinator& paused = (i / 10) % 2 ? *a : *b;
+      paused.process().Kill(SIGSTOP);
+      std::this_thread::sleep_for(std::chrono::milliseconds(900));
+      paused.process().Kill(SIGCONT);
+    }
+  }
+  for (const auto& id : ids) {
+    json done = a->WaitStatus(id, "COMPLETED", std::chrono::seconds(30));
+    EXPECT_EQ(done["status"], "COMPLETED") << id << ": " << done.dump();
+  }
+  EXPECT_EQ(RepeatedEffects(downstream), "");
+  EXPECT_EQ(downstream.Effects()["total"], 3 * 60);
+  for (Coordinator* c : {a.get(), b.get()}) {
+    const std::string m = c->Get("/metrics").raw;
+    const std::string label = "\nsagad_sends_withheld_total ";
+    size_t at = m.find(label);
+    size_t from = at + label.size();
+    std::cout << "[ pause ] sends withheld by the lease rule: "
+              << (at == std::string::npos ? "?" : m.substr(from, m.find('\n', from) - from))
+              << "\n";
+  }
 }
 
 }  // namespace
