@@ -61,12 +61,12 @@ bool IsValidUtf8(std::string_view text) {
 }
 
 std::string SanitizeUtf8(std::string_view text) {
-  if (IsValidUtf8(text)) return std::string(text);
+  if (IsValidUtf8(text) && text.find('\0') == std::string_view::npos) return std::string(text);
   static const char* kHex = "0123456789abcdef";
   std::string out;
   out.reserve(text.size() + 16);
   for (size_t i = 0; i < text.size();) {
-    size_t n = SequenceLength(text, i);
+    size_t n = text[i] == '\0' ? 0 : SequenceLength(text, i);
     if (n > 0) {
       out.append(text.substr(i, n));
       i += n;

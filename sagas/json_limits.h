@@ -24,9 +24,10 @@ bool JsonDepthWithin(const std::string& text, int max_depth = kMaxJsonDepth);
 // prints a string that is not.
 bool IsValidUtf8(std::string_view text);
 
-// `text` with every byte that is not part of a well-formed UTF-8 sequence
-// written as the four characters \xHH (so "bad \xff" stays readable and
-// nothing is silently dropped). Valid text comes back unchanged. For bytes
+// `text` with every byte that is not part of a well-formed UTF-8 sequence,
+// and every NUL (which PostgreSQL cannot store in text), written as the four
+// characters \xHH (so "bad \xff" stays readable and nothing is silently
+// dropped). Valid text comes back unchanged. For bytes
 // that come from outside (downstream replies) before they enter a JSON value.
 std::string SanitizeUtf8(std::string_view text);
 

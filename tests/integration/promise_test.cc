@@ -6,6 +6,7 @@
 // submission, a compensation's result is kept (21.4).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -57,8 +58,10 @@ TEST_F(PromiseTest, NulIsRefusedAtTheApiWithoutFailingTheWritesBesideIt) {
 }
 
 TEST_F(PromiseTest, NulInADownstreamReplyIsRecordedEscaped) {
-  RogueDownstream rogue([](const RawRequest& r) {
+  std::atomic<bool> refuse{false};
+  RogueDownstream rogue([&](const RawRequest& r) {
     if (r.path.rfind("/operations/", 0) == 0) return RawAnswer(404, "{}");
+    if (refuse) return RawAnswer(422, std::string("no\0pe", 5), "text/plain");
     return RawAnswer(201, R"({"ref":"R1","note":"a\u0000b"})");
   });
   Coordinator sagad(downstream_, dir_.path() + "/data", {{"payments", {{"base_url", rogue.url()}}}});
@@ -68,6 +71,12 @@ TEST_F(PromiseTest, NulInADownstreamReplyIsRecordedEscaped) {
   EXPECT_EQ(r.body["status"], "COMPLETED") << r.raw;
   EXPECT_EQ(r.body["steps"][1]["result"].value("note", ""), "a\\x00b") << r.raw;
   EXPECT_EQ(rogue.Count("/charges"), 1);  // recorded at once: no loop, no re-send
+  // A raw NUL in a refusal's text is kept escaped in last_error too.
+  refuse = true;
+  Reply refused = sagad.Submit("order_fulfilment", OrderInput(), 10);
+  EXPECT_EQ(refused.body.value("status", ""), "COMPENSATED") << refused.raw;
+  EXPECT_NE(refused.body["steps"][1].value("last_error", "").find("no\\x00pe"), std::string::npos)
+      << refused.raw;
   EXPECT_EQ(sagad.Terminate(), 0);
 }
 

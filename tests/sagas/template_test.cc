@@ -65,6 +65,7 @@ TEST(JsonLimitsTest, Utf8IsCheckedAndBadBytesAreKeptAsEscapes) {
     EXPECT_FALSE(IsValidUtf8(bad)) << bad;
   EXPECT_EQ(SanitizeUtf8("bad \xff\xfe ok \xc3\xa9"), "bad \\xff\\xfe ok \xc3\xa9");
   EXPECT_TRUE(IsValidUtf8(SanitizeUtf8("\xc0\xaf\xed\xa0\x80")));
+  EXPECT_EQ(SanitizeUtf8(std::string("a\0b", 3)), "a\\x00b");  // PostgreSQL cannot hold NUL
   // Printing never throws, whatever a string holds.
   EXPECT_EQ(DumpJson(nlohmann::json("a\xff" "b")), "\"a\xef\xbf\xbd" "b\"");
 }
