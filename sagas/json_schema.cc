@@ -26,6 +26,12 @@ struct InputSchema::Node {
 
 namespace {
 
+// std::regex compiles and matches by recursion: a long pattern or subject
+// could exhaust the stack. A pattern is written by whoever deploys the saga;
+// the subject comes from any submitter.
+constexpr size_t kMaxPatternLength = 512;
+constexpr size_t kMaxPatternSubject = 1024;
+
 using Node = InputSchema::Node;
 using NodePtr = std::shared_ptr<const Node>;
 
@@ -124,6 +130,8 @@ Status CompileValueKeywords(const nlohmann::json& s, const std::string& at, Node
   SAGAD_RETURN_IF_ERROR(Count(s, "maxItems", at, &n->max_items));
   if (auto it = s.find("pattern"); it != s.end()) {
     if (!it->is_string()) return Bad(at, "pattern must be a string");
+    if (it->get_ref<const std::string&>().size() > kMaxPatternLength)
+      return Bad(at, "pattern is longer than " + std::to_string(kMaxPatternLength) + " characters");
     try {
       n->pattern.emplace(it->get<std::string>(), std::regex::ECMAScript);
     } catch (const std::regex_error&) {
@@ -242,7 +250,11 @@ class Checker {
       Fail(at, "must be at least " + std::to_string(*n.min_length) + " characters long");
     if (n.max_length && len > *n.max_length)
       Fail(at, "must be at most " + std::to_string(*n.max_length) + " characters long");
-    if (n.pattern && !std::regex_search(s, *n.pattern))
+    if (n.pattern && s.size() > kMaxPatternSubject)
+      Fail(at, "is longer than " + std::to_string(kMaxPatternSubject) +
+                   " bytes, too long to be checked against the pattern " +
+                   DumpJson(n.pattern_source));
+    else if (n.pattern && !std::regex_search(s, *n.pattern))
       Fail(at, "must match the pattern " + DumpJson(n.pattern_source));
   }
   void Arrays(const Node& n, const nlohmann::json& a, const std::string& at) {

@@ -9,7 +9,10 @@
 // other keyword is refused when the schema is compiled, naming it: a schema
 // that says more than sagad checks would let through what its author meant
 // to refuse. Lengths count code points; "pattern" is an ECMAScript regular
-// expression (std::regex), searched anywhere in the string.
+// expression (std::regex, at most 512 characters), searched anywhere in the
+// string; a string over 1,024 bytes is refused where a pattern applies
+// (std::regex matches by recursion). A pattern that backtracks
+// exponentially is its author's to avoid.
 // Thread-safety: a compiled schema is immutable; Check may run concurrently.
 #pragma once
 
