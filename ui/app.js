@@ -249,7 +249,11 @@ function instancePage(id) {
       el('td', {}, s.name), el('td', {}, (s.after || []).join(', ') || '-'),
       el('td', { class: 'step-status' }, statusBadge(s.status)), el('td', {}, s.attempts),
       el('td', {}, s.last_error || '-'), el('td', {}, when(s.next_retry_at)), el('td', {}, s.external_ref || '-'),
-      el('td', { class: 'compensation' }, s.compensation ? statusBadge(s.compensation.status) : '-'),
+      el('td', { class: 'compensation' }, s.compensation
+        ? el('span', {}, statusBadge(s.compensation.status),
+          s.compensation.external_ref ? ' ' + s.compensation.external_ref : '',
+          s.compensation.last_error ? ' — ' + s.compensation.last_error : '')
+        : '-'),
       el('td', { class: 'approval' }, s.approval ? (s.approval.decision || '') + ' by ' + (s.approval.by || '?') +
         (s.approval.comment ? ': ' + s.approval.comment : '') + (s.approval.reason ? ': ' + s.approval.reason : '') : '-'))));
     const ev = await api('GET', path + '/events');
