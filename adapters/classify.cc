@@ -107,7 +107,6 @@ QueryResult ClassifyQueryAnswer(int status, const nlohmann::json& body) {
         out.error += ": " + (body[f].is_string() ? body[f].get<std::string>() : DumpJson(body[f]));
         break;
       }
-    out.result = body;
   } else if (out.outcome == QueryOutcome::kHappened) {
     bool wrapped = body.is_object() && body.contains("result") &&
                    (body.contains("outcome") || body.contains("http_status"));
