@@ -69,24 +69,14 @@ Status Ownership::ReadyToSend(const std::string& id) {
   const int64_t margin = lease_ms_ / 3;
   if (held->expires_at - clock_.NowMillis() >= margin) return Status::Ok();
   const int64_t asked_at = clock_.NowMillis();
-  auto lost = store_.RenewLeases(owner_, {id}, clock_, lease_ms_);
+  auto lost = RenewIds({id});
   if (!lost.ok())
     return Unavailable("the lease of " + id +
                        " could not be renewed before a send: " +
                        lost.status().message());
-  if (!lost->empty()) {
-    Release(id);
+  if (!lost->empty() || !Held(id))
     return FailedPrecondition("lease lost: " + id +
                               " is owned by another process");
-  }
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    auto it = held_.find(id);
-    if (it == held_.end())
-      return FailedPrecondition("lease lost: not the owner of " + id);
-    it->second.expires_at =
-        std::max(it->second.expires_at, asked_at + lease_ms_);
-  }
   if (asked_at + lease_ms_ - clock_.NowMillis() < margin)
     return Unavailable("renewing the lease of " + id +
                        " took too long to send now");
@@ -108,7 +98,6 @@ void Ownership::Release(const std::string& id) {
 }
 
 StatusOr<std::vector<std::string>> Ownership::Renew() {
-  const int64_t now = clock_.NowMillis();
   std::vector<std::string> mine;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -116,14 +105,21 @@ StatusOr<std::vector<std::string>> Ownership::Renew() {
     for (const auto& [id, lease] : held_) mine.push_back(id);
   }
   if (mine.empty()) return mine;
-  auto lost = store_.RenewLeases(owner_, mine, clock_, lease_ms_);
+  return RenewIds(mine);
+}
+
+StatusOr<std::vector<std::string>> Ownership::RenewIds(
+    const std::vector<std::string>& ids) {
+  const int64_t asked_at = clock_.NowMillis();
+  auto lost = store_.RenewLeases(owner_, ids, clock_, lease_ms_);
   if (!lost.ok()) return lost.status();
   std::lock_guard<std::mutex> l(mu_);
   for (const auto& id : *lost) held_.erase(id);
-  for (const auto& id : mine) {
+  for (const auto& id : ids) {
     auto it = held_.find(id);
     if (it != held_.end())
-      it->second.expires_at = std::max(it->second.expires_at, now + lease_ms_);
+      it->second.expires_at =
+          std::max(it->second.expires_at, asked_at + lease_ms_);
   }
   return lost;
 }

@@ -79,6 +79,10 @@ class Ownership {
   size_t size() const;
 
  private:
+  // Renews the leases of `ids` in one store transaction: forgets those
+  // another process holds now (returned), extends the others by lease_ms
+  // from the time read before asking. On a store error nothing changes.
+  StatusOr<std::vector<std::string>> RenewIds(const std::vector<std::string>& ids);
   // Caps what this process believes of `lease` by `asked_at` + lease_ms
   // (asked_at: read before the store was asked).
   Lease Believed(Lease lease, int64_t asked_at) const;
