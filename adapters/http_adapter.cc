@@ -1,9 +1,12 @@
 #include "adapters/http_adapter.h"
 
 #include <httplib.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include "adapters/classify.h"
 #include "adapters/sha256.h"
+#include "adapters/tls_probe.h"
 #include "sagas/json_limits.h"
 #include "sagas/template.h"
 
@@ -65,6 +68,40 @@ void AddTraceHeaders(const TraceContext& trace, httplib::Request* hreq) {
 std::string TooLarge(size_t max_bytes) {
   return "reply larger than " + std::to_string(max_bytes) +
          " bytes (max_response_bytes): not read, outcome unknown";
+}
+
+// What a failed exchange means: `sent` false when the request cannot have
+// been acted on; the words say what happened and where.
+std::string TransportError(httplib::Error err, int alert, const ServiceConfig& cfg,
+                           const std::string& origin, bool* sent) {
+  *sent = false;
+  switch (err) {
+    case httplib::Error::Connection:
+      return "not sent: cannot connect to " + origin + " (connection refused or unreachable)";
+    case httplib::Error::ConnectionTimeout:
+      return "not sent: connecting to " + origin + " timed out after " +
+             std::to_string(cfg.timeout_ms) + " ms";
+    case httplib::Error::BindIPAddress:
+      return "not sent: cannot bind a local address to reach " + origin;
+    case httplib::Error::SSLConnection:
+      return "not sent: the TLS handshake with " + origin + " failed";
+    case httplib::Error::SSLLoadingCerts:
+      return "not sent: cannot load the TLS files (ca_file, client_cert_file, client_key_file)";
+    case httplib::Error::SSLServerVerification:
+      return "not sent: the certificate of " + origin + " could not be verified (ca_file?)";
+    default:
+      break;
+  }
+  if (RefusesTheHandshake(alert))
+    return "not sent: " + origin + " refused the TLS handshake (alert " + std::to_string(alert) +
+           ": " + SSL_alert_desc_string_long(alert) + "; is the client certificate right?)";
+  *sent = true;
+  if (err == httplib::Error::Read)
+    return "no response: the connection to " + origin + " was closed or reset, or no answer came "
+           "within timeout_ms (" + std::to_string(cfg.timeout_ms) + " ms)";
+  if (err == httplib::Error::Write)
+    return "no response: writing the request to " + origin + " failed partway";
+  return "no response: " + httplib::to_string(err) + " (" + origin + ")";
 }
 
 }  // namespace
@@ -149,22 +186,25 @@ CallResult HttpAdapter::Call(const CallRequest& req) {
   }
   auto client = pool.Acquire();
   bool too_large = false;
+  const bool fresh = client->is_socket_open() == 0;  // this call makes its connection
+  ERR_clear_error();  // what is queued after the call is this call's
   httplib::Result res = SendCapped(*client, hreq, pool.config.max_response_bytes, &too_large);
+  int alert = res ? 0 : TakeTlsAlert();
+  // A fresh TLS 1.3 connection may be reset before the server's alert is
+  // read: ask the server's handshake again, sending nothing (tls_probe.h).
+  if (!res && fresh && !RefusesTheHandshake(alert) && pool.origin.rfind("https://", 0) == 0 &&
+      (res.error() == httplib::Error::Read || res.error() == httplib::Error::Write))
+    alert = TlsHandshakeAlert(pool.config, pool.origin, std::min(pool.config.timeout_ms, 2000));
   if (too_large) {
     out.outcome = Outcome::kUnknown;
     out.error = TooLarge(pool.config.max_response_bytes);
     return out;
   }
   if (!res) {
-    httplib::Error err = res.error();
     // Nothing left before the connection (and its TLS handshake) stood.
-    bool sent = !(err == httplib::Error::Connection ||
-                  err == httplib::Error::ConnectionTimeout ||
-                  err == httplib::Error::BindIPAddress || err == httplib::Error::SSLConnection ||
-                  err == httplib::Error::SSLLoadingCerts ||
-                  err == httplib::Error::SSLServerVerification);
+    bool sent = true;
+    out.error = TransportError(res.error(), alert, pool.config, pool.origin, &sent);
     out.outcome = ClassifyTransportError(sent);
-    out.error = std::string(sent ? "no response: " : "not sent: ") + httplib::to_string(err);
     return out;  // a failed client is dropped, not pooled
   }
   out.http_status = res->status;

@@ -2,6 +2,12 @@
 
 #include "sagas/json_limits.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -37,8 +43,43 @@ Status ParseListen(const std::string& s, std::string* host, int* port) {
   return Status::Ok();
 }
 
+namespace {
+
+bool LoopbackAddress(const sockaddr* sa) {
+  if (sa->sa_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(sa)->sin_addr.s_addr) >> 24) == 127;
+  if (sa->sa_family != AF_INET6) return false;
+  const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr;
+  if (IN6_IS_ADDR_LOOPBACK(&a)) return true;
+  return IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127;
+}
+
+}  // namespace
+
 bool IsLoopback(const std::string& host) {
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  if (host.empty()) return false;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res) return false;
+  bool all = true;
+  for (addrinfo* r = res; r; r = r->ai_next) all = all && LoopbackAddress(r->ai_addr);
+  freeaddrinfo(res);
+  return all;
+}
+
+Status CheckUrl(const std::string& where, const std::string& url) {
+  if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
+    return InvalidArgument(where + ": the URL must start with http:// or https://");
+  size_t start = url.find("//") + 2;
+  std::string authority = url.substr(start, url.find_first_of("/?#", start) - start);
+  if (authority.find('@') != std::string::npos)
+    return InvalidArgument(where + ": the URL carries credentials (user:password@host), which "
+                           "would be shown to every viewer; put them in \"headers\" (e.g. "
+                           "\"Authorization\") instead");
+  if (authority.empty()) return InvalidArgument(where + ": the URL has no host");
+  return Status::Ok();
 }
 
 namespace {
@@ -164,8 +205,7 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
           if (s.contains("headers"))
             for (const auto& [k, v] : s["headers"].items()) sc.headers[k] = v.get<std::string>();
         }
-        if (sc.base_url.rfind("http://", 0) != 0 && sc.base_url.rfind("https://", 0) != 0)
-          return InvalidArgument("service '" + name + "': base_url must start with http://");
+        SAGAD_RETURN_IF_ERROR(CheckUrl("service '" + name + "': base_url", sc.base_url));
         if (sc.timeout_ms < 1) return InvalidArgument("service '" + name + "': timeout_ms must be > 0");
         c.services[name] = sc;
       }
@@ -204,8 +244,7 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
           wc.secret = w.value("secret", "");
           SAGAD_RETURN_IF_ERROR(IntField(w, "timeout_ms", 1, kMaxMs, "a webhook", &wc.timeout_ms));
         }
-        if (wc.url.rfind("http://", 0) != 0 && wc.url.rfind("https://", 0) != 0)
-          return InvalidArgument("webhook url must start with http://, got '" + wc.url + "'");
+        SAGAD_RETURN_IF_ERROR(CheckUrl("a webhook's url", wc.url));
         c.webhooks.push_back(wc);
       }
     }
@@ -222,6 +261,8 @@ StatusOr<Config> LoadConfigFile(const std::string& path) {
   ss << in.rdbuf();
   nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
   if (j.is_discarded()) return InvalidArgument("config file " + path + " is not valid JSON");
+  if (std::string at = DuplicateKey(ss.str()); !at.empty())
+    return InvalidArgument("config file " + path + ": key " + at + " appears twice");
   return ParseConfig(j);
 }
 
@@ -230,8 +271,7 @@ Status ApplyServiceOverride(const std::string& arg, Config* config) {
   if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
     return InvalidArgument("--service expects NAME=URL, got '" + arg + "'");
   std::string name = arg.substr(0, eq), url = arg.substr(eq + 1);
-  if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
-    return InvalidArgument("--service " + name + ": URL must start with http://");
+  SAGAD_RETURN_IF_ERROR(CheckUrl("--service " + name, url));
   ServiceConfig& sc = config->services[name];
   sc.name = name;
   sc.base_url = url;

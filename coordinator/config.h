@@ -72,6 +72,12 @@ StatusOr<Config> LoadConfigFile(const std::string& path);
 Status ParseListen(const std::string& s, std::string* host, int* port);
 // "NAME=URL" -> sets or overrides that service's base_url.
 Status ApplyServiceOverride(const std::string& arg, Config* config);
+// Whether `host` (an address, or a name: every address it resolves to) is a
+// loopback one. A name that does not resolve is not.
 bool IsLoopback(const std::string& host);
+// A service or webhook URL: http(s)://, a host, and no user:password@
+// (credentials belong in a service's "headers", never shown). InvalidArgument
+// naming `where`, without the URL.
+Status CheckUrl(const std::string& where, const std::string& url);
 
 }  // namespace sagad

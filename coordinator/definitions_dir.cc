@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "sagas/json_limits.h"
+
 namespace sagad {
 
 StatusOr<std::vector<SagaDefinition>> LoadDefinitionsDir(const std::string& dir) {
@@ -22,6 +24,8 @@ StatusOr<std::vector<SagaDefinition>> LoadDefinitionsDir(const std::string& dir)
     ss << in.rdbuf();
     nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
     if (j.is_discarded()) return InvalidArgument(f.string() + ": not valid JSON");
+    if (std::string at = DuplicateKey(ss.str()); !at.empty())
+      return InvalidArgument(f.string() + ": key " + at + " appears twice");
     auto def = SagaDefinition::FromJson(j);
     if (!def.ok()) return InvalidArgument(f.string() + ": " + def.status().message());
     out.push_back(std::move(*def));

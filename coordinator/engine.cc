@@ -107,11 +107,12 @@ StatusOr<nlohmann::json> Engine::WaitSettled(const std::string& id,
                                              std::chrono::milliseconds t) {
   return impl_->WaitSettled(id, t);
 }
-void Engine::WaitSettledAsync(
+std::function<bool()> Engine::WaitSettledAsync(
     const std::string& id, std::chrono::milliseconds timeout,
     std::function<void(StatusOr<nlohmann::json>)> done) {
-  impl_->WaitSettledAsync(id, timeout, std::move(done));
+  return impl_->WaitSettledAsync(id, timeout, std::move(done));
 }
+void Engine::FinishWaits(const Status& why) { impl_->FinishWaits(why); }
 void Engine::CancelWaits() { impl_->CancelWaits(); }
 StatusOr<std::vector<Event>> Engine::GetEvents(const std::string& id) {
   return impl_->GetEvents(id);

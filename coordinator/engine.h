@@ -90,9 +90,15 @@ class Engine {
   StatusOr<nlohmann::json> WaitSettled(const std::string& id,
                                        std::chrono::milliseconds timeout);
   // The same without blocking a thread: calls `done` once, from some thread
-  // (possibly before it returns), unless CancelWaits comes first.
-  void WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
-                        std::function<void(StatusOr<nlohmann::json>)> done);
+  // (possibly before it returns), unless CancelWaits comes first or the
+  // returned function is called (it drops the wait; once it returns, `done`
+  // has run or never will, and it says true when never: a long poll whose
+  // client went away).
+  std::function<bool()> WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
+                                         std::function<void(StatusOr<nlohmann::json>)> done);
+  // Answers every pending WaitSettledAsync, and every later one, with `why`
+  // (a draining server).
+  void FinishWaits(const Status& why);
   // Drops every pending WaitSettledAsync (and every later one) without
   // calling it; when it returns no `done` runs or will run. For shutdown.
   void CancelWaits();

@@ -90,8 +90,9 @@ class Engine::Impl {
   StatusOr<nlohmann::json> WaitSettled(const std::string& id,
                                        std::chrono::milliseconds timeout);
 
-  void WaitSettledAsync(const std::string& id,
-                        std::chrono::milliseconds timeout, Waiters::Done done);
+  std::function<bool()> WaitSettledAsync(const std::string& id,
+                                         std::chrono::milliseconds timeout, Waiters::Done done);
+  void FinishWaits(const Status& why);
 
   void CancelWaits();
 

@@ -28,8 +28,9 @@ EngineMetrics::EngineMetrics() {
   metrics_.Describe("sagad_escalations_total", "counter",
                     "Instances sent to NEEDS_REVIEW.");
   metrics_.Describe("sagad_store_commit_seconds", "histogram",
-                    "LMDB write transactions of a transition (writer lock "
-                    "held, fsync included).");
+                    "Store commits of a transition, queueing in the group "
+                    "commit and the durable write (LMDB: fsync; PostgreSQL: "
+                    "WAL flush) included.");
   metrics_.Describe("sagad_retries_total", "counter",
                     "Re-sends of a forward step (same key).");
   metrics_.Describe(

@@ -17,9 +17,11 @@ auto Engine::Impl::WaitSettled(const std::string& id,
 
 auto Engine::Impl::WaitSettledAsync(const std::string& id,
                                     std::chrono::milliseconds timeout,
-                                    Waiters::Done done) -> void {
-  waiters_.WaitAsync(id, timeout, std::move(done));
+                                    Waiters::Done done) -> std::function<bool()> {
+  return waiters_.WaitAsync(id, timeout, std::move(done));
 }
+
+auto Engine::Impl::FinishWaits(const Status& why) -> void { waiters_.FinishAll(why); }
 
 auto Engine::Impl::CancelWaits() -> void { waiters_.CancelAll(); }
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "adapters/sha256.h"
+#include "coordinator/http/api_auth.h"
 #include "coordinator/http/api_exchange.h"
 #include "coordinator/http/http_server.h"
 #include "sagas/json_limits.h"
@@ -24,17 +25,23 @@ class ApiServer::Impl {
   Impl(Engine& engine, const Config& config)
       : engine_(engine),
         config_(config),
-        server_(ServerOptions(config),
+        auth_(config.tokens),
+        server_(ServerOptions(config, auth_),
                 [this](HttpRequest& req, HttpResponse& res) { Dispatch(req, res); },
                 [](const HttpRequest& req, HttpResponse& res, int status, const std::string& detail) {
+                  if (status == 500) return ProblemFromStatus(req, res, Internal(detail));
                   if (status == 503 || status == 408) res.set_header("Retry-After", "1");
                   Problem(req, res, status, detail);
                 }) {
     Routes();
   }
 
-  static HttpServerOptions ServerOptions(const Config& config) {
+  static HttpServerOptions ServerOptions(const Config& config, const ApiAuth& auth) {
     HttpServerOptions o;
+    // Before a body is invited (Expect: 100-continue), the caller must be known.
+    o.head_check = [&auth](const HttpRequest& req, HttpResponse& res) {
+      return auth.Authenticated(req, res);
+    };
     o.body_limit = kMaxBodyBytes;
     o.tls_cert_file = config.tls_cert_file;
     o.tls_key_file = config.tls_key_file;
@@ -48,14 +55,23 @@ class ApiServer::Impl {
 
   StatusOr<int> Bind(const std::string& host, int port) {
     SAGAD_RETURN_IF_ERROR(server_.Init());
-    return server_.Bind(host, port);
+    auto bound = server_.Bind(host, port);
+    // Whatever the name resolved to: without tokens, only loopback.
+    if (bound.ok() && config_.tokens.empty() && !server_.BoundToLoopback())
+      return InvalidArgument("no tokens are configured, so sagad only listens on loopback; " +
+                             host + " is not a loopback address");
+    return bound;
   }
   void Serve() { server_.Serve(); }
+  // Drains: no new connection or request; the long polls still waiting are
+  // answered 503 (Retry-After) and every answer owed is written (up to 2 s)
+  // before the server stops.
   void Stop() {
+    server_.StopAccepting();
+    engine_.FinishWaits(Unavailable("sagad is shutting down; ask again in a moment"));
+    server_.WaitIdle(std::chrono::seconds(2));
     server_.Stop();
-    // Long polls still waiting hold their connections: drop them now, while
-    // the server they belong to exists.
-    engine_.CancelWaits();
+    engine_.CancelWaits();  // whatever raced in after the drain
   }
   void SetReady(bool r) { ready_ = r; }
 
@@ -68,13 +84,17 @@ class ApiServer::Impl {
       return Problem(req, res, 400, why);
     }
     std::set<std::string> allowed;
+    // HEAD is GET without the body (the server drops it).
+    const std::string method = req.method == "HEAD" ? "GET" : req.method;
     for (const RouteEntry& r : table_) {
       std::smatch m;
       if (!std::regex_match(req.path, m, r.pattern)) continue;
-      if (r.method != req.method) {
+      if (r.method != method) {
         allowed.insert(r.method);
+        if (r.method == "GET") allowed.insert("HEAD");
         continue;
       }
+      if (std::string why = UnknownParams(req, r); !why.empty()) return Problem(req, res, 400, why);
       req.matches.assign(m.begin(), m.end());
       return r.handler(req, res);
     }
@@ -88,39 +108,6 @@ class ApiServer::Impl {
   }
 
  private:
-  // Returns the caller's name, or empty (with a 401/403 response) if the
-  // request may not proceed.
-  std::string Authorize(const HttpRequest& req, HttpResponse& res, Role need,
-                        const Token** who = nullptr) {
-    if (config_.tokens.empty()) return "local";
-    std::string h = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    if (h.compare(0, prefix.size(), prefix) != 0) {
-      res.set_header("WWW-Authenticate", "Bearer");
-      Problem(req, res, 401, "missing bearer token");
-      return "";
-    }
-    std::string tok = h.substr(prefix.size());
-    std::string tok_sha256;  // computed once, if some token is configured by its hash
-    for (const Token& t : config_.tokens) {
-      if (t.token.empty()) {
-        if (tok_sha256.empty()) tok_sha256 = Sha256Hex(tok);
-        if (!ConstantTimeEquals(t.token_sha256, tok_sha256)) continue;
-      } else if (!ConstantTimeEquals(t.token, tok)) {
-        continue;
-      }
-      if (static_cast<int>(t.role) < static_cast<int>(need)) {
-        Problem(req, res, 403, "token '" + t.name + "' lacks the role for this action");
-        return "";
-      }
-      if (who) *who = &t;
-      return t.name;
-    }
-    res.set_header("WWW-Authenticate", "Bearer error=\"invalid_token\"");
-    Problem(req, res, 401, "unknown bearer token");
-    return "";
-  }
-
   static std::vector<std::string> StepActionPaths() {
     std::vector<std::string> out;
     for (const char* a : {"approve", "reject", "resolve", "retry", "skip"})
@@ -133,7 +120,31 @@ class ApiServer::Impl {
     std::string method;
     std::regex pattern;
     RouteHandler handler;
+    std::string openapi_path;     // empty for the console's files
+    std::set<std::string> params;  // the query parameters it takes
   };
+
+  // Empty when every query parameter is one the route takes; else the
+  // refusal naming them (a misspelt ?limt=5 must not be silently ignored).
+  static std::string UnknownParams(const HttpRequest& req, const RouteEntry& r) {
+    if (r.openapi_path.empty()) return "";
+    std::string unknown;
+    for (const auto& [k, v] : req.params)
+      if (!r.params.count(k) && unknown.find("'" + k + "'") == std::string::npos)
+        unknown += (unknown.empty() ? "'" : ", '") + SanitizeUtf8(k) + "'";
+    if (unknown.empty()) return "";
+    std::string takes;
+    for (const auto& p : r.params) takes += (takes.empty() ? "" : ", ") + p;
+    return "unknown query parameter " + unknown + " (" + r.method + " " + r.openapi_path +
+           (takes.empty() ? " takes none)" : " takes: " + takes + ")");
+  }
+
+  // The query parameters `method openapi_path` takes (none unless said).
+  void TakesParams(const std::string& method, const std::string& openapi_path,
+                   std::set<std::string> params) {
+    for (RouteEntry& r : table_)
+      if (r.method == method && r.openapi_path == openapi_path) r.params = params;
+  }
 
   // Registers a handler and records the OpenAPI paths it serves, so the
   // document and the server can be checked against each other.
@@ -141,10 +152,11 @@ class ApiServer::Impl {
              const std::string& pattern, RouteHandler handler) {
     for (auto& p : openapi_paths) routes_.push_back(method + " " + p);
     Get(method, pattern, std::move(handler));
+    table_.back().openapi_path = openapi_paths.empty() ? pattern : openapi_paths[0];
   }
   // A route the OpenAPI document does not describe (the console's files).
   void Get(const std::string& method, const std::string& pattern, RouteHandler handler) {
-    table_.push_back({method, std::regex(pattern), std::move(handler)});
+    table_.push_back({method, std::regex(pattern), std::move(handler), "", {}});
   }
 
   void Routes() {
@@ -176,7 +188,7 @@ class ApiServer::Impl {
     });
 
     Route("GET", {"/v1/sagas"}, "/v1/sagas", [this](const HttpRequest& req, HttpResponse& res) {
-      if (Authorize(req, res, Role::kViewer).empty()) return;
+      if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
       nlohmann::json out = nlohmann::json::array();
       for (const auto& d : engine_.Definitions()) {
         nlohmann::json j = d->ToJson();
@@ -190,7 +202,7 @@ class ApiServer::Impl {
                  [this](const HttpRequest& req, HttpResponse& res) { Submit(req, res); });
 
     Route("GET", {"/v1/instances"}, "/v1/instances", [this](const HttpRequest& req, HttpResponse& res) {
-      if (Authorize(req, res, Role::kViewer).empty()) return;
+      if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
       std::string status = req.get_param_value("status");
       static const std::set<std::string> kStatuses = {
           "", "RUNNING", "AWAITING_APPROVAL", "COMPLETED", "COMPENSATING", "COMPENSATED",
@@ -228,18 +240,20 @@ class ApiServer::Impl {
     });
 
     Route("GET", {"/v1/instances/{id}"}, R"(/v1/instances/([^/]+))", [this](const HttpRequest& req, HttpResponse& res) {
-      if (Authorize(req, res, Role::kViewer).empty()) return;
+      if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
       double wait;
       if (!WaitParam(req, res, &wait)) return;
       std::string id = req.matches[1];
       if (wait > 0) {  // a long poll: no thread waits for it
         auto complete = res.Defer();
-        engine_.WaitSettledAsync(id, std::chrono::milliseconds(int64_t(wait * 1000)),
-                                 [&req, &res, complete](StatusOr<nlohmann::json> j) {
-                                   if (!j.ok()) ProblemFromStatus(req, res, j.status());
-                                   else Json(res, 200, *j);
-                                   complete();
-                                 });
+        auto drop = engine_.WaitSettledAsync(
+            id, std::chrono::milliseconds(int64_t(wait * 1000)),
+            [&req, &res, complete](StatusOr<nlohmann::json> j) {
+              if (!j.ok()) ProblemFromStatus(req, res, j.status());
+              else Json(res, 200, *j);
+              complete();
+            });
+        res.OnAbandon([drop] { drop(); });
         return;
       }
       auto j = engine_.GetInstance(id);
@@ -248,7 +262,7 @@ class ApiServer::Impl {
     });
 
     Route("GET", {"/v1/instances/{id}/events"}, R"(/v1/instances/([^/]+)/events)", [this](const HttpRequest& req, HttpResponse& res) {
-      if (Authorize(req, res, Role::kViewer).empty()) return;
+      if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
       auto evs = engine_.GetEvents(req.matches[1]);
       if (!evs.ok()) return ProblemFromStatus(req, res, evs.status());
       nlohmann::json out = nlohmann::json::array();
@@ -257,7 +271,7 @@ class ApiServer::Impl {
     });
 
     Route("GET", {"/v1/instances/{id}/bundle"}, R"(/v1/instances/([^/]+)/bundle)", [this](const HttpRequest& req, HttpResponse& res) {
-      if (Authorize(req, res, Role::kViewer).empty()) return;
+      if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
       auto b = engine_.Bundle(req.matches[1]);
       if (!b.ok()) return ProblemFromStatus(req, res, b.status());
       Json(res, 200, *b);
@@ -265,14 +279,13 @@ class ApiServer::Impl {
 
     Route("GET", {"/v1/whoami"}, "/v1/whoami", [this](const HttpRequest& req, HttpResponse& res) {
       const Token* t = nullptr;
-      if (Authorize(req, res, Role::kViewer, &t).empty()) return;
-      static const char* kRoleNames[] = {"viewer", "submitter", "operator", "admin"};
+      if (auth_.Authorize(req, res, Role::kViewer, &t).empty()) return;
       Json(res, 200, {{"name", t ? t->name : "local"},
-                      {"role", t ? kRoleNames[static_cast<int>(t->role)] : "admin"}});
+                      {"role", t ? RoleName(t->role) : "admin"}});
     });
 
     Route("GET", {"/v1/counts"}, "/v1/counts", [this](const HttpRequest& req, HttpResponse& res) {
-      if (Authorize(req, res, Role::kViewer).empty()) return;
+      if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
       auto c = engine_.Counts();
       if (!c.ok()) return ProblemFromStatus(req, res, c.status());
       Json(res, 200, *c);
@@ -299,7 +312,7 @@ class ApiServer::Impl {
     });
 
     Route("GET", {"/v1/approvals"}, "/v1/approvals", [this](const HttpRequest& req, HttpResponse& res) {
-      if (Authorize(req, res, Role::kViewer).empty()) return;
+      if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
       auto a = engine_.Approvals();
       if (!a.ok()) return ProblemFromStatus(req, res, a.status());
       Json(res, 200, {{"approvals", *a}});
@@ -308,8 +321,12 @@ class ApiServer::Impl {
     Route("POST", StepActionPaths(), R"(/v1/instances/([^/]+)/steps/([^/]+)/(approve|reject|resolve|retry|skip))",
                  [this](const HttpRequest& req, HttpResponse& res) { StepAction(req, res); });
 
+    TakesParams("GET", "/v1/instances", {"status", "saga", "waiting", "limit", "cursor"});
+    TakesParams("GET", "/v1/instances/{id}", {"wait"});
+    TakesParams("POST", "/v1/sagas/{saga}/instances", {"wait", "version"});
+
     Route("POST", {"/v1/instances/{id}/cancel", "/v1/instances/{id}/compensate"}, R"(/v1/instances/([^/]+)/(cancel|compensate))", [this](const HttpRequest& req, HttpResponse& res) {
-      std::string who = Authorize(req, res, Role::kOperator);
+      std::string who = auth_.Authorize(req, res, Role::kOperator);
       if (who.empty()) return;
       nlohmann::json body;
       std::string reason;
@@ -335,7 +352,7 @@ class ApiServer::Impl {
   }
 
   void Submit(const HttpRequest& req, HttpResponse& res) {
-    if (Authorize(req, res, Role::kSubmitter).empty()) return;
+    if (auth_.Authorize(req, res, Role::kSubmitter).empty()) return;
     std::string saga = req.matches[1];
     double wait;
     if (!WaitParam(req, res, &wait)) return;
@@ -404,18 +421,24 @@ class ApiServer::Impl {
     };
     if (wait > 0) {  // held until settled or the time is up, without a thread
       auto complete = res.Defer();
-      engine_.WaitSettledAsync(sub->instance_id, std::chrono::milliseconds(int64_t(wait * 1000)),
-                               [&req, &res, complete, answer](StatusOr<nlohmann::json> j) {
-                                 answer(req, res, j);
-                                 complete();
-                               });
+      // A client gone before the answer: the instance runs on; a replay of
+      // the key gets what this request would have.
+      auto drop = engine_.WaitSettledAsync(
+          sub->instance_id, std::chrono::milliseconds(int64_t(wait * 1000)),
+          [&req, &res, complete, answer](StatusOr<nlohmann::json> j) {
+            answer(req, res, j);
+            complete();
+          });
+      res.OnAbandon([this, drop, key] {
+        if (drop()) engine_.FinishSubmission(key, 0, nullptr);  // never answered
+      });
       return;
     }
     answer(req, res, engine_.GetInstance(sub->instance_id));
   }
 
   void StepAction(const HttpRequest& req, HttpResponse& res) {
-    std::string who = Authorize(req, res, Role::kOperator);
+    std::string who = auth_.Authorize(req, res, Role::kOperator);
     if (who.empty()) return;
     std::string id = req.matches[1], step = req.matches[2], action = req.matches[3];
     nlohmann::json body;
@@ -450,6 +473,7 @@ class ApiServer::Impl {
 
   Engine& engine_;
   Config config_;
+  ApiAuth auth_;
   std::vector<RouteEntry> table_;
   std::atomic<bool> ready_{false};
   HttpServer server_;  // last: its threads call into the members above

@@ -12,76 +12,6 @@
 namespace sagad {
 using namespace lmdb_util;
 
-StatusOr<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir,
-                                                     size_t map_size_bytes) {
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-    return Internal("cannot create data dir " + dir + ": " + std::strerror(errno));
-  std::unique_ptr<LmdbStore> s(new LmdbStore());
-  int rc = mdb_env_create(&s->env_);
-  if (rc != 0) return LmdbError("mdb_env_create", rc);
-  mdb_env_set_maxdbs(s->env_, 16);
-  mdb_env_set_maxreaders(s->env_, 1024);
-  mdb_env_set_mapsize(s->env_, map_size_bytes);
-  rc = mdb_env_open(s->env_, dir.c_str(), MDB_NOTLS, 0644);
-  if (rc != 0) return Internal("cannot open LMDB data dir " + dir + ": " + mdb_strerror(rc));
-  Txn txn(s->env_, true);
-  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
-  struct {
-    const char* name;
-    MDB_dbi* dbi;
-  } dbs[] = {{"instances", &s->instances_}, {"events", &s->events_},
-             {"operations", &s->operations_}, {"submissions", &s->submissions_},
-             {"active", &s->active_}, {"meta", &s->meta_}, {"outbox", &s->outbox_},
-             {"leases", &s->leases_}, {"sub_index", &s->sub_index_}};
-  for (auto& d : dbs) {
-    rc = mdb_dbi_open(txn.get(), d.name, MDB_CREATE, d.dbi);
-    if (rc != 0) return LmdbError("mdb_dbi_open", rc);
-  }
-  auto meta = GetJson(txn.get(), s->meta_, "schema_version");
-  if (!meta.ok() && meta.status().code() != StatusCode::kNotFound) return meta.status();
-  int v = meta.ok() ? meta->get<int>() : -1;
-  if (v > kStoreSchemaVersion)
-    return FailedPrecondition("data dir " + dir + " has schema_version " + std::to_string(v) +
-                              ", newer than this sagad supports (" +
-                              std::to_string(kStoreSchemaVersion) + "); refusing to open");
-  if (v == 0) {
-    SAGAD_RETURN_IF_ERROR(s->MigrateV0ToV1(txn.get()));
-    v = 1;
-  }
-  if (v < 0) v = kStoreSchemaVersion;  // a new data dir
-  SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), s->meta_, "schema_version", v));
-  rc = txn.Commit();
-  if (rc != 0) return LmdbError("mdb_txn_commit", rc);
-  return s;
-}
-
-// Schema 0 (the first release) had no index of unfinished instances and no
-// schema_version inside records: build the index, stamp every snapshot.
-Status LmdbStore::MigrateV0ToV1(MDB_txn* txn) {
-  Cursor cur(txn, instances_);
-  if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
-  int rc = 0;
-  std::vector<std::pair<std::string, nlohmann::json>> snaps;
-  MDB_val k, v;
-  for (rc = cur.Get(&k, &v, MDB_FIRST); rc == 0;
-       rc = cur.Get(&k, &v, MDB_NEXT)) {
-    auto j = nlohmann::json::parse(Str(v), nullptr, false);
-    if (j.is_discarded()) {
-      return Internal("schema 0 migration: corrupt instance record " + Str(k));
-    }
-    snaps.emplace_back(Str(k), std::move(j));
-  }
-  for (auto& [id, snap] : snaps) {
-    snap["schema_version"] = 1;
-    SAGAD_RETURN_IF_ERROR(PutSnapshot(txn, id, snap));
-  }
-  return Status::Ok();
-}
-
-LmdbStore::~LmdbStore() {
-  if (env_) mdb_env_close(env_);
-}
-
 static std::string SeqKey(uint64_t seq) {
   std::string k;
   for (int i = 7; i >= 0; --i) k.push_back(static_cast<char>((seq >> (i * 8)) & 0xff));
@@ -340,7 +270,7 @@ Status LmdbStore::GroupCommit(CommitRequest& r) {
   // instance fits again (or CheckWritable's probe finds room). A smaller
   // write that fits (a step's transition rewriting its snapshot in place)
   // does not mean a submission would.
-  if (IsFull(batch_status)) full_ = true;
+  if (IsFull(batch_status) || batch_status.code() == StatusCode::kUnavailable) full_ = true;
   else if (batch_status.ok() && full_)
     for (const CommitRequest* w : batch)
       if (w->kind == WriteKind::kCreate && w->result.ok()) full_ = false;

@@ -43,6 +43,10 @@ class LmdbStore : public Store {
   // if the data was written by a newer schema version.
   static StatusOr<std::unique_ptr<LmdbStore>> Open(const std::string& dir,
                                                    size_t map_size_bytes = size_t(64) << 30);
+  // Opens an existing environment for reading only (sagactl inspect, verify):
+  // works on a read-only directory (without the lock file's protocol then,
+  // so a writer running meanwhile may show a torn view).
+  static StatusOr<std::unique_ptr<LmdbStore>> OpenReadOnly(const std::string& dir);
   ~LmdbStore() override;
 
   // Store
@@ -99,6 +103,10 @@ class LmdbStore : public Store {
   StatusOr<Lease> TakeLease(MDB_txn* txn, const std::string& id, const std::string& owner,
                             int64_t now_ms, int64_t ttl_ms, const std::string& successor_of);
   Status MigrateV0ToV1(MDB_txn* txn);
+  // The named databases and their handles.
+  std::vector<std::pair<const char*, MDB_dbi*>> Databases();
+  // Refuses a data.mdb shorter than its meta page says it is.
+  Status CheckSize(const std::string& dir);
   // Whether 64 KiB can be committed now (see CheckWritable); Unavailable
   // without trying if the last probe was less than a second ago.
   Status ProbeRoom();

@@ -190,8 +190,9 @@ Status LmdbStore::CheckWritable() {
     full_ = false;
     return probe;
   }
-  return Unavailable("the store is full: the last write failed for lack of space (disk or "
-                     "lmdb_map_size_mb)");
+  if (probe.message() != "probed less than a second ago" && !IsFull(probe)) return probe;
+  return Unavailable("the store is full or failing: the last write failed (disk space, "
+                     "lmdb_map_size_mb, or an I/O error)");
 }
 
 // Commits kProbeBytes under a meta key, then deletes it: room for that (far

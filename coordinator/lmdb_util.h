@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "coordinator/store_fault.h"
 #include "sagas/json_limits.h"
 #include "sagas/status.h"
 
@@ -20,11 +21,15 @@ namespace lmdb_util {
 
 
 // A full map or disk is Unavailable (503 + Retry-After at the API, retried by
-// the drivers), with what to do about it; anything else is Internal.
+// the drivers), with what to do about it; so is an I/O error of the disk (a
+// StoreFault: the system's words go to the log); anything else (a record
+// LMDB refuses, a corrupt page) is Internal.
 inline Status LmdbError(const char* what, int rc) {
   if (rc == MDB_MAP_FULL || rc == ENOSPC || rc == EDQUOT)
     return Unavailable(std::string("the store is full (") + what + ": " + mdb_strerror(rc) +
                        "): free disk space or raise lmdb_map_size_mb, then writes resume");
+  if (rc == EIO || rc == EROFS || rc == ENOMEM || rc == EAGAIN || rc == MDB_READERS_FULL)
+    return StoreFault("LMDB", std::string(what) + ": " + mdb_strerror(rc));
   return Internal(std::string(what) + ": " + mdb_strerror(rc));
 }
 

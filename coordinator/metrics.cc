@@ -9,13 +9,18 @@ void Metrics::Inc(const std::string& name, const std::string& labels, double v) 
   counters_[name][labels] += v;
 }
 
-void Metrics::Observe(const std::string& name, double seconds) {
-  std::lock_guard<std::mutex> l(mu_);
+Metrics::Histogram& Metrics::HistogramLocked(const std::string& name) {
   Histogram& h = histograms_[name];
   if (h.bounds.empty()) {
     h.bounds = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
     h.counts.assign(h.bounds.size() + 1, 0);
   }
+  return h;
+}
+
+void Metrics::Observe(const std::string& name, double seconds) {
+  std::lock_guard<std::mutex> l(mu_);
+  Histogram& h = HistogramLocked(name);
   size_t i = 0;
   while (i < h.bounds.size() && seconds > h.bounds[i]) ++i;
   ++h.counts[i];
@@ -26,6 +31,9 @@ void Metrics::Observe(const std::string& name, double seconds) {
 void Metrics::Describe(const std::string& name, const std::string& type, const std::string& help) {
   std::lock_guard<std::mutex> l(mu_);
   help_[name] = {type, help};
+  // Exported from the first scrape on, observed or not.
+  if (type == "histogram") HistogramLocked(name);
+  else counters_[name];
 }
 
 double Metrics::Get(const std::string& name, const std::string& labels) const {

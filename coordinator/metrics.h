@@ -15,7 +15,9 @@ class Metrics {
   void Inc(const std::string& name, const std::string& labels = "", double v = 1);
   // Records one observation (seconds) in histogram `name`.
   void Observe(const std::string& name, double seconds);
-  // Declares HELP text and type ("counter", "gauge", "histogram").
+  // Declares HELP text and type ("counter", "gauge", "histogram"); the family
+  // is rendered from then on (a histogram with zero counts, a counter family
+  // with no series until one is counted).
   void Describe(const std::string& name, const std::string& type, const std::string& help);
   // Current value of a counter (tests and gauges).
   double Get(const std::string& name, const std::string& labels = "") const;
@@ -29,6 +31,8 @@ class Metrics {
     uint64_t count = 0;
     double sum = 0;
   };
+  Histogram& HistogramLocked(const std::string& name);  // made on first use
+
   mutable std::mutex mu_;
   std::map<std::string, std::pair<std::string, std::string>> help_;  // name -> (type, help)
   std::map<std::string, std::map<std::string, double>> counters_;

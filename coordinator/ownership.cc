@@ -113,15 +113,24 @@ StatusOr<std::vector<std::string>> Ownership::RenewIds(
   const int64_t asked_at = clock_.NowMillis();
   auto lost = store_.RenewLeases(owner_, ids, clock_, lease_ms_);
   if (!lost.ok()) return lost.status();
+  // Not renewed because its instance finished meanwhile (its last commit
+  // released the lease): let go, but that is no loss to report.
+  std::vector<std::string> released, taken;
+  for (const auto& id : *lost) {
+    auto lease = store_.GetLease(id);
+    bool free = lease.status().code() == StatusCode::kNotFound || (lease.ok() && lease->owner.empty());
+    (free ? released : taken).push_back(id);
+  }
   std::lock_guard<std::mutex> l(mu_);
-  for (const auto& id : *lost) held_.erase(id);
+  for (const auto& id : released) held_.erase(id);
+  for (const auto& id : taken) held_.erase(id);
   for (const auto& id : ids) {
     auto it = held_.find(id);
     if (it != held_.end())
       it->second.expires_at =
           std::max(it->second.expires_at, asked_at + lease_ms_);
   }
-  return lost;
+  return taken;
 }
 
 size_t Ownership::size() const {

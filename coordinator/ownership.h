@@ -80,8 +80,10 @@ class Ownership {
 
  private:
   // Renews the leases of `ids` in one store transaction: forgets those
-  // another process holds now (returned), extends the others by lease_ms
-  // from the time read before asking. On a store error nothing changes.
+  // another process holds now (returned) and those released meanwhile by
+  // their instance's final commit (not a loss: not returned), extends the
+  // others by lease_ms from the time read before asking. On a store error
+  // nothing changes.
   StatusOr<std::vector<std::string>> RenewIds(const std::vector<std::string>& ids);
   // Caps what this process believes of `lease` by `asked_at` + lease_ms
   // (asked_at: read before the store was asked).

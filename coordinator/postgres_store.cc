@@ -1,4 +1,5 @@
 #include "coordinator/postgres_store.h"
+#include "coordinator/store_fault.h"
 #include "coordinator/postgres_rows.h"
 
 #include <libpq-fe.h>
@@ -151,7 +152,13 @@ class PostgresStore::Connection {
     std::string msg = raw ? PQresultErrorMessage(raw) : PQerrorMessage(conn_);
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
     if (Broken() || IsConnectionTrouble(state)) return Unavailable("postgresql: " + msg);
-    return Internal("postgresql: " + msg);
+    // A value the database refused (a data exception, a constraint): the
+    // write's own content, which retrying cannot change.
+    if (state && (std::strncmp(state, "22", 2) == 0 || std::strncmp(state, "23", 2) == 0))
+      return Internal("postgresql: " + msg);
+    // Anything else is the database's side (a schema changed under sagad, a
+    // resource or server failure): 503, with the SQL in the log only.
+    return StoreFault("PostgreSQL", std::string("SQLSTATE ") + (state ? state : "?") + ": " + msg);
   }
 
   PGconn* conn_ = nullptr;
@@ -227,6 +234,7 @@ StatusOr<PgRows> PostgresStore::Query(const char* statement,
   if (!c.ok()) return c.status();
   auto r = (*c)->Run(statement, params);
   Release(std::move(*c));
+  if (!r.ok() && r.status().code() == StatusCode::kUnavailable) faults_.Note(r.status());
   return r;
 }
 

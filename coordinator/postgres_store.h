@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "coordinator/store.h"
+#include "coordinator/store_fault.h"
 
 namespace sagad {
 
@@ -132,6 +133,7 @@ class PostgresStore : public Store {
   std::mutex group_mu_;
   std::deque<Pending*> group_queue_;  // front: the current leader
   std::atomic<uint64_t> synced_commits_{0};
+  FaultWindow faults_;  // store faults, for CheckWritable
 };
 
 }  // namespace sagad

@@ -101,7 +101,9 @@ Status PostgresStore::CheckWritable() {
   auto r = Query("writable", {});
   if (!r.ok()) return r.status();
   if (r->get(0, 0) == "t") return Unavailable("the database is read-only (a standby)");
-  return Status::Ok();
+  // Reads or writes failing while the database answers (a schema changed
+  // under sagad): not ready until they have stopped failing for 5 s.
+  return faults_.Recent(5000);
 }
 
 }  // namespace sagad

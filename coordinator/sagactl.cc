@@ -229,7 +229,7 @@ std::unique_ptr<sagad::Store> OpenExisting(const Args& a) {
   struct stat st;
   if (stat((dir + "/data.mdb").c_str(), &st) != 0 || !S_ISREG(st.st_mode))
     Die("no sagad data dir at " + dir + " (no data.mdb there)");
-  auto store = sagad::LmdbStore::Open(dir);
+  auto store = sagad::LmdbStore::OpenReadOnly(dir);
   if (!store.ok()) Die(store.status().message());
   return std::move(*store);
 }

@@ -182,6 +182,7 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGTERM);
   sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGHUP);  // not a stop: logged and ignored (there is no reload)
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -228,7 +229,11 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
   std::cout << "LISTENING " << *port << std::endl;
 
   int sig = 0;
-  sigwait(&sigs, &sig);
+  while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP)
+    std::cerr << DumpJson({{"msg", "SIGHUP ignored: sagad does not reload its config; restart "
+                                   "it (SIGTERM drains) to apply a change"},
+                           {"signal", sig}})
+              << std::endl;
   std::cerr << "{\"msg\":\"draining\",\"signal\":" << sig << "}" << std::endl;
   api.Stop();
   server.join();

@@ -266,7 +266,8 @@ auto StepRunner::SendForward(const std::string& id, const SagaDefinition& def,
               i, StepEvent::kFail,
               {{"error", res.error}, {"http_status", res.http_status}}));
           return GiveUp(tx, def,
-                        "step '" + sd.name + "' was rejected: " + res.error);
+                        "step '" + sd.name + "' was refused by service '" +
+                            sd.forward.service + "': " + res.error);
         case Outcome::kUnknown:
           return tx.Step(
               i, StepEvent::kOutcomeUnknown,

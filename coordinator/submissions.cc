@@ -123,8 +123,9 @@ StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga,
 StatusOr<SubmitOutcome> Submissions::Replay(const Submission& first,
                                             const std::string& request_hash) {
   if (first.request_hash != request_hash)
-    return AlreadyExists(
-        "this Idempotency-Key was already used with a different request");
+    return AlreadyExists("this Idempotency-Key was already used with a different request, "
+                         "which created instance " + first.instance_id + " (/v1/instances/" +
+                         first.instance_id + ")");
   SubmitOutcome out;
   out.instance_id = first.instance_id;
   out.replayed = true;

@@ -53,19 +53,53 @@ StatusOr<nlohmann::json> Waiters::Wait(const std::string& id, std::chrono::milli
   }
 }
 
-void Waiters::WaitAsync(const std::string& id, std::chrono::milliseconds timeout, Done done) {
+std::function<bool()> Waiters::WaitAsync(const std::string& id,
+                                         std::chrono::milliseconds timeout, Done done) {
   auto w = std::make_shared<Async>();
   w->id = id;
   w->done = std::move(done);
   w->deadline = std::chrono::steady_clock::now() + timeout;
+  std::function<bool()> drop = [this, weak = std::weak_ptr<Async>(w)] {
+    auto a = weak.lock();
+    return a && Drop(a);
+  };
+  Status closing;
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (cancelled_) return;
-    async_.emplace(id, w);
+    if (cancelled_) return [] { return true; };
+    closing = closing_;
+    if (closing.ok()) async_.emplace(id, w);
+  }
+  if (!closing.ok()) {
+    w->done(closing);
+    return [] { return false; };
   }
   auto j = store_.GetInstance(id);
-  if (!j.ok() || Settled(*j) || timeout.count() <= 0) return Finish(w, std::move(j));
-  Arm(w);
+  if (!j.ok() || Settled(*j) || timeout.count() <= 0) Finish(w, std::move(j));
+  else Arm(w);
+  return drop;
+}
+
+bool Waiters::Drop(const std::shared_ptr<Async>& w) {
+  std::lock_guard<std::mutex> l(mu_);  // Finish calls `done` under it: none runs now
+  if (!w->done) return false;
+  w->done = nullptr;
+  for (auto [it, end] = async_.equal_range(w->id); it != end; ++it)
+    if (it->second == w) {
+      async_.erase(it);
+      break;
+    }
+  return true;
+}
+
+void Waiters::FinishAll(const Status& why) {
+  std::vector<std::shared_ptr<Async>> all;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    closing_ = why;
+    for (auto& [id, w] : async_) all.push_back(w);
+  }
+  for (const auto& w : all) Finish(w, why);
 }
 
 // Every 200 ms (or at the deadline, if sooner): read the store on a reader

@@ -39,8 +39,14 @@ class Waiters {
   // Blocks until the instance settles or `timeout` passes; its view then.
   StatusOr<nlohmann::json> Wait(const std::string& id, std::chrono::milliseconds timeout);
   // Calls `done` once, from some thread (possibly before this returns), as
-  // Wait would return; unless CancelAll comes first.
-  void WaitAsync(const std::string& id, std::chrono::milliseconds timeout, Done done);
+  // Wait would return; unless CancelAll comes first, or the returned
+  // function (which drops this wait: once it returns, `done` has run or
+  // never will; true when it never will). Call it only while the Waiters exist.
+  std::function<bool()> WaitAsync(const std::string& id, std::chrono::milliseconds timeout,
+                                  Done done);
+  // Answers every asynchronous waiter with `why` now, and every later one at
+  // once (a draining server: its long polls get a 503, not a dropped line).
+  void FinishAll(const Status& why);
   // A commit settled `id`: wake its waiters with the snapshot it wrote.
   void Notify(const std::string& id, const std::shared_ptr<const nlohmann::json>& snapshot);
   // Drops every asynchronous waiter without calling it, and every later
@@ -54,6 +60,7 @@ class Waiters {
   struct Blocking;
   struct Async;
   void Finish(const std::shared_ptr<Async>& w, StatusOr<nlohmann::json> j);
+  bool Drop(const std::shared_ptr<Async>& w);
   void Arm(const std::shared_ptr<Async>& w);
 
   Store& store_;
@@ -61,6 +68,7 @@ class Waiters {
   boost::asio::thread_pool& readers_;
   std::mutex mu_;
   bool cancelled_ = false;
+  Status closing_;  // not ok once FinishAll ran
   std::unordered_multimap<std::string, Blocking*> blocking_;
   std::unordered_multimap<std::string, std::shared_ptr<Async>> async_;
 };

@@ -1,5 +1,8 @@
 #include "sagas/json_limits.h"
 
+#include <set>
+#include <vector>
+
 #include <cstdint>
 
 namespace sagad {
@@ -106,6 +109,72 @@ std::string EscapeNulText(const std::string& s) {
 }
 
 }  // namespace
+
+namespace {
+
+// Sees keys only; stops at the first one repeated within its object.
+class DuplicateKeySax : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::string found;
+
+  bool null() override { return Value(); }
+  bool boolean(bool) override { return Value(); }
+  bool number_integer(number_integer_t) override { return Value(); }
+  bool number_unsigned(number_unsigned_t) override { return Value(); }
+  bool number_float(number_float_t, const string_t&) override { return Value(); }
+  bool string(string_t&) override { return Value(); }
+  bool binary(binary_t&) override { return Value(); }
+  bool start_object(std::size_t) override { return Open(true); }
+  bool start_array(std::size_t) override { return Open(false); }
+  bool end_object() override { return Close(); }
+  bool end_array() override { return Close(); }
+  bool key(string_t& k) override {
+    Frame& f = frames_.back();
+    f.name = k;
+    if (!f.keys.insert(k).second) {
+      for (const Frame& fr : frames_) found += "/" + Escaped(fr.object ? fr.name : std::to_string(fr.index));
+      return false;
+    }
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  struct Frame {
+    bool object;
+    std::set<std::string> keys;
+    std::string name;
+    size_t index = 0;
+  };
+  static std::string Escaped(const std::string& s) {
+    std::string out;
+    for (char c : s) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+    return out;
+  }
+  bool Value() {
+    if (!frames_.empty() && !frames_.back().object) ++frames_.back().index;
+    return true;
+  }
+  bool Open(bool object) {
+    frames_.push_back({object, {}, "", 0});
+    return true;
+  }
+  bool Close() {
+    frames_.pop_back();
+    return Value();
+  }
+  std::vector<Frame> frames_;
+};
+
+}  // namespace
+
+std::string DuplicateKey(const std::string& text) {
+  DuplicateKeySax sax;
+  nlohmann::json::sax_parse(text, &sax, nlohmann::json::input_format_t::json, false);
+  return sax.found;
+}
 
 std::string FindNul(const nlohmann::json& j) {
   if (j.is_string()) return HasNul(j.get_ref<const std::string&>()) ? "/" : "";

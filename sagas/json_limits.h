@@ -38,6 +38,13 @@ std::string SanitizeUtf8(std::string_view text);
 // value that one store keeps and the other refuses is a trap.
 std::string FindNul(const nlohmann::json& j);
 
+// The JSON Pointer (RFC 6901) of the first object key in `text` that appears
+// twice in its object ("/input" for two "input" at the top), or "" if none
+// does (or `text` is not JSON). RFC 8259 leaves such documents'
+// meaning open, and the library keeps the last: refused instead, so that
+// what sagad acts on is what every reader of the text sees.
+std::string DuplicateKey(const std::string& text);
+
 // `j` with every U+0000 in its strings and keys written as the four
 // characters \x00, as SanitizeUtf8 writes a bad byte: for values from
 // outside (downstream replies) that must be recorded, never refused.

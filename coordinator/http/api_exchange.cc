@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "coordinator/engine_log.h"
+#include "coordinator/store_fault.h"
 #include "sagas/json_limits.h"
 
 namespace sagad {
@@ -16,10 +17,14 @@ const char* Title(int status) {
     case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
     case 409: return "Conflict";
     case 413: return "Payload Too Large";
     case 415: return "Unsupported Media Type";
+    case 417: return "Expectation Failed";
     case 422: return "Unprocessable Content";
+    case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
     default: return status >= 500 ? "Internal Server Error" : "Error";
   }
@@ -52,8 +57,11 @@ void ProblemFromStatus(const HttpRequest& req, HttpResponse& res, const Status& 
   if (code == 500) {
     // What went wrong inside (a store's own error text, SQL included) is
     // for the log, not for the client.
-    EngineLog({{"msg", "internal error"}, {"path", req.path}, {"error", s.ToString()}});
-    Problem(req, res, code, "internal error; the coordinator's log has the details");
+    std::string ref = NewErrorReference();
+    EngineLog({{"msg", "internal error"}, {"path", req.path}, {"error", s.ToString()},
+               {"reference", ref}});
+    Problem(req, res, code, "internal error (" + ref + " in the coordinator's log)",
+            {{"reference", ref}});
     return;
   }
   Problem(req, res, code, s.message());
@@ -97,6 +105,10 @@ bool BodyObject(const HttpRequest& req, HttpResponse& res, nlohmann::json* out,
   }
   if (!out->is_object()) {
     Problem(req, res, 400, "request body must be a JSON object");
+    return false;
+  }
+  if (std::string at = DuplicateKey(req.body); !at.empty()) {
+    Problem(req, res, 400, "key " + SanitizeUtf8(at) + " appears twice in the request body");
     return false;
   }
   if (std::string at = FindNul(*out); !at.empty()) {
@@ -165,11 +177,13 @@ std::string RefuseBeforeRouting(const HttpRequest& req) {
   return "";
 }
 
-// A page cursor is an instance id: letters, digits and -_.: only.
+// A page cursor is an instance id, as NewInstanceId makes them: 12 hex
+// digits, '-', 16 hex digits.
 bool ValidCursor(const std::string& c) {
-  if (c.size() > 128) return false;
-  for (unsigned char ch : c)
-    if (!std::isalnum(ch) && ch != '-' && ch != '_' && ch != '.' && ch != ':') return false;
+  if (c.empty()) return true;
+  if (c.size() != 29 || c[12] != '-') return false;
+  for (size_t i = 0; i < c.size(); ++i)
+    if (i != 12 && !std::isxdigit(static_cast<unsigned char>(c[i]))) return false;
   return true;
 }
 

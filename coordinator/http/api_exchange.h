@@ -41,7 +41,7 @@ bool ConstantTimeEquals(const std::string& a, const std::string& b);
 // Framing and encoding checks made before a request is routed: empty when it
 // may go on, else why not.
 std::string RefuseBeforeRouting(const HttpRequest& req);
-// A page cursor is an instance id: letters, digits and -_.: only.
+// A page cursor is empty or an instance id (hex-hex, as instances are named).
 bool ValidCursor(const std::string& c);
 // A positive 32-bit version from text; false when it is anything else.
 bool ParseVersion(const std::string& v, int* out);

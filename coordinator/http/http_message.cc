@@ -36,6 +36,28 @@ std::function<void()> HttpResponse::Defer() {
   return on_complete_;
 }
 
+void Abandonment::Set(std::function<void()> f) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!fired_) {
+      f_ = std::move(f);
+      return;
+    }
+  }
+  if (f) f();
+}
+
+void Abandonment::Fire() {
+  std::function<void()> f;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (fired_) return;
+    fired_ = true;
+    f = std::move(f_);
+  }
+  if (f) f();
+}
+
 std::string PercentDecode(const std::string& s, bool plus_is_space) {
   auto hex = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';

@@ -9,6 +9,8 @@
 
 #include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +35,23 @@ struct HttpRequest {
   std::string get_param_value(const std::string& name) const;
 };
 
+// What a deferred response does if its client goes away first: the server
+// fires it (once) when the peer closes or resets the connection before the
+// answer is sent; the handler registers, with Set, how to stop waiting.
+// Thread-safety: Set and Fire may race; `f` runs exactly once if both happen.
+class Abandonment {
+ public:
+  // `f` must leave the response untouched once it returns (or have completed
+  // it already). Runs at once when the client is already gone.
+  void Set(std::function<void()> f);
+  void Fire();
+
+ private:
+  std::mutex mu_;
+  bool fired_ = false;
+  std::function<void()> f_;
+};
+
 class HttpResponse {
  public:
   int status = 200;
@@ -54,14 +73,21 @@ class HttpResponse {
   // when it is filled. Without Defer() it is sent when the handler returns.
   std::function<void()> Defer();
   bool deferred() const { return deferred_; }
+  // For a deferred response: what stops the wait if the client goes away
+  // (see Abandonment). Without it an abandoned wait runs to its end.
+  void OnAbandon(std::function<void()> f) {
+    if (abandon_) abandon_->Set(std::move(f));
+  }
 
   // Set by the server before the handler runs: what completes the response,
   // and what Defer() tells the server (from the handler's thread).
   void set_on_complete(std::function<void()> f) { on_complete_ = std::move(f); }
   void set_on_defer(std::function<void()> f) { on_defer_ = std::move(f); }
+  void set_abandonment(std::shared_ptr<Abandonment> a) { abandon_ = std::move(a); }
 
  private:
   bool deferred_ = false;
+  std::shared_ptr<Abandonment> abandon_;
   std::function<void()> on_complete_;
   std::function<void()> on_defer_;
 };

@@ -13,9 +13,21 @@
 //     `max_connections_per_client` per remote address; beyond them a new
 //     connection gets a 503 and is closed. The listen backlog is `backlog`.
 //   * Framing errors (a bad Content-Length, a head too large, a body over
-//     `body_limit`) get an error response and the connection is closed after
-//     the client's remaining bytes are drained (so the client reads the
-//     answer instead of a reset).
+//     `body_limit`, a Transfer-Encoding whose last coding is not chunked: 400
+//     per RFC 9112 6.1, or a coding other than chunked: 501) get an error
+//     response and the connection is closed after the client's remaining
+//     bytes are drained (so the client reads the answer instead of a reset;
+//     nothing after a refused head is ever parsed as a request).
+//   * Expect: 100-continue is answered only once `head_check` accepted the
+//     head (an anonymous client is refused before it uploads a body); any
+//     other expectation gets 417.
+//   * HEAD is served as the handler answers it (its body is not sent).
+//   * A deferred response whose client goes away (EOF or reset while the
+//     handler waits) fires the response's Abandonment and frees the
+//     connection's slot at once.
+//   * Every response carries X-Content-Type-Options: nosniff.
+//   * Draining: StopAccepting closes the listener; responses then close
+//     their connection; WaitIdle waits for the answers still owed.
 // HTTPS when tls_cert_file/tls_key_file are set.
 // Thread-safety: Bind, Serve and Stop from the owning thread; Serve blocks
 // until Stop (which may be called from another thread).
@@ -42,6 +54,9 @@ struct HttpServerOptions {
   size_t header_limit = 16 << 10;
   int backlog = 4096;
   std::string tls_cert_file, tls_key_file;
+  // Judges a request from its head alone, before a 100 Continue: false (and
+  // `res` filled) refuses it and closes the connection. Empty: all pass.
+  std::function<bool(const HttpRequest& req, HttpResponse& res)> head_check;
 };
 
 class HttpServer {
@@ -63,7 +78,15 @@ class HttpServer {
   // Binds host:port (0: any free port); the bound port, or Unavailable.
   StatusOr<int> Bind(const std::string& host, int port);
   void Serve();
+  // Closes the listener; from now on each response closes its connection
+  // and no further request is read. Thread-safe.
+  void StopAccepting();
+  // Blocks until no request is being served (every answer owed is written),
+  // or `timeout`; true when idle. Thread-safe.
+  bool WaitIdle(std::chrono::milliseconds timeout);
   void Stop();
+  // Whether the address Bind bound is a loopback one.
+  bool BoundToLoopback() const;
   // Connections open now (for tests and metrics).
   size_t open_connections() const;
 

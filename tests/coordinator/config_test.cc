@@ -3,6 +3,7 @@
 #include "coordinator/config.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "adapters/sha256.h"
 
@@ -82,6 +83,45 @@ TEST(ConfigTest, IntegersOutOfRangeOrNotIntegersAreRefusedByName) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->workers, 8);
   EXPECT_EQ(c->api_threads, 4);
+}
+
+// Issue 22.3: user:password@ in a URL was shown to viewers and unusable.
+TEST(ConfigTest, CredentialsInAServiceOrWebhookUrlAreRefusedWithoutEchoingThem) {
+  std::string why =
+      Refusal({{"services", {{"pay", {{"base_url", "http://user:PASSWD@pay.internal:80/x"}}}}}});
+  EXPECT_NE(why.find("service 'pay'"), std::string::npos) << why;
+  EXPECT_NE(why.find("headers"), std::string::npos) << why;
+  EXPECT_EQ(why.find("PASSWD"), std::string::npos) << why;
+  why = Refusal({{"services", {{"pay", "https://tok@pay.internal"}}}});
+  EXPECT_NE(why.find("credentials"), std::string::npos) << why;
+  why = Refusal({{"webhooks", {"https://u:p@hooks.example/x"}}});
+  EXPECT_NE(why.find("credentials"), std::string::npos) << why;
+  // An '@' after the host (in the path or query) is no credential.
+  EXPECT_EQ(Refusal({{"services", {{"pay", {{"base_url", "http://pay.internal/a@b"}}}}}}), "");
+  Config c;
+  EXPECT_FALSE(ApplyServiceOverride("pay=http://u:p@h:1", &c).ok());
+}
+
+// Issue 22.7: the loopback rule was a string prefix ("127." anything).
+TEST(ConfigTest, OnlyAddressesThatAreLoopbackCountAsLoopback) {
+  for (const char* yes : {"127.0.0.1", "127.1.2.3", "::1", "localhost"})
+    EXPECT_TRUE(IsLoopback(yes)) << yes;
+  for (const char* no : {"127.example", "127.0.0.1.invalid", "0.0.0.0", "::", "10.0.0.1", ""})
+    EXPECT_FALSE(IsLoopback(no)) << no;
+}
+
+TEST(ConfigTest, AKeyGivenTwiceInTheConfigFileIsRefused) {
+  char path[] = "/tmp/sagad-config-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string text = R"({"workers": 4, "workers": 8})";
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  auto c = LoadConfigFile(path);
+  unlink(path);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("/workers appears twice"), std::string::npos)
+      << c.status().message();
 }
 
 }  // namespace

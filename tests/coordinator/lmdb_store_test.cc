@@ -6,7 +6,13 @@
 #include <gtest/gtest.h>
 #include <lmdb.h>
 
+#include "coordinator/lmdb_util.h"
 #include "tests/testing/subprocess.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 namespace sagad {
 namespace {
@@ -100,6 +106,59 @@ TEST(LmdbFullStoreTest, StaysUnwritableUntilThereIsRoomForNewWork) {
   nlohmann::json again = {{"id", "b"}, {"version", 1}, {"status", "RUNNING"}, {"saga", "s"},
                           {"pad", std::string(2000, 'x')}};
   EXPECT_TRUE(store.CreateInstance(again, {}, nullptr, {}, nullptr).ok());
+}
+
+// Issue 22.5: a data.mdb shorter than its meta page says (3 pages of it)
+// used to fault with SIGBUS on the first transaction.
+TEST_F(LmdbStoreTest, ATruncatedDataFileIsRefusedByNameBeforeAnyPageIsRead) {
+  for (int i = 0; i < 200; ++i)
+    ASSERT_TRUE(store_
+                    ->CreateInstance(Snap("i" + std::to_string(i), 1), {Ev(1, std::string(500, 'x'))},
+                                     nullptr, {}, nullptr)
+                    .ok());
+  store_.reset();
+  const std::string file = dir_.path() + "/data.mdb";
+  ASSERT_EQ(truncate(file.c_str(), 3 * 4096), 0);
+  auto s = LmdbStore::Open(dir_.path());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find(file + " is truncated"), std::string::npos)
+      << s.status().ToString();
+  auto r = LmdbStore::OpenReadOnly(dir_.path());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("is truncated"), std::string::npos);
+}
+
+// Issue 22.9: sagactl inspect could not read a data dir it may not write.
+TEST_F(LmdbStoreTest, ADataDirThatCannotBeWrittenCanStillBeRead) {
+  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {}, nullptr).ok());
+  store_.reset();
+  ASSERT_EQ(chmod((dir_.path() + "/lock.mdb").c_str(), 0444), 0);
+  ASSERT_EQ(chmod((dir_.path() + "/data.mdb").c_str(), 0444), 0);
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0555), 0);
+  if (geteuid() == 0) {
+    // root may write anyway: read it as nobody, through sagactl.
+    std::string cmd = "runuser -u nobody -- " SAGACTL_BIN " --json inspect --data-dir " + dir_.path() +
+                      " a >/dev/null";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  } else {
+    auto r = LmdbStore::OpenReadOnly(dir_.path());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE((*r)->GetInstance("a").ok());
+  }
+  auto r = LmdbStore::OpenReadOnly(dir_.path());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE((*r)->GetInstance("a").ok());
+  chmod(dir_.path().c_str(), 0755);
+}
+
+// Issue 22.6: a disk that answers EIO is a store fault: 503 material
+// (Unavailable), the system's words kept for the log.
+TEST(LmdbErrorTest, AnIoErrorIsUnavailableAndCarriesAReferenceNotTheSystemsWords) {
+  Status s = lmdb_util::LmdbError("mdb_txn_commit", EIO);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(s.message().find("Input/output"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("ref-"), std::string::npos) << s.message();
+  EXPECT_EQ(lmdb_util::LmdbError("mdb_put", MDB_BAD_VALSIZE).code(), StatusCode::kInternal);
 }
 
 }  // namespace

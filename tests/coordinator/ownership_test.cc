@@ -102,6 +102,24 @@ TEST_F(OwnershipTest, RenewExtendsWhatIsHeldAndReportsWhatWasTaken) {
   EXPECT_EQ(east.size(), 1u);
 }
 
+// Issue 22.10: the heartbeat's renewal raced the final commit of an
+// instance (which releases its lease) and logged "lease lost" for it.
+TEST_F(OwnershipTest, ALeaseReleasedByItsInstancesLastCommitIsNotReportedLost) {
+  Ownership east(*store_, clock_, "east", kLease);
+  ASSERT_EQ(east.AcquireAll({"a", "b"}), 2u);
+  auto lease = east.Held("a");
+  ASSERT_TRUE(lease);
+  Status done = store_->Commit(
+      "a", 1, {{"id", "a"}, {"version", 2}, {"status", "COMPLETED"}, {"saga", "s"}}, {}, {}, {},
+      &*lease);
+  ASSERT_TRUE(done.ok()) << done.ToString();
+  auto lost = east.Renew();  // before the engine called Release("a")
+  ASSERT_TRUE(lost.ok());
+  EXPECT_TRUE(lost->empty());
+  EXPECT_FALSE(east.Held("a"));
+  EXPECT_TRUE(east.Held("b"));
+}
+
 TEST_F(OwnershipTest, AdoptAndReleaseTouchNoStore) {
   Ownership own(*store_, clock_, "east", kLease);
   Lease first = own.FirstLease();

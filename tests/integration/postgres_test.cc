@@ -4,6 +4,7 @@
 // effect exactly once.
 #include <gtest/gtest.h>
 
+#include <libpq-fe.h>
 #include <unistd.h>
 
 #include <future>
@@ -167,6 +168,41 @@ TEST_F(PostgresCoordinatorTest, ACutOffCoordinatorCommitsNothingAfterLosingItsLe
   EXPECT_EQ(RepeatedEffects(downstream_), "");
   EXPECT_EQ(downstream_.Effects()["total"], 3);
   EXPECT_EQ(b->Get("/v1/instances/" + id).body["status"], "COMPLETED");
+}
+
+// One statement on the database, as an administrator would run it.
+bool Sql(const std::string& uri, const std::string& statement) {
+  PGconn* c = PQconnectdb(uri.c_str());
+  PGresult* r = PQexec(c, statement.c_str());
+  bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+  PQclear(r);
+  PQfinish(c);
+  return ok;
+}
+
+// Issue 22.6: a schema changed under a running sagad gave 500s with SQL in
+// their detail, and /readyz said 200. Now: 503 with Retry-After and a
+// reference, /readyz 503 until the schema is back.
+TEST_F(PostgresCoordinatorTest, ASchemaChangedUnderSagadIsA503WithoutSqlAndNotReady) {
+  auto c = Make("pg-a");
+  ASSERT_GT(c->Start(), 0);
+  Reply order = c->Submit("order_fulfilment", OrderInput(), 10);
+  ASSERT_EQ(order.status, 200) << order.raw;
+  std::string id = order.body["id"];
+  ASSERT_TRUE(Sql(uri_, "ALTER TABLE sagad_instances RENAME COLUMN snapshot TO snapshot_gone"));
+  Reply r = c->Get("/v1/instances/" + id);
+  EXPECT_EQ(r.status, 503) << r.raw;
+  EXPECT_EQ(r.header("Retry-After"), "1") << r.raw;
+  std::string detail = r.body.value("detail", "");
+  for (const char* sql : {"SELECT", "snapshot", "column", "ERROR", "LINE", "PL/pgSQL"})
+    EXPECT_EQ(detail.find(sql), std::string::npos) << sql << " in: " << detail;
+  EXPECT_NE(detail.find("ref-"), std::string::npos) << detail;
+  EXPECT_EQ(c->Get("/readyz").status, 503);
+  ASSERT_TRUE(Sql(uri_, "ALTER TABLE sagad_instances RENAME COLUMN snapshot_gone TO snapshot"));
+  EXPECT_TRUE(WaitFor([&] { return c->Get("/v1/instances/" + id).status == 200; },
+                      std::chrono::seconds(5)));
+  EXPECT_TRUE(WaitFor([&] { return c->Get("/readyz").status == 200; }, std::chrono::seconds(10)));
+  EXPECT_EQ(c->Terminate(), 0);
 }
 
 }  // namespace

@@ -85,5 +85,14 @@ TEST(TemplateTest, APathSegmentAValueMakesEmptyOrDotsIsRefused) {
   }
 }
 
+// Issue 22.9: {"input": 1, "input": 2} used to be read as the last one.
+TEST(JsonLimitsTest, AKeyGivenTwiceInOneObjectIsFoundWithItsPath) {
+  EXPECT_EQ(DuplicateKey(R"({"input": {}, "input": {}})"), "/input");
+  EXPECT_EQ(DuplicateKey(R"({"input": {"a": 1, "b": [1, {"c": 1, "c": 2}]}})"), "/input/b/1/c");
+  EXPECT_EQ(DuplicateKey(R"({"a/b": {"x": 1, "x": 1}})"), "/a~1b/x");
+  EXPECT_EQ(DuplicateKey(R"({"a": {"x": 1}, "b": {"x": 1}, "x": [{"x": 1}, {"x": 2}]})"), "");
+  EXPECT_EQ(DuplicateKey("not json"), "");
+}
+
 }  // namespace
 }  // namespace sagad

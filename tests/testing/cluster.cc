@@ -97,7 +97,7 @@ int Coordinator::Start(const std::string& crash_at, const std::string& pause_at)
   if (!pause_at.empty()) env["SAGA_PAUSE_AT"] = pause_at;
   std::vector<std::string> argv = {SAGAD_BIN, "--config", config_path_};
   argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
-  proc_ = std::make_unique<Subprocess>(argv, env);
+  proc_ = std::make_unique<Subprocess>(argv, env, log_path_);
   port_ = proc_->WaitForPort();
   return port_;
 }

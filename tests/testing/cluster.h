@@ -58,6 +58,8 @@ class Coordinator {
   void Configure(const nlohmann::json& extra);
   // Extra sagad arguments for the next Start (e.g. --definitions DIR).
   void AddArgs(std::vector<std::string> args) { extra_args_ = std::move(args); }
+  // sagad's stderr (its log) is appended to `path` from the next Start.
+  void LogTo(const std::string& path) { log_path_ = path; }
   Subprocess& process() { return *proc_; }
   void Kill();                   // SIGKILL and reap
   int Terminate();               // SIGTERM, returns exit code
@@ -75,6 +77,7 @@ class Coordinator {
   nlohmann::json config_;
   std::string data_dir_;
   std::vector<std::string> extra_args_;
+  std::string log_path_;
   std::unique_ptr<Subprocess> proc_;
   int port_ = -1;
 };
