@@ -246,14 +246,16 @@ class ApiServer::Impl {
       std::string id = req.matches[1];
       if (wait > 0) {  // a long poll: no thread waits for it
         auto complete = res.Defer();
-        auto drop = engine_.WaitSettledAsync(
+        // Registered before the wait starts: once it answers, res is not ours.
+        auto drop = std::make_shared<std::function<bool()>>();
+        res.OnAbandon([drop] { (*drop)(); });
+        *drop = engine_.WaitSettledAsync(
             id, std::chrono::milliseconds(int64_t(wait * 1000)),
             [&req, &res, complete](StatusOr<nlohmann::json> j) {
               if (!j.ok()) ProblemFromStatus(req, res, j.status());
               else Json(res, 200, *j);
               complete();
             });
-        res.OnAbandon([drop] { drop(); });
         return;
       }
       auto j = engine_.GetInstance(id);
@@ -422,16 +424,18 @@ class ApiServer::Impl {
     if (wait > 0) {  // held until settled or the time is up, without a thread
       auto complete = res.Defer();
       // A client gone before the answer: the instance runs on; a replay of
-      // the key gets what this request would have.
-      auto drop = engine_.WaitSettledAsync(
+      // the key gets what this request would have. Registered before the
+      // wait starts: once it answers, res is not ours.
+      auto drop = std::make_shared<std::function<bool()>>();
+      res.OnAbandon([this, drop, key] {
+        if ((*drop)()) engine_.FinishSubmission(key, 0, nullptr);  // never answered
+      });
+      *drop = engine_.WaitSettledAsync(
           sub->instance_id, std::chrono::milliseconds(int64_t(wait * 1000)),
           [&req, &res, complete, answer](StatusOr<nlohmann::json> j) {
             answer(req, res, j);
             complete();
           });
-      res.OnAbandon([this, drop, key] {
-        if (drop()) engine_.FinishSubmission(key, 0, nullptr);  // never answered
-      });
       return;
     }
     answer(req, res, engine_.GetInstance(sub->instance_id));

@@ -74,7 +74,9 @@ class HttpResponse {
   std::function<void()> Defer();
   bool deferred() const { return deferred_; }
   // For a deferred response: what stops the wait if the client goes away
-  // (see Abandonment). Without it an abandoned wait runs to its end.
+  // (see Abandonment). Without it an abandoned wait runs to its end. Call it
+  // before anything may complete the response (it never fires before the
+  // handler has returned).
   void OnAbandon(std::function<void()> f) {
     if (abandon_) abandon_->Set(std::move(f));
   }

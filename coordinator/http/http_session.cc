@@ -218,7 +218,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
         error = "internal error";
       }
       if (state->deferred) {  // its completion sends it; meanwhile, watch the client
-        net::post(self->stream_.get_executor(), [self] { self->Watch(); });
+        net::post(self->stream_.get_executor(), [self, state] { self->Watch(state); });
         return;
       }
       if (!error.empty()) {
@@ -232,10 +232,11 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
   // While a deferred response waits, a client that closes or resets its
   // connection abandons it: its wait is dropped and its slot freed at once.
   // The socket is only peeked at (the bytes of a next request stay for it).
-  void Watch() {
-    if (!exchange_ || exchange_->sent || !Lowest().socket().is_open()) return;
+  // `state`: the exchange that deferred (it may be answered, and the next one
+  // under way, by the time this runs: then there is nothing to watch).
+  void Watch(const std::shared_ptr<Exchange>& state) {
+    if (exchange_ != state || state->sent || !Lowest().socket().is_open()) return;
     auto self = this->shared_from_this();
-    auto state = exchange_;
     Lowest().socket().async_wait(tcp::socket::wait_read, [self, state](error_code ec) {
       if (ec || state->sent || self->exchange_ != state) return;
       if (self->PeerGone()) return self->Abandon();
