@@ -1,6 +1,6 @@
 // Adapter: the only way sagad talks to downstream services. One call is one
 // logical operation attempt carrying a stable idempotency key; the adapter
-// classifies what came back (DESIGN.md "Downstream protocol"). Reconciliation
+// classifies what came back (docs/downstream-protocol.md). Reconciliation
 // asks the downstream whether the operation with a key happened.
 // Thread-safety: implementations must be safe for concurrent calls.
 #pragma once

@@ -1,4 +1,4 @@
-// Outcome classification of DESIGN.md, as pure functions (tested alone).
+// Outcome classification of the downstream protocol (docs/downstream-protocol.md), as pure functions (tested alone).
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
 // HttpAdapter: the Adapter over HTTP/1.1 (cpp-httplib), speaking the
-// downstream protocol of DESIGN.md. Keeps a pool of keep-alive connections
+// downstream protocol (docs/downstream-protocol.md). Keeps a pool of keep-alive connections
 // per service. Thread-safety: safe for concurrent Call/Query.
 #pragma once
 

@@ -3,7 +3,7 @@
 // Every counter whose label values are known up front is exported at 0 from
 // the first scrape, so rate(...{outcome="unknown"}[5m]) and the like work
 // before the first incident. Names, labels and HELP texts are a contract
-// (README "Metrics"; dashboards and alerts use them).
+// (docs/operations.md, "Metrics"; dashboards and alerts use them).
 // Thread-safety: every method may be called from any thread.
 #pragma once
 

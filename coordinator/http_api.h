@@ -1,4 +1,4 @@
-// ApiServer: the coordinator's HTTP API of DESIGN.md (JSON; errors are
+// ApiServer: the coordinator's HTTP API (docs/configuration.md) (JSON; errors are
 // application/problem+json, RFC 9457). Maps requests onto the Engine and
 // checks bearer tokens and roles. Thread-safety: Start/Stop from one thread;
 // requests are served concurrently on the server's own pool.

@@ -1,4 +1,4 @@
-// The reference sagas of DESIGN.md, declared with the builder DSL.
+// The reference sagas (docs/defining-sagas.md), declared with the builder DSL.
 #pragma once
 
 #include "sagas/definition.h"

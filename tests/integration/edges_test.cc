@@ -294,7 +294,7 @@ TEST_F(EdgesTest, HttpPoliteness) {
       << clash.raw;
 }
 
-// Every family the README documents is exported from the first scrape,
+// Every family docs/operations.md documents is exported from the first scrape,
 // and the HELP text does not name a store that is not in use.
 TEST_F(EdgesTest, EveryDocumentedMetricIsThereFromTheStart) {
   ASSERT_GT(Start(), 0);
