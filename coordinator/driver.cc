@@ -427,8 +427,7 @@ auto Driver::Transition(const std::string& id,
 }
 
 auto Driver::AfterFailedCommit(const std::string& id, const Status& s) -> Next {
-  if (s.code() == StatusCode::kFailedPrecondition &&
-      s.message().rfind("lease lost", 0) == 0)
+  if (s.code() == StatusCode::kLeaseLost)
     return Next::kStop;  // another process owns it now: no further calls from
                          // here
   if (s.code() == StatusCode::kFailedPrecondition) return Next::kContinue;
@@ -458,10 +457,9 @@ auto Driver::EnsureOwned(const std::string& id) -> bool {
 auto Driver::CommitAsOwner(const std::string& id,
                            const std::function<Status(Tx&)>& fn) -> Status {
   std::optional<Lease> lease = ownership_.Held(id);
-  if (!lease) return FailedPrecondition("lease lost: not the owner of " + id);
+  if (!lease) return LeaseLost("lease lost: not the owner of " + id);
   Status s = repo_.Mutate(id, fn, &*lease);
-  if (s.code() == StatusCode::kFailedPrecondition &&
-      s.message().rfind("lease lost", 0) == 0) {  // fenced: drop the instance
+  if (s.code() == StatusCode::kLeaseLost) {  // fenced: drop the instance
     ownership_.Release(id);
     EngineLog({{"msg", "lease lost; dropping instance"}, {"instance", id}});
   }

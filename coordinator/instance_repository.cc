@@ -131,8 +131,7 @@ Status InstanceRepository::Mutate(const std::string& id,
                              fence);
     auto took = std::chrono::steady_clock::now() - t0;
     hooks_.attempted(took);
-    if (s.code() == StatusCode::kFailedPrecondition &&
-        s.message().rfind("lease lost", 0) == 0) {  // fenced
+    if (s.code() == StatusCode::kLeaseLost) {  // fenced
       Evict(id);
       return s;
     }

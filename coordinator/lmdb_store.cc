@@ -194,7 +194,7 @@ Status LmdbStore::Check(MDB_txn* txn, CommitRequest& r) {
     auto held = GetJson(txn, leases_, id);
     Lease owner = held.ok() ? Lease::FromJson(*held) : Lease{};
     if (owner.owner != r.lease->owner || owner.generation != r.lease->generation)
-      return FailedPrecondition("lease lost: instance " + id + " is owned by '" + owner.owner +
+      return LeaseLost("lease lost: instance " + id + " is owned by '" + owner.owner +
                                 "' generation " + std::to_string(owner.generation));
   }
   return Status::Ok();

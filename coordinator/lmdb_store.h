@@ -109,7 +109,7 @@ class LmdbStore : public Store {
   Status CheckSize(const std::string& dir);
   // Whether 64 KiB can be committed now (see CheckWritable); Unavailable
   // without trying if the last probe was less than a second ago.
-  Status ProbeRoom();
+  Status ProbeRoom(bool* probed);  // *probed: it did write (not skipped)
   // One record, in a read transaction of its own.
   StatusOr<nlohmann::json> ReadJson(MDB_dbi dbi, const std::string& key);
 

@@ -185,12 +185,13 @@ StatusOr<std::vector<std::string>> LmdbStore::DeleteFinished(int64_t finished_be
 
 Status LmdbStore::CheckWritable() {
   if (!full_) return Status::Ok();
-  Status probe = ProbeRoom();
+  bool probed = false;
+  Status probe = ProbeRoom(&probed);
   if (probe.ok()) {
     full_ = false;
     return probe;
   }
-  if (probe.message() != "probed less than a second ago" && !IsFull(probe)) return probe;
+  if (probed && !IsFull(probe)) return probe;  // the probe's own failure (an I/O error)
   return Unavailable("the store is full or failing: the last write failed (disk space, "
                      "lmdb_map_size_mb, or an I/O error)");
 }
@@ -198,7 +199,7 @@ Status LmdbStore::CheckWritable() {
 // Commits kProbeBytes under a meta key, then deletes it: room for that (far
 // more than a submission writes, page splits included) means room for new
 // work. Once a second at most, so a busy /readyz does not add commits.
-Status LmdbStore::ProbeRoom() {
+Status LmdbStore::ProbeRoom(bool* probed) {
   constexpr size_t kProbeBytes = 64 * 1024;
   const std::string key = "readiness_probe";
   int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -207,6 +208,7 @@ Status LmdbStore::ProbeRoom() {
   int64_t last = last_probe_ms_.load();
   if (now - last < 1000 || !last_probe_ms_.compare_exchange_strong(last, now))
     return Unavailable("probed less than a second ago");
+  *probed = true;
   std::string room(kProbeBytes, '\0');
   {
     Txn txn(env_, true);

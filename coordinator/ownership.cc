@@ -65,7 +65,7 @@ size_t Ownership::AcquireAll(const std::vector<std::string>& ids) {
 
 Status Ownership::ReadyToSend(const std::string& id) {
   auto held = Held(id);
-  if (!held) return FailedPrecondition("lease lost: not the owner of " + id);
+  if (!held) return LeaseLost("lease lost: not the owner of " + id);
   const int64_t margin = lease_ms_ / 3;
   if (held->expires_at - clock_.NowMillis() >= margin) return Status::Ok();
   const int64_t asked_at = clock_.NowMillis();
@@ -75,7 +75,7 @@ Status Ownership::ReadyToSend(const std::string& id) {
                        " could not be renewed before a send: " +
                        lost.status().message());
   if (!lost->empty() || !Held(id))
-    return FailedPrecondition("lease lost: " + id +
+    return LeaseLost("lease lost: " + id +
                               " is owned by another process");
   if (asked_at + lease_ms_ - clock_.NowMillis() < margin)
     return Unavailable("renewing the lease of " + id +

@@ -68,7 +68,7 @@ class Ownership {
   void Release(const std::string& id);
   // Ok if a request of `id` may be sent now: its lease is held with at
   // least lease_ms/3 left, renewed first (one store transaction) if less
-  // is left. FailedPrecondition("lease lost: ...") if another process holds
+  // is left. LeaseLost if another process holds
   // it now (it is forgotten here); Unavailable if it could not be renewed
   // in time (the store failed or took too long). Never send otherwise.
   Status ReadyToSend(const std::string& id);

@@ -100,7 +100,7 @@ Status PostgresStore::Apply(nlohmann::json request) {
                                        std::to_string(w->request.value("expected_version", 0)));
       else if (a.rfind("lease:", 0) == 0) {
         size_t colon = a.rfind(':');
-        w->result = FailedPrecondition("lease lost: instance " + id + " is owned by '" +
+        w->result = LeaseLost("lease lost: instance " + id + " is owned by '" +
                                        a.substr(6, colon - 6) + "' generation " +
                                        a.substr(colon + 1));
       } else {

@@ -111,7 +111,7 @@ class Store {
   // version is not `expected_version` (someone else committed first). The
   // snapshot's "version" must be expected_version + 1. With `lease` set, the
   // stored lease must still have that owner and generation (fencing: a
-  // paused old owner cannot commit), else FailedPrecondition("lease lost").
+  // paused old owner cannot commit), else LeaseLost("lease lost: ...").
   // A terminal snapshot releases the lease.
   virtual Status Commit(const std::string& id, uint64_t expected_version,
                         const nlohmann::json& snapshot,

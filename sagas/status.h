@@ -9,6 +9,9 @@
 //   kFailedPrecondition the system is not in a state where this is allowed
 //                       (also: a compare-and-swap lost); stop or reload.
 //   kNotFound / kAlreadyExists  lookups and creations.
+//   kLeaseLost          this process does not own the instance (any more):
+//                       another holds its lease, so a commit was fenced or a
+//                       send withheld; drop the instance, never retry here.
 //   kInternal           a broken invariant or an I/O error of our own.
 // Thread-safety: values; safe to copy between threads.
 #pragma once
@@ -28,6 +31,7 @@ enum class StatusCode {
   kAborted,
   kUnavailable,
   kInternal,
+  kLeaseLost,
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -67,6 +71,9 @@ inline Status Aborted(std::string m) {
 }
 inline Status Unavailable(std::string m) {
   return Status(StatusCode::kUnavailable, std::move(m));
+}
+inline Status LeaseLost(std::string m) {
+  return Status(StatusCode::kLeaseLost, std::move(m));
 }
 inline Status Internal(std::string m) {
   return Status(StatusCode::kInternal, std::move(m));

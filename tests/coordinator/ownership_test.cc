@@ -147,7 +147,7 @@ TEST_F(OwnershipTest, ALeaseGrantedAfterALongWaitIsNotBornExpiredAndNobodySendsO
   Ownership c(*store_, clock_, "north", kLease);
   EXPECT_EQ(c.Acquire("a"), Ownership::Take::kRefused);
   // A, continued, still remembers its lease: it must not send on it.
-  EXPECT_EQ(a.ReadyToSend("a").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(a.ReadyToSend("a").code(), StatusCode::kLeaseLost);
   EXPECT_FALSE(a.Held("a"));
   // B believes no more than the time read before it asked: its lease is
   // renewed before it sends, then it may.
@@ -167,7 +167,7 @@ TEST_F(OwnershipTest, ASendNeedsAThirdOfTheLeaseLeftAndRenewsBelowIt) {
   EXPECT_TRUE(own.ReadyToSend("a").ok());
   EXPECT_EQ(store_->SyncedCommits(), commits + 1);
   EXPECT_EQ(store_->GetLease("a")->expires_at, clock_.NowMillis() + kLease);
-  EXPECT_EQ(own.ReadyToSend("b").code(), StatusCode::kFailedPrecondition);  // never held
+  EXPECT_EQ(own.ReadyToSend("b").code(), StatusCode::kLeaseLost);  // never held
 }
 
 TEST_F(OwnershipTest, ARenewalThatTakesLongerThanTheMarginDoesNotLetASendGo) {
