@@ -110,8 +110,8 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
     if (m.count(http::field::transfer_encoding) == 0) return "";
     if (!parser_->chunked())
       return "Transfer-Encoding must end with chunked (RFC 9112 6.1); the connection is closed";
-    for (auto it = m.find(http::field::transfer_encoding);
-         it != m.end() && it->name() == http::field::transfer_encoding; ++it) {
+    auto range = m.equal_range(http::field::transfer_encoding);
+    for (auto it = range.first; it != range.second; ++it) {
       std::string v(it->value());
       size_t pos = 0;
       while (pos <= v.size()) {
