@@ -17,14 +17,15 @@ int64_t SteadyMillis() {
 
 }  // namespace
 
-std::string NewErrorReference() {
+uint64_t RandomU64() {
   static std::mutex mu;
   static std::mt19937_64 rng{std::random_device{}()};
-  uint64_t r;
-  {
-    std::lock_guard<std::mutex> l(mu);
-    r = rng();
-  }
+  std::lock_guard<std::mutex> l(mu);
+  return rng();
+}
+
+std::string NewErrorReference() {
+  const uint64_t r = RandomU64();
   char buf[24];
   std::snprintf(buf, sizeof buf, "ref-%012llx",
                 static_cast<unsigned long long>(r & 0xffffffffffffULL));

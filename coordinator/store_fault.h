@@ -16,6 +16,10 @@
 
 namespace sagad {
 
+// 64 random bits from one process-wide generator (seeded once from
+// std::random_device): instance ids and error references.
+uint64_t RandomU64();
+
 // A fresh reference to find a log line by ("ref-" and 12 hex digits).
 std::string NewErrorReference();
 

@@ -1,7 +1,7 @@
 #include "coordinator/submissions.h"
+#include "coordinator/store_fault.h"
 
 #include <cstdio>
-#include <random>
 
 #include "coordinator/crash_point.h"
 #include "coordinator/definition_registry.h"
@@ -15,13 +15,7 @@ namespace sagad {
 namespace {
 
 std::string NewInstanceId(int64_t now_ms) {
-  static std::mutex mu;
-  static std::mt19937_64 rng{std::random_device{}()};
-  uint64_t r;
-  {
-    std::lock_guard<std::mutex> l(mu);
-    r = rng();
-  }
+  const uint64_t r = RandomU64();
   char buf[40];
   snprintf(buf, sizeof buf, "%012llx-%016llx",
            static_cast<unsigned long long>(now_ms),
