@@ -80,16 +80,23 @@ std::function<bool()> Waiters::WaitAsync(const std::string& id,
   return drop;
 }
 
-bool Waiters::Drop(const std::shared_ptr<Async>& w) {
-  std::lock_guard<std::mutex> l(mu_);  // Finish calls `done` under it: none runs now
-  if (!w->done) return false;
+// Takes `w` out of the table with its `done` (empty if it was taken
+// already). Under mu_.
+Waiters::Done Waiters::TakeLocked(const std::shared_ptr<Async>& w) {
+  Done done = std::move(w->done);
   w->done = nullptr;
+  if (!done) return done;
   for (auto [it, end] = async_.equal_range(w->id); it != end; ++it)
     if (it->second == w) {
       async_.erase(it);
       break;
     }
-  return true;
+  return done;
+}
+
+bool Waiters::Drop(const std::shared_ptr<Async>& w) {
+  std::lock_guard<std::mutex> l(mu_);  // Finish calls `done` under it: none runs now
+  return static_cast<bool>(TakeLocked(w));
 }
 
 void Waiters::FinishAll(const Status& why) {
@@ -124,14 +131,8 @@ void Waiters::Arm(const std::shared_ptr<Async>& w) {
 
 void Waiters::Finish(const std::shared_ptr<Async>& w, StatusOr<nlohmann::json> j) {
   std::lock_guard<std::mutex> l(mu_);
-  if (!w->done) return;
-  Done done = std::move(w->done);
-  w->done = nullptr;
-  for (auto [it, end] = async_.equal_range(w->id); it != end; ++it)
-    if (it->second == w) {
-      async_.erase(it);
-      break;
-    }
+  Done done = TakeLocked(w);
+  if (!done) return;
   // Under the lock, so that CancelAll returns only once no `done` runs.
   done(std::move(j));
 }

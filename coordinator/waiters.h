@@ -61,6 +61,7 @@ class Waiters {
   struct Async;
   void Finish(const std::shared_ptr<Async>& w, StatusOr<nlohmann::json> j);
   bool Drop(const std::shared_ptr<Async>& w);
+  Done TakeLocked(const std::shared_ptr<Async>& w);
   void Arm(const std::shared_ptr<Async>& w);
 
   Store& store_;
