@@ -1,5 +1,5 @@
 #include "adapters/classify.h"
-#include "sagas/json_limits.h"
+#include "util/json_limits.h"
 
 namespace sagad {
 

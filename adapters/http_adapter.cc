@@ -7,7 +7,7 @@
 #include "adapters/classify.h"
 #include "adapters/sha256.h"
 #include "adapters/tls_probe.h"
-#include "sagas/json_limits.h"
+#include "util/json_limits.h"
 #include "sagas/template.h"
 
 namespace sagad {

@@ -1,5 +1,5 @@
 #include "adapters/sha256.h"
-#include "sagas/json_limits.h"
+#include "util/json_limits.h"
 
 #include <openssl/evp.h>
 

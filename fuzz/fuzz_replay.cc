@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "sagas/instance.h"
-#include "sagas/json_limits.h"
+#include "util/json_limits.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "sagas/json_limits.h"
+#include "util/json_limits.h"
 #include "sagas/template.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "sagas/json_limits.h"
+#include "util/json_limits.h"
 
 namespace sagad {
 

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "sagas/graph.h"
-#include "sagas/json_limits.h"
+#include "util/json_limits.h"
 #include "sagas/template.h"
 
 namespace sagad {

@@ -5,7 +5,7 @@
 // Steps form a graph: a step runs after the steps its After(...) names (JSON
 // "after"); without it, after the step declared before it; After() with no
 // names makes a root. Ready steps run concurrently, up to MaxParallel per
-// instance (sagas/graph.h, sagas/planner.h).
+// instance (sagas/graph.h, policies/planner.h).
 //
 //   auto def = SagaBuilder("incident_response", 1)
 //       .Step("create_ticket")
@@ -28,7 +28,7 @@
 
 #include "policies/retry_policy.h"
 #include "sagas/json_schema.h"
-#include "sagas/status.h"
+#include "util/status.h"
 
 namespace sagad {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "sagas/status.h"
+#include "util/status.h"
 
 namespace sagad {
 

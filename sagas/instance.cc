@@ -1,5 +1,5 @@
 #include "sagas/instance.h"
-#include "sagas/json_limits.h"
+#include "util/json_limits.h"
 
 #include <cstdint>
 

@@ -16,7 +16,7 @@
 
 #include "sagas/definition.h"
 #include "sagas/saga_machine.h"
-#include "sagas/status.h"
+#include "util/status.h"
 #include "sagas/step_machine.h"
 
 namespace sagad {

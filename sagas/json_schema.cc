@@ -6,7 +6,7 @@
 #include <regex>
 #include <set>
 
-#include "sagas/json_limits.h"
+#include "util/json_limits.h"
 
 namespace sagad {
 

@@ -22,7 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sagas/status.h"
+#include "util/status.h"
 
 namespace sagad {
 

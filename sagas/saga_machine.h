@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "sagas/status.h"
+#include "util/status.h"
 
 namespace sagad {
 

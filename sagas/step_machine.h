@@ -14,7 +14,7 @@
 
 #include <memory>
 
-#include "sagas/status.h"
+#include "util/status.h"
 
 namespace sagad {
 

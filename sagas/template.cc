@@ -1,5 +1,5 @@
 #include "sagas/template.h"
-#include "sagas/json_limits.h"
+#include "util/json_limits.h"
 
 #include <cctype>
 #include <vector>

@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sagas/status.h"
+#include "util/status.h"
 
 namespace sagad {
 

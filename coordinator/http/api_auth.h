@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/config.h"
+#include "coordinator/server/config.h"
 #include "coordinator/http/http_message.h"
 
 namespace sagad {

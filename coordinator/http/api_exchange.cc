@@ -3,9 +3,9 @@
 #include <cctype>
 #include <limits>
 
-#include "coordinator/engine_log.h"
-#include "coordinator/store_fault.h"
-#include "sagas/json_limits.h"
+#include "util/log.h"
+#include "coordinator/store/store_fault.h"
+#include "util/json_limits.h"
 
 namespace sagad {
 

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "coordinator/http/http_message.h"
-#include "sagas/status.h"
+#include "util/status.h"
 
 namespace sagad {
 

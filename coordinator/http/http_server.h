@@ -39,7 +39,7 @@
 #include <string>
 
 #include "coordinator/http/http_message.h"
-#include "sagas/status.h"
+#include "util/status.h"
 
 namespace sagad {
 

@@ -1,7 +1,7 @@
 // A team's own coordinator: declares its saga in C++ and runs sagad's engine
 // and HTTP API from its own main. Same command line as sagad.
 #include <sagas/definition.h>
-#include <coordinator/server.h>
+#include <coordinator/server/server.h>
 
 #include <iostream>
 

@@ -12,7 +12,7 @@
 #include <set>
 #include <thread>
 
-#include "coordinator/lmdb_store.h"
+#include "coordinator/store/lmdb/lmdb_store.h"
 #include "tests/testing/cluster.h"
 
 namespace sagad::testing {

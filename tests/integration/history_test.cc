@@ -9,7 +9,7 @@
 
 #include "tests/testing/cluster.h"
 #include "tests/testing/v0_fixture.h"
-#include "coordinator/lmdb_store.h"
+#include "coordinator/store/lmdb/lmdb_store.h"
 
 namespace sagad::testing {
 namespace {

@@ -3,7 +3,7 @@
 #include <signal.h>
 #include <thread>
 
-#include "coordinator/lmdb_store.h"
+#include "coordinator/store/lmdb/lmdb_store.h"
 #include "tests/testing/cluster.h"
 
 namespace sagad::testing {

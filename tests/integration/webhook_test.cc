@@ -9,7 +9,7 @@
 #include <map>
 #include <set>
 
-#include "coordinator/webhooks.h"
+#include "coordinator/server/webhooks.h"
 #include "tests/testing/cluster.h"
 
 namespace sagad::testing {

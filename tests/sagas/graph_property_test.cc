@@ -21,7 +21,7 @@
 #include <random>
 #include <set>
 
-#include "sagas/planner.h"
+#include "policies/planner.h"
 
 namespace sagad {
 namespace {

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "examples/examples.h"
-#include "sagas/planner.h"
+#include "policies/planner.h"
 
 namespace sagad {
 namespace {

@@ -46,7 +46,7 @@ TEST(TemplateTest, CollectsReferencesAndRejectsMalformedOnes) {
 }  // namespace
 }  // namespace sagad
 
-#include "sagas/json_limits.h"
+#include "util/json_limits.h"
 
 namespace sagad {
 namespace {

@@ -4,7 +4,7 @@
 // just that call.
 #pragma once
 
-#include "coordinator/store.h"
+#include "coordinator/store/store.h"
 
 namespace sagad::testing {
 

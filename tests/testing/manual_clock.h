@@ -4,7 +4,7 @@
 #include <atomic>
 #include <chrono>
 
-#include "sagas/clock.h"
+#include "util/clock.h"
 
 namespace sagad::testing {
 

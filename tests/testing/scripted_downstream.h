@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "adapters/adapter.h"
-#include "coordinator/store.h"
+#include "coordinator/store/store.h"
 
 namespace sagad::testing {
 

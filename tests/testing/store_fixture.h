@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "coordinator/lmdb_store.h"
+#include "coordinator/store/lmdb/lmdb_store.h"
 #include "tests/testing/manual_clock.h"
 #include "tests/testing/subprocess.h"
 

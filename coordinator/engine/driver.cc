@@ -1,0 +1,469 @@
+// Driver: which instance runs next, its saga-level transitions, its step
+// actions on workers (and which steps are under way), durable timers,
+// deadlines and the recovery round robin.
+#include "coordinator/engine/driver.h"
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "util/crash_point.h"
+#include "util/log.h"
+#include "coordinator/engine/saga_turns.h"
+#include "policies/approval_policy.h"
+
+namespace sagad {
+
+Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs,
+               InstanceRepository& repo, Ownership& ownership, RunTable& runs,
+               RecoveryTracker& recovery, EngineMetrics& metrics,
+               const Clock& clock, boost::asio::thread_pool& pool,
+               boost::asio::io_context& timers, int workers)
+    : defs_(defs),
+      repo_(repo),
+      ownership_(ownership),
+      runs_(runs),
+      recovery_(recovery),
+      metrics_(metrics),
+      clock_(clock),
+      pool_(pool),
+      timers_(timers),
+      workers_(std::max(1, workers)),
+      steps_(adapter, clock, ownership, runs, metrics,
+             StepRunner::Driver{
+                 [this](const std::string& id,
+                        const std::function<Status(Tx&)>& fn) {
+                   return CommitAsOwner(id, fn);
+                 },
+                 [this](const std::string& id, const Status& s) {
+                   return AfterFailedCommit(id, s);
+                 },
+                 [this](const std::string& id) { Schedule(id); },
+                 [this](const std::string& id) { MarkRecovered(id); },
+                 [this] { return RecoveryInProgress(); },
+                 [this](const std::string& id) {
+                   return ownership_.ReadyToSend(id);
+                 }}) {}
+
+auto Driver::Schedule(const std::string& id) -> void {
+  if (!runs_.Enter(id)) return;
+  boost::asio::post(pool_, [this, id] { DriveLoop(id); });
+}
+
+auto Driver::FirstStep(Tx& tx, const SagaDefinition& def, int* step,
+                       StepRequest* request) -> Status {
+  *step = -1;
+  if (!def.IsChain()) return Status::Ok();
+  // Only with a worker free to send it now. A STARTED record that waits in
+  // the queue is, after a crash, a request to ask about and re-send (within
+  // the retry budget) although it never left: under load the first step is
+  // started by the worker that sends it, as before.
+  if (runs_.Busy() >= static_cast<size_t>(workers_)) return Status::Ok();
+  return steps_.ChainFirst(tx, def, step, request);
+}
+
+auto Driver::StartCreated(const std::string& id, const SagaDefinitionPtr& def,
+                          int step, StepRequest* request,
+                          const TraceContext& trace, bool created) -> void {
+  if (!created) {  // nothing was written: the mark is released
+    if (step >= 0) runs_.UnmarkStep(id, step);
+    return;
+  }
+  if (step < 0) {
+    Schedule(id);
+    return;
+  }
+  boost::asio::post(pool_, [this, id, d = def, step, r = std::move(*request),
+                            trace]() mutable {
+    Next next = Next::kContinue;
+    try {
+      // Stopping: the STARTED record is durable, so the next start
+      // reconciles it; nothing is sent now.
+      if (!runs_.Stopping())
+        next = steps_.Send(id, *d, step, std::move(r), trace);
+    } catch (const std::exception& e) {
+      EngineLog(
+          {{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
+      ScheduleAfter(id, 5000);
+    }
+    runs_.UnmarkStep(id, step);
+    if (next == Next::kContinue && ownership_.Held(id)) Schedule(id);
+  });
+}
+
+auto Driver::ScheduleAfter(const std::string& id, int64_t delay_ms) -> void {
+  auto timer = std::make_shared<boost::asio::steady_timer>(timers_);
+  timer->expires_after(std::chrono::milliseconds(delay_ms));
+  timer->async_wait([this, id, timer](const boost::system::error_code& ec) {
+    if (!ec) Schedule(id);
+  });
+}
+
+auto Driver::DriveLoop(const std::string& id) -> void {
+  while (true) {
+    bool yield = false;
+    try {
+      yield = Drive(id);
+    } catch (const std::exception& e) {
+      // A bug, not an expected failure: say so loudly and try again later
+      // rather than leave the instance without a driver.
+      EngineLog(
+          {{"msg", "driver error"}, {"instance", id}, {"error", e.what()}});
+      ScheduleAfter(id, 5000);
+    }
+    switch (runs_.Leave(id, yield)) {
+      case RunTable::After::kAgain:
+        continue;
+      case RunTable::After::kRequeue:  // to the back of the queue
+        boost::asio::post(pool_, [this, id] { DriveLoop(id); });
+        return;
+      case RunTable::After::kDone:
+        return;
+    }
+  }
+}
+
+auto Driver::Drive(const std::string& id) -> bool {
+  for (int round = 0; round < 10000 && !runs_.Stopping(); ++round) {
+    if (round > 0) {
+      // Owned at the previous round and not now: it finished (a terminal
+      // commit gives the lease up) or another process took it. Either way
+      // there is nothing more to do here.
+      if (!ownership_.Held(id)) return false;
+    } else if (!EnsureOwned(id)) {  // another live process drives it
+      recovery_.Forget(id);
+      return false;
+    }
+    auto inst = repo_.Load(id);
+    if (!inst.ok()) {
+      EngineLog({{"msg", "cannot load instance"},
+                 {"instance", id},
+                 {"error", inst.status().ToString()}});
+      recovery_.Forget(id);
+      // Storage trouble (a database restart): try again, or nothing would
+      // drive this instance until the next process start.
+      if (inst.status().code() != StatusCode::kNotFound)
+        ScheduleAfter(id, 1000);
+      return false;
+    }
+    SagaDefinitionPtr def = defs_.Get((*inst)->saga(), (*inst)->saga_version());
+    if (!def) {
+      // Never run an instance under a definition other than the one it
+      // started with: a human decides.
+      std::string why = "saga " + (*inst)->saga() + " version " +
+                        std::to_string((*inst)->saga_version()) +
+                        " is not registered in this coordinator";
+      EngineLog({{"msg", "definition not registered"},
+                 {"instance", id},
+                 {"saga", (*inst)->saga()}});
+      SagaStatus ss = (*inst)->status();
+      if (ss == SagaStatus::kRunning || ss == SagaStatus::kAwaitingApproval ||
+          ss == SagaStatus::kCompensating)
+        Transition(id, [&](Tx& tx) {
+          return tx.Saga(SagaEvent::kEscalate, {{"reason", why}});
+        });
+      MarkRecovered(id);
+      return false;
+    }
+    Next next = Next::kStop;
+    int64_t wake_at = 0;  // a deadline still ahead, for when the saga waits
+    if (Deadlines(id, *def, **inst, &next, &wake_at)) {
+      MarkRecovered(id);
+      if (next == Next::kStop) return false;
+      continue;
+    }
+    std::vector<Action> actions = NextActions(*def, **inst);
+    const Action a = actions.front();
+    if (a.kind == ActionKind::kRequestApproval || IsStepAction(a.kind)) {
+      if (HasApprovalRequest(actions)) {
+        next = Transition(
+            id, [&](Tx& tx) { return RequestApprovals(tx, *def, actions); });
+        MarkRecovered(id);
+        if (next == Next::kStop) return false;
+        continue;
+      }
+      Action here;
+      if (!LaunchSteps(id, *def, **inst, actions, wake_at, &here)) {
+        MarkRecovered(id);
+        return false;
+      }
+      if (here.kind == ActionKind::kNone) return false;  // the workers carry on
+      // A plain list runs its one step action in this driver (no hand-off
+      // to another worker, as before graphs); so does any saga in recovery.
+      next = Next::kStop;
+      try {
+        next = RunStep(id, here);
+      } catch (...) {
+        runs_.UnmarkStep(id, here.step);
+        throw;
+      }
+      runs_.UnmarkStep(id, here.step);
+      MarkRecovered(id);
+      if (next == Next::kStop) return false;
+      if (RecoveryInProgress()) return true;
+      continue;
+    }
+    switch (a.kind) {
+      case ActionKind::kNone:
+        if (wake_at > 0) WakeAt(id, wake_at);
+        MarkRecovered(id);
+        return false;
+      case ActionKind::kStartCompensation:
+        next = Transition(id, [&](Tx& tx) {
+          return GiveUp(tx, *def,
+                        "step '" + def->steps[a.step].name + "' failed");
+        });
+        break;
+      case ActionKind::kComplete:
+        next = Transition(
+            id, [&](Tx& tx) { return tx.Saga(SagaEvent::kComplete); });
+        break;
+      case ActionKind::kFinishCompensation:
+        next = Transition(id, [&](Tx& tx) {
+          return tx.Saga(SagaEvent::kFinishCompensation);
+        });
+        break;
+      case ActionKind::kAwaitApproval:
+        next = Transition(id, [&](Tx& tx) -> Status {
+          if (NextAction(*def, tx.inst()).kind != ActionKind::kAwaitApproval)
+            return FailedPrecondition("moved on");
+          return tx.Saga(SagaEvent::kWaitForApproval);
+        });
+        break;
+      case ActionKind::kEscalate:
+        next = Transition(id, [&](Tx& tx) -> Status {
+          if (NextAction(*def, tx.inst()).kind != ActionKind::kEscalate)
+            return FailedPrecondition("moved on");
+          const StepState& st = tx.inst().step(a.step);
+          bool undo = st.machine.reviewing_compensation();
+          return tx.Saga(
+              SagaEvent::kEscalate,
+              {{"reason", (undo ? "compensation of '" : "step '") + st.name +
+                              "' needs review: " +
+                              (undo ? st.comp_last_error : st.last_error)},
+               {"step", st.name}});
+        });
+        break;
+      case ActionKind::kGoForward:
+        next = Transition(id, [&](Tx& tx) { return GoForward(tx, *def); });
+        break;
+      default:
+        return false;
+    }
+    MarkRecovered(id);
+    if (next == Next::kStop) return false;
+    if (RecoveryInProgress()) return true;
+  }
+  return false;
+}
+
+auto Driver::HasApprovalRequest(const std::vector<Action>& actions) -> bool {
+  for (const Action& a : actions)
+    if (a.kind == ActionKind::kRequestApproval) return true;
+  return false;
+}
+
+auto Driver::RequestApprovals(Tx& tx, const SagaDefinition& def,
+                              const std::vector<Action>& actions) -> Status {
+  for (const Action& a : actions) {
+    if (a.kind != ActionKind::kRequestApproval) continue;
+    if (tx.inst().status() != SagaStatus::kRunning ||
+        tx.inst().step(a.step).status() != StepStatus::kPlanned)
+      return FailedPrecondition("moved on");
+    SAGAD_RETURN_IF_ERROR(tx.Step(a.step, StepEvent::kRequestApproval));
+  }
+  if (NextAction(def, tx.inst()).kind == ActionKind::kAwaitApproval)
+    return tx.Saga(SagaEvent::kWaitForApproval);
+  return Status::Ok();
+}
+
+auto Driver::LaunchSteps(const std::string& id, const SagaDefinition& def,
+                         const Instance& inst,
+                         const std::vector<Action>& actions, int64_t wake_at,
+                         Action* here) -> bool {
+  *here = Action{};
+  const bool chain = def.IsChain() || RecoveryInProgress();
+  const int64_t now = clock_.NowMillis();
+  int64_t wake = wake_at;
+  bool launched = false;
+  for (const Action& a : actions) {
+    if (!IsStepAction(a.kind)) continue;
+    int64_t due = inst.step(a.step).retry_at;
+    if (due > now) {
+      wake = wake == 0 ? due : std::min(wake, due);
+      continue;
+    }
+    if (!runs_.TryMarkStep(id, a.step, def.max_parallel)) continue;
+    launched = true;
+    if (chain && here->kind == ActionKind::kNone) {
+      *here = a;
+      continue;
+    }
+    boost::asio::post(pool_, [this, id, a] { RunStepTask(id, a); });
+  }
+  if (wake > 0) WakeAt(id, wake);
+  return launched;
+}
+
+auto Driver::RunStepTask(const std::string& id, Action a) -> void {
+  Next next = Next::kStop;
+  try {
+    next = RunStep(id, a);
+  } catch (const std::exception& e) {
+    EngineLog(
+        {{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
+    ScheduleAfter(id, 5000);
+  }
+  runs_.UnmarkStep(id, a.step);
+  MarkRecovered(id);
+  // Not owned any more: it finished (a terminal commit gives the lease up)
+  // or another process took it; either way nothing is left to do here.
+  if (next == Next::kContinue && ownership_.Held(id)) Schedule(id);
+}
+
+auto Driver::RunStep(const std::string& id, const Action& a) -> Next {
+  if (runs_.Stopping() || !ownership_.Held(id)) return Next::kStop;
+  auto inst = repo_.Load(id);
+  if (!inst.ok()) return Next::kContinue;  // the driver says why
+  SagaDefinitionPtr def = defs_.Get((*inst)->saga(), (*inst)->saga_version());
+  if (!def) return Next::kContinue;
+  // Still wanted? The instance may have moved on since it was planned.
+  bool wanted = false;
+  for (const Action& b : NextActions(*def, **inst))
+    wanted = wanted || (b.kind == a.kind && b.step == a.step);
+  if (!wanted) return Next::kContinue;
+  switch (a.kind) {
+    case ActionKind::kExecute:
+      return steps_.Execute(id, *def, **inst, a.step);
+    case ActionKind::kReconcile:
+      return steps_.Reconcile(id, *def, **inst, a.step);
+    case ActionKind::kCompensate:
+      return steps_.Compensate(id, *def, **inst, a.step);
+    case ActionKind::kReconcileCompensation:
+      return steps_.ReconcileCompensation(id, *def, **inst, a.step);
+    default:
+      return Next::kContinue;
+  }
+}
+
+auto Driver::WakeAt(const std::string& id, int64_t due_ms) -> void {
+  const int64_t now = clock_.NowMillis();
+  if (!runs_.ClaimWake(id, due_ms, now)) return;
+  auto timer = std::make_shared<boost::asio::steady_timer>(timers_);
+  timer->expires_after(
+      std::chrono::milliseconds(std::max<int64_t>(1, due_ms - now)));
+  timer->async_wait(
+      [this, id, due_ms, timer](const boost::system::error_code& ec) {
+        runs_.WakeFired(id, due_ms);
+        if (!ec) Schedule(id);
+      });
+}
+
+auto Driver::Deadlines(const std::string& id, const SagaDefinition& def,
+                       const Instance& inst, Next* next, int64_t* wake_at)
+    -> bool {
+  SagaStatus ss = inst.status();
+  if (ss != SagaStatus::kRunning && ss != SagaStatus::kAwaitingApproval)
+    return false;
+  const int64_t now = clock_.NowMillis();
+  int64_t wake = 0;
+  if (def.deadline_ms > 0 && PivotInPlay(def, inst) < 0) {
+    int64_t due = inst.created_at() + def.deadline_ms;
+    if (now >= due) {
+      *next = Transition(id, [&](Tx& tx) -> Status {
+        SAGAD_RETURN_IF_ERROR(
+            tx.RejectAwaitingApprovals("sagad", "saga deadline passed"));
+        return tx.Saga(
+            SagaEvent::kStartCompensation,
+            {{"reason", "saga deadline of " + std::to_string(def.deadline_ms) +
+                            " ms passed"}});
+      });
+      return true;
+    }
+    wake = due;
+  }
+  for (size_t i = 0; i < inst.steps().size(); ++i) {
+    const StepState& st = inst.step(i);
+    if (st.status() != StepStatus::kAwaitingApproval) continue;
+    const StepDefinition& sd = def.steps[i];
+    int64_t due = ApprovalDeadline(sd, st.approval_requested_at);
+    if (due == 0) continue;
+    if (now < due) {
+      wake = wake == 0 ? due : std::min(wake, due);
+      continue;
+    }
+    std::string why = "approval of '" + sd.name + "' timed out after " +
+                      std::to_string(sd.approval_timeout_ms) + " ms";
+    *next = Transition(id, [&](Tx& tx) -> Status {
+      if (tx.inst().step(i).status() != StepStatus::kAwaitingApproval)
+        return FailedPrecondition("decided meanwhile");
+      if (sd.approval_timeout_action == "escalate")
+        return tx.Saga(SagaEvent::kEscalate,
+                       {{"reason", why}, {"step", sd.name}});
+      SAGAD_RETURN_IF_ERROR(tx.Step(static_cast<int>(i), StepEvent::kReject,
+                                    {{"by", "sagad"}, {"reason", why}}));
+      return tx.Saga(SagaEvent::kStartCompensation, {{"reason", why}});
+    });
+    return true;
+  }
+  *wake_at = wake;
+  return false;
+}
+
+auto Driver::RecoveryInProgress() -> bool {
+  return recovery_.InProgress(clock_.SteadyNow());
+}
+
+auto Driver::MarkRecovered(const std::string& id) -> void {
+  auto secs = recovery_.Resumed(id, clock_.SteadyNow());
+  if (!secs) return;
+  metrics_.RecoveryLatency(*secs);
+  EngineLog({{"msg", "recovered"}, {"instance", id}, {"ms", *secs * 1000}});
+}
+
+auto Driver::Transition(const std::string& id,
+                        const std::function<Status(Tx&)>& fn) -> Next {
+  Status s = CommitAsOwner(id, fn);
+  return s.ok() ? Next::kContinue : AfterFailedCommit(id, s);
+}
+
+auto Driver::AfterFailedCommit(const std::string& id, const Status& s) -> Next {
+  if (s.code() == StatusCode::kLeaseLost)
+    return Next::kStop;  // another process owns it now: no further calls from
+                         // here
+  if (s.code() == StatusCode::kFailedPrecondition) return Next::kContinue;
+  EngineLog({{"msg", "transition failed"},
+             {"instance", id},
+             {"error", s.ToString()}});
+  ScheduleAfter(id, 1000);
+  return Next::kStop;
+}
+
+auto Driver::EnsureOwned(const std::string& id) -> bool {
+  switch (ownership_.Acquire(id)) {
+    case Ownership::Take::kAlreadyHeld:
+      return true;
+    case Ownership::Take::kRefused:
+      return false;
+    case Ownership::Take::kTaken:
+      break;
+  }
+  repo_.Evict(id);  // a new generation: what another owner did since counts
+  EngineLog({{"msg", "lease acquired"},
+             {"instance", id},
+             {"generation", ownership_.Token(id)}});
+  return true;
+}
+
+auto Driver::CommitAsOwner(const std::string& id,
+                           const std::function<Status(Tx&)>& fn) -> Status {
+  std::optional<Lease> lease = ownership_.Held(id);
+  if (!lease) return LeaseLost("lease lost: not the owner of " + id);
+  Status s = repo_.Mutate(id, fn, &*lease);
+  if (s.code() == StatusCode::kLeaseLost) {  // fenced: drop the instance
+    ownership_.Release(id);
+    EngineLog({{"msg", "lease lost; dropping instance"}, {"instance", id}});
+  }
+  return s;
+}
+
+}  // namespace sagad

@@ -1,0 +1,142 @@
+// Driver: which instance runs next and what it does. One driver at a time
+// per instance (RunTable): it takes the instance's lease if it is free or a
+// dead predecessor's, runs its saga-level transitions (completion, turning
+// back, waiting for a human, escalation, deadlines and approval timeouts) and
+// launches its step actions on workers, each step once (StepRunner sends,
+// records, reconciles and undoes it). A step action that ends plans the
+// instance again; a retry or a deadline still ahead is a durable timer woken
+// at its time; after a restart the instances found unfinished are resumed
+// round robin (each one's first action before any runs to its end).
+//
+// Contract:
+// - Only the owner drives: an instance whose lease another live process
+//   holds is left alone (no commit, no call); a lost lease stops the driver.
+// - Every commit is the owner's compare-and-swap (InstanceRepository, fenced
+//   by the lease); a lost race plans again, storage trouble retries the
+//   instance after a second (nothing is left without a driver).
+// - An instance whose saga version is not registered is never run under
+//   another: it goes to NEEDS_REVIEW.
+// - Schedule is cheap and idempotent: a second call while the instance is
+//   under way makes the driver run one more round, not a second driver.
+// Thread-safety: every public method may be called from any thread.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "coordinator/engine/definition_registry.h"
+#include "coordinator/engine/engine_metrics.h"
+#include "coordinator/engine/instance_repository.h"
+#include "coordinator/engine/ownership.h"
+#include "coordinator/engine/recovery_tracker.h"
+#include "coordinator/engine/run_table.h"
+#include "coordinator/engine/step_runner.h"
+#include "util/clock.h"
+#include "policies/planner.h"
+
+namespace sagad {
+
+class Driver {
+ public:
+  // `workers`: the size of `pool` (a new instance's first step rides in its
+  // creation commit only while one is free). `timers` runs the wake-ups.
+  Driver(Adapter& adapter, const DefinitionRegistry& defs,
+         InstanceRepository& repo, Ownership& ownership, RunTable& runs,
+         RecoveryTracker& recovery, EngineMetrics& metrics, const Clock& clock,
+         boost::asio::thread_pool& pool, boost::asio::io_context& timers,
+         int workers);
+
+  // Plans the instance on a worker now (or one more round of its driver).
+  void Schedule(const std::string& id);
+  // The same, after delay_ms of real time.
+  void ScheduleAfter(const std::string& id, int64_t delay_ms);
+
+  // A new instance of a plain list: its first step's STARTED record rides in
+  // the creation commit when the step may go at once (StepRunner::Chain's
+  // rules) and a worker is free, and StartCreated sends it on a worker
+  // without a driver round: one commit and one planning round fewer per
+  // saga. *step is -1 otherwise: graphs start with a driver round (their
+  // roots start together), and so does any instance created while every
+  // worker is busy (a STARTED record that waits in the queue is, after a
+  // crash, a request to ask about and re-send although it never left).
+  Status FirstStep(Tx& tx, const SagaDefinition& def, int* step,
+                   StepRequest* request);
+  // After the creation commit (`created`) or its refusal (the step's mark is
+  // released, nothing is sent).
+  void StartCreated(const std::string& id, const SagaDefinitionPtr& def,
+                    int step, StepRequest* request, const TraceContext& trace,
+                    bool created);
+
+  // A commit as the instance's owner (fenced by the lease this process
+  // holds); a fenced commit drops the instance (its lease is released here).
+  Status CommitAsOwner(const std::string& id,
+                       const std::function<Status(Tx&)>& fn);
+
+ private:
+  void DriveLoop(const std::string& id);
+  // Runs the instance's saga-level transitions and launches its step
+  // actions, each on a worker of its own (several branches of a graph at
+  // once). While a recovery is under way, returns true after each
+  // saga-level action: the caller puts the instance back at the end of the
+  // queue, so every recovered instance is resumed before any runs to its end.
+  bool Drive(const std::string& id);
+  // Takes the instance's lease if this process does not hold it: free,
+  // expired, or held by a dead predecessor of the same coordinator id. A new
+  // generation means a new owner: the state is reloaded before acting.
+  bool EnsureOwned(const std::string& id);
+  static bool HasApprovalRequest(const std::vector<Action>& actions);
+  // Records AWAITING_APPROVAL for each step that asks for it; the saga waits
+  // for a human too once nothing else can run (an independent branch goes on).
+  Status RequestApprovals(Tx& tx, const SagaDefinition& def,
+                          const std::vector<Action>& actions);
+  // Starts each step action not already under way in this process, within
+  // the saga's max_parallel; one waiting on a durable timer is woken at its
+  // time. True if any was launched. For a plain list (one step at a time),
+  // and for every saga while a recovery is under way, the first action is
+  // marked but not posted: *here is it, for the caller to run. (Posted to
+  // the back of a queue of thousands of recovered instances, the actions of
+  // the instances at its front would wait until the next SIGKILL, every time.)
+  bool LaunchSteps(const std::string& id, const SagaDefinition& def,
+                   const Instance& inst, const std::vector<Action>& actions,
+                   int64_t wake_at, Action* here);
+  // One step action on a worker of its own. Its step is marked as under way
+  // (TryMarkStep) until it ends; then the instance is planned again.
+  void RunStepTask(const std::string& id, Action a);
+  Next RunStep(const std::string& id, const Action& a);
+  // Schedules the instance at wall time `due_ms` unless a wake-up at or
+  // before it is already pending.
+  void WakeAt(const std::string& id, int64_t due_ms);
+  // Saga deadline and approval timeouts. True if it acted (`next` says how
+  // to go on); otherwise *wake_at is the nearest deadline still ahead (or 0).
+  bool Deadlines(const std::string& id, const SagaDefinition& def,
+                 const Instance& inst, Next* next, int64_t* wake_at);
+  // Round robin (and no chaining) while instances found at start-up wait to
+  // be resumed; bounded in time so that an instance that is somehow never
+  // marked cannot keep this process in that mode.
+  bool RecoveryInProgress();
+  // The first action of an instance found at start-up is done (or it needs
+  // none): its recovery latency is known.
+  void MarkRecovered(const std::string& id);
+  // A transition the driver wants; on a lost race it simply plans again.
+  Next Transition(const std::string& id, const std::function<Status(Tx&)>& fn);
+  // A driver transition that did not commit: a lost race means plan again;
+  // anything else is storage trouble, retried later.
+  Next AfterFailedCommit(const std::string& id, const Status& s);
+
+  const DefinitionRegistry& defs_;
+  InstanceRepository& repo_;
+  Ownership& ownership_;
+  RunTable& runs_;
+  RecoveryTracker& recovery_;
+  EngineMetrics& metrics_;
+  const Clock& clock_;
+  boost::asio::thread_pool& pool_;
+  boost::asio::io_context& timers_;
+  const int workers_;
+  StepRunner steps_;
+};
+
+}  // namespace sagad

@@ -1,0 +1,154 @@
+// Engine: runs saga instances. It owns the registered definitions, drives each
+// instance with the planner (policies/planner.h), carries out the actions through
+// the Adapter and records every transition durably in the Store before the
+// next thing happens:
+//   STARTED is durable before a request leaves; an outcome is durable before
+//   the next step starts (a committed step's outcome and the next step's
+//   STARTED record may share one commit); an unclear outcome is reconciled
+//   (asked) before any re-send; a COMMITTED step is never executed again.
+// One driver per instance at a time; many instances concurrently on a bounded
+// worker pool (Boost.Asio thread_pool), with backoff timers on an io_context.
+// After a restart, instances found unfinished are resumed round robin (one
+// action each, then the back of the queue) until all were resumed.
+// Operator and client actions (submit, approve, reject, cancel, resolve) are
+// transitions too, serialised per instance and checked by compare-and-swap.
+// Thread-safety: all public methods are thread-safe.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "adapters/adapter.h"
+#include "coordinator/store/store.h"
+#include "coordinator/engine/submissions.h"
+#include "util/clock.h"
+#include "sagas/definition.h"
+#include "util/status.h"
+
+namespace sagad {
+
+struct EngineOptions {
+  int workers = 16;  // concurrent drivers (each may block on one HTTP call)
+  bool outbox = false;  // write outbox messages (when webhooks are configured)
+  // Ownership: this process's stable name (unique among live processes on a
+  // data dir; a restart under the same name takes its leases back at once)
+  // and how long a lease lasts without a heartbeat.
+  std::string coordinator_id = "sagad";
+  int64_t lease_ms = 10000;
+  std::function<void()> on_outbox;  // called after a commit that may have added some
+  // Retention: finished instances are deleted this long after they finished
+  // (0: kept forever), by a sweeper in batches of 100.
+  int64_t retention_ms = 0;
+};
+
+
+class Engine {
+ public:
+  Engine(Store& store, Adapter& adapter, Clock& clock, EngineOptions options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Registers a validated definition. AlreadyExists for a known name+version
+  // with a different body; InvalidArgument if it fails validation.
+  Status Register(const SagaDefinition& def);
+  std::vector<SagaDefinitionPtr> Definitions() const;
+  // The definition of `name` at `version` (0: the newest), or nullptr.
+  SagaDefinitionPtr Definition(const std::string& name, int version) const;
+
+  // Recovery: schedules every non-terminal instance. Call once.
+  Status Start();
+  // Stops taking work, lets in-flight actions record their outcome, returns
+  // when no driver runs. Idempotent.
+  void Stop();
+
+  // Creates an instance of `saga` at `version` (0: the newest registered).
+  // NotFound (unknown saga or version), InvalidArgument (input not an object
+  // / missing fields). With a
+  // client key: replay (same request hash), AlreadyExists (the key was used
+  // with another request), FailedPrecondition (the first is still in flight).
+  // `trace` is kept with the instance: every downstream call continues it.
+  StatusOr<SubmitOutcome> Submit(const std::string& saga, int version, const nlohmann::json& input,
+                                 const std::string& client_key,
+                                 const std::string& request_hash,
+                                 const TraceContext& trace = TraceFromHeaders("", ""));
+  // Stores the response of a submission (first one wins) and ends its
+  // in-flight window.
+  void FinishSubmission(const std::string& client_key, int status,
+                        const nlohmann::json& response);
+
+  // The instance view; NotFound.
+  StatusOr<nlohmann::json> GetInstance(const std::string& id);
+  // Waits until the instance is terminal or waits for a human, or `timeout`.
+  StatusOr<nlohmann::json> WaitSettled(const std::string& id,
+                                       std::chrono::milliseconds timeout);
+  // The same without blocking a thread: calls `done` once, from some thread
+  // (possibly before it returns), unless CancelWaits comes first or the
+  // returned function is called (it drops the wait; once it returns, `done`
+  // has run or never will, and it says true when never: a long poll whose
+  // client went away).
+  std::function<bool()> WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
+                                         std::function<void(StatusOr<nlohmann::json>)> done);
+  // Answers every pending WaitSettledAsync, and every later one, with `why`
+  // (a draining server).
+  void FinishWaits(const Status& why);
+  // Drops every pending WaitSettledAsync (and every later one) without
+  // calling it; when it returns no `done` runs or will run. For shutdown.
+  void CancelWaits();
+  StatusOr<std::vector<Event>> GetEvents(const std::string& id);
+  StatusOr<InstancePage> List(const InstanceFilter& filter, size_t limit,
+                              const std::string& cursor);
+  // Steps awaiting approval, across active instances.
+  // {"unfinished": {status: count}, "total_unfinished": n}.
+  StatusOr<nlohmann::json> Counts();
+  StatusOr<nlohmann::json> Approvals();
+  // Prometheus text: call outcomes, reconciliations, events (escalations,
+  // compensations...), replays detected, recovery and step latency.
+  // Whether the store could commit a write now (see Store::CheckWritable).
+  Status CheckWritable();
+  std::string MetricsText();
+  // Recovery bundle for a human (any status; meant for NEEDS_REVIEW).
+  StatusOr<nlohmann::json> Bundle(const std::string& id);
+
+  // Operator actions. NotFound (instance/step), FailedPrecondition (not
+  // allowed in the current state; message says why). Repeating an action that
+  // already took effect is OK and changes nothing.
+  Status Approve(const std::string& id, const std::string& step, const std::string& actor,
+                 const std::string& comment);
+  Status Reject(const std::string& id, const std::string& step, const std::string& actor,
+                const std::string& reason);
+  Status Cancel(const std::string& id, const std::string& actor, const std::string& reason);
+  // Retries a step waiting on a retry timer, or whose retries ran out (saga in
+  // review), now and with the same key; resets its backoff.
+  Status RetryNow(const std::string& id, const std::string& step, const std::string& actor,
+                  const std::string& comment);
+  // Records `result` as the step's result without sending it (operator
+  // decision); only for a step not yet sent, or under review.
+  Status Skip(const std::string& id, const std::string& step, const nlohmann::json& result,
+              const std::string& external_ref, const std::string& actor,
+              const std::string& comment);
+  // Starts the reverse path of an instance in NEEDS_REVIEW (no unknown
+  // outcome may remain).
+  Status ForceCompensate(const std::string& id, const std::string& actor,
+                         const std::string& reason);
+  // outcome: "committed" (with external_ref) or "not_executed".
+  Status Resolve(const std::string& id, const std::string& step, const std::string& outcome,
+                 const std::string& external_ref, const std::string& actor,
+                 const std::string& comment);
+
+  // True when the instance needs nothing more from the engine right now.
+  static bool IsSettled(const std::string& status);
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sagad

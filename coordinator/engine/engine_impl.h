@@ -1,0 +1,183 @@
+// Engine::Impl: the wiring of the engine's parts, its lifecycle, reads and
+// the rounds that are not one instance's (heartbeat, retention). It holds no
+// lock or table of its own. Each part has a header stating its contract and
+// unit tests of its own, and depends only on parts below it:
+//
+//   Engine (engine.h, the facade)
+//     Engine::Impl, defined by concern in engine*.cc:
+//       engine.cc            the facade, wiring, lifecycle (start, stop)
+//       engine_reads.cc      reads (views, events, lists, approvals, bundle)
+//       engine_state.cc      what follows each commit, outbox messages,
+//                            ownership rounds (heartbeat), retention
+//     wires:
+//       Submissions          new instances, Idempotency-Key replays
+//       OperatorActions      approve, reject, cancel, retry, skip, force
+//                            compensation, resolve
+//       Driver               which instance runs next: its saga-level
+//                            transitions, step actions on workers, timers,
+//                            deadlines, recovery round robin; owns
+//         StepRunner         send, record, chain, reconcile, undo one step
+//     over:
+//       DefinitionRegistry   saga definitions by name and version
+//       InstanceRepository   load, cache, compare-and-swap commit
+//       Ownership            leases, fencing tokens, renewal
+//       RunTable             drivers and step actions under way, wake-ups
+//       RecoveryTracker      instances not yet resumed since start-up
+//       EngineMetrics        counters, histograms, gauges
+//       Waiters              `?wait=` callers, woken when an instance settles
+//       policies/planner.h      what to do next (pure); saga_turns.h, Tx
+// Private to the engine; include only in engine*.cc.
+// Thread-safety: as Engine's (coordinator/engine/engine.h).
+#pragma once
+
+#include <algorithm>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "coordinator/engine/engine.h"
+#include "coordinator/engine/definition_registry.h"
+#include "coordinator/engine/driver.h"
+#include "util/log.h"
+#include "coordinator/engine/engine_metrics.h"
+#include "coordinator/engine/instance_repository.h"
+#include "coordinator/engine/operator_actions.h"
+#include "coordinator/engine/ownership.h"
+#include "coordinator/engine/recovery_tracker.h"
+#include "coordinator/engine/run_table.h"
+#include "coordinator/engine/submissions.h"
+#include "coordinator/engine/transition.h"
+#include "coordinator/engine/waiters.h"
+#include "sagas/instance.h"
+#include "util/json_limits.h"
+#include "policies/planner.h"
+
+namespace sagad {
+
+
+class Engine::Impl {
+ public:
+  Impl(Store& store, Adapter& adapter, Clock& clock, EngineOptions options);
+
+  ~Impl();
+
+  // ---- definitions ----
+  Status Register(const SagaDefinition& def) { return defs_.Register(def); }
+
+  std::vector<SagaDefinitionPtr> Definitions() const { return defs_.All(); }
+
+  SagaDefinitionPtr Definition(const std::string& name, int version) const {
+    return defs_.Get(name, version);
+  }
+
+  // ---- lifecycle ----
+  Status Start();
+
+  void Stop();
+
+  // ---- submissions ----
+  Submissions& submissions() { return submissions_; }
+
+  // ---- reads ----
+  StatusOr<nlohmann::json> GetInstance(const std::string& id);
+
+  StatusOr<nlohmann::json> WaitSettled(const std::string& id,
+                                       std::chrono::milliseconds timeout);
+
+  std::function<bool()> WaitSettledAsync(const std::string& id,
+                                         std::chrono::milliseconds timeout, Waiters::Done done);
+  void FinishWaits(const Status& why);
+
+  void CancelWaits();
+
+  StatusOr<std::vector<Event>> GetEvents(const std::string& id);
+
+  StatusOr<InstancePage> List(const InstanceFilter& filter, size_t limit,
+                              const std::string& cursor);
+
+  // Every step awaiting approval, oldest first, with the exact request an
+  // approval lets go (the approval binds to its key and args hash).
+  StatusOr<nlohmann::json> Approvals();
+
+  // Unfinished instances by status (from the index: no snapshot is read).
+  StatusOr<nlohmann::json> Counts();
+
+  StatusOr<nlohmann::json> Bundle(const std::string& id);
+
+  // ---- operator actions ----
+  OperatorActions& operators() { return operators_; }
+
+ private:
+  // Plans the instance (Driver::Schedule).
+  void Schedule(const std::string& id) { driver_.Schedule(id); }
+
+  // ---- outbox ----
+  // What others may care about, as outbox messages (empty without webhooks).
+  std::vector<nlohmann::json> OutboxMessages(const Instance& inst,
+                                             const std::vector<Event>& events);
+
+  // ---- metrics ----
+ public:
+  std::string MetricsText();
+
+ private:
+  // ---- ownership ----
+  // Every lease_ms/3: renew what this process owns, forget what it lost,
+  // pick up instances whose owner stopped heartbeating, and notice changes
+  // another process committed (an approval that came in over its API).
+  void Heartbeat();
+
+  // ---- retention ----
+  // Deletes what finished more than retention_ms ago, 100 instances per
+  // write transaction and at most 50 transactions per round, once a second
+  // (or sooner for a short retention): short transactions, since on LMDB
+  // the writer lock is shared by every process.
+  void Sweep();
+
+  void ScheduleSweep();
+
+  void ScheduleHeartbeat();
+
+  // ---- state ----
+  StatusOr<std::shared_ptr<const Instance>> Load(const std::string& id);
+
+  // After each commit (under the instance's lock): a finished instance's
+  // lease is gone, webhooks and waiters hear of it, metrics count it.
+  void Committed(const InstanceRepository::Commit& c);
+
+  Store& store_;
+
+ public:
+  Store& store();
+
+ private:
+  Adapter& adapter_;
+  Clock& clock_;
+  EngineOptions options_;
+
+  DefinitionRegistry defs_;
+
+  EngineMetrics metrics_;
+  Ownership ownership_;
+  InstanceRepository repo_;
+  RunTable runs_;
+  RecoveryTracker recovery_;
+  OperatorActions operators_;
+  Submissions submissions_;
+
+  boost::asio::thread_pool pool_;
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type>
+      work_;
+  Driver driver_;  // after the workers and timers it posts to
+  std::thread timer_thread_;
+  Waiters waiters_{store_, io_, pool_};  // after the timers and workers it uses
+};
+
+}  // namespace sagad

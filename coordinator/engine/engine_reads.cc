@@ -1,0 +1,164 @@
+// Engine: reads (instance views, events, lists, approvals, counts, the
+// recovery bundle).
+#include "coordinator/engine/engine_impl.h"
+
+namespace sagad {
+
+auto Engine::Impl::GetInstance(const std::string& id)
+    -> StatusOr<nlohmann::json> {
+  return store_.GetInstance(id);
+}
+
+auto Engine::Impl::WaitSettled(const std::string& id,
+                               std::chrono::milliseconds timeout)
+    -> StatusOr<nlohmann::json> {
+  return waiters_.Wait(id, timeout);
+}
+
+auto Engine::Impl::WaitSettledAsync(const std::string& id,
+                                    std::chrono::milliseconds timeout,
+                                    Waiters::Done done) -> std::function<bool()> {
+  return waiters_.WaitAsync(id, timeout, std::move(done));
+}
+
+auto Engine::Impl::FinishWaits(const Status& why) -> void { waiters_.FinishAll(why); }
+
+auto Engine::Impl::CancelWaits() -> void { waiters_.CancelAll(); }
+
+auto Engine::Impl::GetEvents(const std::string& id)
+    -> StatusOr<std::vector<Event>> {
+  auto inst = store_.GetInstance(id);
+  if (!inst.ok()) return inst.status();
+  return store_.GetEvents(id);
+}
+
+auto Engine::Impl::List(const InstanceFilter& filter, size_t limit,
+                        const std::string& cursor) -> StatusOr<InstancePage> {
+  return store_.ListInstances(filter, limit, cursor);
+}
+
+auto Engine::Impl::Approvals() -> StatusOr<nlohmann::json> {
+  auto active = store_.ListActive();
+  if (!active.ok()) return active.status();
+  std::vector<nlohmann::json> out;
+  for (const auto& a : *active) {
+    const std::string& id = a.id;
+    // A step waits for approval only while its saga does, or after an
+    // approval timeout escalated the saga to review.
+    if (a.status != "AWAITING_APPROVAL" && a.status != "NEEDS_REVIEW") continue;
+    auto inst = Load(id);
+    if (!inst.ok()) continue;
+    SagaDefinitionPtr def =
+        Definition((*inst)->saga(), (*inst)->saga_version());
+    for (size_t i = 0; i < (*inst)->steps().size(); ++i) {
+      const StepState& st = (*inst)->step(i);
+      if (st.status() != StepStatus::kAwaitingApproval) continue;
+      nlohmann::json request = nullptr;
+      if (def) {
+        const CallSpec& call = def->steps[i].forward;
+        const ServiceConfig* svc = adapter_.Service(call.service);
+        auto r = RenderStepRequest(**inst, call);
+        if (r.ok())
+          request = {{"service", call.service},
+                     {"method", call.method},
+                     {"url", (svc ? svc->base_url : std::string()) + r->path},
+                     {"body", r->body},
+                     {"idempotency_key", id + ":" + st.name},
+                     {"args_hash", r->hash}};
+        else
+          request = {{"error", r.status().message()}};
+      }
+      out.push_back({{"instance_id", id},
+                     {"saga", (*inst)->saga()},
+                     {"saga_version", (*inst)->saga_version()},
+                     {"step", st.name},
+                     {"key", id + ":" + st.name},
+                     {"input", (*inst)->input()},
+                     {"since", st.approval_requested_at},
+                     {"request", request}});
+    }
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const nlohmann::json& x, const nlohmann::json& y) {
+                     return x.value("since", int64_t(0)) <
+                            y.value("since", int64_t(0));
+                   });
+  return nlohmann::json(out);
+}
+
+auto Engine::Impl::Counts() -> StatusOr<nlohmann::json> {
+  auto active = store_.ListActive();
+  if (!active.ok()) return active.status();
+  nlohmann::json by = {{"RUNNING", 0},
+                       {"AWAITING_APPROVAL", 0},
+                       {"COMPENSATING", 0},
+                       {"NEEDS_REVIEW", 0}};
+  for (const auto& a : *active) by[a.status] = by.value(a.status, 0) + 1;
+  return nlohmann::json{{"unfinished", by},
+                        {"total_unfinished", active->size()}};
+}
+
+auto Engine::Impl::Bundle(const std::string& id) -> StatusOr<nlohmann::json> {
+  auto j = store_.GetInstance(id);
+  if (!j.ok()) return j.status();
+  auto events = store_.GetEvents(id);
+  if (!events.ok()) return events.status();
+  nlohmann::json evs = nlohmann::json::array();
+  for (const auto& e : *events) evs.push_back(e.ToJson());
+  nlohmann::json ops = nlohmann::json::array(),
+                 confirmed = nlohmann::json::array(),
+                 unknown = nlohmann::json::array();
+  for (const auto& st : (*j)["steps"]) {
+    std::string name = st.value("name", "");
+    for (const std::string& key :
+         {id + ":" + name, id + ":" + name + ":compensate"}) {
+      auto op = store_.GetOperation(key);
+      if (!op.ok()) continue;
+      nlohmann::json oj = op->ToJson();
+      ops.push_back(oj);
+      if (op->state == "COMMITTED" || op->state == "COMPENSATED")
+        confirmed.push_back({{"key", key},
+                             {"step", name},
+                             {"kind", op->kind},
+                             {"external_ref", op->external_ref}});
+      if (op->state == "STARTED" || op->state == "UNKNOWN" ||
+          op->state == "COMPENSATING" || op->state == "NEEDS_REVIEW")
+        unknown.push_back({{"key", key},
+                           {"step", name},
+                           {"kind", op->kind},
+                           {"last_error", op->last_error}});
+    }
+  }
+  std::string status = j->value("status", "");
+  std::string recommendation;
+  if (status != "NEEDS_REVIEW") {
+    recommendation = "none: the instance is " + status;
+  } else if (!unknown.empty()) {
+    recommendation =
+        "check the downstream for each unknown effect by its idempotency key, "
+        "then POST "
+        ".../steps/{step}/resolve with outcome \"committed\" (and "
+        "external_ref) or "
+        "\"not_executed\"";
+  } else {
+    recommendation = "inspect review_reason; resolve the step it names";
+  }
+  SagaDefinitionPtr def =
+      Definition(j->value("saga", ""), j->value("saga_version", 0));
+  nlohmann::json plan = nlohmann::json::array();
+  if (def) {
+    auto events_inst = Instance::Replay(id, *def, *events);
+    if (events_inst.ok()) plan = CompensationPlan(*def, *events_inst);
+  }
+  return nlohmann::json{{"instance", *j},
+                        {"definition", def ? def->ToJson() : nlohmann::json()},
+                        {"compensations", plan},
+                        {"reason", j->value("review_reason", "")},
+                        {"events", evs},
+                        {"operations", ops},
+                        {"confirmed_effects", confirmed},
+                        {"unknown_effects", unknown},
+                        {"recommended_action", recommendation}};
+}
+
+}  // namespace sagad

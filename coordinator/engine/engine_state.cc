@@ -1,0 +1,125 @@
+// Engine: what follows each commit, outbox messages, the ownership rounds
+// (heartbeat, takeover noticed) and retention.
+#include "coordinator/engine/engine_impl.h"
+
+#include <boost/asio/post.hpp>
+
+namespace sagad {
+
+auto Engine::Impl::OutboxMessages(const Instance& inst,
+                                  const std::vector<Event>& events)
+    -> std::vector<nlohmann::json> {
+  std::vector<nlohmann::json> out;
+  if (!options_.outbox) return out;
+  static const std::set<std::string> kQuiet = {"started",
+                                               "reconciled",
+                                               "retry_deferred",
+                                               "compensation_started",
+                                               "compensation_unknown",
+                                               "not_executed"};
+  for (const Event& e : events) {
+    if (kQuiet.count(e.type)) continue;
+    nlohmann::json m = {{"id", inst.id() + ":" + std::to_string(e.seq)},
+                        {"type", e.type},
+                        {"instance_id", inst.id()},
+                        {"saga", inst.saga()},
+                        {"saga_version", inst.saga_version()},
+                        {"seq", e.seq},
+                        {"at", e.at_ms},
+                        {"status", SagaStatusName(inst.status())}};
+    if (!e.step.empty()) m["step"] = e.step;
+    if (inst.trace().is_object())
+      m["trace_id"] = inst.trace().value("trace_id", "");
+    for (const char* f : {"external_ref", "reason", "by", "error", "comment"})
+      if (e.data.contains(f)) m[f] = e.data[f];
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+auto Engine::Impl::MetricsText() -> std::string {
+  return metrics_.Text(store_);
+}
+
+auto Engine::Impl::Heartbeat() -> void {
+  if (runs_.Stopping()) return;
+  auto lost = ownership_.Renew();
+  if (lost.ok())
+    for (const auto& id : *lost) {
+      repo_.Evict(id);
+      EngineLog({{"msg", "lease lost"}, {"instance", id}});
+    }
+  const int64_t now = clock_.NowMillis();
+  auto active = store_.ListActive();
+  if (active.ok()) {
+    for (const auto& a : *active) {
+      const std::string& id = a.id;
+      if (ownership_.Held(id)) {
+        // Changed by another process (an approval over its API): plan again.
+        // Not cached: a commit or a load failed (storage trouble); plan it
+        // again too, so that no owned instance is left without a driver.
+        uint64_t cached = repo_.CachedVersion(id);
+        if (cached == 0 || a.version != cached) {
+          repo_.Evict(id);
+          Schedule(id);
+        }
+        continue;
+      }
+      auto lease = store_.GetLease(id);
+      if (!lease.ok() || lease->expires_at <= now) Schedule(id);
+    }
+  }
+  ScheduleHeartbeat();
+}
+
+auto Engine::Impl::Sweep() -> void {
+  const int64_t cutoff = clock_.NowMillis() - options_.retention_ms;
+  for (int round = 0; round < 50 && !runs_.Stopping(); ++round) {
+    auto ids = store_.DeleteFinished(cutoff, 100);
+    if (!ids.ok()) {
+      EngineLog({{"msg", "retention sweep failed"},
+                 {"error", ids.status().ToString()}});
+      break;
+    }
+    for (const auto& id : *ids) repo_.Evict(id);
+    metrics_.RetentionDeleted(ids->size());
+    if (ids->size() < 100) break;
+  }
+  if (!runs_.Stopping()) ScheduleSweep();
+}
+
+auto Engine::Impl::ScheduleSweep() -> void {
+  auto timer = std::make_shared<boost::asio::steady_timer>(io_);
+  timer->expires_after(std::chrono::milliseconds(
+      std::clamp<int64_t>(options_.retention_ms / 4, 50, 1000)));
+  timer->async_wait([this, timer](const boost::system::error_code& ec) {
+    if (!ec) boost::asio::post(pool_, [this] { Sweep(); });
+  });
+}
+
+auto Engine::Impl::ScheduleHeartbeat() -> void {
+  auto timer = std::make_shared<boost::asio::steady_timer>(io_);
+  timer->expires_after(
+      std::chrono::milliseconds(std::max<int64_t>(50, options_.lease_ms / 3)));
+  timer->async_wait([this, timer](const boost::system::error_code& ec) {
+    if (!ec) boost::asio::post(pool_, [this] { Heartbeat(); });
+  });
+}
+
+auto Engine::Impl::Load(const std::string& id)
+    -> StatusOr<std::shared_ptr<const Instance>> {
+  return repo_.Load(id);
+}
+
+auto Engine::Impl::Committed(const InstanceRepository::Commit& c) -> void {
+  // The terminal commit released the lease in the store.
+  if (IsTerminal(c.instance->status())) ownership_.Release(c.id);
+  if (options_.on_outbox && options_.outbox) options_.on_outbox();
+  metrics_.Committed(*c.events);
+  if (Engine::IsSettled(SagaStatusName(c.instance->status())))
+    waiters_.Notify(c.id, c.snapshot);
+}
+
+auto Engine::Impl::store() -> Store& { return store_; }
+
+}  // namespace sagad

@@ -1,0 +1,153 @@
+#include "coordinator/engine/instance_repository.h"
+
+namespace sagad {
+namespace {
+
+// A quick look for a snapshot that disagrees with the log (the full
+// comparison is `sagactl verify`, offline): saga and step states.
+bool AgreesWithSnapshot(const Instance& inst, const nlohmann::json& snap) {
+  const nlohmann::json& steps =
+      snap.contains("steps") ? snap["steps"] : nlohmann::json();
+  if (snap.value("status", "") != SagaStatusName(inst.status()) ||
+      snap.value("last_seq", int64_t(0)) != inst.last_seq() ||
+      !steps.is_array() || steps.size() != inst.steps().size())
+    return false;
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (steps[i].value("status", "") != StepStatusName(inst.step(i).status()))
+      return false;
+  return true;
+}
+
+}  // namespace
+
+InstanceRepository::InstanceRepository(Store& store, const Clock& clock,
+                                       Hooks hooks)
+    : store_(store), clock_(clock), hooks_(std::move(hooks)) {
+  if (!hooks_.outbox)
+    hooks_.outbox = [](const Instance&, const std::vector<Event>&) {
+      return std::vector<nlohmann::json>();
+    };
+  if (!hooks_.committed) hooks_.committed = [](const Commit&) {};
+  if (!hooks_.attempted)
+    hooks_.attempted = [](std::chrono::steady_clock::duration) {};
+  if (!hooks_.log) hooks_.log = [](nlohmann::json) {};
+}
+
+std::mutex& InstanceRepository::stripe(const std::string& id) {
+  return stripes_[std::hash<std::string>()(id) % kStripes];
+}
+
+void InstanceRepository::CachePut(const std::string& id,
+                                  std::shared_ptr<const Instance> inst) {
+  std::lock_guard<std::mutex> l(cache_mu_);
+  if (IsTerminal(inst->status()))
+    cache_.erase(id);
+  else
+    cache_[id] = std::move(inst);
+}
+
+uint64_t InstanceRepository::CachedVersion(const std::string& id) {
+  std::lock_guard<std::mutex> l(cache_mu_);
+  auto it = cache_.find(id);
+  return it == cache_.end() ? 0 : it->second->version();
+}
+
+void InstanceRepository::Evict(const std::string& id) {
+  std::lock_guard<std::mutex> l(cache_mu_);
+  cache_.erase(id);
+}
+
+StatusOr<std::shared_ptr<const Instance>> InstanceRepository::LoadLocked(
+    const std::string& id) {
+  {
+    std::lock_guard<std::mutex> l(cache_mu_);
+    auto it = cache_.find(id);
+    if (it != cache_.end()) return it->second;
+  }
+  auto snap = store_.GetInstance(id);
+  if (!snap.ok()) return snap.status();
+  auto events = store_.GetEvents(id);
+  if (!events.ok()) return events.status();
+  auto inst = Instance::Replay(id, *events);
+  if (!inst.ok()) return inst.status();
+  inst->set_version(snap->value("version", uint64_t(0)));
+  if (!AgreesWithSnapshot(*inst, *snap))
+    hooks_.log(
+        {{"msg", "snapshot differs from replayed event log; using the log"},
+         {"instance", id}});
+  hooks_.log(
+      {{"msg", "replayed"}, {"instance", id}, {"events", events->size()}});
+  std::shared_ptr<const Instance> ptr =
+      std::make_shared<Instance>(std::move(*inst));
+  CachePut(id, ptr);
+  return ptr;
+}
+
+StatusOr<std::shared_ptr<const Instance>> InstanceRepository::Load(
+    const std::string& id) {
+  std::lock_guard<std::mutex> l(stripe(id));
+  return LoadLocked(id);
+}
+
+Status InstanceRepository::Create(const Instance& inst, const Event& created,
+                                  Tx* tx, const Submission* submission,
+                                  const Lease* lease) {
+  std::vector<Event> events{created};
+  std::vector<OperationRecord> ops;
+  if (tx) {
+    events.insert(events.end(), tx->events().begin(), tx->events().end());
+    ops = tx->Operations();
+  }
+  std::lock_guard<std::mutex> l(stripe(inst.id()));
+  auto t0 = std::chrono::steady_clock::now();
+  auto snapshot = std::make_shared<const nlohmann::json>(inst.ToJson());
+  SAGAD_RETURN_IF_ERROR(store_.CreateInstance(*snapshot, events, submission,
+                                              hooks_.outbox(inst, events),
+                                              lease, ops));
+  auto took = std::chrono::steady_clock::now() - t0;
+  hooks_.attempted(took);
+  auto ptr = std::make_shared<const Instance>(inst);
+  CachePut(inst.id(), ptr);
+  hooks_.committed(Commit{inst.id(), ptr, &events, snapshot, took});
+  return Status::Ok();
+}
+
+Status InstanceRepository::Mutate(const std::string& id,
+                                  const std::function<Status(Tx&)>& fn,
+                                  const Lease* fence) {
+  std::lock_guard<std::mutex> l(stripe(id));
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto cur = LoadLocked(id);
+    if (!cur.ok()) return cur.status();
+    auto next = std::make_shared<Instance>(**cur);
+    Tx tx(*next, clock_.NowMillis());
+    SAGAD_RETURN_IF_ERROR(fn(tx));
+    if (tx.events().empty()) return Status::Ok();
+    next->set_version((*cur)->version() + 1);
+    auto t0 = std::chrono::steady_clock::now();
+    auto snapshot = std::make_shared<const nlohmann::json>(next->ToJson());
+    Status s = store_.Commit(id, (*cur)->version(), *snapshot, tx.events(),
+                             tx.Operations(), hooks_.outbox(*next, tx.events()),
+                             fence);
+    auto took = std::chrono::steady_clock::now() - t0;
+    hooks_.attempted(took);
+    if (s.code() == StatusCode::kLeaseLost) {  // fenced
+      Evict(id);
+      return s;
+    }
+    if (s.code() == StatusCode::kFailedPrecondition) {  // lost a race: reload
+      Evict(id);
+      continue;
+    }
+    if (!s.ok()) {
+      Evict(id);
+      return s;
+    }
+    CachePut(id, next);
+    hooks_.committed(Commit{id, next, &tx.events(), snapshot, took});
+    return Status::Ok();
+  }
+  return Unavailable("instance " + id + " keeps changing under us; try again");
+}
+
+}  // namespace sagad

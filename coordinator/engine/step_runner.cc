@@ -1,0 +1,442 @@
+#include "coordinator/engine/step_runner.h"
+
+#include <algorithm>
+
+#include "adapters/classify.h"
+#include "util/crash_point.h"
+#include "util/log.h"
+#include "coordinator/engine/saga_turns.h"
+#include "policies/failure_policy.h"
+#include "policies/planner.h"
+
+namespace sagad {
+namespace {
+
+bool IsRetryableSendState(StepStatus s) {
+  return s == StepStatus::kPlanned || s == StepStatus::kStarted ||
+         s == StepStatus::kUnknown;
+}
+
+}  // namespace
+
+StepRunner::StepRunner(Adapter& adapter, const Clock& clock,
+                       const Ownership& ownership, RunTable& runs,
+                       EngineMetrics& metrics, Driver driver)
+    : adapter_(adapter),
+      clock_(clock),
+      ownership_(ownership),
+      runs_(runs),
+      metrics_(metrics),
+      driver_(std::move(driver)),
+      rng_(std::random_device{}()) {}
+
+auto StepRunner::Transition(const std::string& id,
+                            const std::function<Status(Tx&)>& fn) -> Next {
+  Status s = driver_.commit(id, fn);
+  for (int tries = 1; RefusedWrite(s) && tries < kRecordTries; ++tries)
+    s = driver_.commit(id, fn);
+  if (RefusedWrite(s)) {
+    // The store keeps refusing what this transition writes: never loop on
+    // it. The saga stops for a human (the step keeps its last recorded
+    // state: what the call did is in the log line below and the bundle).
+    EngineLog({{"msg", "outcome cannot be recorded"},
+               {"instance", id},
+               {"error", s.ToString()}});
+    Status e = driver_.commit(id, [&](Tx& tx) -> Status {
+      SagaStatus ss = tx.inst().status();
+      if (ss == SagaStatus::kNeedsReview || IsTerminal(ss)) return Status::Ok();
+      return tx.Saga(SagaEvent::kEscalate,
+                     {{"reason", "an outcome could not be recorded after " +
+                                     std::to_string(kRecordTries) +
+                                     " tries (the store refused the write: " +
+                                     s.message() + ")"}});
+    });
+    if (e.ok()) return Next::kStop;
+  }
+  return s.ok() ? Next::kContinue : driver_.after_failure(id, s);
+}
+
+auto StepRunner::RefusedWrite(const Status& s) -> bool {
+  return s.code() == StatusCode::kInternal ||
+         s.code() == StatusCode::kInvalidArgument;
+}
+
+auto StepRunner::CallIfOwner(const CallRequest& req, CallResult* res)
+    -> Status {
+  Status ready = driver_.may_send(req.instance_id);
+  if (!ready.ok()) {
+    metrics_.SendWithheld();
+    EngineLog({{"msg", "not sent: lease"},
+               {"instance", req.instance_id},
+               {"key", req.idempotency_key},
+               {"error", ready.ToString()}});
+    return ready;
+  }
+  *res = adapter_.Call(req);
+  return Status::Ok();
+}
+
+auto StepRunner::ChainFirst(Tx& tx, const SagaDefinition& def, int* step,
+                            StepRequest* request) -> Status {
+  int marked = -1;
+  *step = -1;
+  return Chain(tx, def, &marked, step, request);
+}
+
+auto StepRunner::Send(const std::string& id, const SagaDefinition& def, int i,
+                      StepRequest request, const TraceContext& trace) -> Next {
+  return SendForward(id, def, i, std::move(request), 1, trace);
+}
+
+auto StepRunner::Random() -> double {
+  std::lock_guard<std::mutex> l(rng_mu_);
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+}
+
+auto StepRunner::Backoff(const RetryPolicy& policy, int retry) -> int64_t {
+  return BackoffMillis(policy, retry, [this] { return Random(); });
+}
+
+auto StepRunner::AskAgainLater(Tx& tx, int i, const char* phase,
+                               const std::string& error,
+                               const RetryPolicy& policy, int n) -> Status {
+  return tx.Note(
+      i, "reconciled",
+      {{"phase", phase},
+       {"error", error},
+       {"retry_at", clock_.NowMillis() + ReconcileDelayMillis(policy, n, [this] {
+                      return Random();
+                    })}});
+}
+
+auto StepRunner::TraceOf(const Instance& inst) -> TraceContext {
+  return TraceContext::FromJson(inst.trace());
+}
+
+auto StepRunner::RetryFor(const StepDefinition& sd,
+                            const std::string& service) -> RetryPolicy {
+  const ServiceConfig* svc = adapter_.Service(service);
+  return EffectiveRetry(sd, svc ? svc->retry : RetryPolicy{});
+}
+
+auto StepRunner::QueryableFor(const StepDefinition& sd,
+                                const ServiceConfig& svc) -> bool {
+  return sd.queryable.value_or(svc.queryable);
+}
+
+auto StepRunner::IdempotentFor(const StepDefinition& sd,
+                                 const ServiceConfig& svc) -> bool {
+  return sd.idempotent.value_or(svc.idempotent);
+}
+
+auto StepRunner::TakeRetryToken(const std::string& service) -> int64_t {
+  const ServiceConfig* svc = adapter_.Service(service);
+  std::lock_guard<std::mutex> l(budget_mu_);
+  int64_t now = clock_.NowMillis();
+  auto it = budgets_.find(service);
+  if (it == budgets_.end())
+    it = budgets_
+             .emplace(service,
+                      RetryBudget(svc ? svc->retry_budget : RetryBudgetConfig{},
+                                  now))
+             .first;
+  if (it->second.TryTake(now)) return 0;
+  metrics_.RetryBudgetExhausted(service);
+  return std::max<int64_t>(1, it->second.WaitMillis(now));
+}
+
+auto StepRunner::DeferRetry(const std::string& id, int i,
+                              const std::string& service, int64_t wait)
+    -> Next {
+  return Transition(id, [&](Tx& tx) {
+    return tx.Note(i, "retry_deferred",
+                   {{"service", service},
+                    {"reason", "retry budget of the service is empty"},
+                    {"retry_at", clock_.NowMillis() + wait}});
+  });
+}
+
+auto StepRunner::BoundArgsHash(const StepState& st) -> std::string {
+  if (!st.args_hash.empty()) return st.args_hash;
+  return st.approval.is_object() ? st.approval.value("args_hash", "") : "";
+}
+
+auto StepRunner::Execute(const std::string& id, const SagaDefinition& def,
+                           const Instance& inst, int i) -> Next {
+  const StepDefinition& sd = def.steps[i];
+  const StepState& st = inst.step(i);
+  const ServiceConfig* svc = adapter_.Service(sd.forward.service);
+  auto r = RenderStepRequest(inst, sd.forward);
+  if (!svc || !r.ok()) {
+    // Never sent: a human decides (a request is never rendered from a value
+    // that is not there, nor sent to a service nobody configured).
+    std::string why =
+        "step '" + sd.name + "' was not sent: " +
+        (!svc ? "service '" + sd.forward.service + "' is not configured"
+              : "cannot build its request: " + r.status().message());
+    return Transition(id, [&](Tx& tx) { return EscalateStep(tx, i, why); });
+  }
+  const std::string key = id + ":" + sd.name;
+  std::string bound = BoundArgsHash(st);
+  if (!bound.empty() && bound != r->hash) {
+    return Transition(id, [&](Tx& tx) {
+      return EscalateStep(
+          tx, i,
+          "idempotency key " + key +
+              " would be sent with a different body than it is bound to "
+              "(first send or approval); refusing");
+    });
+  }
+  if (st.attempts > 0 || st.retries > 0) {
+    int64_t wait = TakeRetryToken(sd.forward.service);
+    if (wait > 0) return DeferRetry(id, i, sd.forward.service, wait);
+  }
+  CrashPoint("before_started");
+  Status s = driver_.commit(
+      id,
+      [&](Tx& tx) -> Status {
+        const Instance& cur = tx.inst();
+        StepStatus ss = cur.step(i).status();
+        if (!IsRetryableSendState(ss))
+          return FailedPrecondition("step moved on");
+        if (ss == StepStatus::kPlanned && cur.status() != SagaStatus::kRunning)
+          return FailedPrecondition("saga is no longer running");
+        return tx.Step(i, StepEvent::kStart,
+                       {{"key", key},
+                        {"args_hash", r->hash},
+                        {"attempt", cur.step(i).attempts + 1}});
+      });
+  if (!s.ok()) return driver_.after_failure(id, s);
+  CrashPoint("after_started");
+  return SendForward(id, def, i, std::move(*r), st.attempts + 1, TraceOf(inst));
+}
+
+auto StepRunner::SendForward(const std::string& id, const SagaDefinition& def,
+                               int i, Rendered r, int attempt,
+                               const TraceContext& trace) -> Next {
+  const int launched = i;
+  const bool chain_only = def.IsChain();
+  while (true) {
+    const StepDefinition& sd = def.steps[i];
+    const std::string key = id + ":" + sd.name;
+    CallRequest req{
+        sd.forward.service, sd.forward.method, r.path, r.body, key, id, sd.name,
+        ownership_.Token(id),          attempt,           trace};
+    auto t0 = std::chrono::steady_clock::now();
+    CallResult res;
+    Status sent = CallIfOwner(req, &res);
+    if (!sent.ok()) {
+      if (i != launched) runs_.UnmarkStep(id, i);
+      return driver_.after_failure(id, sent);
+    }
+    CrashPoint("before_outcome");
+    driver_.resumed(id);  // resumed: its first step after a restart was sent
+    metrics_.Call("forward", res, std::chrono::steady_clock::now() - t0);
+    EngineLog({{"msg", "step call"},
+               {"instance", id},
+               {"trace_id", trace.trace_id},
+               {"step", sd.name},
+               {"key", key},
+               {"attempt", attempt},
+               {"outcome", OutcomeName(res.outcome)},
+               {"http_status", res.http_status},
+               {"ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - t0)
+                          .count()}});
+    const RetryPolicy policy = RetryFor(sd, sd.forward.service);
+    int chained = -1, marked = -1;
+    Rendered chained_request;
+    Next next = Transition(id, [&](Tx& tx) -> Status {
+      chained = -1;
+      switch (res.outcome) {
+        case Outcome::kCommitted:
+          SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kCommit,
+                                        {{"result", res.result},
+                                         {"external_ref", res.external_ref},
+                                         {"http_status", res.http_status},
+                                         {"replayed", res.replayed}}));
+          SAGAD_RETURN_IF_ERROR(
+              Chain(tx, def, &marked, &chained, &chained_request));
+          if (chained >= 0)
+            CrashPoint(
+                "before_started");  // the next STARTED is not durable yet
+          return Status::Ok();
+        case Outcome::kFailed:
+          SAGAD_RETURN_IF_ERROR(tx.Step(
+              i, StepEvent::kFail,
+              {{"error", res.error}, {"http_status", res.http_status}}));
+          return GiveUp(tx, def,
+                        "step '" + sd.name + "' was refused by service '" +
+                            sd.forward.service + "': " + res.error);
+        case Outcome::kUnknown:
+          return tx.Step(
+              i, StepEvent::kOutcomeUnknown,
+              {{"error", res.error}, {"http_status", res.http_status}});
+        case Outcome::kNotExecuted: {
+          const StepState& cur = tx.inst().step(i);
+          int64_t now = clock_.NowMillis();
+          if (!MayRetry(sd, policy, cur.retries + 1, cur.first_sent_at, now)) {
+            SAGAD_RETURN_IF_ERROR(
+                tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
+            return GiveUp(tx, def,
+                          "step '" + sd.name + "' could not be sent after " +
+                              std::to_string(cur.retries) +
+                              " attempts: " + res.error);
+          }
+          return tx.Step(
+              i, StepEvent::kNotExecuted,
+              {{"error", res.error},
+               {"retry_at", now + Backoff(policy, cur.retries + 1)}});
+        }
+      }
+      return Status::Ok();
+    });
+    CrashPoint("after_outcome");
+    if (marked >= 0 && (next == Next::kStop || chained != marked))
+      runs_.UnmarkStep(id, marked);
+    if (i != launched) runs_.UnmarkStep(id, i);
+    if (next == Next::kStop || chained < 0) return next;
+    CrashPoint("after_started");
+    if (!chain_only)
+      driver_.schedule(id);  // siblings that became ready start beside it
+    i = chained;
+    r = std::move(chained_request);
+    attempt = 1;
+  }
+}
+
+auto StepRunner::Chain(Tx& tx, const SagaDefinition& def, int* marked,
+                         int* step, Rendered* request) -> Status {
+  const Instance& inst = tx.inst();
+  std::vector<Action> actions = NextActions(def, inst);
+  if (actions.front().kind == ActionKind::kComplete)
+    return tx.Saga(SagaEvent::kComplete);
+  if (driver_.recovering())
+    return Status::Ok();  // others wait to be resumed first
+  if (inst.status() != SagaStatus::kRunning) return Status::Ok();
+  if (def.deadline_ms > 0 && PivotInPlay(def, inst) < 0 &&
+      clock_.NowMillis() >= inst.created_at() + def.deadline_ms)
+    return Status::Ok();
+  for (const Action& a : actions) {
+    if (a.kind != ActionKind::kExecute) continue;
+    const StepState& st = inst.step(a.step);
+    if (st.status() != StepStatus::kPlanned || st.attempts > 0 ||
+        st.retries > 0 || st.retry_at > 0)
+      continue;
+    const StepDefinition& sd = def.steps[a.step];
+    if (!adapter_.Service(sd.forward.service)) continue;
+    auto r = RenderStepRequest(inst, sd.forward);
+    if (!r.ok()) continue;
+    std::string bound = BoundArgsHash(st);
+    if (!bound.empty() && bound != r->hash) continue;
+    if (a.step != *marked) {
+      // The step that just committed still counts until it is unmarked.
+      if (!runs_.TryMarkStep(inst.id(), a.step, def.max_parallel + 1)) continue;
+      if (*marked >= 0) runs_.UnmarkStep(inst.id(), *marked);
+      *marked = a.step;
+    }
+    SAGAD_RETURN_IF_ERROR(tx.Step(a.step, StepEvent::kStart,
+                                  {{"key", inst.id() + ":" + sd.name},
+                                   {"args_hash", r->hash},
+                                   {"attempt", 1}}));
+    *step = a.step;
+    *request = std::move(*r);
+    return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+auto StepRunner::Reconcile(const std::string& id, const SagaDefinition& def,
+                             const Instance& inst, int i) -> Next {
+  const StepDefinition& sd = def.steps[i];
+  const StepState& st = inst.step(i);
+  const ServiceConfig* svc = adapter_.Service(sd.forward.service);
+  if (!svc) {
+    return Transition(id, [&](Tx& tx) {
+      return EscalateStep(tx, i,
+                      "outcome unknown and service '" + sd.forward.service +
+                          "' is not configured");
+    });
+  }
+  if (!QueryableFor(sd, *svc)) {
+    if (IdempotentFor(sd, *svc))
+      return Execute(id, def, inst, i);  // same key: deduplicated
+    return Transition(id, [&](Tx& tx) {
+      return EscalateStep(
+          tx, i,
+          "outcome of " + st.key +
+              " is unknown and the service can neither be asked nor "
+              "deduplicates; a human must check");
+    });
+  }
+  QueryResult q = adapter_.Query(sd.forward.service, st.key, id, ownership_.Token(id),
+                                 st.attempts, TraceOf(inst));
+  metrics_.Query("forward", q);
+  EngineLog(
+      {{"msg", "reconcile"},
+       {"instance", id},
+       {"step", sd.name},
+       {"key", st.key},
+       {"answer", QueryOutcomeName(q.outcome)}});
+  const RetryPolicy policy = RetryFor(sd, sd.forward.service);
+  if (q.outcome == QueryOutcome::kNotHappened) {
+    // It never happened: back to PLANNED. Running, it is sent again with the
+    // same key after a backoff, within max_attempts sends (a downstream that
+    // keeps answering unclearly is not hammered); turning back, there is
+    // nothing to send or undo.
+    return Transition(id, [&](Tx& tx) -> Status {
+      const StepState& cur = tx.inst().step(i);
+      if (cur.status() != StepStatus::kStarted &&
+          cur.status() != StepStatus::kUnknown)
+        return FailedPrecondition("step moved on");
+      const std::string why = "confirmed not executed after: " + cur.last_error;
+      if (tx.inst().status() != SagaStatus::kRunning)
+        return tx.Step(i, StepEvent::kNotExecuted,
+                       {{"error", "confirmed not executed"}});
+      int64_t now = clock_.NowMillis();
+      if (!MayRetry(sd, policy, cur.attempts, cur.first_sent_at, now)) {
+        SAGAD_RETURN_IF_ERROR(
+            tx.Step(i, StepEvent::kNotExecuted, {{"error", why}}));
+        return GiveUp(tx, def,
+                      "step '" + sd.name + "' did not take effect in " +
+                          std::to_string(cur.attempts) + " attempts: " + why);
+      }
+      return tx.Step(
+          i, StepEvent::kNotExecuted,
+          {{"error", why},
+           {"retry_at", now + Backoff(policy, cur.attempts)}});
+    });
+  }
+  return Transition(id, [&](Tx& tx) -> Status {
+    StepStatus ss = tx.inst().step(i).status();
+    if (ss != StepStatus::kStarted && ss != StepStatus::kUnknown)
+      return FailedPrecondition("step moved on");
+    if (q.outcome == QueryOutcome::kHappened)
+      return tx.Step(i, StepEvent::kCommit,
+                     {{"result", q.result},
+                      {"external_ref", q.external_ref},
+                      {"reconciled", true}});
+    if (q.outcome == QueryOutcome::kRefused) {
+      // Received and definitely refused: nothing happened, nothing is
+      // re-sent (the key is spent on the refusal).
+      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kConfirmRefused,
+                                    {{"error", q.error}, {"reconciled", true}}));
+      return GiveUp(tx, def, "step '" + sd.name + "' was refused: " + q.error);
+    }
+    if (ss == StepStatus::kStarted)
+      SAGAD_RETURN_IF_ERROR(
+          tx.Step(i, StepEvent::kOutcomeUnknown, {{"error", q.error}}));
+    int n = tx.inst().step(i).reconciliations + 1;
+    if (n >= policy.max_reconciliations) {
+      SAGAD_RETURN_IF_ERROR(
+          tx.Note(i, "reconciled", {{"phase", "forward"}, {"error", q.error}}));
+      return EscalateStep(tx, i,
+                      "outcome of " + st.key + " still unknown after " +
+                          std::to_string(n) +
+                          " reconciliation attempts: " + q.error);
+    }
+    return AskAgainLater(tx, i, "forward", q.error, policy, n);
+  });
+}
+
+}  // namespace sagad

@@ -1,0 +1,157 @@
+// StepRunner: one action on one step of one instance, in the write-ahead
+// order that makes every effect happen at most once:
+//   Execute: the STARTED record (key, args hash, attempt) is durable before
+//     the request leaves; the outcome is durable before anything else
+//     happens. A committed step's outcome may carry, in the same commit, the
+//     STARTED record of the next step that may go at once (no approval,
+//     timer, deadline or recovery in the way); the runner then sends it
+//     (one commit per step). A definite failure turns the saga (GiveUp); an
+//     unclear outcome is UNKNOWN, never FAILED; "not executed" waits a
+//     backoff within the retry policy and the service's retry budget.
+//   Reconcile: an unclear outcome is asked about (GET operations) before any
+//     re-send; "never happened" goes back to PLANNED (re-sent with the same
+//     key), "happened" commits, still unknown is asked again later and goes
+//     to review after max_reconciliations.
+//   Compensate / ReconcileCompensation: the same for the undo.
+// The caller marks the step as under way (RunTable) before calling and
+// unmarks it after; a chained step is marked here. The runner never plans:
+// the driver (its `Driver` hooks) decides what runs next.
+// Thread-safety: any number of actions at once, on different steps.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+
+#include "adapters/adapter.h"
+#include "coordinator/engine/engine_metrics.h"
+#include "coordinator/engine/ownership.h"
+#include "coordinator/engine/run_table.h"
+#include "coordinator/engine/step_request.h"
+#include "coordinator/engine/transition.h"
+#include "policies/retry_budget.h"
+#include "policies/retry_policy.h"
+#include "util/clock.h"
+#include "sagas/definition.h"
+
+namespace sagad {
+
+// What a driver does after an action.
+enum class Next { kContinue, kStop };
+
+class StepRunner {
+ public:
+  struct Driver {
+    // A driver commit, fenced by this process's lease.
+    std::function<Status(const std::string& id,
+                         const std::function<Status(Tx&)>& fn)>
+        commit;
+    // What a commit that did not happen means for the driver: a lost race
+    // plans again (kContinue); a lost lease or storage trouble stops.
+    std::function<Next(const std::string& id, const Status& s)> after_failure;
+    // Plan the instance again (siblings of a chained step may have become
+    // ready).
+    std::function<void(const std::string& id)> schedule;
+    // The instance's first action since a restart is done.
+    std::function<void(const std::string& id)> resumed;
+    // While instances found at start-up wait to be resumed, nothing chains.
+    std::function<bool()> recovering;
+    // Ok if a request of the instance may leave now (Ownership::ReadyToSend:
+    // the lease has at least lease_ms/3 left). Asked right before every
+    // send; on an error nothing is sent and the error goes to after_failure
+    // (the STARTED record is durable: it is reconciled, never guessed).
+    std::function<Status(const std::string& id)> may_send;
+  };
+
+  // How many times a commit the store refuses for what it holds is tried
+  // before the saga goes to NEEDS_REVIEW (Transition).
+  static constexpr int kRecordTries = 3;
+
+  StepRunner(Adapter& adapter, const Clock& clock, const Ownership& ownership,
+             RunTable& runs, EngineMetrics& metrics, Driver driver);
+
+  Next Execute(const std::string& id, const SagaDefinition& def,
+               const Instance& inst, int i);
+  Next Reconcile(const std::string& id, const SagaDefinition& def,
+                 const Instance& inst, int i);
+  Next Compensate(const std::string& id, const SagaDefinition& def,
+                  const Instance& inst, int i);
+  Next ReconcileCompensation(const std::string& id, const SagaDefinition& def,
+                             const Instance& inst, int i);
+
+  // The creation of an instance of a plain list: adds to `tx` the STARTED
+  // record of its first step when that may go at once (as Chain does after
+  // a commit), marking the step as under way. *step is that step (else -1)
+  // and *request its request. Once the creation is durable, Send it (and
+  // unmark it); if the creation failed, just unmark it.
+  Status ChainFirst(Tx& tx, const SagaDefinition& def, int* step,
+                    StepRequest* request);
+  // Sends step i, whose STARTED record (attempt 1) is durable, records its
+  // outcome and goes on with chained steps, as Execute does after its
+  // STARTED commit. The caller unmarks step i afterwards.
+  Next Send(const std::string& id, const SagaDefinition& def, int i,
+            StepRequest request, const TraceContext& trace);
+
+ private:
+  using Rendered = StepRequest;
+
+  // A commit of what an action learned. A write the store refuses for what
+  // it holds (Internal, InvalidArgument: not a lost race, lease or outage)
+  // is tried kRecordTries times, then the saga goes to NEEDS_REVIEW.
+  Next Transition(const std::string& id, const std::function<Status(Tx&)>& fn);
+  static bool RefusedWrite(const Status& s);
+  // Sends `req` into *res if driver_.may_send allows it, else returns why
+  // not (nothing left).
+  Status CallIfOwner(const CallRequest& req, CallResult* res);
+
+  // The STARTED record of step i is durable: send it, record the outcome,
+  // and go on with the chained step while there is one.
+  Next SendForward(const std::string& id, const SagaDefinition& def, int i,
+                   Rendered r, int attempt, const TraceContext& trace);
+
+  // Folds into tx, after a step committed, what follows without any call:
+  // the saga's completion, or the STARTED record of the next step when it
+  // is a first send that may go now. *step is that step (else -1) and
+  // *request its rendered request. The chained step is marked as under way
+  // before the commit (*marked; kept across retries of the transition).
+  Status Chain(Tx& tx, const SagaDefinition& def, int* marked, int* step,
+               Rendered* request);
+
+  RetryPolicy RetryFor(const StepDefinition& sd, const std::string& service);
+  static bool QueryableFor(const StepDefinition& sd, const ServiceConfig& svc);
+  static bool IdempotentFor(const StepDefinition& sd, const ServiceConfig& svc);
+  // Retry budget: a re-send takes a token from the service's bucket. Returns
+  // 0 if it may go now, else the wait in milliseconds.
+  int64_t TakeRetryToken(const std::string& service);
+  // Defers a re-send of step i for `wait` ms because the budget is empty.
+  Next DeferRetry(const std::string& id, int i, const std::string& service,
+                  int64_t wait);
+  // The args hash a step's key is bound to: that of its first send, else
+  // that of its approval ("" if neither).
+  static std::string BoundArgsHash(const StepState& st);
+  // The trace an instance's downstream calls continue.
+  static TraceContext TraceOf(const Instance& inst);
+  double Random();
+  // Full-jitter wait before re-send number `retry` (ms).
+  int64_t Backoff(const RetryPolicy& policy, int retry);
+  // Notes that the `phase` outcome of step i is still unknown and asks
+  // again after the n-th reconciliation delay (equal jitter).
+  Status AskAgainLater(Tx& tx, int i, const char* phase,
+                       const std::string& error, const RetryPolicy& policy,
+                       int n);
+
+  Adapter& adapter_;
+  const Clock& clock_;
+  const Ownership& ownership_;
+  RunTable& runs_;
+  EngineMetrics& metrics_;
+  Driver driver_;
+  std::mutex budget_mu_;
+  std::map<std::string, RetryBudget> budgets_;
+  std::mutex rng_mu_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace sagad

@@ -1,0 +1,166 @@
+// StepRunner's undo of one step: Compensate (the STARTED-before-send order
+// of Execute, for the compensation's own key) and ReconcileCompensation
+// (ask before re-sending an undo whose outcome is unclear). The forward
+// actions are in step_runner.cc; the contract in step_runner.h.
+#include "util/crash_point.h"
+#include "util/log.h"
+#include "coordinator/engine/saga_turns.h"
+#include "coordinator/engine/step_runner.h"
+
+namespace sagad {
+
+auto StepRunner::Compensate(const std::string& id, const SagaDefinition& def,
+                              const Instance& inst, int i) -> Next {
+  const StepDefinition& sd = def.steps[i];
+  const StepState& st = inst.step(i);
+  if (!sd.compensation) {
+    return Transition(id, [&](Tx& tx) {
+      return EscalateStep(
+          tx, i, "step '" + sd.name + "' committed but has no compensation");
+    });
+  }
+  const CallSpec& call = *sd.compensation;
+  auto r = RenderStepRequest(inst, call);
+  if (!adapter_.Service(call.service) || !r.ok()) {
+    std::string why = !r.ok()
+                          ? "cannot build compensation: " + r.status().message()
+                          : "service '" + call.service + "' is not configured";
+    return Transition(id, [&](Tx& tx) {
+      return tx.Saga(SagaEvent::kEscalate,
+                     {{"reason", why}, {"step", sd.name}});
+    });
+  }
+  const std::string key = id + ":" + sd.name + ":compensate";
+  if (!st.comp_args_hash.empty() && st.comp_args_hash != r->hash) {
+    return Transition(id, [&](Tx& tx) {
+      return tx.Saga(
+          SagaEvent::kEscalate,
+          {{"reason",
+            "compensation key " + key +
+                " would be re-sent with a different body; refusing"}});
+    });
+  }
+  if (st.comp_attempts > 0) {
+    int64_t wait = TakeRetryToken(call.service);
+    if (wait > 0) return DeferRetry(id, i, call.service, wait);
+  }
+  CrashPoint("before_compensation_started");
+  Status s = driver_.commit(
+      id,
+      [&](Tx& tx) -> Status {
+        StepStatus ss = tx.inst().step(i).status();
+        if (ss != StepStatus::kCommitted && ss != StepStatus::kCompensating)
+          return FailedPrecondition("step moved on");
+        return tx.Step(i, StepEvent::kBeginCompensation,
+                       {{"key", key}, {"args_hash", r->hash}});
+      });
+  if (!s.ok()) return driver_.after_failure(id, s);
+  CrashPoint("after_compensation_started");
+  CallRequest req{call.service, call.method, r->path,
+                  r->body,      key,         id,
+                  sd.name,      ownership_.Token(id),   st.comp_attempts + 1,
+                  TraceOf(inst)};
+  auto t0 = std::chrono::steady_clock::now();
+  CallResult res;
+  Status sent = CallIfOwner(req, &res);
+  if (!sent.ok()) return driver_.after_failure(id, sent);
+  CrashPoint("before_compensation_outcome");
+  metrics_.Call("compensation", res, std::chrono::steady_clock::now() - t0);
+  EngineLog({{"msg", "compensation call"},
+             {"instance", id},
+             {"trace_id", req.trace.trace_id},
+             {"step", sd.name},
+             {"key", key},
+             {"outcome", OutcomeName(res.outcome)},
+             {"http_status", res.http_status}});
+  const RetryPolicy policy = RetryFor(sd, call.service);
+  Next next = Transition(id, [&](Tx& tx) -> Status {
+    switch (res.outcome) {
+      case Outcome::kCommitted:
+        return tx.Step(i, StepEvent::kCompensationDone,
+                       {{"result", res.result}, {"external_ref", res.external_ref}});
+      case Outcome::kFailed:
+        SAGAD_RETURN_IF_ERROR(
+            tx.Step(i, StepEvent::kEscalate, {{"error", res.error}}));
+        return EscalateUndo(
+            tx, def,
+            "compensation of '" + sd.name + "' was refused: " + res.error,
+            sd.name);
+      case Outcome::kUnknown:
+        return tx.Step(i, StepEvent::kCompensationUnknown,
+                       {{"error", res.error}});
+      case Outcome::kNotExecuted: {
+        int n = tx.inst().step(i).comp_attempts;
+        if (n >= policy.max_attempts) {
+          SAGAD_RETURN_IF_ERROR(
+              tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
+          return tx.Saga(
+              SagaEvent::kEscalate,
+              {{"reason", "compensation of '" + sd.name +
+                              "' could not be sent after " + std::to_string(n) +
+                              " attempts: " + res.error},
+               {"step", sd.name}});
+        }
+        return tx.Step(
+            i, StepEvent::kNotExecuted,
+            {{"error", res.error},
+             {"retry_at", clock_.NowMillis() + Backoff(policy, n)}});
+      }
+    }
+    return Status::Ok();
+  });
+  CrashPoint("after_compensation_outcome");
+  return next;
+}
+
+auto StepRunner::ReconcileCompensation(const std::string& id,
+                                         const SagaDefinition& def,
+                                         const Instance& inst, int i) -> Next {
+  const StepDefinition& sd = def.steps[i];
+  const StepState& st = inst.step(i);
+  const ServiceConfig* svc =
+      sd.compensation ? adapter_.Service(sd.compensation->service) : nullptr;
+  // Compensations are idempotent by contract: without a query, re-send.
+  if (!svc || !QueryableFor(sd, *svc)) return Compensate(id, def, inst, i);
+  QueryResult q = adapter_.Query(sd.compensation->service, st.comp_key, id,
+                                 ownership_.Token(id), st.comp_attempts, TraceOf(inst));
+  metrics_.Query("compensation", q);
+  if (q.outcome == QueryOutcome::kNotHappened)
+    return Compensate(id, def, inst, i);
+  const RetryPolicy policy = RetryFor(sd, sd.compensation->service);
+  return Transition(id, [&](Tx& tx) -> Status {
+    if (tx.inst().step(i).status() != StepStatus::kCompensating)
+      return FailedPrecondition("step moved on");
+    if (q.outcome == QueryOutcome::kHappened)
+      return tx.Step(i, StepEvent::kCompensationDone,
+                     {{"result", q.result},
+                      {"external_ref", q.external_ref},
+                      {"reconciled", true}});
+    if (q.outcome == QueryOutcome::kRefused) {
+      SAGAD_RETURN_IF_ERROR(
+          tx.Step(i, StepEvent::kEscalate, {{"error", q.error}}));
+      return EscalateUndo(tx, def,
+                          "compensation of '" + sd.name +
+                              "' was refused: " + q.error,
+                          sd.name);
+    }
+    if (!tx.inst().step(i).machine.compensation_in_doubt())
+      SAGAD_RETURN_IF_ERROR(
+          tx.Step(i, StepEvent::kCompensationUnknown, {{"error", q.error}}));
+    int n = tx.inst().step(i).comp_reconciliations + 1;
+    if (n >= policy.max_reconciliations) {
+      SAGAD_RETURN_IF_ERROR(tx.Note(
+          i, "reconciled", {{"phase", "compensation"}, {"error", q.error}}));
+      SAGAD_RETURN_IF_ERROR(
+          tx.Step(i, StepEvent::kEscalate, {{"error", q.error}}));
+      return EscalateUndo(tx, def,
+                          "compensation " + st.comp_key +
+                              " still unknown after " + std::to_string(n) +
+                              " reconciliation attempts",
+                          sd.name);
+    }
+    return AskAgainLater(tx, i, "compensation", q.error, policy, n);
+  });
+}
+
+}  // namespace sagad

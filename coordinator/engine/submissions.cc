@@ -1,0 +1,146 @@
+#include "coordinator/engine/submissions.h"
+#include "coordinator/store/store_fault.h"
+
+#include <cstdio>
+
+#include "util/crash_point.h"
+#include "coordinator/engine/definition_registry.h"
+#include "util/log.h"
+#include "coordinator/engine/instance_repository.h"
+#include "coordinator/engine/ownership.h"
+#include "coordinator/engine/step_request.h"
+#include "coordinator/engine/transition.h"
+
+namespace sagad {
+namespace {
+
+std::string NewInstanceId(int64_t now_ms) {
+  const uint64_t r = RandomU64();
+  char buf[40];
+  snprintf(buf, sizeof buf, "%012llx-%016llx",
+           static_cast<unsigned long long>(now_ms),
+           static_cast<unsigned long long>(r));
+  return buf;
+}
+
+
+}  // namespace
+
+Submissions::Submissions(const DefinitionRegistry& defs,
+                         InstanceRepository& repo, Ownership& ownership,
+                         const Clock& clock, Starter starter)
+    : defs_(defs),
+      repo_(repo),
+      ownership_(ownership),
+      clock_(clock),
+      starter_(std::move(starter)) {}
+
+StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga,
+                                            int version,
+                                            const nlohmann::json& input,
+                                            const std::string& client_key,
+                                            const std::string& request_hash,
+                                            const TraceContext& trace) {
+  SagaDefinitionPtr def = defs_.Get(saga, version);
+  if (!def && version > 0 && defs_.Get(saga, 0))
+    return NotFound("saga '" + saga + "' has no registered version " +
+                    std::to_string(version));
+  if (!def) return NotFound("saga '" + saga + "' is not registered");
+  if (!input.is_object())
+    return InvalidArgument("'input' must be a JSON object");
+  std::vector<SchemaError> errors = def->InputErrors(input);
+  if (!errors.empty()) {
+    std::string m;
+    for (const auto& e : errors) m += (m.empty() ? "" : "; ") + e.path + " " + e.message;
+    return InvalidArgument("input does not match saga '" + saga + "': " + m);
+  }
+  SubmitOutcome out;
+  std::optional<Submission> sub;
+  if (!client_key.empty()) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (inflight_.count(client_key))
+      return FailedPrecondition(
+          "a request with this Idempotency-Key is still in progress");
+    auto existing = repo_.store().GetSubmission(client_key);
+    if (existing.ok()) return Replay(*existing, request_hash);
+    if (existing.status().code() != StatusCode::kNotFound)
+      return existing.status();
+    inflight_.insert(client_key);
+    sub.emplace();
+    sub->key = client_key;
+    sub->request_hash = request_hash;
+  }
+  int64_t now = clock_.NowMillis();
+  std::string id = NewInstanceId(now);
+  Instance inst;
+  Event created = Instance::CreatedEvent(id, *def, input, trace.ToJson());
+  created.seq = 1;
+  created.at_ms = now;
+  Status s = inst.Apply(created);
+  // The first step's STARTED record may ride in the creation commit.
+  Tx tx(inst, now);
+  int first = -1;
+  StepRequest request;
+  if (s.ok() && starter_.chain) s = starter_.chain(tx, *def, &first, &request);
+  if (s.ok()) {
+    inst.set_version(1);
+    if (sub) {
+      sub->instance_id = id;
+      sub->created_at = now;
+    }
+    Lease lease = ownership_.FirstLease();
+    if (first >= 0) CrashPoint("before_started");  // nothing is durable yet
+    s = repo_.Create(inst, created, &tx, sub ? &*sub : nullptr, &lease);
+    if (s.ok()) ownership_.Adopt(id, lease);
+  }
+  if (!s.ok()) {
+    starter_.start(id, def, first, &request, trace, false);
+    if (sub) EndInflight(client_key);
+    if (sub && s.code() == StatusCode::kAlreadyExists) {
+      // Another process sharing the data dir took this key first.
+      auto existing = repo_.store().GetSubmission(client_key);
+      if (existing.ok()) return Replay(*existing, request_hash);
+    }
+    return s;
+  }
+  EngineLog({{"msg", "instance created"},
+             {"instance", id},
+             {"saga", saga},
+             {"trace_id", trace.trace_id}});
+  CrashPoint("after_create");
+  if (first >= 0) CrashPoint("after_started");
+  starter_.start(id, def, first, &request, trace, true);
+  out.instance_id = id;
+  return out;
+}
+
+StatusOr<SubmitOutcome> Submissions::Replay(const Submission& first,
+                                            const std::string& request_hash) {
+  if (first.request_hash != request_hash)
+    return AlreadyExists("this Idempotency-Key was already used with a different request, "
+                         "which created instance " + first.instance_id + " (/v1/instances/" +
+                         first.instance_id + ")");
+  SubmitOutcome out;
+  out.instance_id = first.instance_id;
+  out.replayed = true;
+  out.stored_status = first.response_status;
+  out.stored_response = first.response;
+  return out;
+}
+
+void Submissions::Finish(const std::string& key, int status,
+                         const nlohmann::json& response) {
+  if (key.empty()) return;
+  Status s = repo_.store().SetSubmissionResponse(key, status, response);
+  if (!s.ok())
+    EngineLog(
+        {{"msg", "cannot store submission response"}, {"error", s.ToString()}});
+  EndInflight(key);
+}
+
+void Submissions::EndInflight(const std::string& key) {
+  std::lock_guard<std::mutex> l(mu_);
+  inflight_.erase(key);
+}
+
+}  // namespace sagad

@@ -1,0 +1,92 @@
+// Submissions: new instances, and the client's Idempotency-Key.
+//
+// Submit checks the input against the definition (an object, with every
+// field the templates require), then writes the instance's first event, its
+// first lease (this process) and, with a key, the submission record, in one
+// durable write; then `schedule` starts its driver. With a key:
+// - the same request again (same hash) is a replay: the first instance, and
+//   the response first given if there was one (FinishSubmission stored it);
+// - another request under the same key is AlreadyExists (HTTP 422);
+// - while the first is still being answered, FailedPrecondition (409).
+// Two processes sharing a store race on the key in the store: the loser
+// replays the winner's instance.
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <functional>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
+#include <nlohmann/json.hpp>
+
+#include "adapters/trace_context.h"
+#include "coordinator/store/store.h"
+#include "util/clock.h"
+#include "sagas/definition.h"
+
+namespace sagad {
+
+class DefinitionRegistry;
+class InstanceRepository;
+class Ownership;
+class Tx;
+struct StepRequest;
+
+struct SubmitOutcome {
+  std::string instance_id;
+  bool replayed = false;         // an earlier submission with the same key
+  int stored_status = 0;         // replay: the status first returned (0: none)
+  nlohmann::json stored_response;
+};
+
+class Submissions {
+ public:
+  // How a new instance starts.
+  struct Starter {
+    // Optional: may add to the creating transition the STARTED record of a
+    // first step that may go at once (marking it as under way): *step is
+    // that step, else -1.
+    std::function<Status(Tx&, const SagaDefinition&, int* step,
+                         StepRequest* request)>
+        chain;
+    // After the creation commit: `created` true, send `step` (if >= 0)
+    // and/or plan the instance; false (refused), release what chain took.
+    std::function<void(const std::string& id, const SagaDefinitionPtr& def,
+                       int step, StepRequest* request,
+                       const TraceContext& trace, bool created)>
+        start;
+  };
+
+  Submissions(const DefinitionRegistry& defs, InstanceRepository& repo,
+              Ownership& ownership, const Clock& clock, Starter starter);
+
+  // `version` 0: the newest registered. NotFound (unknown saga or version),
+  // InvalidArgument (input not an object, or missing required fields).
+  StatusOr<SubmitOutcome> Submit(const std::string& saga, int version,
+                                 const nlohmann::json& input,
+                                 const std::string& client_key,
+                                 const std::string& request_hash,
+                                 const TraceContext& trace);
+  // Stores the response given for `key` (the first one stands) and ends
+  // its in-flight window. No-op for an empty key.
+  void Finish(const std::string& key, int status,
+              const nlohmann::json& response);
+
+ private:
+  // The answer to a repeated key: the first instance, or AlreadyExists if
+  // the key came with another request.
+  static StatusOr<SubmitOutcome> Replay(const Submission& first,
+                                        const std::string& request_hash);
+  void EndInflight(const std::string& key);
+
+  const DefinitionRegistry& defs_;
+  InstanceRepository& repo_;
+  Ownership& ownership_;
+  const Clock& clock_;
+  Starter starter_;
+  std::mutex mu_;
+  std::unordered_set<std::string> inflight_;
+};
+
+}  // namespace sagad

@@ -1,0 +1,163 @@
+#include "coordinator/engine/waiters.h"
+
+#include <boost/asio.hpp>
+
+namespace sagad {
+
+namespace {
+constexpr auto kPoll = std::chrono::milliseconds(200);
+}
+
+struct Waiters::Blocking {
+  std::condition_variable cv;
+  std::shared_ptr<const nlohmann::json> settled;  // the snapshot that settled it
+};
+
+struct Waiters::Async {
+  std::string id;
+  Done done;  // empty once called or dropped
+  std::chrono::steady_clock::time_point deadline;
+};
+
+Waiters::Waiters(Store& store, boost::asio::io_context& timers, boost::asio::thread_pool& readers)
+    : store_(store), timers_(timers), readers_(readers) {}
+
+Waiters::~Waiters() { CancelAll(); }
+
+bool Waiters::Settled(const nlohmann::json& view) {
+  std::string s = view.value("status", "");
+  return s == "COMPLETED" || s == "COMPENSATED" || s == "AWAITING_APPROVAL" || s == "NEEDS_REVIEW";
+}
+
+StatusOr<nlohmann::json> Waiters::Wait(const std::string& id, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  Blocking w;
+  std::unique_lock<std::mutex> l(mu_);
+  auto me = blocking_.emplace(id, &w);
+  l.unlock();
+  auto j = store_.GetInstance(id);
+  l.lock();
+  while (true) {
+    if (!j.ok() || Settled(*j) || std::chrono::steady_clock::now() >= deadline) {
+      blocking_.erase(me);
+      return j;
+    }
+    auto until = std::min(deadline, std::chrono::steady_clock::now() + kPoll);
+    if (w.cv.wait_until(l, until, [&] { return w.settled != nullptr; })) {
+      j = *w.settled;
+      continue;
+    }
+    l.unlock();
+    j = store_.GetInstance(id);
+    l.lock();
+  }
+}
+
+std::function<bool()> Waiters::WaitAsync(const std::string& id,
+                                         std::chrono::milliseconds timeout, Done done) {
+  auto w = std::make_shared<Async>();
+  w->id = id;
+  w->done = std::move(done);
+  w->deadline = std::chrono::steady_clock::now() + timeout;
+  std::function<bool()> drop = [this, weak = std::weak_ptr<Async>(w)] {
+    auto a = weak.lock();
+    return a && Drop(a);
+  };
+  Status closing;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (cancelled_) return [] { return true; };
+    closing = closing_;
+    if (closing.ok()) async_.emplace(id, w);
+  }
+  if (!closing.ok()) {
+    w->done(closing);
+    return [] { return false; };
+  }
+  auto j = store_.GetInstance(id);
+  if (!j.ok() || Settled(*j) || timeout.count() <= 0) Finish(w, std::move(j));
+  else Arm(w);
+  return drop;
+}
+
+// Takes `w` out of the table with its `done` (empty if it was taken
+// already). Under mu_.
+Waiters::Done Waiters::TakeLocked(const std::shared_ptr<Async>& w) {
+  Done done = std::move(w->done);
+  w->done = nullptr;
+  if (!done) return done;
+  for (auto [it, end] = async_.equal_range(w->id); it != end; ++it)
+    if (it->second == w) {
+      async_.erase(it);
+      break;
+    }
+  return done;
+}
+
+bool Waiters::Drop(const std::shared_ptr<Async>& w) {
+  std::lock_guard<std::mutex> l(mu_);  // Finish calls `done` under it: none runs now
+  return static_cast<bool>(TakeLocked(w));
+}
+
+void Waiters::FinishAll(const Status& why) {
+  std::vector<std::shared_ptr<Async>> all;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    closing_ = why;
+    for (auto& [id, w] : async_) all.push_back(w);
+  }
+  for (const auto& w : all) Finish(w, why);
+}
+
+// Every 200 ms (or at the deadline, if sooner): read the store on a reader
+// thread; finish if settled or the time is up, else look again later.
+void Waiters::Arm(const std::shared_ptr<Async>& w) {
+  auto timer = std::make_shared<boost::asio::steady_timer>(timers_);
+  timer->expires_at(std::min(w->deadline, std::chrono::steady_clock::now() + kPoll));
+  timer->async_wait([this, w, timer](const boost::system::error_code& ec) {
+    if (ec) return;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!w->done) return;
+    }
+    boost::asio::post(readers_, [this, w] {
+      auto j = store_.GetInstance(w->id);
+      if (!j.ok() || Settled(*j) || std::chrono::steady_clock::now() >= w->deadline)
+        return Finish(w, std::move(j));
+      Arm(w);
+    });
+  });
+}
+
+void Waiters::Finish(const std::shared_ptr<Async>& w, StatusOr<nlohmann::json> j) {
+  std::lock_guard<std::mutex> l(mu_);
+  Done done = TakeLocked(w);
+  if (!done) return;
+  // Under the lock, so that CancelAll returns only once no `done` runs.
+  done(std::move(j));
+}
+
+void Waiters::Notify(const std::string& id, const std::shared_ptr<const nlohmann::json>& snapshot) {
+  std::vector<std::shared_ptr<Async>> woken;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto [it, end] = blocking_.equal_range(id); it != end; ++it) {
+      it->second->settled = snapshot;
+      it->second->cv.notify_one();
+    }
+    for (auto [it, end] = async_.equal_range(id); it != end; ++it) woken.push_back(it->second);
+  }
+  for (const auto& w : woken) Finish(w, *snapshot);
+}
+
+void Waiters::CancelAll() {
+  std::unordered_multimap<std::string, std::shared_ptr<Async>> dropped;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    cancelled_ = true;
+    for (auto& [id, w] : async_) w->done = nullptr;
+    dropped.swap(async_);
+  }
+}
+
+}  // namespace sagad

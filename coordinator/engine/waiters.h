@@ -1,0 +1,77 @@
+// Waiters: callers waiting for an instance to settle (terminal, or waiting
+// for a human), either blocking a thread (Wait) or not (WaitAsync: the API's
+// long polls, which must hold no thread while they wait).
+//
+// The commit that settles an instance hands its snapshot to that instance's
+// waiters (Notify). Another process sharing the store may commit it too, so
+// every waiter also reads the store every 200 ms; a waiter whose time is up
+// gets the instance as it is.
+// Thread-safety: all methods are thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "coordinator/store/store.h"
+
+namespace boost::asio {
+class io_context;
+class thread_pool;
+}  // namespace boost::asio
+
+namespace sagad {
+
+class Waiters {
+ public:
+  using Done = std::function<void(StatusOr<nlohmann::json>)>;
+
+  // Timers run on `timers`; store reads of asynchronous waiters on `readers`.
+  Waiters(Store& store, boost::asio::io_context& timers, boost::asio::thread_pool& readers);
+  ~Waiters();
+
+  // Blocks until the instance settles or `timeout` passes; its view then.
+  StatusOr<nlohmann::json> Wait(const std::string& id, std::chrono::milliseconds timeout);
+  // Calls `done` once, from some thread (possibly before this returns), as
+  // Wait would return; unless CancelAll comes first, or the returned
+  // function (which drops this wait: once it returns, `done` has run or
+  // never will; true when it never will). Call it only while the Waiters exist.
+  std::function<bool()> WaitAsync(const std::string& id, std::chrono::milliseconds timeout,
+                                  Done done);
+  // Answers every asynchronous waiter with `why` now, and every later one at
+  // once (a draining server: its long polls get a 503, not a dropped line).
+  void FinishAll(const Status& why);
+  // A commit settled `id`: wake its waiters with the snapshot it wrote.
+  void Notify(const std::string& id, const std::shared_ptr<const nlohmann::json>& snapshot);
+  // Drops every asynchronous waiter without calling it, and every later
+  // one. When it returns no `done` runs or will run.
+  void CancelAll();
+
+  // True when the instance needs nothing more from the engine right now.
+  static bool Settled(const nlohmann::json& view);
+
+ private:
+  struct Blocking;
+  struct Async;
+  void Finish(const std::shared_ptr<Async>& w, StatusOr<nlohmann::json> j);
+  bool Drop(const std::shared_ptr<Async>& w);
+  Done TakeLocked(const std::shared_ptr<Async>& w);
+  void Arm(const std::shared_ptr<Async>& w);
+
+  Store& store_;
+  boost::asio::io_context& timers_;
+  boost::asio::thread_pool& readers_;
+  std::mutex mu_;
+  bool cancelled_ = false;
+  Status closing_;  // not ok once FinishAll ran
+  std::unordered_multimap<std::string, Blocking*> blocking_;
+  std::unordered_multimap<std::string, std::shared_ptr<Async>> async_;
+};
+
+}  // namespace sagad

@@ -1,0 +1,36 @@
+// ApiServer: the coordinator's HTTP API (docs/configuration.md) (JSON; errors are
+// application/problem+json, RFC 9457). Maps requests onto the Engine and
+// checks bearer tokens and roles. Thread-safety: Start/Stop from one thread;
+// requests are served concurrently on the server's own pool.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "coordinator/server/config.h"
+#include "coordinator/engine/engine.h"
+
+namespace sagad {
+
+class ApiServer {
+ public:
+  ApiServer(Engine& engine, const Config& config);
+  ~ApiServer();
+
+  // Binds host:port (port 0 picks a free one). Returns the bound port or
+  // Unavailable if the address cannot be bound.
+  StatusOr<int> Bind(const std::string& host, int port);
+  // Serves until Stop(); call after Bind, typically on its own thread.
+  void Serve();
+  void Stop();
+  void SetReady(bool ready);
+  // "METHOD /openapi/path" for every route served (for the OpenAPI check).
+  std::vector<std::string> RegisteredRoutes() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sagad

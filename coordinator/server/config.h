@@ -1,0 +1,83 @@
+// sagad configuration: the JSON config file plus command-line overrides.
+//   {"listen": "127.0.0.1:8080", "data_dir": "./data",
+//    "services": {"ticketing": {"base_url": "http://...", "timeout_ms": 5000,
+//                 "headers": {...}, "queryable": true, "idempotent": true,
+//                 "operations_path": "/operations/{key}"}},
+//    "tokens": [{"name": "alice", "token": "...", "role": "operator"}],
+//    "webhooks": [{"url": "http://...", "secret": "...", "timeout_ms": 5000}],
+//    "workers": 16,
+//    "api": {"max_connections": 10000, "max_connections_per_client": 2000,
+//            "request_timeout_ms": 10000, "idle_timeout_ms": 30000, "threads": 32}}
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "adapters/adapter.h"
+#include "coordinator/server/webhooks.h"
+#include "util/status.h"
+
+namespace sagad {
+
+enum class Role { kViewer = 0, kSubmitter = 1, kOperator = 2, kAdmin = 3 };
+bool ParseRole(const std::string& s, Role* out);
+
+struct Token {
+  std::string name;
+  std::string token;         // the secret itself, or empty when...
+  std::string token_sha256;  // ...only its SHA-256 (lowercase hex) is configured
+  Role role = Role::kViewer;
+};
+
+struct Config {
+  std::string listen_host = "127.0.0.1";
+  int listen_port = 8080;
+  std::string data_dir = "./sagad-data";
+  // A libpq URI (postgresql://...) selects the PostgreSQL store; empty:
+  // LMDB in data_dir.
+  std::string store;
+  int64_t lmdb_map_size_mb = 65536;
+  // "tls": {"cert_file", "key_file"}: the API (and console) over HTTPS only.
+  std::string tls_cert_file, tls_key_file;
+  // "retention": {"finished_after_ms": N}: finished instances deleted N ms
+  // after they finished; 0 keeps them forever.
+  int64_t retention_ms = 0;  // the LMDB map (a sparse file grows as written)
+  std::map<std::string, ServiceConfig> services;
+  std::vector<Token> tokens;
+  std::vector<WebhookConfig> webhooks;
+  int workers = 16;
+  std::string definitions_dir;  // JSON sagas to register besides the built-in ones
+  bool examples = false;        // register the built-in example sagas (--examples)
+  // Unique per live process on a data dir; a restart under the same id takes
+  // its leases back at once. Empty: "sagad@HOST:PORT" (random if PORT is 0).
+  std::string coordinator_id;
+  int64_t lease_ms = 10000;
+  // "api": the HTTP front end (coordinator/http/http_server.h): open
+  // connections in all and per client address (beyond: 503 and close), the
+  // time a request's head and body have to arrive, a kept-alive
+  // connection's idle time, and the threads that run handlers.
+  size_t max_connections = 10000;
+  size_t max_connections_per_client = 2000;
+  int64_t request_timeout_ms = 10000;
+  int64_t idle_timeout_ms = 30000;
+  int api_threads = 32;
+};
+
+// Parses a config document; InvalidArgument with a one-line reason.
+StatusOr<Config> ParseConfig(const nlohmann::json& j);
+// Reads and parses FILE.
+StatusOr<Config> LoadConfigFile(const std::string& path);
+// "HOST:PORT" -> host, port.
+Status ParseListen(const std::string& s, std::string* host, int* port);
+// "NAME=URL" -> sets or overrides that service's base_url.
+Status ApplyServiceOverride(const std::string& arg, Config* config);
+// Whether `host` (an address, or a name: every address it resolves to) is a
+// loopback one. A name that does not resolve is not.
+bool IsLoopback(const std::string& host);
+// A service or webhook URL: http(s)://, a host, and no user:password@
+// (credentials belong in a service's "headers", never shown). InvalidArgument
+// naming `where`, without the URL.
+Status CheckUrl(const std::string& where, const std::string& url);
+
+}  // namespace sagad

@@ -1,0 +1,245 @@
+#include "coordinator/server/server.h"
+
+#include <sys/resource.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+#include "adapters/http_adapter.h"
+#include "util/crash_point.h"
+#include "coordinator/server/definitions_dir.h"
+#include "coordinator/engine/engine.h"
+#include "coordinator/http/http_api.h"
+#include "coordinator/store/lmdb/lmdb_store.h"
+#include "coordinator/store/postgres/postgres_store.h"
+#include "coordinator/server/webhooks.h"
+#include "util/json_limits.h"
+
+namespace sagad {
+
+const char* const kSagadUsage =
+    "usage: sagad [--config FILE] [--data-dir DIR] [--store postgresql://...] "
+    "[--listen HOST:PORT] [--service NAME=URL]... [--definitions DIR] [--examples]\n"
+    "       sagad check [--config FILE] [--definitions DIR] [--examples]";
+
+StatusOr<Config> ConfigFromArgs(int argc, char** argv) {
+  std::string config_path, data_dir, listen, definitions_dir, store;
+  std::vector<std::string> services;
+  bool examples = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](std::string* out) {
+      if (i + 1 >= argc) return false;
+      *out = argv[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "--help" || a == "-h") return FailedPrecondition("help");
+    if (a == "--config" && value(&v)) config_path = v;
+    else if (a == "--data-dir" && value(&v)) data_dir = v;
+    else if (a == "--store" && value(&v)) store = v;
+    else if (a == "--listen" && value(&v)) listen = v;
+    else if (a == "--definitions" && value(&v)) definitions_dir = v;
+    else if (a == "--service" && value(&v)) services.push_back(v);
+    else if (a == "--examples") examples = true;
+    else return InvalidArgument("unknown or incomplete argument '" + a + "'\n" + kSagadUsage);
+  }
+  Config config;
+  if (!config_path.empty()) {
+    auto c = LoadConfigFile(config_path);
+    if (!c.ok()) return c.status();
+    config = *c;
+  }
+  if (!data_dir.empty()) config.data_dir = data_dir;
+  if (!store.empty()) config.store = store;
+  if (!config.store.empty() && !IsPostgresUri(config.store))
+    return InvalidArgument("store must be a postgresql:// URI (or absent for LMDB in data_dir), got '" +
+                           RedactUri(config.store) + "'");
+  if (!definitions_dir.empty()) config.definitions_dir = definitions_dir;
+  if (examples) config.examples = true;
+  if (!listen.empty()) SAGAD_RETURN_IF_ERROR(ParseListen(listen, &config.listen_host, &config.listen_port));
+  for (const auto& s : services) SAGAD_RETURN_IF_ERROR(ApplyServiceOverride(s, &config));
+  if (config.tokens.empty() && !IsLoopback(config.listen_host))
+    return InvalidArgument("no tokens are configured, so sagad only listens on loopback; refusing " +
+                           config.listen_host);
+  return config;
+}
+
+int ReportUsageError(const Status& s) {
+  if (s.code() == StatusCode::kFailedPrecondition && s.message() == "help") {
+    std::cout << kSagadUsage << "\n";
+    return 0;
+  }
+  std::cerr << "sagad: " << s.message() << "\n";
+  return 2;
+}
+
+StatusOr<StorePtr> OpenStore(const Config& config) {
+  if (IsPostgresUri(config.store)) {
+    // A database that is restarting or failing over is waited for (30 s):
+    // coordinators and their database often start together.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (true) {
+      auto pg = PostgresStore::Open(config.store);
+      if (pg.ok()) return StorePtr(std::move(*pg));
+      if (pg.status().code() != StatusCode::kUnavailable ||
+          std::chrono::steady_clock::now() >= deadline)
+        return pg.status();
+      std::cerr << DumpJson({{"msg", "waiting for the database"},
+                             {"error", pg.status().message()}})
+                << std::endl;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+  }
+  auto lmdb = LmdbStore::Open(config.data_dir, size_t(config.lmdb_map_size_mb) << 20);
+  if (!lmdb.ok()) return lmdb.status();
+  return StorePtr(std::move(*lmdb));
+}
+
+StatusOr<std::vector<SagaDefinition>> CollectDefinitions(const Config& config,
+                                                         const std::vector<SagaDefinition>& sagas) {
+  std::vector<SagaDefinition> all = sagas;
+  if (!config.definitions_dir.empty()) {
+    auto defs = LoadDefinitionsDir(config.definitions_dir);
+    if (!defs.ok()) return defs.status();
+    all.insert(all.end(), defs->begin(), defs->end());
+  }
+  for (const SagaDefinition& def : all) {
+    Status s = Validate(def);
+    if (!s.ok()) return InvalidArgument("saga '" + def.name + "': " + s.message());
+    for (const StepDefinition& st : def.steps) {
+      std::vector<const CallSpec*> calls = {&st.forward};
+      if (st.compensation) calls.push_back(&*st.compensation);
+      for (const CallSpec* c : calls)
+        if (!config.services.count(c->service))
+          return InvalidArgument("saga '" + def.name + "' step '" + st.name + "' calls service '" +
+                                 c->service + "', which is not configured (add it to "
+                                 "\"services\" or pass --service " + c->service + "=URL)");
+    }
+  }
+  return all;
+}
+
+int CheckMain(const Config& config, const std::vector<SagaDefinition>& sagas) {
+  auto all = CollectDefinitions(config, sagas);
+  if (!all.ok()) {
+    std::cerr << "sagad check: " << all.status().message() << "\n";
+    return 2;
+  }
+  for (const SagaDefinition& def : *all) {
+    std::cout << def.name << " v" << def.version << "\n";
+    for (size_t i = 0; i < def.steps.size(); ++i) {
+      const StepDefinition& st = def.steps[i];
+      std::cout << "  " << st.name << ": " << st.forward.method << " " << st.forward.service
+                << " " << st.forward.path;
+      if (st.compensation)
+        std::cout << "; undo " << st.compensation->method << " " << st.compensation->service
+                  << " " << st.compensation->path;
+      if (st.irreversible) std::cout << "; irreversible, waits for an operator";
+      std::vector<std::string> after = def.DependencyNames(i);
+      if (!after.empty()) {
+        std::cout << "; after";
+        for (const auto& a : after) std::cout << " " << a;
+      }
+      std::cout << "\n";
+    }
+  }
+  std::cout << "ok: " << all->size() << " saga(s), " << config.services.size()
+            << " service(s)\n";
+  return 0;
+}
+
+int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
+  auto fail = [](const std::string& msg) {
+    std::cerr << "sagad: " << msg << "\n";
+    return 1;
+  };
+  // Definitions (and the services they name) are checked before anything
+  // is opened: a bad file (an invalid graph, a misspelt key, a service
+  // nobody configured) stops sagad with exit 2, naming the file or the
+  // saga, step and service, and nothing is touched.
+  auto bad_definition = [](const std::string& msg) {
+    std::cerr << "sagad: " << msg << "\n";
+    return 2;
+  };
+  auto collected = CollectDefinitions(config, sagas);
+  if (!collected.ok()) return bad_definition(collected.status().message());
+  const std::vector<SagaDefinition>& all = *collected;
+  // Every API connection is a file descriptor: take the hard limit (the
+  // soft one is often 1,024), so the connection caps are what limits them.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+  InitCrashPointsFromEnv();
+  // Signals are handled by a sigwait below; block them before threads start.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGHUP);  // not a stop: logged and ignored (there is no reload)
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto store = OpenStore(config);
+  if (!store.ok()) return fail(store.status().message());
+  for (const auto& [name, svc] : config.services)
+    if (!svc.tls_verify)
+      std::cerr << DumpJson({{"msg", "warning: TLS certificate verification is OFF"},
+                             {"service", name}, {"reason", "tls_verify: false in the config"}})
+                << std::endl;
+  HttpAdapter adapter(config.services);
+  SystemClock clock;
+  WebhookPublisher publisher(**store, config.webhooks);
+  EngineOptions options;
+  options.workers = config.workers;
+  options.outbox = !config.webhooks.empty();
+  options.on_outbox = [&publisher] { publisher.Notify(); };
+  options.lease_ms = config.lease_ms;
+  options.retention_ms = config.retention_ms;
+  options.coordinator_id = config.coordinator_id;
+  if (options.coordinator_id.empty()) {
+    options.coordinator_id = "sagad@" + config.listen_host + ":" + std::to_string(config.listen_port);
+    if (config.listen_port == 0) options.coordinator_id += "-" + std::to_string(::getpid());
+  }
+  Engine engine(**store, adapter, clock, options);
+  for (const SagaDefinition& def : all) {
+    Status s = engine.Register(def);
+    if (!s.ok()) return bad_definition(s.message());
+  }
+
+  ApiServer api(engine, config);
+  auto port = api.Bind(config.listen_host, config.listen_port);
+  if (!port.ok()) return fail(port.status().message());
+  std::thread server([&] { api.Serve(); });
+
+  Status s = engine.Start();
+  if (!s.ok()) {
+    api.Stop();
+    server.join();
+    return fail("recovery failed: " + s.message());
+  }
+  publisher.Start();
+  api.SetReady(true);
+  std::cout << "LISTENING " << *port << std::endl;
+
+  int sig = 0;
+  while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP)
+    std::cerr << DumpJson({{"msg", "SIGHUP ignored: sagad does not reload its config; restart "
+                                   "it (SIGTERM drains) to apply a change"},
+                           {"signal", sig}})
+              << std::endl;
+  std::cerr << "{\"msg\":\"draining\",\"signal\":" << sig << "}" << std::endl;
+  api.Stop();
+  server.join();
+  engine.Stop();
+  publisher.Stop();
+  return 0;
+}
+
+}  // namespace sagad

@@ -1,0 +1,361 @@
+#include "coordinator/store/lmdb/lmdb_store.h"
+#include "coordinator/store/lmdb/lmdb_util.h"
+#include "util/json_limits.h"
+
+#include <atomic>
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace sagad {
+using namespace lmdb_util;
+
+static std::string SeqKey(uint64_t seq) {
+  std::string k;
+  for (int i = 7; i >= 0; --i) k.push_back(static_cast<char>((seq >> (i * 8)) & 0xff));
+  return k;
+}
+
+static uint64_t SeqFromKey(const MDB_val& v) {
+  uint64_t seq = 0;
+  const unsigned char* p = static_cast<const unsigned char*>(v.mv_data);
+  for (size_t i = 0; i < 8 && i < v.mv_size; ++i) seq = (seq << 8) | p[i];
+  return seq;
+}
+
+// The `active` entry of an unfinished instance: 8-byte big-endian version,
+// saga, NUL, status (read back by IndexedState).
+static std::string ActiveEntry(const nlohmann::json& snapshot) {
+  return SeqKey(snapshot.value("version", uint64_t(0))) + snapshot.value("saga", "") + '\0' +
+         snapshot.value("status", "");
+}
+
+Status LmdbStore::WriteEvents(MDB_txn* txn, const std::string& id,
+                              const std::vector<Event>& events) {
+  for (const Event& e : events)
+    SAGAD_RETURN_IF_ERROR(PutJson(txn, events_, EventKey(id, e.seq), e.ToJson(), MDB_NOOVERWRITE));
+  return Status::Ok();
+}
+
+Status LmdbStore::PutSnapshot(MDB_txn* txn, const std::string& id,
+                              const nlohmann::json& snapshot) {
+  SAGAD_RETURN_IF_ERROR(PutJson(txn, instances_, id, snapshot));
+  MDB_val k = Val(id);
+  if (IsTerminalName(snapshot.value("status", ""))) {
+    int rc = mdb_del(txn, active_, &k, nullptr);
+    if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_del", rc);
+  } else {
+    std::string entry = ActiveEntry(snapshot);
+    MDB_val v = Val(entry);
+    int rc = mdb_put(txn, active_, &k, &v, 0);
+    if (rc != 0) return LmdbError("mdb_put", rc);
+  }
+  return Status::Ok();
+}
+
+Status LmdbStore::AppendOutbox(MDB_txn* txn, const std::vector<nlohmann::json>& outbox) {
+  if (outbox.empty()) return Status::Ok();
+  Cursor cur(txn, outbox_);
+  if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+  int rc = 0;
+  MDB_val k, v;
+  uint64_t last = 0;
+  rc = cur.Get(&k, &v, MDB_LAST);
+  if (rc == 0) last = SeqFromKey(k);
+  else if (rc != MDB_NOTFOUND) {
+    return LmdbError("mdb_cursor_get", rc);
+  }
+  for (const auto& m : outbox)
+    SAGAD_RETURN_IF_ERROR(PutJson(txn, outbox_, SeqKey(++last), m, MDB_APPEND));
+  return Status::Ok();
+}
+
+StatusOr<std::vector<OutboxRecord>> LmdbStore::PeekOutbox(size_t max) {
+  Txn txn(env_, false);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  Cursor cur(txn.get(), outbox_);
+  if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+  int rc = 0;
+  std::vector<OutboxRecord> out;
+  MDB_val k, v;
+  for (rc = cur.Get(&k, &v, MDB_FIRST); rc == 0 && out.size() < max;
+       rc = cur.Get(&k, &v, MDB_NEXT)) {
+    nlohmann::json j = nlohmann::json::parse(Str(v), nullptr, false);
+    out.push_back({SeqFromKey(k), j.is_discarded() ? nlohmann::json() : j});
+  }
+  return out;
+}
+
+Status LmdbStore::AckOutbox(uint64_t seq) {
+  Txn txn(env_, true, &synced_commits_);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  std::string key = SeqKey(seq);
+  MDB_val k = Val(key);
+  int rc = mdb_del(txn.get(), outbox_, &k, nullptr);
+  if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_del", rc);
+  rc = txn.Commit();
+  if (rc != 0) return LmdbError("mdb_txn_commit", rc);
+  return Status::Ok();
+}
+
+StatusOr<size_t> LmdbStore::OutboxSize() {
+  Txn txn(env_, false);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  MDB_stat st;
+  int rc = mdb_stat(txn.get(), outbox_, &st);
+  if (rc != 0) return LmdbError("mdb_stat", rc);
+  return static_cast<size_t>(st.ms_entries);
+}
+
+Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vector<Event>& events,
+                                 const Submission* submission,
+                                 const std::vector<nlohmann::json>& outbox, const Lease* lease,
+                                 const std::vector<OperationRecord>& operations) {
+  const std::string id = snapshot.at("id").get<std::string>();
+  CommitRequest r{WriteKind::kCreate, id, 0, &snapshot, &events, &operations, submission, &outbox,
+                  lease};
+  return GroupCommit(r);
+}
+
+// Version, saga and status of `id`: from its `active` entry (`entry`, may be
+// null) when that is a full one, else (a finished instance, or an entry
+// written before the index held more than the id) from its snapshot.
+StatusOr<ActiveInstance> LmdbStore::IndexedState(MDB_txn* txn, const std::string& id,
+                                                 const MDB_val* entry) {
+  ActiveInstance a;
+  a.id = id;
+  if (entry && entry->mv_size > 8) {
+    const char* p = static_cast<const char*>(entry->mv_data);
+    const char* nul = static_cast<const char*>(std::memchr(p + 8, '\0', entry->mv_size - 8));
+    if (nul) {
+      a.version = SeqFromKey(*entry);
+      a.saga.assign(p + 8, nul);
+      a.status.assign(nul + 1, p + entry->mv_size);
+      return a;
+    }
+  }
+  auto snap = GetJson(txn, instances_, id);
+  if (!snap.ok()) return snap.status();
+  a.version = snap->value("version", uint64_t(0));
+  a.saga = snap->value("saga", "");
+  a.status = snap->value("status", "");
+  return a;
+}
+
+// The stored version of an instance (the compare-and-swap's).
+StatusOr<uint64_t> LmdbStore::StoredVersion(MDB_txn* txn, const std::string& id) {
+  MDB_val k = Val(id), v;
+  int rc = mdb_get(txn, active_, &k, &v);
+  if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_get", rc);
+  auto a = IndexedState(txn, id, rc == 0 ? &v : nullptr);
+  if (!a.ok()) return a.status();
+  return a->version;
+}
+
+// Checks r (reads only: the compare-and-swap, the lease, the keys that must
+// be new); a refusal is r's own result and leaves the transaction untouched.
+Status LmdbStore::Check(MDB_txn* txn, CommitRequest& r) {
+  const std::string& id = r.id;
+  if (r.kind == WriteKind::kSubmissionResponse) {
+    auto cur = GetJson(txn, submissions_, id);
+    if (!cur.ok()) return cur.status();
+    Submission s = Submission::FromJson(*cur);
+    if (s.response_status != 0) return Status::Ok();  // the first response stands
+    s.response_status = r.submission->response_status;
+    s.response = r.submission->response;
+    r.record = s.ToJson();
+    return Status::Ok();
+  }
+  if (r.kind == WriteKind::kCreate) {
+    MDB_val k, existing;
+    if (r.submission) {
+      k = Val(r.submission->key);
+      int rc = mdb_get(txn, submissions_, &k, &existing);
+      if (rc == 0) return AlreadyExists("key exists: " + r.submission->key);
+      if (rc != MDB_NOTFOUND) return LmdbError("mdb_get", rc);
+    }
+    k = Val(id);
+    int rc = mdb_get(txn, instances_, &k, &existing);
+    if (rc == 0) return AlreadyExists("instance " + id + " exists");
+    if (rc != MDB_NOTFOUND) return LmdbError("mdb_get", rc);
+    return Status::Ok();
+  }
+  auto version = StoredVersion(txn, id);
+  if (!version.ok()) return version.status();
+  uint64_t stored = *version;
+  if (stored != r.expected_version)
+    return FailedPrecondition("instance " + id + " changed: version " + std::to_string(stored) +
+                              ", expected " + std::to_string(r.expected_version));
+  if (r.snapshot->value("version", uint64_t(0)) != r.expected_version + 1)
+    return Internal("snapshot version must be expected_version + 1");
+  if (r.lease) {
+    auto held = GetJson(txn, leases_, id);
+    Lease owner = held.ok() ? Lease::FromJson(*held) : Lease{};
+    if (owner.owner != r.lease->owner || owner.generation != r.lease->generation)
+      return LeaseLost("lease lost: instance " + id + " is owned by '" + owner.owner +
+                                "' generation " + std::to_string(owner.generation));
+  }
+  return Status::Ok();
+}
+
+// Writes a checked r. A failure here is the environment's (disk, map full)
+// and leaves the transaction unusable.
+Status LmdbStore::Write(MDB_txn* txn, const CommitRequest& r) {
+  const std::string& id = r.id;
+  if (r.kind == WriteKind::kSubmissionResponse)
+    return r.record.is_null() ? Status::Ok() : PutJson(txn, submissions_, id, r.record);
+  const bool create = r.kind == WriteKind::kCreate;
+  if (create && r.submission) {
+    SAGAD_RETURN_IF_ERROR(PutJson(txn, submissions_, r.submission->key, r.submission->ToJson()));
+    MDB_val k = Val(id), v = Val(r.submission->key);
+    int rc = mdb_put(txn, sub_index_, &k, &v, 0);
+    if (rc != 0) return LmdbError("mdb_put", rc);
+  }
+  if (create && r.lease) SAGAD_RETURN_IF_ERROR(PutJson(txn, leases_, id, r.lease->ToJson()));
+  if (!create && IsTerminalName(r.snapshot->value("status", ""))) {
+    MDB_val k = Val(id);
+    int rc = mdb_del(txn, leases_, &k, nullptr);
+    if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_del", rc);
+  }
+  SAGAD_RETURN_IF_ERROR(PutSnapshot(txn, id, *r.snapshot));
+  SAGAD_RETURN_IF_ERROR(WriteEvents(txn, id, *r.events));
+  if (r.operations)
+    for (const OperationRecord& op : *r.operations)
+      SAGAD_RETURN_IF_ERROR(PutJson(txn, operations_, op.key, op.ToJson()));
+  return AppendOutbox(txn, *r.outbox);
+}
+
+Status LmdbStore::Commit(const std::string& id, uint64_t expected_version,
+                         const nlohmann::json& snapshot, const std::vector<Event>& events,
+                         const std::vector<OperationRecord>& operations,
+                         const std::vector<nlohmann::json>& outbox, const Lease* lease) {
+  CommitRequest r{WriteKind::kTransition, id, expected_version, &snapshot, &events, &operations,
+                  nullptr, &outbox, lease};
+  return GroupCommit(r);
+}
+
+// Group commit, leader/follower: every caller queues its write; the one at
+// the front writes everything queued in one LMDB transaction (checks first,
+// so a refused write changes nothing; no nested transactions, which cost
+// LMDB a 2 MiB allocation each) with one fsync, then marks the batch done and wakes each of its writers and the
+// next leader. A caller returns only once its own write is durable.
+Status LmdbStore::GroupCommit(CommitRequest& r) {
+  std::unique_lock<std::mutex> l(group_mu_);
+  group_queue_.push_back(&r);
+  r.cv->wait(l, [&] { return r.done || group_queue_.front() == &r; });
+  if (r.done) return r.result;
+  std::vector<CommitRequest*> batch(group_queue_.begin(), group_queue_.end());
+  l.unlock();
+  // Nothing may leave this block by an exception: the batch must always be
+  // marked done and popped below, or every later writer would wait forever.
+  Status batch_status;
+  try {
+    Txn txn(env_, true, &synced_commits_);
+    batch_status = txn.rc() == 0 ? Status::Ok() : LmdbError("mdb_txn_begin", txn.rc());
+    for (CommitRequest* w : batch) {
+      if (!batch_status.ok()) break;
+      w->result = Check(txn.get(), *w);
+      if (w->result.ok()) batch_status = Write(txn.get(), *w);
+    }
+    if (batch_status.ok()) {
+      int rc = txn.Commit();  // the one fsync of the batch
+      if (rc != 0) batch_status = LmdbError("mdb_txn_commit", rc);
+    }
+  } catch (const std::exception& e) {  // the transaction is aborted: nothing was written
+    batch_status = Internal(std::string("write refused: ") + e.what());
+  }
+  // /readyz says 503 from a write refused for lack of space until a new
+  // instance fits again (or CheckWritable's probe finds room). A smaller
+  // write that fits (a step's transition rewriting its snapshot in place)
+  // does not mean a submission would.
+  if (IsFull(batch_status) || batch_status.code() == StatusCode::kUnavailable) full_ = true;
+  else if (batch_status.ok() && full_)
+    for (const CommitRequest* w : batch)
+      if (w->kind == WriteKind::kCreate && w->result.ok()) full_ = false;
+  std::vector<std::shared_ptr<std::condition_variable>> wake;
+  wake.reserve(batch.size());
+  l.lock();
+  for (CommitRequest* w : batch) {
+    group_queue_.pop_front();
+    if (!batch_status.ok()) w->result = batch_status;
+    w->done = true;
+    if (w != &r) wake.push_back(w->cv);
+  }
+  if (!group_queue_.empty()) wake.push_back(group_queue_.front()->cv);
+  l.unlock();
+  for (const auto& cv : wake) cv->notify_one();
+  return r.result;
+}
+
+StatusOr<Lease> LmdbStore::TakeLease(MDB_txn* txn, const std::string& id,
+                                     const std::string& owner, int64_t now_ms, int64_t ttl_ms,
+                                     const std::string& successor_of) {
+  auto held = GetJson(txn, leases_, id);
+  if (!held.ok() && held.status().code() != StatusCode::kNotFound) return held.status();
+  Lease l = held.ok() ? Lease::FromJson(*held) : Lease{};
+  bool predecessor = !successor_of.empty() && l.owner.rfind(successor_of, 0) == 0;
+  if (!l.owner.empty() && l.owner != owner && l.expires_at > now_ms && !predecessor)
+    return FailedPrecondition("instance " + id + " is owned by '" + l.owner + "' until " +
+                              std::to_string(l.expires_at));
+  if (l.owner != owner) ++l.generation;
+  l.owner = owner;
+  l.expires_at = now_ms + ttl_ms;
+  SAGAD_RETURN_IF_ERROR(PutJson(txn, leases_, id, l.ToJson()));
+  return l;
+}
+
+StatusOr<Lease> LmdbStore::AcquireLease(const std::string& id, const std::string& owner,
+                                         const Clock& clock, int64_t ttl_ms,
+                                         const std::string& successor_of) {
+  Txn txn(env_, true, &synced_commits_);  // waits for the writer lock
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  auto l = TakeLease(txn.get(), id, owner, clock.NowMillis(), ttl_ms, successor_of);
+  if (!l.ok()) return l.status();
+  int rc = txn.Commit();
+  if (rc != 0) return LmdbError("mdb_txn_commit", rc);
+  return l;
+}
+
+StatusOr<std::map<std::string, Lease>> LmdbStore::AcquireLeases(
+    const std::vector<std::string>& ids, const std::string& owner, const Clock& clock,
+    int64_t ttl_ms, const std::string& successor_of) {
+  Txn txn(env_, true, &synced_commits_);  // waits for the writer lock
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  const int64_t now_ms = clock.NowMillis();
+  std::map<std::string, Lease> taken;
+  for (const auto& id : ids) {
+    auto l = TakeLease(txn.get(), id, owner, now_ms, ttl_ms, successor_of);
+    if (l.ok()) taken.emplace(id, *l);
+    else if (l.status().code() != StatusCode::kFailedPrecondition) return l.status();
+  }
+  int rc = txn.Commit();
+  if (rc != 0) return LmdbError("mdb_txn_commit", rc);
+  return taken;
+}
+
+StatusOr<std::vector<std::string>> LmdbStore::RenewLeases(const std::string& owner,
+                                                          const std::vector<std::string>& ids,
+                                                          const Clock& clock,
+                                                          int64_t ttl_ms) {
+  Txn txn(env_, true, &synced_commits_);  // waits for the writer lock
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  const int64_t now_ms = clock.NowMillis();
+  std::vector<std::string> lost;
+  for (const auto& id : ids) {
+    auto held = GetJson(txn.get(), leases_, id);
+    Lease l = held.ok() ? Lease::FromJson(*held) : Lease{};
+    if (l.owner != owner) {
+      lost.push_back(id);
+      continue;
+    }
+    l.expires_at = now_ms + ttl_ms;
+    SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), leases_, id, l.ToJson()));
+  }
+  int rc = txn.Commit();
+  if (rc != 0) return LmdbError("mdb_txn_commit", rc);
+  return lost;
+}
+
+}  // namespace sagad

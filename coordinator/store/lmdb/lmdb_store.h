@@ -1,0 +1,163 @@
+// LmdbStore: the Store on one LMDB environment (a directory) with the named
+// databases instances, events (id + seq), operations (by idempotency key),
+// submissions (client Idempotency-Key), active (unfinished ids -> 8-byte
+// version, saga, status), outbox (8-byte big-endian commit order -> message),
+// leases (id -> owner, expiry, generation), sub_index (id -> submission
+// key, for retention) and meta (schema_version).
+// Every write is synced to disk before it returns (no MDB_NOSYNC).
+// New instances, transitions and submission responses (CreateInstance,
+// Commit, SetSubmissionResponse) are group-committed: concurrent callers
+// share one write transaction and one fsync, each returning only once its
+// own write is durable (or refused: a refused check changes nothing and does
+// not affect the others of the batch). The first caller in the queue writes
+// the batch itself (leader/follower, as leveldb's DBImpl::Write), so a lone
+// caller pays no thread switch. The compare-and-swap of a transition reads
+// the version from `active` (8 bytes, not the snapshot); listing unfinished
+// instances reads no snapshot (entries written before the index held more
+// than the id fall back to it). Several processes may open the same dir.
+// Records carry schema_version; Open migrates older layouts explicitly
+// (0 -> 1) and refuses newer ones with a clear message.
+// Thread-safety: safe for concurrent use (LMDB serialises writers).
+#pragma once
+
+#include <lmdb.h>
+
+#include <atomic>
+#include <cstdint>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "coordinator/store/store.h"
+
+namespace sagad {
+
+constexpr int kStoreSchemaVersion = 1;
+
+class LmdbStore : public Store {
+ public:
+  // Opens (creating if needed) the environment in `dir`. FailedPrecondition
+  // if the data was written by a newer schema version.
+  static StatusOr<std::unique_ptr<LmdbStore>> Open(const std::string& dir,
+                                                   size_t map_size_bytes = size_t(64) << 30);
+  // Opens an existing environment for reading only (sagactl inspect, verify):
+  // works on a read-only directory (without the lock file's protocol then,
+  // so a writer running meanwhile may show a torn view).
+  static StatusOr<std::unique_ptr<LmdbStore>> OpenReadOnly(const std::string& dir);
+  ~LmdbStore() override;
+
+  // Store
+  Status CreateInstance(const nlohmann::json& snapshot, const std::vector<Event>& events,
+                        const Submission* submission,
+                        const std::vector<nlohmann::json>& outbox, const Lease* lease,
+                        const std::vector<OperationRecord>& operations = {}) override;
+  Status Commit(const std::string& id, uint64_t expected_version,
+                const nlohmann::json& snapshot, const std::vector<Event>& events,
+                const std::vector<OperationRecord>& operations,
+                const std::vector<nlohmann::json>& outbox, const Lease* lease) override;
+  StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner,
+                               const Clock& clock, int64_t ttl_ms, const std::string& successor_of) override;
+  StatusOr<std::map<std::string, Lease>> AcquireLeases(const std::vector<std::string>& ids,
+                                                       const std::string& owner,
+                                                       const Clock& clock,
+                                                       int64_t ttl_ms,
+                                                       const std::string& successor_of) override;
+  StatusOr<std::vector<std::string>> RenewLeases(const std::string& owner,
+                                                 const std::vector<std::string>& ids,
+                                                 const Clock& clock, int64_t ttl_ms) override;
+  StatusOr<Lease> GetLease(const std::string& id) override;
+  StatusOr<std::vector<OutboxRecord>> PeekOutbox(size_t max) override;
+  Status AckOutbox(uint64_t seq) override;
+  StatusOr<size_t> OutboxSize() override;
+  StatusOr<nlohmann::json> GetInstance(const std::string& id) override;
+  StatusOr<std::vector<Event>> GetEvents(const std::string& id) override;
+  StatusOr<OperationRecord> GetOperation(const std::string& key) override;
+  StatusOr<Submission> GetSubmission(const std::string& key) override;
+  Status SetSubmissionResponse(const std::string& key, int status,
+                               const nlohmann::json& response) override;
+  StatusOr<InstancePage> ListInstances(const InstanceFilter& filter, size_t limit,
+                                       const std::string& cursor) override;
+  StatusOr<std::vector<ActiveInstance>> ListActive() override;
+  uint64_t SyncedCommits() const override;
+  // Scans from the oldest instance up to the first created after the cutoff
+  // (ids begin with their creation time), at most 100 x max per call;
+  // unfinished ones are skipped by the index, their snapshots unread.
+  StatusOr<std::vector<std::string>> DeleteFinished(int64_t finished_before_ms,
+                                                    size_t max) override;
+  // Unavailable from a write refused for lack of space (MDB_MAP_FULL,
+  // ENOSPC) until a new instance is written again, or until a probe (a
+  // 64 KiB record committed and deleted, at most once a second, from this
+  // call) finds room: a transition that still fits says nothing about a
+  // submission.
+  Status CheckWritable() override;
+
+ private:
+  LmdbStore() = default;
+  Status WriteEvents(MDB_txn* txn, const std::string& id, const std::vector<Event>& events);
+  Status PutSnapshot(MDB_txn* txn, const std::string& id, const nlohmann::json& snapshot);
+  Status AppendOutbox(MDB_txn* txn, const std::vector<nlohmann::json>& outbox);
+  // Takes the lease of id in txn (see Store::AcquireLease).
+  StatusOr<Lease> TakeLease(MDB_txn* txn, const std::string& id, const std::string& owner,
+                            int64_t now_ms, int64_t ttl_ms, const std::string& successor_of);
+  Status MigrateV0ToV1(MDB_txn* txn);
+  // The named databases and their handles.
+  std::vector<std::pair<const char*, MDB_dbi*>> Databases();
+  // Refuses a data.mdb shorter than its meta page says it is.
+  Status CheckSize(const std::string& dir);
+  // Whether 64 KiB can be committed now (see CheckWritable); Unavailable
+  // without trying if the last probe was less than a second ago.
+  Status ProbeRoom(bool* probed);  // *probed: it did write (not skipped)
+  // One record, in a read transaction of its own.
+  StatusOr<nlohmann::json> ReadJson(MDB_dbi dbi, const std::string& key);
+
+  // One queued write of the group commit: a new instance, a transition of an
+  // existing one, or the response of a submission.
+  enum class WriteKind { kCreate, kTransition, kSubmissionResponse };
+  struct CommitRequest {
+    CommitRequest(WriteKind k, const std::string& i, uint64_t ev, const nlohmann::json* snap,
+                  const std::vector<Event>* evs, const std::vector<OperationRecord>* ops,
+                  const Submission* sub, const std::vector<nlohmann::json>* out, const Lease* l)
+        : kind(k), id(i), expected_version(ev), snapshot(snap), events(evs), operations(ops),
+          submission(sub), outbox(out), lease(l) {}
+    WriteKind kind;
+    const std::string& id;                           // instance id (submission key)
+    uint64_t expected_version;
+    const nlohmann::json* snapshot;
+    const std::vector<Event>* events;
+    const std::vector<OperationRecord>* operations;  // transitions only
+    const Submission* submission;  // creates (may be null); responses: key, status, response
+    const std::vector<nlohmann::json>* outbox;
+    const Lease* lease;
+    nlohmann::json record;  // responses: the record to write, prepared by Check (null: none)
+    Status result;
+    bool done = false;
+    // Signalled when done or when it leads; shared so that the leader can
+    // signal it after releasing group_mu_ (a woken follower then does not
+    // block on the mutex the leader still holds), even if the follower
+    // already saw `done` and returned.
+    std::shared_ptr<std::condition_variable> cv = std::make_shared<std::condition_variable>();
+  };
+  Status Check(MDB_txn* txn, CommitRequest& r);
+  Status Write(MDB_txn* txn, const CommitRequest& r);
+  // Queues r and returns once it is durable (or refused).
+  Status GroupCommit(CommitRequest& r);
+  StatusOr<uint64_t> StoredVersion(MDB_txn* txn, const std::string& id);
+  StatusOr<ActiveInstance> IndexedState(MDB_txn* txn, const std::string& id,
+                                        const MDB_val* entry);
+
+  std::atomic<uint64_t> synced_commits_{0};
+  std::atomic<bool> full_{false};
+  std::atomic<int64_t> last_probe_ms_{INT64_MIN / 2};  // steady clock, see ProbeRoom
+  std::mutex group_mu_;
+  std::deque<CommitRequest*> group_queue_;  // front: the current leader
+
+  MDB_env* env_ = nullptr;
+  MDB_dbi instances_ = 0, events_ = 0, operations_ = 0, submissions_ = 0, active_ = 0,
+          meta_ = 0, outbox_ = 0, leases_ = 0,
+          sub_index_ = 0;  // instance id -> its submission key (for retention)
+};
+
+}  // namespace sagad

@@ -1,0 +1,246 @@
+// LmdbStore: reads, listing and retention (read transactions, and the
+// sweeper's short write transactions).
+#include "coordinator/store/lmdb/lmdb_store.h"
+#include "coordinator/store/lmdb/lmdb_util.h"
+
+#include <chrono>
+
+namespace sagad {
+
+using namespace lmdb_util;
+
+StatusOr<nlohmann::json> LmdbStore::ReadJson(MDB_dbi dbi, const std::string& key) {
+  Txn txn(env_, false);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  return GetJson(txn.get(), dbi, key);
+}
+
+StatusOr<Lease> LmdbStore::GetLease(const std::string& id) {
+  auto held = ReadJson(leases_, id);
+  if (!held.ok()) return held.status();
+  return Lease::FromJson(*held);
+}
+
+StatusOr<nlohmann::json> LmdbStore::GetInstance(const std::string& id) {
+  auto r = ReadJson(instances_, id);
+  if (!r.ok() && r.status().code() == StatusCode::kNotFound)
+    return NotFound("instance '" + id + "' does not exist");
+  return r;
+}
+
+StatusOr<std::vector<Event>> LmdbStore::GetEvents(const std::string& id) {
+  Txn txn(env_, false);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  Cursor cur(txn.get(), events_);
+  if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+  int rc = 0;
+  std::vector<Event> out;
+  std::string prefix = id;
+  prefix.push_back('\0');
+  MDB_val k = Val(prefix), v;
+  for (rc = cur.Get(&k, &v, MDB_SET_RANGE); rc == 0;
+       rc = cur.Get(&k, &v, MDB_NEXT)) {
+    std::string key = Str(k);
+    if (key.compare(0, prefix.size(), prefix) != 0) break;
+    auto j = nlohmann::json::parse(Str(v), nullptr, false);
+    auto e = j.is_discarded() ? StatusOr<Event>(Internal("corrupt event")) : Event::FromJson(j);
+    if (!e.ok()) {
+      return e.status();
+    }
+    out.push_back(std::move(*e));
+  }
+  return out;
+}
+
+StatusOr<OperationRecord> LmdbStore::GetOperation(const std::string& key) {
+  auto r = ReadJson(operations_, key);
+  if (!r.ok()) return r.status();
+  return OperationRecord::FromJson(*r);
+}
+
+StatusOr<Submission> LmdbStore::GetSubmission(const std::string& key) {
+  auto r = ReadJson(submissions_, key);
+  if (!r.ok()) return r.status();
+  return Submission::FromJson(*r);
+}
+
+Status LmdbStore::SetSubmissionResponse(const std::string& key, int status,
+                                        const nlohmann::json& response) {
+  Submission answer;
+  answer.key = key;
+  answer.response_status = status;
+  answer.response = response;
+  CommitRequest r{WriteKind::kSubmissionResponse, key, 0, nullptr, nullptr, nullptr, &answer,
+                  nullptr, nullptr};
+  return GroupCommit(r);  // shares the fsync of the transitions around it
+}
+
+StatusOr<InstancePage> LmdbStore::ListInstances(const InstanceFilter& filter, size_t limit,
+                                                const std::string& cursor) {
+  Txn txn(env_, false);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  Cursor cur(txn.get(), instances_);
+  if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+  int rc = 0;
+  InstancePage page;
+  MDB_val k, v;
+  if (cursor.empty()) {
+    rc = cur.Get(&k, &v, MDB_LAST);
+  } else {
+    k = Val(cursor);
+    rc = cur.Get(&k, &v, MDB_SET_RANGE);
+    if (rc == MDB_NOTFOUND) rc = cur.Get(&k, &v, MDB_LAST);
+    else if (rc == 0) rc = cur.Get(&k, &v, MDB_PREV);  // strictly older
+  }
+  for (; rc == 0; rc = cur.Get(&k, &v, MDB_PREV)) {
+    if (page.instances.size() == limit) {
+      page.next_cursor = page.instances.back().value("id", "");
+      break;
+    }
+    auto j = nlohmann::json::parse(Str(v), nullptr, false);
+    if (j.is_discarded()) continue;
+    if (!filter.status.empty() && j.value("status", "") != filter.status) continue;
+    if (!filter.saga.empty() && j.value("saga", "") != filter.saga) continue;
+    if (!filter.waiting.empty() &&
+        !(j.contains("waiting_for") && j["waiting_for"] == filter.waiting))
+      continue;
+    page.instances.push_back(std::move(j));
+  }
+  return page;
+}
+
+uint64_t LmdbStore::SyncedCommits() const { return synced_commits_; }
+
+StatusOr<std::vector<std::string>> LmdbStore::DeleteFinished(int64_t finished_before_ms,
+                                                             size_t max) {
+  Txn txn(env_, true, &synced_commits_);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  // Which: ids begin with their creation time (12 hex digits of ms), so the
+  // scan goes from the oldest and stops at the first instance created after
+  // the cutoff (it cannot have finished before it). Unfinished ones (in the
+  // `active` index) are skipped without reading their snapshot.
+  std::vector<std::pair<std::string, nlohmann::json>> due;
+  {
+    Cursor cur(txn.get(), instances_);
+    if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+    MDB_val k, v;
+    int rc = cur.Get(&k, &v, MDB_FIRST);
+    for (size_t scanned = 0; rc == 0 && due.size() < max && scanned < 100 * max;
+         rc = cur.Get(&k, &v, MDB_NEXT), ++scanned) {
+      const std::string id = Str(k);
+      char* end = nullptr;
+      long long created = id.size() > 12 && id[12] == '-'
+                              ? std::strtoll(id.substr(0, 12).c_str(), &end, 16) : -1;
+      if (created > finished_before_ms) break;
+      MDB_val ak = Val(id), av;
+      if (mdb_get(txn.get(), active_, &ak, &av) == 0) continue;  // unfinished
+      auto snap = nlohmann::json::parse(Str(v), nullptr, false);
+      if (snap.is_object() && IsTerminalName(snap.value("status", "")) &&
+          snap.value("updated_at", int64_t(0)) < finished_before_ms)
+        due.emplace_back(id, std::move(snap));
+    }
+    if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_cursor_get", rc);
+  }
+  auto del = [&](MDB_dbi dbi, const std::string& key) -> Status {
+    MDB_val k = Val(key);
+    int rc = mdb_del(txn.get(), dbi, &k, nullptr);
+    return rc == 0 || rc == MDB_NOTFOUND ? Status::Ok() : LmdbError("mdb_del", rc);
+  };
+  std::vector<std::string> ids;
+  for (const auto& [id, snap] : due) {
+    SAGAD_RETURN_IF_ERROR(del(instances_, id));
+    SAGAD_RETURN_IF_ERROR(del(active_, id));
+    SAGAD_RETURN_IF_ERROR(del(leases_, id));
+    for (const auto& st : snap.value("steps", nlohmann::json::array())) {
+      std::string step = st.value("name", "");
+      SAGAD_RETURN_IF_ERROR(del(operations_, id + ":" + step));
+      SAGAD_RETURN_IF_ERROR(del(operations_, id + ":" + step + ":compensate"));
+    }
+    auto key = ReadString(txn.get(), sub_index_, id);
+    if (key.ok()) {
+      SAGAD_RETURN_IF_ERROR(del(submissions_, *key));
+      SAGAD_RETURN_IF_ERROR(del(sub_index_, id));
+    }
+    {  // the events: id NUL seq
+      Cursor cur(txn.get(), events_);
+      if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+      std::string prefix = id;
+      prefix.push_back('\0');
+      std::vector<std::string> keys;
+      MDB_val k = Val(prefix), v;
+      for (int rc = cur.Get(&k, &v, MDB_SET_RANGE); rc == 0; rc = cur.Get(&k, &v, MDB_NEXT)) {
+        std::string ek = Str(k);
+        if (ek.compare(0, prefix.size(), prefix) != 0) break;
+        keys.push_back(std::move(ek));
+      }
+      for (const auto& ek : keys) SAGAD_RETURN_IF_ERROR(del(events_, ek));
+    }
+    ids.push_back(id);
+  }
+  if (ids.empty()) return ids;  // nothing written: the transaction aborts
+  int rc = txn.Commit();
+  if (rc != 0) return LmdbError("mdb_txn_commit", rc);
+  return ids;
+}
+
+Status LmdbStore::CheckWritable() {
+  if (!full_) return Status::Ok();
+  bool probed = false;
+  Status probe = ProbeRoom(&probed);
+  if (probe.ok()) {
+    full_ = false;
+    return probe;
+  }
+  if (probed && !IsFull(probe)) return probe;  // the probe's own failure (an I/O error)
+  return Unavailable("the store is full or failing: the last write failed (disk space, "
+                     "lmdb_map_size_mb, or an I/O error)");
+}
+
+// Commits kProbeBytes under a meta key, then deletes it: room for that (far
+// more than a submission writes, page splits included) means room for new
+// work. Once a second at most, so a busy /readyz does not add commits.
+Status LmdbStore::ProbeRoom(bool* probed) {
+  constexpr size_t kProbeBytes = 64 * 1024;
+  const std::string key = "readiness_probe";
+  int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::steady_clock::now().time_since_epoch())
+                    .count();
+  int64_t last = last_probe_ms_.load();
+  if (now - last < 1000 || !last_probe_ms_.compare_exchange_strong(last, now))
+    return Unavailable("probed less than a second ago");
+  *probed = true;
+  std::string room(kProbeBytes, '\0');
+  {
+    Txn txn(env_, true);
+    if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+    MDB_val k = Val(key), v = Val(room);
+    int rc = mdb_put(txn.get(), meta_, &k, &v, 0);
+    if (rc != 0) return LmdbError("mdb_put", rc);
+    rc = txn.Commit();
+    if (rc != 0) return LmdbError("mdb_txn_commit", rc);
+  }
+  Txn txn(env_, true);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  MDB_val k = Val(key);
+  int rc = mdb_del(txn.get(), meta_, &k, nullptr);
+  if (rc != 0) return LmdbError("mdb_del", rc);
+  rc = txn.Commit();
+  return rc == 0 ? Status::Ok() : LmdbError("mdb_txn_commit", rc);
+}
+
+StatusOr<std::vector<ActiveInstance>> LmdbStore::ListActive() {
+  Txn txn(env_, false);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  Cursor cur(txn.get(), active_);
+  if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+  int rc = 0;
+  std::vector<ActiveInstance> out;
+  MDB_val k, v;
+  for (rc = cur.Get(&k, &v, MDB_FIRST); rc == 0; rc = cur.Get(&k, &v, MDB_NEXT)) {
+    auto a = IndexedState(txn.get(), Str(k), &v);
+    if (a.ok()) out.push_back(std::move(*a));
+  }
+  return out;
+}
+
+}  // namespace sagad

@@ -1,0 +1,437 @@
+#include "coordinator/store/postgres/postgres_store.h"
+#include "coordinator/store/store_fault.h"
+#include "coordinator/store/postgres/postgres_rows.h"
+
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <cstring>
+#include <set>
+
+#include "postgres_schema_sql.h"  // kPostgresSchema, from coordinator/store/postgres/postgres_schema.sql
+#include "util/json_limits.h"
+
+namespace sagad {
+namespace {
+
+constexpr int kPgSchemaVersion = 1;
+
+
+
+int64_t WallMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Statements prepared on every connection.
+struct Statement {
+  const char* name;
+  const char* sql;
+};
+constexpr Statement kStatements[] = {
+    {"apply", "SELECT sagad_apply($1::json)"},
+    {"take_leases",
+     "SELECT lease_id, taken, lease_owner, lease_expires, lease_generation, sagad_now_ms() "
+     "FROM sagad_take_leases($1::json, $2, $3::bigint, $4)"},
+    {"renew_leases",
+     "UPDATE sagad_leases SET expires_at = sagad_now_ms() + $3::bigint "
+     "WHERE owner = $1 AND instance_id IN (SELECT json_array_elements_text($2::json)) "
+     "RETURNING instance_id"},
+    {"get_lease",
+     "SELECT owner, expires_at, generation, sagad_now_ms() FROM sagad_leases "
+     "WHERE instance_id = $1 AND owner <> ''"},
+    {"get_instance", "SELECT snapshot FROM sagad_instances WHERE id = $1"},
+    {"get_events", "SELECT data FROM sagad_events WHERE instance_id = $1 ORDER BY seq"},
+    {"get_operation", "SELECT data FROM sagad_operations WHERE key = $1"},
+    {"get_submission",
+     "SELECT key, request_hash, instance_id, response_status, response, created_at "
+     "FROM sagad_submissions WHERE key = $1"},
+    {"list_active",
+     "SELECT id, saga, status, version FROM sagad_instances WHERE NOT finished ORDER BY id"},
+    {"peek_outbox", "SELECT seq, message FROM sagad_outbox ORDER BY seq LIMIT $1::bigint"},
+    {"ack_outbox", "DELETE FROM sagad_outbox WHERE seq = $1::bigint"},
+    {"outbox_size", "SELECT count(*) FROM sagad_outbox"},
+    {"writable", "SELECT pg_is_in_recovery()"},
+    {"delete_finished", "SELECT sagad_delete_finished($1::bigint, $2::int)"},
+};
+
+
+bool IsConnectionTrouble(const char* sqlstate) {
+  if (!sqlstate) return true;  // no server answer at all
+  std::string s = sqlstate;
+  return s.rfind("08", 0) == 0 || s == "57P01" || s == "57P02" || s == "57P03" ||
+         s == "25006" /* read-only transaction: a standby */ || s == "53300" /* too many */;
+}
+
+
+}  // namespace
+
+bool IsPostgresUri(const std::string& store) {
+  return store.rfind("postgresql://", 0) == 0 || store.rfind("postgres://", 0) == 0;
+}
+
+std::string RedactUri(const std::string& uri) {
+  size_t scheme = uri.find("://");
+  if (scheme == std::string::npos) return uri;
+  size_t at = uri.find('@', scheme + 3);
+  size_t slash = uri.find('/', scheme + 3);
+  std::string out = uri;
+  if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
+    size_t colon = uri.find(':', scheme + 3);
+    if (colon != std::string::npos && colon < at)
+      out = uri.substr(0, colon + 1) + "***" + uri.substr(at);
+  }
+  size_t pw = out.find("password=");
+  if (pw != std::string::npos) {
+    size_t end = out.find('&', pw);
+    out = out.substr(0, pw + 9) + "***" + (end == std::string::npos ? "" : out.substr(end));
+  }
+  return out;
+}
+
+// One connection with the statements prepared.
+class PostgresStore::Connection {
+ public:
+  ~Connection() {
+    if (conn_) PQfinish(conn_);
+  }
+  static StatusOr<std::unique_ptr<Connection>> Open(const std::string& uri) {
+    std::unique_ptr<Connection> c(new Connection());
+    // Keywords after "dbname" override what the URI says; the URI (and so
+    // PGPASSWORD, ~/.pgpass) supplies the rest.
+    const char* keys[] = {"dbname", "connect_timeout", "keepalives", "keepalives_idle",
+                          "keepalives_interval", "keepalives_count", "application_name",
+                          nullptr};
+    const char* values[] = {uri.c_str(), "5", "1", "5", "2", "3", "sagad", nullptr};
+    c->conn_ = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
+    if (!c->conn_ || PQstatus(c->conn_) != CONNECTION_OK) {
+      std::string why = c->conn_ ? PQerrorMessage(c->conn_) : "out of memory";
+      while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+      return Unavailable("cannot connect to " + RedactUri(uri) + ": " + why);
+    }
+    auto set = c->Exec("SET statement_timeout = '30s'; SET lock_timeout = '10s'; "
+                       "SET idle_in_transaction_session_timeout = '60s'");
+    if (!set.ok()) return set.status();
+    return c;
+  }
+  bool Broken() const { return !conn_ || PQstatus(conn_) != CONNECTION_OK; }
+
+  // A statement without parameters (several allowed).
+  StatusOr<PgRows> Exec(const std::string& sql) { return Check(PQexec(conn_, sql.c_str())); }
+
+  // A statement with text parameters: prepared once per connection when it
+  // is one of kStatements, else sent as is.
+  StatusOr<PgRows> Run(const char* name, const std::vector<std::string>& params) {
+    std::vector<const char*> values;
+    for (const auto& p : params) values.push_back(p.c_str());
+    const Statement* st = nullptr;
+    for (const auto& s : kStatements)
+      if (std::strcmp(s.name, name) == 0) st = &s;
+    if (st && !prepared_) {
+      for (const auto& s : kStatements) {
+        auto r = Check(PQprepare(conn_, s.name, s.sql, 0, nullptr));
+        if (!r.ok()) return r.status();
+      }
+      prepared_ = true;
+    }
+    PGresult* r = st ? PQexecPrepared(conn_, name, int(values.size()), values.data(), nullptr,
+                                      nullptr, 0)
+                     : PQexecParams(conn_, name, int(values.size()), nullptr, values.data(),
+                                    nullptr, nullptr, 0);
+    return Check(r);
+  }
+
+ private:
+  Connection() = default;
+  StatusOr<PgRows> Check(PGresult* raw) {
+    PgRows r(raw);
+    ExecStatusType st = raw ? PQresultStatus(raw) : PGRES_FATAL_ERROR;
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return r;
+    const char* state = raw ? PQresultErrorField(raw, PG_DIAG_SQLSTATE) : nullptr;
+    std::string msg = raw ? PQresultErrorMessage(raw) : PQerrorMessage(conn_);
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+    if (Broken() || IsConnectionTrouble(state)) return Unavailable("postgresql: " + msg);
+    // A value the database refused (a data exception, a constraint): the
+    // write's own content, which retrying cannot change.
+    if (state && (std::strncmp(state, "22", 2) == 0 || std::strncmp(state, "23", 2) == 0))
+      return Internal("postgresql: " + msg);
+    // Anything else is the database's side (a schema changed under sagad, a
+    // resource or server failure): 503, with the SQL in the log only.
+    return StoreFault("PostgreSQL", std::string("SQLSTATE ") + (state ? state : "?") + ": " + msg);
+  }
+
+  PGconn* conn_ = nullptr;
+  bool prepared_ = false;
+};
+
+PostgresStore::PostgresStore(std::string uri, size_t pool_size)
+    : uri_(std::move(uri)), pool_size_(pool_size < 2 ? 2 : pool_size) {}
+
+PostgresStore::~PostgresStore() = default;
+
+StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& uri,
+                                                             size_t pool_size) {
+  std::unique_ptr<PostgresStore> s(new PostgresStore(uri, pool_size));
+  auto c = Connection::Open(uri);
+  if (!c.ok()) return c.status();
+  Connection& conn = **c;
+  auto fail = [&](const Status& st) -> Status {
+    (void)conn.Exec("ROLLBACK");
+    return st;
+  };
+  // One migrator at a time: coordinators may start together.
+  auto begin = conn.Exec("BEGIN; SELECT pg_advisory_xact_lock(7318008301); "
+                         "CREATE TABLE IF NOT EXISTS sagad_meta (key text PRIMARY KEY, value text NOT NULL)");
+  if (!begin.ok()) return fail(begin.status());
+  auto meta = conn.Run("SELECT value FROM sagad_meta WHERE key = 'schema_version'", {});
+  if (!meta.ok()) return fail(meta.status());
+  int v = meta->rows() ? std::atoi(meta->get(0, 0).c_str()) : -1;
+  if (v > kPgSchemaVersion)
+    return fail(FailedPrecondition("database " + RedactUri(uri) + " has schema_version " +
+                                   std::to_string(v) + ", newer than this sagad supports (" +
+                                   std::to_string(kPgSchemaVersion) + "); refusing to open"));
+  // v < 0: a new database. There is no older PostgreSQL schema yet; a
+  // future version migrates here, step by step, before the schema below.
+  auto schema = conn.Exec(kPostgresSchema);
+  if (!schema.ok()) return fail(schema.status());
+  auto stamp = conn.Run(
+      "INSERT INTO sagad_meta VALUES ('schema_version', $1) "
+      "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+      {std::to_string(kPgSchemaVersion)});
+  if (!stamp.ok()) return fail(stamp.status());
+  auto commit = conn.Exec("COMMIT");
+  if (!commit.ok()) return commit.status();
+  s->open_ = 1;
+  s->Release(std::move(*c));
+  return s;
+}
+
+StatusOr<std::unique_ptr<PostgresStore::Connection>> PostgresStore::Acquire() {
+  {
+    std::unique_lock<std::mutex> l(pool_mu_);
+    pool_cv_.wait(l, [&] { return !idle_.empty() || open_ < pool_size_; });
+    if (!idle_.empty()) {
+      auto c = std::move(idle_.back());
+      idle_.pop_back();
+      if (!c->Broken()) return c;
+      --open_;  // dropped below; a fresh one is opened in its place
+    }
+    ++open_;
+  }
+  auto c = Connection::Open(uri_);
+  if (!c.ok()) {
+    std::lock_guard<std::mutex> l(pool_mu_);
+    --open_;
+    pool_cv_.notify_one();
+  }
+  return c;
+}
+
+StatusOr<PgRows> PostgresStore::Query(const char* statement,
+                                      const std::vector<std::string>& params) {
+  auto c = Acquire();
+  if (!c.ok()) return c.status();
+  auto r = (*c)->Run(statement, params);
+  Release(std::move(*c));
+  if (!r.ok() && r.status().code() == StatusCode::kUnavailable) faults_.Note(r.status());
+  return r;
+}
+
+void PostgresStore::Release(std::unique_ptr<Connection> c) {
+  std::lock_guard<std::mutex> l(pool_mu_);
+  if (c->Broken()) {
+    --open_;
+  } else {
+    idle_.push_back(std::move(c));
+  }
+  pool_cv_.notify_one();
+}
+
+namespace {
+
+nlohmann::json EventsJson(const std::vector<Event>& events) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const Event& e : events) a.push_back(e.ToJson());
+  return a;
+}
+
+nlohmann::json LeaseJson(const Lease* lease) {
+  if (!lease) return nullptr;
+  return {{"owner", lease->owner},
+          {"generation", lease->generation},
+          {"ttl_ms", std::max<int64_t>(0, lease->expires_at - WallMillis())}};
+}
+
+}  // namespace
+
+namespace {
+
+// The columns of an instance row, from its snapshot; the snapshot itself
+// travels as a JSON string (stored as is, never re-parsed by the server).
+nlohmann::json InstanceColumns(const nlohmann::json& snapshot) {
+  std::string status = snapshot.value("status", "");
+  auto waiting = snapshot.find("waiting_for");
+  return {{"version", snapshot.value("version", uint64_t(0))},
+          {"saga", snapshot.value("saga", "")},
+          {"status", status},
+          {"waiting", waiting != snapshot.end() && waiting->is_string() ? *waiting : nlohmann::json()},
+          {"finished", status == "COMPLETED" || status == "COMPENSATED"},
+          {"updated_at", snapshot.value("updated_at", int64_t(0))},
+          {"snapshot", DumpJson(snapshot)}};
+}
+
+}  // namespace
+
+Status PostgresStore::CreateInstance(const nlohmann::json& snapshot,
+                                     const std::vector<Event>& events,
+                                     const Submission* submission,
+                                     const std::vector<nlohmann::json>& outbox,
+                                     const Lease* lease,
+                                     const std::vector<OperationRecord>& operations) {
+  nlohmann::json w = InstanceColumns(snapshot);
+  w["kind"] = "create";
+  w["id"] = snapshot.at("id").get<std::string>();
+  w["events"] = EventsJson(events);
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto& op : operations) ops.push_back(op.ToJson());
+  w["operations"] = std::move(ops);
+  w["outbox"] = outbox;
+  w["lease"] = LeaseJson(lease);
+  if (submission)
+    w["submission"] = {{"key", submission->key}, {"request_hash", submission->request_hash},
+                       {"instance_id", submission->instance_id},
+                       {"created_at", submission->created_at}};
+  return Apply(std::move(w));
+}
+
+Status PostgresStore::Commit(const std::string& id, uint64_t expected_version,
+                             const nlohmann::json& snapshot, const std::vector<Event>& events,
+                             const std::vector<OperationRecord>& operations,
+                             const std::vector<nlohmann::json>& outbox, const Lease* lease) {
+  if (snapshot.value("version", uint64_t(0)) != expected_version + 1)
+    return Internal("snapshot version must be expected_version + 1");
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto& op : operations) ops.push_back(op.ToJson());
+  nlohmann::json w = InstanceColumns(snapshot);
+  w["kind"] = "commit";
+  w["id"] = id;
+  w["expected_version"] = expected_version;
+  w["events"] = EventsJson(events);
+  w["operations"] = std::move(ops);
+  w["outbox"] = outbox;
+  if (lease) w["lease"] = {{"owner", lease->owner}, {"generation", lease->generation}};
+  return Apply(std::move(w));
+}
+
+Status PostgresStore::SetSubmissionResponse(const std::string& key, int status,
+                                            const nlohmann::json& response) {
+  return Apply({{"kind", "response"},
+                {"id", key},
+                {"response_status", status},
+                {"response", DumpJson(response)}});
+}
+
+StatusOr<std::map<std::string, Lease>> PostgresStore::AcquireLeases(
+    const std::vector<std::string>& ids, const std::string& owner, const Clock&,
+    int64_t ttl_ms, const std::string& successor_of) {
+  std::map<std::string, Lease> taken;
+  if (ids.empty()) return taken;
+  auto r = Query("take_leases",
+                     {DumpJson(ids), owner, std::to_string(ttl_ms), successor_of});
+  if (!r.ok()) return r.status();
+  int64_t wall = WallMillis();
+  for (int i = 0; i < r->rows(); ++i) {
+    if (r->get(i, 1) != "t") continue;
+    Lease l;
+    l.owner = r->get(i, 2);
+    l.expires_at = wall + (r->i64(i, 3) - r->i64(i, 5));
+    l.generation = static_cast<uint64_t>(r->i64(i, 4));
+    taken.emplace(r->get(i, 0), l);
+  }
+  return taken;
+}
+
+StatusOr<Lease> PostgresStore::AcquireLease(const std::string& id, const std::string& owner,
+                                            const Clock&, int64_t ttl_ms,
+                                            const std::string& successor_of) {
+  auto r = Query("take_leases",
+                     {DumpJson(std::vector<std::string>{id}), owner, std::to_string(ttl_ms),
+                      successor_of});
+  if (!r.ok()) return r.status();
+  if (r->rows() != 1) return Internal("sagad_take_leases answered no row");
+  int64_t expires = WallMillis() + (r->i64(0, 3) - r->i64(0, 5));
+  if (r->get(0, 1) != "t")
+    return FailedPrecondition("instance " + id + " is owned by '" + r->get(0, 2) + "' until " +
+                              std::to_string(expires));
+  Lease l;
+  l.owner = r->get(0, 2);
+  l.expires_at = expires;
+  l.generation = static_cast<uint64_t>(r->i64(0, 4));
+  return l;
+}
+
+StatusOr<std::vector<std::string>> PostgresStore::RenewLeases(const std::string& owner,
+                                                              const std::vector<std::string>& ids,
+                                                              const Clock&, int64_t ttl_ms) {
+  std::vector<std::string> lost;
+  if (ids.empty()) return lost;
+  auto r = Query("renew_leases", {owner, DumpJson(ids), std::to_string(ttl_ms)});
+  if (!r.ok()) return r.status();
+  std::set<std::string> kept;
+  for (int i = 0; i < r->rows(); ++i) kept.insert(r->get(i, 0));
+  for (const auto& id : ids)
+    if (!kept.count(id)) lost.push_back(id);
+  return lost;
+}
+
+StatusOr<Lease> PostgresStore::GetLease(const std::string& id) {
+  auto r = Query("get_lease", {id});
+  if (!r.ok()) return r.status();
+  if (r->rows() == 0) return NotFound("not found: " + id);
+  Lease l;
+  l.owner = r->get(0, 0);
+  l.expires_at = WallMillis() + (r->i64(0, 1) - r->i64(0, 3));
+  l.generation = static_cast<uint64_t>(r->i64(0, 2));
+  return l;
+}
+
+StatusOr<std::vector<OutboxRecord>> PostgresStore::PeekOutbox(size_t max) {
+  std::lock_guard<std::mutex> l(outbox_mu_);
+  if (outbox_conn_ && outbox_conn_->Broken()) outbox_conn_.reset();
+  if (!outbox_conn_) {
+    auto c = Connection::Open(uri_);
+    if (!c.ok()) return c.status();
+    outbox_conn_ = std::move(*c);
+    outbox_locked_ = false;
+  }
+  if (!outbox_locked_) {
+    auto r = outbox_conn_->Exec("SELECT pg_try_advisory_lock(7318008302)");
+    if (!r.ok()) return r.status();
+    outbox_locked_ = r->get(0, 0) == "t";
+    if (!outbox_locked_) return std::vector<OutboxRecord>{};  // another process publishes
+  }
+  auto r = outbox_conn_->Run("peek_outbox", {std::to_string(max)});
+  if (!r.ok()) return r.status();
+  std::vector<OutboxRecord> out;
+  for (int i = 0; i < r->rows(); ++i) {
+    nlohmann::json j = nlohmann::json::parse(r->get(i, 1), nullptr, false);
+    out.push_back({static_cast<uint64_t>(r->i64(i, 0)), j.is_discarded() ? nlohmann::json() : j});
+  }
+  return out;
+}
+
+Status PostgresStore::AckOutbox(uint64_t seq) {
+  std::lock_guard<std::mutex> l(outbox_mu_);
+  if (!outbox_conn_ || !outbox_locked_) return FailedPrecondition("not the outbox publisher");
+  auto r = outbox_conn_->Run("ack_outbox", {std::to_string(seq)});
+  return r.ok() ? Status::Ok() : r.status();
+}
+
+StatusOr<size_t> PostgresStore::OutboxSize() {
+  auto r = Query("outbox_size", {});
+  if (!r.ok()) return r.status();
+  return static_cast<size_t>(r->i64(0, 0));
+}
+
+}  // namespace sagad

@@ -1,0 +1,109 @@
+// PostgresStore: reads, listing, retention and the writability check.
+#include "coordinator/store/postgres/postgres_store.h"
+#include "coordinator/store/postgres/postgres_rows.h"
+
+namespace sagad {
+
+StatusOr<nlohmann::json> PostgresStore::GetInstance(const std::string& id) {
+  auto r = Query("get_instance", {id});
+  if (!r.ok()) return r.status();
+  if (r->rows() == 0) return NotFound("instance '" + id + "' does not exist");
+  return ParseStored(r->get(0, 0), "instance " + id);
+}
+
+StatusOr<std::vector<Event>> PostgresStore::GetEvents(const std::string& id) {
+  auto r = Query("get_events", {id});
+  if (!r.ok()) return r.status();
+  std::vector<Event> out;
+  for (int i = 0; i < r->rows(); ++i) {
+    auto j = ParseStored(r->get(i, 0), "event of " + id);
+    if (!j.ok()) return j.status();
+    auto e = Event::FromJson(*j);
+    if (!e.ok()) return e.status();
+    out.push_back(std::move(*e));
+  }
+  return out;
+}
+
+StatusOr<OperationRecord> PostgresStore::GetOperation(const std::string& key) {
+  auto r = Query("get_operation", {key});
+  if (!r.ok()) return r.status();
+  if (r->rows() == 0) return NotFound("not found: " + key);
+  auto j = ParseStored(r->get(0, 0), "operation " + key);
+  if (!j.ok()) return j.status();
+  return OperationRecord::FromJson(*j);
+}
+
+StatusOr<Submission> PostgresStore::GetSubmission(const std::string& key) {
+  auto r = Query("get_submission", {key});
+  if (!r.ok()) return r.status();
+  if (r->rows() == 0) return NotFound("not found: " + key);
+  Submission s;
+  s.key = r->get(0, 0);
+  s.request_hash = r->get(0, 1);
+  s.instance_id = r->get(0, 2);
+  s.response_status = static_cast<int>(r->i64(0, 3));
+  auto resp = ParseStored(r->get(0, 4), "submission " + key);
+  if (!resp.ok()) return resp.status();
+  s.response = *resp;
+  s.created_at = r->i64(0, 5);
+  return s;
+}
+
+StatusOr<InstancePage> PostgresStore::ListInstances(const InstanceFilter& filter, size_t limit,
+                                                    const std::string& cursor) {
+  // Only the conditions in use, so each filter gets its index.
+  std::string sql = "SELECT snapshot, id FROM sagad_instances WHERE true";
+  std::vector<std::string> params;
+  auto add = [&](const char* cond, const std::string& value) {
+    params.push_back(value);
+    sql += std::string(" AND ") + cond + " $" + std::to_string(params.size());
+  };
+  if (!filter.status.empty()) add("status =", filter.status);
+  if (!filter.saga.empty()) add("saga =", filter.saga);
+  if (!filter.waiting.empty()) add("waiting =", filter.waiting);
+  if (!cursor.empty()) add("id <", cursor);
+  sql += " ORDER BY id DESC LIMIT " + std::to_string(limit + 1);
+  auto r = Query(sql.c_str(), params);
+  if (!r.ok()) return r.status();
+  InstancePage page;
+  for (int i = 0; i < r->rows() && page.instances.size() < limit; ++i) {
+    auto j = ParseStored(r->get(i, 0), "instance " + r->get(i, 1));
+    if (!j.ok()) continue;
+    page.instances.push_back(std::move(*j));
+  }
+  if (size_t(r->rows()) > limit) page.next_cursor = r->get(int(limit) - 1, 1);
+  return page;
+}
+
+StatusOr<std::vector<ActiveInstance>> PostgresStore::ListActive() {
+  auto r = Query("list_active", {});
+  if (!r.ok()) return r.status();
+  std::vector<ActiveInstance> out;
+  for (int i = 0; i < r->rows(); ++i)
+    out.push_back({r->get(i, 0), r->get(i, 1), r->get(i, 2), static_cast<uint64_t>(r->i64(i, 3))});
+  return out;
+}
+
+uint64_t PostgresStore::SyncedCommits() const { return synced_commits_; }
+
+StatusOr<std::vector<std::string>> PostgresStore::DeleteFinished(int64_t finished_before_ms,
+                                                                 size_t max) {
+  auto r = Query("delete_finished", {std::to_string(finished_before_ms), std::to_string(max)});
+  if (!r.ok()) return r.status();
+  std::vector<std::string> ids;
+  for (int i = 0; i < r->rows(); ++i) ids.push_back(r->get(i, 0));
+  if (!ids.empty()) ++synced_commits_;
+  return ids;
+}
+
+Status PostgresStore::CheckWritable() {
+  auto r = Query("writable", {});
+  if (!r.ok()) return r.status();
+  if (r->get(0, 0) == "t") return Unavailable("the database is read-only (a standby)");
+  // Reads or writes failing while the database answers (a schema changed
+  // under sagad): not ready until they have stopped failing for 5 s.
+  return faults_.Recent(5000);
+}
+
+}  // namespace sagad

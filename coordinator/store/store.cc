@@ -1,0 +1,59 @@
+// The Store's record types as JSON (both stores keep them in this form).
+#include "coordinator/store/store.h"
+
+namespace sagad {
+
+nlohmann::json OperationRecord::ToJson() const {
+  return {{"key", key}, {"instance_id", instance_id}, {"step", step}, {"kind", kind},
+          {"args_hash", args_hash}, {"state", state}, {"attempts", attempts},
+          {"external_ref", external_ref}, {"result", result}, {"last_error", last_error},
+          {"created_at", created_at}, {"updated_at", updated_at}};
+}
+
+OperationRecord OperationRecord::FromJson(const nlohmann::json& j) {
+  OperationRecord r;
+  r.key = j.value("key", "");
+  r.instance_id = j.value("instance_id", "");
+  r.step = j.value("step", "");
+  r.kind = j.value("kind", "");
+  r.args_hash = j.value("args_hash", "");
+  r.state = j.value("state", "");
+  r.attempts = j.value("attempts", 0);
+  r.external_ref = j.value("external_ref", "");
+  r.result = j.value("result", nlohmann::json());
+  r.last_error = j.value("last_error", "");
+  r.created_at = j.value("created_at", int64_t(0));
+  r.updated_at = j.value("updated_at", int64_t(0));
+  return r;
+}
+
+nlohmann::json Lease::ToJson() const {
+  return {{"owner", owner}, {"expires_at", expires_at}, {"generation", generation}};
+}
+
+Lease Lease::FromJson(const nlohmann::json& j) {
+  Lease l;
+  l.owner = j.value("owner", "");
+  l.expires_at = j.value("expires_at", int64_t(0));
+  l.generation = j.value("generation", uint64_t(0));
+  return l;
+}
+
+nlohmann::json Submission::ToJson() const {
+  return {{"key", key}, {"request_hash", request_hash}, {"instance_id", instance_id},
+          {"response_status", response_status}, {"response", response},
+          {"created_at", created_at}};
+}
+
+Submission Submission::FromJson(const nlohmann::json& j) {
+  Submission s;
+  s.key = j.value("key", "");
+  s.request_hash = j.value("request_hash", "");
+  s.instance_id = j.value("instance_id", "");
+  s.response_status = j.value("response_status", 0);
+  s.response = j.value("response", nlohmann::json());
+  s.created_at = j.value("created_at", int64_t(0));
+  return s;
+}
+
+}  // namespace sagad

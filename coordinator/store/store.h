@@ -1,0 +1,188 @@
+// Store: durable state of the coordinator. Every transition of an instance is
+// one atomic, durable write (snapshot + events + operation records) guarded by
+// a compare-and-swap on the instance's record version.
+//
+// Records are JSON documents; the instance snapshot is Instance::ToJson().
+// Thread-safety: implementations are safe for concurrent use.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "util/clock.h"
+#include "sagas/instance.h"
+#include "util/status.h"
+
+namespace sagad {
+
+// One logical downstream operation, by idempotency key.
+struct OperationRecord {
+  std::string key;
+  std::string instance_id;
+  std::string step;
+  std::string kind;        // "forward" | "compensation"
+  std::string args_hash;   // SHA-256 of the canonical body the key is bound to
+  std::string state;       // STARTED, COMMITTED, FAILED, UNKNOWN, ...
+  int attempts = 0;
+  std::string external_ref;
+  nlohmann::json result;
+  std::string last_error;
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+
+  nlohmann::json ToJson() const;
+  static OperationRecord FromJson(const nlohmann::json& j);
+};
+
+// A client submission by its Idempotency-Key header.
+struct Submission {
+  std::string key;
+  std::string request_hash;  // SHA-256 of saga name + canonical body
+  std::string instance_id;
+  int response_status = 0;   // 0 until the first response was produced
+  nlohmann::json response;   // the body that was sent
+  int64_t created_at = 0;
+
+  nlohmann::json ToJson() const;
+  static Submission FromJson(const nlohmann::json& j);
+};
+
+// Optional filters of a listing; empty fields match everything.
+struct InstanceFilter {
+  std::string status;   // saga status
+  std::string saga;     // saga name
+  std::string waiting;  // approval | retry | review (the view's waiting_for)
+};
+
+// Ownership of an instance by one coordinator process. The generation grows
+// each time the instance changes hands; it is the downstream fencing token.
+struct Lease {
+  std::string owner;
+  int64_t expires_at = 0;  // wall ms; past it another process may take over
+  uint64_t generation = 0;
+
+  nlohmann::json ToJson() const;
+  static Lease FromJson(const nlohmann::json& j);
+};
+
+// A record of the transactional outbox, waiting to be published.
+struct OutboxRecord {
+  uint64_t seq = 0;         // commit order
+  nlohmann::json message;   // what is published
+};
+
+struct InstancePage {
+  std::vector<nlohmann::json> instances;  // snapshots, newest first
+  std::string next_cursor;                // empty when there is no more
+};
+
+// One entry of the index of unfinished instances.
+struct ActiveInstance {
+  std::string id;
+  std::string saga;
+  std::string status;
+  uint64_t version = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Creates an instance: snapshot (version 1) and its first events, the
+  // submission record if `submission` is set, `outbox` records and the
+  // operation records of its first events (a first step's STARTED may ride
+  // in the creation), in one durable transaction. AlreadyExists if the id or
+  // the submission key exists. `lease` (if set) is written as the
+  // instance's first lease.
+  virtual Status CreateInstance(const nlohmann::json& snapshot,
+                                const std::vector<Event>& events,
+                                const Submission* submission,
+                                const std::vector<nlohmann::json>& outbox,
+                                const Lease* lease,
+                                const std::vector<OperationRecord>& operations = {}) = 0;
+
+  // Commits one transition: snapshot, events, operation records and outbox
+  // records (appended in order), atomically. FailedPrecondition if the stored
+  // version is not `expected_version` (someone else committed first). The
+  // snapshot's "version" must be expected_version + 1. With `lease` set, the
+  // stored lease must still have that owner and generation (fencing: a
+  // paused old owner cannot commit), else LeaseLost("lease lost: ...").
+  // A terminal snapshot releases the lease.
+  virtual Status Commit(const std::string& id, uint64_t expected_version,
+                        const nlohmann::json& snapshot,
+                        const std::vector<Event>& events,
+                        const std::vector<OperationRecord>& operations,
+                        const std::vector<nlohmann::json>& outbox,
+                        const Lease* lease) = 0;
+
+  // Takes or renews the lease of `id` for `owner` until now + ttl: allowed
+  // if there is none, it expired, or `owner` holds it; the generation grows
+  // when the owner changes. FailedPrecondition if another owner holds it,
+  // unless that owner's name starts with `successor_of` (non-empty): a
+  // restarted process takes its dead predecessor's leases at once.
+  // "now" is read inside the transaction that grants the lease, never
+  // before it: from `clock` once the writer lock is held (LMDB), from the
+  // database clock (PostgreSQL). A lease computed from a time read before a
+  // wait for the lock would be born expired, and another process could take
+  // it while its holder still believes it is valid.
+  virtual StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner,
+                                       const Clock& clock, int64_t ttl_ms,
+                                       const std::string& successor_of) = 0;
+  // The same for many ids in one transaction (recovery): the leases taken;
+  // an id held by another live owner is left out.
+  virtual StatusOr<std::map<std::string, Lease>> AcquireLeases(
+      const std::vector<std::string>& ids, const std::string& owner, const Clock& clock,
+      int64_t ttl_ms, const std::string& successor_of) = 0;
+  // Renews every lease of `ids` that `owner` still holds, in one
+  // transaction (now read inside it, as above); returns the ids it no
+  // longer holds.
+  virtual StatusOr<std::vector<std::string>> RenewLeases(const std::string& owner,
+                                                         const std::vector<std::string>& ids,
+                                                         const Clock& clock, int64_t ttl_ms) = 0;
+  // NotFound if the instance has no lease (finished, or never owned).
+  virtual StatusOr<Lease> GetLease(const std::string& id) = 0;
+
+  // The oldest `max` outbox records, in commit order.
+  virtual StatusOr<std::vector<OutboxRecord>> PeekOutbox(size_t max) = 0;
+  // Removes a delivered record.
+  virtual Status AckOutbox(uint64_t seq) = 0;
+  virtual StatusOr<size_t> OutboxSize() = 0;
+
+  // NotFound if absent.
+  virtual StatusOr<nlohmann::json> GetInstance(const std::string& id) = 0;
+  virtual StatusOr<std::vector<Event>> GetEvents(const std::string& id) = 0;
+  virtual StatusOr<OperationRecord> GetOperation(const std::string& key) = 0;
+  virtual StatusOr<Submission> GetSubmission(const std::string& key) = 0;
+  // Records the response given for a submission key (for replays).
+  virtual Status SetSubmissionResponse(const std::string& key, int status,
+                                       const nlohmann::json& response) = 0;
+
+  // Newest first. `cursor` is the next_cursor of the previous page.
+  virtual StatusOr<InstancePage> ListInstances(const InstanceFilter& filter, size_t limit,
+                                               const std::string& cursor) = 0;
+  // Instances that are not COMPLETED or COMPENSATED, from a small index
+  // (no snapshot is read): id, saga, status and version as last committed.
+  virtual StatusOr<std::vector<ActiveInstance>> ListActive() = 0;
+  // Durable write transactions committed by this process so far (each one
+  // sync of the storage; group commit makes them fewer than transitions).
+  virtual uint64_t SyncedCommits() const = 0;
+  // Retention: deletes up to `max` finished instances (COMPLETED,
+  // COMPENSATED) whose snapshot's updated_at is before `finished_before_ms`,
+  // with their events, operation records, submission keys and lease, in one
+  // short write transaction. Returns the ids deleted (fewer than `max`:
+  // nothing more is due right now, or the scan of this call ended).
+  virtual StatusOr<std::vector<std::string>> DeleteFinished(int64_t finished_before_ms,
+                                                            size_t max) = 0;
+  // Ok if a write could be committed now (the database is reachable and
+  // not read-only); Unavailable otherwise. /readyz answers 503 meanwhile.
+  virtual Status CheckWritable() { return Status::Ok(); }
+};
+
+using StorePtr = std::unique_ptr<Store>;
+
+}  // namespace sagad

@@ -1,0 +1,54 @@
+#include "coordinator/engine/engine_metrics.h"
+
+#include <gtest/gtest.h>
+
+#include "coordinator/store/lmdb/lmdb_store.h"
+#include "tests/testing/subprocess.h"
+
+namespace sagad {
+namespace {
+
+TEST(EngineMetricsTest, KnownSeriesAreExportedAtZeroBeforeAnything) {
+  EngineMetrics m;
+  testing::TempDir dir;
+  auto store = LmdbStore::Open(dir.path());
+  ASSERT_TRUE(store.ok());
+  std::string text = m.Text(**store);
+  for (const char* line :
+       {"sagad_step_calls_total{phase=\"forward\",outcome=\"unknown\"} 0",
+        "sagad_reconciliations_total{phase=\"compensation\",answer=\"not_happened\"} 0",
+        "sagad_events_total{type=\"saga_needs_review\"} 0",
+        "sagad_retries_total 0", "sagad_instances_active 0",
+        "sagad_outbox_backlog 0"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+}
+
+TEST(EngineMetricsTest, CountsCallsEventsAndTheLongestCommit) {
+  EngineMetrics m;
+  CallResult res;
+  res.outcome = Outcome::kUnknown;
+  res.replayed = true;
+  m.Call("forward", res, std::chrono::milliseconds(5));
+  EXPECT_EQ(m.Get("sagad_step_calls_total", "phase=\"forward\",outcome=\"unknown\""), 1);
+  EXPECT_EQ(m.Get("sagad_duplicate_effects_detected_total"), 1);
+  Event retry;
+  retry.type = "started";
+  retry.data = {{"attempt", 2}};
+  Event review;
+  review.type = "saga_needs_review";
+  m.Committed({retry, review});
+  EXPECT_EQ(m.Get("sagad_retries_total"), 1);
+  EXPECT_EQ(m.Get("sagad_escalations_total"), 1);
+  EXPECT_EQ(m.Get("sagad_events_total", "type=\"started\""), 1);
+  m.CommitAttempt(std::chrono::milliseconds(40));
+  m.CommitAttempt(std::chrono::milliseconds(3));
+  testing::TempDir dir;
+  auto store = LmdbStore::Open(dir.path());
+  ASSERT_TRUE(store.ok());
+  EXPECT_NE(m.Text(**store).find("sagad_store_commit_max_seconds 0.040"), std::string::npos);
+  m.RetryBudgetExhausted("payments");
+  EXPECT_EQ(m.Get("sagad_retry_budget_exhausted_total", "service=\"payments\""), 1);
+}
+
+}  // namespace
+}  // namespace sagad

@@ -1,0 +1,146 @@
+// InstanceRepository over a real LMDB store; two repositories on one store
+// are two processes (or an operator's action racing the driver).
+#include "coordinator/engine/instance_repository.h"
+
+#include <gtest/gtest.h>
+
+#include "examples/examples.h"
+#include "tests/testing/store_fixture.h"
+
+namespace sagad {
+namespace {
+
+class InstanceRepositoryTest : public testing::StoreFixture {
+ protected:
+  void SetUp() override {
+    StoreFixture::SetUp();
+    def_ = IncidentResponse();
+    repo_ = Make(&commits_);
+    Instance inst;
+    Event created = Instance::CreatedEvent("i1", def_, {{"title", "t"}});
+    created.seq = 1;
+    created.at_ms = clock_.NowMillis();
+    ASSERT_TRUE(inst.Apply(created).ok());
+    inst.set_version(1);
+    ASSERT_TRUE(repo_->Create(inst, created, nullptr, nullptr, nullptr).ok());
+    EXPECT_EQ(commits_, std::vector<std::string>{"instance_created"});  // hooks run for it too
+    commits_.clear();
+  }
+  std::unique_ptr<InstanceRepository> Make(std::vector<std::string>* seen) {
+    InstanceRepository::Hooks hooks;
+    hooks.committed = [seen](const InstanceRepository::Commit& c) {
+      for (const Event& e : *c.events) seen->push_back(e.type);
+    };
+    hooks.log = [this](nlohmann::json line) { logs_.push_back(line.value("msg", "")); };
+    return std::make_unique<InstanceRepository>(*store_, clock_, hooks);
+  }
+  static std::function<Status(Tx&)> StartStep(int i) {
+    return [i](Tx& tx) {
+      return tx.Step(i, StepEvent::kStart, {{"key", "k" + std::to_string(i)}});
+    };
+  }
+
+  SagaDefinition def_;
+  std::vector<std::string> commits_, logs_;
+  std::unique_ptr<InstanceRepository> repo_;
+};
+
+TEST_F(InstanceRepositoryTest, CreatedInstanceIsCachedAndStored) {
+  EXPECT_EQ(repo_->CachedVersion("i1"), 1u);
+  auto inst = repo_->Load("i1");
+  ASSERT_TRUE(inst.ok());
+  EXPECT_EQ((*inst)->status(), SagaStatus::kRunning);
+  auto snap = store_->GetInstance("i1");
+  ASSERT_TRUE(snap.ok());
+  EXPECT_EQ(snap->value("version", 0), 1);
+  EXPECT_TRUE(logs_.empty());  // served from the cache, no replay
+}
+
+TEST_F(InstanceRepositoryTest, LoadReplaysTheLogWhenNotCached) {
+  repo_->Evict("i1");
+  EXPECT_EQ(repo_->CachedVersion("i1"), 0u);
+  auto inst = repo_->Load("i1");
+  ASSERT_TRUE(inst.ok());
+  EXPECT_EQ((*inst)->version(), 1u);
+  EXPECT_EQ(logs_, std::vector<std::string>{"replayed"});
+  EXPECT_EQ(repo_->Load("nope").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(InstanceRepositoryTest, MutateCommitsACopyAndLeavesReadersTheirs) {
+  auto before = repo_->Load("i1");
+  ASSERT_TRUE(before.ok());
+  ASSERT_TRUE(repo_->Mutate("i1", StartStep(0), nullptr).ok());
+  EXPECT_EQ((*before)->step(0).status(), StepStatus::kPlanned);  // unchanged
+  auto after = repo_->Load("i1");
+  EXPECT_EQ((*after)->step(0).status(), StepStatus::kStarted);
+  EXPECT_EQ((*after)->version(), 2u);
+  EXPECT_EQ(commits_, std::vector<std::string>{"started"});
+  auto op = store_->GetOperation("k0");
+  ASSERT_TRUE(op.ok());  // the operation record rode in the same commit
+  EXPECT_EQ(op->state, "STARTED");
+}
+
+TEST_F(InstanceRepositoryTest, NoEventsNoCommitAndAFailedTransitionLeavesNoTrace) {
+  ASSERT_TRUE(repo_->Mutate("i1", [](Tx&) { return Status::Ok(); }, nullptr).ok());
+  Status s = repo_->Mutate("i1", [](Tx& tx) -> Status {
+    SAGAD_RETURN_IF_ERROR(tx.Step(0, StepEvent::kStart));
+    return FailedPrecondition("changed my mind");
+  }, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(commits_.empty());
+  EXPECT_EQ((*repo_->Load("i1"))->step(0).status(), StepStatus::kPlanned);
+  EXPECT_EQ(store_->GetInstance("i1")->value("version", 0), 1);
+  // The state machines refuse an event that does not fit.
+  EXPECT_FALSE(repo_->Mutate("i1", [](Tx& tx) {
+    return tx.Step(0, StepEvent::kCommit);
+  }, nullptr).ok());
+}
+
+TEST_F(InstanceRepositoryTest, ALostRaceReloadsAndAppliesTheTransitionAgain) {
+  std::vector<std::string> other_commits;
+  auto other = Make(&other_commits);  // another process on the same store
+  ASSERT_TRUE(repo_->Load("i1").ok());  // cached at version 1 here
+  ASSERT_TRUE(other->Mutate("i1", StartStep(0), nullptr).ok());
+  int calls = 0;
+  Status s = repo_->Mutate("i1", [&](Tx& tx) -> Status {
+    ++calls;
+    if (tx.inst().step(0).status() != StepStatus::kStarted)
+      return tx.Note(0, "reconciled", {{"answer", "stale"}});
+    return tx.Step(0, StepEvent::kCommit, {{"external_ref", "T-1"}});
+  }, nullptr);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(calls, 2);  // applied to version 1, refused, applied to version 2
+  auto now = repo_->Load("i1");
+  EXPECT_EQ((*now)->version(), 3u);
+  EXPECT_EQ((*now)->step(0).status(), StepStatus::kCommitted);
+  EXPECT_EQ(commits_, std::vector<std::string>{"committed"});
+}
+
+TEST_F(InstanceRepositoryTest, AFencedCommitIsRefusedAndDropped) {
+  auto mine = store_->AcquireLease("i1", "east/1", clock_, 3000, "");
+  ASSERT_TRUE(mine.ok());
+  clock_.Advance(4000);
+  auto theirs = store_->AcquireLease("i1", "west/1", clock_, 3000, "");
+  ASSERT_TRUE(theirs.ok());
+  Status s = repo_->Mutate("i1", StartStep(0), &*mine);
+  EXPECT_EQ(s.code(), StatusCode::kLeaseLost) << s.ToString();
+  EXPECT_EQ(repo_->CachedVersion("i1"), 0u);
+  EXPECT_TRUE(commits_.empty());
+  EXPECT_TRUE(repo_->Mutate("i1", StartStep(0), &*theirs).ok());
+}
+
+TEST_F(InstanceRepositoryTest, AFinishedInstanceIsNotKeptInTheCache) {
+  ASSERT_TRUE(repo_->Mutate("i1", [](Tx& tx) {
+    return tx.Saga(SagaEvent::kStartCompensation, {{"reason", "test"}});
+  }, nullptr).ok());
+  ASSERT_TRUE(repo_->Mutate("i1", [](Tx& tx) {
+    return tx.Saga(SagaEvent::kFinishCompensation);
+  }, nullptr).ok());
+  EXPECT_EQ(repo_->CachedVersion("i1"), 0u);
+  auto inst = repo_->Load("i1");
+  ASSERT_TRUE(inst.ok());
+  EXPECT_EQ((*inst)->status(), SagaStatus::kCompensated);
+}
+
+}  // namespace
+}  // namespace sagad

@@ -1,0 +1,183 @@
+// OperatorActions over a real LMDB store and InstanceRepository, with the
+// incident_response saga (its last step waits for approval).
+#include "coordinator/engine/operator_actions.h"
+
+#include <gtest/gtest.h>
+
+#include "coordinator/engine/step_request.h"
+#include "examples/examples.h"
+#include "tests/testing/store_fixture.h"
+
+namespace sagad {
+namespace {
+
+class OperatorActionsTest : public testing::StoreFixture {
+ protected:
+  void SetUp() override {
+    StoreFixture::SetUp();
+    repo_ = std::make_unique<InstanceRepository>(*store_, clock_, InstanceRepository::Hooks{});
+    ASSERT_TRUE(defs_.Register(IncidentResponse()).ok());
+    ops_ = std::make_unique<OperatorActions>(
+        defs_, *repo_, runs_, [this](const std::string& id) { woken_.push_back(id); });
+    Instance inst;
+    Event created = Instance::CreatedEvent("i1", *defs_.Get("incident_response", 0),
+                                           {{"title", "t"}, {"severity", "high"}, {"host", "h"}, {"user", "u"}, {"email", "a@x"}});
+    created.seq = 1;
+    ASSERT_TRUE(inst.Apply(created).ok());
+    inst.set_version(1);
+    ASSERT_TRUE(repo_->Create(inst, created, nullptr, nullptr, nullptr).ok());
+  }
+  void Do(const std::function<Status(Tx&)>& fn) {
+    Status s = repo_->Mutate("i1", fn, nullptr);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  void CommitStep(int i) {
+    Do([i](Tx& tx) -> Status {
+      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kStart, {{"key", "k" + std::to_string(i)}}));
+      return tx.Step(i, StepEvent::kCommit,
+                     {{"result", {{"id", i}}}, {"external_ref", std::to_string(i)}});
+    });
+  }
+  void AwaitApproval() {
+    for (int i = 0; i < 3; ++i) CommitStep(i);
+    Do([](Tx& tx) -> Status {
+      SAGAD_RETURN_IF_ERROR(tx.Step(3, StepEvent::kRequestApproval));
+      return tx.Saga(SagaEvent::kWaitForApproval);
+    });
+  }
+  std::shared_ptr<const Instance> Now() { return *repo_->Load("i1"); }
+
+  DefinitionRegistry defs_;
+  RunTable runs_;
+  std::unique_ptr<InstanceRepository> repo_;
+  std::unique_ptr<OperatorActions> ops_;
+  std::vector<std::string> woken_;
+};
+
+TEST_F(OperatorActionsTest, ApprovalBindsToTheExactRequestAndWakesTheDriver) {
+  AwaitApproval();
+  ASSERT_TRUE(ops_->Approve("i1", "notify_user", "ann", "ok").ok());
+  auto inst = Now();
+  EXPECT_EQ(inst->status(), SagaStatus::kRunning);
+  const StepState& st = inst->step(3);
+  EXPECT_TRUE(st.machine.approved());
+  auto expected = RenderStepRequest(*inst, defs_.Get("incident_response", 0)->steps[3].forward);
+  ASSERT_TRUE(expected.ok());
+  EXPECT_EQ(st.approval.value("args_hash", ""), expected->hash) << st.approval.dump();
+  EXPECT_EQ(woken_, std::vector<std::string>{"i1"});
+  // A repeated approval (a client's retry) is accepted and changes nothing.
+  uint64_t version = inst->version();
+  EXPECT_TRUE(ops_->Approve("i1", "notify_user", "ann", "ok").ok());
+  EXPECT_EQ(Now()->version(), version);
+}
+
+TEST_F(OperatorActionsTest, WhatDoesNotFitTheStateIsRefusedAndLeavesNoTrace) {
+  EXPECT_EQ(ops_->Approve("i1", "nope", "ann", "").code(), StatusCode::kNotFound);
+  Status s = ops_->Approve("i1", "create_ticket", "ann", "");
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("not awaiting approval (it is PLANNED)"), std::string::npos)
+      << s.ToString();
+  EXPECT_EQ(ops_->Resolve("i1", "create_ticket", "committed", "", "ann", "").code(),
+            StatusCode::kFailedPrecondition);  // not in review
+  EXPECT_EQ(ops_->Resolve("i1", "create_ticket", "maybe", "", "ann", "").code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Now()->version(), 1u);
+  EXPECT_TRUE(woken_.empty());
+}
+
+TEST_F(OperatorActionsTest, RejectTurnsTheSagaBackOnce) {
+  AwaitApproval();
+  ASSERT_TRUE(ops_->Reject("i1", "notify_user", "ann", "no").ok());
+  EXPECT_EQ(Now()->status(), SagaStatus::kCompensating);
+  uint64_t version = Now()->version();
+  EXPECT_TRUE(ops_->Reject("i1", "notify_user", "ann", "no").ok());
+  EXPECT_EQ(Now()->version(), version);
+  EXPECT_TRUE(ops_->Cancel("i1", "ann", "too").ok());  // already turning back
+  EXPECT_EQ(Now()->version(), version);
+}
+
+TEST_F(OperatorActionsTest, ResolveIsRefusedWhileTheRequestIsInFlightHere) {
+  Do([](Tx& tx) -> Status {
+    SAGAD_RETURN_IF_ERROR(tx.Step(0, StepEvent::kStart, {{"key", "k0"}}));
+    SAGAD_RETURN_IF_ERROR(tx.Step(0, StepEvent::kEscalate, {{"error", "timeout"}}));
+    return tx.Saga(SagaEvent::kEscalate, {{"reason", "timeout"}});
+  });
+  ASSERT_TRUE(runs_.TryMarkStep("i1", 0, 8));
+  Status s = ops_->Resolve("i1", "create_ticket", "committed", "T-1", "ann", "seen it");
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("in flight"), std::string::npos) << s.ToString();
+  runs_.UnmarkStep("i1", 0);
+  ASSERT_TRUE(ops_->Resolve("i1", "create_ticket", "committed", "T-1", "ann", "seen it").ok());
+  EXPECT_EQ(Now()->step(0).status(), StepStatus::kCommitted);
+  EXPECT_EQ(Now()->step(0).external_ref, "T-1");
+  EXPECT_EQ(Now()->status(), SagaStatus::kRunning);
+}
+
+TEST_F(OperatorActionsTest, CancelRunningSagaTurnsItBackAndWithdrawsApprovals) {
+  AwaitApproval();
+  ASSERT_TRUE(ops_->Cancel("i1", "ann", "wrong host").ok());
+  auto inst = Now();
+  EXPECT_EQ(inst->status(), SagaStatus::kCompensating);
+  EXPECT_EQ(inst->step(3).status(), StepStatus::kRejected);
+}
+
+// Issue 21.2: once the irreversible step is in flight (or its outcome is
+// unknown, or it committed), nothing turns the saga back: cancel and a
+// forced compensation are refused naming the step.
+TEST_F(OperatorActionsTest, CancelAndForcedCompensationAreRefusedOnceThePivotIsInFlight) {
+  AwaitApproval();
+  ASSERT_TRUE(ops_->Approve("i1", "notify_user", "ann", "ok").ok());
+  Do([](Tx& tx) { return tx.Step(3, StepEvent::kStart, {{"key", "k3"}}); });
+  for (int round = 0; round < 2; ++round) {  // STARTED, then UNKNOWN
+    const uint64_t version = Now()->version();
+    Status s = ops_->Cancel("i1", "ann", "too late");
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(s.message().find("irreversible step 'notify_user' is "), std::string::npos)
+        << s.ToString();
+    EXPECT_EQ(Now()->version(), version);
+    EXPECT_EQ(Now()->status(), SagaStatus::kRunning);
+    if (round == 0)
+      Do([](Tx& tx) { return tx.Step(3, StepEvent::kOutcomeUnknown, {{"error", "timeout"}}); });
+  }
+  Do([](Tx& tx) -> Status {
+    SAGAD_RETURN_IF_ERROR(tx.Step(3, StepEvent::kEscalate, {{"error", "timeout"}}));
+    return tx.Saga(SagaEvent::kEscalate, {{"reason", "timeout"}});
+  });
+  Status s = ops_->ForceCompensate("i1", "ann", "undo it all");
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("irreversible step 'notify_user'"), std::string::npos)
+      << s.ToString();
+  EXPECT_EQ(Now()->status(), SagaStatus::kNeedsReview);
+}
+
+TEST_F(OperatorActionsTest, CancelIsAcceptedWhileThePivotOnlyWaitsForApproval) {
+  AwaitApproval();
+  ASSERT_TRUE(ops_->Approve("i1", "notify_user", "ann", "ok").ok());  // not sent yet
+  ASSERT_TRUE(ops_->Cancel("i1", "ann", "changed my mind").ok());
+  EXPECT_EQ(Now()->status(), SagaStatus::kCompensating);
+}
+
+TEST(DefinitionRegistryTest, SameVersionMustBeTheSameDefinition) {
+  DefinitionRegistry defs;
+  SagaDefinition v1 = IncidentResponse();
+  ASSERT_TRUE(defs.Register(v1).ok());
+  EXPECT_TRUE(defs.Register(v1).ok());  // a restart registers it again
+  SagaDefinition changed = v1;
+  changed.steps[0].forward.path = "/elsewhere";
+  EXPECT_EQ(defs.Register(changed).code(), StatusCode::kAlreadyExists);
+  changed.version = v1.version + 1;
+  ASSERT_TRUE(defs.Register(changed).ok());
+  EXPECT_EQ(defs.Get("incident_response", 0)->version, v1.version + 1);  // newest
+  EXPECT_EQ(defs.Get("incident_response", v1.version)->steps[0].forward.path,
+            v1.steps[0].forward.path);
+  EXPECT_EQ(defs.Get("incident_response", 99), nullptr);
+  EXPECT_EQ(defs.Get("nope", 0), nullptr);
+  EXPECT_EQ(defs.All().size(), 2u);
+  SagaDefinition bad = v1;
+  bad.name = "bad";
+  bad.steps.clear();
+  EXPECT_EQ(defs.Register(bad).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sagad

@@ -1,0 +1,235 @@
+// StepRunner over a real LMDB store and InstanceRepository. The downstream
+// is a ScriptedDownstream (the boundary, not the thing under test): it
+// answers as told and, at each call, reads the store to check that the
+// STARTED record of the request is already durable.
+#include "coordinator/engine/step_runner.h"
+
+#include <gtest/gtest.h>
+
+
+#include "coordinator/engine/instance_repository.h"
+#include "examples/examples.h"
+#include "policies/planner.h"
+#include "tests/testing/forwarding_store.h"
+#include "tests/testing/scripted_downstream.h"
+#include "tests/testing/store_fixture.h"
+
+namespace sagad {
+namespace {
+
+using testing::ScriptedDownstream;
+
+// The real store, except that while `refuse` is set it refuses (as
+// PostgreSQL refuses a value it cannot hold) every commit that records a
+// step's outcome ("committed").
+class RefusingStore : public testing::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  std::atomic<bool> refuse{false};
+  std::atomic<int> refused{0};
+  Status Commit(const std::string& id, uint64_t expected_version, const nlohmann::json& snapshot,
+                const std::vector<Event>& events, const std::vector<OperationRecord>& operations,
+                const std::vector<nlohmann::json>& outbox, const Lease* lease) override {
+    for (const Event& e : events)
+      if (refuse && e.type == "committed") {
+        ++refused;
+        return Internal("postgresql: ERROR: unsupported Unicode escape sequence");
+      }
+    return real_.Commit(id, expected_version, snapshot, events, operations, outbox, lease);
+  }
+};
+
+class StepRunnerTest : public testing::StoreFixture {
+ protected:
+  void SetUp() override {
+    StoreFixture::SetUp();
+    def_ = OrderFulfilment();
+    downstream_ = std::make_unique<ScriptedDownstream>(
+        *store_, std::vector<std::string>{"inventory", "payments", "shipping"});
+    refusing_ = std::make_unique<RefusingStore>(*store_);
+    repo_ = std::make_unique<InstanceRepository>(*refusing_, clock_, InstanceRepository::Hooks{});
+    ownership_ = std::make_unique<Ownership>(*store_, clock_, "east", 3000);
+    StepRunner::Driver driver{
+        [this](const std::string& id, const std::function<Status(Tx&)>& fn) {
+          ++commits_;
+          auto lease = ownership_->Held(id);
+          Status s = repo_->Mutate(id, fn, lease ? &*lease : nullptr);
+          if (after_commit_) std::exchange(after_commit_, nullptr)();
+          return s;
+        },
+        [](const std::string&, const Status& s) {
+          return s.code() == StatusCode::kFailedPrecondition ? Next::kContinue : Next::kStop;
+        },
+        [this](const std::string& id) { scheduled_.push_back(id); },
+        [](const std::string&) {}, [] { return false; },
+        [this](const std::string& id) { return ownership_->ReadyToSend(id); }};
+    runner_ = std::make_unique<StepRunner>(*downstream_, clock_, *ownership_, runs_, metrics_,
+                                           driver);
+    Instance inst;
+    Event created = Instance::CreatedEvent(
+        "o1", def_,
+        {{"sku", "A"}, {"qty", 1}, {"amount", 5}, {"currency", "EUR"}, {"customer", "c"},
+         {"address", "x"}});
+    created.seq = 1;
+    ASSERT_TRUE(inst.Apply(created).ok());
+    inst.set_version(1);
+    Lease lease = ownership_->FirstLease();
+    ASSERT_TRUE(repo_->Create(inst, created, nullptr, nullptr, &lease).ok());
+    ownership_->Adopt("o1", lease);
+  }
+  std::shared_ptr<const Instance> Now() { return *repo_->Load("o1"); }
+  Next Execute(int i) {
+    EXPECT_TRUE(runs_.TryMarkStep("o1", i, def_.max_parallel));  // as the driver does
+    Next n = runner_->Execute("o1", def_, *Now(), i);
+    runs_.UnmarkStep("o1", i);
+    return n;
+  }
+
+  SagaDefinition def_;
+  std::unique_ptr<ScriptedDownstream> downstream_;
+  std::unique_ptr<RefusingStore> refusing_;
+  std::unique_ptr<InstanceRepository> repo_;
+  std::unique_ptr<Ownership> ownership_;
+  RunTable runs_;
+  EngineMetrics metrics_;
+  std::unique_ptr<StepRunner> runner_;
+  int commits_ = 0;
+  std::vector<std::string> scheduled_;
+  std::function<void()> after_commit_;  // once, after the next commit
+};
+
+TEST_F(StepRunnerTest, EachRequestLeavesOnlyAfterItsStartedRecordIsDurableOneCommitPerStep) {
+  EXPECT_EQ(Execute(0), Next::kContinue);
+  ASSERT_EQ(downstream_->calls.size(), 3u);  // the next steps were chained
+  EXPECT_EQ(downstream_->durable_before_send, std::vector<bool>({true, true, true}));
+  EXPECT_EQ(downstream_->calls[0].idempotency_key, "o1:reserve_inventory");
+  EXPECT_EQ(downstream_->calls[0].fencing_token, ownership_->Token("o1"));
+  EXPECT_EQ(downstream_->calls[1].path, "/charges");
+  auto inst = Now();
+  EXPECT_EQ(inst->status(), SagaStatus::kCompleted);
+  EXPECT_EQ(inst->step(0).external_ref, "R-reserve_inventory");
+  // STARTED, then each outcome with the next STARTED (the last with the
+  // saga's completion): 4 commits for 3 steps.
+  EXPECT_EQ(commits_, 4);
+  EXPECT_FALSE(runs_.StepUnderWay("o1", 1));  // chained steps are unmarked
+  EXPECT_FALSE(runs_.StepUnderWay("o1", 2));
+}
+
+TEST_F(StepRunnerTest, AnUnclearOutcomeIsUnknownNeverFailedAndNothingChains) {
+  downstream_->answers = {Outcome::kUnknown};
+  EXPECT_EQ(Execute(0), Next::kContinue);
+  EXPECT_EQ(downstream_->calls.size(), 1u);
+  EXPECT_EQ(Now()->step(0).status(), StepStatus::kUnknown);
+  EXPECT_EQ(Now()->status(), SagaStatus::kRunning);
+}
+
+TEST_F(StepRunnerTest, ReconcileAsksBeforeAnyResend) {
+  downstream_->answers = {Outcome::kUnknown};
+  Execute(0);
+  downstream_->query_answer = QueryOutcome::kHappened;
+  EXPECT_EQ(runner_->Reconcile("o1", def_, *Now(), 0), Next::kContinue);
+  EXPECT_EQ(downstream_->queries, std::vector<std::string>{"o1:reserve_inventory"});
+  EXPECT_EQ(downstream_->calls.size(), 1u);  // asked, not re-sent
+  EXPECT_EQ(Now()->step(0).status(), StepStatus::kCommitted);
+  EXPECT_EQ(Now()->step(0).external_ref, "R-found");
+}
+
+// Issue 21.3: a stored refusal is FAILED (the saga turns back), never
+// COMMITTED, and nothing is re-sent.
+TEST_F(StepRunnerTest, AReconciliationThatSaysRefusedFailsTheStepWithoutAResend) {
+  downstream_->answers = {Outcome::kCommitted, Outcome::kUnknown};
+  Execute(0);
+  ASSERT_EQ(Now()->step(1).status(), StepStatus::kUnknown);
+  downstream_->query_answer = QueryOutcome::kRefused;
+  EXPECT_EQ(runner_->Reconcile("o1", def_, *Now(), 1), Next::kContinue);
+  EXPECT_EQ(downstream_->calls.size(), 2u);  // asked, not re-sent
+  auto inst = Now();
+  EXPECT_EQ(inst->step(1).status(), StepStatus::kFailed);
+  EXPECT_EQ(inst->step(1).external_ref, "");
+  EXPECT_EQ(inst->status(), SagaStatus::kCompensating);
+  EXPECT_EQ(NextAction(def_, *inst).kind, ActionKind::kCompensate);
+  EXPECT_EQ(NextAction(def_, *inst).step, 0);
+}
+
+// Issue 21.5: an outcome the store keeps refusing is tried a bounded number
+// of times, then the saga stops for a human; it never loops.
+TEST_F(StepRunnerTest, AnOutcomeTheStoreKeepsRefusingSendsTheSagaToReview) {
+  refusing_->refuse = true;
+  EXPECT_EQ(Execute(0), Next::kStop);
+  EXPECT_EQ(refusing_->refused.load(), StepRunner::kRecordTries);
+  EXPECT_EQ(downstream_->calls.size(), 1u);
+  auto inst = Now();
+  EXPECT_EQ(inst->status(), SagaStatus::kNeedsReview);
+  EXPECT_EQ(inst->step(0).status(), StepStatus::kStarted);  // what is recorded stays true
+  EXPECT_NE(inst->review_reason().find("could not be recorded"), std::string::npos)
+      << inst->review_reason();
+}
+
+TEST_F(StepRunnerTest, NeverHappenedGoesBackToPlannedWithABackoff) {
+  downstream_->answers = {Outcome::kUnknown};
+  Execute(0);
+  downstream_->query_answer = QueryOutcome::kNotHappened;
+  runner_->Reconcile("o1", def_, *Now(), 0);
+  const StepState& st = Now()->step(0);
+  EXPECT_EQ(st.status(), StepStatus::kPlanned);
+  // Full jitter: the wait is drawn from [0, initial_backoff_ms] (0 included).
+  EXPECT_GT(st.retry_at, 0);
+  EXPECT_GE(st.retry_at, clock_.NowMillis());
+  EXPECT_LE(st.retry_at, clock_.NowMillis() + RetryPolicy{}.initial_backoff_ms);
+  EXPECT_EQ(downstream_->calls.size(), 1u);
+  // The re-send, when it comes, uses the same key.
+  clock_.Advance(st.retry_at - clock_.NowMillis());
+  Execute(0);
+  ASSERT_GE(downstream_->calls.size(), 2u);
+  EXPECT_EQ(downstream_->calls[1].idempotency_key, "o1:reserve_inventory");
+  EXPECT_EQ(downstream_->calls[1].attempt, 2);
+}
+
+TEST_F(StepRunnerTest, ADefiniteFailureTurnsTheSagaBackAndUndoesWhatCommitted) {
+  downstream_->answers = {Outcome::kCommitted, Outcome::kFailed};
+  Execute(0);
+  auto inst = Now();
+  EXPECT_EQ(inst->step(1).status(), StepStatus::kFailed);
+  EXPECT_EQ(inst->status(), SagaStatus::kCompensating);
+  EXPECT_TRUE(runs_.TryMarkStep("o1", 0, 8));
+  EXPECT_EQ(runner_->Compensate("o1", def_, *inst, 0), Next::kContinue);
+  runs_.UnmarkStep("o1", 0);
+  ASSERT_EQ(downstream_->calls.size(), 3u);
+  EXPECT_EQ(downstream_->calls[2].path, "/reservations/R-reserve_inventory/release");
+  EXPECT_EQ(downstream_->calls[2].idempotency_key, "o1:reserve_inventory:compensate");
+  EXPECT_TRUE(downstream_->durable_before_send[2]);
+  EXPECT_EQ(Now()->step(0).status(), StepStatus::kCompensated);
+}
+
+TEST_F(StepRunnerTest, AFencedOutRunnerSendsNothingMore) {
+  clock_.Advance(4000);  // this process paused past its lease
+  ASSERT_TRUE(store_->AcquireLease("o1", "west/1", clock_, 3000, "").ok());
+  EXPECT_EQ(Execute(0), Next::kStop);
+  EXPECT_TRUE(downstream_->calls.empty());
+  EXPECT_EQ(Now()->step(0).status(), StepStatus::kPlanned);
+}
+
+// Issue 21.1: the holder's clock jumps past its lease between the STARTED
+// commit and the send (a pause), and another coordinator took the lease
+// meanwhile: nothing leaves; the STARTED record is the new owner's to
+// reconcile.
+TEST_F(StepRunnerTest, AHolderWhoseLeaseRanOutBeforeTheSendSendsNothing) {
+  after_commit_ = [this] {
+    clock_.Advance(4000);
+    ASSERT_TRUE(store_->AcquireLease("o1", "west/1", clock_, 3000, "").ok());
+  };
+  EXPECT_EQ(Execute(0), Next::kStop);
+  EXPECT_TRUE(downstream_->calls.empty());
+  EXPECT_EQ(Now()->step(0).status(), StepStatus::kStarted);
+  EXPECT_FALSE(ownership_->Held("o1"));
+}
+
+TEST_F(StepRunnerTest, ALeaseShorterThanAThirdIsRenewedBeforeTheSendThenItGoes) {
+  after_commit_ = [this] { clock_.Advance(2500); };  // nobody else took it
+  EXPECT_EQ(Execute(0), Next::kContinue);
+  ASSERT_EQ(downstream_->calls.size(), 3u);
+  EXPECT_EQ(Now()->status(), SagaStatus::kCompleted);
+}
+
+}  // namespace
+}  // namespace sagad

@@ -1,0 +1,138 @@
+// Submissions over a real LMDB store: a second Submissions on the same file
+// is another coordinator process.
+#include "coordinator/engine/submissions.h"
+
+#include <gtest/gtest.h>
+
+#include "coordinator/engine/definition_registry.h"
+#include "coordinator/engine/instance_repository.h"
+#include "coordinator/engine/ownership.h"
+#include "coordinator/engine/step_request.h"
+#include "coordinator/engine/transition.h"
+#include "examples/examples.h"
+#include "tests/testing/store_fixture.h"
+
+namespace sagad {
+namespace {
+
+class SubmissionsTest : public testing::StoreFixture {
+ protected:
+  void SetUp() override {
+    StoreFixture::SetUp();
+    ASSERT_TRUE(defs_.Register(OrderFulfilment()).ok());
+    repo_ = std::make_unique<InstanceRepository>(*store_, clock_, InstanceRepository::Hooks{});
+    ownership_ = std::make_unique<Ownership>(*store_, clock_, "east", 3000);
+    subs_ = std::make_unique<Submissions>(defs_, *repo_, *ownership_, clock_, Starter(&scheduled_));
+  }
+  // Plans each created instance (no first step rides in the creation).
+  static Submissions::Starter Starter(std::vector<std::string>* scheduled) {
+    return {nullptr, [scheduled](const std::string& id, const SagaDefinitionPtr&, int, StepRequest*,
+                                 const TraceContext&, bool created) {
+              if (created) scheduled->push_back(id);
+            }};
+  }
+  nlohmann::json Input() {
+    return {{"sku", "A-1"}, {"qty", 1}, {"amount", 10}, {"currency", "EUR"},
+            {"address", "x"}, {"customer", "c"}};
+  }
+  StatusOr<SubmitOutcome> Submit(const std::string& key, const std::string& hash,
+                                 nlohmann::json input = nullptr) {
+    return subs_->Submit("order_fulfilment", 0, input.is_null() ? Input() : input, key,
+                         hash, TraceContext{});
+  }
+
+  DefinitionRegistry defs_;
+  std::unique_ptr<InstanceRepository> repo_;
+  std::unique_ptr<Ownership> ownership_;
+  std::unique_ptr<Submissions> subs_;
+  std::vector<std::string> scheduled_;
+};
+
+TEST_F(SubmissionsTest, CreatesOwnsAndSchedulesTheInstance) {
+  auto out = Submit("", "");
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_FALSE(out->replayed);
+  EXPECT_EQ(scheduled_, std::vector<std::string>{out->instance_id});
+  auto inst = repo_->Load(out->instance_id);
+  ASSERT_TRUE(inst.ok());
+  EXPECT_EQ((*inst)->status(), SagaStatus::kRunning);
+  auto lease = store_->GetLease(out->instance_id);
+  ASSERT_TRUE(lease.ok());
+  EXPECT_EQ(lease->owner, ownership_->owner());
+  EXPECT_EQ(ownership_->Token(out->instance_id), 1u);
+}
+
+TEST_F(SubmissionsTest, RefusesUnknownSagasAndIncompleteInput) {
+  EXPECT_EQ(subs_->Submit("nope", 0, Input(), "", "", {}).status().code(),
+            StatusCode::kNotFound);
+  Status s = subs_->Submit("order_fulfilment", 7, Input(), "", "", {}).status();
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("no registered version 7"), std::string::npos) << s.ToString();
+  nlohmann::json missing = Input();
+  missing.erase("sku");
+  s = Submit("", "", missing).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("sku"), std::string::npos) << s.ToString();
+  EXPECT_EQ(Submit("", "", nlohmann::json::array({1})).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(scheduled_.empty());
+}
+
+TEST_F(SubmissionsTest, AKeyReplaysTheSameRequestAndRefusesAnother) {
+  auto first = Submit("key-1", "h1");
+  ASSERT_TRUE(first.ok());
+  // Still being answered: a concurrent duplicate is told to wait.
+  EXPECT_EQ(Submit("key-1", "h1").status().code(), StatusCode::kFailedPrecondition);
+  subs_->Finish("key-1", 201, {{"id", first->instance_id}});
+  auto again = Submit("key-1", "h1");
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->replayed);
+  EXPECT_EQ(again->instance_id, first->instance_id);
+  EXPECT_EQ(again->stored_status, 201);
+  EXPECT_EQ(Submit("key-1", "other").status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(scheduled_.size(), 1u);  // one instance, one driver
+}
+
+TEST_F(SubmissionsTest, AnotherProcessWithTheSameKeyReplaysTheFirstInstance) {
+  Ownership west_owner(*store_, clock_, "west", 3000);
+  InstanceRepository west_repo(*store_, clock_, {});
+  std::vector<std::string> west_scheduled;
+  Submissions west(defs_, west_repo, west_owner, clock_, Starter(&west_scheduled));
+  auto first = Submit("key-2", "h");
+  ASSERT_TRUE(first.ok());
+  auto second = west.Submit("order_fulfilment", 0, Input(), "key-2", "h", {});
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_TRUE(second->replayed);
+  EXPECT_EQ(second->instance_id, first->instance_id);
+  EXPECT_TRUE(west_scheduled.empty());
+}
+
+TEST_F(SubmissionsTest, AFirstStepRidesInTheCreationCommitWithItsOperationRecord) {
+  std::vector<std::pair<int, bool>> started;
+  Submissions subs(
+      defs_, *repo_, *ownership_, clock_,
+      {[](Tx& tx, const SagaDefinition&, int* step, StepRequest* request) {
+         *step = 0;
+         request->path = "/reservations";
+         return tx.Step(0, StepEvent::kStart, {{"key", tx.inst().id() + ":reserve_inventory"}});
+       },
+       [&](const std::string&, const SagaDefinitionPtr&, int step, StepRequest* request,
+           const TraceContext&, bool created) {
+         EXPECT_EQ(request->path, "/reservations");
+         started.push_back({step, created});
+       }});
+  auto out = subs.Submit("order_fulfilment", 0, Input(), "", "", {});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(started, (std::vector<std::pair<int, bool>>{{0, true}}));
+  auto events = store_->GetEvents(out->instance_id);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 2u);  // one commit: created + started
+  EXPECT_EQ((*events)[1].type, "started");
+  EXPECT_EQ(store_->GetInstance(out->instance_id)->value("version", 0), 1);
+  auto op = store_->GetOperation(out->instance_id + ":reserve_inventory");
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(op->state, "STARTED");
+}
+
+}  // namespace
+}  // namespace sagad

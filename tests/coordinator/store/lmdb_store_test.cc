@@ -1,0 +1,165 @@
+// What only the LMDB store has: its schema stamp in the meta database, and
+// how a full map shows in CheckWritable.
+// Everything else a Store promises: store_conformance_test.cc.
+#include "coordinator/store/lmdb/lmdb_store.h"
+
+#include <gtest/gtest.h>
+#include <lmdb.h>
+
+#include "coordinator/store/lmdb/lmdb_util.h"
+#include "tests/testing/subprocess.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+namespace sagad {
+namespace {
+
+class LmdbStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = LmdbStore::Open(dir_.path());
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(*s);
+  }
+  nlohmann::json Snap(const std::string& id, uint64_t version) {
+    return {{"id", id}, {"version", version}, {"status", "RUNNING"}, {"saga", "s"}};
+  }
+  Event Ev(int64_t seq, const std::string& type) {
+    Event e;
+    e.seq = seq;
+    e.type = type;
+    return e;
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<LmdbStore> store_;
+};
+
+TEST_F(LmdbStoreTest, SurvivesReopenAndRefusesANewerSchema) {
+  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {}, nullptr).ok());
+  store_.reset();
+  auto again = LmdbStore::Open(dir_.path());
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE((*again)->GetInstance("a").ok());
+  again->reset();
+  // Bump the schema version behind its back.
+  MDB_env* env;
+  ASSERT_EQ(mdb_env_create(&env), 0);
+  mdb_env_set_maxdbs(env, 16);
+  ASSERT_EQ(mdb_env_open(env, dir_.path().c_str(), 0, 0644), 0);
+  MDB_txn* txn;
+  MDB_dbi meta;
+  ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
+  ASSERT_EQ(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+  std::string k = "schema_version", v = "99";
+  MDB_val key{k.size(), k.data()}, val{v.size(), v.data()};
+  ASSERT_EQ(mdb_put(txn, meta, &key, &val, 0), 0);
+  ASSERT_EQ(mdb_txn_commit(txn), 0);
+  mdb_env_close(env);
+  auto refused = LmdbStore::Open(dir_.path());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("newer"), std::string::npos);
+}
+
+// A creation refused for lack of space makes the store unready; a small
+// transition that still fits afterwards must not make it ready again (a
+// submission would still be refused: /readyz would lie). Room made by
+// retention is found by the probe, within a second or so.
+TEST(LmdbFullStoreTest, StaysUnwritableUntilThereIsRoomForNewWork) {
+  testing::TempDir dir;
+  auto opened = LmdbStore::Open(dir.path(), size_t(1) << 20);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  LmdbStore& store = **opened;
+  nlohmann::json small = {{"id", "a"}, {"version", 1}, {"status", "RUNNING"}, {"saga", "s"}};
+  ASSERT_TRUE(store.CreateInstance(small, {}, nullptr, {}, nullptr).ok());
+  Status refused;
+  int created = 0;
+  for (int i = 0; i < 5000 && refused.ok(); ++i) {
+    nlohmann::json big = {{"id", "f" + std::to_string(i)}, {"version", 1},
+                          {"status", "COMPLETED"}, {"saga", "s"}, {"updated_at", 0},
+                          {"pad", std::string(40000, 'x')}};  // 10 pages a creation
+    refused = store.CreateInstance(big, {}, nullptr, {}, nullptr);
+    if (refused.ok()) ++created;
+  }
+  ASSERT_EQ(refused.code(), StatusCode::kUnavailable) << refused.ToString();
+  ASSERT_GT(created, 5);
+  EXPECT_FALSE(store.CheckWritable().ok());
+  small["version"] = 2;
+  Status fits = store.Commit("a", 1, small, {}, {}, {}, nullptr);
+  ASSERT_TRUE(fits.ok()) << "the test needs a transition that still fits: " << fits.ToString();
+  Status writable = store.CheckWritable();
+  EXPECT_EQ(writable.code(), StatusCode::kUnavailable);
+  EXPECT_NE(writable.message().find("the store is full"), std::string::npos) << writable.ToString();
+  // Retention makes room (several short transactions, as the sweeper).
+  size_t deleted = 0;
+  for (int i = 0; i < 100 && deleted < size_t(created); ++i) {
+    auto ids = store.DeleteFinished(1, 8);
+    ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+    if (ids->empty()) break;
+    deleted += ids->size();
+  }
+  EXPECT_EQ(deleted, size_t(created));
+  EXPECT_TRUE(testing::WaitFor([&] { return store.CheckWritable().ok(); }));
+  nlohmann::json again = {{"id", "b"}, {"version", 1}, {"status", "RUNNING"}, {"saga", "s"},
+                          {"pad", std::string(2000, 'x')}};
+  EXPECT_TRUE(store.CreateInstance(again, {}, nullptr, {}, nullptr).ok());
+}
+
+// Issue 22.5: a data.mdb shorter than its meta page says (3 pages of it)
+// used to fault with SIGBUS on the first transaction.
+TEST_F(LmdbStoreTest, ATruncatedDataFileIsRefusedByNameBeforeAnyPageIsRead) {
+  for (int i = 0; i < 200; ++i)
+    ASSERT_TRUE(store_
+                    ->CreateInstance(Snap("i" + std::to_string(i), 1), {Ev(1, std::string(500, 'x'))},
+                                     nullptr, {}, nullptr)
+                    .ok());
+  store_.reset();
+  const std::string file = dir_.path() + "/data.mdb";
+  ASSERT_EQ(truncate(file.c_str(), 3 * 4096), 0);
+  auto s = LmdbStore::Open(dir_.path());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find(file + " is truncated"), std::string::npos)
+      << s.status().ToString();
+  auto r = LmdbStore::OpenReadOnly(dir_.path());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("is truncated"), std::string::npos);
+}
+
+// Issue 22.9: sagactl inspect could not read a data dir it may not write.
+TEST_F(LmdbStoreTest, ADataDirThatCannotBeWrittenCanStillBeRead) {
+  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {}, nullptr).ok());
+  store_.reset();
+  ASSERT_EQ(chmod((dir_.path() + "/lock.mdb").c_str(), 0444), 0);
+  ASSERT_EQ(chmod((dir_.path() + "/data.mdb").c_str(), 0444), 0);
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0555), 0);
+  if (geteuid() == 0) {
+    // root may write anyway: read it as nobody, through sagactl.
+    std::string cmd = "runuser -u nobody -- " SAGACTL_BIN " --json inspect --data-dir " + dir_.path() +
+                      " a >/dev/null";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  } else {
+    auto r = LmdbStore::OpenReadOnly(dir_.path());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE((*r)->GetInstance("a").ok());
+  }
+  auto r = LmdbStore::OpenReadOnly(dir_.path());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE((*r)->GetInstance("a").ok());
+  chmod(dir_.path().c_str(), 0755);
+}
+
+// Issue 22.6: a disk that answers EIO is a store fault: 503 material
+// (Unavailable), the system's words kept for the log.
+TEST(LmdbErrorTest, AnIoErrorIsUnavailableAndCarriesAReferenceNotTheSystemsWords) {
+  Status s = lmdb_util::LmdbError("mdb_txn_commit", EIO);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(s.message().find("Input/output"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("ref-"), std::string::npos) << s.message();
+  EXPECT_EQ(lmdb_util::LmdbError("mdb_put", MDB_BAD_VALSIZE).code(), StatusCode::kInternal);
+}
+
+}  // namespace
+}  // namespace sagad

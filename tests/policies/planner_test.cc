@@ -1,0 +1,141 @@
+#include "policies/planner.h"
+
+#include <gtest/gtest.h>
+
+#include "examples/examples.h"
+
+namespace sagad {
+namespace {
+
+class PlannerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    def_ = IncidentResponse();
+    Event e = Instance::CreatedEvent("i1", def_, {{"title", "t"}});
+    e.seq = 1;
+    ASSERT_TRUE(inst_.Apply(e).ok());
+  }
+  void Step(const std::string& step, StepEvent ev) { Add(step, StepEventName(ev)); }
+  void Saga(SagaEvent ev) { Add("", SagaEventName(ev)); }
+  void Add(const std::string& step, const std::string& type) {
+    Event e;
+    e.seq = inst_.last_seq() + 1;
+    e.type = type;
+    e.step = step;
+    Status s = inst_.Apply(e);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  Action Next() { return NextAction(def_, inst_); }
+
+  SagaDefinition def_;
+  Instance inst_;
+};
+
+TEST_F(PlannerTest, ExecutesStepsInOrder) {
+  EXPECT_EQ(Next().kind, ActionKind::kExecute);
+  EXPECT_EQ(Next().step, 0);
+  Step("create_ticket", StepEvent::kStart);
+  EXPECT_EQ(Next().kind, ActionKind::kReconcile);  // STARTED after a restart: ask first
+  Step("create_ticket", StepEvent::kCommit);
+  EXPECT_EQ(Next().step, 1);
+}
+
+TEST_F(PlannerTest, IrreversibleStepWaitsForApproval) {
+  for (const char* s : {"create_ticket", "isolate_host", "disable_account"}) {
+    Step(s, StepEvent::kStart);
+    Step(s, StepEvent::kCommit);
+  }
+  EXPECT_EQ(Next().kind, ActionKind::kRequestApproval);
+  Step("notify_user", StepEvent::kRequestApproval);
+  Saga(SagaEvent::kWaitForApproval);
+  EXPECT_EQ(Next().kind, ActionKind::kNone);
+  Step("notify_user", StepEvent::kApprove);
+  Saga(SagaEvent::kResume);
+  EXPECT_EQ(Next().kind, ActionKind::kExecute);
+  Step("notify_user", StepEvent::kStart);
+  Step("notify_user", StepEvent::kCommit);
+  EXPECT_EQ(Next().kind, ActionKind::kComplete);
+}
+
+// Issue 21.2: the saga turned back while its irreversible step was in
+// flight (a cancel accepted before the pivot rule, a deadline): the drain
+// asks first, and once the pivot committed the saga goes forward, never to
+// COMPENSATED.
+TEST_F(PlannerTest, APivotThatCommitsDuringTheDrainMakesTheSagaGoForward) {
+  for (const char* s : {"create_ticket", "isolate_host", "disable_account"}) {
+    Step(s, StepEvent::kStart);
+    Step(s, StepEvent::kCommit);
+  }
+  EXPECT_EQ(PivotInPlay(def_, inst_), -1);
+  Step("notify_user", StepEvent::kRequestApproval);
+  Step("notify_user", StepEvent::kApprove);
+  EXPECT_EQ(PivotInPlay(def_, inst_), -1);  // approved is not sent
+  Step("notify_user", StepEvent::kStart);
+  EXPECT_EQ(PivotInPlay(def_, inst_), 3);
+  Saga(SagaEvent::kStartCompensation);
+  EXPECT_EQ(Next().kind, ActionKind::kReconcile);  // drained first
+  EXPECT_EQ(Next().step, 3);
+  Step("notify_user", StepEvent::kCommit);
+  EXPECT_EQ(Next().kind, ActionKind::kGoForward);
+  EXPECT_EQ(Next().step, 3);
+  Saga(SagaEvent::kResume);  // COMPENSATING -> RUNNING
+  EXPECT_EQ(inst_.status(), SagaStatus::kRunning);
+  EXPECT_EQ(Next().kind, ActionKind::kComplete);
+}
+
+TEST_F(PlannerTest, CompensatesCommittedStepsInReverseOrder) {
+  Step("create_ticket", StepEvent::kStart);
+  Step("create_ticket", StepEvent::kCommit);
+  Step("isolate_host", StepEvent::kStart);
+  Step("isolate_host", StepEvent::kCommit);
+  Step("disable_account", StepEvent::kStart);
+  Step("disable_account", StepEvent::kFail);
+  Saga(SagaEvent::kStartCompensation);
+  EXPECT_EQ(Next().kind, ActionKind::kCompensate);
+  EXPECT_EQ(Next().step, 1);
+  Step("isolate_host", StepEvent::kBeginCompensation);
+  EXPECT_EQ(Next().kind, ActionKind::kReconcileCompensation);
+  Step("isolate_host", StepEvent::kCompensationDone);
+  EXPECT_EQ(Next().step, 0);
+  Step("create_ticket", StepEvent::kBeginCompensation);
+  Step("create_ticket", StepEvent::kCompensationDone);
+  EXPECT_EQ(Next().kind, ActionKind::kFinishCompensation);
+}
+
+TEST_F(PlannerTest, ReplayRebuildsTheSameState) {
+  Step("create_ticket", StepEvent::kStart);
+  Step("create_ticket", StepEvent::kOutcomeUnknown);
+  Step("create_ticket", StepEvent::kCommit);
+  std::vector<Event> log;
+  Instance fresh;
+  Event created = Instance::CreatedEvent("i1", def_, {{"title", "t"}});
+  created.seq = 1;
+  log.push_back(created);
+  int64_t seq = 1;
+  for (const char* t : {"started", "outcome_unknown", "committed"}) {
+    Event e;
+    e.seq = ++seq;
+    e.type = t;
+    e.step = "create_ticket";
+    log.push_back(e);
+  }
+  auto replayed = Instance::Replay("i1", def_, log);
+  ASSERT_TRUE(replayed.ok()) << replayed.status().ToString();
+  EXPECT_EQ(replayed->ToJson(), inst_.ToJson());
+}
+
+TEST_F(PlannerTest, ReplayRejectsAnImpossibleHistory) {
+  std::vector<Event> log;
+  Event created = Instance::CreatedEvent("i1", def_, {{"title", "t"}});
+  created.seq = 1;
+  log.push_back(created);
+  Event e;
+  e.seq = 2;
+  e.type = "committed";  // committed without ever starting
+  e.step = "create_ticket";
+  log.push_back(e);
+  EXPECT_FALSE(Instance::Replay("i1", def_, log).ok());
+}
+
+}  // namespace
+}  // namespace sagad
