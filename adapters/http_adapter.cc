@@ -9,6 +9,7 @@
 #include "adapters/tls_probe.h"
 #include "util/json_limits.h"
 #include "sagas/template.h"
+#include "util/mutex.h"
 
 namespace sagad {
 namespace {
@@ -111,12 +112,12 @@ struct HttpAdapter::Pool {
   ServiceConfig config;
   std::string origin;
   std::string prefix;
-  std::mutex mu;
-  std::vector<std::unique_ptr<httplib::Client>> idle;
+  Mutex mu;
+  std::vector<std::unique_ptr<httplib::Client>> idle GUARDED_BY(mu);
 
   std::unique_ptr<httplib::Client> Acquire() {
     {
-      std::lock_guard<std::mutex> l(mu);
+      MutexLock l(mu);
       if (!idle.empty()) {
         auto c = std::move(idle.back());
         idle.pop_back();
@@ -139,7 +140,7 @@ struct HttpAdapter::Pool {
     return c;
   }
   void Release(std::unique_ptr<httplib::Client> c) {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(mu);
     if (idle.size() < 64) idle.push_back(std::move(c));
   }
 };

@@ -1,17 +1,18 @@
 #include "adapters/trace_context.h"
 
-#include <mutex>
+#include "util/mutex.h"
+
 #include <random>
 
 namespace sagad {
 namespace {
 
 std::string RandomHex(size_t digits) {
-  static std::mutex mu;
+  static Mutex mu;
   static std::mt19937_64 rng{std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32)};
   static const char* kHex = "0123456789abcdef";
   std::string out;
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(mu);
   while (out.size() < digits) {
     uint64_t r = rng();
     for (int i = 0; i < 16 && out.size() < digits; ++i, r >>= 4) out += kHex[r & 15];

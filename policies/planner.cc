@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "policies/approval_policy.h"
+#include "util/check.h"
 
 namespace sagad {
 namespace {
@@ -164,11 +165,15 @@ int PivotInPlay(const SagaDefinition& def, const Instance& inst) {
 }
 
 std::vector<Action> NextActions(const SagaDefinition& def, const Instance& inst) {
+  std::vector<Action> out;
   switch (inst.status()) {
-    case SagaStatus::kRunning: return Forward(def, inst);
-    case SagaStatus::kCompensating: return Backward(def, inst);
-    default: return {{ActionKind::kNone, -1}};
+    case SagaStatus::kRunning: out = Forward(def, inst); break;
+    case SagaStatus::kCompensating: out = Backward(def, inst); break;
+    default: out = {{ActionKind::kNone, -1}};
   }
+  // Callers take front(): "nothing to do" is kNone, never an empty list.
+  SAGAD_CHECK(!out.empty()) << "no action planned for instance " << inst.id();
+  return out;
 }
 
 nlohmann::json CompensationPlan(const SagaDefinition& def, const Instance& inst) {

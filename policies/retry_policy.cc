@@ -4,55 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "util/json_limits.h"
-
 namespace sagad {
-
-nlohmann::json RetryPolicy::ToJson() const {
-  return {{"max_attempts", max_attempts},
-          {"initial_backoff_ms", initial_backoff_ms},
-          {"max_backoff_ms", max_backoff_ms},
-          {"multiplier", multiplier},
-          {"max_reconciliations", max_reconciliations}};
-}
-
-StatusOr<RetryPolicy> RetryPolicy::FromJson(const nlohmann::json& j) {
-  RetryPolicy p;
-  if (!j.is_object()) return InvalidArgument("retry policy must be an object");
-  for (const auto& item : j.items()) {
-    static const char* const kKnown[] = {"max_attempts", "initial_backoff_ms", "max_backoff_ms",
-                                         "multiplier", "max_reconciliations"};
-    if (std::find(std::begin(kKnown), std::end(kKnown), item.key()) == std::end(kKnown))
-      return InvalidArgument("unknown key '" + item.key() + "' in a retry policy");
-  }
-  try {
-    // Integers checked before conversion (a float out of range is undefined
-    // behaviour to convert).
-    const std::string where = "retry policy";
-    SAGAD_RETURN_IF_ERROR(IntField(j, "max_attempts", INT32_MIN, INT32_MAX, where, &p.max_attempts));
-    SAGAD_RETURN_IF_ERROR(IntField(j, "initial_backoff_ms", INT64_MIN, INT64_MAX, where, &p.initial_backoff_ms));
-    SAGAD_RETURN_IF_ERROR(IntField(j, "max_backoff_ms", INT64_MIN, INT64_MAX, where, &p.max_backoff_ms));
-    p.multiplier = j.value("multiplier", p.multiplier);
-    SAGAD_RETURN_IF_ERROR(
-        IntField(j, "max_reconciliations", INT32_MIN, INT32_MAX, where, &p.max_reconciliations));
-  } catch (const nlohmann::json::exception& e) {
-    return InvalidArgument(std::string("retry policy: ") + e.what());
-  }
-  if (p.max_attempts < 1) return InvalidArgument("retry.max_attempts must be >= 1");
-  if (p.initial_backoff_ms < 0 || p.max_backoff_ms < p.initial_backoff_ms)
-    return InvalidArgument("retry backoff must satisfy 0 <= initial <= max");
-  if (p.multiplier < 1.0) return InvalidArgument("retry.multiplier must be >= 1");
-  if (p.max_reconciliations < 1)
-    return InvalidArgument("retry.max_reconciliations must be >= 1");
-  return p;
-}
-
-bool RetryPolicy::operator==(const RetryPolicy& o) const {
-  return max_attempts == o.max_attempts &&
-         initial_backoff_ms == o.initial_backoff_ms &&
-         max_backoff_ms == o.max_backoff_ms && multiplier == o.multiplier &&
-         max_reconciliations == o.max_reconciliations;
-}
 
 int64_t BackoffMillis(const RetryPolicy& policy, int retry,
                       const UnitRandom& random) {

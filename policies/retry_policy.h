@@ -6,23 +6,9 @@
 #include <cstdint>
 #include <functional>
 
-#include <nlohmann/json.hpp>
-
-#include "util/status.h"
+#include "sagas/retry_settings.h"
 
 namespace sagad {
-
-struct RetryPolicy {
-  int max_attempts = 5;            // sends of the same key before giving up
-  int64_t initial_backoff_ms = 100;
-  int64_t max_backoff_ms = 5000;
-  double multiplier = 2.0;
-  int max_reconciliations = 8;     // queries of an UNKNOWN outcome before review
-
-  nlohmann::json ToJson() const;
-  static StatusOr<RetryPolicy> FromJson(const nlohmann::json& j);
-  bool operator==(const RetryPolicy& o) const;
-};
 
 // Returns a value in [0, 1). Tests pass a fixed sequence.
 using UnitRandom = std::function<double()>;

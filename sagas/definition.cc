@@ -180,7 +180,9 @@ Status ValidateApprovalRule(const SagaDefinition& def, const StepDefinition& st,
 
 }  // namespace
 
-Status Validate(const SagaDefinition& def) {
+namespace {
+
+Status ValidateNames(const SagaDefinition& def) {
   if (!IsName(def.name))
     return InvalidArgument("saga name must be 1-64 of [A-Za-z0-9_-], got '" + def.name + "'");
   if (def.version < 1) return InvalidArgument("saga '" + def.name + "': version must be >= 1");
@@ -197,6 +199,79 @@ Status Validate(const SagaDefinition& def) {
     return InvalidArgument("saga '" + def.name + "': max_parallel must be 1.." +
                            std::to_string(kMaxMaxParallel) + ", got " +
                            std::to_string(def.max_parallel));
+  return Status::Ok();
+}
+
+// Step i: its calls, its undo (none only for the pivot and what follows it),
+// its approval rule, retry and timeouts.
+Status ValidateStep(const SagaDefinition& def, StepGraph* graph, size_t i, int first_pivot,
+                    const std::set<std::string>& declared) {
+  const StepDefinition& st = def.steps[i];
+  SAGAD_RETURN_IF_ERROR(ValidateCall(def, graph, i, st.forward, "forward", false, nullptr));
+  // After the pivot a saga only goes forward: those steps need no undo.
+  bool after_pivot = first_pivot >= 0 && graph->IsAncestor(first_pivot, static_cast<int>(i));
+  if (!st.irreversible && !st.compensation && !after_pivot)
+    return InvalidArgument("step '" + st.name +
+                           "' is reversible but has no compensation "
+                           "(add Compensate(...) or mark it Irreversible())");
+  SAGAD_RETURN_IF_ERROR(ValidateApprovalRule(def, st, declared));
+  if (st.irreversible && st.compensation)
+    return InvalidArgument("step '" + st.name + "' is irreversible but declares a compensation");
+  if (st.compensation)
+    SAGAD_RETURN_IF_ERROR(
+        ValidateCall(def, graph, i, *st.compensation, "compensation", true, nullptr));
+  if (st.retry) {
+    Status rs = RetryPolicy::FromJson(st.retry->ToJson()).status();
+    if (!rs.ok()) return InvalidArgument("step '" + st.name + "': " + rs.message());
+  }
+  if (st.approval_timeout_ms < 0 || st.deadline_ms < 0)
+    return InvalidArgument("step '" + st.name + "': timeouts must be >= 0");
+  if (st.approval_timeout_action != "reject" && st.approval_timeout_action != "escalate")
+    return InvalidArgument("step '" + st.name +
+                           "': approval timeout action must be \"reject\" or \"escalate\"");
+  return Status::Ok();
+}
+
+// Pivot rule: once the irreversible step committed nothing can be undone, so
+// the saga can only go forward: no second pivot, nothing running beside it
+// (a sibling that fails after the pivot committed could not be turned back),
+// and every later step must be safe to retry (idempotent or queryable).
+Status ValidatePivot(const SagaDefinition& def, const StepGraph& graph) {
+  int pivot = -1;
+  for (size_t i = 0; i < def.steps.size(); ++i) {
+    const StepDefinition& st = def.steps[i];
+    if (!st.irreversible) continue;
+    if (pivot >= 0) {
+      bool later = graph.IsAncestor(pivot, static_cast<int>(i));
+      return InvalidArgument("step '" + st.name + "' is a second irreversible step " +
+                             (later ? "after" : "beside") + " the pivot '" +
+                             def.steps[pivot].name + "'; a saga has at most one pivot");
+    }
+    pivot = static_cast<int>(i);
+  }
+  if (pivot < 0) return Status::Ok();
+  for (size_t i = 0; i < def.steps.size(); ++i) {
+    const StepDefinition& st = def.steps[i];
+    int k = static_cast<int>(i);
+    if (k == pivot) continue;
+    if (!graph.IsAncestor(k, pivot) && !graph.IsAncestor(pivot, k))
+      return InvalidArgument("step '" + st.name + "' may run beside the irreversible step '" +
+                             def.steps[pivot].name +
+                             "': the pivot must come after or before every other step "
+                             "(add one to the other's after)");
+    if (graph.IsAncestor(pivot, k) && st.idempotent == false && st.queryable == false)
+      return InvalidArgument("step '" + st.name + "' comes after the pivot '" +
+                             def.steps[pivot].name +
+                             "' but is neither idempotent nor queryable, so it cannot be "
+                             "retried safely (forward recovery needs retriable steps)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Validate(const SagaDefinition& def) {
+  SAGAD_RETURN_IF_ERROR(ValidateNames(def));
   auto graph = StepGraph::Of(def);
   if (!graph.ok()) return InvalidArgument("saga '" + def.name + "': " + graph.status().message());
   if (!def.input_schema.is_null()) {
@@ -210,66 +285,10 @@ Status Validate(const SagaDefinition& def) {
   for (size_t i = 0; i < def.steps.size() && first_pivot < 0; ++i)
     if (def.steps[i].irreversible) first_pivot = static_cast<int>(i);
   const std::set<std::string> declared = def.DeclaredInputFields();
-  for (size_t i = 0; i < def.steps.size(); ++i) {
-    const StepDefinition& st = def.steps[i];
-    SAGAD_RETURN_IF_ERROR(ValidateCall(def, &*graph, i, st.forward, "forward", false, nullptr));
-    // After the pivot a saga only goes forward: those steps need no undo.
-    bool after_pivot = first_pivot >= 0 && graph->IsAncestor(first_pivot, static_cast<int>(i));
-    if (!st.irreversible && !st.compensation && !after_pivot)
-      return InvalidArgument("step '" + st.name +
-                             "' is reversible but has no compensation "
-                             "(add Compensate(...) or mark it Irreversible())");
-    SAGAD_RETURN_IF_ERROR(ValidateApprovalRule(def, st, declared));
-    if (st.irreversible && st.compensation)
-      return InvalidArgument("step '" + st.name + "' is irreversible but declares a compensation");
-    if (st.compensation)
-      SAGAD_RETURN_IF_ERROR(
-          ValidateCall(def, &*graph, i, *st.compensation, "compensation", true, nullptr));
-    if (st.retry) {
-      Status rs = RetryPolicy::FromJson(st.retry->ToJson()).status();
-      if (!rs.ok()) return InvalidArgument("step '" + st.name + "': " + rs.message());
-    }
-    if (st.approval_timeout_ms < 0 || st.deadline_ms < 0)
-      return InvalidArgument("step '" + st.name + "': timeouts must be >= 0");
-    if (st.approval_timeout_action != "reject" && st.approval_timeout_action != "escalate")
-      return InvalidArgument("step '" + st.name +
-                             "': approval timeout action must be \"reject\" or \"escalate\"");
-  }
+  for (size_t i = 0; i < def.steps.size(); ++i)
+    SAGAD_RETURN_IF_ERROR(ValidateStep(def, &*graph, i, first_pivot, declared));
   if (def.deadline_ms < 0) return InvalidArgument("saga deadline must be >= 0");
-  // Pivot rule: once the irreversible step committed nothing can be undone, so
-  // the saga can only go forward: no second pivot, nothing running beside it
-  // (a sibling that fails after the pivot committed could not be turned back),
-  // and every later step must be safe to retry (idempotent or queryable).
-  int pivot = -1;
-  for (size_t i = 0; i < def.steps.size(); ++i) {
-    const StepDefinition& st = def.steps[i];
-    if (!st.irreversible) continue;
-    if (pivot >= 0) {
-      bool later = graph->IsAncestor(pivot, static_cast<int>(i));
-      return InvalidArgument("step '" + st.name + "' is a second irreversible step " +
-                             (later ? "after" : "beside") + " the pivot '" +
-                             def.steps[pivot].name + "'; a saga has at most one pivot");
-    }
-    pivot = static_cast<int>(i);
-  }
-  if (pivot >= 0) {
-    for (size_t i = 0; i < def.steps.size(); ++i) {
-      const StepDefinition& st = def.steps[i];
-      int k = static_cast<int>(i);
-      if (k == pivot) continue;
-      if (!graph->IsAncestor(k, pivot) && !graph->IsAncestor(pivot, k))
-        return InvalidArgument("step '" + st.name + "' may run beside the irreversible step '" +
-                               def.steps[pivot].name +
-                               "': the pivot must come after or before every other step "
-                               "(add one to the other's after)");
-      if (graph->IsAncestor(pivot, k) && st.idempotent == false && st.queryable == false)
-        return InvalidArgument("step '" + st.name + "' comes after the pivot '" +
-                               def.steps[pivot].name +
-                               "' but is neither idempotent nor queryable, so it cannot be "
-                               "retried safely (forward recovery needs retriable steps)");
-    }
-  }
-  return Status::Ok();
+  return ValidatePivot(def, *graph);
 }
 
 nlohmann::json SagaDefinition::ToJson() const {
@@ -301,6 +320,106 @@ nlohmann::json SagaDefinition::ToJson() const {
   return out;
 }
 
+namespace {
+
+StatusOr<CallSpec> CallFromJson(const nlohmann::json& c, const std::string& where) {
+  if (!c.is_object()) return InvalidArgument(where + " must be an object");
+  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(c, {"service", "method", "path", "body"}, where));
+  CallSpec cs;
+  cs.service = c.at("service").get<std::string>();
+  cs.method = c.value("method", std::string("POST"));
+  cs.path = c.at("path").get<std::string>();
+  cs.body = c.value("body", nlohmann::json());
+  return cs;
+}
+
+// Approval, retry, timeouts and dependencies of one step.
+Status StepPoliciesFromJson(const nlohmann::json& js, const std::string& where,
+                            StepDefinition* st) {
+  st->irreversible = js.value("irreversible", false);
+  st->requires_approval = js.value("requires_approval", false);
+  if (js.contains("approval_if")) {
+    const auto& a = js["approval_if"];
+    SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(a, {"field", "op", "value"}, where + " approval_if"));
+    st->approval_if = ApprovalRule{a.at("field").get<std::string>(),
+                                   a.at("op").get<std::string>(), a.at("value")};
+  }
+  SAGAD_RETURN_IF_ERROR(
+      IntField(js, "approval_timeout_ms", 0, INT64_MAX, where, &st->approval_timeout_ms));
+  st->approval_timeout_action = js.value("approval_timeout_action", std::string("reject"));
+  if (js.contains("retry")) {
+    auto r = RetryPolicy::FromJson(js["retry"]);
+    if (!r.ok()) return InvalidArgument(where + ": " + r.status().message());
+    st->retry = *r;
+  }
+  if (js.contains("idempotent")) st->idempotent = js["idempotent"].get<bool>();
+  if (js.contains("queryable")) st->queryable = js["queryable"].get<bool>();
+  SAGAD_RETURN_IF_ERROR(IntField(js, "deadline_ms", 0, INT64_MAX, where, &st->deadline_ms));
+  if (js.contains("after")) {
+    if (!js["after"].is_array())
+      return InvalidArgument(where + ": after must be an array of step names");
+    st->after = js["after"].get<std::vector<std::string>>();
+  }
+  return Status::Ok();
+}
+
+StatusOr<StepDefinition> StepFromJson(const nlohmann::json& js) {
+  if (!js.is_object()) return InvalidArgument("each step must be a JSON object");
+  std::string where = "step '" + SanitizeUtf8(js.value("name", std::string("?"))) + "'";
+  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(
+      js, {"name", "forward", "compensation", "irreversible", "requires_approval",
+           "approval_if", "approval_timeout_ms", "approval_timeout_action", "retry",
+           "idempotent", "queryable", "deadline_ms", "after"},
+      where));
+  StepDefinition st;
+  st.name = js.at("name").get<std::string>();
+  auto forward = CallFromJson(js.at("forward"), where + " forward");
+  if (!forward.ok()) return forward.status();
+  st.forward = *forward;
+  if (js.contains("compensation") && !js["compensation"].is_null()) {
+    auto comp = CallFromJson(js["compensation"], where + " compensation");
+    if (!comp.ok()) return comp.status();
+    st.compensation = *comp;
+  }
+  SAGAD_RETURN_IF_ERROR(StepPoliciesFromJson(js, where, &st));
+  return st;
+}
+
+// Everything but the steps.
+Status SagaFieldsFromJson(const nlohmann::json& j, SagaDefinition* def) {
+  if (j.contains("input")) {
+    if (!j["input"].is_array()) return InvalidArgument("'input' must be an array of field names");
+    def->input = j["input"].get<std::vector<std::string>>();
+  }
+  if (j.contains("input_schema")) {
+    def->input_schema = j["input_schema"];
+    auto compiled = sagad::InputSchema::Compile(def->input_schema);
+    if (!compiled.ok()) return compiled.status();
+    def->schema = std::make_shared<const sagad::InputSchema>(std::move(*compiled));
+  }
+  def->name = j.at("name").get<std::string>();
+  // Integers are checked before they are converted (converting a float out
+  // of range is undefined behaviour).
+  const std::string where = "saga definition";
+  SAGAD_RETURN_IF_ERROR(IntField(j, "version", 1, INT32_MAX, where, &def->version));
+  SAGAD_RETURN_IF_ERROR(IntField(j, "deadline_ms", 0, INT64_MAX, where, &def->deadline_ms));
+  SAGAD_RETURN_IF_ERROR(
+      IntField(j, "max_parallel", 1, kMaxMaxParallel, where, &def->max_parallel));
+  if (j.contains("compensation_order")) {
+    std::string order = j["compensation_order"].get<std::string>();
+    if (order == "reverse_topological")
+      def->compensation_order = CompensationOrder::kReverseTopological;
+    else if (order == "reverse_completion")
+      def->compensation_order = CompensationOrder::kReverseCompletion;
+    else
+      return InvalidArgument("compensation_order must be \"reverse_topological\" or "
+                             "\"reverse_completion\", got '" + SanitizeUtf8(order) + "'");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<SagaDefinition> SagaDefinition::FromJson(const nlohmann::json& j) {
   SagaDefinition def;
   try {
@@ -309,89 +428,12 @@ StatusOr<SagaDefinition> SagaDefinition::FromJson(const nlohmann::json& j) {
                                             "max_parallel", "compensation_order", "input",
                                             "input_schema"},
                                         "the saga definition"));
-    if (j.contains("input")) {
-      if (!j["input"].is_array())
-        return InvalidArgument("'input' must be an array of field names");
-      def.input = j["input"].get<std::vector<std::string>>();
-    }
-    if (j.contains("input_schema")) {
-      def.input_schema = j["input_schema"];
-      auto compiled = sagad::InputSchema::Compile(def.input_schema);
-      if (!compiled.ok()) return compiled.status();
-      def.schema = std::make_shared<const sagad::InputSchema>(std::move(*compiled));
-    }
-    def.name = j.at("name").get<std::string>();
-    // Integers are checked before they are converted (converting a float out
-    // of range is undefined behaviour).
-    const std::string saga_where = "saga definition";
-    SAGAD_RETURN_IF_ERROR(IntField(j, "version", 1, INT32_MAX, saga_where, &def.version));
-    SAGAD_RETURN_IF_ERROR(IntField(j, "deadline_ms", 0, INT64_MAX, saga_where, &def.deadline_ms));
-    SAGAD_RETURN_IF_ERROR(IntField(j, "max_parallel", 1, kMaxMaxParallel, saga_where, &def.max_parallel));
-    if (j.contains("compensation_order")) {
-      std::string order = j["compensation_order"].get<std::string>();
-      if (order == "reverse_topological")
-        def.compensation_order = CompensationOrder::kReverseTopological;
-      else if (order == "reverse_completion")
-        def.compensation_order = CompensationOrder::kReverseCompletion;
-      else
-        return InvalidArgument("compensation_order must be \"reverse_topological\" or "
-                               "\"reverse_completion\", got '" + SanitizeUtf8(order) + "'");
-    }
+    SAGAD_RETURN_IF_ERROR(SagaFieldsFromJson(j, &def));
     if (!j.at("steps").is_array()) return InvalidArgument("'steps' must be an array");
     for (const auto& js : j.at("steps")) {
-      if (!js.is_object()) return InvalidArgument("each step must be a JSON object");
-      std::string where = "step '" + SanitizeUtf8(js.value("name", std::string("?"))) + "'";
-      SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(
-          js, {"name", "forward", "compensation", "irreversible", "requires_approval",
-               "approval_if", "approval_timeout_ms", "approval_timeout_action", "retry",
-               "idempotent", "queryable", "deadline_ms", "after"},
-          where));
-      StepDefinition st;
-      st.name = js.at("name").get<std::string>();
-      auto call = [&](const nlohmann::json& c, const char* what) -> StatusOr<CallSpec> {
-        if (!c.is_object()) return InvalidArgument(where + " " + what + " must be an object");
-        SAGAD_RETURN_IF_ERROR(
-            OnlyKnownKeys(c, {"service", "method", "path", "body"}, where + " " + what));
-        CallSpec cs;
-        cs.service = c.at("service").get<std::string>();
-        cs.method = c.value("method", std::string("POST"));
-        cs.path = c.at("path").get<std::string>();
-        cs.body = c.value("body", nlohmann::json());
-        return cs;
-      };
-      auto forward = call(js.at("forward"), "forward");
-      if (!forward.ok()) return forward.status();
-      st.forward = *forward;
-      if (js.contains("compensation") && !js["compensation"].is_null()) {
-        auto comp = call(js["compensation"], "compensation");
-        if (!comp.ok()) return comp.status();
-        st.compensation = *comp;
-      }
-      st.irreversible = js.value("irreversible", false);
-      st.requires_approval = js.value("requires_approval", false);
-      if (js.contains("approval_if")) {
-        const auto& a = js["approval_if"];
-        SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(a, {"field", "op", "value"}, where + " approval_if"));
-        st.approval_if = ApprovalRule{a.at("field").get<std::string>(),
-                                      a.at("op").get<std::string>(), a.at("value")};
-      }
-      SAGAD_RETURN_IF_ERROR(
-          IntField(js, "approval_timeout_ms", 0, INT64_MAX, where, &st.approval_timeout_ms));
-      st.approval_timeout_action = js.value("approval_timeout_action", std::string("reject"));
-      if (js.contains("retry")) {
-        auto r = RetryPolicy::FromJson(js["retry"]);
-        if (!r.ok()) return InvalidArgument(where + ": " + r.status().message());
-        st.retry = *r;
-      }
-      if (js.contains("idempotent")) st.idempotent = js["idempotent"].get<bool>();
-      if (js.contains("queryable")) st.queryable = js["queryable"].get<bool>();
-      SAGAD_RETURN_IF_ERROR(IntField(js, "deadline_ms", 0, INT64_MAX, where, &st.deadline_ms));
-      if (js.contains("after")) {
-        if (!js["after"].is_array())
-          return InvalidArgument(where + ": after must be an array of step names");
-        st.after = js["after"].get<std::vector<std::string>>();
-      }
-      def.steps.push_back(std::move(st));
+      auto st = StepFromJson(js);
+      if (!st.ok()) return st.status();
+      def.steps.push_back(std::move(*st));
     }
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument(std::string("saga definition: ") + e.what());

@@ -26,7 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "policies/retry_policy.h"
+#include "sagas/retry_settings.h"
 #include "sagas/json_schema.h"
 #include "util/status.h"
 

@@ -84,6 +84,69 @@ int Instance::StepIndex(const std::string& name) const {
   return -1;
 }
 
+namespace {
+
+// What an accepted step event records besides the machine's new state.
+void RecordStepEvent(StepState& st, StepEvent ev, const Event& e, bool compensation_phase) {
+  switch (ev) {
+    case StepEvent::kStart:
+      ++st.attempts;
+      if (st.first_sent_at == 0) st.first_sent_at = e.at_ms;
+      st.key = Str(e.data, "key");
+      st.args_hash = Str(e.data, "args_hash");
+      break;
+    case StepEvent::kCommit:
+      st.commit_seq = e.seq;
+      st.result = e.data.value("result", nlohmann::json());
+      st.external_ref = Str(e.data, "external_ref");
+      st.retries = 0;
+      if (e.data.contains("resolution")) st.resolution = e.data["resolution"];
+      break;
+    case StepEvent::kFail:
+    case StepEvent::kConfirmRefused:
+    case StepEvent::kOutcomeUnknown:
+    case StepEvent::kEscalate:
+      (compensation_phase ? st.comp_last_error : st.last_error) = Str(e.data, "error");
+      break;
+    case StepEvent::kNotExecuted:
+      (compensation_phase ? st.comp_last_error : st.last_error) = Str(e.data, "error");
+      if (!compensation_phase) ++st.retries;
+      if (e.data.contains("resolution")) st.resolution = e.data["resolution"];
+      break;
+    case StepEvent::kApprove:
+    case StepEvent::kReject:
+      st.approval = e.data;
+      st.approval["decision"] = ev == StepEvent::kApprove ? "approved" : "rejected";
+      st.approval["at"] = e.at_ms;
+      break;
+    case StepEvent::kBeginCompensation:
+      ++st.comp_attempts;
+      st.comp_key = Str(e.data, "key");
+      st.comp_args_hash = Str(e.data, "args_hash");
+      break;
+    case StepEvent::kCompensationDone:
+      st.comp_result = e.data.value("result", nlohmann::json());
+      st.comp_external_ref = Str(e.data, "external_ref");
+      if (e.data.contains("resolution")) st.resolution = e.data["resolution"];
+      break;
+    case StepEvent::kCompensationUnknown:
+      st.comp_last_error = Str(e.data, "error");
+      break;
+    case StepEvent::kRequestApproval:
+      st.approval_requested_at = e.at_ms;
+      break;
+    case StepEvent::kSkip:
+      st.commit_seq = e.seq;
+      st.result = e.data.value("result", nlohmann::json());
+      st.external_ref = Str(e.data, "external_ref");
+      st.resolution = e.data;
+      st.resolution["outcome"] = "skipped";
+      break;
+  }
+}
+
+}  // namespace
+
 Status Instance::Apply(const Event& e) {
   // Every field below is read from an object: a log whose data is anything
   // else (a corrupt record) is refused, not thrown on (found by fuzz_replay).
@@ -91,42 +154,7 @@ Status Instance::Apply(const Event& e) {
                                                   "): data must be a JSON object");
   if (e.type == "instance_created") {
     if (last_seq_ != 0) return FailedPrecondition("instance_created must be the first event");
-    try {
-      id_ = e.data.at("id").get<std::string>();
-      saga_ = e.data.at("saga").get<std::string>();
-      int64_t version = 0;
-      if (!AsInt64(e.data.at("version"), &version) || version < 0 || version > INT32_MAX)
-        return InvalidArgument("malformed instance_created: version must be a 32-bit integer");
-      saga_version_ = static_cast<int>(version);
-      input_ = e.data.at("input");
-      trace_ = e.data.value("trace", nlohmann::json());
-      for (const auto& n : e.data.at("steps")) {
-        StepState st;
-        st.name = n.get<std::string>();
-        steps_.push_back(std::move(st));
-      }
-      // Dependencies; a log from before graphs has none: each step after
-      // the one before it.
-      const nlohmann::json* after = e.data.contains("after") ? &e.data["after"] : nullptr;
-      if (after && (!after->is_array() || after->size() != steps_.size()))
-        return InvalidArgument("malformed instance_created: after must list every step");
-      for (size_t i = 0; i < steps_.size(); ++i) {
-        if (!after) {
-          if (i > 0) steps_[i].after.push_back(static_cast<int>(i) - 1);
-          continue;
-        }
-        for (const auto& n : (*after)[i]) {
-          int d = StepIndex(n.get<std::string>());
-          if (d < 0 || d == static_cast<int>(i))
-            return InvalidArgument("malformed instance_created: bad dependency of " +
-                                   steps_[i].name);
-          steps_[i].after.push_back(d);
-        }
-      }
-    } catch (const nlohmann::json::exception& ex) {
-      return InvalidArgument(std::string("malformed instance_created: ") + ex.what());
-    }
-    created_at_ = e.at_ms;
+    SAGAD_RETURN_IF_ERROR(ApplyCreated(e));
   } else if (last_seq_ == 0) {
     return FailedPrecondition("first event must be instance_created, got " + e.type);
   } else if (e.step.empty()) {
@@ -136,93 +164,81 @@ Status Instance::Apply(const Event& e) {
     if (se == SagaEvent::kEscalate) review_reason_ = Str(e.data, "reason");
     if (se == SagaEvent::kResume || se == SagaEvent::kStartCompensation) review_reason_.clear();
   } else {
-    int i = StepIndex(e.step);
-    if (i < 0) return InvalidArgument("event for unknown step " + e.step);
-    StepState& st = steps_[i];
-    st.retry_at = 0;
-    if (e.data.contains("retry_at") && !AsInt64(e.data["retry_at"], &st.retry_at))
-      return InvalidArgument("event " + std::to_string(e.seq) + ": retry_at must be an integer");
-    if (e.type == "retry_deferred" || e.type == "retry_requested") {
-      if (e.type == "retry_requested") st.retries = 0;
-    } else if (e.type == "reconciled") {
-      if (Str(e.data, "phase") == "compensation") {
-        ++st.comp_reconciliations;
-        st.comp_last_error = Str(e.data, "error");
-      } else {
-        ++st.reconciliations;
-        st.last_error = Str(e.data, "error");
-      }
-    } else {
-      StepEvent ev;
-      if (!ParseStepEvent(e.type, &ev)) return InvalidArgument("unknown step event " + e.type);
-      bool compensation_phase = st.status() == StepStatus::kCompensating ||
-                                st.machine.reviewing_compensation() ||
-                                ev == StepEvent::kBeginCompensation;
-      SAGAD_RETURN_IF_ERROR(st.machine.Process(ev));
-      switch (ev) {
-        case StepEvent::kStart:
-          ++st.attempts;
-          if (st.first_sent_at == 0) st.first_sent_at = e.at_ms;
-          st.key = Str(e.data, "key");
-          st.args_hash = Str(e.data, "args_hash");
-          break;
-        case StepEvent::kCommit:
-          st.commit_seq = e.seq;
-          st.result = e.data.value("result", nlohmann::json());
-          st.external_ref = Str(e.data, "external_ref");
-          st.retries = 0;
-          if (e.data.contains("resolution")) st.resolution = e.data["resolution"];
-          break;
-        case StepEvent::kFail:
-        case StepEvent::kConfirmRefused:
-        case StepEvent::kOutcomeUnknown:
-        case StepEvent::kEscalate:
-          if (compensation_phase) st.comp_last_error = Str(e.data, "error");
-          else st.last_error = Str(e.data, "error");
-          break;
-        case StepEvent::kNotExecuted:
-          if (compensation_phase) {
-            st.comp_last_error = Str(e.data, "error");
-          } else {
-            st.last_error = Str(e.data, "error");
-            ++st.retries;
-          }
-          if (e.data.contains("resolution")) st.resolution = e.data["resolution"];
-          break;
-        case StepEvent::kApprove:
-        case StepEvent::kReject:
-          st.approval = e.data;
-          st.approval["decision"] = ev == StepEvent::kApprove ? "approved" : "rejected";
-          st.approval["at"] = e.at_ms;
-          break;
-        case StepEvent::kBeginCompensation:
-          ++st.comp_attempts;
-          st.comp_key = Str(e.data, "key");
-          st.comp_args_hash = Str(e.data, "args_hash");
-          break;
-        case StepEvent::kCompensationDone:
-          st.comp_result = e.data.value("result", nlohmann::json());
-          st.comp_external_ref = Str(e.data, "external_ref");
-          if (e.data.contains("resolution")) st.resolution = e.data["resolution"];
-          break;
-        case StepEvent::kCompensationUnknown:
-          st.comp_last_error = Str(e.data, "error");
-          break;
-        case StepEvent::kRequestApproval:
-          st.approval_requested_at = e.at_ms;
-          break;
-        case StepEvent::kSkip:
-          st.commit_seq = e.seq;
-          st.result = e.data.value("result", nlohmann::json());
-          st.external_ref = Str(e.data, "external_ref");
-          st.resolution = e.data;
-          st.resolution["outcome"] = "skipped";
-          break;
-      }
-    }
+    SAGAD_RETURN_IF_ERROR(ApplyStepEvent(e));
   }
   last_seq_ = e.seq;
   updated_at_ = e.at_ms;
+  return Status::Ok();
+}
+
+Status Instance::ApplyCreated(const Event& e) {
+  try {
+    id_ = e.data.at("id").get<std::string>();
+    saga_ = e.data.at("saga").get<std::string>();
+    int64_t version = 0;
+    if (!AsInt64(e.data.at("version"), &version) || version < 0 || version > INT32_MAX)
+      return InvalidArgument("malformed instance_created: version must be a 32-bit integer");
+    saga_version_ = static_cast<int>(version);
+    input_ = e.data.at("input");
+    trace_ = e.data.value("trace", nlohmann::json());
+    for (const auto& n : e.data.at("steps")) {
+      StepState st;
+      st.name = n.get<std::string>();
+      steps_.push_back(std::move(st));
+    }
+    // Dependencies; a log from before graphs has none: each step after
+    // the one before it.
+    const nlohmann::json* after = e.data.contains("after") ? &e.data["after"] : nullptr;
+    if (after && (!after->is_array() || after->size() != steps_.size()))
+      return InvalidArgument("malformed instance_created: after must list every step");
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      if (!after) {
+        if (i > 0) steps_[i].after.push_back(static_cast<int>(i) - 1);
+        continue;
+      }
+      for (const auto& n : (*after)[i]) {
+        int d = StepIndex(n.get<std::string>());
+        if (d < 0 || d == static_cast<int>(i))
+          return InvalidArgument("malformed instance_created: bad dependency of " +
+                                 steps_[i].name);
+        steps_[i].after.push_back(d);
+      }
+    }
+  } catch (const nlohmann::json::exception& ex) {
+    return InvalidArgument(std::string("malformed instance_created: ") + ex.what());
+  }
+  created_at_ = e.at_ms;
+  return Status::Ok();
+}
+
+Status Instance::ApplyStepEvent(const Event& e) {
+  int i = StepIndex(e.step);
+  if (i < 0) return InvalidArgument("event for unknown step " + e.step);
+  StepState& st = steps_[i];
+  st.retry_at = 0;
+  if (e.data.contains("retry_at") && !AsInt64(e.data["retry_at"], &st.retry_at))
+    return InvalidArgument("event " + std::to_string(e.seq) + ": retry_at must be an integer");
+  if (e.type == "retry_deferred" || e.type == "retry_requested") {
+    if (e.type == "retry_requested") st.retries = 0;
+    return Status::Ok();
+  }
+  if (e.type == "reconciled") {
+    if (Str(e.data, "phase") == "compensation") {
+      ++st.comp_reconciliations;
+      st.comp_last_error = Str(e.data, "error");
+    } else {
+      ++st.reconciliations;
+      st.last_error = Str(e.data, "error");
+    }
+    return Status::Ok();
+  }
+  StepEvent ev;
+  if (!ParseStepEvent(e.type, &ev)) return InvalidArgument("unknown step event " + e.type);
+  bool compensation_phase = st.status() == StepStatus::kCompensating ||
+                            st.machine.reviewing_compensation() ||
+                            ev == StepEvent::kBeginCompensation;
+  SAGAD_RETURN_IF_ERROR(st.machine.Process(ev));
+  RecordStepEvent(st, ev, e, compensation_phase);
   return Status::Ok();
 }
 

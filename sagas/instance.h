@@ -127,6 +127,9 @@ class Instance {
   std::string WaitingFor() const;
 
  private:
+  Status ApplyCreated(const Event& e);    // the first event: what the instance is
+  Status ApplyStepEvent(const Event& e);  // an event of one step
+
   std::string id_;
   std::string saga_;
   int saga_version_ = 0;

@@ -1,5 +1,6 @@
 // The saga lifecycle as a Boost.MSM transition table. Read the table.
 #include "sagas/saga_machine.h"
+#include "util/check.h"
 
 #include <boost/msm/back/state_machine.hpp>
 #include <boost/msm/front/functor_row.hpp>
@@ -96,6 +97,21 @@ struct SagaMachine::Impl {
   Impl() { fsm.start(); }
 };
 
+// The status each event may lead to (saga_machine.h); checked after every
+// accepted event, so an edit of the table that breaks the contract stops the
+// tests, not a production instance's history.
+static bool TargetAllowed(SagaEvent e, SagaStatus to) {
+  switch (e) {
+    case SagaEvent::kWaitForApproval: return to == SagaStatus::kAwaitingApproval;
+    case SagaEvent::kResume: return to == SagaStatus::kRunning || to == SagaStatus::kCompensating;
+    case SagaEvent::kComplete: return to == SagaStatus::kCompleted;
+    case SagaEvent::kStartCompensation: return to == SagaStatus::kCompensating;
+    case SagaEvent::kFinishCompensation: return to == SagaStatus::kCompensated;
+    case SagaEvent::kEscalate: return to == SagaStatus::kNeedsReview;
+  }
+  return false;
+}
+
 SagaMachine::SagaMachine() : impl_(new Impl) {}
 SagaMachine::~SagaMachine() = default;
 SagaMachine::SagaMachine(const SagaMachine& o) : impl_(new Impl(*o.impl_)) {}
@@ -115,7 +131,11 @@ Status SagaMachine::Process(SagaEvent e) {
     case SagaEvent::kFinishCompensation: ok = Fire<FinishCompensation>(f); break;
     case SagaEvent::kEscalate: ok = Fire<Escalate>(f); break;
   }
-  if (ok) return Status::Ok();
+  if (ok) {
+    SAGAD_CHECK(TargetAllowed(e, f.status))
+        << "saga event " << SagaEventName(e) << " led to " << SagaStatusName(f.status);
+    return Status::Ok();
+  }
   return FailedPrecondition(std::string("saga event ") + SagaEventName(e) +
                             " is not allowed in state " + SagaStatusName(f.status));
 }

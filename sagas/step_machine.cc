@@ -4,6 +4,7 @@
 #define BOOST_MPL_LIMIT_MAP_SIZE 40
 
 #include "sagas/step_machine.h"
+#include "util/check.h"
 
 #include <boost/msm/back/state_machine.hpp>
 #include <boost/msm/front/functor_row.hpp>
@@ -134,6 +135,31 @@ struct StepMachine::Impl {
   Impl() { fsm.start(); }
 };
 
+// The statuses each event may lead to (step_machine.h); checked after every
+// accepted event. Above all: only kStart makes a step STARTED (no request
+// leaves without its durable STARTED record), and only kCommit and kSkip
+// make it COMMITTED.
+static bool TargetAllowed(StepEvent e, StepStatus to) {
+  using S = StepStatus;
+  switch (e) {
+    case StepEvent::kRequestApproval: return to == S::kAwaitingApproval;
+    case StepEvent::kApprove: return to == S::kPlanned;
+    case StepEvent::kReject: return to == S::kRejected;
+    case StepEvent::kStart: return to == S::kStarted;
+    case StepEvent::kCommit: return to == S::kCommitted;
+    case StepEvent::kFail: return to == S::kFailed;
+    case StepEvent::kOutcomeUnknown: return to == S::kUnknown;
+    case StepEvent::kNotExecuted: return to == S::kPlanned || to == S::kCommitted;
+    case StepEvent::kEscalate: return to == S::kNeedsReview;
+    case StepEvent::kBeginCompensation: return to == S::kCompensating;
+    case StepEvent::kCompensationDone: return to == S::kCompensated;
+    case StepEvent::kCompensationUnknown: return to == S::kCompensating;  // in doubt
+    case StepEvent::kSkip: return to == S::kCommitted;
+    case StepEvent::kConfirmRefused: return to == S::kFailed;
+  }
+  return false;
+}
+
 StepMachine::StepMachine() : impl_(new Impl) {}
 StepMachine::~StepMachine() = default;
 StepMachine::StepMachine(const StepMachine& o) : impl_(new Impl(*o.impl_)) {}
@@ -161,7 +187,11 @@ Status StepMachine::Process(StepEvent e) {
     case StepEvent::kSkip: ok = Fire<Skip>(f); break;
     case StepEvent::kConfirmRefused: ok = Fire<ConfirmRefused>(f); break;
   }
-  if (ok) return Status::Ok();
+  if (ok) {
+    SAGAD_CHECK(TargetAllowed(e, f.status))
+        << "step event " << StepEventName(e) << " led to " << StepStatusName(f.status);
+    return Status::Ok();
+  }
   return FailedPrecondition(std::string("step event ") + StepEventName(e) +
                             " is not allowed in state " + StepStatusName(f.status));
 }

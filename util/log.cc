@@ -4,14 +4,14 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
-#include <mutex>
 
 #include "util/json_limits.h"
+#include "util/mutex.h"
 
 namespace sagad {
 
 void EngineLog(nlohmann::json line) {
-  static std::mutex mu;
+  static Mutex mu;
   auto now = std::chrono::system_clock::now();
   time_t t = std::chrono::system_clock::to_time_t(now);
   int ms =
@@ -29,7 +29,7 @@ void EngineLog(nlohmann::json line) {
   line["level"] = "info";
   std::string text = DumpJson(line);
   text += '\n';
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(mu);
   std::cerr.write(text.data(), static_cast<std::streamsize>(text.size()));
 }
 

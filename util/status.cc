@@ -13,6 +13,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kUnavailable: return "UNAVAILABLE";
     case StatusCode::kInternal: return "INTERNAL";
     case StatusCode::kLeaseLost: return "LEASE_LOST";
+    case StatusCode::kMovedOn: return "MOVED_ON";
   }
   return "UNKNOWN_CODE";
 }

@@ -3,15 +3,23 @@
 // The few codes are chosen so that their meaning drives the saga (compare
 // absl::StatusCode):
 //   kUnavailable        transient: retry the same operation later, same key.
-//   kAborted            definite failure: the operation did not and will not
-//                       happen; compensate.
+//   kAborted            a compare-and-swap lost to a concurrent writer: the
+//                       record changed since it was read; reload and decide
+//                       again (absl's meaning).
+//   kMovedOn            the decision no longer applies: the step or saga
+//                       moved on since it was planned (another thread, an
+//                       operator or a timer acted first); plan again, there
+//                       is nothing to report.
 //   kInvalidArgument    the caller's input is wrong; stop, no retry.
 //   kFailedPrecondition the system is not in a state where this is allowed
-//                       (also: a compare-and-swap lost); stop or reload.
+//                       (an operator action refused, a transition outside a
+//                       state machine's table, a newer schema); stop and
+//                       report the message.
 //   kNotFound / kAlreadyExists  lookups and creations.
 //   kLeaseLost          this process does not own the instance (any more):
-//                       another holds its lease, so a commit was fenced or a
-//                       send withheld; drop the instance, never retry here.
+//                       another holds its lease, so a commit was fenced, a
+//                       send withheld or a lease not granted; drop the
+//                       instance, never retry here.
 //   kInternal           a broken invariant or an I/O error of our own.
 // Thread-safety: values; safe to copy between threads.
 #pragma once
@@ -32,6 +40,7 @@ enum class StatusCode {
   kUnavailable,
   kInternal,
   kLeaseLost,
+  kMovedOn,
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -74,6 +83,9 @@ inline Status Unavailable(std::string m) {
 }
 inline Status LeaseLost(std::string m) {
   return Status(StatusCode::kLeaseLost, std::move(m));
+}
+inline Status MovedOn(std::string m) {
+  return Status(StatusCode::kMovedOn, std::move(m));
 }
 inline Status Internal(std::string m) {
   return Status(StatusCode::kInternal, std::move(m));

@@ -339,7 +339,149 @@ int Inspect(const Args& a, bool as_json) {
   return 0;
 }
 
-int Main(int argc, char** argv);
+// False when it printed the usage (--help).
+bool ParseArgs(int argc, char** argv, Args* a, bool* as_json) {
+  static const std::map<std::string, bool> kFlags = {  // flag -> takes a value
+      {"url", true},    {"token", true}, {"json", false},   {"input", true},  {"wait", true},
+      {"key", true},    {"status", true}, {"saga", true},   {"waiting", true}, {"limit", true},
+      {"cursor", true}, {"comment", true}, {"reason", true}, {"outcome", true}, {"ref", true},
+      {"result", true}, {"data-dir", true}, {"store", true}, {"ca", true},
+      {"finished-before", true}};
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s == "-h" || s == "--help") {
+      std::cout << kUsage << "\n";
+      return false;
+    }
+    if (s.rfind("--", 0) != 0) {
+      a->positional.push_back(s);
+      continue;
+    }
+    std::string name = s.substr(2);
+    auto f = kFlags.find(name);
+    if (f == kFlags.end()) Die("unknown flag " + s + "\n" + kUsage, 2);
+    if (!f->second) {
+      if (name == "json") *as_json = true;
+      continue;
+    }
+    if (i + 1 >= argc) Die("flag " + s + " needs a value", 2);
+    a->flags[name] = argv[++i];
+  }
+  if (a->positional.empty()) Die(std::string("no command\n") + kUsage, 2);
+  return true;
+}
+
+// For "token_sha256" in the config: no secret in the file.
+int HashToken(const Args& a) {
+  std::string token = a.positional.size() > 1 ? a.positional[1] : "";
+  if (token.empty() && !std::getline(std::cin, token))
+    Die("hash-token needs TOKEN (or one line on stdin)", 2);
+  if (token.empty()) Die("the token is empty", 2);
+  std::cout << sagad::Sha256Hex(token) << "\n";
+  return 0;
+}
+
+Client ClientFromArgs(const Args& a) {
+  const char* env_url = std::getenv("SAGAD_URL");
+  const char* env_token = std::getenv("SAGAD_TOKEN");
+  std::string url = a.Get("url", env_url ? env_url : "http://127.0.0.1:8080");
+  if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
+    Die("--url must start with http:// or https://, got '" + url + "'", 2);
+  const char* env_ca = std::getenv("SAGAD_CA_FILE");
+  return Client(url, a.Get("token", env_token ? env_token : ""),
+                a.Get("ca", env_ca ? env_ca : ""));
+}
+
+std::string InstancePath(const Args& a, size_t i) {
+  return "/v1/instances/" + Segment(Need(a, i, "instance id"));
+}
+
+// submit, list, show, events, bundle, approvals; false for another command.
+bool ReadCommand(const std::string& cmd, const Args& a, Client& c, bool* as_json, json* out) {
+  if (cmd == "submit") {
+    std::string saga = Need(a, 1, "saga name");
+    if (!a.Has("input")) Die("submit needs --input JSON", 2);
+    std::string path = "/v1/sagas/" + Segment(saga) + "/instances";
+    if (a.Has("wait")) path += "?wait=" + sagad::PercentEncode(a.Get("wait"));
+    std::map<std::string, std::string> h;
+    if (a.Has("key")) h["Idempotency-Key"] = a.Get("key");
+    *out = c.Call("POST", path, {{"input", ParseJsonArg("--input", a.Get("input"))}}, h);
+    if (!*as_json) PrintInstance(*out);
+  } else if (cmd == "list") {
+    std::string q = "?limit=" + sagad::PercentEncode(a.Get("limit", "50"));
+    for (const char* f : {"status", "saga", "waiting", "cursor"})
+      if (a.Has(f)) q += std::string("&") + f + "=" + sagad::PercentEncode(a.Get(f));
+    *out = c.Call("GET", "/v1/instances" + q);
+    if (!*as_json) PrintList((*out)["instances"], (*out)["next_cursor"]);
+  } else if (cmd == "show") {
+    *out = c.Call("GET", InstancePath(a, 1));
+    if (!*as_json) PrintInstance(*out);
+  } else if (cmd == "events") {
+    *out = c.Call("GET", InstancePath(a, 1) + "/events");
+    if (!*as_json) PrintEvents((*out)["events"]);
+  } else if (cmd == "bundle") {
+    *out = c.Call("GET", InstancePath(a, 1) + "/bundle");
+    *as_json = true;  // the bundle is a document for humans and tools alike
+  } else if (cmd == "approvals") {
+    *out = c.Call("GET", "/v1/approvals");
+    if (*as_json) return true;
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& x : (*out)["approvals"])
+      rows.push_back({Str(x["instance_id"]), Str(x["saga"]), Str(x["step"]),
+                      Time(x.value("since", int64_t(0)))});
+    Table({"INSTANCE", "SAGA", "STEP", "SINCE"}, rows);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// approve, reject, resolve, retry, skip, cancel, compensate; false for
+// another command.
+bool ActionCommand(const std::string& cmd, const Args& a, Client& c, json* out) {
+  json body = json::object();
+  if (cmd == "approve" || cmd == "reject" || cmd == "resolve" || cmd == "retry" ||
+      cmd == "skip") {
+    std::string path =
+        InstancePath(a, 1) + "/steps/" + Segment(Need(a, 2, "step name")) + "/" + cmd;
+    for (const char* f : {"comment", "reason", "outcome"})
+      if (a.Has(f)) body[f] = a.Get(f);
+    if (a.Has("ref")) body["external_ref"] = a.Get("ref");
+    if (cmd == "resolve" && !a.Has("outcome"))
+      Die("resolve needs --outcome committed|not_executed", 2);
+    if (cmd == "skip") {
+      if (!a.Has("result")) Die("skip needs --result JSON", 2);
+      body["result"] = ParseJsonArg("--result", a.Get("result"));
+    }
+    *out = c.Call("POST", path, body);
+  } else if (cmd == "cancel" || cmd == "compensate") {
+    if (a.Has("reason")) body["reason"] = a.Get("reason");
+    *out = c.Call("POST", InstancePath(a, 1) + "/" + cmd, body);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+int Main(int argc, char** argv) {
+  Args a;
+  bool as_json = false;
+  if (!ParseArgs(argc, argv, &a, &as_json)) return 0;
+  const std::string cmd = a.positional[0];
+  if (cmd == "hash-token") return HashToken(a);
+  if (cmd == "inspect") return Inspect(a, as_json);
+  if (cmd == "export") return Export(a);
+  if (cmd == "verify") return Verify(a);
+  Client c = ClientFromArgs(a);
+  json out;
+  if (ActionCommand(cmd, a, c, &out)) {
+    if (!as_json) PrintInstance(out);
+  } else if (!ReadCommand(cmd, a, c, &as_json, &out)) {
+    Die("unknown command '" + cmd + "'\n" + kUsage, 2);
+  }
+  if (as_json) std::cout << sagad::DumpJson(out, 2) << "\n";
+  return 0;
+}
 
 }  // namespace
 
@@ -351,116 +493,3 @@ int main(int argc, char** argv) {
     Die(std::string("error: ") + e.what());
   }
 }
-
-namespace {
-
-int Main(int argc, char** argv) {
-  Args a;
-  bool as_json = false;
-  static const std::map<std::string, bool> kFlags = {  // flag -> takes a value
-      {"url", true},    {"token", true}, {"json", false},   {"input", true},  {"wait", true},
-      {"key", true},    {"status", true}, {"saga", true},   {"waiting", true}, {"limit", true},
-      {"cursor", true}, {"comment", true}, {"reason", true}, {"outcome", true}, {"ref", true},
-      {"result", true}, {"data-dir", true}, {"store", true}, {"ca", true},
-      {"finished-before", true}};
-  for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    if (s == "-h" || s == "--help") {
-      std::cout << kUsage << "\n";
-      return 0;
-    }
-    if (s.rfind("--", 0) == 0) {
-      std::string name = s.substr(2);
-      auto f = kFlags.find(name);
-      if (f == kFlags.end()) Die("unknown flag " + s + "\n" + kUsage, 2);
-      if (!f->second) {
-        if (name == "json") as_json = true;
-        continue;
-      }
-      if (i + 1 >= argc) Die("flag " + s + " needs a value", 2);
-      a.flags[name] = argv[++i];
-    } else {
-      a.positional.push_back(s);
-    }
-  }
-  if (a.positional.empty()) Die(std::string("no command\n") + kUsage, 2);
-  const std::string cmd = a.positional[0];
-  if (cmd == "hash-token") {  // for "token_sha256" in the config: no secret in the file
-    std::string token = a.positional.size() > 1 ? a.positional[1] : "";
-    if (token.empty() && !std::getline(std::cin, token)) Die("hash-token needs TOKEN (or one line on stdin)", 2);
-    if (token.empty()) Die("the token is empty", 2);
-    std::cout << sagad::Sha256Hex(token) << "\n";
-    return 0;
-  }
-  if (cmd == "inspect") return Inspect(a, as_json);
-  if (cmd == "export") return Export(a);
-  if (cmd == "verify") return Verify(a);
-
-  const char* env_url = std::getenv("SAGAD_URL");
-  const char* env_token = std::getenv("SAGAD_TOKEN");
-  std::string url = a.Get("url", env_url ? env_url : "http://127.0.0.1:8080");
-  if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
-    Die("--url must start with http:// or https://, got '" + url + "'", 2);
-  const char* env_ca = std::getenv("SAGAD_CA_FILE");
-  Client c(url, a.Get("token", env_token ? env_token : ""), a.Get("ca", env_ca ? env_ca : ""));
-  auto instance_path = [&](size_t i) { return "/v1/instances/" + Segment(Need(a, i, "instance id")); };
-  json out;
-  if (cmd == "submit") {
-    std::string saga = Need(a, 1, "saga name");
-    if (!a.Has("input")) Die("submit needs --input JSON", 2);
-    std::string path = "/v1/sagas/" + Segment(saga) + "/instances";
-    if (a.Has("wait")) path += "?wait=" + sagad::PercentEncode(a.Get("wait"));
-    std::map<std::string, std::string> h;
-    if (a.Has("key")) h["Idempotency-Key"] = a.Get("key");
-    out = c.Call("POST", path, {{"input", ParseJsonArg("--input", a.Get("input"))}}, h);
-    if (!as_json) PrintInstance(out);
-  } else if (cmd == "list") {
-    std::string q = "?limit=" + sagad::PercentEncode(a.Get("limit", "50"));
-    for (const char* f : {"status", "saga", "waiting", "cursor"})
-      if (a.Has(f)) q += std::string("&") + f + "=" + sagad::PercentEncode(a.Get(f));
-    out = c.Call("GET", "/v1/instances" + q);
-    if (!as_json) PrintList(out["instances"], out["next_cursor"]);
-  } else if (cmd == "show") {
-    out = c.Call("GET", instance_path(1));
-    if (!as_json) PrintInstance(out);
-  } else if (cmd == "events") {
-    out = c.Call("GET", instance_path(1) + "/events");
-    if (!as_json) PrintEvents(out["events"]);
-  } else if (cmd == "bundle") {
-    out = c.Call("GET", instance_path(1) + "/bundle");
-    as_json = true;  // the bundle is a document for humans and tools alike
-  } else if (cmd == "approvals") {
-    out = c.Call("GET", "/v1/approvals");
-    if (!as_json) {
-      std::vector<std::vector<std::string>> rows;
-      for (const auto& x : out["approvals"])
-        rows.push_back({Str(x["instance_id"]), Str(x["saga"]), Str(x["step"]), Time(x.value("since", int64_t(0)))});
-      Table({"INSTANCE", "SAGA", "STEP", "SINCE"}, rows);
-    }
-  } else if (cmd == "approve" || cmd == "reject" || cmd == "resolve" || cmd == "retry" ||
-             cmd == "skip") {
-    std::string path = instance_path(1) + "/steps/" + Segment(Need(a, 2, "step name")) + "/" + cmd;
-    json body = json::object();
-    for (const char* f : {"comment", "reason", "outcome"})
-      if (a.Has(f)) body[f] = a.Get(f);
-    if (a.Has("ref")) body["external_ref"] = a.Get("ref");
-    if (cmd == "resolve" && !a.Has("outcome")) Die("resolve needs --outcome committed|not_executed", 2);
-    if (cmd == "skip") {
-      if (!a.Has("result")) Die("skip needs --result JSON", 2);
-      body["result"] = ParseJsonArg("--result", a.Get("result"));
-    }
-    out = c.Call("POST", path, body);
-    if (!as_json) PrintInstance(out);
-  } else if (cmd == "cancel" || cmd == "compensate") {
-    json body = json::object();
-    if (a.Has("reason")) body["reason"] = a.Get("reason");
-    out = c.Call("POST", instance_path(1) + "/" + cmd, body);
-    if (!as_json) PrintInstance(out);
-  } else {
-    Die("unknown command '" + cmd + "'\n" + kUsage, 2);
-  }
-  if (as_json) std::cout << sagad::DumpJson(out, 2) << "\n";
-  return 0;
-}
-
-}  // namespace

@@ -4,7 +4,7 @@ namespace sagad {
 
 Status DefinitionRegistry::Register(const SagaDefinition& def) {
   SAGAD_RETURN_IF_ERROR(Validate(def));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   auto& versions = defs_[def.name];
   auto it = versions.find(def.version);
   if (it != versions.end()) {
@@ -19,7 +19,7 @@ Status DefinitionRegistry::Register(const SagaDefinition& def) {
 
 SagaDefinitionPtr DefinitionRegistry::Get(const std::string& name,
                                           int version) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   auto it = defs_.find(name);
   if (it == defs_.end() || it->second.empty()) return nullptr;
   if (version <= 0) return it->second.rbegin()->second;
@@ -28,7 +28,7 @@ SagaDefinitionPtr DefinitionRegistry::Get(const std::string& name,
 }
 
 std::vector<SagaDefinitionPtr> DefinitionRegistry::All() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   std::vector<SagaDefinitionPtr> out;
   for (const auto& [name, versions] : defs_)
     for (const auto& [v, d] : versions) out.push_back(d);

@@ -8,11 +8,11 @@
 #pragma once
 
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "sagas/definition.h"
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace sagad {
@@ -28,8 +28,8 @@ class DefinitionRegistry {
   std::vector<SagaDefinitionPtr> All() const;
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::string, std::map<int, SagaDefinitionPtr>> defs_;
+  mutable Mutex mu_;
+  std::map<std::string, std::map<int, SagaDefinitionPtr>> defs_ GUARDED_BY(mu_);
 };
 
 }  // namespace sagad

@@ -10,6 +10,7 @@
 #include "util/log.h"
 #include "coordinator/engine/saga_turns.h"
 #include "policies/approval_policy.h"
+#include "util/check.h"
 
 namespace sagad {
 
@@ -123,137 +124,144 @@ auto Driver::DriveLoop(const std::string& id) -> void {
 }
 
 auto Driver::Drive(const std::string& id) -> bool {
-  for (int round = 0; round < 10000 && !runs_.Stopping(); ++round) {
-    if (round > 0) {
-      // Owned at the previous round and not now: it finished (a terminal
-      // commit gives the lease up) or another process took it. Either way
-      // there is nothing more to do here.
-      if (!ownership_.Held(id)) return false;
-    } else if (!EnsureOwned(id)) {  // another live process drives it
-      recovery_.Forget(id);
-      return false;
-    }
-    auto inst = repo_.Load(id);
-    if (!inst.ok()) {
-      EngineLog({{"msg", "cannot load instance"},
-                 {"instance", id},
-                 {"error", inst.status().ToString()}});
-      recovery_.Forget(id);
-      // Storage trouble (a database restart): try again, or nothing would
-      // drive this instance until the next process start.
-      if (inst.status().code() != StatusCode::kNotFound)
-        ScheduleAfter(id, 1000);
-      return false;
-    }
-    SagaDefinitionPtr def = defs_.Get((*inst)->saga(), (*inst)->saga_version());
-    if (!def) {
-      // Never run an instance under a definition other than the one it
-      // started with: a human decides.
-      std::string why = "saga " + (*inst)->saga() + " version " +
-                        std::to_string((*inst)->saga_version()) +
-                        " is not registered in this coordinator";
-      EngineLog({{"msg", "definition not registered"},
-                 {"instance", id},
-                 {"saga", (*inst)->saga()}});
-      SagaStatus ss = (*inst)->status();
-      if (ss == SagaStatus::kRunning || ss == SagaStatus::kAwaitingApproval ||
-          ss == SagaStatus::kCompensating)
-        Transition(id, [&](Tx& tx) {
-          return tx.Saga(SagaEvent::kEscalate, {{"reason", why}});
-        });
-      MarkRecovered(id);
-      return false;
-    }
-    Next next = Next::kStop;
-    int64_t wake_at = 0;  // a deadline still ahead, for when the saga waits
-    if (Deadlines(id, *def, **inst, &next, &wake_at)) {
-      MarkRecovered(id);
-      if (next == Next::kStop) return false;
-      continue;
-    }
-    std::vector<Action> actions = NextActions(*def, **inst);
-    const Action a = actions.front();
-    if (a.kind == ActionKind::kRequestApproval || IsStepAction(a.kind)) {
-      if (HasApprovalRequest(actions)) {
-        next = Transition(
-            id, [&](Tx& tx) { return RequestApprovals(tx, *def, actions); });
-        MarkRecovered(id);
-        if (next == Next::kStop) return false;
-        continue;
-      }
-      Action here;
-      if (!LaunchSteps(id, *def, **inst, actions, wake_at, &here)) {
-        MarkRecovered(id);
-        return false;
-      }
-      if (here.kind == ActionKind::kNone) return false;  // the workers carry on
-      // A plain list runs its one step action in this driver (no hand-off
-      // to another worker, as before graphs); so does any saga in recovery.
-      next = Next::kStop;
-      try {
-        next = RunStep(id, here);
-      } catch (...) {
-        runs_.UnmarkStep(id, here.step);
-        throw;
-      }
-      runs_.UnmarkStep(id, here.step);
-      MarkRecovered(id);
-      if (next == Next::kStop) return false;
-      if (RecoveryInProgress()) return true;
-      continue;
-    }
-    switch (a.kind) {
-      case ActionKind::kNone:
-        if (wake_at > 0) WakeAt(id, wake_at);
-        MarkRecovered(id);
-        return false;
-      case ActionKind::kStartCompensation:
-        next = Transition(id, [&](Tx& tx) {
-          return GiveUp(tx, *def,
-                        "step '" + def->steps[a.step].name + "' failed");
-        });
-        break;
-      case ActionKind::kComplete:
-        next = Transition(
-            id, [&](Tx& tx) { return tx.Saga(SagaEvent::kComplete); });
-        break;
-      case ActionKind::kFinishCompensation:
-        next = Transition(id, [&](Tx& tx) {
-          return tx.Saga(SagaEvent::kFinishCompensation);
-        });
-        break;
-      case ActionKind::kAwaitApproval:
-        next = Transition(id, [&](Tx& tx) -> Status {
-          if (NextAction(*def, tx.inst()).kind != ActionKind::kAwaitApproval)
-            return FailedPrecondition("moved on");
-          return tx.Saga(SagaEvent::kWaitForApproval);
-        });
-        break;
-      case ActionKind::kEscalate:
-        next = Transition(id, [&](Tx& tx) -> Status {
-          if (NextAction(*def, tx.inst()).kind != ActionKind::kEscalate)
-            return FailedPrecondition("moved on");
-          const StepState& st = tx.inst().step(a.step);
-          bool undo = st.machine.reviewing_compensation();
-          return tx.Saga(
-              SagaEvent::kEscalate,
-              {{"reason", (undo ? "compensation of '" : "step '") + st.name +
-                              "' needs review: " +
-                              (undo ? st.comp_last_error : st.last_error)},
-               {"step", st.name}});
-        });
-        break;
-      case ActionKind::kGoForward:
-        next = Transition(id, [&](Tx& tx) { return GoForward(tx, *def); });
-        break;
-      default:
-        return false;
-    }
-    MarkRecovered(id);
-    if (next == Next::kStop) return false;
-    if (RecoveryInProgress()) return true;
+  // Every round commits a transition, hands the instance on, or returns; a
+  // round that does none of these again and again is a livelock of ours.
+  constexpr int kMaxRounds = 10000;
+  for (int round = 0; !runs_.Stopping(); ++round) {
+    SAGAD_CHECK(round < kMaxRounds) << "instance " << id << " went round " << round
+                                    << " times without settling";
+    Round r = DriveRound(id, round);
+    if (r != Round::kAgain) return r == Round::kYield;
   }
   return false;
+}
+
+auto Driver::DriveRound(const std::string& id, int round) -> Round {
+  if (round > 0) {
+    // Owned at the previous round and not now: it finished (a terminal
+    // commit gives the lease up) or another process took it. Either way
+    // there is nothing more to do here.
+    if (!ownership_.Held(id)) return Round::kDone;
+  } else if (!EnsureOwned(id)) {  // another live process drives it
+    recovery_.Forget(id);
+    return Round::kDone;
+  }
+  auto inst = repo_.Load(id);
+  if (!inst.ok()) {
+    EngineLog({{"msg", "cannot load instance"},
+               {"instance", id},
+               {"error", inst.status().ToString()}});
+    recovery_.Forget(id);
+    // Storage trouble (a database restart): try again, or nothing would
+    // drive this instance until the next process start.
+    if (inst.status().code() != StatusCode::kNotFound) ScheduleAfter(id, 1000);
+    return Round::kDone;
+  }
+  SagaDefinitionPtr def = defs_.Get((*inst)->saga(), (*inst)->saga_version());
+  if (!def) {
+    EscalateUnregistered(id, **inst);
+    return Round::kDone;
+  }
+  Next next = Next::kStop;
+  int64_t wake_at = 0;  // a deadline still ahead, for when the saga waits
+  if (Deadlines(id, *def, **inst, &next, &wake_at)) {
+    MarkRecovered(id);
+    return next == Next::kStop ? Round::kDone : Round::kAgain;
+  }
+  std::vector<Action> actions = NextActions(*def, **inst);
+  const Action a = actions.front();
+  if (a.kind == ActionKind::kRequestApproval || IsStepAction(a.kind))
+    return StepRound(id, def, **inst, actions, wake_at);
+  if (a.kind == ActionKind::kNone) {
+    if (wake_at > 0) WakeAt(id, wake_at);
+    MarkRecovered(id);
+    return Round::kDone;
+  }
+  std::function<Status(Tx&)> fn = SagaTransition(def, a);
+  if (!fn) return Round::kDone;
+  return AfterRound(id, Transition(id, fn));
+}
+
+// Never run an instance under a definition other than the one it started
+// with: a human decides.
+auto Driver::EscalateUnregistered(const std::string& id, const Instance& inst) -> void {
+  std::string why = "saga " + inst.saga() + " version " + std::to_string(inst.saga_version()) +
+                    " is not registered in this coordinator";
+  EngineLog({{"msg", "definition not registered"}, {"instance", id}, {"saga", inst.saga()}});
+  SagaStatus ss = inst.status();
+  if (ss == SagaStatus::kRunning || ss == SagaStatus::kAwaitingApproval ||
+      ss == SagaStatus::kCompensating)
+    Transition(id, [&](Tx& tx) { return tx.Saga(SagaEvent::kEscalate, {{"reason", why}}); });
+  MarkRecovered(id);
+}
+
+auto Driver::StepRound(const std::string& id, const SagaDefinitionPtr& def,
+                       const Instance& inst, const std::vector<Action>& actions,
+                       int64_t wake_at) -> Round {
+  if (HasApprovalRequest(actions)) {
+    Next next = Transition(id, [&](Tx& tx) { return RequestApprovals(tx, *def, actions); });
+    MarkRecovered(id);
+    return next == Next::kStop ? Round::kDone : Round::kAgain;
+  }
+  Action here;
+  if (!LaunchSteps(id, *def, inst, actions, wake_at, &here)) {
+    MarkRecovered(id);
+    return Round::kDone;
+  }
+  if (here.kind == ActionKind::kNone) return Round::kDone;  // the workers carry on
+  // A plain list runs its one step action in this driver (no hand-off to
+  // another worker, as before graphs); so does any saga in recovery.
+  Next next = Next::kStop;
+  try {
+    next = RunStep(id, here);
+  } catch (...) {
+    runs_.UnmarkStep(id, here.step);
+    throw;
+  }
+  runs_.UnmarkStep(id, here.step);
+  return AfterRound(id, next);
+}
+
+auto Driver::AfterRound(const std::string& id, Next next) -> Round {
+  MarkRecovered(id);
+  if (next == Next::kStop) return Round::kDone;
+  if (RecoveryInProgress()) return Round::kYield;
+  return Round::kAgain;
+}
+
+auto Driver::SagaTransition(const SagaDefinitionPtr& def, const Action& a)
+    -> std::function<Status(Tx&)> {
+  switch (a.kind) {
+    case ActionKind::kStartCompensation:
+      return [def, a](Tx& tx) {
+        return GiveUp(tx, *def, "step '" + def->steps[a.step].name + "' failed");
+      };
+    case ActionKind::kComplete:
+      return [](Tx& tx) { return tx.Saga(SagaEvent::kComplete); };
+    case ActionKind::kFinishCompensation:
+      return [](Tx& tx) { return tx.Saga(SagaEvent::kFinishCompensation); };
+    case ActionKind::kAwaitApproval:
+      return [def](Tx& tx) -> Status {
+        if (NextAction(*def, tx.inst()).kind != ActionKind::kAwaitApproval)
+          return MovedOn("moved on");
+        return tx.Saga(SagaEvent::kWaitForApproval);
+      };
+    case ActionKind::kEscalate:
+      return [def, a](Tx& tx) -> Status {
+        if (NextAction(*def, tx.inst()).kind != ActionKind::kEscalate) return MovedOn("moved on");
+        const StepState& st = tx.inst().step(a.step);
+        bool undo = st.machine.reviewing_compensation();
+        return tx.Saga(SagaEvent::kEscalate,
+                       {{"reason", (undo ? "compensation of '" : "step '") + st.name +
+                                       "' needs review: " +
+                                       (undo ? st.comp_last_error : st.last_error)},
+                        {"step", st.name}});
+      };
+    case ActionKind::kGoForward:
+      return [def](Tx& tx) { return GoForward(tx, *def); };
+    default:
+      return nullptr;
+  }
 }
 
 auto Driver::HasApprovalRequest(const std::vector<Action>& actions) -> bool {
@@ -268,7 +276,7 @@ auto Driver::RequestApprovals(Tx& tx, const SagaDefinition& def,
     if (a.kind != ActionKind::kRequestApproval) continue;
     if (tx.inst().status() != SagaStatus::kRunning ||
         tx.inst().step(a.step).status() != StepStatus::kPlanned)
-      return FailedPrecondition("moved on");
+      return MovedOn("moved on");
     SAGAD_RETURN_IF_ERROR(tx.Step(a.step, StepEvent::kRequestApproval));
   }
   if (NextAction(def, tx.inst()).kind == ActionKind::kAwaitApproval)
@@ -395,7 +403,7 @@ auto Driver::Deadlines(const std::string& id, const SagaDefinition& def,
                       std::to_string(sd.approval_timeout_ms) + " ms";
     *next = Transition(id, [&](Tx& tx) -> Status {
       if (tx.inst().step(i).status() != StepStatus::kAwaitingApproval)
-        return FailedPrecondition("decided meanwhile");
+        return MovedOn("decided meanwhile");
       if (sd.approval_timeout_action == "escalate")
         return tx.Saga(SagaEvent::kEscalate,
                        {{"reason", why}, {"step", sd.name}});
@@ -430,7 +438,7 @@ auto Driver::AfterFailedCommit(const std::string& id, const Status& s) -> Next {
   if (s.code() == StatusCode::kLeaseLost)
     return Next::kStop;  // another process owns it now: no further calls from
                          // here
-  if (s.code() == StatusCode::kFailedPrecondition) return Next::kContinue;
+  if (s.code() == StatusCode::kMovedOn) return Next::kContinue;
   EngineLog({{"msg", "transition failed"},
              {"instance", id},
              {"error", s.ToString()}});

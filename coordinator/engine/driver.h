@@ -83,6 +83,20 @@ class Driver {
   // saga-level action: the caller puts the instance back at the end of the
   // queue, so every recovered instance is resumed before any runs to its end.
   bool Drive(const std::string& id);
+  // What one round of Drive says: end the drive (kDone: Drive returns false;
+  // kYield: true, to the back of the queue) or go round again.
+  enum class Round { kDone, kYield, kAgain };
+  Round DriveRound(const std::string& id, int round);
+  // A round whose first action works on steps (or asks for approvals).
+  Round StepRound(const std::string& id, const SagaDefinitionPtr& def, const Instance& inst,
+                  const std::vector<Action>& actions, int64_t wake_at);
+  // The transition of a saga-level action (complete, compensate, wait for
+  // approval, escalate, go forward); empty for any other.
+  std::function<Status(Tx&)> SagaTransition(const SagaDefinitionPtr& def, const Action& a);
+  // How a round that took a saga-level action or ran a step goes on.
+  Round AfterRound(const std::string& id, Next next);
+  // An instance whose definition this process does not have goes to review.
+  void EscalateUnregistered(const std::string& id, const Instance& inst);
   // Takes the instance's lease if this process does not hold it: free,
   // expired, or held by a dead predecessor of the same coordinator id. A new
   // generation means a new owner: the state is reloaded before acting.

@@ -95,7 +95,7 @@ void EngineMetrics::SendWithheld() { metrics_.Inc("sagad_sends_withheld_total");
 void EngineMetrics::CommitAttempt(std::chrono::steady_clock::duration took) {
   double secs = std::chrono::duration<double>(took).count();
   metrics_.Observe("sagad_store_commit_seconds", secs);
-  std::lock_guard<std::mutex> l(max_mu_);
+  MutexLock l(max_mu_);
   max_commit_seconds_ = std::max(max_commit_seconds_, secs);
 }
 
@@ -150,7 +150,7 @@ std::string EngineMetrics::Text(Store& store) const {
       "counter\nsagad_store_synced_commits_total " +
       std::to_string(store.SyncedCommits()) + "\n";
   {
-    std::lock_guard<std::mutex> l(max_mu_);
+    MutexLock l(max_mu_);
     extra +=
         "# HELP sagad_store_commit_max_seconds Longest write transaction "
         "(writer lock held, fsync included).\n"

@@ -8,13 +8,13 @@
 #pragma once
 
 #include <chrono>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "adapters/adapter.h"
 #include "coordinator/engine/metrics.h"
 #include "coordinator/store/store.h"
+#include "util/mutex.h"
 
 namespace sagad {
 
@@ -50,8 +50,8 @@ class EngineMetrics {
 
  private:
   Metrics metrics_;
-  mutable std::mutex max_mu_;
-  double max_commit_seconds_ = 0;
+  mutable Mutex max_mu_;
+  double max_commit_seconds_ GUARDED_BY(max_mu_) = 0;
 };
 
 }  // namespace sagad

@@ -33,13 +33,13 @@ InstanceRepository::InstanceRepository(Store& store, const Clock& clock,
   if (!hooks_.log) hooks_.log = [](nlohmann::json) {};
 }
 
-std::mutex& InstanceRepository::stripe(const std::string& id) {
+Mutex& InstanceRepository::stripe(const std::string& id) {
   return stripes_[std::hash<std::string>()(id) % kStripes];
 }
 
 void InstanceRepository::CachePut(const std::string& id,
                                   std::shared_ptr<const Instance> inst) {
-  std::lock_guard<std::mutex> l(cache_mu_);
+  MutexLock l(cache_mu_);
   if (IsTerminal(inst->status()))
     cache_.erase(id);
   else
@@ -47,20 +47,20 @@ void InstanceRepository::CachePut(const std::string& id,
 }
 
 uint64_t InstanceRepository::CachedVersion(const std::string& id) {
-  std::lock_guard<std::mutex> l(cache_mu_);
+  MutexLock l(cache_mu_);
   auto it = cache_.find(id);
   return it == cache_.end() ? 0 : it->second->version();
 }
 
 void InstanceRepository::Evict(const std::string& id) {
-  std::lock_guard<std::mutex> l(cache_mu_);
+  MutexLock l(cache_mu_);
   cache_.erase(id);
 }
 
 StatusOr<std::shared_ptr<const Instance>> InstanceRepository::LoadLocked(
     const std::string& id) {
   {
-    std::lock_guard<std::mutex> l(cache_mu_);
+    MutexLock l(cache_mu_);
     auto it = cache_.find(id);
     if (it != cache_.end()) return it->second;
   }
@@ -85,7 +85,7 @@ StatusOr<std::shared_ptr<const Instance>> InstanceRepository::LoadLocked(
 
 StatusOr<std::shared_ptr<const Instance>> InstanceRepository::Load(
     const std::string& id) {
-  std::lock_guard<std::mutex> l(stripe(id));
+  MutexLock l(stripe(id));
   return LoadLocked(id);
 }
 
@@ -98,13 +98,13 @@ Status InstanceRepository::Create(const Instance& inst, const Event& created,
     events.insert(events.end(), tx->events().begin(), tx->events().end());
     ops = tx->Operations();
   }
-  std::lock_guard<std::mutex> l(stripe(inst.id()));
-  auto t0 = std::chrono::steady_clock::now();
+  MutexLock l(stripe(inst.id()));
+  auto t0 = clock_.SteadyNow();
   auto snapshot = std::make_shared<const nlohmann::json>(inst.ToJson());
   SAGAD_RETURN_IF_ERROR(store_.CreateInstance(*snapshot, events, submission,
                                               hooks_.outbox(inst, events),
                                               lease, ops));
-  auto took = std::chrono::steady_clock::now() - t0;
+  auto took = clock_.SteadyNow() - t0;
   hooks_.attempted(took);
   auto ptr = std::make_shared<const Instance>(inst);
   CachePut(inst.id(), ptr);
@@ -115,7 +115,7 @@ Status InstanceRepository::Create(const Instance& inst, const Event& created,
 Status InstanceRepository::Mutate(const std::string& id,
                                   const std::function<Status(Tx&)>& fn,
                                   const Lease* fence) {
-  std::lock_guard<std::mutex> l(stripe(id));
+  MutexLock l(stripe(id));
   for (int attempt = 0; attempt < 5; ++attempt) {
     auto cur = LoadLocked(id);
     if (!cur.ok()) return cur.status();
@@ -124,18 +124,18 @@ Status InstanceRepository::Mutate(const std::string& id,
     SAGAD_RETURN_IF_ERROR(fn(tx));
     if (tx.events().empty()) return Status::Ok();
     next->set_version((*cur)->version() + 1);
-    auto t0 = std::chrono::steady_clock::now();
+    auto t0 = clock_.SteadyNow();
     auto snapshot = std::make_shared<const nlohmann::json>(next->ToJson());
     Status s = store_.Commit(id, (*cur)->version(), *snapshot, tx.events(),
                              tx.Operations(), hooks_.outbox(*next, tx.events()),
                              fence);
-    auto took = std::chrono::steady_clock::now() - t0;
+    auto took = clock_.SteadyNow() - t0;
     hooks_.attempted(took);
     if (s.code() == StatusCode::kLeaseLost) {  // fenced
       Evict(id);
       return s;
     }
-    if (s.code() == StatusCode::kFailedPrecondition) {  // lost a race: reload
+    if (s.code() == StatusCode::kAborted) {  // lost a race: reload
       Evict(id);
       continue;
     }

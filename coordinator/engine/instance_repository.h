@@ -12,8 +12,9 @@
 // a lost race (another process, or an operator's action committed first) it
 // reloads and applies the function again, up to 5 times. A transition that
 // adds no event commits nothing. With a lease to fence by, a commit the store
-// refuses because the lease changed hands returns FailedPrecondition("lease
-// lost: ...") and drops the instance from the cache.
+// refuses because the lease changed hands returns kLeaseLost and drops the
+// instance from the cache; a mutator that finds the instance moved on
+// returns kMovedOn, which is passed back unchanged.
 //
 // Transitions of one instance are serialised (a striped lock); `committed`
 // runs under that lock after each commit, before any other transition of
@@ -24,17 +25,17 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "coordinator/store/store.h"
 #include "coordinator/engine/transition.h"
-#include "util/clock.h"
+#include "coordinator/store/store.h"
 #include "sagas/instance.h"
+#include "util/clock.h"
+#include "util/mutex.h"
 
 namespace sagad {
 
@@ -91,7 +92,7 @@ class InstanceRepository {
   // at concurrency 64: 9 % of sagad's context switches were these waits);
   // with 4096 a collision is rare (a mutex is 40 bytes: 160 KiB).
   static constexpr size_t kStripes = 4096;
-  std::mutex& stripe(const std::string& id);
+  Mutex& stripe(const std::string& id);
   void CachePut(const std::string& id, std::shared_ptr<const Instance> inst);
   // REQUIRES: stripe(id) held.
   StatusOr<std::shared_ptr<const Instance>> LoadLocked(const std::string& id);
@@ -99,9 +100,11 @@ class InstanceRepository {
   Store& store_;
   const Clock& clock_;
   Hooks hooks_;
-  std::mutex stripes_[kStripes];
-  std::mutex cache_mu_;
-  std::unordered_map<std::string, std::shared_ptr<const Instance>> cache_;
+  Mutex stripes_[kStripes];
+  Mutex cache_mu_;
+  // The stripes guard no member: each serialises one instance's
+  // transitions (a lock on a key, which the analysis cannot name).
+  std::unordered_map<std::string, std::shared_ptr<const Instance>> cache_ GUARDED_BY(cache_mu_);
 };
 
 }  // namespace sagad

@@ -5,7 +5,7 @@
 namespace sagad {
 
 void Metrics::Inc(const std::string& name, const std::string& labels, double v) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   counters_[name][labels] += v;
 }
 
@@ -19,7 +19,7 @@ Metrics::Histogram& Metrics::HistogramLocked(const std::string& name) {
 }
 
 void Metrics::Observe(const std::string& name, double seconds) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   Histogram& h = HistogramLocked(name);
   size_t i = 0;
   while (i < h.bounds.size() && seconds > h.bounds[i]) ++i;
@@ -29,7 +29,7 @@ void Metrics::Observe(const std::string& name, double seconds) {
 }
 
 void Metrics::Describe(const std::string& name, const std::string& type, const std::string& help) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   help_[name] = {type, help};
   // Exported from the first scrape on, observed or not.
   if (type == "histogram") HistogramLocked(name);
@@ -37,7 +37,7 @@ void Metrics::Describe(const std::string& name, const std::string& type, const s
 }
 
 double Metrics::Get(const std::string& name, const std::string& labels) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   auto it = counters_.find(name);
   if (it == counters_.end()) return 0;
   auto v = it->second.find(labels);
@@ -45,7 +45,7 @@ double Metrics::Get(const std::string& name, const std::string& labels) const {
 }
 
 std::string Metrics::Render(const std::string& extra) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   std::ostringstream out;
   auto header = [&](const std::string& name, const char* fallback_type) {
     auto h = help_.find(name);

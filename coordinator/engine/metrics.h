@@ -3,9 +3,10 @@
 #pragma once
 
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
+
+#include "util/mutex.h"
 
 namespace sagad {
 
@@ -31,12 +32,13 @@ class Metrics {
     uint64_t count = 0;
     double sum = 0;
   };
-  Histogram& HistogramLocked(const std::string& name);  // made on first use
+  Histogram& HistogramLocked(const std::string& name) REQUIRES(mu_);  // made on first use
 
-  mutable std::mutex mu_;
-  std::map<std::string, std::pair<std::string, std::string>> help_;  // name -> (type, help)
-  std::map<std::string, std::map<std::string, double>> counters_;
-  std::map<std::string, Histogram> histograms_;
+  mutable Mutex mu_;
+  // name -> (type, help)
+  std::map<std::string, std::pair<std::string, std::string>> help_ GUARDED_BY(mu_);
+  std::map<std::string, std::map<std::string, double>> counters_ GUARDED_BY(mu_);
+  std::map<std::string, Histogram> histograms_ GUARDED_BY(mu_);
 };
 
 }  // namespace sagad

@@ -1,4 +1,5 @@
 #include "coordinator/engine/ownership.h"
+#include "util/check.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -27,7 +28,7 @@ Ownership::Ownership(Store& store, const Clock& clock,
       lease_ms_(lease_ms) {}
 
 std::optional<Lease> Ownership::Held(const std::string& id) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   auto it = held_.find(id);
   if (it == held_.end()) return std::nullopt;
   return it->second;
@@ -58,7 +59,7 @@ size_t Ownership::AcquireAll(const std::vector<std::string>& ids) {
   auto taken = store_.AcquireLeases(ids, owner_, clock_, lease_ms_,
                                     coordinator_id_ + "/");
   if (!taken.ok()) return 0;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   for (const auto& [id, lease] : *taken) held_[id] = Believed(lease, asked_at);
   return taken->size();
 }
@@ -84,7 +85,14 @@ Status Ownership::ReadyToSend(const std::string& id) {
 }
 
 void Ownership::Adopt(const std::string& id, const Lease& lease) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
+  auto it = held_.find(id);
+  // Fencing tokens never go down for one instance: a downstream that keeps
+  // the highest it saw would otherwise refuse this owner, or worse, obey an
+  // older one.
+  SAGAD_CHECK(it == held_.end() || lease.generation >= it->second.generation)
+      << "instance " << id << ": generation " << lease.generation << " after "
+      << it->second.generation;
   held_[id] = lease;
 }
 
@@ -93,14 +101,14 @@ Lease Ownership::FirstLease() const {
 }
 
 void Ownership::Release(const std::string& id) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   held_.erase(id);
 }
 
 StatusOr<std::vector<std::string>> Ownership::Renew() {
   std::vector<std::string> mine;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     mine.reserve(held_.size());
     for (const auto& [id, lease] : held_) mine.push_back(id);
   }
@@ -121,7 +129,7 @@ StatusOr<std::vector<std::string>> Ownership::RenewIds(
     bool free = lease.status().code() == StatusCode::kNotFound || (lease.ok() && lease->owner.empty());
     (free ? released : taken).push_back(id);
   }
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   for (const auto& id : released) held_.erase(id);
   for (const auto& id : taken) held_.erase(id);
   for (const auto& id : ids) {
@@ -134,7 +142,7 @@ StatusOr<std::vector<std::string>> Ownership::RenewIds(
 }
 
 size_t Ownership::size() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return held_.size();
 }
 

@@ -25,7 +25,6 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -33,6 +32,7 @@
 
 #include "coordinator/store/store.h"
 #include "util/clock.h"
+#include "util/mutex.h"
 
 namespace sagad {
 
@@ -94,8 +94,8 @@ class Ownership {
   const std::string coordinator_id_;
   const std::string owner_;
   const int64_t lease_ms_;
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, Lease> held_;
+  mutable Mutex mu_;
+  std::unordered_map<std::string, Lease> held_ GUARDED_BY(mu_);
 };
 
 }  // namespace sagad

@@ -7,11 +7,12 @@
 #pragma once
 
 #include <chrono>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
+
+#include "util/mutex.h"
 
 namespace sagad {
 
@@ -30,9 +31,9 @@ class RecoveryTracker {
   size_t waiting() const;
 
  private:
-  mutable std::mutex mu_;
-  std::unordered_set<std::string> waiting_;
-  TimePoint start_{};
+  mutable Mutex mu_;
+  std::unordered_set<std::string> waiting_ GUARDED_BY(mu_);
+  TimePoint start_ GUARDED_BY(mu_){};
 };
 
 }  // namespace sagad

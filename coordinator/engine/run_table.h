@@ -15,13 +15,13 @@
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+
+#include "util/mutex.h"
 
 namespace sagad {
 
@@ -61,16 +61,16 @@ class RunTable {
   bool StopAndWait();
 
  private:
-  bool IdleLocked() const { return running_.empty() && steps_under_way_ == 0; }
+  bool IdleLocked() const REQUIRES(mu_) { return running_.empty() && steps_under_way_ == 0; }
 
-  mutable std::mutex mu_;
-  std::condition_variable idle_cv_;
-  std::unordered_set<std::string> running_, rerun_;
-  std::unordered_map<std::string, std::set<int>> steps_;
-  int steps_under_way_ = 0;
-  std::unordered_map<std::string, int64_t> wakes_;
-  bool stopping_ = false;
-  bool stopped_ = false;
+  mutable Mutex mu_;
+  CondVar idle_cv_;
+  std::unordered_set<std::string> running_ GUARDED_BY(mu_), rerun_ GUARDED_BY(mu_);
+  std::unordered_map<std::string, std::set<int>> steps_ GUARDED_BY(mu_);
+  int steps_under_way_ GUARDED_BY(mu_) = 0;
+  std::unordered_map<std::string, int64_t> wakes_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool stopped_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace sagad

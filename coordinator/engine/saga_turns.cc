@@ -23,9 +23,9 @@ Status GiveUp(Tx& tx, const SagaDefinition& def, const std::string& reason) {
 
 Status GoForward(Tx& tx, const SagaDefinition& def) {
   if (tx.inst().status() != SagaStatus::kCompensating)
-    return FailedPrecondition("moved on");
+    return MovedOn("moved on");
   const int pivot = PivotInPlay(def, tx.inst());
-  if (pivot < 0) return FailedPrecondition("moved on");
+  if (pivot < 0) return MovedOn("moved on");
   const std::string name = def.steps[pivot].name;
   bool undone = false;
   for (const StepState& st : tx.inst().steps()) {

@@ -8,6 +8,7 @@
 #include "coordinator/engine/saga_turns.h"
 #include "policies/failure_policy.h"
 #include "policies/planner.h"
+#include "util/check.h"
 
 namespace sagad {
 namespace {
@@ -89,7 +90,7 @@ auto StepRunner::Send(const std::string& id, const SagaDefinition& def, int i,
 }
 
 auto StepRunner::Random() -> double {
-  std::lock_guard<std::mutex> l(rng_mu_);
+  MutexLock l(rng_mu_);
   return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
 }
 
@@ -131,7 +132,7 @@ auto StepRunner::IdempotentFor(const StepDefinition& sd,
 
 auto StepRunner::TakeRetryToken(const std::string& service) -> int64_t {
   const ServiceConfig* svc = adapter_.Service(service);
-  std::lock_guard<std::mutex> l(budget_mu_);
+  MutexLock l(budget_mu_);
   int64_t now = clock_.NowMillis();
   auto it = budgets_.find(service);
   if (it == budgets_.end())
@@ -198,9 +199,9 @@ auto StepRunner::Execute(const std::string& id, const SagaDefinition& def,
         const Instance& cur = tx.inst();
         StepStatus ss = cur.step(i).status();
         if (!IsRetryableSendState(ss))
-          return FailedPrecondition("step moved on");
+          return MovedOn("step moved on");
         if (ss == StepStatus::kPlanned && cur.status() != SagaStatus::kRunning)
-          return FailedPrecondition("saga is no longer running");
+          return MovedOn("saga is no longer running");
         return tx.Step(i, StepEvent::kStart,
                        {{"key", key},
                         {"args_hash", r->hash},
@@ -217,12 +218,16 @@ auto StepRunner::SendForward(const std::string& id, const SagaDefinition& def,
   const int launched = i;
   const bool chain_only = def.IsChain();
   while (true) {
+    // Only the worker that holds the step's mark sends it: no other worker
+    // reconciles or re-sends a request still in flight (run_table.h).
+    SAGAD_CHECK(runs_.StepUnderWay(id, i)) << "instance " << id << " step " << i
+                                           << " sent without being marked under way";
     const StepDefinition& sd = def.steps[i];
     const std::string key = id + ":" + sd.name;
     CallRequest req{
         sd.forward.service, sd.forward.method, r.path, r.body, key, id, sd.name,
         ownership_.Token(id),          attempt,           trace};
-    auto t0 = std::chrono::steady_clock::now();
+    auto t0 = clock_.SteadyNow();
     CallResult res;
     Status sent = CallIfOwner(req, &res);
     if (!sent.ok()) {
@@ -231,7 +236,7 @@ auto StepRunner::SendForward(const std::string& id, const SagaDefinition& def,
     }
     CrashPoint("before_outcome");
     driver_.resumed(id);  // resumed: its first step after a restart was sent
-    metrics_.Call("forward", res, std::chrono::steady_clock::now() - t0);
+    metrics_.Call("forward", res, clock_.SteadyNow() - t0);
     EngineLog({{"msg", "step call"},
                {"instance", id},
                {"trace_id", trace.trace_id},
@@ -241,54 +246,16 @@ auto StepRunner::SendForward(const std::string& id, const SagaDefinition& def,
                {"outcome", OutcomeName(res.outcome)},
                {"http_status", res.http_status},
                {"ms", std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::steady_clock::now() - t0)
+                          clock_.SteadyNow() - t0)
                           .count()}});
-    const RetryPolicy policy = RetryFor(sd, sd.forward.service);
     int chained = -1, marked = -1;
     Rendered chained_request;
     Next next = Transition(id, [&](Tx& tx) -> Status {
       chained = -1;
-      switch (res.outcome) {
-        case Outcome::kCommitted:
-          SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kCommit,
-                                        {{"result", res.result},
-                                         {"external_ref", res.external_ref},
-                                         {"http_status", res.http_status},
-                                         {"replayed", res.replayed}}));
-          SAGAD_RETURN_IF_ERROR(
-              Chain(tx, def, &marked, &chained, &chained_request));
-          if (chained >= 0)
-            CrashPoint(
-                "before_started");  // the next STARTED is not durable yet
-          return Status::Ok();
-        case Outcome::kFailed:
-          SAGAD_RETURN_IF_ERROR(tx.Step(
-              i, StepEvent::kFail,
-              {{"error", res.error}, {"http_status", res.http_status}}));
-          return GiveUp(tx, def,
-                        "step '" + sd.name + "' was refused by service '" +
-                            sd.forward.service + "': " + res.error);
-        case Outcome::kUnknown:
-          return tx.Step(
-              i, StepEvent::kOutcomeUnknown,
-              {{"error", res.error}, {"http_status", res.http_status}});
-        case Outcome::kNotExecuted: {
-          const StepState& cur = tx.inst().step(i);
-          int64_t now = clock_.NowMillis();
-          if (!MayRetry(sd, policy, cur.retries + 1, cur.first_sent_at, now)) {
-            SAGAD_RETURN_IF_ERROR(
-                tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
-            return GiveUp(tx, def,
-                          "step '" + sd.name + "' could not be sent after " +
-                              std::to_string(cur.retries) +
-                              " attempts: " + res.error);
-          }
-          return tx.Step(
-              i, StepEvent::kNotExecuted,
-              {{"error", res.error},
-               {"retry_at", now + Backoff(policy, cur.retries + 1)}});
-        }
-      }
+      SAGAD_RETURN_IF_ERROR(RecordForward(tx, def, i, res));
+      if (res.outcome != Outcome::kCommitted) return Status::Ok();
+      SAGAD_RETURN_IF_ERROR(Chain(tx, def, &marked, &chained, &chained_request));
+      if (chained >= 0) CrashPoint("before_started");  // the next STARTED is not durable yet
       return Status::Ok();
     });
     CrashPoint("after_outcome");
@@ -303,6 +270,42 @@ auto StepRunner::SendForward(const std::string& id, const SagaDefinition& def,
     r = std::move(chained_request);
     attempt = 1;
   }
+}
+
+auto StepRunner::RecordForward(Tx& tx, const SagaDefinition& def, int i,
+                               const CallResult& res) -> Status {
+  const StepDefinition& sd = def.steps[i];
+  switch (res.outcome) {
+    case Outcome::kCommitted:
+      return tx.Step(i, StepEvent::kCommit,
+                     {{"result", res.result},
+                      {"external_ref", res.external_ref},
+                      {"http_status", res.http_status},
+                      {"replayed", res.replayed}});
+    case Outcome::kFailed:
+      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kFail,
+                                    {{"error", res.error}, {"http_status", res.http_status}}));
+      return GiveUp(tx, def,
+                    "step '" + sd.name + "' was refused by service '" + sd.forward.service +
+                        "': " + res.error);
+    case Outcome::kUnknown:
+      return tx.Step(i, StepEvent::kOutcomeUnknown,
+                     {{"error", res.error}, {"http_status", res.http_status}});
+    case Outcome::kNotExecuted: {
+      const RetryPolicy policy = RetryFor(sd, sd.forward.service);
+      const StepState& cur = tx.inst().step(i);
+      int64_t now = clock_.NowMillis();
+      if (!MayRetry(sd, policy, cur.retries + 1, cur.first_sent_at, now)) {
+        SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
+        return GiveUp(tx, def,
+                      "step '" + sd.name + "' could not be sent after " +
+                          std::to_string(cur.retries) + " attempts: " + res.error);
+      }
+      return tx.Step(i, StepEvent::kNotExecuted,
+                     {{"error", res.error}, {"retry_at", now + Backoff(policy, cur.retries + 1)}});
+    }
+  }
+  return Status::Ok();
 }
 
 auto StepRunner::Chain(Tx& tx, const SagaDefinition& def, int* marked,
@@ -378,65 +381,63 @@ auto StepRunner::Reconcile(const std::string& id, const SagaDefinition& def,
        {"step", sd.name},
        {"key", st.key},
        {"answer", QueryOutcomeName(q.outcome)}});
+  if (q.outcome == QueryOutcome::kNotHappened)
+    return Transition(id, [&](Tx& tx) { return RecordNotHappened(tx, def, i); });
+  return Transition(id, [&](Tx& tx) { return RecordAnswer(tx, def, i, q, st.key); });
+}
+
+// It never happened: back to PLANNED. Running, it is sent again with the same
+// key after a backoff, within max_attempts sends (a downstream that keeps
+// answering unclearly is not hammered); turning back, there is nothing to
+// send or undo.
+auto StepRunner::RecordNotHappened(Tx& tx, const SagaDefinition& def, int i) -> Status {
+  const StepDefinition& sd = def.steps[i];
+  const StepState& cur = tx.inst().step(i);
+  if (cur.status() != StepStatus::kStarted && cur.status() != StepStatus::kUnknown)
+    return MovedOn("step moved on");
+  const std::string why = "confirmed not executed after: " + cur.last_error;
+  if (tx.inst().status() != SagaStatus::kRunning)
+    return tx.Step(i, StepEvent::kNotExecuted, {{"error", "confirmed not executed"}});
   const RetryPolicy policy = RetryFor(sd, sd.forward.service);
-  if (q.outcome == QueryOutcome::kNotHappened) {
-    // It never happened: back to PLANNED. Running, it is sent again with the
-    // same key after a backoff, within max_attempts sends (a downstream that
-    // keeps answering unclearly is not hammered); turning back, there is
-    // nothing to send or undo.
-    return Transition(id, [&](Tx& tx) -> Status {
-      const StepState& cur = tx.inst().step(i);
-      if (cur.status() != StepStatus::kStarted &&
-          cur.status() != StepStatus::kUnknown)
-        return FailedPrecondition("step moved on");
-      const std::string why = "confirmed not executed after: " + cur.last_error;
-      if (tx.inst().status() != SagaStatus::kRunning)
-        return tx.Step(i, StepEvent::kNotExecuted,
-                       {{"error", "confirmed not executed"}});
-      int64_t now = clock_.NowMillis();
-      if (!MayRetry(sd, policy, cur.attempts, cur.first_sent_at, now)) {
-        SAGAD_RETURN_IF_ERROR(
-            tx.Step(i, StepEvent::kNotExecuted, {{"error", why}}));
-        return GiveUp(tx, def,
-                      "step '" + sd.name + "' did not take effect in " +
-                          std::to_string(cur.attempts) + " attempts: " + why);
-      }
-      return tx.Step(
-          i, StepEvent::kNotExecuted,
-          {{"error", why},
-           {"retry_at", now + Backoff(policy, cur.attempts)}});
-    });
+  int64_t now = clock_.NowMillis();
+  if (!MayRetry(sd, policy, cur.attempts, cur.first_sent_at, now)) {
+    SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", why}}));
+    return GiveUp(tx, def,
+                  "step '" + sd.name + "' did not take effect in " +
+                      std::to_string(cur.attempts) + " attempts: " + why);
   }
-  return Transition(id, [&](Tx& tx) -> Status {
-    StepStatus ss = tx.inst().step(i).status();
-    if (ss != StepStatus::kStarted && ss != StepStatus::kUnknown)
-      return FailedPrecondition("step moved on");
-    if (q.outcome == QueryOutcome::kHappened)
-      return tx.Step(i, StepEvent::kCommit,
-                     {{"result", q.result},
-                      {"external_ref", q.external_ref},
-                      {"reconciled", true}});
-    if (q.outcome == QueryOutcome::kRefused) {
-      // Received and definitely refused: nothing happened, nothing is
-      // re-sent (the key is spent on the refusal).
-      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kConfirmRefused,
-                                    {{"error", q.error}, {"reconciled", true}}));
-      return GiveUp(tx, def, "step '" + sd.name + "' was refused: " + q.error);
-    }
-    if (ss == StepStatus::kStarted)
-      SAGAD_RETURN_IF_ERROR(
-          tx.Step(i, StepEvent::kOutcomeUnknown, {{"error", q.error}}));
-    int n = tx.inst().step(i).reconciliations + 1;
-    if (n >= policy.max_reconciliations) {
-      SAGAD_RETURN_IF_ERROR(
-          tx.Note(i, "reconciled", {{"phase", "forward"}, {"error", q.error}}));
-      return EscalateStep(tx, i,
-                      "outcome of " + st.key + " still unknown after " +
-                          std::to_string(n) +
-                          " reconciliation attempts: " + q.error);
-    }
-    return AskAgainLater(tx, i, "forward", q.error, policy, n);
-  });
+  return tx.Step(i, StepEvent::kNotExecuted,
+                 {{"error", why}, {"retry_at", now + Backoff(policy, cur.attempts)}});
+}
+
+// Committed, refused, or still unclear (asked again later, up to the policy's
+// reconciliations, then review).
+auto StepRunner::RecordAnswer(Tx& tx, const SagaDefinition& def, int i, const QueryResult& q,
+                              const std::string& key) -> Status {
+  const StepDefinition& sd = def.steps[i];
+  StepStatus ss = tx.inst().step(i).status();
+  if (ss != StepStatus::kStarted && ss != StepStatus::kUnknown) return MovedOn("step moved on");
+  if (q.outcome == QueryOutcome::kHappened)
+    return tx.Step(i, StepEvent::kCommit,
+                   {{"result", q.result}, {"external_ref", q.external_ref}, {"reconciled", true}});
+  if (q.outcome == QueryOutcome::kRefused) {
+    // Received and definitely refused: nothing happened, nothing is re-sent
+    // (the key is spent on the refusal).
+    SAGAD_RETURN_IF_ERROR(
+        tx.Step(i, StepEvent::kConfirmRefused, {{"error", q.error}, {"reconciled", true}}));
+    return GiveUp(tx, def, "step '" + sd.name + "' was refused: " + q.error);
+  }
+  if (ss == StepStatus::kStarted)
+    SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kOutcomeUnknown, {{"error", q.error}}));
+  const RetryPolicy policy = RetryFor(sd, sd.forward.service);
+  int n = tx.inst().step(i).reconciliations + 1;
+  if (n >= policy.max_reconciliations) {
+    SAGAD_RETURN_IF_ERROR(tx.Note(i, "reconciled", {{"phase", "forward"}, {"error", q.error}}));
+    return EscalateStep(tx, i,
+                        "outcome of " + key + " still unknown after " + std::to_string(n) +
+                            " reconciliation attempts: " + q.error);
+  }
+  return AskAgainLater(tx, i, "forward", q.error, policy, n);
 }
 
 }  // namespace sagad

@@ -21,7 +21,6 @@
 
 #include <functional>
 #include <map>
-#include <mutex>
 #include <random>
 #include <string>
 
@@ -33,8 +32,9 @@
 #include "coordinator/engine/transition.h"
 #include "policies/retry_budget.h"
 #include "policies/retry_policy.h"
-#include "util/clock.h"
 #include "sagas/definition.h"
+#include "util/clock.h"
+#include "util/mutex.h"
 
 namespace sagad {
 
@@ -111,6 +111,15 @@ class StepRunner {
   Next SendForward(const std::string& id, const SagaDefinition& def, int i,
                    Rendered r, int attempt, const TraceContext& trace);
 
+  // Records the outcome of step i's forward call: COMMITTED, FAILED (and the
+  // saga turns back), UNKNOWN, or not executed (retried later within the
+  // policy, else the saga turns back).
+  Status RecordForward(Tx& tx, const SagaDefinition& def, int i, const CallResult& res);
+  Status RecordUndo(Tx& tx, const SagaDefinition& def, int i, const CallResult& res);
+  // Records a reconciliation's answer about step i's forward call.
+  Status RecordNotHappened(Tx& tx, const SagaDefinition& def, int i);
+  Status RecordAnswer(Tx& tx, const SagaDefinition& def, int i, const QueryResult& q,
+                      const std::string& key);
   // Folds into tx, after a step committed, what follows without any call:
   // the saga's completion, or the STARTED record of the next step when it
   // is a first send that may go now. *step is that step (else -1) and
@@ -148,10 +157,10 @@ class StepRunner {
   RunTable& runs_;
   EngineMetrics& metrics_;
   Driver driver_;
-  std::mutex budget_mu_;
-  std::map<std::string, RetryBudget> budgets_;
-  std::mutex rng_mu_;
-  std::mt19937_64 rng_;
+  Mutex budget_mu_;
+  std::map<std::string, RetryBudget> budgets_ GUARDED_BY(budget_mu_);
+  Mutex rng_mu_;
+  std::mt19937_64 rng_ GUARDED_BY(rng_mu_);
 };
 
 }  // namespace sagad

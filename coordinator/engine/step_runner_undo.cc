@@ -50,7 +50,7 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinition& def,
       [&](Tx& tx) -> Status {
         StepStatus ss = tx.inst().step(i).status();
         if (ss != StepStatus::kCommitted && ss != StepStatus::kCompensating)
-          return FailedPrecondition("step moved on");
+          return MovedOn("step moved on");
         return tx.Step(i, StepEvent::kBeginCompensation,
                        {{"key", key}, {"args_hash", r->hash}});
       });
@@ -60,12 +60,12 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinition& def,
                   r->body,      key,         id,
                   sd.name,      ownership_.Token(id),   st.comp_attempts + 1,
                   TraceOf(inst)};
-  auto t0 = std::chrono::steady_clock::now();
+  auto t0 = clock_.SteadyNow();
   CallResult res;
   Status sent = CallIfOwner(req, &res);
   if (!sent.ok()) return driver_.after_failure(id, sent);
   CrashPoint("before_compensation_outcome");
-  metrics_.Call("compensation", res, std::chrono::steady_clock::now() - t0);
+  metrics_.Call("compensation", res, clock_.SteadyNow() - t0);
   EngineLog({{"msg", "compensation call"},
              {"instance", id},
              {"trace_id", req.trace.trace_id},
@@ -73,44 +73,43 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinition& def,
              {"key", key},
              {"outcome", OutcomeName(res.outcome)},
              {"http_status", res.http_status}});
-  const RetryPolicy policy = RetryFor(sd, call.service);
-  Next next = Transition(id, [&](Tx& tx) -> Status {
-    switch (res.outcome) {
-      case Outcome::kCommitted:
-        return tx.Step(i, StepEvent::kCompensationDone,
-                       {{"result", res.result}, {"external_ref", res.external_ref}});
-      case Outcome::kFailed:
-        SAGAD_RETURN_IF_ERROR(
-            tx.Step(i, StepEvent::kEscalate, {{"error", res.error}}));
-        return EscalateUndo(
-            tx, def,
-            "compensation of '" + sd.name + "' was refused: " + res.error,
-            sd.name);
-      case Outcome::kUnknown:
-        return tx.Step(i, StepEvent::kCompensationUnknown,
-                       {{"error", res.error}});
-      case Outcome::kNotExecuted: {
-        int n = tx.inst().step(i).comp_attempts;
-        if (n >= policy.max_attempts) {
-          SAGAD_RETURN_IF_ERROR(
-              tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
-          return tx.Saga(
-              SagaEvent::kEscalate,
-              {{"reason", "compensation of '" + sd.name +
-                              "' could not be sent after " + std::to_string(n) +
-                              " attempts: " + res.error},
-               {"step", sd.name}});
-        }
-        return tx.Step(
-            i, StepEvent::kNotExecuted,
-            {{"error", res.error},
-             {"retry_at", clock_.NowMillis() + Backoff(policy, n)}});
-      }
-    }
-    return Status::Ok();
-  });
+  Next next = Transition(id, [&](Tx& tx) { return RecordUndo(tx, def, i, res); });
   CrashPoint("after_compensation_outcome");
   return next;
+}
+
+// The outcome of step i's compensation call: COMPENSATED, refused (review),
+// unclear (asked later), or not executed (sent again within the policy,
+// else review).
+auto StepRunner::RecordUndo(Tx& tx, const SagaDefinition& def, int i, const CallResult& res)
+    -> Status {
+  const StepDefinition& sd = def.steps[i];
+  switch (res.outcome) {
+    case Outcome::kCommitted:
+      return tx.Step(i, StepEvent::kCompensationDone,
+                     {{"result", res.result}, {"external_ref", res.external_ref}});
+    case Outcome::kFailed:
+      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kEscalate, {{"error", res.error}}));
+      return EscalateUndo(tx, def, "compensation of '" + sd.name + "' was refused: " + res.error,
+                          sd.name);
+    case Outcome::kUnknown:
+      return tx.Step(i, StepEvent::kCompensationUnknown, {{"error", res.error}});
+    case Outcome::kNotExecuted: {
+      const RetryPolicy policy = RetryFor(sd, sd.compensation->service);
+      int n = tx.inst().step(i).comp_attempts;
+      if (n >= policy.max_attempts) {
+        SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
+        return tx.Saga(SagaEvent::kEscalate,
+                       {{"reason", "compensation of '" + sd.name + "' could not be sent after " +
+                                       std::to_string(n) + " attempts: " + res.error},
+                        {"step", sd.name}});
+      }
+      return tx.Step(i, StepEvent::kNotExecuted,
+                     {{"error", res.error},
+                      {"retry_at", clock_.NowMillis() + Backoff(policy, n)}});
+    }
+  }
+  return Status::Ok();
 }
 
 auto StepRunner::ReconcileCompensation(const std::string& id,
@@ -130,7 +129,7 @@ auto StepRunner::ReconcileCompensation(const std::string& id,
   const RetryPolicy policy = RetryFor(sd, sd.compensation->service);
   return Transition(id, [&](Tx& tx) -> Status {
     if (tx.inst().step(i).status() != StepStatus::kCompensating)
-      return FailedPrecondition("step moved on");
+      return MovedOn("step moved on");
     if (q.outcome == QueryOutcome::kHappened)
       return tx.Step(i, StepEvent::kCompensationDone,
                      {{"result", q.result},

@@ -35,12 +35,8 @@ Submissions::Submissions(const DefinitionRegistry& defs,
       clock_(clock),
       starter_(std::move(starter)) {}
 
-StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga,
-                                            int version,
-                                            const nlohmann::json& input,
-                                            const std::string& client_key,
-                                            const std::string& request_hash,
-                                            const TraceContext& trace) {
+StatusOr<SagaDefinitionPtr> Submissions::DefinitionFor(const std::string& saga, int version,
+                                                      const nlohmann::json& input) const {
   SagaDefinitionPtr def = defs_.Get(saga, version);
   if (!def && version > 0 && defs_.Get(saga, 0))
     return NotFound("saga '" + saga + "' has no registered version " +
@@ -54,10 +50,22 @@ StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga,
     for (const auto& e : errors) m += (m.empty() ? "" : "; ") + e.path + " " + e.message;
     return InvalidArgument("input does not match saga '" + saga + "': " + m);
   }
+  return def;
+}
+
+StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga,
+                                            int version,
+                                            const nlohmann::json& input,
+                                            const std::string& client_key,
+                                            const std::string& request_hash,
+                                            const TraceContext& trace) {
+  auto checked = DefinitionFor(saga, version, input);
+  if (!checked.ok()) return checked.status();
+  const SagaDefinitionPtr def = *checked;
   SubmitOutcome out;
   std::optional<Submission> sub;
   if (!client_key.empty()) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (inflight_.count(client_key))
       return FailedPrecondition(
           "a request with this Idempotency-Key is still in progress");
@@ -139,7 +147,7 @@ void Submissions::Finish(const std::string& key, int status,
 }
 
 void Submissions::EndInflight(const std::string& key) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   inflight_.erase(key);
 }
 

@@ -14,7 +14,6 @@
 #pragma once
 
 #include <functional>
-#include <mutex>
 #include <string>
 #include <unordered_set>
 
@@ -22,8 +21,9 @@
 
 #include "adapters/trace_context.h"
 #include "coordinator/store/store.h"
-#include "util/clock.h"
 #include "sagas/definition.h"
+#include "util/clock.h"
+#include "util/mutex.h"
 
 namespace sagad {
 
@@ -79,14 +79,18 @@ class Submissions {
   static StatusOr<SubmitOutcome> Replay(const Submission& first,
                                         const std::string& request_hash);
   void EndInflight(const std::string& key);
+  // The definition `saga`@`version` (0: the newest), with `input` checked
+  // against it: NotFound or InvalidArgument naming what is wrong.
+  StatusOr<SagaDefinitionPtr> DefinitionFor(const std::string& saga, int version,
+                                            const nlohmann::json& input) const;
 
   const DefinitionRegistry& defs_;
   InstanceRepository& repo_;
   Ownership& ownership_;
   const Clock& clock_;
   Starter starter_;
-  std::mutex mu_;
-  std::unordered_set<std::string> inflight_;
+  Mutex mu_;
+  std::unordered_set<std::string> inflight_ GUARDED_BY(mu_);
 };
 
 }  // namespace sagad

@@ -8,8 +8,10 @@ namespace {
 constexpr auto kPoll = std::chrono::milliseconds(200);
 }
 
+// The members of Blocking and Async that change are guarded by Waiters::mu_
+// (which the analysis cannot name from a nested struct).
 struct Waiters::Blocking {
-  std::condition_variable cv;
+  CondVar cv;
   std::shared_ptr<const nlohmann::json> settled;  // the snapshot that settled it
 };
 
@@ -32,24 +34,24 @@ bool Waiters::Settled(const nlohmann::json& view) {
 StatusOr<nlohmann::json> Waiters::Wait(const std::string& id, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   Blocking w;
-  std::unique_lock<std::mutex> l(mu_);
+  MutexLock l(mu_);
   auto me = blocking_.emplace(id, &w);
-  l.unlock();
+  l.Unlock();
   auto j = store_.GetInstance(id);
-  l.lock();
+  l.Lock();
   while (true) {
     if (!j.ok() || Settled(*j) || std::chrono::steady_clock::now() >= deadline) {
       blocking_.erase(me);
       return j;
     }
     auto until = std::min(deadline, std::chrono::steady_clock::now() + kPoll);
-    if (w.cv.wait_until(l, until, [&] { return w.settled != nullptr; })) {
+    if (w.cv.WaitUntil(mu_, until, [&]() REQUIRES(mu_) { return w.settled != nullptr; })) {
       j = *w.settled;
       continue;
     }
-    l.unlock();
+    l.Unlock();
     j = store_.GetInstance(id);
-    l.lock();
+    l.Lock();
   }
 }
 
@@ -65,7 +67,7 @@ std::function<bool()> Waiters::WaitAsync(const std::string& id,
   };
   Status closing;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (cancelled_) return [] { return true; };
     closing = closing_;
     if (closing.ok()) async_.emplace(id, w);
@@ -81,7 +83,7 @@ std::function<bool()> Waiters::WaitAsync(const std::string& id,
 }
 
 // Takes `w` out of the table with its `done` (empty if it was taken
-// already). Under mu_.
+// already).
 Waiters::Done Waiters::TakeLocked(const std::shared_ptr<Async>& w) {
   Done done = std::move(w->done);
   w->done = nullptr;
@@ -95,14 +97,14 @@ Waiters::Done Waiters::TakeLocked(const std::shared_ptr<Async>& w) {
 }
 
 bool Waiters::Drop(const std::shared_ptr<Async>& w) {
-  std::lock_guard<std::mutex> l(mu_);  // Finish calls `done` under it: none runs now
+  MutexLock l(mu_);  // Finish calls `done` under it: none runs now
   return static_cast<bool>(TakeLocked(w));
 }
 
 void Waiters::FinishAll(const Status& why) {
   std::vector<std::shared_ptr<Async>> all;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     closing_ = why;
     for (auto& [id, w] : async_) all.push_back(w);
   }
@@ -117,7 +119,7 @@ void Waiters::Arm(const std::shared_ptr<Async>& w) {
   timer->async_wait([this, w, timer](const boost::system::error_code& ec) {
     if (ec) return;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       if (!w->done) return;
     }
     boost::asio::post(readers_, [this, w] {
@@ -130,7 +132,7 @@ void Waiters::Arm(const std::shared_ptr<Async>& w) {
 }
 
 void Waiters::Finish(const std::shared_ptr<Async>& w, StatusOr<nlohmann::json> j) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   Done done = TakeLocked(w);
   if (!done) return;
   // Under the lock, so that CancelAll returns only once no `done` runs.
@@ -140,10 +142,10 @@ void Waiters::Finish(const std::shared_ptr<Async>& w, StatusOr<nlohmann::json> j
 void Waiters::Notify(const std::string& id, const std::shared_ptr<const nlohmann::json>& snapshot) {
   std::vector<std::shared_ptr<Async>> woken;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     for (auto [it, end] = blocking_.equal_range(id); it != end; ++it) {
       it->second->settled = snapshot;
-      it->second->cv.notify_one();
+      it->second->cv.NotifyOne();
     }
     for (auto [it, end] = async_.equal_range(id); it != end; ++it) woken.push_back(it->second);
   }
@@ -153,7 +155,7 @@ void Waiters::Notify(const std::string& id, const std::shared_ptr<const nlohmann
 void Waiters::CancelAll() {
   std::unordered_multimap<std::string, std::shared_ptr<Async>> dropped;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     cancelled_ = true;
     for (auto& [id, w] : async_) w->done = nullptr;
     dropped.swap(async_);

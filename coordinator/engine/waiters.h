@@ -10,16 +10,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
 #include "coordinator/store/store.h"
+#include "util/mutex.h"
 
 namespace boost::asio {
 class io_context;
@@ -61,17 +60,17 @@ class Waiters {
   struct Async;
   void Finish(const std::shared_ptr<Async>& w, StatusOr<nlohmann::json> j);
   bool Drop(const std::shared_ptr<Async>& w);
-  Done TakeLocked(const std::shared_ptr<Async>& w);
+  Done TakeLocked(const std::shared_ptr<Async>& w) REQUIRES(mu_);
   void Arm(const std::shared_ptr<Async>& w);
 
   Store& store_;
   boost::asio::io_context& timers_;
   boost::asio::thread_pool& readers_;
-  std::mutex mu_;
-  bool cancelled_ = false;
-  Status closing_;  // not ok once FinishAll ran
-  std::unordered_multimap<std::string, Blocking*> blocking_;
-  std::unordered_multimap<std::string, std::shared_ptr<Async>> async_;
+  Mutex mu_;
+  bool cancelled_ GUARDED_BY(mu_) = false;
+  Status closing_ GUARDED_BY(mu_);  // not ok once FinishAll ran
+  std::unordered_multimap<std::string, Blocking*> blocking_ GUARDED_BY(mu_);
+  std::unordered_multimap<std::string, std::shared_ptr<Async>> async_ GUARDED_BY(mu_);
 };
 
 }  // namespace sagad

@@ -1,11 +1,24 @@
 #include "coordinator/http/api_auth.h"
 
+#include <map>
+
 #include <strings.h>
 
 #include "adapters/sha256.h"
 #include "coordinator/http/api_exchange.h"
 
 namespace sagad {
+
+bool ParseRole(const std::string& s, Role* out) {
+  static const std::map<std::string, Role> kRoles = {{"viewer", Role::kViewer},
+                                                     {"submitter", Role::kSubmitter},
+                                                     {"operator", Role::kOperator},
+                                                     {"admin", Role::kAdmin}};
+  auto it = kRoles.find(s);
+  if (it == kRoles.end()) return false;
+  *out = it->second;
+  return true;
+}
 
 const char* RoleName(Role role) {
   static const char* kNames[] = {"viewer", "submitter", "operator", "admin"};

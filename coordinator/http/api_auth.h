@@ -10,12 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/server/config.h"
+#include "coordinator/http/api_options.h"
 #include "coordinator/http/http_message.h"
 
 namespace sagad {
-
-const char* RoleName(Role role);
 
 class ApiAuth {
  public:

@@ -50,6 +50,7 @@ void ProblemFromStatus(const HttpRequest& req, HttpResponse& res, const Status& 
     case StatusCode::kAlreadyExists: code = 422; break;
     case StatusCode::kFailedPrecondition:
     case StatusCode::kLeaseLost:
+    case StatusCode::kMovedOn:
     case StatusCode::kAborted: code = 409; break;
     case StatusCode::kUnavailable: code = 503; break;
     default: code = 500;

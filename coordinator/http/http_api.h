@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/server/config.h"
 #include "coordinator/engine/engine.h"
+#include "coordinator/http/api_options.h"
 
 namespace sagad {
 
 class ApiServer {
  public:
-  ApiServer(Engine& engine, const Config& config);
+  ApiServer(Engine& engine, const ApiOptions& options);
   ~ApiServer();
 
   // Binds host:port (port 0 picks a free one). Returns the bound port or

@@ -38,7 +38,7 @@ std::function<void()> HttpResponse::Defer() {
 
 void Abandonment::Set(std::function<void()> f) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (!fired_) {
       f_ = std::move(f);
       return;
@@ -50,7 +50,7 @@ void Abandonment::Set(std::function<void()> f) {
 void Abandonment::Fire() {
   std::function<void()> f;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     if (fired_) return;
     fired_ = true;
     f = std::move(f_);

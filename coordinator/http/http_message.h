@@ -10,10 +10,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "util/mutex.h"
 
 namespace sagad {
 
@@ -47,9 +48,9 @@ class Abandonment {
   void Fire();
 
  private:
-  std::mutex mu_;
-  bool fired_ = false;
-  std::function<void()> f_;
+  Mutex mu_;
+  bool fired_ GUARDED_BY(mu_) = false;
+  std::function<void()> f_ GUARDED_BY(mu_);
 };
 
 class HttpResponse {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "coordinator/http/http_server.h"
+#include "util/mutex.h"
 
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
@@ -13,8 +14,6 @@
 #include <boost/beast/ssl.hpp>
 
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -96,8 +95,8 @@ class HttpServer::Impl {
   }
 
   bool WaitIdle(std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> l(conn_mu_);
-    return idle_cv_.wait_for(l, timeout, [this] { return serving_ == 0; });
+    MutexLock l(conn_mu_);
+    return idle_cv_.WaitFor(conn_mu_, timeout, [this]() REQUIRES(conn_mu_) { return serving_ == 0; });
   }
 
   void Serve() {
@@ -121,7 +120,7 @@ class HttpServer::Impl {
   }
 
   size_t open_connections() const {
-    std::lock_guard<std::mutex> l(conn_mu_);
+    MutexLock l(conn_mu_);
     return total_;
   }
 
@@ -135,12 +134,12 @@ class HttpServer::Impl {
   bool draining() const { return draining_; }
   // A request is being served from dispatch until its answer is written.
   void Serving(bool begin) {
-    std::lock_guard<std::mutex> l(conn_mu_);
+    MutexLock l(conn_mu_);
     serving_ += begin ? 1 : -1;
-    if (serving_ == 0) idle_cv_.notify_all();
+    if (serving_ == 0) idle_cv_.NotifyAll();
   }
   void Release(const std::string& remote) {
-    std::lock_guard<std::mutex> l(conn_mu_);
+    MutexLock l(conn_mu_);
     --total_;
     auto it = per_client_.find(remote);
     if (it != per_client_.end() && --it->second == 0) per_client_.erase(it);
@@ -173,7 +172,7 @@ class HttpServer::Impl {
     std::string addr = remote.address().to_string();
     bool over = false;
     {
-      std::lock_guard<std::mutex> l(conn_mu_);
+      MutexLock l(conn_mu_);
       size_t& mine = per_client_[addr];
       if (total_ >= options_.max_connections || mine >= options_.max_connections_per_client) {
         over = true;
@@ -190,7 +189,6 @@ class HttpServer::Impl {
   // Too many connections: a short 503, then close (http_server.cc).
   void Busy(tcp::socket socket);
 
-
   void StartSession(tcp::socket socket, const std::string& addr);
 
   HttpServerOptions options_;
@@ -200,11 +198,11 @@ class HttpServer::Impl {
   bool tls_ = false;
   // Before io_: sessions still queued in io_ are destroyed with it and
   // give their connection back here.
-  mutable std::mutex conn_mu_;
-  size_t total_ = 0;
-  int64_t serving_ = 0;
-  std::condition_variable idle_cv_;
-  std::unordered_map<std::string, size_t> per_client_;
+  mutable Mutex conn_mu_;
+  size_t total_ GUARDED_BY(conn_mu_) = 0;
+  int64_t serving_ GUARDED_BY(conn_mu_) = 0;
+  CondVar idle_cv_;
+  std::unordered_map<std::string, size_t> per_client_ GUARDED_BY(conn_mu_);
   std::atomic<bool> stopped_{false};
   std::atomic<bool> draining_{false};
   bool loopback_ = false;

@@ -17,15 +17,17 @@ namespace {
 constexpr int64_t kMaxMs = 2147483647;
 }  // namespace
 
-bool ParseRole(const std::string& s, Role* out) {
-  static const std::map<std::string, Role> kRoles = {{"viewer", Role::kViewer},
-                                                     {"submitter", Role::kSubmitter},
-                                                     {"operator", Role::kOperator},
-                                                     {"admin", Role::kAdmin}};
-  auto it = kRoles.find(s);
-  if (it == kRoles.end()) return false;
-  *out = it->second;
-  return true;
+ApiOptions ApiOptionsOf(const Config& config) {
+  ApiOptions o;
+  o.tokens = config.tokens;
+  o.tls_cert_file = config.tls_cert_file;
+  o.tls_key_file = config.tls_key_file;
+  o.max_connections = config.max_connections;
+  o.max_connections_per_client = config.max_connections_per_client;
+  o.request_timeout_ms = config.request_timeout_ms;
+  o.idle_timeout_ms = config.idle_timeout_ms;
+  o.api_threads = config.api_threads;
+  return o;
 }
 
 Status ParseListen(const std::string& s, std::string* host, int* port) {
@@ -96,158 +98,195 @@ bool IsSha256Hex(const std::string& s) {
 
 }  // namespace
 
+namespace {
+
+// Each part of the config document; a json exception (a wrong type) is
+// turned into InvalidArgument by ParseConfig.
+
+Status ParseTls(const nlohmann::json& t, Config* c) {
+  if (!t.is_object()) return InvalidArgument("'tls' must be {\"cert_file\", \"key_file\"}");
+  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(t, {"cert_file", "key_file"}, "tls"));
+  c->tls_cert_file = t.value("cert_file", "");
+  c->tls_key_file = t.value("key_file", "");
+  if (c->tls_cert_file.empty() || c->tls_key_file.empty())
+    return InvalidArgument("tls needs both cert_file and key_file");
+  SAGAD_RETURN_IF_ERROR(Readable(c->tls_cert_file, "tls.cert_file"));
+  return Readable(c->tls_key_file, "tls.key_file");
+}
+
+Status ParseApi(const nlohmann::json& a, Config* c) {
+  if (!a.is_object()) return InvalidArgument("'api' must be an object");
+  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(a, {"max_connections", "max_connections_per_client",
+                                          "request_timeout_ms", "idle_timeout_ms", "threads"},
+                                      "api"));
+  SAGAD_RETURN_IF_ERROR(IntField(a, "max_connections", 1, 1000000, "api", &c->max_connections));
+  SAGAD_RETURN_IF_ERROR(IntField(a, "max_connections_per_client", 1,
+                                 static_cast<int64_t>(c->max_connections), "api",
+                                 &c->max_connections_per_client));
+  SAGAD_RETURN_IF_ERROR(
+      IntField(a, "request_timeout_ms", 100, kMaxMs, "api", &c->request_timeout_ms));
+  SAGAD_RETURN_IF_ERROR(IntField(a, "idle_timeout_ms", 100, kMaxMs, "api", &c->idle_timeout_ms));
+  return IntField(a, "threads", 1, 1024, "api", &c->api_threads);
+}
+
+// A service's TLS files: readable, the client pair together.
+Status ParseServiceTls(const nlohmann::json& s, const std::string& where, ServiceConfig* sc) {
+  sc->ca_file = s.value("ca_file", "");
+  sc->client_cert_file = s.value("client_cert_file", "");
+  sc->client_key_file = s.value("client_key_file", "");
+  sc->tls_verify = s.value("tls_verify", true);
+  if (sc->client_cert_file.empty() != sc->client_key_file.empty())
+    return InvalidArgument(where + ": client_cert_file and client_key_file go together");
+  for (const auto& [file, key] : {std::pair{sc->ca_file, "ca_file"},
+                                  std::pair{sc->client_cert_file, "client_cert_file"},
+                                  std::pair{sc->client_key_file, "client_key_file"}})
+    if (!file.empty()) SAGAD_RETURN_IF_ERROR(Readable(file, where + "." + key));
+  return Status::Ok();
+}
+
+Status ParseRetry(const nlohmann::json& s, const std::string& name, ServiceConfig* sc) {
+  if (s.contains("retry")) {
+    auto r = RetryPolicy::FromJson(s["retry"]);
+    if (!r.ok()) return InvalidArgument("service '" + name + "': " + r.status().message());
+    sc->retry = *r;
+  }
+  if (s.contains("retry_budget")) {
+    sc->retry_budget.capacity = s["retry_budget"].value("capacity", sc->retry_budget.capacity);
+    sc->retry_budget.per_second =
+        s["retry_budget"].value("per_second", sc->retry_budget.per_second);
+    if (sc->retry_budget.capacity < 1 || sc->retry_budget.per_second < 0)
+      return InvalidArgument("service '" + name +
+                             "': retry_budget needs capacity >= 1 and per_second >= 0");
+  }
+  return Status::Ok();
+}
+
+// "services": {"NAME": "URL" | {...}}.
+Status ParseService(const std::string& name, const nlohmann::json& s, ServiceConfig* sc) {
+  sc->name = name;
+  if (s.is_string()) {
+    sc->base_url = s.get<std::string>();
+  } else {
+    const std::string where = "services." + name;
+    SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(
+        s, {"base_url", "timeout_ms", "headers", "queryable", "idempotent", "operations_path",
+            "retry", "retry_budget", "max_response_bytes", "ca_file", "client_cert_file",
+            "client_key_file", "tls_verify"},
+        where));
+    SAGAD_RETURN_IF_ERROR(ParseServiceTls(s, where, sc));
+    SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(s.value("retry_budget", nlohmann::json::object()),
+                                        {"capacity", "per_second"}, where + ".retry_budget"));
+    sc->base_url = s.at("base_url").get<std::string>();
+    SAGAD_RETURN_IF_ERROR(IntField(s, "timeout_ms", 1, kMaxMs, where, &sc->timeout_ms));
+    sc->queryable = s.value("queryable", sc->queryable);
+    sc->idempotent = s.value("idempotent", sc->idempotent);
+    sc->operations_path = s.value("operations_path", sc->operations_path);
+    SAGAD_RETURN_IF_ERROR(IntField(s, "max_response_bytes", 1024, int64_t(1) << 30, where,
+                                   &sc->max_response_bytes));
+    SAGAD_RETURN_IF_ERROR(ParseRetry(s, name, sc));
+    if (s.contains("headers"))
+      for (const auto& [k, v] : s["headers"].items()) sc->headers[k] = v.get<std::string>();
+  }
+  SAGAD_RETURN_IF_ERROR(CheckUrl("service '" + name + "': base_url", sc->base_url));
+  if (sc->timeout_ms < 1) return InvalidArgument("service '" + name + "': timeout_ms must be > 0");
+  return Status::Ok();
+}
+
+Status ParseToken(const nlohmann::json& t, Token* tok) {
+  tok->name = t.at("name").get<std::string>();
+  SAGAD_RETURN_IF_ERROR(
+      OnlyKnownKeys(t, {"name", "token", "token_sha256", "role"}, "token '" + tok->name + "'"));
+  if (t.contains("token") == t.contains("token_sha256"))
+    return InvalidArgument("token '" + tok->name +
+                           "' needs exactly one of \"token\" or \"token_sha256\"");
+  if (t.contains("token")) {
+    tok->token = t.at("token").get<std::string>();
+    if (tok->token.empty()) return InvalidArgument("token '" + tok->name + "' is empty");
+  } else {
+    tok->token_sha256 = t.at("token_sha256").get<std::string>();
+    if (!IsSha256Hex(tok->token_sha256))
+      return InvalidArgument("token '" + tok->name +
+                             "': token_sha256 must be 64 lowercase hex digits "
+                             "(sagactl hash-token prints it)");
+  }
+  if (!ParseRole(t.value("role", "viewer"), &tok->role))
+    return InvalidArgument("token '" + tok->name +
+                           "': role must be viewer, submitter, operator or admin");
+  return Status::Ok();
+}
+
+Status ParseWebhook(const nlohmann::json& w, WebhookConfig* wc) {
+  wc->url = w.is_string() ? w.get<std::string>() : w.at("url").get<std::string>();
+  if (w.is_object()) {
+    SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(w, {"url", "secret", "timeout_ms"}, "a webhook"));
+    wc->secret = w.value("secret", "");
+    SAGAD_RETURN_IF_ERROR(IntField(w, "timeout_ms", 1, kMaxMs, "a webhook", &wc->timeout_ms));
+  }
+  return CheckUrl("a webhook's url", wc->url);
+}
+
+// The top-level scalars: listen, stores, retention, workers, leases.
+Status ParseProcess(const nlohmann::json& j, Config* c) {
+  if (j.contains("listen"))
+    SAGAD_RETURN_IF_ERROR(
+        ParseListen(j["listen"].get<std::string>(), &c->listen_host, &c->listen_port));
+  c->data_dir = j.value("data_dir", c->data_dir);
+  c->store = j.value("store", c->store);
+  if (j.contains("retention")) {
+    const auto& r = j["retention"];
+    SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(r, {"finished_after_ms"}, "retention"));
+    SAGAD_RETURN_IF_ERROR(
+        IntField(r, "finished_after_ms", 0, kMaxMs, "retention", &c->retention_ms));
+  }
+  // Integers are checked before conversion: a float out of range (1e300)
+  // must be refused, not converted (undefined behaviour).
+  SAGAD_RETURN_IF_ERROR(IntField(j, "lmdb_map_size_mb", 1, int64_t(1) << 24, "the config",
+                                 &c->lmdb_map_size_mb));
+  SAGAD_RETURN_IF_ERROR(IntField(j, "workers", 1, 1024, "the config", &c->workers));
+  c->definitions_dir = j.value("definitions_dir", c->definitions_dir);
+  if (j.contains("examples")) {
+    if (!j["examples"].is_boolean())
+      return InvalidArgument("the config: examples must be true or false");
+    c->examples = j["examples"].get<bool>();
+  }
+  c->coordinator_id = j.value("coordinator_id", c->coordinator_id);
+  SAGAD_RETURN_IF_ERROR(IntField(j, "lease_ms", 100, kMaxMs, "the config", &c->lease_ms));
+  if (c->coordinator_id.find('/') != std::string::npos)
+    return InvalidArgument("coordinator_id must not contain '/'");
+  return Status::Ok();
+}
+
+Status ParseLists(const nlohmann::json& j, Config* c) {
+  if (j.contains("services")) {
+    if (!j["services"].is_object()) return InvalidArgument("'services' must be an object");
+    for (const auto& [name, s] : j["services"].items())
+      SAGAD_RETURN_IF_ERROR(ParseService(name, s, &c->services[name]));
+  }
+  if (j.contains("tokens"))
+    for (const auto& t : j["tokens"]) SAGAD_RETURN_IF_ERROR(ParseToken(t, &c->tokens.emplace_back()));
+  if (j.contains("webhooks")) {
+    if (!j["webhooks"].is_array()) return InvalidArgument("'webhooks' must be an array");
+    for (const auto& w : j["webhooks"])
+      SAGAD_RETURN_IF_ERROR(ParseWebhook(w, &c->webhooks.emplace_back()));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 StatusOr<Config> ParseConfig(const nlohmann::json& j) {
   Config c;
   if (!j.is_object()) return InvalidArgument("config must be a JSON object");
   SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(
       j, {"listen", "data_dir", "store", "lmdb_map_size_mb", "tls", "retention", "workers", "api",
-          "definitions_dir", "examples",
-          "coordinator_id", "lease_ms", "services", "tokens", "webhooks"},
+          "definitions_dir", "examples", "coordinator_id", "lease_ms", "services", "tokens",
+          "webhooks"},
       "the config"));
   try {
-    if (j.contains("listen"))
-      SAGAD_RETURN_IF_ERROR(ParseListen(j["listen"].get<std::string>(), &c.listen_host, &c.listen_port));
-    c.data_dir = j.value("data_dir", c.data_dir);
-    c.store = j.value("store", c.store);
-    if (j.contains("retention")) {
-      const auto& r = j["retention"];
-      SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(r, {"finished_after_ms"}, "retention"));
-      SAGAD_RETURN_IF_ERROR(
-          IntField(r, "finished_after_ms", 0, kMaxMs, "retention", &c.retention_ms));
-    }
-    if (j.contains("tls")) {
-      const auto& t = j["tls"];
-      if (!t.is_object()) return InvalidArgument("'tls' must be {\"cert_file\", \"key_file\"}");
-      SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(t, {"cert_file", "key_file"}, "tls"));
-      c.tls_cert_file = t.value("cert_file", "");
-      c.tls_key_file = t.value("key_file", "");
-      if (c.tls_cert_file.empty() || c.tls_key_file.empty())
-        return InvalidArgument("tls needs both cert_file and key_file");
-      SAGAD_RETURN_IF_ERROR(Readable(c.tls_cert_file, "tls.cert_file"));
-      SAGAD_RETURN_IF_ERROR(Readable(c.tls_key_file, "tls.key_file"));
-    }
-    // Integers are checked before conversion: a float out of range (1e300)
-    // must be refused, not converted (undefined behaviour).
-    SAGAD_RETURN_IF_ERROR(IntField(j, "lmdb_map_size_mb", 1, int64_t(1) << 24, "the config",
-                                   &c.lmdb_map_size_mb));
-    SAGAD_RETURN_IF_ERROR(IntField(j, "workers", 1, 1024, "the config", &c.workers));
-    c.definitions_dir = j.value("definitions_dir", c.definitions_dir);
-    if (j.contains("examples")) {
-      if (!j["examples"].is_boolean()) return InvalidArgument("the config: examples must be true or false");
-      c.examples = j["examples"].get<bool>();
-    }
-    c.coordinator_id = j.value("coordinator_id", c.coordinator_id);
-    SAGAD_RETURN_IF_ERROR(IntField(j, "lease_ms", 100, kMaxMs, "the config", &c.lease_ms));
-    if (c.coordinator_id.find('/') != std::string::npos)
-      return InvalidArgument("coordinator_id must not contain '/'");
-    if (j.contains("api")) {
-      const auto& a = j["api"];
-      if (!a.is_object()) return InvalidArgument("'api' must be an object");
-      SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(a, {"max_connections", "max_connections_per_client",
-                                              "request_timeout_ms", "idle_timeout_ms", "threads"},
-                                          "api"));
-      SAGAD_RETURN_IF_ERROR(
-          IntField(a, "max_connections", 1, 1000000, "api", &c.max_connections));
-      SAGAD_RETURN_IF_ERROR(IntField(a, "max_connections_per_client", 1,
-                                     static_cast<int64_t>(c.max_connections), "api",
-                                     &c.max_connections_per_client));
-      SAGAD_RETURN_IF_ERROR(
-          IntField(a, "request_timeout_ms", 100, kMaxMs, "api", &c.request_timeout_ms));
-      SAGAD_RETURN_IF_ERROR(IntField(a, "idle_timeout_ms", 100, kMaxMs, "api", &c.idle_timeout_ms));
-      SAGAD_RETURN_IF_ERROR(IntField(a, "threads", 1, 1024, "api", &c.api_threads));
-    }
-    if (j.contains("services")) {
-      if (!j["services"].is_object()) return InvalidArgument("'services' must be an object");
-      for (const auto& [name, s] : j["services"].items()) {
-        ServiceConfig sc;
-        sc.name = name;
-        if (s.is_string()) {
-          sc.base_url = s.get<std::string>();
-        } else {
-          const std::string where = "services." + name;
-          SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(
-              s, {"base_url", "timeout_ms", "headers", "queryable", "idempotent",
-                  "operations_path", "retry", "retry_budget", "max_response_bytes", "ca_file",
-                  "client_cert_file", "client_key_file", "tls_verify"},
-              where));
-          sc.ca_file = s.value("ca_file", "");
-          sc.client_cert_file = s.value("client_cert_file", "");
-          sc.client_key_file = s.value("client_key_file", "");
-          sc.tls_verify = s.value("tls_verify", true);
-          if (sc.client_cert_file.empty() != sc.client_key_file.empty())
-            return InvalidArgument(where + ": client_cert_file and client_key_file go together");
-          for (const auto& [file, key] : {std::pair{sc.ca_file, "ca_file"},
-                                          std::pair{sc.client_cert_file, "client_cert_file"},
-                                          std::pair{sc.client_key_file, "client_key_file"}})
-            if (!file.empty()) SAGAD_RETURN_IF_ERROR(Readable(file, where + "." + key));
-          SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(s.value("retry_budget", nlohmann::json::object()),
-                                              {"capacity", "per_second"}, where + ".retry_budget"));
-          sc.base_url = s.at("base_url").get<std::string>();
-          SAGAD_RETURN_IF_ERROR(IntField(s, "timeout_ms", 1, kMaxMs, where, &sc.timeout_ms));
-          sc.queryable = s.value("queryable", sc.queryable);
-          sc.idempotent = s.value("idempotent", sc.idempotent);
-          sc.operations_path = s.value("operations_path", sc.operations_path);
-          SAGAD_RETURN_IF_ERROR(IntField(s, "max_response_bytes", 1024, int64_t(1) << 30, where,
-                                         &sc.max_response_bytes));
-          if (s.contains("retry")) {
-            auto r = RetryPolicy::FromJson(s["retry"]);
-            if (!r.ok()) return InvalidArgument("service '" + name + "': " + r.status().message());
-            sc.retry = *r;
-          }
-          if (s.contains("retry_budget")) {
-            sc.retry_budget.capacity = s["retry_budget"].value("capacity", sc.retry_budget.capacity);
-            sc.retry_budget.per_second =
-                s["retry_budget"].value("per_second", sc.retry_budget.per_second);
-            if (sc.retry_budget.capacity < 1 || sc.retry_budget.per_second < 0)
-              return InvalidArgument("service '" + name +
-                                     "': retry_budget needs capacity >= 1 and per_second >= 0");
-          }
-          if (s.contains("headers"))
-            for (const auto& [k, v] : s["headers"].items()) sc.headers[k] = v.get<std::string>();
-        }
-        SAGAD_RETURN_IF_ERROR(CheckUrl("service '" + name + "': base_url", sc.base_url));
-        if (sc.timeout_ms < 1) return InvalidArgument("service '" + name + "': timeout_ms must be > 0");
-        c.services[name] = sc;
-      }
-    }
-    if (j.contains("tokens")) {
-      for (const auto& t : j["tokens"]) {
-        Token tok;
-        tok.name = t.at("name").get<std::string>();
-        SAGAD_RETURN_IF_ERROR(
-            OnlyKnownKeys(t, {"name", "token", "token_sha256", "role"}, "token '" + tok.name + "'"));
-        if (t.contains("token") == t.contains("token_sha256"))
-          return InvalidArgument("token '" + tok.name +
-                                 "' needs exactly one of \"token\" or \"token_sha256\"");
-        if (t.contains("token")) {
-          tok.token = t.at("token").get<std::string>();
-          if (tok.token.empty()) return InvalidArgument("token '" + tok.name + "' is empty");
-        } else {
-          tok.token_sha256 = t.at("token_sha256").get<std::string>();
-          if (!IsSha256Hex(tok.token_sha256))
-            return InvalidArgument("token '" + tok.name +
-                                   "': token_sha256 must be 64 lowercase hex digits "
-                                   "(sagactl hash-token prints it)");
-        }
-        if (!ParseRole(t.value("role", "viewer"), &tok.role))
-          return InvalidArgument("token '" + tok.name + "': role must be viewer, submitter, operator or admin");
-        c.tokens.push_back(tok);
-      }
-    }
-    if (j.contains("webhooks")) {
-      if (!j["webhooks"].is_array()) return InvalidArgument("'webhooks' must be an array");
-      for (const auto& w : j["webhooks"]) {
-        WebhookConfig wc;
-        wc.url = w.is_string() ? w.get<std::string>() : w.at("url").get<std::string>();
-        if (w.is_object()) {
-          SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(w, {"url", "secret", "timeout_ms"}, "a webhook"));
-          wc.secret = w.value("secret", "");
-          SAGAD_RETURN_IF_ERROR(IntField(w, "timeout_ms", 1, kMaxMs, "a webhook", &wc.timeout_ms));
-        }
-        SAGAD_RETURN_IF_ERROR(CheckUrl("a webhook's url", wc.url));
-        c.webhooks.push_back(wc);
-      }
-    }
+    SAGAD_RETURN_IF_ERROR(ParseProcess(j, &c));
+    if (j.contains("tls")) SAGAD_RETURN_IF_ERROR(ParseTls(j["tls"], &c));
+    if (j.contains("api")) SAGAD_RETURN_IF_ERROR(ParseApi(j["api"], &c));
+    SAGAD_RETURN_IF_ERROR(ParseLists(j, &c));
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument(std::string("config: ") + e.what());
   }

@@ -15,19 +15,15 @@
 #include <vector>
 
 #include "adapters/adapter.h"
-#include "coordinator/server/webhooks.h"
+#include "coordinator/http/api_options.h"
 #include "util/status.h"
 
 namespace sagad {
 
-enum class Role { kViewer = 0, kSubmitter = 1, kOperator = 2, kAdmin = 3 };
-bool ParseRole(const std::string& s, Role* out);
-
-struct Token {
-  std::string name;
-  std::string token;         // the secret itself, or empty when...
-  std::string token_sha256;  // ...only its SHA-256 (lowercase hex) is configured
-  Role role = Role::kViewer;
+struct WebhookConfig {
+  std::string url;     // http://host:port/path
+  std::string secret;  // empty: unsigned
+  int timeout_ms = 5000;
 };
 
 struct Config {
@@ -49,6 +45,7 @@ struct Config {
   int workers = 16;
   std::string definitions_dir;  // JSON sagas to register besides the built-in ones
   bool examples = false;        // register the built-in example sagas (--examples)
+  bool help = false;            // --help: print the usage, run nothing
   // Unique per live process on a data dir; a restart under the same id takes
   // its leases back at once. Empty: "sagad@HOST:PORT" (random if PORT is 0).
   std::string coordinator_id;
@@ -63,6 +60,9 @@ struct Config {
   int64_t idle_timeout_ms = 30000;
   int api_threads = 32;
 };
+
+// The API's part of `config`.
+ApiOptions ApiOptionsOf(const Config& config);
 
 // Parses a config document; InvalidArgument with a one-line reason.
 StatusOr<Config> ParseConfig(const nlohmann::json& j);

@@ -38,7 +38,11 @@ StatusOr<Config> ConfigFromArgs(int argc, char** argv) {
       return true;
     };
     std::string v;
-    if (a == "--help" || a == "-h") return FailedPrecondition("help");
+    if (a == "--help" || a == "-h") {
+      Config help;
+      help.help = true;
+      return help;
+    }
     if (a == "--config" && value(&v)) config_path = v;
     else if (a == "--data-dir" && value(&v)) data_dir = v;
     else if (a == "--store" && value(&v)) store = v;
@@ -70,10 +74,6 @@ StatusOr<Config> ConfigFromArgs(int argc, char** argv) {
 }
 
 int ReportUsageError(const Status& s) {
-  if (s.code() == StatusCode::kFailedPrecondition && s.message() == "help") {
-    std::cout << kSagadUsage << "\n";
-    return 0;
-  }
   std::cerr << "sagad: " << s.message() << "\n";
   return 2;
 }
@@ -124,7 +124,13 @@ StatusOr<std::vector<SagaDefinition>> CollectDefinitions(const Config& config,
   return all;
 }
 
+static int PrintUsage() {
+  std::cout << kSagadUsage << "\n";
+  return 0;
+}
+
 int CheckMain(const Config& config, const std::vector<SagaDefinition>& sagas) {
+  if (config.help) return PrintUsage();
   auto all = CollectDefinitions(config, sagas);
   if (!all.ok()) {
     std::cerr << "sagad check: " << all.status().message() << "\n";
@@ -153,31 +159,20 @@ int CheckMain(const Config& config, const std::vector<SagaDefinition>& sagas) {
   return 0;
 }
 
-int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
-  auto fail = [](const std::string& msg) {
-    std::cerr << "sagad: " << msg << "\n";
-    return 1;
-  };
-  // Definitions (and the services they name) are checked before anything
-  // is opened: a bad file (an invalid graph, a misspelt key, a service
-  // nobody configured) stops sagad with exit 2, naming the file or the
-  // saga, step and service, and nothing is touched.
-  auto bad_definition = [](const std::string& msg) {
-    std::cerr << "sagad: " << msg << "\n";
-    return 2;
-  };
-  auto collected = CollectDefinitions(config, sagas);
-  if (!collected.ok()) return bad_definition(collected.status().message());
-  const std::vector<SagaDefinition>& all = *collected;
-  // Every API connection is a file descriptor: take the hard limit (the
-  // soft one is often 1,024), so the connection caps are what limits them.
+namespace {
+
+// Every API connection is a file descriptor: take the hard limit (the soft
+// one is often 1,024), so the connection caps are what limits them.
+void RaiseFileLimit() {
   rlimit files{};
   if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
     files.rlim_cur = files.rlim_max;
     setrlimit(RLIMIT_NOFILE, &files);
   }
-  InitCrashPointsFromEnv();
-  // Signals are handled by a sigwait below; block them before threads start.
+}
+
+// Signals are handled by a sigwait in RunServer; blocked before threads start.
+sigset_t BlockStopSignals() {
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGTERM);
@@ -185,17 +180,30 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
   sigaddset(&sigs, SIGHUP);  // not a stop: logged and ignored (there is no reload)
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  return sigs;
+}
 
-  auto store = OpenStore(config);
-  if (!store.ok()) return fail(store.status().message());
+// Returns the stopping signal; SIGHUP is logged and waited past.
+int WaitForStop(sigset_t sigs) {
+  int sig = 0;
+  while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP)
+    std::cerr << DumpJson({{"msg", "SIGHUP ignored: sagad does not reload its config; restart "
+                                   "it (SIGTERM drains) to apply a change"},
+                           {"signal", sig}})
+              << std::endl;
+  return sig;
+}
+
+void WarnAboutUnverifiedTls(const Config& config) {
   for (const auto& [name, svc] : config.services)
     if (!svc.tls_verify)
       std::cerr << DumpJson({{"msg", "warning: TLS certificate verification is OFF"},
-                             {"service", name}, {"reason", "tls_verify: false in the config"}})
+                             {"service", name},
+                             {"reason", "tls_verify: false in the config"}})
                 << std::endl;
-  HttpAdapter adapter(config.services);
-  SystemClock clock;
-  WebhookPublisher publisher(**store, config.webhooks);
+}
+
+EngineOptions EngineOptionsOf(const Config& config, WebhookPublisher& publisher) {
   EngineOptions options;
   options.workers = config.workers;
   options.outbox = !config.webhooks.empty();
@@ -204,42 +212,72 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
   options.retention_ms = config.retention_ms;
   options.coordinator_id = config.coordinator_id;
   if (options.coordinator_id.empty()) {
-    options.coordinator_id = "sagad@" + config.listen_host + ":" + std::to_string(config.listen_port);
+    options.coordinator_id =
+        "sagad@" + config.listen_host + ":" + std::to_string(config.listen_port);
     if (config.listen_port == 0) options.coordinator_id += "-" + std::to_string(::getpid());
   }
-  Engine engine(**store, adapter, clock, options);
-  for (const SagaDefinition& def : all) {
-    Status s = engine.Register(def);
-    if (!s.ok()) return bad_definition(s.message());
-  }
+  return options;
+}
 
-  ApiServer api(engine, config);
+int Fail(const std::string& msg) {
+  std::cerr << "sagad: " << msg << "\n";
+  return 1;
+}
+
+// A bad definition (an invalid graph, a misspelt key, a service nobody
+// configured) stops sagad with exit 2.
+int BadDefinition(const std::string& msg) {
+  std::cerr << "sagad: " << msg << "\n";
+  return 2;
+}
+
+// Serves until SIGTERM/SIGINT, then drains.
+int Serve(const Config& config, Engine& engine, WebhookPublisher& publisher, sigset_t sigs) {
+  ApiServer api(engine, ApiOptionsOf(config));
   auto port = api.Bind(config.listen_host, config.listen_port);
-  if (!port.ok()) return fail(port.status().message());
+  if (!port.ok()) return Fail(port.status().message());
   std::thread server([&] { api.Serve(); });
-
   Status s = engine.Start();
   if (!s.ok()) {
     api.Stop();
     server.join();
-    return fail("recovery failed: " + s.message());
+    return Fail("recovery failed: " + s.message());
   }
   publisher.Start();
   api.SetReady(true);
   std::cout << "LISTENING " << *port << std::endl;
-
-  int sig = 0;
-  while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP)
-    std::cerr << DumpJson({{"msg", "SIGHUP ignored: sagad does not reload its config; restart "
-                                   "it (SIGTERM drains) to apply a change"},
-                           {"signal", sig}})
-              << std::endl;
+  int sig = WaitForStop(sigs);
   std::cerr << "{\"msg\":\"draining\",\"signal\":" << sig << "}" << std::endl;
   api.Stop();
   server.join();
   engine.Stop();
   publisher.Stop();
   return 0;
+}
+
+}  // namespace
+
+int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
+  if (config.help) return PrintUsage();
+  // Definitions (and the services they name) are checked before anything
+  // is opened: nothing is touched when one is bad.
+  auto collected = CollectDefinitions(config, sagas);
+  if (!collected.ok()) return BadDefinition(collected.status().message());
+  RaiseFileLimit();
+  InitCrashPointsFromEnv();
+  sigset_t sigs = BlockStopSignals();
+  auto store = OpenStore(config);
+  if (!store.ok()) return Fail(store.status().message());
+  WarnAboutUnverifiedTls(config);
+  HttpAdapter adapter(config.services);
+  SystemClock clock;
+  WebhookPublisher publisher(**store, config.webhooks);
+  Engine engine(**store, adapter, clock, EngineOptionsOf(config, publisher));
+  for (const SagaDefinition& def : *collected) {
+    Status s = engine.Register(def);
+    if (!s.ok()) return BadDefinition(s.message());
+  }
+  return Serve(config, engine, publisher, sigs);
 }
 
 }  // namespace sagad

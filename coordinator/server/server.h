@@ -19,12 +19,13 @@ namespace sagad {
 
 // Parses the sagad command line: --config FILE, --data-dir DIR,
 // --store postgresql://..., --listen HOST:PORT, --service NAME=URL (repeatable), --definitions DIR
-// (flags override the file). InvalidArgument with a one-line reason;
-// FailedPrecondition("help") for --help.
+// (flags override the file). InvalidArgument with a one-line reason. For
+// --help, a Config with `help` set and nothing else (RunServer and CheckMain
+// then print kSagadUsage and return 0).
 StatusOr<Config> ConfigFromArgs(int argc, char** argv);
 extern const char* const kSagadUsage;
 
-// Prints the error (or the usage for --help) and returns the exit code.
+// Prints the error on stderr and returns the exit code (2).
 int ReportUsageError(const Status& s);
 
 // The store the config names: PostgreSQL for a postgresql:// URI in

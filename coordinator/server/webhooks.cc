@@ -38,19 +38,19 @@ void WebhookPublisher::Start() {
 
 void WebhookPublisher::Stop() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void WebhookPublisher::Notify() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(mu_);
     pending_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 bool WebhookPublisher::Deliver(const WebhookConfig& hook, const nlohmann::json& message) {
@@ -78,9 +78,11 @@ void WebhookPublisher::Run() {
   int64_t backoff_ms = 0;
   while (true) {
     {
-      std::unique_lock<std::mutex> l(mu_);
+      MutexLock l(mu_);
       auto wait = std::chrono::milliseconds(backoff_ms > 0 ? backoff_ms : 500);
-      cv_.wait_for(l, wait, [this, backoff_ms] { return stop_ || (pending_ && backoff_ms == 0); });
+      cv_.WaitFor(mu_, wait, [this, backoff_ms]() REQUIRES(mu_) {
+        return stop_ || (pending_ && backoff_ms == 0);
+      });
       if (stop_) return;
       pending_ = false;
     }

@@ -9,22 +9,16 @@
 // Thread-safety: Notify may be called from any thread.
 #pragma once
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "coordinator/server/config.h"
 #include "coordinator/store/store.h"
+#include "util/mutex.h"
 
 namespace sagad {
-
-struct WebhookConfig {
-  std::string url;     // http://host:port/path
-  std::string secret;  // empty: unsigned
-  int timeout_ms = 5000;
-};
 
 // "v1=" + hex HMAC-SHA256 over id.timestamp.body.
 std::string WebhookSignature(const std::string& secret, const std::string& id,
@@ -45,10 +39,10 @@ class WebhookPublisher {
 
   Store& store_;
   std::vector<WebhookConfig> hooks_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  bool pending_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool pending_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -107,7 +107,7 @@ class Store {
                                 const std::vector<OperationRecord>& operations = {}) = 0;
 
   // Commits one transition: snapshot, events, operation records and outbox
-  // records (appended in order), atomically. FailedPrecondition if the stored
+  // records (appended in order), atomically. Aborted if the stored
   // version is not `expected_version` (someone else committed first). The
   // snapshot's "version" must be expected_version + 1. With `lease` set, the
   // stored lease must still have that owner and generation (fencing: a
@@ -122,7 +122,7 @@ class Store {
 
   // Takes or renews the lease of `id` for `owner` until now + ttl: allowed
   // if there is none, it expired, or `owner` holds it; the generation grows
-  // when the owner changes. FailedPrecondition if another owner holds it,
+  // when the owner changes. LeaseLost if another owner holds it,
   // unless that owner's name starts with `successor_of` (non-empty): a
   // restarted process takes its dead predecessor's leases at once.
   // "now" is read inside the transaction that grants the lease, never

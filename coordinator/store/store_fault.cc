@@ -18,9 +18,9 @@ int64_t SteadyMillis() {
 }  // namespace
 
 uint64_t RandomU64() {
-  static std::mutex mu;
+  static Mutex mu;
   static std::mt19937_64 rng{std::random_device{}()};
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(mu);
   return rng();
 }
 
@@ -40,7 +40,7 @@ Status StoreFault(const std::string& store, const std::string& details) {
 }
 
 void FaultWindow::Note(const Status& fault) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   last_ = fault.message();
   last_ms_ = SteadyMillis();
 }
@@ -48,7 +48,7 @@ void FaultWindow::Note(const Status& fault) {
 Status FaultWindow::Recent(int64_t window_ms) const {
   int64_t last = last_ms_.load();
   if (last == 0 || SteadyMillis() - last >= window_ms) return Status::Ok();
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(mu_);
   return Unavailable("a store operation failed " + std::to_string((SteadyMillis() - last) / 1000) +
                      " s ago: " + last_);
 }

@@ -9,9 +9,9 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string>
 
+#include "util/mutex.h"
 #include "util/status.h"
 
 namespace sagad {
@@ -38,8 +38,8 @@ class FaultWindow {
 
  private:
   std::atomic<int64_t> last_ms_{0};
-  mutable std::mutex mu_;
-  std::string last_;
+  mutable Mutex mu_;
+  std::string last_ GUARDED_BY(mu_);
 };
 
 }  // namespace sagad

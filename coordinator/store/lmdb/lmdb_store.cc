@@ -186,8 +186,8 @@ Status LmdbStore::Check(MDB_txn* txn, CommitRequest& r) {
   if (!version.ok()) return version.status();
   uint64_t stored = *version;
   if (stored != r.expected_version)
-    return FailedPrecondition("instance " + id + " changed: version " + std::to_string(stored) +
-                              ", expected " + std::to_string(r.expected_version));
+    return Aborted("instance " + id + " changed: version " + std::to_string(stored) +
+                   ", expected " + std::to_string(r.expected_version));
   if (r.snapshot->value("version", uint64_t(0)) != r.expected_version + 1)
     return Internal("snapshot version must be expected_version + 1");
   if (r.lease) {
@@ -242,12 +242,12 @@ Status LmdbStore::Commit(const std::string& id, uint64_t expected_version,
 // LMDB a 2 MiB allocation each) with one fsync, then marks the batch done and wakes each of its writers and the
 // next leader. A caller returns only once its own write is durable.
 Status LmdbStore::GroupCommit(CommitRequest& r) {
-  std::unique_lock<std::mutex> l(group_mu_);
+  MutexLock l(group_mu_);
   group_queue_.push_back(&r);
-  r.cv->wait(l, [&] { return r.done || group_queue_.front() == &r; });
+  r.cv->Wait(group_mu_, [&]() REQUIRES(group_mu_) { return r.done || group_queue_.front() == &r; });
   if (r.done) return r.result;
   std::vector<CommitRequest*> batch(group_queue_.begin(), group_queue_.end());
-  l.unlock();
+  l.Unlock();
   // Nothing may leave this block by an exception: the batch must always be
   // marked done and popped below, or every later writer would wait forever.
   Status batch_status;
@@ -270,13 +270,13 @@ Status LmdbStore::GroupCommit(CommitRequest& r) {
   // instance fits again (or CheckWritable's probe finds room). A smaller
   // write that fits (a step's transition rewriting its snapshot in place)
   // does not mean a submission would.
-  if (IsFull(batch_status) || batch_status.code() == StatusCode::kUnavailable) full_ = true;
+  if (batch_status.code() == StatusCode::kUnavailable) full_ = true;
   else if (batch_status.ok() && full_)
     for (const CommitRequest* w : batch)
       if (w->kind == WriteKind::kCreate && w->result.ok()) full_ = false;
-  std::vector<std::shared_ptr<std::condition_variable>> wake;
+  std::vector<std::shared_ptr<CondVar>> wake;
   wake.reserve(batch.size());
-  l.lock();
+  l.Lock();
   for (CommitRequest* w : batch) {
     group_queue_.pop_front();
     if (!batch_status.ok()) w->result = batch_status;
@@ -284,8 +284,8 @@ Status LmdbStore::GroupCommit(CommitRequest& r) {
     if (w != &r) wake.push_back(w->cv);
   }
   if (!group_queue_.empty()) wake.push_back(group_queue_.front()->cv);
-  l.unlock();
-  for (const auto& cv : wake) cv->notify_one();
+  l.Unlock();
+  for (const auto& cv : wake) cv->NotifyOne();
   return r.result;
 }
 
@@ -297,8 +297,8 @@ StatusOr<Lease> LmdbStore::TakeLease(MDB_txn* txn, const std::string& id,
   Lease l = held.ok() ? Lease::FromJson(*held) : Lease{};
   bool predecessor = !successor_of.empty() && l.owner.rfind(successor_of, 0) == 0;
   if (!l.owner.empty() && l.owner != owner && l.expires_at > now_ms && !predecessor)
-    return FailedPrecondition("instance " + id + " is owned by '" + l.owner + "' until " +
-                              std::to_string(l.expires_at));
+    return LeaseLost("instance " + id + " is owned by '" + l.owner + "' until " +
+                     std::to_string(l.expires_at));
   if (l.owner != owner) ++l.generation;
   l.owner = owner;
   l.expires_at = now_ms + ttl_ms;
@@ -328,7 +328,7 @@ StatusOr<std::map<std::string, Lease>> LmdbStore::AcquireLeases(
   for (const auto& id : ids) {
     auto l = TakeLease(txn.get(), id, owner, now_ms, ttl_ms, successor_of);
     if (l.ok()) taken.emplace(id, *l);
-    else if (l.status().code() != StatusCode::kFailedPrecondition) return l.status();
+    else if (l.status().code() != StatusCode::kLeaseLost) return l.status();
   }
   int rc = txn.Commit();
   if (rc != 0) return LmdbError("mdb_txn_commit", rc);

@@ -24,14 +24,13 @@
 
 #include <atomic>
 #include <cstdint>
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "coordinator/store/store.h"
+#include "util/mutex.h"
 
 namespace sagad {
 
@@ -109,7 +108,8 @@ class LmdbStore : public Store {
   Status CheckSize(const std::string& dir);
   // Whether 64 KiB can be committed now (see CheckWritable); Unavailable
   // without trying if the last probe was less than a second ago.
-  Status ProbeRoom(bool* probed);  // *probed: it did write (not skipped)
+  enum class Probe { kRoom, kSkipped, kFull, kFailed };
+  Probe ProbeRoom(Status* failure);  // *failure: why, unless kRoom
   // One record, in a read transaction of its own.
   StatusOr<nlohmann::json> ReadJson(MDB_dbi dbi, const std::string& key);
 
@@ -138,9 +138,14 @@ class LmdbStore : public Store {
     // signal it after releasing group_mu_ (a woken follower then does not
     // block on the mutex the leader still holds), even if the follower
     // already saw `done` and returned.
-    std::shared_ptr<std::condition_variable> cv = std::make_shared<std::condition_variable>();
+    std::shared_ptr<CondVar> cv = std::make_shared<CondVar>();
   };
   Status Check(MDB_txn* txn, CommitRequest& r);
+  // Retention (DeleteFinished): up to `max` finished instances, and the
+  // deletion of one instance's records.
+  Status FindFinished(MDB_txn* txn, int64_t finished_before_ms, size_t max,
+                      std::vector<std::pair<std::string, nlohmann::json>>* due);
+  Status DeleteRecords(MDB_txn* txn, const std::string& id, const nlohmann::json& snap);
   Status Write(MDB_txn* txn, const CommitRequest& r);
   // Queues r and returns once it is durable (or refused).
   Status GroupCommit(CommitRequest& r);
@@ -151,8 +156,8 @@ class LmdbStore : public Store {
   std::atomic<uint64_t> synced_commits_{0};
   std::atomic<bool> full_{false};
   std::atomic<int64_t> last_probe_ms_{INT64_MIN / 2};  // steady clock, see ProbeRoom
-  std::mutex group_mu_;
-  std::deque<CommitRequest*> group_queue_;  // front: the current leader
+  Mutex group_mu_;
+  std::deque<CommitRequest*> group_queue_ GUARDED_BY(group_mu_);  // front: the current leader
 
   MDB_env* env_ = nullptr;
   MDB_dbi instances_ = 0, events_ = 0, operations_ = 0, submissions_ = 0, active_ = 0,

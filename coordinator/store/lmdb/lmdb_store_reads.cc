@@ -111,70 +111,81 @@ StatusOr<InstancePage> LmdbStore::ListInstances(const InstanceFilter& filter, si
 
 uint64_t LmdbStore::SyncedCommits() const { return synced_commits_; }
 
+// Which: ids begin with their creation time (12 hex digits of ms), so the
+// scan goes from the oldest and stops at the first instance created after
+// the cutoff (it cannot have finished before it). Unfinished ones (in the
+// `active` index) are skipped without reading their snapshot.
+Status LmdbStore::FindFinished(MDB_txn* txn, int64_t finished_before_ms, size_t max,
+                               std::vector<std::pair<std::string, nlohmann::json>>* due) {
+  Cursor cur(txn, instances_);
+  if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+  MDB_val k, v;
+  int rc = cur.Get(&k, &v, MDB_FIRST);
+  for (size_t scanned = 0; rc == 0 && due->size() < max && scanned < 100 * max;
+       rc = cur.Get(&k, &v, MDB_NEXT), ++scanned) {
+    const std::string id = Str(k);
+    char* end = nullptr;
+    long long created = id.size() > 12 && id[12] == '-'
+                            ? std::strtoll(id.substr(0, 12).c_str(), &end, 16)
+                            : -1;
+    if (created > finished_before_ms) break;
+    MDB_val ak = Val(id), av;
+    if (mdb_get(txn, active_, &ak, &av) == 0) continue;  // unfinished
+    auto snap = nlohmann::json::parse(Str(v), nullptr, false);
+    if (snap.is_object() && IsTerminalName(snap.value("status", "")) &&
+        snap.value("updated_at", int64_t(0)) < finished_before_ms)
+      due->emplace_back(id, std::move(snap));
+  }
+  if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_cursor_get", rc);
+  return Status::Ok();
+}
+
+// Every record of one finished instance: snapshot, indexes, lease,
+// operations, submission key, events.
+Status LmdbStore::DeleteRecords(MDB_txn* txn, const std::string& id,
+                                const nlohmann::json& snap) {
+  auto del = [&](MDB_dbi dbi, const std::string& key) -> Status {
+    MDB_val k = Val(key);
+    int rc = mdb_del(txn, dbi, &k, nullptr);
+    return rc == 0 || rc == MDB_NOTFOUND ? Status::Ok() : LmdbError("mdb_del", rc);
+  };
+  SAGAD_RETURN_IF_ERROR(del(instances_, id));
+  SAGAD_RETURN_IF_ERROR(del(active_, id));
+  SAGAD_RETURN_IF_ERROR(del(leases_, id));
+  for (const auto& st : snap.value("steps", nlohmann::json::array())) {
+    std::string step = st.value("name", "");
+    SAGAD_RETURN_IF_ERROR(del(operations_, id + ":" + step));
+    SAGAD_RETURN_IF_ERROR(del(operations_, id + ":" + step + ":compensate"));
+  }
+  auto key = ReadString(txn, sub_index_, id);
+  if (key.ok()) {
+    SAGAD_RETURN_IF_ERROR(del(submissions_, *key));
+    SAGAD_RETURN_IF_ERROR(del(sub_index_, id));
+  }
+  Cursor cur(txn, events_);  // the events: id NUL seq
+  if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+  std::string prefix = id;
+  prefix.push_back('\0');
+  std::vector<std::string> keys;
+  MDB_val k = Val(prefix), v;
+  for (int rc = cur.Get(&k, &v, MDB_SET_RANGE); rc == 0; rc = cur.Get(&k, &v, MDB_NEXT)) {
+    std::string ek = Str(k);
+    if (ek.compare(0, prefix.size(), prefix) != 0) break;
+    keys.push_back(std::move(ek));
+  }
+  for (const auto& ek : keys) SAGAD_RETURN_IF_ERROR(del(events_, ek));
+  return Status::Ok();
+}
+
 StatusOr<std::vector<std::string>> LmdbStore::DeleteFinished(int64_t finished_before_ms,
                                                              size_t max) {
   Txn txn(env_, true, &synced_commits_);
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
-  // Which: ids begin with their creation time (12 hex digits of ms), so the
-  // scan goes from the oldest and stops at the first instance created after
-  // the cutoff (it cannot have finished before it). Unfinished ones (in the
-  // `active` index) are skipped without reading their snapshot.
   std::vector<std::pair<std::string, nlohmann::json>> due;
-  {
-    Cursor cur(txn.get(), instances_);
-    if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
-    MDB_val k, v;
-    int rc = cur.Get(&k, &v, MDB_FIRST);
-    for (size_t scanned = 0; rc == 0 && due.size() < max && scanned < 100 * max;
-         rc = cur.Get(&k, &v, MDB_NEXT), ++scanned) {
-      const std::string id = Str(k);
-      char* end = nullptr;
-      long long created = id.size() > 12 && id[12] == '-'
-                              ? std::strtoll(id.substr(0, 12).c_str(), &end, 16) : -1;
-      if (created > finished_before_ms) break;
-      MDB_val ak = Val(id), av;
-      if (mdb_get(txn.get(), active_, &ak, &av) == 0) continue;  // unfinished
-      auto snap = nlohmann::json::parse(Str(v), nullptr, false);
-      if (snap.is_object() && IsTerminalName(snap.value("status", "")) &&
-          snap.value("updated_at", int64_t(0)) < finished_before_ms)
-        due.emplace_back(id, std::move(snap));
-    }
-    if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_cursor_get", rc);
-  }
-  auto del = [&](MDB_dbi dbi, const std::string& key) -> Status {
-    MDB_val k = Val(key);
-    int rc = mdb_del(txn.get(), dbi, &k, nullptr);
-    return rc == 0 || rc == MDB_NOTFOUND ? Status::Ok() : LmdbError("mdb_del", rc);
-  };
+  SAGAD_RETURN_IF_ERROR(FindFinished(txn.get(), finished_before_ms, max, &due));
   std::vector<std::string> ids;
   for (const auto& [id, snap] : due) {
-    SAGAD_RETURN_IF_ERROR(del(instances_, id));
-    SAGAD_RETURN_IF_ERROR(del(active_, id));
-    SAGAD_RETURN_IF_ERROR(del(leases_, id));
-    for (const auto& st : snap.value("steps", nlohmann::json::array())) {
-      std::string step = st.value("name", "");
-      SAGAD_RETURN_IF_ERROR(del(operations_, id + ":" + step));
-      SAGAD_RETURN_IF_ERROR(del(operations_, id + ":" + step + ":compensate"));
-    }
-    auto key = ReadString(txn.get(), sub_index_, id);
-    if (key.ok()) {
-      SAGAD_RETURN_IF_ERROR(del(submissions_, *key));
-      SAGAD_RETURN_IF_ERROR(del(sub_index_, id));
-    }
-    {  // the events: id NUL seq
-      Cursor cur(txn.get(), events_);
-      if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
-      std::string prefix = id;
-      prefix.push_back('\0');
-      std::vector<std::string> keys;
-      MDB_val k = Val(prefix), v;
-      for (int rc = cur.Get(&k, &v, MDB_SET_RANGE); rc == 0; rc = cur.Get(&k, &v, MDB_NEXT)) {
-        std::string ek = Str(k);
-        if (ek.compare(0, prefix.size(), prefix) != 0) break;
-        keys.push_back(std::move(ek));
-      }
-      for (const auto& ek : keys) SAGAD_RETURN_IF_ERROR(del(events_, ek));
-    }
+    SAGAD_RETURN_IF_ERROR(DeleteRecords(txn.get(), id, snap));
     ids.push_back(id);
   }
   if (ids.empty()) return ids;  // nothing written: the transaction aborts
@@ -185,13 +196,13 @@ StatusOr<std::vector<std::string>> LmdbStore::DeleteFinished(int64_t finished_be
 
 Status LmdbStore::CheckWritable() {
   if (!full_) return Status::Ok();
-  bool probed = false;
-  Status probe = ProbeRoom(&probed);
-  if (probe.ok()) {
+  Status failure;
+  Probe probe = ProbeRoom(&failure);
+  if (probe == Probe::kRoom) {
     full_ = false;
-    return probe;
+    return Status::Ok();
   }
-  if (probed && !IsFull(probe)) return probe;  // the probe's own failure (an I/O error)
+  if (probe == Probe::kFailed) return failure;  // the probe's own failure (an I/O error)
   return Unavailable("the store is full or failing: the last write failed (disk space, "
                      "lmdb_map_size_mb, or an I/O error)");
 }
@@ -199,33 +210,38 @@ Status LmdbStore::CheckWritable() {
 // Commits kProbeBytes under a meta key, then deletes it: room for that (far
 // more than a submission writes, page splits included) means room for new
 // work. Once a second at most, so a busy /readyz does not add commits.
-Status LmdbStore::ProbeRoom(bool* probed) {
+LmdbStore::Probe LmdbStore::ProbeRoom(Status* failure) {
   constexpr size_t kProbeBytes = 64 * 1024;
   const std::string key = "readiness_probe";
   int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                     std::chrono::steady_clock::now().time_since_epoch())
                     .count();
   int64_t last = last_probe_ms_.load();
-  if (now - last < 1000 || !last_probe_ms_.compare_exchange_strong(last, now))
-    return Unavailable("probed less than a second ago");
-  *probed = true;
+  if (now - last < 1000 || !last_probe_ms_.compare_exchange_strong(last, now)) {
+    *failure = Unavailable("probed less than a second ago");
+    return Probe::kSkipped;
+  }
+  auto fail = [failure](const char* what, int rc) {
+    *failure = LmdbError(what, rc);
+    return IsFullRc(rc) ? Probe::kFull : Probe::kFailed;
+  };
   std::string room(kProbeBytes, '\0');
   {
     Txn txn(env_, true);
-    if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+    if (txn.rc() != 0) return fail("mdb_txn_begin", txn.rc());
     MDB_val k = Val(key), v = Val(room);
     int rc = mdb_put(txn.get(), meta_, &k, &v, 0);
-    if (rc != 0) return LmdbError("mdb_put", rc);
+    if (rc != 0) return fail("mdb_put", rc);
     rc = txn.Commit();
-    if (rc != 0) return LmdbError("mdb_txn_commit", rc);
+    if (rc != 0) return fail("mdb_txn_commit", rc);
   }
   Txn txn(env_, true);
-  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  if (txn.rc() != 0) return fail("mdb_txn_begin", txn.rc());
   MDB_val k = Val(key);
   int rc = mdb_del(txn.get(), meta_, &k, nullptr);
-  if (rc != 0) return LmdbError("mdb_del", rc);
+  if (rc != 0) return fail("mdb_del", rc);
   rc = txn.Commit();
-  return rc == 0 ? Status::Ok() : LmdbError("mdb_txn_commit", rc);
+  return rc == 0 ? Probe::kRoom : fail("mdb_txn_commit", rc);
 }
 
 StatusOr<std::vector<ActiveInstance>> LmdbStore::ListActive() {

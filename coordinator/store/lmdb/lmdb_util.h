@@ -24,17 +24,15 @@ namespace lmdb_util {
 // the drivers), with what to do about it; so is an I/O error of the disk (a
 // StoreFault: the system's words go to the log); anything else (a record
 // LMDB refuses, a corrupt page) is Internal.
+inline bool IsFullRc(int rc) { return rc == MDB_MAP_FULL || rc == ENOSPC || rc == EDQUOT; }
+
 inline Status LmdbError(const char* what, int rc) {
-  if (rc == MDB_MAP_FULL || rc == ENOSPC || rc == EDQUOT)
+  if (IsFullRc(rc))
     return Unavailable(std::string("the store is full (") + what + ": " + mdb_strerror(rc) +
                        "): free disk space or raise lmdb_map_size_mb, then writes resume");
   if (rc == EIO || rc == EROFS || rc == ENOMEM || rc == EAGAIN || rc == MDB_READERS_FULL)
     return StoreFault("LMDB", std::string(what) + ": " + mdb_strerror(rc));
   return Internal(std::string(what) + ": " + mdb_strerror(rc));
-}
-
-inline bool IsFull(const Status& s) {
-  return s.code() == StatusCode::kUnavailable && s.message().rfind("the store is full", 0) == 0;
 }
 
 inline MDB_val Val(const std::string& s) {

@@ -59,12 +59,12 @@ Status PostgresStore::RunApply(const std::vector<Pending*>& batch, size_t from, 
 Status PostgresStore::Apply(nlohmann::json request) {
   Pending p;
   p.request = std::move(request);
-  std::unique_lock<std::mutex> l(group_mu_);
+  MutexLock l(group_mu_);
   group_queue_.push_back(&p);
-  p.cv->wait(l, [&] { return p.done || group_queue_.front() == &p; });
+  p.cv->Wait(group_mu_, [&]() REQUIRES(group_mu_) { return p.done || group_queue_.front() == &p; });
   if (p.done) return p.result;
   std::vector<Pending*> batch(group_queue_.begin(), group_queue_.end());
-  l.unlock();
+  l.Unlock();
   // One sagad_apply call for the whole batch. If the server refuses it for
   // what one write holds (not for connection trouble), each write is tried
   // alone: one bad write fails alone, the others are applied.
@@ -78,9 +78,9 @@ Status PostgresStore::Apply(nlohmann::json request) {
   } else {
     for (auto& r : results) r = batch_status;
   }
-  std::vector<std::shared_ptr<std::condition_variable>> wake;
+  std::vector<std::shared_ptr<CondVar>> wake;
   wake.reserve(batch.size());
-  l.lock();
+  l.Lock();
   for (size_t i = 0; i < batch.size(); ++i) {
     Pending* w = batch[i];
     group_queue_.pop_front();
@@ -95,9 +95,9 @@ Status PostgresStore::Apply(nlohmann::json request) {
         w->result = AlreadyExists("key exists: " + w->request["submission"].value("key", ""));
       else if (a == "missing") w->result = NotFound("not found: " + id);
       else if (a.rfind("version:", 0) == 0)
-        w->result = FailedPrecondition("instance " + id + " changed: version " + a.substr(8) +
-                                       ", expected " +
-                                       std::to_string(w->request.value("expected_version", 0)));
+        w->result = Aborted("instance " + id + " changed: version " + a.substr(8) +
+                            ", expected " +
+                            std::to_string(w->request.value("expected_version", 0)));
       else if (a.rfind("lease:", 0) == 0) {
         size_t colon = a.rfind(':');
         w->result = LeaseLost("lease lost: instance " + id + " is owned by '" +
@@ -111,8 +111,8 @@ Status PostgresStore::Apply(nlohmann::json request) {
     if (w != &p) wake.push_back(w->cv);
   }
   if (!group_queue_.empty()) wake.push_back(group_queue_.front()->cv);
-  l.unlock();
-  for (const auto& cv : wake) cv->notify_one();
+  l.Unlock();
+  for (const auto& cv : wake) cv->NotifyOne();
   return p.result;
 }
 

@@ -202,15 +202,18 @@ StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& 
   if (!stamp.ok()) return fail(stamp.status());
   auto commit = conn.Exec("COMMIT");
   if (!commit.ok()) return commit.status();
-  s->open_ = 1;
+  {
+    MutexLock l(s->pool_mu_);
+    s->open_ = 1;
+  }
   s->Release(std::move(*c));
   return s;
 }
 
 StatusOr<std::unique_ptr<PostgresStore::Connection>> PostgresStore::Acquire() {
   {
-    std::unique_lock<std::mutex> l(pool_mu_);
-    pool_cv_.wait(l, [&] { return !idle_.empty() || open_ < pool_size_; });
+    MutexLock l(pool_mu_);
+    pool_cv_.Wait(pool_mu_, [&]() REQUIRES(pool_mu_) { return !idle_.empty() || open_ < pool_size_; });
     if (!idle_.empty()) {
       auto c = std::move(idle_.back());
       idle_.pop_back();
@@ -221,9 +224,9 @@ StatusOr<std::unique_ptr<PostgresStore::Connection>> PostgresStore::Acquire() {
   }
   auto c = Connection::Open(uri_);
   if (!c.ok()) {
-    std::lock_guard<std::mutex> l(pool_mu_);
+    MutexLock l(pool_mu_);
     --open_;
-    pool_cv_.notify_one();
+    pool_cv_.NotifyOne();
   }
   return c;
 }
@@ -239,13 +242,13 @@ StatusOr<PgRows> PostgresStore::Query(const char* statement,
 }
 
 void PostgresStore::Release(std::unique_ptr<Connection> c) {
-  std::lock_guard<std::mutex> l(pool_mu_);
+  MutexLock l(pool_mu_);
   if (c->Broken()) {
     --open_;
   } else {
     idle_.push_back(std::move(c));
   }
-  pool_cv_.notify_one();
+  pool_cv_.NotifyOne();
 }
 
 namespace {
@@ -362,8 +365,8 @@ StatusOr<Lease> PostgresStore::AcquireLease(const std::string& id, const std::st
   if (r->rows() != 1) return Internal("sagad_take_leases answered no row");
   int64_t expires = WallMillis() + (r->i64(0, 3) - r->i64(0, 5));
   if (r->get(0, 1) != "t")
-    return FailedPrecondition("instance " + id + " is owned by '" + r->get(0, 2) + "' until " +
-                              std::to_string(expires));
+    return LeaseLost("instance " + id + " is owned by '" + r->get(0, 2) + "' until " +
+                     std::to_string(expires));
   Lease l;
   l.owner = r->get(0, 2);
   l.expires_at = expires;
@@ -397,7 +400,7 @@ StatusOr<Lease> PostgresStore::GetLease(const std::string& id) {
 }
 
 StatusOr<std::vector<OutboxRecord>> PostgresStore::PeekOutbox(size_t max) {
-  std::lock_guard<std::mutex> l(outbox_mu_);
+  MutexLock l(outbox_mu_);
   if (outbox_conn_ && outbox_conn_->Broken()) outbox_conn_.reset();
   if (!outbox_conn_) {
     auto c = Connection::Open(uri_);
@@ -422,7 +425,7 @@ StatusOr<std::vector<OutboxRecord>> PostgresStore::PeekOutbox(size_t max) {
 }
 
 Status PostgresStore::AckOutbox(uint64_t seq) {
-  std::lock_guard<std::mutex> l(outbox_mu_);
+  MutexLock l(outbox_mu_);
   if (!outbox_conn_ || !outbox_locked_) return FailedPrecondition("not the outbox publisher");
   auto r = outbox_conn_->Run("ack_outbox", {std::to_string(seq)});
   return r.ok() ? Status::Ok() : r.status();

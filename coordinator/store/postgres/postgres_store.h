@@ -30,15 +30,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "coordinator/store/store.h"
 #include "coordinator/store/store_fault.h"
+#include "util/mutex.h"
 
 namespace sagad {
 
@@ -114,7 +113,7 @@ class PostgresStore : public Store {
     bool done = false;
     // Shared so that the leader signals it after releasing group_mu_ (see
     // LmdbStore::CommitRequest).
-    std::shared_ptr<std::condition_variable> cv = std::make_shared<std::condition_variable>();
+    std::shared_ptr<CondVar> cv = std::make_shared<CondVar>();
   };
   // Sends batch[from, to) as one sagad_apply call; its answers go to
   // (*answers)[from, to).
@@ -123,15 +122,16 @@ class PostgresStore : public Store {
 
   std::string uri_;
   size_t pool_size_;
-  std::mutex pool_mu_;
-  std::condition_variable pool_cv_;
-  std::vector<std::unique_ptr<Connection>> idle_;
-  size_t open_ = 0;
-  std::mutex outbox_mu_;
-  std::unique_ptr<Connection> outbox_conn_;  // holds the publisher's advisory lock
-  bool outbox_locked_ = false;               // ... when true
-  std::mutex group_mu_;
-  std::deque<Pending*> group_queue_;  // front: the current leader
+  Mutex pool_mu_;
+  CondVar pool_cv_;
+  std::vector<std::unique_ptr<Connection>> idle_ GUARDED_BY(pool_mu_);
+  size_t open_ GUARDED_BY(pool_mu_) = 0;
+  Mutex outbox_mu_;
+  // Holds the publisher's advisory lock when outbox_locked_.
+  std::unique_ptr<Connection> outbox_conn_ GUARDED_BY(outbox_mu_);
+  bool outbox_locked_ GUARDED_BY(outbox_mu_) = false;
+  Mutex group_mu_;
+  std::deque<Pending*> group_queue_ GUARDED_BY(group_mu_);  // front: the current leader
   std::atomic<uint64_t> synced_commits_{0};
   FaultWindow faults_;  // store faults, for CheckWritable
 };

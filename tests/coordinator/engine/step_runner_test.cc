@@ -58,7 +58,7 @@ class StepRunnerTest : public testing::StoreFixture {
           return s;
         },
         [](const std::string&, const Status& s) {
-          return s.code() == StatusCode::kFailedPrecondition ? Next::kContinue : Next::kStop;
+          return s.code() == StatusCode::kMovedOn ? Next::kContinue : Next::kStop;
         },
         [this](const std::string& id) { scheduled_.push_back(id); },
         [](const std::string&) {}, [] { return false; },

@@ -23,7 +23,7 @@ TEST(OpenApiTest, EveryRouteIsDocumentedAndEveryDocumentedRouteIsServed) {
   HttpAdapter adapter({});
   SystemClock clock;
   Engine engine(**store, adapter, clock);
-  ApiServer api(engine, Config{});
+  ApiServer api(engine, ApiOptions{});
   auto port = api.Bind("127.0.0.1", 0);
   ASSERT_TRUE(port.ok());
   std::thread serve([&] { api.Serve(); });

@@ -70,7 +70,7 @@ TEST_F(StoreTest, CommitIsACompareAndSwapOnTheVersion) {
   ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "instance_created")}, nullptr, {}, nullptr).ok());
   EXPECT_TRUE(store_->Commit("a", 1, Snap("a", 2), {Ev(2, "x")}, {}, {}, nullptr).ok());
   Status stale = store_->Commit("a", 1, Snap("a", 2), {Ev(3, "y")}, {}, {}, nullptr);
-  EXPECT_EQ(stale.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(stale.code(), StatusCode::kAborted);
   auto events = store_->GetEvents("a");
   ASSERT_TRUE(events.ok());
   ASSERT_EQ(events->size(), 2u);  // the losing commit wrote nothing
@@ -94,7 +94,7 @@ TEST_F(StoreTest, ConcurrentWritersEachGetTheirOwnAnswer) {
         ++wrong;
       for (uint64_t v = 1; v <= kRounds; ++v) {
         if (v > 1 && store_->Commit(id, v - 1, Snap(id, v), {Ev(int64_t(v) + 1, "stale")}, {}, {},
-                                    nullptr).code() != StatusCode::kFailedPrecondition)
+                                    nullptr).code() != StatusCode::kAborted)
           ++wrong;
         if (!store_->Commit(id, v, Snap(id, v + 1), {Ev(int64_t(v) + 1, "x")}, {}, {}, nullptr).ok())
           ++wrong;
@@ -125,7 +125,7 @@ TEST_F(StoreTest, TwoWritersRacingTheSameVersionOneWins) {
     auto race = [&](Store& s, const std::string& who) {
       Status st = s.Commit("r", v, Snap("r", v + 1), {Ev(int64_t(v) + 1, who)}, {}, {}, nullptr);
       if (st.ok()) ++wins;
-      else if (st.code() == StatusCode::kFailedPrecondition) ++refused;
+      else if (st.code() == StatusCode::kAborted) ++refused;
       else ++wrong;
     };
     std::thread a([&] { race(*store_, "a"); }), b([&] { race(other, "b"); });
@@ -227,7 +227,7 @@ TEST_F(StoreTest, TheIndexOfUnfinishedInstancesCarriesVersionSagaAndStatus) {
   EXPECT_EQ((*active)[0].status, "AWAITING_APPROVAL");
   EXPECT_EQ((*active)[0].saga, "s");
   EXPECT_EQ(store_->Commit("a", 1, Snap("a", 2), {Ev(3, "y")}, {}, {}, nullptr).code(),
-            StatusCode::kFailedPrecondition);
+            StatusCode::kAborted);
   ASSERT_TRUE(store_->Commit("a", 2, Snap("a", 3, "COMPLETED"), {Ev(3, "y")}, {}, {}, nullptr).ok());
   EXPECT_TRUE(store_->ListActive()->empty());
 }
@@ -257,7 +257,7 @@ TEST_F(StoreTest, LeasesFenceCommitsAndChangeHandsOnlyWhenExpired) {
   ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {}, &mine).ok());
   EXPECT_EQ(store_->GetLease("a")->owner, "A");
   EXPECT_EQ(Second().AcquireLease("a", "B", clock_, 1000, "").status().code(),
-            StatusCode::kFailedPrecondition);
+            StatusCode::kLeaseLost);
   auto renewed = store_->AcquireLease("a", "A", clock_, 60000, "");
   ASSERT_TRUE(renewed.ok());
   EXPECT_EQ(renewed->generation, 1u);  // same owner, same generation

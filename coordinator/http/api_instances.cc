@@ -1,0 +1,259 @@
+// The API's handlers of instances: submit, list, read, wait, act
+// (http_api_impl.h).
+#include <set>
+
+#include "adapters/sha256.h"
+#include "adapters/trace_context.h"
+#include "coordinator/http/api_exchange.h"
+#include "coordinator/http/http_api_impl.h"
+#include "util/json_limits.h"
+
+namespace sagad {
+namespace {
+
+// "path message; ..." for the first few errors (all are in "errors").
+std::string ErrorList(const std::vector<SchemaError>& errors) {
+  std::string out;
+  for (size_t i = 0; i < errors.size() && i < 8; ++i)
+    out += (i ? "; " : "") + (errors[i].path.empty() ? "input" : errors[i].path) + " " +
+           errors[i].message;
+  if (errors.size() > 8) out += "; ...";
+  return out;
+}
+
+// ?limit=N, 1..500 (50 when absent); false with a 400.
+bool LimitParam(const HttpRequest& req, HttpResponse& res, size_t* limit) {
+  *limit = 50;
+  if (!req.has_param("limit")) return true;
+  std::string v = req.get_param_value("limit");
+  char* end = nullptr;
+  long l = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || l < 1 || l > 500) {
+    Problem(req, res, 400, "limit must be an integer from 1 to 500");
+    return false;
+  }
+  *limit = static_cast<size_t>(l);
+  return true;
+}
+
+// The filters of a list: status, waiting and cursor checked; false with a 400.
+bool ListFilters(const HttpRequest& req, HttpResponse& res, std::string* status,
+                 std::string* waiting, std::string* cursor) {
+  static const std::set<std::string> kStatuses = {
+      "", "RUNNING", "AWAITING_APPROVAL", "COMPLETED", "COMPENSATING", "COMPENSATED",
+      "NEEDS_REVIEW"};
+  *status = req.get_param_value("status");
+  if (!kStatuses.count(*status)) {
+    Problem(req, res, 400, "unknown status '" + *status + "'");
+    return false;
+  }
+  *waiting = req.get_param_value("waiting");
+  if (!waiting->empty() && *waiting != "retry" && *waiting != "approval" &&
+      *waiting != "review") {
+    Problem(req, res, 400, "waiting must be retry, approval or review");
+    return false;
+  }
+  *cursor = req.get_param_value("cursor");
+  if (!ValidCursor(*cursor)) {
+    Problem(req, res, 400, "cursor must be a next_cursor value from an earlier page");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void ApiServer::Impl::Submit(const HttpRequest& req, HttpResponse& res) {
+  if (auth_.Authorize(req, res, Role::kSubmitter).empty()) return;
+  std::string saga = req.matches[1];
+  double wait;
+  if (!WaitParam(req, res, &wait)) return;
+  nlohmann::json body;
+  if (!BodyObject(req, res, &body, false)) return;
+  if (!body.contains("input") || !body["input"].is_object())
+    return Problem(req, res, 400, "body must be {\"input\": {...}} with an object as input");
+  std::string key = req.get_header_value("Idempotency-Key");
+  if (key.size() > 255)
+    return Problem(req, res, 400, "Idempotency-Key is longer than 255 characters");
+  std::string hash = Sha256Hex(saga + "\n" + CanonicalJson(body));
+  int version = 0;
+  if (!SubmittedVersion(req, res, body, &version)) return;
+  if (!InputMatches(req, res, saga, version, body["input"])) return;
+  auto sub = engine_.Submit(saga, version, body["input"], key, hash,
+                            TraceFromHeaders(req.get_header_value("traceparent"),
+                                             req.get_header_value("tracestate")));
+  if (!sub.ok()) return ProblemFromStatus(req, res, sub.status());
+  res.set_header("Location", "/v1/instances/" + sub->instance_id);
+  if (sub->replayed) {
+    res.set_header("Idempotent-Replayed", "true");
+    if (sub->stored_status != 0) return Json(res, sub->stored_status, sub->stored_response);
+    // The first request never got its answer (sagad died before replying):
+    // answer this one as the first would have been, waiting if asked to.
+  }
+  AnswerSubmission(req, res, key, sub->instance_id, wait);
+}
+
+bool ApiServer::Impl::SubmittedVersion(const HttpRequest& req, HttpResponse& res,
+                                       const nlohmann::json& body, int* version) {
+  *version = 0;
+  if (!req.has_param("version") && !body.contains("version")) return true;
+  std::string v = req.has_param("version")             ? req.get_param_value("version")
+                  : body["version"].is_number_unsigned() ? body["version"].dump()
+                                                         : std::string("x");
+  if (ParseVersion(v, version)) return true;
+  Problem(req, res, 400, "version must be an integer from 1 to 2147483647");
+  return false;
+}
+
+bool ApiServer::Impl::InputMatches(const HttpRequest& req, HttpResponse& res,
+                                   const std::string& saga, int version,
+                                   const nlohmann::json& input) {
+  SagaDefinitionPtr def = engine_.Definition(saga, version);
+  if (!def) return true;  // the engine answers for an unknown saga
+  std::vector<SchemaError> errors = def->InputErrors(input);
+  if (errors.empty()) return true;
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& e : errors) list.push_back({{"path", e.path}, {"message", e.message}});
+  // 422 for an input_schema; a saga with only required fields answers 400,
+  // as it always did.
+  Problem(req, res, def->input_schema.is_null() ? 400 : 422,
+          "input does not match saga '" + saga + "': " + ErrorList(errors), {{"errors", list}});
+  return false;
+}
+
+void ApiServer::Impl::AnswerSubmission(const HttpRequest& req, HttpResponse& res,
+                                       const std::string& key, const std::string& id,
+                                       double wait) {
+  // The key must never stay "in progress": every path out finishes it.
+  auto answer = [this, key, wait](const HttpRequest& req, HttpResponse& res,
+                                  const StatusOr<nlohmann::json>& j) {
+    try {
+      if (!j.ok()) {
+        engine_.FinishSubmission(key, 0, nullptr);
+        return ProblemFromStatus(req, res, j.status());
+      }
+      int status = (wait > 0 && Engine::IsSettled(j->value("status", ""))) ? 200 : 201;
+      engine_.FinishSubmission(key, status, *j);
+      Json(res, status, *j);
+    } catch (const std::exception& e) {
+      engine_.FinishSubmission(key, 0, nullptr);
+      ProblemFromStatus(req, res, Internal(e.what()));
+    }
+  };
+  if (wait <= 0) return answer(req, res, engine_.GetInstance(id));
+  // Held until settled or the time is up, without a thread. A client gone
+  // before the answer: the instance runs on; a replay of the key gets what
+  // this request would have. Registered before the wait starts: once it
+  // answers, res is not ours.
+  auto complete = res.Defer();
+  auto drop = std::make_shared<std::function<bool()>>();
+  res.OnAbandon([this, drop, key] {
+    if ((*drop)()) engine_.FinishSubmission(key, 0, nullptr);  // never answered
+  });
+  *drop = engine_.WaitSettledAsync(id, std::chrono::milliseconds(int64_t(wait * 1000)),
+                                   [&req, &res, complete, answer](StatusOr<nlohmann::json> j) {
+                                     answer(req, res, j);
+                                     complete();
+                                   });
+}
+
+void ApiServer::Impl::List(const HttpRequest& req, HttpResponse& res) {
+  if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
+  std::string status, waiting, cursor;
+  size_t limit;
+  if (!ListFilters(req, res, &status, &waiting, &cursor) || !LimitParam(req, res, &limit))
+    return;
+  auto page = engine_.List({status, req.get_param_value("saga"), waiting}, limit, cursor);
+  if (!page.ok()) return ProblemFromStatus(req, res, page.status());
+  nlohmann::json out = {{"instances", page->instances}};
+  out["next_cursor"] =
+      page->next_cursor.empty() ? nlohmann::json() : nlohmann::json(page->next_cursor);
+  Json(res, 200, out);
+}
+
+void ApiServer::Impl::Get(const HttpRequest& req, HttpResponse& res) {
+  if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
+  double wait;
+  if (!WaitParam(req, res, &wait)) return;
+  std::string id = req.matches[1];
+  if (wait > 0) {  // a long poll: no thread waits for it
+    auto complete = res.Defer();
+    // Registered before the wait starts: once it answers, res is not ours.
+    auto drop = std::make_shared<std::function<bool()>>();
+    res.OnAbandon([drop] { (*drop)(); });
+    *drop = engine_.WaitSettledAsync(id, std::chrono::milliseconds(int64_t(wait * 1000)),
+                                     [&req, &res, complete](StatusOr<nlohmann::json> j) {
+                                       if (!j.ok()) ProblemFromStatus(req, res, j.status());
+                                       else Json(res, 200, *j);
+                                       complete();
+                                     });
+    return;
+  }
+  auto j = engine_.GetInstance(id);
+  if (!j.ok()) return ProblemFromStatus(req, res, j.status());
+  Json(res, 200, *j);
+}
+
+void ApiServer::Impl::Events(const HttpRequest& req, HttpResponse& res) {
+  if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
+  auto evs = engine_.GetEvents(req.matches[1]);
+  if (!evs.ok()) return ProblemFromStatus(req, res, evs.status());
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& e : *evs) out.push_back(e.ToJson());
+  Json(res, 200, {{"instance_id", std::string(req.matches[1])}, {"events", out}});
+}
+
+void ApiServer::Impl::StepAction(const HttpRequest& req, HttpResponse& res) {
+  std::string who = auth_.Authorize(req, res, Role::kOperator);
+  if (who.empty()) return;
+  std::string id = req.matches[1], step = req.matches[2], action = req.matches[3];
+  nlohmann::json body;
+  if (!BodyObject(req, res, &body, action != "resolve" && action != "skip")) return;
+  std::string comment, reason, outcome, ref;
+  if (!OptionalString(req, res, body, "comment", &comment) ||
+      !OptionalString(req, res, body, "reason", &reason) ||
+      !OptionalString(req, res, body, "outcome", &outcome) ||
+      !OptionalString(req, res, body, "external_ref", &ref))
+    return;
+  Status s;
+  if (action == "approve") {
+    s = engine_.Approve(id, step, who, comment);
+  } else if (action == "reject") {
+    s = engine_.Reject(id, step, who, reason.empty() ? comment : reason);
+  } else if (action == "retry") {
+    s = engine_.RetryNow(id, step, who, comment);
+  } else if (action == "skip") {
+    auto it = body.find("result");
+    if (it == body.end() || !it->is_object())
+      return Problem(req, res, 400, "'result' (a JSON object) is required to skip a step");
+    s = engine_.Skip(id, step, *it, ref, who, comment);
+  } else {
+    if (outcome.empty())
+      return Problem(req, res, 400, "'outcome' is required: \"committed\" or \"not_executed\"");
+    s = engine_.Resolve(id, step, outcome, ref, who, comment);
+  }
+  AnswerAction(req, res, id, s);
+}
+
+void ApiServer::Impl::CancelOrCompensate(const HttpRequest& req, HttpResponse& res) {
+  std::string who = auth_.Authorize(req, res, Role::kOperator);
+  if (who.empty()) return;
+  nlohmann::json body;
+  std::string reason;
+  if (!BodyObject(req, res, &body, true) || !OptionalString(req, res, body, "reason", &reason))
+    return;
+  std::string id = req.matches[1];
+  Status s = std::string(req.matches[2]) == "cancel" ? engine_.Cancel(id, who, reason)
+                                                     : engine_.ForceCompensate(id, who, reason);
+  AnswerAction(req, res, id, s);
+}
+
+void ApiServer::Impl::AnswerAction(const HttpRequest& req, HttpResponse& res,
+                                   const std::string& id, const Status& s) {
+  if (!s.ok()) return ProblemFromStatus(req, res, s);
+  auto j = engine_.GetInstance(id);
+  if (!j.ok()) return ProblemFromStatus(req, res, j.status());
+  Json(res, 200, *j);
+}
+
+}  // namespace sagad

@@ -1,0 +1,39 @@
+// What the HTTP API is configured with: bearer tokens and their roles, TLS,
+// and the front end's caps and deadlines. The server folder fills it from
+// the config file (coordinator/server/config.h); an embedder may fill it
+// itself. Values; thread-safe to copy.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sagad {
+
+enum class Role { kViewer = 0, kSubmitter = 1, kOperator = 2, kAdmin = 3 };
+// "viewer" | "submitter" | "operator" | "admin"; false for anything else.
+bool ParseRole(const std::string& s, Role* out);
+const char* RoleName(Role role);
+
+struct Token {
+  std::string name;
+  std::string token;         // the secret itself, or empty when...
+  std::string token_sha256;  // ...only its SHA-256 (lowercase hex) is configured
+  Role role = Role::kViewer;
+};
+
+struct ApiOptions {
+  std::vector<Token> tokens;  // none: every caller has every role (loopback only)
+  std::string tls_cert_file, tls_key_file;  // both set: HTTPS only
+  // Open connections in all and per client address (beyond: 503 and close),
+  // the time a request's head and body have to arrive, a kept-alive
+  // connection's idle time, and the threads that run handlers.
+  size_t max_connections = 10000;
+  size_t max_connections_per_client = 2000;
+  int64_t request_timeout_ms = 10000;
+  int64_t idle_timeout_ms = 30000;
+  int api_threads = 32;
+};
+
+}  // namespace sagad

@@ -1,0 +1,73 @@
+// ApiServer::Impl: the API's state and handlers. Private to
+// coordinator/http/: http_api.cc holds the lifecycle, the route table and the
+// small handlers (probes, metrics, console, definitions); api_instances.cc
+// the handlers of instances (submit, read, wait, act).
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "coordinator/engine/engine.h"
+#include "coordinator/http/api_auth.h"
+#include "coordinator/http/api_router.h"
+#include "coordinator/http/http_api.h"
+#include "coordinator/http/http_server.h"
+
+namespace sagad {
+
+class ApiServer::Impl {
+ public:
+  Impl(Engine& engine, const ApiOptions& options);
+
+  StatusOr<int> Bind(const std::string& host, int port);
+  void Serve() { server_.Serve(); }
+  // Drains: no new connection or request; the long polls still waiting are
+  // answered 503 (Retry-After) and every answer owed is written (up to 2 s)
+  // before the server stops.
+  void Stop();
+  void SetReady(bool r) { ready_ = r; }
+  const std::vector<std::string>& routes() const { return router_.routes(); }
+
+ private:
+  static HttpServerOptions ServerOptions(const ApiOptions& options, const ApiAuth& auth);
+  void Routes();
+  void ProbeRoutes();
+  void InstanceRoutes();
+  void ConsoleRoutes();
+
+  // http_api.cc
+  void Readyz(const HttpRequest& req, HttpResponse& res);
+  void Metrics(const HttpRequest& req, HttpResponse& res);
+  void Sagas(const HttpRequest& req, HttpResponse& res);
+  void WhoAmI(const HttpRequest& req, HttpResponse& res);
+  static void ConsoleFile(const HttpRequest& req, HttpResponse& res);
+  // api_instances.cc
+  void Submit(const HttpRequest& req, HttpResponse& res);
+  // The version a submission asks for (0: the newest); false with a 400.
+  bool SubmittedVersion(const HttpRequest& req, HttpResponse& res, const nlohmann::json& body,
+                        int* version);
+  // False with a 400/422 naming each error when the input does not match.
+  bool InputMatches(const HttpRequest& req, HttpResponse& res, const std::string& saga,
+                    int version, const nlohmann::json& input);
+  // Answers a submission now or once settled (?wait); finishes its key.
+  void AnswerSubmission(const HttpRequest& req, HttpResponse& res, const std::string& key,
+                        const std::string& id, double wait);
+  void List(const HttpRequest& req, HttpResponse& res);
+  void Get(const HttpRequest& req, HttpResponse& res);
+  void Events(const HttpRequest& req, HttpResponse& res);
+  void StepAction(const HttpRequest& req, HttpResponse& res);
+  void CancelOrCompensate(const HttpRequest& req, HttpResponse& res);
+  // The instance's view after an operator's action (or the action's error).
+  void AnswerAction(const HttpRequest& req, HttpResponse& res, const std::string& id,
+                    const Status& s);
+
+  Engine& engine_;
+  ApiOptions options_;
+  ApiAuth auth_;
+  ApiRouter router_;
+  std::atomic<bool> ready_{false};
+  HttpServer server_;  // last: its threads call into the members above
+};
+
+}  // namespace sagad

@@ -1,0 +1,145 @@
+#!/usr/bin/python3
+"""The house rules a maintainer relies on, checked on the source tree.
+
+  house_check.py SRC [--report]
+
+1. Layers: an include points down util -> sagas -> policies -> adapters ->
+   coordinator/store -> coordinator/engine -> coordinator/http ->
+   coordinator/server -> coordinator/cli, never up or sideways.
+2. Time: the pure model (sagas/, policies/) and the engine
+   (coordinator/engine/) read time only through the injected Clock.
+3. Size: no product source file over 500 lines, no function over 70 lines,
+   a README of at most 300 lines.
+4. Only public headers are installed: none of them includes a private one.
+Prints each breach on one line and exits 1 if there is any.
+"""
+import os
+import re
+import sys
+
+LAYERS = ["util", "sagas", "policies", "adapters", "coordinator/store",
+          "coordinator/engine", "coordinator/http", "coordinator/server",
+          "coordinator/cli"]
+PRODUCT = ["util", "sagas", "policies", "adapters", "coordinator"]
+# Real time is the edges' business; inside the engine only the long polls'
+# waiting (waiters.cc: a client's ?wait= in real seconds) reads it.
+TIME_EXEMPT = {"coordinator/engine/waiters.cc"}
+MAX_FILE_LINES = 500
+MAX_FUNCTION_LINES = 70
+MAX_README_LINES = 300
+
+
+def layer_of(path):
+    best = -1
+    for i, layer in enumerate(LAYERS):
+        if path == layer or path.startswith(layer + "/"):
+            best = i  # the longest (latest) match: coordinator/x over coordinator
+    return best
+
+
+def sources(src):
+    for top in PRODUCT:
+        for root, _, files in os.walk(os.path.join(src, top)):
+            for f in sorted(files):
+                if f.endswith((".h", ".cc")):
+                    yield os.path.relpath(os.path.join(root, f), src)
+
+
+def check_layers(src, rel, text, out):
+    mine = layer_of(rel)
+    for inc in re.findall(r'^#include "([^"]+)"', text, re.M):
+        theirs = layer_of(inc)
+        if theirs < 0:
+            continue  # generated headers (openapi_json.h, ...)
+        if theirs > mine:
+            out.append(f"{rel}: includes {inc}, a layer above it")
+
+
+def check_time(rel, text, out):
+    if not (rel.startswith(("sagas/", "policies/", "coordinator/engine/"))):
+        return
+    if rel in TIME_EXEMPT:
+        return
+    for n, line in enumerate(text.split("\n"), 1):
+        if re.search(r"(steady_clock|system_clock|high_resolution_clock)::now\(\)", line):
+            out.append(f"{rel}:{n}: reads the time without the Clock")
+
+
+def functions(text):
+    """(signature, first line number, length) of each function defined at
+    namespace scope (column 0) or in a class body (column 2): its signature
+    starts at that column, ends with '{' within a few lines, and its body
+    ends with a '}' at the same column."""
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        indent = len(line) - len(line.lstrip(" "))
+        body = line.strip()
+        if (indent in (0, 2) and body and "(" in body
+                and not body.startswith(("#", "//", "}", "return", "if ", "for ", "while ",
+                                         "switch ", "case ", "else", "do ", "namespace"))
+                and "=" not in body.split("(")[0]):
+            j = i
+            while j < len(lines) and j < i + 8 and not lines[j].rstrip().endswith(("{", ";", "}")):
+                j += 1
+            if j < len(lines) and lines[j].rstrip().endswith("{") and not lines[j].rstrip().endswith("= {"):
+                close = " " * indent + "}"
+                k = j + 1
+                while k < len(lines) and not (lines[k] == close or lines[k].startswith(close + ";")
+                                              or lines[k].startswith(close + " ")):
+                    k += 1
+                yield body, i + 1, k - i + 1
+                i = k + 1
+                continue
+        i += 1
+
+
+def check_sizes(rel, text, out):
+    n = text.count("\n")
+    if n > MAX_FILE_LINES:
+        out.append(f"{rel}: {n} lines (at most {MAX_FILE_LINES})")
+    if rel.endswith(".cc"):
+        for name, first, length in functions(text):
+            if length > MAX_FUNCTION_LINES:
+                out.append(f"{rel}:{first}: a function of {length} lines "
+                           f"(at most {MAX_FUNCTION_LINES}): {name[:60]}")
+
+
+def check_installed(src, out):
+    cmake = open(os.path.join(src, "CMakeLists.txt")).read()
+    m = re.search(r"set\(SAGAD_PUBLIC_HEADERS(.*?)\)", cmake, re.S)
+    if not m:
+        out.append("CMakeLists.txt: no SAGAD_PUBLIC_HEADERS")
+        return
+    public = set(m.group(1).split())
+    for h in sorted(public):
+        path = os.path.join(src, h)
+        if not os.path.exists(path):
+            out.append(f"CMakeLists.txt: installs {h}, which does not exist")
+            continue
+        for inc in re.findall(r'^#include "([^"]+)"', open(path).read(), re.M):
+            if layer_of(inc) >= 0 and inc not in public:
+                out.append(f"{h}: public, but includes {inc}, which is not installed")
+
+
+def main():
+    src = sys.argv[1]
+    out = []
+    for rel in sources(src):
+        text = open(os.path.join(src, rel), encoding="utf-8").read()
+        check_layers(src, rel, text, out)
+        check_time(rel, text, out)
+        check_sizes(rel, text, out)
+    readme = open(os.path.join(src, "README.md")).read().count("\n")
+    if readme > MAX_README_LINES:
+        out.append(f"README.md: {readme} lines (at most {MAX_README_LINES})")
+    check_installed(src, out)
+    for line in out:
+        print(line)
+    print(f"house: {len(out)} breaches")
+    return 1 if out else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
