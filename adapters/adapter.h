@@ -7,9 +7,8 @@
 
 #include <map>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "adapters/trace_context.h"
 #include "policies/retry_budget.h"
@@ -49,14 +48,14 @@ const char* OutcomeName(Outcome o);
 struct CallRequest {
   std::string service;
   std::string method;
-  std::string path;          // rendered, relative to the service base URL
-  nlohmann::json body;       // null: no body
+  std::string path;     // rendered, relative to the service base URL
+  nlohmann::json body;  // null: no body
   std::string idempotency_key;
   std::string instance_id;
   std::string step;
   uint64_t fencing_token = 0;
-  int attempt = 1;           // sent as Saga-Attempt (1 for the first send of the key)
-  TraceContext trace;        // sent as traceparent (a new span id per attempt) + tracestate
+  int attempt = 1;     // sent as Saga-Attempt (1 for the first send of the key)
+  TraceContext trace;  // sent as traceparent (a new span id per attempt) + tracestate
 };
 
 struct CallResult {
@@ -92,8 +91,8 @@ class Adapter {
   // `attempt` is the latest attempt sent (header Saga-Attempt): a downstream
   // may use it to refuse that attempt if it arrives after the question.
   virtual QueryResult Query(const std::string& service, const std::string& key,
-                            const std::string& instance_id, uint64_t fencing_token,
-                            int attempt, const TraceContext& trace) = 0;
+                            const std::string& instance_id, uint64_t fencing_token, int attempt,
+                            const TraceContext& trace) = 0;
   // The service's configuration, or nullptr if it is not configured.
   virtual const ServiceConfig* Service(const std::string& name) const = 0;
 };

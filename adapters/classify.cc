@@ -1,14 +1,19 @@
 #include "adapters/classify.h"
+
 #include "util/json_limits.h"
 
 namespace sagad {
 
 const char* OutcomeName(Outcome o) {
   switch (o) {
-    case Outcome::kCommitted: return "committed";
-    case Outcome::kFailed: return "failed";
-    case Outcome::kNotExecuted: return "not_executed";
-    case Outcome::kUnknown: return "unknown";
+    case Outcome::kCommitted:
+      return "committed";
+    case Outcome::kFailed:
+      return "failed";
+    case Outcome::kNotExecuted:
+      return "not_executed";
+    case Outcome::kUnknown:
+      return "unknown";
   }
   return "?";
 }
@@ -37,10 +42,14 @@ std::string ExternalRef(const nlohmann::json& result) {
 
 const char* QueryOutcomeName(QueryOutcome o) {
   switch (o) {
-    case QueryOutcome::kHappened: return "happened";
-    case QueryOutcome::kNotHappened: return "not_happened";
-    case QueryOutcome::kRefused: return "refused";
-    case QueryOutcome::kUnknown: return "unknown";
+    case QueryOutcome::kHappened:
+      return "happened";
+    case QueryOutcome::kNotHappened:
+      return "not_happened";
+    case QueryOutcome::kRefused:
+      return "refused";
+    case QueryOutcome::kUnknown:
+      return "unknown";
   }
   return "?";
 }
@@ -56,8 +65,10 @@ QueryOutcome StoredOutcome(const nlohmann::json& body, std::string* why) {
   if (auto it = body.find("outcome"); it != body.end()) {
     has_word = true;
     std::string w = it->is_string() ? it->get<std::string>() : "";
-    if (w == "committed") by_word = QueryOutcome::kHappened;
-    else if (w == "refused") by_word = QueryOutcome::kRefused;
+    if (w == "committed")
+      by_word = QueryOutcome::kHappened;
+    else if (w == "refused")
+      by_word = QueryOutcome::kRefused;
     else if (w == "in_progress") {
       *why = "the downstream says the operation is still in progress";
       return QueryOutcome::kUnknown;
@@ -69,18 +80,18 @@ QueryOutcome StoredOutcome(const nlohmann::json& body, std::string* why) {
   if (auto it = body.find("http_status"); it != body.end()) {
     has_status = true;
     int st = it->is_number_integer() ? it->get<int>() : 0;
-    if (st >= 200 && st < 300) by_status = QueryOutcome::kHappened;
+    if (st >= 200 && st < 300)
+      by_status = QueryOutcome::kHappened;
     else if (st >= 400 && st < 500 && st != 408 && st != 409 && st != 429)
       by_status = QueryOutcome::kRefused;
     else {
-      *why = "the original request was answered with " + DumpJson(*it) +
-             " (outcome still unclear)";
+      *why = "the original request was answered with " + DumpJson(*it) + " (outcome still unclear)";
       return QueryOutcome::kUnknown;
     }
   }
   if (has_word && has_status && by_word != by_status) {
-    *why = "reconciliation answer contradicts itself (outcome " +
-           DumpJson(body["outcome"]) + ", http_status " + DumpJson(body["http_status"]) + ")";
+    *why = "reconciliation answer contradicts itself (outcome " + DumpJson(body["outcome"]) +
+           ", http_status " + DumpJson(body["http_status"]) + ")";
     return QueryOutcome::kUnknown;
   }
   return has_word ? by_word : by_status;

@@ -1,9 +1,9 @@
-// Outcome classification of the downstream protocol (docs/downstream-protocol.md), as pure functions (tested alone).
+// Outcome classification of the downstream protocol (docs/downstream-protocol.md), as pure
+// functions (tested alone).
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "adapters/adapter.h"
 

@@ -7,8 +7,8 @@
 #include "adapters/classify.h"
 #include "adapters/sha256.h"
 #include "adapters/tls_probe.h"
-#include "util/json_limits.h"
 #include "sagas/template.h"
+#include "util/json_limits.h"
 #include "util/mutex.h"
 
 namespace sagad {
@@ -46,7 +46,7 @@ httplib::Result SendCapped(httplib::Client& client, httplib::Request& hreq, size
   auto body = std::make_shared<std::string>();
   *too_large = false;
   hreq.content_receiver = [body, max_bytes, too_large](const char* data, size_t n, uint64_t,
-                                                        uint64_t) {
+                                                       uint64_t) {
     if (body->size() + n > max_bytes) {
       *too_large = true;
       return false;
@@ -98,8 +98,10 @@ std::string TransportError(httplib::Error err, int alert, const ServiceConfig& c
            ": " + SSL_alert_desc_string_long(alert) + "; is the client certificate right?)";
   *sent = true;
   if (err == httplib::Error::Read)
-    return "no response: the connection to " + origin + " was closed or reset, or no answer came "
-           "within timeout_ms (" + std::to_string(cfg.timeout_ms) + " ms)";
+    return "no response: the connection to " + origin +
+           " was closed or reset, or no answer came "
+           "within timeout_ms (" +
+           std::to_string(cfg.timeout_ms) + " ms)";
   if (err == httplib::Error::Write)
     return "no response: writing the request to " + origin + " failed partway";
   return "no response: " + httplib::to_string(err) + " (" + origin + ")";
@@ -188,7 +190,7 @@ CallResult HttpAdapter::Call(const CallRequest& req) {
   auto client = pool.Acquire();
   bool too_large = false;
   const bool fresh = client->is_socket_open() == 0;  // this call makes its connection
-  ERR_clear_error();  // what is queued after the call is this call's
+  ERR_clear_error();                                 // what is queued after the call is this call's
   httplib::Result res = SendCapped(*client, hreq, pool.config.max_response_bytes, &too_large);
   int alert = res ? 0 : TakeTlsAlert();
   // A fresh TLS 1.3 connection may be reset before the server's alert is
@@ -215,15 +217,16 @@ CallResult HttpAdapter::Call(const CallRequest& req) {
     out.result = ParseBody(res->body);
     out.external_ref = ExternalRef(out.result);
   } else {
-    out.error = "HTTP " + std::to_string(res->status) + ": " + SanitizeUtf8(res->body.substr(0, 512));
+    out.error =
+        "HTTP " + std::to_string(res->status) + ": " + SanitizeUtf8(res->body.substr(0, 512));
   }
   pool.Release(std::move(client));
   return out;
 }
 
 QueryResult HttpAdapter::Query(const std::string& service, const std::string& key,
-                               const std::string& instance_id, uint64_t fencing_token,
-                               int attempt, const TraceContext& trace) {
+                               const std::string& instance_id, uint64_t fencing_token, int attempt,
+                               const TraceContext& trace) {
   QueryResult out;
   auto it = pools_.find(service);
   if (it == pools_.end()) {
@@ -253,8 +256,8 @@ QueryResult HttpAdapter::Query(const std::string& service, const std::string& ke
     out.error = std::string("reconciliation query failed: ") + httplib::to_string(res.error());
     return out;
   }
-  out = ClassifyQueryAnswer(res->status, res->status == 200 ? ParseBody(res->body)
-                                                            : nlohmann::json());
+  out = ClassifyQueryAnswer(res->status,
+                            res->status == 200 ? ParseBody(res->body) : nlohmann::json());
   pool.Release(std::move(client));
   return out;
 }

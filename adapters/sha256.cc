@@ -1,9 +1,10 @@
 #include "adapters/sha256.h"
-#include "util/json_limits.h"
 
 #include <openssl/evp.h>
 
 #include <stdexcept>
+
+#include "util/json_limits.h"
 
 namespace sagad {
 

@@ -1,9 +1,8 @@
 // SHA-256 of canonical JSON: the args hash an idempotency key is bound to.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace sagad {
 

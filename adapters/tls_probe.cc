@@ -51,7 +51,16 @@ int TakeTlsAlert() {
 
 bool RefusesTheHandshake(int alert) {
   switch (alert) {
-    case 40: case 42: case 43: case 44: case 45: case 46: case 48: case 49: case 70: case 71:
+    case 40:
+    case 42:
+    case 43:
+    case 44:
+    case 45:
+    case 46:
+    case 48:
+    case 49:
+    case 70:
+    case 71:
     case 116:
       return true;
     default:
@@ -80,8 +89,10 @@ int TlsHandshakeAlert(const ServiceConfig& config, const std::string& origin, in
   std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_client_method()),
                                                         SSL_CTX_free);
   if (!ctx) return 0;
-  if (!config.ca_file.empty()) SSL_CTX_load_verify_locations(ctx.get(), config.ca_file.c_str(), nullptr);
-  else SSL_CTX_set_default_verify_paths(ctx.get());
+  if (!config.ca_file.empty())
+    SSL_CTX_load_verify_locations(ctx.get(), config.ca_file.c_str(), nullptr);
+  else
+    SSL_CTX_set_default_verify_paths(ctx.get());
   SSL_CTX_set_verify(ctx.get(), config.tls_verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, nullptr);
   if (!config.client_cert_file.empty() &&
       (SSL_CTX_use_certificate_chain_file(ctx.get(), config.client_cert_file.c_str()) != 1 ||

@@ -1,8 +1,8 @@
 #include "adapters/trace_context.h"
 
-#include "util/mutex.h"
-
 #include <random>
+
+#include "util/mutex.h"
 
 namespace sagad {
 namespace {
@@ -70,7 +70,8 @@ TraceContext TraceFromHeaders(const std::string& traceparent, const std::string&
 }
 
 std::string OutgoingTraceparent(const TraceContext& trace) {
-  return "00-" + trace.trace_id + "-" + RandomHex(16) + "-" + (trace.flags.empty() ? "01" : trace.flags);
+  return "00-" + trace.trace_id + "-" + RandomHex(16) + "-" +
+         (trace.flags.empty() ? "01" : trace.flags);
 }
 
 }  // namespace sagad

@@ -4,9 +4,8 @@
 // with a new span id per attempt, and the submission's `tracestate`.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace sagad {
 

@@ -49,41 +49,49 @@ int main(int argc, char** argv) {
   double chaos = 0.1, reject = 0.2;
   unsigned seed = 1;
   bool dedup = true;
-  std::string store;                   // "postgres" (a server of its own) or a postgresql:// URI
-  int coordinators = 1;                // sagad processes sharing the store
+  std::string store;     // "postgres" (a server of its own) or a postgresql:// URI
+  int coordinators = 1;  // sagad processes sharing the store
   int db_restart_min = 0, db_restart_max = 0;  // immediate PostgreSQL restarts (own server only)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-    if (a == "--sagas") sagas = std::stoi(next());
-    else if (a == "--concurrency") concurrency = std::stoi(next());
-    else if (a == "--chaos") chaos = std::stod(next());
-    else if (a == "--reject") reject = std::stod(next());
-    else if (a == "--seed") seed = static_cast<unsigned>(std::stoi(next()));
-    else if (a == "--no-dedup") dedup = false;
-    else if (a == "--store") store = next();
-    else if (a == "--coordinators") coordinators = std::max(1, std::stoi(next()));
+    if (a == "--sagas")
+      sagas = std::stoi(next());
+    else if (a == "--concurrency")
+      concurrency = std::stoi(next());
+    else if (a == "--chaos")
+      chaos = std::stod(next());
+    else if (a == "--reject")
+      reject = std::stod(next());
+    else if (a == "--seed")
+      seed = static_cast<unsigned>(std::stoi(next()));
+    else if (a == "--no-dedup")
+      dedup = false;
+    else if (a == "--store")
+      store = next();
+    else if (a == "--coordinators")
+      coordinators = std::max(1, std::stoi(next()));
     else if (a == "--db-restart-ms") {
       std::string v = next();
       db_restart_min = std::stoi(v.substr(0, v.find(':')));
       db_restart_max = std::stoi(v.substr(v.find(':') + 1));
-    }
-    else if (a == "--kill-ms") {
+    } else if (a == "--kill-ms") {
       std::string v = next();
       kill_min = std::stoi(v.substr(0, v.find(':')));
       kill_max = std::stoi(v.substr(v.find(':') + 1));
     } else {
-      std::cerr << "usage: chaos_bench [--sagas N] [--concurrency C] [--chaos P] [--reject P] "
-                   "[--kill-ms MIN:MAX] [--seed S] [--no-dedup]\n"
-                   "  [--store postgres|postgresql://... [--db-restart-ms MIN:MAX]] [--coordinators N]\n";
+      std::cerr
+          << "usage: chaos_bench [--sagas N] [--concurrency C] [--chaos P] [--reject P] "
+             "[--kill-ms MIN:MAX] [--seed S] [--no-dedup]\n"
+             "  [--store postgres|postgresql://... [--db-restart-ms MIN:MAX]] [--coordinators N]\n";
       return 2;
     }
   }
   signal(SIGPIPE, SIG_IGN);
   TempDir dir;
-  std::vector<std::string> es_argv = {EXAMPLE_SERVICES_BIN, "--listen", "127.0.0.1:0",
-                                      "--chaos", std::to_string(chaos), "--seed",
-                                      std::to_string(seed)};
+  std::vector<std::string> es_argv = {
+      EXAMPLE_SERVICES_BIN,  "--listen", "127.0.0.1:0",       "--chaos",
+      std::to_string(chaos), "--seed",   std::to_string(seed)};
   if (!dedup) es_argv.push_back("--no-dedup");
   Subprocess services(es_argv);
   int es_port = services.WaitForPort();
@@ -95,19 +103,22 @@ int main(int argc, char** argv) {
   json svc = json::object();
   for (const char* name : {"ticketing", "edr", "iam", "mail", "inventory", "payments", "shipping",
                            "airline", "hotel", "cars"})
-    svc[name] = {{"base_url", es_url}, {"timeout_ms", 300}, {"idempotent", dedup},
-                 {"queryable", true}};
+    svc[name] = {
+        {"base_url", es_url}, {"timeout_ms", 300}, {"idempotent", dedup}, {"queryable", true}};
   // One or more coordinators (distinct coordinator_id, the same store).
   std::vector<int> ports;
   std::vector<std::string> config_paths;
-  std::string db = store.empty() ? ""
+  std::string db = store.empty()         ? ""
                    : store == "postgres" ? PostgresServer::Shared().NewDatabase()
                                          : store;
   for (int k = 0; k < coordinators; ++k) {
     ports.push_back(FreePort());
     json config = {{"listen", "127.0.0.1:" + std::to_string(ports[k])},
-                   {"data_dir", dir.path() + "/data"}, {"services", svc}, {"workers", 16},
-                   {"coordinator_id", "chaos-" + std::to_string(k)}, {"examples", true}};
+                   {"data_dir", dir.path() + "/data"},
+                   {"services", svc},
+                   {"workers", 16},
+                   {"coordinator_id", "chaos-" + std::to_string(k)},
+                   {"examples", true}};
     if (!db.empty()) config["store"] = db;
     config_paths.push_back(dir.path() + "/config" + std::to_string(k) + ".json");
     std::ofstream(config_paths[k]) << config.dump();
@@ -190,8 +201,9 @@ int main(int argc, char** argv) {
       std::string cursor;
       int n = 0;
       while (true) {
-        Reply r = Http(port, "GET", std::string("/v1/instances?limit=500&status=") + st +
-                                        (cursor.empty() ? "" : "&cursor=" + cursor));
+        Reply r = Http(port, "GET",
+                       std::string("/v1/instances?limit=500&status=") + st +
+                           (cursor.empty() ? "" : "&cursor=" + cursor));
         if (r.status != 200 || !r.body.is_object()) return false;
         n += static_cast<int>(r.body["instances"].size());
         if (r.body["next_cursor"].is_null()) break;
@@ -248,7 +260,8 @@ int main(int argc, char** argv) {
       std::istringstream lines(m.raw);
       std::string line;
       while (std::getline(lines, line))
-        if (line.rfind("sagad_instances{", 0) == 0 && line.find("NEEDS_REVIEW") == std::string::npos)
+        if (line.rfind("sagad_instances{", 0) == 0 &&
+            line.find("NEEDS_REVIEW") == std::string::npos)
           busy += std::atoi(line.substr(line.rfind(' ') + 1).c_str());
       if (busy == 0) break;
     }
@@ -331,7 +344,8 @@ int main(int argc, char** argv) {
   std::cout << "  recovery latency         mean " << mean_rec << " ms, p99 "
             << Percentile(recovery_ms, 0.99) << " ms (" << recovery_ms.size() << " recoveries)\n";
   std::cout << "  replays per instance     " << replays / sagas << "\n";
-  bool ok = effects.value("duplicates", -1) == 0 && lost == 0 && settled && review_without_reason == 0;
+  bool ok =
+      effects.value("duplicates", -1) == 0 && lost == 0 && settled && review_without_reason == 0;
   if (!ok) {
     for (const auto& [key, n] : effects["by_key"].items())
       if (n.get<int>() > 1) std::cout << "  duplicated: " << key << " x" << n << "\n";

@@ -29,8 +29,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iomanip>
@@ -102,13 +102,16 @@ bool Preload(const std::string& dir, int64_t n) {
   mdb_dbi_open(txn, "instances", 0, &inst);
   mdb_dbi_open(txn, "events", 0, &events);
   mdb_dbi_open(txn, "operations", 0, &ops);
-  auto str = [](const MDB_val& v) { return std::string(static_cast<const char*>(v.mv_data), v.mv_size); };
+  auto str = [](const MDB_val& v) {
+    return std::string(static_cast<const char*>(v.mv_data), v.mv_size);
+  };
   std::string id0, snap0;
   std::vector<std::pair<std::string, std::string>> ev0, op0;
   MDB_cursor* c = nullptr;
   MDB_val k, v;
   mdb_cursor_open(txn, inst, &c);
-  for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+  for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+       rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
     if (str(v).find("\"status\":\"COMPLETED\"") != std::string::npos) {
       id0 = str(k);
       snap0 = str(v);
@@ -118,16 +121,19 @@ bool Preload(const std::string& dir, int64_t n) {
   if (id0.empty()) return false;
   for (MDB_dbi db : {events, ops}) {
     mdb_cursor_open(txn, db, &c);
-    for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0; rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+    for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
       if (str(k).rfind(id0, 0) == 0) (db == events ? ev0 : op0).emplace_back(str(k), str(v));
     mdb_cursor_close(c);
   }
   auto with_id = [&](std::string s, const std::string& id) {
-    for (size_t p = 0; (p = s.find(id0, p)) != std::string::npos; p += id.size()) s.replace(p, id0.size(), id);
+    for (size_t p = 0; (p = s.find(id0, p)) != std::string::npos; p += id.size())
+      s.replace(p, id0.size(), id);
     return s;
   };
   auto put = [&](MDB_dbi db, const std::string& key, const std::string& val) {
-    MDB_val kk{key.size(), const_cast<char*>(key.data())}, vv{val.size(), const_cast<char*>(val.data())};
+    MDB_val kk{key.size(), const_cast<char*>(key.data())},
+        vv{val.size(), const_cast<char*>(val.data())};
     return mdb_put(txn, db, &kk, &vv, 0) == 0;
   };
   for (int64_t i = 0; i < n; ++i) {
@@ -196,14 +202,15 @@ struct Bench {
   Coordinator& sagad;
   int sagas;
   Coordinator* second = nullptr;  // a second sagad on the same store: clients alternate
-  int64_t total = 0;  // sagas driven through sagad (each also once in the baseline)
+  int64_t total = 0;              // sagas driven through sagad (each also once in the baseline)
   bool ok = true;
 
   void Header() {
     std::cout << std::left << std::setw(6) << "conc" << std::setw(12) << "sagas/s" << std::setw(11)
               << "p50 ms" << std::setw(11) << "p99 ms" << std::setw(13) << "base sagas/s"
               << std::setw(9) << "ratio" << std::setw(14) << "sagad cpu ms" << std::setw(13)
-              << "svc cpu ms" << std::setw(11) << "txns/saga" << "fsyncs/saga\n";
+              << "svc cpu ms" << std::setw(11) << "txns/saga"
+              << "fsyncs/saga\n";
   }
 
   // One row: the baseline, then the same load through sagad. Returns sagas/s.
@@ -220,9 +227,11 @@ struct Bench {
       json in = OrderInput();
       direct[t]->Post("/reservations", {{"Idempotency-Key", k + ":r"}},
                       json{{"sku", in["sku"]}, {"qty", in["qty"]}}.dump(), "application/json");
-      direct[t]->Post("/charges", {{"Idempotency-Key", k + ":c"}},
-                      json{{"amount", in["amount"]}, {"currency", in["currency"]}, {"customer", in["customer"]}}.dump(),
-                      "application/json");
+      direct[t]->Post(
+          "/charges", {{"Idempotency-Key", k + ":c"}},
+          json{{"amount", in["amount"]}, {"currency", in["currency"]}, {"customer", in["customer"]}}
+              .dump(),
+          "application/json");
       direct[t]->Post("/shipments", {{"Idempotency-Key", k + ":s"}},
                       json{{"address", in["address"]}}.dump(), "application/json");
     });
@@ -240,11 +249,13 @@ struct Bench {
     double sync0 = Metric(sp, "sagad_store_synced_commits_total");
     std::atomic<int> failures{0};
     Result r = Drive(n, c, [&](int t, int) {
-      auto res = clients[t]->Post("/v1/sagas/order_fulfilment/instances?wait=30", body, "application/json");
+      auto res = clients[t]->Post("/v1/sagas/order_fulfilment/instances?wait=30", body,
+                                  "application/json");
       if (!res || res->status != 200 || res->body.find("\"COMPLETED\"") == std::string::npos) {
         if (++failures <= 3)
-          std::cerr << "failure: " << (res ? std::to_string(res->status) + " " + res->body.substr(0, 300)
-                                           : "no response: " + httplib::to_string(res.error()))
+          std::cerr << "failure: "
+                    << (res ? std::to_string(res->status) + " " + res->body.substr(0, 300)
+                            : "no response: " + httplib::to_string(res.error()))
                     << "\n";
       }
     });
@@ -256,12 +267,12 @@ struct Bench {
     }
     total += n;
     if (failures) ok = false;
-    std::cout << std::left << std::fixed << std::setprecision(1) << std::setw(6) << c << std::setw(12)
-              << r.per_sec << std::setw(11) << r.p50 << std::setw(11) << r.p99 << std::setw(13)
-              << base.per_sec << std::setw(9) << std::setprecision(3) << r.per_sec / base.per_sec
-              << std::setprecision(2) << std::setw(14) << cpu / n << std::setw(13) << escpu / n
-              << std::setw(11) << txns / n << syncs / n << (failures ? "  FAILURES: " + std::to_string(failures.load()) : "")
-              << "\n";
+    std::cout << std::left << std::fixed << std::setprecision(1) << std::setw(6) << c
+              << std::setw(12) << r.per_sec << std::setw(11) << r.p50 << std::setw(11) << r.p99
+              << std::setw(13) << base.per_sec << std::setw(9) << std::setprecision(3)
+              << r.per_sec / base.per_sec << std::setprecision(2) << std::setw(14) << cpu / n
+              << std::setw(13) << escpu / n << std::setw(11) << txns / n << syncs / n
+              << (failures ? "  FAILURES: " + std::to_string(failures.load()) : "") << "\n";
     return {r.per_sec, r.per_sec / base.per_sec};
   }
 
@@ -281,8 +292,8 @@ struct Bench {
 // asked about: sagad_recovery_latency_seconds_count reaches n) and until all
 // completed.
 int RecoveryMode(Downstream& downstream, Coordinator& sagad, int n) {
-  downstream.Fault({{"path", "/reservations"}, {"action", "delay"}, {"delay_ms", 3000},
-                    {"times", 1000000}});
+  downstream.Fault(
+      {{"path", "/reservations"}, {"action", "delay"}, {"delay_ms", 3000}, {"times", 1000000}});
   const std::string body = json{{"input", OrderInput()}}.dump();
   std::atomic<int> submitted{0};
   Drive(n, 16, [&](int, int i) {
@@ -290,8 +301,10 @@ int RecoveryMode(Downstream& downstream, Coordinator& sagad, int n) {
     for (int attempt = 0; attempt < 5 && r.status == 0; ++attempt)
       r = Http(sagad.port(), "POST", "/v1/sagas/order_fulfilment/instances", body,
                {{"Idempotency-Key", "recovery-" + std::to_string(i)}});
-    if (r.status == 201) ++submitted;
-    else std::cerr << "submit: " << r.status << " " << r.raw.substr(0, 200) << "\n";
+    if (r.status == 201)
+      ++submitted;
+    else
+      std::cerr << "submit: " << r.status << " " << r.raw.substr(0, 200) << "\n";
   });
   if (submitted != n) return 1;
   std::cout << "submitted " << n << " instances (first step held up downstream); "
@@ -303,21 +316,24 @@ int RecoveryMode(Downstream& downstream, Coordinator& sagad, int n) {
   double started = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   double resumed = -1, done = -1, resumed_cpu = 0;
   double polled = -1e9;
-  WaitFor([&] {
-    double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    // Every 50 ms (the resolution of the figures): a /metrics scrape lists
-    // the unfinished instances, which is work taken from the recovery.
-    if (ms - polled < 50) return false;
-    polled = ms;
-    if (resumed < 0 && Metric(sagad.port(), "sagad_recovery_latency_seconds_count") >= n) {
-      resumed = ms;
-      resumed_cpu = CpuMs(sagad.process().pid());
-    }
-    // Cheap to poll: sagad's gauge (the index of unfinished instances), not
-    // the downstream's effect list (which lists every key).
-    if (done < 0 && resumed >= 0 && Metric(sagad.port(), "sagad_instances_active") == 0) done = ms;
-    return resumed >= 0 && done >= 0;
-  }, std::chrono::seconds(300));
+  WaitFor(
+      [&] {
+        double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        // Every 50 ms (the resolution of the figures): a /metrics scrape lists
+        // the unfinished instances, which is work taken from the recovery.
+        if (ms - polled < 50) return false;
+        polled = ms;
+        if (resumed < 0 && Metric(sagad.port(), "sagad_recovery_latency_seconds_count") >= n) {
+          resumed = ms;
+          resumed_cpu = CpuMs(sagad.process().pid());
+        }
+        // Cheap to poll: sagad's gauge (the index of unfinished instances), not
+        // the downstream's effect list (which lists every key).
+        if (done < 0 && resumed >= 0 && Metric(sagad.port(), "sagad_instances_active") == 0)
+          done = ms;
+        return resumed >= 0 && done >= 0;
+      },
+      std::chrono::seconds(300));
   // Held-up first calls that took effect before the kill are replayed, not
   // repeated (deduplicating downstream): 3 effects per instance.
   json e = downstream.Effects();
@@ -325,9 +341,8 @@ int RecoveryMode(Downstream& downstream, Coordinator& sagad, int n) {
   std::cout << std::fixed << std::setprecision(0) << "recovery of " << n
             << " in-flight instances: sagad serving after " << started << " ms, all resumed after "
             << resumed << " ms (sagad CPU by then " << resumed_cpu << " ms), all completed after "
-            << done << " ms (from restart); duplicates "
-            << e["duplicates"] << ", effects " << e["total"] << " (expected " << 3 * n << "); "
-            << Rss(sagad.process().pid()) << "\n";
+            << done << " ms (from restart); duplicates " << e["duplicates"] << ", effects "
+            << e["total"] << " (expected " << 3 * n << "); " << Rss(sagad.process().pid()) << "\n";
   return resumed >= 0 && done >= 0 && effects_ok ? 0 : 1;
 }
 
@@ -342,32 +357,41 @@ int GraphMode(Downstream& downstream, Coordinator& sagad, int n) {
   static std::atomic<int> seq{0};
   auto booking = [&](httplib::Client& cl, const std::string& k) {
     cl.Post("/flights/holds", {{"Idempotency-Key", k + ":f"}},
-            json{{"flight", in["flight"]}, {"passenger", in["traveller"]}}.dump(), "application/json");
+            json{{"flight", in["flight"]}, {"passenger", in["traveller"]}}.dump(),
+            "application/json");
   };
   std::cout << "trip_booking to its approval, each booking held 50 ms downstream\n"
-            << std::left << std::setw(6) << "conc" << std::setw(14) << "one booking" << std::setw(16)
-            << "sequential p50" << std::setw(12) << "graph p50" << std::setw(12) << "graph p99"
-            << std::setw(10) << "sagas/s" << "graph / one booking\n";
+            << std::left << std::setw(6) << "conc" << std::setw(14) << "one booking"
+            << std::setw(16) << "sequential p50" << std::setw(12) << "graph p50" << std::setw(12)
+            << "graph p99" << std::setw(10) << "sagas/s"
+            << "graph / one booking\n";
   int failures = 0;
   for (int c : {1, 16}) {
     auto direct = Connected(c, downstream.port(), "/_effects");
-    Result one = Drive(n, c, [&](int t, int) { booking(*direct[t], "one-" + std::to_string(seq++)); });
+    Result one =
+        Drive(n, c, [&](int t, int) { booking(*direct[t], "one-" + std::to_string(seq++)); });
     Result sequential = Drive(n, c, [&](int t, int) {
       std::string k = "seq-" + std::to_string(seq++);
       booking(*direct[t], k);
-      direct[t]->Post("/hotels/bookings", {{"Idempotency-Key", k + ":h"}},
-                      json{{"hotel", in["hotel"]}, {"nights", in["nights"]}, {"guest", in["traveller"]}}.dump(),
-                      "application/json");
-      direct[t]->Post("/cars/rentals", {{"Idempotency-Key", k + ":c"}},
-                      json{{"pickup", in["pickup"]}, {"days", in["days"]}, {"driver", in["traveller"]}}.dump(),
-                      "application/json");
-      direct[t]->Post("/charges", {{"Idempotency-Key", k + ":p"}},
-                      json{{"amount", in["amount"]}, {"currency", in["currency"]}, {"customer", in["traveller"]}}.dump(),
-                      "application/json");
+      direct[t]->Post(
+          "/hotels/bookings", {{"Idempotency-Key", k + ":h"}},
+          json{{"hotel", in["hotel"]}, {"nights", in["nights"]}, {"guest", in["traveller"]}}.dump(),
+          "application/json");
+      direct[t]->Post(
+          "/cars/rentals", {{"Idempotency-Key", k + ":c"}},
+          json{{"pickup", in["pickup"]}, {"days", in["days"]}, {"driver", in["traveller"]}}.dump(),
+          "application/json");
+      direct[t]->Post(
+          "/charges", {{"Idempotency-Key", k + ":p"}},
+          json{
+              {"amount", in["amount"]}, {"currency", in["currency"]}, {"customer", in["traveller"]}}
+              .dump(),
+          "application/json");
     });
     auto clients = Connected(c, sagad.port(), "/healthz", 60);
     Result graph = Drive(n, c, [&](int t, int) {
-      auto res = clients[t]->Post("/v1/sagas/trip_booking/instances?wait=30", body, "application/json");
+      auto res =
+          clients[t]->Post("/v1/sagas/trip_booking/instances?wait=30", body, "application/json");
       if (!res || res->body.find("\"AWAITING_APPROVAL\"") == std::string::npos) ++failures;
     });
     std::cout << std::fixed << std::setprecision(1) << std::setw(6) << c << std::setw(14) << one.p50
@@ -419,12 +443,13 @@ int PgListMode(Downstream& downstream, const std::string& data, int64_t n) {
                     q2 = "/v1/instances?waiting=review&limit=50";
   double e1 = MedianMs(sagad.port(), q1), e2 = MedianMs(sagad.port(), q2);
   auto t0 = Clock::now();
-  std::string snap = json{{"status", "COMPLETED"}, {"saga", "order_fulfilment"},
-                          {"pad", std::string(3000, 'x')}}.dump();
+  std::string snap =
+      json{{"status", "COMPLETED"}, {"saga", "order_fulfilment"}, {"pad", std::string(3000, 'x')}}
+          .dump();
   if (!exec("INSERT INTO sagad_instances (id, saga, status, waiting, version, finished, snapshot) "
             "SELECT '000000000000-' || lpad(to_hex(g), 16, '0'), 'order_fulfilment', "
-            "'COMPLETED', NULL, 4, true, '" + snap + "' FROM generate_series(1, " +
-            std::to_string(n) + ") g") ||
+            "'COMPLETED', NULL, 4, true, '" +
+            snap + "' FROM generate_series(1, " + std::to_string(n) + ") g") ||
       !exec("ANALYZE sagad_instances"))
     return 1;
   PQfinish(c);
@@ -440,8 +465,7 @@ int PgListMode(Downstream& downstream, const std::string& data, int64_t n) {
 // Retention soak: n sagas at concurrency 64 with a retention period; the
 // data file and sagad's RSS printed every tenth of the run (they should stay
 // flat once the first period has passed: LMDB reuses freed pages).
-int SoakMode(Coordinator& sagad, const std::string& data, int64_t n,
-             int64_t retention_ms) {
+int SoakMode(Coordinator& sagad, const std::string& data, int64_t n, int64_t retention_ms) {
   sagad.Terminate();
   sagad.Configure({{"retention", {{"finished_after_ms", retention_ms}}}});
   if (sagad.Start() < 0) return 1;
@@ -478,22 +502,32 @@ int main(int argc, char** argv) {
   std::vector<int> levels;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
-    if (a == "--sagas") sagas = std::stoi(v);
-    else if (a == "--workers") workers = std::stoi(v);
-    else if (a == "--preload") preload = std::stoll(v);
-    else if (a == "--recovery") recovery = std::stoi(v);
-    else if (a == "--store") store = v;
-    else if (a == "--pg-list") pg_list = std::stoll(v);
-    else if (a == "--soak") soak = std::stoll(v);
-    else if (a == "--retention-ms") retention_ms = std::stoll(v);
-    else if (a == "--graph") graph = std::stoi(v);
+    if (a == "--sagas")
+      sagas = std::stoi(v);
+    else if (a == "--workers")
+      workers = std::stoi(v);
+    else if (a == "--preload")
+      preload = std::stoll(v);
+    else if (a == "--recovery")
+      recovery = std::stoi(v);
+    else if (a == "--store")
+      store = v;
+    else if (a == "--pg-list")
+      pg_list = std::stoll(v);
+    else if (a == "--soak")
+      soak = std::stoll(v);
+    else if (a == "--retention-ms")
+      retention_ms = std::stoll(v);
+    else if (a == "--graph")
+      graph = std::stoi(v);
     else if (a == "--levels") {
       std::stringstream ss(v);
       for (std::string x; std::getline(ss, x, ',');) levels.push_back(std::stoi(x));
     } else {
-      std::cerr << "usage: load_bench [--sagas N] [--levels 1,16,64] [--workers W] "
-                   "[--preload N | --recovery N | --store postgres|postgresql://... | --pg-list N |\n"
-                   " --soak N [--retention-ms MS] | --graph N]\n";
+      std::cerr
+          << "usage: load_bench [--sagas N] [--levels 1,16,64] [--workers W] "
+             "[--preload N | --recovery N | --store postgres|postgresql://... | --pg-list N |\n"
+             " --soak N [--retention-ms MS] | --graph N]\n";
       return 2;
     }
   }
@@ -541,9 +575,9 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < levels.size(); ++i) {
       std::pair<double, double> r{0, 0};
       for (int k = 0; k < repeat; ++k) r = std::max(r, b.Level(levels[i]));
-      std::cout << std::setprecision(3) << "  with " << preload << " stored / empty store: "
-                << r.first / empty[i].first << " (ratio to the same-row baseline: "
-                << r.second / empty[i].second << ")\n";
+      std::cout << std::setprecision(3) << "  with " << preload
+                << " stored / empty store: " << r.first / empty[i].first
+                << " (ratio to the same-row baseline: " << r.second / empty[i].second << ")\n";
     }
     std::cout << "sagad after: " << Rss(sagad.process().pid()) << "\n";
   }

@@ -50,8 +50,8 @@
 #include <iostream>
 #include <map>
 #include <mutex>
-#include <random>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <regex>
 #include <string>
 #include <thread>
@@ -83,8 +83,11 @@ class Services {
       std::lock_guard<std::mutex> l(mu_);
       int dups = 0;
       for (const auto& [k, n] : by_key_) dups += n > 1 ? 1 : 0;
-      res.set_content(json{{"total", total_}, {"by_key", by_key_}, {"by_route", by_route_},
-                           {"duplicates", dups}, {"pending", pending_.size()}}
+      res.set_content(json{{"total", total_},
+                           {"by_key", by_key_},
+                           {"by_route", by_route_},
+                           {"duplicates", dups},
+                           {"pending", pending_.size()}}
                           .dump(),
                       "application/json");
     });
@@ -177,7 +180,8 @@ class Services {
       std::lock_guard<std::mutex> l(mu_);
       res.set_content(json{{"deliveries", webhooks_}}.dump(), "application/json");
     });
-    s.Post(R"(/.*)", [this](const httplib::Request& req, httplib::Response& res) { Post(req, res); });
+    s.Post(R"(/.*)",
+           [this](const httplib::Request& req, httplib::Response& res) { Post(req, res); });
   }
 
  private:
@@ -193,9 +197,7 @@ class Services {
   }
 
   // REQUIRES: mu_ held.
-  bool Chance(double p) {
-    return p > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < p;
-  }
+  bool Chance(double p) { return p > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
 
   // REQUIRES: mu_ held.
   bool RandomFault(const std::string& path, Fault* out) {
@@ -203,7 +205,7 @@ class Services {
     static const std::regex kUndo(R"(.*/(close|release|restore|refund|cancel|recall)$)");
     bool undo = std::regex_match(path, kUndo);
     static const char* kActions[] = {"commit_drop", "commit_500", "fail_before_commit",
-                                     "refuse", "delay", "reject"};
+                                     "refuse",      "delay",      "reject"};
     int n = undo ? 5 : 6;
     out->action = kActions[std::uniform_int_distribution<int>(0, n - 1)(rng_)];
     out->delay_ms = out->action == std::string("delay") ? 400 : 0;
@@ -263,7 +265,8 @@ class Services {
       *route = iso ? "isolate_host" : "release_host";
       std::string miss = need({"host"});
       if (!miss.empty()) return missing(miss);
-      std::string host = body["host"].is_string() ? body["host"].get<std::string>() : body["host"].dump();
+      std::string host =
+          body["host"].is_string() ? body["host"].get<std::string>() : body["host"].dump();
       hosts_[host] = iso ? "isolated" : "released";
       return {200, json{{"ref", "host-" + host}, {"host", host}, {"status", hosts_[host]}}};
     }
@@ -272,25 +275,34 @@ class Services {
       *route = dis ? "disable_account" : "restore_account";
       std::string miss = need({"user"});
       if (!miss.empty()) return missing(miss);
-      std::string user = body["user"].is_string() ? body["user"].get<std::string>() : body["user"].dump();
+      std::string user =
+          body["user"].is_string() ? body["user"].get<std::string>() : body["user"].dump();
       accounts_[user] = dis ? "disabled" : "active";
       return {200, json{{"ref", "acct-" + user}, {"user", user}, {"status", accounts_[user]}}};
     }
     if (path == "/messages") return create("send_message", "M-", {"to", "body"}, &messages_);
-    if (path == "/reservations") return create("reserve_inventory", "R-", {"sku", "qty"}, &reservations_);
-    if (std::regex_match(path, m, kRelease)) return undo("release_reservation", &reservations_, "released");
-    if (path == "/charges") return create("charge_payment", "C-", {"amount", "currency", "customer"}, &charges_);
+    if (path == "/reservations")
+      return create("reserve_inventory", "R-", {"sku", "qty"}, &reservations_);
+    if (std::regex_match(path, m, kRelease))
+      return undo("release_reservation", &reservations_, "released");
+    if (path == "/charges")
+      return create("charge_payment", "C-", {"amount", "currency", "customer"}, &charges_);
     if (std::regex_match(path, m, kRefund)) return undo("refund_charge", &charges_, "refunded");
     if (path == "/shipments") return create("create_shipment", "S-", {"address"}, &shipments_);
-    if (std::regex_match(path, m, kCancel)) return undo("cancel_shipment", &shipments_, "cancelled");
+    if (std::regex_match(path, m, kCancel))
+      return undo("cancel_shipment", &shipments_, "cancelled");
     if (std::regex_match(path, m, kRecall)) return undo("recall_message", &messages_, "recalled");
-    if (path == "/flights/holds") return create("reserve_flight", "F-", {"flight", "passenger"}, &flights_);
-    if (std::regex_match(path, m, kFlightCancel)) return undo("cancel_flight", &flights_, "cancelled");
-    if (std::regex_match(path, m, kFlightIssue)) return undo("issue_tickets", &flights_, "ticketed");
+    if (path == "/flights/holds")
+      return create("reserve_flight", "F-", {"flight", "passenger"}, &flights_);
+    if (std::regex_match(path, m, kFlightCancel))
+      return undo("cancel_flight", &flights_, "cancelled");
+    if (std::regex_match(path, m, kFlightIssue))
+      return undo("issue_tickets", &flights_, "ticketed");
     if (path == "/hotels/bookings")
       return create("reserve_hotel", "H-", {"hotel", "nights", "guest"}, &hotels_);
     if (std::regex_match(path, m, kHotelCancel)) return undo("cancel_hotel", &hotels_, "cancelled");
-    if (path == "/cars/rentals") return create("reserve_car", "K-", {"pickup", "days", "driver"}, &cars_);
+    if (path == "/cars/rentals")
+      return create("reserve_car", "K-", {"pickup", "days", "driver"}, &cars_);
     if (std::regex_match(path, m, kCarCancel)) return undo("cancel_car", &cars_, "cancelled");
     *route = "";
     return {404, json{{"error", "no such route " + path}}};
@@ -334,14 +346,15 @@ class Services {
       if (!instance.empty() && !token_s.empty()) {
         long long tok = std::atoll(token_s.c_str());
         long long& high = fencing_[instance];
-        if (tok < high)
-          return Reply(res, 409, {{"error", "stale fencing token " + token_s}});
+        if (tok < high) return Reply(res, 409, {{"error", "stale fencing token " + token_s}});
         high = tok;
       }
       if (!key.empty() && req.has_header("Saga-Attempt")) {
         auto f = fenced_.find(key);
-        if (f != fenced_.end() && std::atoi(req.get_header_value("Saga-Attempt").c_str()) <= f->second)
-          return Reply(res, 409, {{"error", "attempt superseded: a reconciliation query fenced it"}});
+        if (f != fenced_.end() &&
+            std::atoi(req.get_header_value("Saga-Attempt").c_str()) <= f->second)
+          return Reply(res, 409,
+                       {{"error", "attempt superseded: a reconciliation query fenced it"}});
       }
       faulted = TakeFault(req.path, &fault) || RandomFault(req.path, &fault);
       if (faulted) delay = fault.delay_ms;
@@ -400,8 +413,8 @@ class Services {
   // under its key for GET /operations; an effect later clears it.
   void Refused(const std::string& key, int status, const json& body) {
     if (key.empty()) return;
-    bool definite = status >= 400 && status < 500 && status != 408 && status != 409 &&
-                    status != 429;
+    bool definite =
+        status >= 400 && status < 500 && status != 408 && status != 409 && status != 429;
     if (!definite) {
       if (status >= 200 && status < 300) refused_.erase(key);
       return;
@@ -421,9 +434,9 @@ class Services {
   std::map<std::string, int> by_route_;
   std::map<std::string, long long> fencing_;
   std::map<std::string, std::vector<json>> traces_;  // key -> trace headers of each request
-  std::map<std::string, int> pending_;  // keys of requests being processed
-  std::map<std::string, json> refused_;  // key -> stored refusal
-  std::map<std::string, int> fenced_;   // key -> highest attempt a query fenced
+  std::map<std::string, int> pending_;               // keys of requests being processed
+  std::map<std::string, json> refused_;              // key -> stored refusal
+  std::map<std::string, int> fenced_;                // key -> highest attempt a query fenced
   json webhooks_ = json::array();
   long long total_ = 0;
   long long seq_ = 0;
@@ -459,7 +472,8 @@ int main(int argc, char** argv) {
     } else if (a == "--seed" && i + 1 < argc) {
       seed = static_cast<unsigned>(std::atoi(argv[++i]));
     } else {
-      std::cerr << "usage: example-services [--listen HOST:PORT] [--no-dedup] [--chaos P] [--seed S]\n";
+      std::cerr
+          << "usage: example-services [--listen HOST:PORT] [--no-dedup] [--chaos P] [--seed S]\n";
       return 2;
     }
   }
@@ -469,7 +483,8 @@ int main(int argc, char** argv) {
   server.set_keep_alive_max_count(1000);
   Services services(dedup, chaos, seed);
   services.Install(server);
-  int bound = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);
+  int bound =
+      port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);
   if (bound < 0) {
     std::cerr << "example-services: cannot bind " << host << ":" << port << "\n";
     return 1;

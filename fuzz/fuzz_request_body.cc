@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (sagad::FindNul(sagad::EscapeNul(j)) != "") std::abort();
   std::string out = sagad::DumpJson(j);
   nlohmann::json back = nlohmann::json::parse(out, nullptr, false);
-  if (back.is_discarded()) std::abort();  // what we print parses
+  if (back.is_discarded()) std::abort();        // what we print parses
   (void)sagad::DumpJson(nlohmann::json(text));  // a string of any bytes prints
   return 0;
 }

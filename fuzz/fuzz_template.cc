@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "util/json_limits.h"
 #include "sagas/template.h"
+#include "util/json_limits.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
@@ -27,7 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // did not have.
     for (const char* bad : {"/../", "/./", "//"}) {
       std::string padded = "/" + *rendered + "/", tmpl = "/" + path + "/";
-      if (padded.find(bad) != std::string::npos && tmpl.find(bad) == std::string::npos) std::abort();
+      if (padded.find(bad) != std::string::npos && tmpl.find(bad) == std::string::npos)
+        std::abort();
     }
   }
   auto body = sagad::RenderBody(input, ctx);

@@ -124,31 +124,42 @@ std::vector<Action> Backward(const SagaDefinition& def, const Instance& inst) {
 
 const char* ActionKindName(ActionKind k) {
   switch (k) {
-    case ActionKind::kNone: return "none";
-    case ActionKind::kRequestApproval: return "request_approval";
-    case ActionKind::kExecute: return "execute";
-    case ActionKind::kReconcile: return "reconcile";
-    case ActionKind::kStartCompensation: return "start_compensation";
-    case ActionKind::kCompensate: return "compensate";
-    case ActionKind::kReconcileCompensation: return "reconcile_compensation";
-    case ActionKind::kComplete: return "complete";
-    case ActionKind::kFinishCompensation: return "finish_compensation";
-    case ActionKind::kAwaitApproval: return "await_approval";
-    case ActionKind::kEscalate: return "escalate";
-    case ActionKind::kGoForward: return "go_forward";
+    case ActionKind::kNone:
+      return "none";
+    case ActionKind::kRequestApproval:
+      return "request_approval";
+    case ActionKind::kExecute:
+      return "execute";
+    case ActionKind::kReconcile:
+      return "reconcile";
+    case ActionKind::kStartCompensation:
+      return "start_compensation";
+    case ActionKind::kCompensate:
+      return "compensate";
+    case ActionKind::kReconcileCompensation:
+      return "reconcile_compensation";
+    case ActionKind::kComplete:
+      return "complete";
+    case ActionKind::kFinishCompensation:
+      return "finish_compensation";
+    case ActionKind::kAwaitApproval:
+      return "await_approval";
+    case ActionKind::kEscalate:
+      return "escalate";
+    case ActionKind::kGoForward:
+      return "go_forward";
   }
   return "?";
 }
 
 bool IsStepAction(ActionKind k) {
-  return k == ActionKind::kExecute || k == ActionKind::kReconcile ||
-         k == ActionKind::kCompensate || k == ActionKind::kReconcileCompensation;
+  return k == ActionKind::kExecute || k == ActionKind::kReconcile || k == ActionKind::kCompensate ||
+         k == ActionKind::kReconcileCompensation;
 }
 
 bool PivotCommitted(const SagaDefinition& def, const Instance& inst) {
   for (size_t i = 0; i < def.steps.size(); ++i)
-    if (def.steps[i].irreversible && inst.step(i).status() == StepStatus::kCommitted)
-      return true;
+    if (def.steps[i].irreversible && inst.step(i).status() == StepStatus::kCommitted) return true;
   return false;
 }
 
@@ -167,9 +178,14 @@ int PivotInPlay(const SagaDefinition& def, const Instance& inst) {
 std::vector<Action> NextActions(const SagaDefinition& def, const Instance& inst) {
   std::vector<Action> out;
   switch (inst.status()) {
-    case SagaStatus::kRunning: out = Forward(def, inst); break;
-    case SagaStatus::kCompensating: out = Backward(def, inst); break;
-    default: out = {{ActionKind::kNone, -1}};
+    case SagaStatus::kRunning:
+      out = Forward(def, inst);
+      break;
+    case SagaStatus::kCompensating:
+      out = Backward(def, inst);
+      break;
+    default:
+      out = {{ActionKind::kNone, -1}};
   }
   // Callers take front(): "nothing to do" is kNone, never an empty list.
   SAGAD_CHECK(!out.empty()) << "no action planned for instance " << inst.id();
@@ -196,12 +212,18 @@ nlohmann::json CompensationPlan(const SagaDefinition& def, const Instance& inst)
     for (int k = 0; k < n; ++k)
       if (k != i && pending_undo(k) && inst.IsAncestor(i, k)) waits.push_back(inst.step(k).name);
     std::string state;
-    if (s == StepStatus::kCompensated) state = "done";
-    else if (s == StepStatus::kCompensating) state = "in_progress";
-    else if (ReviewingUndo(st)) state = "needs_review";
-    else if (!def.steps[i].compensation) state = "none";
-    else if (!back) state = "not_started";
-    else state = waits.empty() ? "ready" : "waiting";
+    if (s == StepStatus::kCompensated)
+      state = "done";
+    else if (s == StepStatus::kCompensating)
+      state = "in_progress";
+    else if (ReviewingUndo(st))
+      state = "needs_review";
+    else if (!def.steps[i].compensation)
+      state = "none";
+    else if (!back)
+      state = "not_started";
+    else
+      state = waits.empty() ? "ready" : "waiting";
     nlohmann::json j = {{"step", st.name}, {"status", state}, {"commit_seq", st.commit_seq}};
     if (state == "waiting") j["waits_for"] = waits;
     out.push_back(std::move(j));

@@ -26,20 +26,20 @@
 namespace sagad {
 
 enum class ActionKind {
-  kNone,                    // waiting for a human, or terminal
-  kRequestApproval,         // step needs approval: record AWAITING_APPROVAL
-  kExecute,                 // send the step's forward call
-  kReconcile,               // forward outcome unclear: ask before re-sending
-  kStartCompensation,       // a step failed definitely: turn around
-  kCompensate,              // send the step's compensation
-  kReconcileCompensation,   // compensation outcome unclear: ask first
-  kComplete,                // every step committed
-  kFinishCompensation,      // every committed step compensated
-  kAwaitApproval,           // nothing else can run: the saga waits for a human
-  kEscalate,                // nothing else can run and a step needs review
-  kGoForward,               // turning back, an irreversible step committed
-                            // (during the drain): the saga goes forward, or
-                            // to review if something was already undone
+  kNone,                   // waiting for a human, or terminal
+  kRequestApproval,        // step needs approval: record AWAITING_APPROVAL
+  kExecute,                // send the step's forward call
+  kReconcile,              // forward outcome unclear: ask before re-sending
+  kStartCompensation,      // a step failed definitely: turn around
+  kCompensate,             // send the step's compensation
+  kReconcileCompensation,  // compensation outcome unclear: ask first
+  kComplete,               // every step committed
+  kFinishCompensation,     // every committed step compensated
+  kAwaitApproval,          // nothing else can run: the saga waits for a human
+  kEscalate,               // nothing else can run and a step needs review
+  kGoForward,              // turning back, an irreversible step committed
+                           // (during the drain): the saga goes forward, or
+                           // to review if something was already undone
 };
 const char* ActionKindName(ActionKind k);
 

@@ -10,7 +10,8 @@ RetryBudget::RetryBudget(RetryBudgetConfig config, int64_t now_ms)
 
 void RetryBudget::Refill(int64_t now_ms) {
   if (now_ms > last_ms_) {
-    tokens_ = std::min(config_.capacity, tokens_ + (now_ms - last_ms_) * config_.per_second / 1000.0);
+    tokens_ =
+        std::min(config_.capacity, tokens_ + (now_ms - last_ms_) * config_.per_second / 1000.0);
     last_ms_ = now_ms;
   }
 }

@@ -9,8 +9,8 @@
 namespace sagad {
 
 struct RetryBudgetConfig {
-  double capacity = 50;       // tokens when full
-  double per_second = 10;     // refill rate
+  double capacity = 50;    // tokens when full
+  double per_second = 10;  // refill rate
 };
 
 class RetryBudget {

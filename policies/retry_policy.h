@@ -16,13 +16,11 @@ using UnitRandom = std::function<double()>;
 // Full-jitter exponential backoff before retry number `retry` (1-based):
 // uniform in [0, min(max_backoff, initial * multiplier^(retry-1))].
 // REQUIRES: retry >= 1.
-int64_t BackoffMillis(const RetryPolicy& policy, int retry,
-                      const UnitRandom& random);
+int64_t BackoffMillis(const RetryPolicy& policy, int retry, const UnitRandom& random);
 
 // Equal-jitter backoff for asking about an unclear outcome: at least half of
 // the exponential cap, so a budget of N queries spans a guaranteed minimum
 // time (a slow downstream gets the chance to finish). REQUIRES: retry >= 1.
-int64_t ReconcileDelayMillis(const RetryPolicy& policy, int retry,
-                             const UnitRandom& random);
+int64_t ReconcileDelayMillis(const RetryPolicy& policy, int retry, const UnitRandom& random);
 
 }  // namespace sagad

@@ -1,22 +1,21 @@
 #include "sagas/definition.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <cctype>
+#include <cstdint>
 #include <set>
 
 #include "sagas/graph.h"
-#include "util/json_limits.h"
 #include "sagas/template.h"
+#include "util/json_limits.h"
 
 namespace sagad {
 namespace {
 
 bool IsName(const std::string& s) {
   if (s.empty() || s.size() > 64) return false;
-  return std::all_of(s.begin(), s.end(), [](unsigned char c) {
-    return std::isalnum(c) || c == '_' || c == '-';
-  });
+  return std::all_of(s.begin(), s.end(),
+                     [](unsigned char c) { return std::isalnum(c) || c == '_' || c == '-'; });
 }
 
 // `graph` null: only the input fields are collected.
@@ -37,16 +36,15 @@ Status ValidateCall(const SagaDefinition& def, const StepGraph* graph, size_t in
   if (!s.ok()) return InvalidArgument(where + ": " + s.message());
   for (const auto& ref : refs.steps) {
     int i = def.StepIndex(ref);
-    if (i < 0)
-      return InvalidArgument(where + " refers to unknown step '" + ref + "'");
+    if (i < 0) return InvalidArgument(where + " refers to unknown step '" + ref + "'");
     if (!graph) continue;
-    bool visible = static_cast<size_t>(i) == index
-                       ? self_visible
-                       : graph->IsAncestor(i, static_cast<int>(index));
+    bool visible = static_cast<size_t>(i) == index ? self_visible
+                                                   : graph->IsAncestor(i, static_cast<int>(index));
     if (!visible)
       return InvalidArgument(where + " refers to step '" + ref +
                              "', which has not run yet at that point (it is not among the "
-                             "steps '" + step + "' comes after, directly or not)");
+                             "steps '" +
+                             step + "' comes after, directly or not)");
   }
   if (input_fields) input_fields->insert(refs.input_fields.begin(), refs.input_fields.end());
   return Status::Ok();
@@ -69,14 +67,14 @@ nlohmann::json ApprovalRule::ToJson() const {
 }
 
 const char* CompensationOrderName(CompensationOrder o) {
-  return o == CompensationOrder::kReverseCompletion ? "reverse_completion"
-                                                     : "reverse_topological";
+  return o == CompensationOrder::kReverseCompletion ? "reverse_completion" : "reverse_topological";
 }
 
 bool StepDefinition::operator==(const StepDefinition& o) const {
-  return after == o.after && name == o.name && forward == o.forward && compensation == o.compensation &&
-         irreversible == o.irreversible && requires_approval == o.requires_approval &&
-         approval_if == o.approval_if && approval_timeout_ms == o.approval_timeout_ms &&
+  return after == o.after && name == o.name && forward == o.forward &&
+         compensation == o.compensation && irreversible == o.irreversible &&
+         requires_approval == o.requires_approval && approval_if == o.approval_if &&
+         approval_timeout_ms == o.approval_timeout_ms &&
          approval_timeout_action == o.approval_timeout_action && retry == o.retry &&
          idempotent == o.idempotent && queryable == o.queryable && deadline_ms == o.deadline_ms;
 }
@@ -171,8 +169,8 @@ Status ValidateApprovalRule(const SagaDefinition& def, const StepDefinition& st,
     for (const auto& f : declared) list += (list.empty() ? "" : ", ") + f;
     return InvalidArgument("step '" + st.name + "': approval rule field '" +
                            SanitizeUtf8(st.approval_if->field) + "' is not a field saga '" +
-                           def.name + "' declares in its input (declared: " +
-                           (list.empty() ? "none" : list) +
+                           def.name +
+                           "' declares in its input (declared: " + (list.empty() ? "none" : list) +
                            "; declare it in \"input\" or \"input_schema\")");
   }
   return Status::Ok();
@@ -244,8 +242,8 @@ Status ValidatePivot(const SagaDefinition& def, const StepGraph& graph) {
     if (pivot >= 0) {
       bool later = graph.IsAncestor(pivot, static_cast<int>(i));
       return InvalidArgument("step '" + st.name + "' is a second irreversible step " +
-                             (later ? "after" : "beside") + " the pivot '" +
-                             def.steps[pivot].name + "'; a saga has at most one pivot");
+                             (later ? "after" : "beside") + " the pivot '" + def.steps[pivot].name +
+                             "'; a saga has at most one pivot");
     }
     pivot = static_cast<int>(i);
   }
@@ -341,8 +339,8 @@ Status StepPoliciesFromJson(const nlohmann::json& js, const std::string& where,
   if (js.contains("approval_if")) {
     const auto& a = js["approval_if"];
     SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(a, {"field", "op", "value"}, where + " approval_if"));
-    st->approval_if = ApprovalRule{a.at("field").get<std::string>(),
-                                   a.at("op").get<std::string>(), a.at("value")};
+    st->approval_if = ApprovalRule{a.at("field").get<std::string>(), a.at("op").get<std::string>(),
+                                   a.at("value")};
   }
   SAGAD_RETURN_IF_ERROR(
       IntField(js, "approval_timeout_ms", 0, INT64_MAX, where, &st->approval_timeout_ms));
@@ -366,11 +364,12 @@ Status StepPoliciesFromJson(const nlohmann::json& js, const std::string& where,
 StatusOr<StepDefinition> StepFromJson(const nlohmann::json& js) {
   if (!js.is_object()) return InvalidArgument("each step must be a JSON object");
   std::string where = "step '" + SanitizeUtf8(js.value("name", std::string("?"))) + "'";
-  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(
-      js, {"name", "forward", "compensation", "irreversible", "requires_approval",
-           "approval_if", "approval_timeout_ms", "approval_timeout_action", "retry",
-           "idempotent", "queryable", "deadline_ms", "after"},
-      where));
+  SAGAD_RETURN_IF_ERROR(
+      OnlyKnownKeys(js,
+                    {"name", "forward", "compensation", "irreversible", "requires_approval",
+                     "approval_if", "approval_timeout_ms", "approval_timeout_action", "retry",
+                     "idempotent", "queryable", "deadline_ms", "after"},
+                    where));
   StepDefinition st;
   st.name = js.at("name").get<std::string>();
   auto forward = CallFromJson(js.at("forward"), where + " forward");
@@ -403,8 +402,7 @@ Status SagaFieldsFromJson(const nlohmann::json& j, SagaDefinition* def) {
   const std::string where = "saga definition";
   SAGAD_RETURN_IF_ERROR(IntField(j, "version", 1, INT32_MAX, where, &def->version));
   SAGAD_RETURN_IF_ERROR(IntField(j, "deadline_ms", 0, INT64_MAX, where, &def->deadline_ms));
-  SAGAD_RETURN_IF_ERROR(
-      IntField(j, "max_parallel", 1, kMaxMaxParallel, where, &def->max_parallel));
+  SAGAD_RETURN_IF_ERROR(IntField(j, "max_parallel", 1, kMaxMaxParallel, where, &def->max_parallel));
   if (j.contains("compensation_order")) {
     std::string order = j["compensation_order"].get<std::string>();
     if (order == "reverse_topological")
@@ -412,8 +410,10 @@ Status SagaFieldsFromJson(const nlohmann::json& j, SagaDefinition* def) {
     else if (order == "reverse_completion")
       def->compensation_order = CompensationOrder::kReverseCompletion;
     else
-      return InvalidArgument("compensation_order must be \"reverse_topological\" or "
-                             "\"reverse_completion\", got '" + SanitizeUtf8(order) + "'");
+      return InvalidArgument(
+          "compensation_order must be \"reverse_topological\" or "
+          "\"reverse_completion\", got '" +
+          SanitizeUtf8(order) + "'");
   }
   return Status::Ok();
 }
@@ -424,9 +424,9 @@ StatusOr<SagaDefinition> SagaDefinition::FromJson(const nlohmann::json& j) {
   SagaDefinition def;
   try {
     if (!j.is_object()) return InvalidArgument("saga definition must be a JSON object");
-    SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(j, {"name", "version", "steps", "deadline_ms",
-                                            "max_parallel", "compensation_order", "input",
-                                            "input_schema"},
+    SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(j,
+                                        {"name", "version", "steps", "deadline_ms", "max_parallel",
+                                         "compensation_order", "input", "input_schema"},
                                         "the saga definition"));
     SAGAD_RETURN_IF_ERROR(SagaFieldsFromJson(j, &def));
     if (!j.at("steps").is_array()) return InvalidArgument("'steps' must be an array");

@@ -19,15 +19,14 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "sagas/retry_settings.h"
 #include "sagas/json_schema.h"
+#include "sagas/retry_settings.h"
 #include "util/status.h"
 
 namespace sagad {
@@ -61,15 +60,15 @@ struct StepDefinition {
   std::string name;
   CallSpec forward;
   std::optional<CallSpec> compensation;
-  bool irreversible = false;       // no undo; always waits for operator approval
-  bool requires_approval = false;  // always wait for approval
-  std::optional<ApprovalRule> approval_if;  // wait for approval when it holds
-  int64_t approval_timeout_ms = 0;          // 0: wait forever
+  bool irreversible = false;                       // no undo; always waits for operator approval
+  bool requires_approval = false;                  // always wait for approval
+  std::optional<ApprovalRule> approval_if;         // wait for approval when it holds
+  int64_t approval_timeout_ms = 0;                 // 0: wait forever
   std::string approval_timeout_action = "reject";  // or "escalate" (NEEDS_REVIEW)
-  std::optional<RetryPolicy> retry;         // unset: the service's default
-  std::optional<bool> idempotent;           // unset: the service's config
-  std::optional<bool> queryable;            // unset: the service's config
-  int64_t deadline_ms = 0;                  // 0: none; counted from the first send
+  std::optional<RetryPolicy> retry;                // unset: the service's default
+  std::optional<bool> idempotent;                  // unset: the service's config
+  std::optional<bool> queryable;                   // unset: the service's config
+  int64_t deadline_ms = 0;                         // 0: none; counted from the first send
   // Steps that must commit first. Unset: the step declared before (none for
   // the first); empty: a root step.
   std::optional<std::vector<std::string>> after;
@@ -94,7 +93,7 @@ struct SagaDefinition {
   std::string name;
   int version = 1;
   std::vector<StepDefinition> steps;
-  int64_t deadline_ms = 0;  // 0: none; past it, a saga before its pivot compensates
+  int64_t deadline_ms = 0;                 // 0: none; past it, a saga before its pivot compensates
   int max_parallel = kDefaultMaxParallel;  // steps in flight per instance, 1..64
   CompensationOrder compensation_order = CompensationOrder::kReverseTopological;
   // Declared input fields, each required (JSON "input": ["amount", ...]);
@@ -148,8 +147,8 @@ class StepBuilder {
  public:
   StepBuilder& Call(std::string service, std::string method, std::string path,
                     nlohmann::json body = nullptr);
-  StepBuilder& Compensate(std::string service, std::string method,
-                          std::string path, nlohmann::json body = nullptr);
+  StepBuilder& Compensate(std::string service, std::string method, std::string path,
+                          nlohmann::json body = nullptr);
   StepBuilder& Irreversible();
   StepBuilder& RequiresApproval();
   // Wait for approval when input.<field> <op> <value> holds.

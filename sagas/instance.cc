@@ -1,7 +1,8 @@
 #include "sagas/instance.h"
-#include "util/json_limits.h"
 
 #include <cstdint>
+
+#include "util/json_limits.h"
 
 namespace sagad {
 namespace {
@@ -45,8 +46,8 @@ Event Instance::CreatedEvent(const std::string& id, const SagaDefinition& def,
     names.push_back(def.steps[i].name);
     after.push_back(def.DependencyNames(i));
   }
-  e.data = {{"id", id}, {"saga", def.name}, {"version", def.version},
-            {"input", input}, {"steps", names}, {"after", after}};
+  e.data = {{"id", id},       {"saga", def.name}, {"version", def.version},
+            {"input", input}, {"steps", names},   {"after", after}};
   if (!trace.is_null()) e.data["trace"] = trace;
   return e;
 }
@@ -57,10 +58,11 @@ StatusOr<Instance> Instance::Replay(const std::string& id, const SagaDefinition&
   for (const Event& e : events) {
     Status s = inst.Apply(e);
     if (!s.ok())
-      return InvalidArgument("replay of " + id + " failed at event " +
-                             std::to_string(e.seq) + ": " + s.message());
+      return InvalidArgument("replay of " + id + " failed at event " + std::to_string(e.seq) +
+                             ": " + s.message());
   }
-  if (inst.id_ != id) return InvalidArgument("event log of " + id + " does not start with its creation");
+  if (inst.id_ != id)
+    return InvalidArgument("event log of " + id + " does not start with its creation");
   if (inst.saga_ != def.name || inst.steps_.size() != def.steps.size())
     return InvalidArgument("instance " + id + " does not match definition " + def.name);
   return inst;
@@ -74,7 +76,8 @@ StatusOr<Instance> Instance::Replay(const std::string& id, const std::vector<Eve
       return InvalidArgument("replay of " + id + " failed at event " + std::to_string(e.seq) +
                              ": " + s.message());
   }
-  if (inst.id_ != id) return InvalidArgument("event log of " + id + " does not start with its creation");
+  if (inst.id_ != id)
+    return InvalidArgument("event log of " + id + " does not start with its creation");
   return inst;
 }
 
@@ -150,8 +153,9 @@ void RecordStepEvent(StepState& st, StepEvent ev, const Event& e, bool compensat
 Status Instance::Apply(const Event& e) {
   // Every field below is read from an object: a log whose data is anything
   // else (a corrupt record) is refused, not thrown on (found by fuzz_replay).
-  if (!e.data.is_object()) return InvalidArgument("event " + std::to_string(e.seq) + " (" + e.type +
-                                                  "): data must be a JSON object");
+  if (!e.data.is_object())
+    return InvalidArgument("event " + std::to_string(e.seq) + " (" + e.type +
+                           "): data must be a JSON object");
   if (e.type == "instance_created") {
     if (last_seq_ != 0) return FailedPrecondition("instance_created must be the first event");
     SAGAD_RETURN_IF_ERROR(ApplyCreated(e));
@@ -199,8 +203,7 @@ Status Instance::ApplyCreated(const Event& e) {
       for (const auto& n : (*after)[i]) {
         int d = StepIndex(n.get<std::string>());
         if (d < 0 || d == static_cast<int>(i))
-          return InvalidArgument("malformed instance_created: bad dependency of " +
-                                 steps_[i].name);
+          return InvalidArgument("malformed instance_created: bad dependency of " + steps_[i].name);
         steps_[i].after.push_back(d);
       }
     }
@@ -262,10 +265,10 @@ nlohmann::json Instance::ToJson() const {
     if (!st.resolution.is_null()) j["resolution"] = st.resolution;
     if (st.retry_at > 0) j["next_retry_at"] = st.retry_at;
     if (st.comp_attempts > 0 || st.machine.reviewing_compensation()) {
-      const char* cs = st.status() == StepStatus::kCompensated ? "COMPENSATED"
-                       : st.machine.reviewing_compensation()   ? "NEEDS_REVIEW"
+      const char* cs = st.status() == StepStatus::kCompensated    ? "COMPENSATED"
+                       : st.machine.reviewing_compensation()      ? "NEEDS_REVIEW"
                        : st.status() == StepStatus::kCompensating ? "COMPENSATING"
-                                                                   : "PENDING";
+                                                                  : "PENDING";
       j["compensation"] = {{"status", cs},
                            {"key", st.comp_key},
                            {"attempts", st.comp_attempts},
@@ -361,14 +364,17 @@ int Instance::CurrentStep() const {
 
 std::string Instance::WaitingFor() const {
   switch (status()) {
-    case SagaStatus::kAwaitingApproval: return "approval";
-    case SagaStatus::kNeedsReview: return "review";
+    case SagaStatus::kAwaitingApproval:
+      return "approval";
+    case SagaStatus::kNeedsReview:
+      return "review";
     case SagaStatus::kRunning:
     case SagaStatus::kCompensating: {
       int cur = CurrentStep();
       return cur >= 0 && steps_[cur].retry_at > 0 ? "retry" : "";
     }
-    default: return "";
+    default:
+      return "";
   }
 }
 

@@ -9,30 +9,29 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "sagas/definition.h"
 #include "sagas/saga_machine.h"
-#include "util/status.h"
 #include "sagas/step_machine.h"
+#include "util/status.h"
 
 namespace sagad {
 
 constexpr int kRecordSchemaVersion = 1;
 
 struct Event {
-  int64_t seq = 0;      // 1-based position in the instance's log
-  int64_t at_ms = 0;    // wall clock when it was written
+  int64_t seq = 0;    // 1-based position in the instance's log
+  int64_t at_ms = 0;  // wall clock when it was written
   // "instance_created", a StepEventName, a SagaEventName, or one of the
   // step notes that change no machine state: "reconciled" (a query of an
   // unclear outcome that settled nothing; counted), "retry_deferred" (the
   // service's retry budget is empty), "retry_requested" (an operator asked to
   // retry now). Any event's data may carry "retry_at" (a durable timer).
   std::string type;
-  std::string step;     // step name for step events, empty otherwise
+  std::string step;  // step name for step events, empty otherwise
   nlohmann::json data = nlohmann::json::object();
 
   nlohmann::json ToJson() const;
@@ -42,17 +41,17 @@ struct Event {
 // What the coordinator knows about one step, beyond its machine's state.
 struct StepState {
   std::string name;
-  std::vector<int> after;    // indices of the steps it waits for (from the log)
+  std::vector<int> after;  // indices of the steps it waits for (from the log)
   StepMachine machine;
-  int attempts = 0;          // forward sends (STARTED records)
-  int reconciliations = 0;   // queries of an unclear forward outcome
-  int retries = 0;           // not-executed outcomes since the last success
-  std::string key;           // forward idempotency key
-  std::string args_hash;     // SHA-256 of the canonical forward body
-  nlohmann::json result;     // forward result (2xx body)
+  int attempts = 0;         // forward sends (STARTED records)
+  int reconciliations = 0;  // queries of an unclear forward outcome
+  int retries = 0;          // not-executed outcomes since the last success
+  std::string key;          // forward idempotency key
+  std::string args_hash;    // SHA-256 of the canonical forward body
+  nlohmann::json result;    // forward result (2xx body)
   std::string external_ref;
   std::string last_error;
-  nlohmann::json approval;   // {"by","at","comment"} once approved/rejected
+  nlohmann::json approval;  // {"by","at","comment"} once approved/rejected
   int comp_attempts = 0;
   int comp_reconciliations = 0;
   std::string comp_key;
@@ -60,11 +59,11 @@ struct StepState {
   nlohmann::json comp_result;
   std::string comp_external_ref;  // "ref" or "id" of comp_result (a refund's id)
   std::string comp_last_error;
-  nlohmann::json resolution; // operator resolution, if any
+  nlohmann::json resolution;  // operator resolution, if any
   int64_t first_sent_at = 0;  // wall ms of the first STARTED (step deadline)
   int64_t retry_at = 0;       // durable timer: not before this wall ms (0: now)
   int64_t approval_requested_at = 0;
-  int64_t commit_seq = 0;     // seq of the event that committed it (0: not committed)
+  int64_t commit_seq = 0;  // seq of the event that committed it (0: not committed)
 
   StepStatus status() const { return machine.status(); }
 };

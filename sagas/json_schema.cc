@@ -36,7 +36,7 @@ using Node = InputSchema::Node;
 using NodePtr = std::shared_ptr<const Node>;
 
 const std::set<std::string>& Annotations() {
-  static const std::set<std::string> k = {"$schema", "$id",     "$comment", "title",
+  static const std::set<std::string> k = {"$schema",     "$id",     "$comment", "title",
                                           "description", "default", "examples", "deprecated"};
   return k;
 }
@@ -44,16 +44,18 @@ const std::set<std::string>& Annotations() {
 std::string Token(const std::string& key) {
   std::string out;
   for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
   }
   return out;
 }
 
 Status Bad(const std::string& at, const std::string& what) {
-  return InvalidArgument("input_schema" + (at.empty() ? std::string() : " at " + at) + ": " +
-                         what);
+  return InvalidArgument("input_schema" + (at.empty() ? std::string() : " at " + at) + ": " + what);
 }
 
 Status Count(const nlohmann::json& s, const char* key, const std::string& at,
@@ -61,7 +63,8 @@ Status Count(const nlohmann::json& s, const char* key, const std::string& at,
   auto it = s.find(key);
   if (it == s.end()) return Status::Ok();
   int64_t v = 0;
-  if (!AsInt64(*it, &v) || v < 0) return Bad(at, std::string(key) + " must be a non-negative integer");
+  if (!AsInt64(*it, &v) || v < 0)
+    return Bad(at, std::string(key) + " must be a non-negative integer");
   *out = v;
   return Status::Ok();
 }
@@ -80,8 +83,8 @@ StatusOr<NodePtr> CompileNode(const nlohmann::json& s, const std::string& at);
 Status CompileTypes(const nlohmann::json& t, const std::string& at, Node* n) {
   static const std::set<std::string> kTypes = {"null",   "boolean", "object", "array",
                                                "number", "string",  "integer"};
-  std::vector<nlohmann::json> list = t.is_array() ? t.get<std::vector<nlohmann::json>>()
-                                                  : std::vector<nlohmann::json>{t};
+  std::vector<nlohmann::json> list =
+      t.is_array() ? t.get<std::vector<nlohmann::json>>() : std::vector<nlohmann::json>{t};
   for (const auto& v : list) {
     if (!v.is_string() || !kTypes.count(v.get<std::string>()))
       return Bad(at, "type must name null, boolean, object, array, number, string or integer");
@@ -154,11 +157,22 @@ StatusOr<NodePtr> CompileNode(const nlohmann::json& s, const std::string& at) {
     return NodePtr(n);
   }
   if (!s.is_object()) return Bad(at, "a schema must be an object or a boolean");
-  static const std::set<std::string> kKeywords = {
-      "type",    "properties", "required", "additionalProperties", "enum",
-      "const",   "minimum",    "maximum",  "exclusiveMinimum",     "exclusiveMaximum",
-      "minLength", "maxLength", "pattern", "items",                "minItems",
-      "maxItems"};
+  static const std::set<std::string> kKeywords = {"type",
+                                                  "properties",
+                                                  "required",
+                                                  "additionalProperties",
+                                                  "enum",
+                                                  "const",
+                                                  "minimum",
+                                                  "maximum",
+                                                  "exclusiveMinimum",
+                                                  "exclusiveMaximum",
+                                                  "minLength",
+                                                  "maxLength",
+                                                  "pattern",
+                                                  "items",
+                                                  "minItems",
+                                                  "maxItems"};
   for (const auto& item : s.items())
     if (!kKeywords.count(item.key()) && !Annotations().count(item.key()))
       return Bad(at, "keyword '" + SanitizeUtf8(item.key()) +
@@ -166,7 +180,8 @@ StatusOr<NodePtr> CompileNode(const nlohmann::json& s, const std::string& at) {
                          "additionalProperties, enum, const, minimum, maximum, "
                          "exclusiveMinimum, exclusiveMaximum, minLength, maxLength, pattern, "
                          "items, minItems, maxItems)");
-  if (auto it = s.find("type"); it != s.end()) SAGAD_RETURN_IF_ERROR(CompileTypes(*it, at, n.get()));
+  if (auto it = s.find("type"); it != s.end())
+    SAGAD_RETURN_IF_ERROR(CompileTypes(*it, at, n.get()));
   SAGAD_RETURN_IF_ERROR(CompileObjectKeywords(s, at, n.get()));
   SAGAD_RETURN_IF_ERROR(CompileValueKeywords(s, at, n.get()));
   return NodePtr(n);
@@ -233,9 +248,7 @@ class Checker {
   }
 
  private:
-  void Fail(const std::string& at, const std::string& message) {
-    out_->push_back({at, message});
-  }
+  void Fail(const std::string& at, const std::string& message) { out_->push_back({at, message}); }
   void Numbers(const Node& n, double d, const std::string& at) {
     if (n.minimum && d < *n.minimum) Fail(at, "must be at least " + Num(*n.minimum));
     if (n.maximum && d > *n.maximum) Fail(at, "must be at most " + Num(*n.maximum));
@@ -274,8 +287,10 @@ class Checker {
       const Node* sub = nullptr;
       for (const auto& [name, node] : n.properties)
         if (name == item.key()) sub = node.get();
-      if (sub) Check(*sub, item.value(), here);
-      else if (n.additional) Check(*n.additional, item.value(), here);
+      if (sub)
+        Check(*sub, item.value(), here);
+      else if (n.additional)
+        Check(*n.additional, item.value(), here);
     }
   }
   std::vector<SchemaError>* out_;

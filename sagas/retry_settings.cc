@@ -28,9 +28,12 @@ StatusOr<RetryPolicy> RetryPolicy::FromJson(const nlohmann::json& j) {
     // Integers checked before conversion (a float out of range is undefined
     // behaviour to convert).
     const std::string where = "retry policy";
-    SAGAD_RETURN_IF_ERROR(IntField(j, "max_attempts", INT32_MIN, INT32_MAX, where, &p.max_attempts));
-    SAGAD_RETURN_IF_ERROR(IntField(j, "initial_backoff_ms", INT64_MIN, INT64_MAX, where, &p.initial_backoff_ms));
-    SAGAD_RETURN_IF_ERROR(IntField(j, "max_backoff_ms", INT64_MIN, INT64_MAX, where, &p.max_backoff_ms));
+    SAGAD_RETURN_IF_ERROR(
+        IntField(j, "max_attempts", INT32_MIN, INT32_MAX, where, &p.max_attempts));
+    SAGAD_RETURN_IF_ERROR(
+        IntField(j, "initial_backoff_ms", INT64_MIN, INT64_MAX, where, &p.initial_backoff_ms));
+    SAGAD_RETURN_IF_ERROR(
+        IntField(j, "max_backoff_ms", INT64_MIN, INT64_MAX, where, &p.max_backoff_ms));
     p.multiplier = j.value("multiplier", p.multiplier);
     SAGAD_RETURN_IF_ERROR(
         IntField(j, "max_reconciliations", INT32_MIN, INT32_MAX, where, &p.max_reconciliations));
@@ -41,14 +44,12 @@ StatusOr<RetryPolicy> RetryPolicy::FromJson(const nlohmann::json& j) {
   if (p.initial_backoff_ms < 0 || p.max_backoff_ms < p.initial_backoff_ms)
     return InvalidArgument("retry backoff must satisfy 0 <= initial <= max");
   if (p.multiplier < 1.0) return InvalidArgument("retry.multiplier must be >= 1");
-  if (p.max_reconciliations < 1)
-    return InvalidArgument("retry.max_reconciliations must be >= 1");
+  if (p.max_reconciliations < 1) return InvalidArgument("retry.max_reconciliations must be >= 1");
   return p;
 }
 
 bool RetryPolicy::operator==(const RetryPolicy& o) const {
-  return max_attempts == o.max_attempts &&
-         initial_backoff_ms == o.initial_backoff_ms &&
+  return max_attempts == o.max_attempts && initial_backoff_ms == o.initial_backoff_ms &&
          max_backoff_ms == o.max_backoff_ms && multiplier == o.multiplier &&
          max_reconciliations == o.max_reconciliations;
 }

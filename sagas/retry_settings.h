@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-
 #include <nlohmann/json.hpp>
 
 #include "util/status.h"
@@ -12,11 +11,11 @@
 namespace sagad {
 
 struct RetryPolicy {
-  int max_attempts = 5;            // sends of the same key before giving up
+  int max_attempts = 5;  // sends of the same key before giving up
   int64_t initial_backoff_ms = 100;
   int64_t max_backoff_ms = 5000;
   double multiplier = 2.0;
-  int max_reconciliations = 8;     // queries of an UNKNOWN outcome before review
+  int max_reconciliations = 8;  // queries of an UNKNOWN outcome before review
 
   nlohmann::json ToJson() const;
   static StatusOr<RetryPolicy> FromJson(const nlohmann::json& j);

@@ -4,7 +4,6 @@
 
 namespace sagad {
 
-
 SagaBuilder::SagaBuilder(std::string name, int version) {
   def_.name = std::move(name);
   def_.version = version;
@@ -53,14 +52,15 @@ StatusOr<SagaDefinition> SagaBuilder::Build() {
 
 StepDefinition& StepBuilder::step() { return parent_->def_.steps[index_]; }
 
-StepBuilder& StepBuilder::Call(std::string service, std::string method,
-                               std::string path, nlohmann::json body) {
-  step().forward = CallSpec{std::move(service), std::move(method), std::move(path), std::move(body)};
+StepBuilder& StepBuilder::Call(std::string service, std::string method, std::string path,
+                               nlohmann::json body) {
+  step().forward =
+      CallSpec{std::move(service), std::move(method), std::move(path), std::move(body)};
   return *this;
 }
 
-StepBuilder& StepBuilder::Compensate(std::string service, std::string method,
-                                     std::string path, nlohmann::json body) {
+StepBuilder& StepBuilder::Compensate(std::string service, std::string method, std::string path,
+                                     nlohmann::json body) {
   step().compensation =
       CallSpec{std::move(service), std::move(method), std::move(path), std::move(body)};
   return *this;

@@ -1,10 +1,11 @@
 // The saga lifecycle as a Boost.MSM transition table. Read the table.
 #include "sagas/saga_machine.h"
-#include "util/check.h"
 
 #include <boost/msm/back/state_machine.hpp>
 #include <boost/msm/front/functor_row.hpp>
 #include <boost/msm/front/state_machine_def.hpp>
+
+#include "util/check.h"
 
 namespace sagad {
 namespace {
@@ -63,9 +64,13 @@ struct SagaFsmDef : msm::front::state_machine_def<SagaFsmDef> {
   // clang-format on
 
   template <class Fsm, class Event>
-  void no_transition(const Event&, Fsm&, int) { refused = true; }
+  void no_transition(const Event&, Fsm&, int) {
+    refused = true;
+  }
   template <class Fsm, class Event>
-  void exception_caught(const Event&, Fsm&, std::exception&) { refused = true; }
+  void exception_caught(const Event&, Fsm&, std::exception&) {
+    refused = true;
+  }
 
   SagaStatus status = SagaStatus::kRunning;
   bool comp_review = false;
@@ -81,14 +86,12 @@ bool Fire(SagaFsm& fsm) {
   return !fsm.refused;
 }
 
-constexpr SagaStatus kAllStatuses[] = {
-    SagaStatus::kRunning,      SagaStatus::kAwaitingApproval,
-    SagaStatus::kCompleted,    SagaStatus::kCompensating,
-    SagaStatus::kCompensated,  SagaStatus::kNeedsReview};
-constexpr SagaEvent kAllEvents[] = {
-    SagaEvent::kWaitForApproval,   SagaEvent::kResume,
-    SagaEvent::kComplete,          SagaEvent::kStartCompensation,
-    SagaEvent::kFinishCompensation, SagaEvent::kEscalate};
+constexpr SagaStatus kAllStatuses[] = {SagaStatus::kRunning,     SagaStatus::kAwaitingApproval,
+                                       SagaStatus::kCompleted,   SagaStatus::kCompensating,
+                                       SagaStatus::kCompensated, SagaStatus::kNeedsReview};
+constexpr SagaEvent kAllEvents[] = {SagaEvent::kWaitForApproval,    SagaEvent::kResume,
+                                    SagaEvent::kComplete,           SagaEvent::kStartCompensation,
+                                    SagaEvent::kFinishCompensation, SagaEvent::kEscalate};
 
 }  // namespace
 
@@ -102,12 +105,18 @@ struct SagaMachine::Impl {
 // tests, not a production instance's history.
 static bool TargetAllowed(SagaEvent e, SagaStatus to) {
   switch (e) {
-    case SagaEvent::kWaitForApproval: return to == SagaStatus::kAwaitingApproval;
-    case SagaEvent::kResume: return to == SagaStatus::kRunning || to == SagaStatus::kCompensating;
-    case SagaEvent::kComplete: return to == SagaStatus::kCompleted;
-    case SagaEvent::kStartCompensation: return to == SagaStatus::kCompensating;
-    case SagaEvent::kFinishCompensation: return to == SagaStatus::kCompensated;
-    case SagaEvent::kEscalate: return to == SagaStatus::kNeedsReview;
+    case SagaEvent::kWaitForApproval:
+      return to == SagaStatus::kAwaitingApproval;
+    case SagaEvent::kResume:
+      return to == SagaStatus::kRunning || to == SagaStatus::kCompensating;
+    case SagaEvent::kComplete:
+      return to == SagaStatus::kCompleted;
+    case SagaEvent::kStartCompensation:
+      return to == SagaStatus::kCompensating;
+    case SagaEvent::kFinishCompensation:
+      return to == SagaStatus::kCompensated;
+    case SagaEvent::kEscalate:
+      return to == SagaStatus::kNeedsReview;
   }
   return false;
 }
@@ -124,12 +133,24 @@ Status SagaMachine::Process(SagaEvent e) {
   SagaFsm& f = impl_->fsm;
   bool ok = false;
   switch (e) {
-    case SagaEvent::kWaitForApproval: ok = Fire<WaitForApproval>(f); break;
-    case SagaEvent::kResume: ok = Fire<Resume>(f); break;
-    case SagaEvent::kComplete: ok = Fire<Complete>(f); break;
-    case SagaEvent::kStartCompensation: ok = Fire<StartCompensation>(f); break;
-    case SagaEvent::kFinishCompensation: ok = Fire<FinishCompensation>(f); break;
-    case SagaEvent::kEscalate: ok = Fire<Escalate>(f); break;
+    case SagaEvent::kWaitForApproval:
+      ok = Fire<WaitForApproval>(f);
+      break;
+    case SagaEvent::kResume:
+      ok = Fire<Resume>(f);
+      break;
+    case SagaEvent::kComplete:
+      ok = Fire<Complete>(f);
+      break;
+    case SagaEvent::kStartCompensation:
+      ok = Fire<StartCompensation>(f);
+      break;
+    case SagaEvent::kFinishCompensation:
+      ok = Fire<FinishCompensation>(f);
+      break;
+    case SagaEvent::kEscalate:
+      ok = Fire<Escalate>(f);
+      break;
   }
   if (ok) {
     SAGAD_CHECK(TargetAllowed(e, f.status))
@@ -145,12 +166,18 @@ bool SagaMachine::reviewing_compensation() const { return impl_->fsm.comp_review
 
 const char* SagaStatusName(SagaStatus s) {
   switch (s) {
-    case SagaStatus::kRunning: return "RUNNING";
-    case SagaStatus::kAwaitingApproval: return "AWAITING_APPROVAL";
-    case SagaStatus::kCompleted: return "COMPLETED";
-    case SagaStatus::kCompensating: return "COMPENSATING";
-    case SagaStatus::kCompensated: return "COMPENSATED";
-    case SagaStatus::kNeedsReview: return "NEEDS_REVIEW";
+    case SagaStatus::kRunning:
+      return "RUNNING";
+    case SagaStatus::kAwaitingApproval:
+      return "AWAITING_APPROVAL";
+    case SagaStatus::kCompleted:
+      return "COMPLETED";
+    case SagaStatus::kCompensating:
+      return "COMPENSATING";
+    case SagaStatus::kCompensated:
+      return "COMPENSATED";
+    case SagaStatus::kNeedsReview:
+      return "NEEDS_REVIEW";
   }
   return "?";
 }
@@ -171,12 +198,18 @@ bool IsTerminal(SagaStatus s) {
 
 const char* SagaEventName(SagaEvent e) {
   switch (e) {
-    case SagaEvent::kWaitForApproval: return "saga_awaiting_approval";
-    case SagaEvent::kResume: return "saga_resumed";
-    case SagaEvent::kComplete: return "saga_completed";
-    case SagaEvent::kStartCompensation: return "saga_compensating";
-    case SagaEvent::kFinishCompensation: return "saga_compensated";
-    case SagaEvent::kEscalate: return "saga_needs_review";
+    case SagaEvent::kWaitForApproval:
+      return "saga_awaiting_approval";
+    case SagaEvent::kResume:
+      return "saga_resumed";
+    case SagaEvent::kComplete:
+      return "saga_completed";
+    case SagaEvent::kStartCompensation:
+      return "saga_compensating";
+    case SagaEvent::kFinishCompensation:
+      return "saga_compensated";
+    case SagaEvent::kEscalate:
+      return "saga_needs_review";
   }
   return "?";
 }

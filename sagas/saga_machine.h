@@ -31,12 +31,12 @@ bool ParseSagaStatus(const std::string& name, SagaStatus* out);
 bool IsTerminal(SagaStatus s);
 
 enum class SagaEvent {
-  kWaitForApproval,    // RUNNING -> AWAITING_APPROVAL
-  kResume,             // AWAITING_APPROVAL | COMPENSATING -> RUNNING; NEEDS_REVIEW -> where it was
-  kComplete,           // RUNNING -> COMPLETED
-  kStartCompensation,  // RUNNING | AWAITING_APPROVAL | NEEDS_REVIEW -> COMPENSATING
-  kFinishCompensation, // COMPENSATING -> COMPENSATED
-  kEscalate,           // -> NEEDS_REVIEW
+  kWaitForApproval,     // RUNNING -> AWAITING_APPROVAL
+  kResume,              // AWAITING_APPROVAL | COMPENSATING -> RUNNING; NEEDS_REVIEW -> where it was
+  kComplete,            // RUNNING -> COMPLETED
+  kStartCompensation,   // RUNNING | AWAITING_APPROVAL | NEEDS_REVIEW -> COMPENSATING
+  kFinishCompensation,  // COMPENSATING -> COMPENSATED
+  kEscalate,            // -> NEEDS_REVIEW
 };
 const char* SagaEventName(SagaEvent e);
 bool ParseSagaEvent(const std::string& name, SagaEvent* out);

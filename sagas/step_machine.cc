@@ -4,12 +4,13 @@
 #define BOOST_MPL_LIMIT_MAP_SIZE 40
 
 #include "sagas/step_machine.h"
-#include "util/check.h"
 
 #include <boost/msm/back/state_machine.hpp>
 #include <boost/msm/front/functor_row.hpp>
 #include <boost/msm/front/state_machine_def.hpp>
 #include <string>
+
+#include "util/check.h"
 
 namespace sagad {
 namespace {
@@ -63,7 +64,9 @@ struct CompensationReview : StatusState<StepStatus::kNeedsReview, false, true> {
 // --- actions ---
 struct MarkApproved {
   template <class Evt, class Fsm, class Src, class Tgt>
-  void operator()(const Evt&, Fsm& fsm, Src&, Tgt&) { fsm.approved = true; }
+  void operator()(const Evt&, Fsm& fsm, Src&, Tgt&) {
+    fsm.approved = true;
+  }
 };
 
 struct StepFsmDef : msm::front::state_machine_def<StepFsmDef> {
@@ -108,9 +111,13 @@ struct StepFsmDef : msm::front::state_machine_def<StepFsmDef> {
   // clang-format on
 
   template <class Fsm, class Event>
-  void no_transition(const Event&, Fsm&, int) { refused = true; }
+  void no_transition(const Event&, Fsm&, int) {
+    refused = true;
+  }
   template <class Fsm, class Event>
-  void exception_caught(const Event&, Fsm&, std::exception&) { refused = true; }
+  void exception_caught(const Event&, Fsm&, std::exception&) {
+    refused = true;
+  }
 
   StepStatus status = StepStatus::kPlanned;
   bool approved = false;
@@ -142,20 +149,34 @@ struct StepMachine::Impl {
 static bool TargetAllowed(StepEvent e, StepStatus to) {
   using S = StepStatus;
   switch (e) {
-    case StepEvent::kRequestApproval: return to == S::kAwaitingApproval;
-    case StepEvent::kApprove: return to == S::kPlanned;
-    case StepEvent::kReject: return to == S::kRejected;
-    case StepEvent::kStart: return to == S::kStarted;
-    case StepEvent::kCommit: return to == S::kCommitted;
-    case StepEvent::kFail: return to == S::kFailed;
-    case StepEvent::kOutcomeUnknown: return to == S::kUnknown;
-    case StepEvent::kNotExecuted: return to == S::kPlanned || to == S::kCommitted;
-    case StepEvent::kEscalate: return to == S::kNeedsReview;
-    case StepEvent::kBeginCompensation: return to == S::kCompensating;
-    case StepEvent::kCompensationDone: return to == S::kCompensated;
-    case StepEvent::kCompensationUnknown: return to == S::kCompensating;  // in doubt
-    case StepEvent::kSkip: return to == S::kCommitted;
-    case StepEvent::kConfirmRefused: return to == S::kFailed;
+    case StepEvent::kRequestApproval:
+      return to == S::kAwaitingApproval;
+    case StepEvent::kApprove:
+      return to == S::kPlanned;
+    case StepEvent::kReject:
+      return to == S::kRejected;
+    case StepEvent::kStart:
+      return to == S::kStarted;
+    case StepEvent::kCommit:
+      return to == S::kCommitted;
+    case StepEvent::kFail:
+      return to == S::kFailed;
+    case StepEvent::kOutcomeUnknown:
+      return to == S::kUnknown;
+    case StepEvent::kNotExecuted:
+      return to == S::kPlanned || to == S::kCommitted;
+    case StepEvent::kEscalate:
+      return to == S::kNeedsReview;
+    case StepEvent::kBeginCompensation:
+      return to == S::kCompensating;
+    case StepEvent::kCompensationDone:
+      return to == S::kCompensated;
+    case StepEvent::kCompensationUnknown:
+      return to == S::kCompensating;  // in doubt
+    case StepEvent::kSkip:
+      return to == S::kCommitted;
+    case StepEvent::kConfirmRefused:
+      return to == S::kFailed;
   }
   return false;
 }
@@ -172,20 +193,48 @@ Status StepMachine::Process(StepEvent e) {
   StepFsm& f = impl_->fsm;
   bool ok = false;
   switch (e) {
-    case StepEvent::kRequestApproval: ok = Fire<RequestApproval>(f); break;
-    case StepEvent::kApprove: ok = Fire<Approve>(f); break;
-    case StepEvent::kReject: ok = Fire<Reject>(f); break;
-    case StepEvent::kStart: ok = Fire<Start>(f); break;
-    case StepEvent::kCommit: ok = Fire<Commit>(f); break;
-    case StepEvent::kFail: ok = Fire<Fail>(f); break;
-    case StepEvent::kOutcomeUnknown: ok = Fire<OutcomeUnknown>(f); break;
-    case StepEvent::kNotExecuted: ok = Fire<NotExecuted>(f); break;
-    case StepEvent::kEscalate: ok = Fire<Escalate>(f); break;
-    case StepEvent::kBeginCompensation: ok = Fire<BeginCompensation>(f); break;
-    case StepEvent::kCompensationDone: ok = Fire<CompensationDone>(f); break;
-    case StepEvent::kCompensationUnknown: ok = Fire<CompensationUnknown>(f); break;
-    case StepEvent::kSkip: ok = Fire<Skip>(f); break;
-    case StepEvent::kConfirmRefused: ok = Fire<ConfirmRefused>(f); break;
+    case StepEvent::kRequestApproval:
+      ok = Fire<RequestApproval>(f);
+      break;
+    case StepEvent::kApprove:
+      ok = Fire<Approve>(f);
+      break;
+    case StepEvent::kReject:
+      ok = Fire<Reject>(f);
+      break;
+    case StepEvent::kStart:
+      ok = Fire<Start>(f);
+      break;
+    case StepEvent::kCommit:
+      ok = Fire<Commit>(f);
+      break;
+    case StepEvent::kFail:
+      ok = Fire<Fail>(f);
+      break;
+    case StepEvent::kOutcomeUnknown:
+      ok = Fire<OutcomeUnknown>(f);
+      break;
+    case StepEvent::kNotExecuted:
+      ok = Fire<NotExecuted>(f);
+      break;
+    case StepEvent::kEscalate:
+      ok = Fire<Escalate>(f);
+      break;
+    case StepEvent::kBeginCompensation:
+      ok = Fire<BeginCompensation>(f);
+      break;
+    case StepEvent::kCompensationDone:
+      ok = Fire<CompensationDone>(f);
+      break;
+    case StepEvent::kCompensationUnknown:
+      ok = Fire<CompensationUnknown>(f);
+      break;
+    case StepEvent::kSkip:
+      ok = Fire<Skip>(f);
+      break;
+    case StepEvent::kConfirmRefused:
+      ok = Fire<ConfirmRefused>(f);
+      break;
   }
   if (ok) {
     SAGAD_CHECK(TargetAllowed(e, f.status))
@@ -203,47 +252,77 @@ bool StepMachine::reviewing_compensation() const { return impl_->fsm.comp_review
 
 const char* StepStatusName(StepStatus s) {
   switch (s) {
-    case StepStatus::kPlanned: return "PLANNED";
-    case StepStatus::kAwaitingApproval: return "AWAITING_APPROVAL";
-    case StepStatus::kStarted: return "STARTED";
-    case StepStatus::kCommitted: return "COMMITTED";
-    case StepStatus::kFailed: return "FAILED";
-    case StepStatus::kUnknown: return "UNKNOWN";
-    case StepStatus::kRejected: return "REJECTED";
-    case StepStatus::kCompensating: return "COMPENSATING";
-    case StepStatus::kCompensated: return "COMPENSATED";
-    case StepStatus::kNeedsReview: return "NEEDS_REVIEW";
+    case StepStatus::kPlanned:
+      return "PLANNED";
+    case StepStatus::kAwaitingApproval:
+      return "AWAITING_APPROVAL";
+    case StepStatus::kStarted:
+      return "STARTED";
+    case StepStatus::kCommitted:
+      return "COMMITTED";
+    case StepStatus::kFailed:
+      return "FAILED";
+    case StepStatus::kUnknown:
+      return "UNKNOWN";
+    case StepStatus::kRejected:
+      return "REJECTED";
+    case StepStatus::kCompensating:
+      return "COMPENSATING";
+    case StepStatus::kCompensated:
+      return "COMPENSATED";
+    case StepStatus::kNeedsReview:
+      return "NEEDS_REVIEW";
   }
   return "?";
 }
 
 namespace {
-constexpr StepEvent kAllStepEvents[] = {
-    StepEvent::kRequestApproval, StepEvent::kApprove,
-    StepEvent::kReject,          StepEvent::kStart,
-    StepEvent::kCommit,          StepEvent::kFail,
-    StepEvent::kOutcomeUnknown,  StepEvent::kNotExecuted,
-    StepEvent::kEscalate,        StepEvent::kBeginCompensation,
-    StepEvent::kCompensationDone, StepEvent::kCompensationUnknown, StepEvent::kSkip,
-    StepEvent::kConfirmRefused};
+constexpr StepEvent kAllStepEvents[] = {StepEvent::kRequestApproval,
+                                        StepEvent::kApprove,
+                                        StepEvent::kReject,
+                                        StepEvent::kStart,
+                                        StepEvent::kCommit,
+                                        StepEvent::kFail,
+                                        StepEvent::kOutcomeUnknown,
+                                        StepEvent::kNotExecuted,
+                                        StepEvent::kEscalate,
+                                        StepEvent::kBeginCompensation,
+                                        StepEvent::kCompensationDone,
+                                        StepEvent::kCompensationUnknown,
+                                        StepEvent::kSkip,
+                                        StepEvent::kConfirmRefused};
 }
 
 const char* StepEventName(StepEvent e) {
   switch (e) {
-    case StepEvent::kRequestApproval: return "approval_requested";
-    case StepEvent::kApprove: return "approved";
-    case StepEvent::kReject: return "rejected";
-    case StepEvent::kStart: return "started";
-    case StepEvent::kCommit: return "committed";
-    case StepEvent::kFail: return "failed";
-    case StepEvent::kOutcomeUnknown: return "outcome_unknown";
-    case StepEvent::kNotExecuted: return "not_executed";
-    case StepEvent::kEscalate: return "escalated";
-    case StepEvent::kBeginCompensation: return "compensation_started";
-    case StepEvent::kCompensationDone: return "compensated";
-    case StepEvent::kCompensationUnknown: return "compensation_unknown";
-    case StepEvent::kSkip: return "skipped";
-    case StepEvent::kConfirmRefused: return "refusal_confirmed";
+    case StepEvent::kRequestApproval:
+      return "approval_requested";
+    case StepEvent::kApprove:
+      return "approved";
+    case StepEvent::kReject:
+      return "rejected";
+    case StepEvent::kStart:
+      return "started";
+    case StepEvent::kCommit:
+      return "committed";
+    case StepEvent::kFail:
+      return "failed";
+    case StepEvent::kOutcomeUnknown:
+      return "outcome_unknown";
+    case StepEvent::kNotExecuted:
+      return "not_executed";
+    case StepEvent::kEscalate:
+      return "escalated";
+    case StepEvent::kBeginCompensation:
+      return "compensation_started";
+    case StepEvent::kCompensationDone:
+      return "compensated";
+    case StepEvent::kCompensationUnknown:
+      return "compensation_unknown";
+    case StepEvent::kSkip:
+      return "skipped";
+    case StepEvent::kConfirmRefused:
+      return "refusal_confirmed";
   }
   return "?";
 }

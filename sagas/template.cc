@@ -1,8 +1,9 @@
 #include "sagas/template.h"
-#include "util/json_limits.h"
 
 #include <cctype>
 #include <vector>
+
+#include "util/json_limits.h"
 
 namespace sagad {
 namespace {
@@ -29,8 +30,7 @@ std::string Trim(const std::string& s) {
 }
 
 // Calls fn(expr) for each {{expr}}; returns literal pieces via out (if set).
-Status ForEachExpr(const std::string& text,
-                   const std::function<Status(const std::string&)>& fn) {
+Status ForEachExpr(const std::string& text, const std::function<Status(const std::string&)>& fn) {
   size_t pos = 0;
   while (true) {
     size_t open = text.find("{{", pos);
@@ -48,8 +48,7 @@ Status ParseExpr(const std::string& expr, TemplateRefs* refs) {
   for (const auto& p : parts)
     if (p.empty()) return InvalidArgument("malformed template reference '{{" + expr + "}}'");
   if (parts[0] == "input") {
-    if (parts.size() < 2)
-      return InvalidArgument("'{{input}}' needs a field: '{{input.<field>}}'");
+    if (parts.size() < 2) return InvalidArgument("'{{input}}' needs a field: '{{input.<field>}}'");
     refs->input_fields.insert(parts[1]);
     return Status::Ok();
   }
@@ -63,8 +62,7 @@ Status ParseExpr(const std::string& expr, TemplateRefs* refs) {
   return Status::Ok();
 }
 
-StatusOr<nlohmann::json> Resolve(const std::string& expr,
-                                 const TemplateContext& ctx) {
+StatusOr<nlohmann::json> Resolve(const std::string& expr, const TemplateContext& ctx) {
   std::vector<std::string> parts = Split(expr, '.');
   const nlohmann::json* cur = nullptr;
   size_t i = 1;
@@ -72,8 +70,7 @@ StatusOr<nlohmann::json> Resolve(const std::string& expr,
     cur = ctx.input;
   } else {
     auto it = ctx.steps.find(parts[0]);
-    if (it == ctx.steps.end())
-      return InvalidArgument("'{{" + expr + "}}': step has no result yet");
+    if (it == ctx.steps.end()) return InvalidArgument("'{{" + expr + "}}': step has no result yet");
     cur = &it->second;
   }
   for (; cur != nullptr && i < parts.size(); ++i) {
@@ -83,8 +80,7 @@ StatusOr<nlohmann::json> Resolve(const std::string& expr,
     }
     cur = &(*cur)[parts[i]];
   }
-  if (cur == nullptr || cur->is_null())
-    return InvalidArgument("'{{" + expr + "}}' has no value");
+  if (cur == nullptr || cur->is_null()) return InvalidArgument("'{{" + expr + "}}' has no value");
   return *cur;
 }
 
@@ -92,8 +88,8 @@ std::string AsText(const nlohmann::json& v) {
   return v.is_string() ? v.get<std::string>() : DumpJson(v);
 }
 
-StatusOr<std::string> Interpolate(const std::string& text,
-                                  const TemplateContext& ctx, bool encode) {
+StatusOr<std::string> Interpolate(const std::string& text, const TemplateContext& ctx,
+                                  bool encode) {
   std::string out;
   size_t pos = 0;
   while (true) {
@@ -113,8 +109,7 @@ StatusOr<std::string> Interpolate(const std::string& text,
 }
 
 bool IsWholeExpr(const std::string& s) {
-  return s.size() > 4 && s.rfind("{{", 0) == 0 &&
-         s.compare(s.size() - 2, 2, "}}") == 0 &&
+  return s.size() > 4 && s.rfind("{{", 0) == 0 && s.compare(s.size() - 2, 2, "}}") == 0 &&
          s.find("{{", 2) == std::string::npos;
 }
 
@@ -150,16 +145,15 @@ Status CollectRefs(const nlohmann::json& body, TemplateRefs* refs) {
   return Status::Ok();
 }
 
-StatusOr<std::string> RenderPath(const std::string& path,
-                                 const TemplateContext& ctx) {
+StatusOr<std::string> RenderPath(const std::string& path, const TemplateContext& ctx) {
   // Segment by segment: a value may fill a segment but never make it empty,
   // "." or ".." (which a server or proxy would resolve to another path).
   std::string out;
   size_t start = 0;
   while (true) {
     size_t slash = path.find('/', start);
-    std::string segment = path.substr(start, slash == std::string::npos ? std::string::npos
-                                                                        : slash - start);
+    std::string segment =
+        path.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
     auto rendered = Interpolate(segment, ctx, /*encode=*/true);
     if (!rendered.ok()) return rendered.status();
     if (segment.find("{{") != std::string::npos &&
@@ -174,8 +168,7 @@ StatusOr<std::string> RenderPath(const std::string& path,
   return out;
 }
 
-StatusOr<nlohmann::json> RenderBody(const nlohmann::json& body,
-                                    const TemplateContext& ctx) {
+StatusOr<nlohmann::json> RenderBody(const nlohmann::json& body, const TemplateContext& ctx) {
   if (body.is_string()) {
     const std::string& s = body.get_ref<const std::string&>();
     if (IsWholeExpr(s)) return Resolve(Trim(s.substr(2, s.size() - 4)), ctx);

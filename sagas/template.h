@@ -10,10 +10,9 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "util/status.h"
 
@@ -39,10 +38,8 @@ Status CollectRefs(const nlohmann::json& body, TemplateRefs* refs);
 // Renders; InvalidArgument if a referenced value is missing. In a path each
 // value is percent-encoded, and a segment that a value makes empty, "." or
 // ".." is refused (the call would go to another path).
-StatusOr<std::string> RenderPath(const std::string& path,
-                                 const TemplateContext& ctx);
-StatusOr<nlohmann::json> RenderBody(const nlohmann::json& body,
-                                    const TemplateContext& ctx);
+StatusOr<std::string> RenderPath(const std::string& path, const TemplateContext& ctx);
+StatusOr<nlohmann::json> RenderBody(const nlohmann::json& body, const TemplateContext& ctx);
 
 std::string PercentEncode(const std::string& s);
 

@@ -41,7 +41,7 @@ struct Voidify {
 }  // namespace check_internal
 }  // namespace sagad
 
-#define SAGAD_CHECK(cond)                                  \
-  (cond) ? (void)0                                         \
-         : ::sagad::check_internal::Voidify() &            \
+#define SAGAD_CHECK(cond)                       \
+  (cond) ? (void)0                              \
+         : ::sagad::check_internal::Voidify() & \
                ::sagad::check_internal::CheckFailure(__FILE__, __LINE__, #cond)

@@ -1,8 +1,7 @@
 #include "util/crash_point.h"
 
-#include <unistd.h>
-
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -27,9 +26,7 @@ struct Trigger {
     if (colon != std::string::npos) remaining = std::max(1, std::atoi(s.c_str() + colon + 1));
     enabled = true;
   }
-  bool Fires(const char* name) {
-    return enabled && point == name && remaining.fetch_sub(1) == 1;
-  }
+  bool Fires(const char* name) { return enabled && point == name && remaining.fetch_sub(1) == 1; }
 };
 
 Trigger g_crash, g_pause;

@@ -1,9 +1,8 @@
 #include "util/json_limits.h"
 
+#include <cstdint>
 #include <set>
 #include <vector>
-
-#include <cstdint>
 
 namespace sagad {
 
@@ -12,12 +11,16 @@ bool JsonDepthWithin(const std::string& text, int max_depth) {
   bool in_string = false, escaped = false;
   for (char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
+    if (c == '"')
+      in_string = true;
     else if (c == '[' || c == '{') {
       if (++depth > max_depth) return false;
     } else if (c == ']' || c == '}') {
@@ -90,10 +93,14 @@ bool HasNul(const std::string& s) { return s.find('\0') != std::string::npos; }
 std::string PointerToken(const std::string& key) {
   std::string out;
   for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else if (c == '\0') out += "\\x00";
-    else out += c;
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else if (c == '\0')
+      out += "\\x00";
+    else
+      out += c;
   }
   return out;
 }
@@ -102,8 +109,10 @@ std::string EscapeNulText(const std::string& s) {
   if (!HasNul(s)) return s;
   std::string out;
   for (char c : s) {
-    if (c == '\0') out += "\\x00";
-    else out += c;
+    if (c == '\0')
+      out += "\\x00";
+    else
+      out += c;
   }
   return out;
 }
@@ -132,7 +141,8 @@ class DuplicateKeySax : public nlohmann::json_sax<nlohmann::json> {
     Frame& f = frames_.back();
     f.name = k;
     if (!f.keys.insert(k).second) {
-      for (const Frame& fr : frames_) found += "/" + Escaped(fr.object ? fr.name : std::to_string(fr.index));
+      for (const Frame& fr : frames_)
+        found += "/" + Escaped(fr.object ? fr.name : std::to_string(fr.index));
       return false;
     }
     return true;
@@ -237,7 +247,8 @@ bool AsInt64(const nlohmann::json& j, int64_t* out) {
   if (!j.is_number_float()) return false;
   double d = j.get<double>();
   // 2^63 is exact as a double; [-2^63, 2^63) converts without overflow.
-  if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) || d != static_cast<double>(static_cast<int64_t>(d)))
+  if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) ||
+      d != static_cast<double>(static_cast<int64_t>(d)))
     return false;
   *out = static_cast<int64_t>(d);
   return true;

@@ -2,10 +2,9 @@
 // the one way sagad turns JSON into text.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "util/status.h"
 

@@ -48,8 +48,7 @@ const char* StatusCodeName(StatusCode code);
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(StatusCode code, std::string message)
-      : code_(code), message_(std::move(message)) {}
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status Ok() { return Status(); }
   bool ok() const { return code_ == StatusCode::kOk; }
@@ -66,30 +65,18 @@ class [[nodiscard]] Status {
 inline Status InvalidArgument(std::string m) {
   return Status(StatusCode::kInvalidArgument, std::move(m));
 }
-inline Status NotFound(std::string m) {
-  return Status(StatusCode::kNotFound, std::move(m));
-}
+inline Status NotFound(std::string m) { return Status(StatusCode::kNotFound, std::move(m)); }
 inline Status AlreadyExists(std::string m) {
   return Status(StatusCode::kAlreadyExists, std::move(m));
 }
 inline Status FailedPrecondition(std::string m) {
   return Status(StatusCode::kFailedPrecondition, std::move(m));
 }
-inline Status Aborted(std::string m) {
-  return Status(StatusCode::kAborted, std::move(m));
-}
-inline Status Unavailable(std::string m) {
-  return Status(StatusCode::kUnavailable, std::move(m));
-}
-inline Status LeaseLost(std::string m) {
-  return Status(StatusCode::kLeaseLost, std::move(m));
-}
-inline Status MovedOn(std::string m) {
-  return Status(StatusCode::kMovedOn, std::move(m));
-}
-inline Status Internal(std::string m) {
-  return Status(StatusCode::kInternal, std::move(m));
-}
+inline Status Aborted(std::string m) { return Status(StatusCode::kAborted, std::move(m)); }
+inline Status Unavailable(std::string m) { return Status(StatusCode::kUnavailable, std::move(m)); }
+inline Status LeaseLost(std::string m) { return Status(StatusCode::kLeaseLost, std::move(m)); }
+inline Status MovedOn(std::string m) { return Status(StatusCode::kMovedOn, std::move(m)); }
+inline Status Internal(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 
 // Holds either a value or a non-OK Status.
 template <typename T>
@@ -116,8 +103,8 @@ class [[nodiscard]] StatusOr {
 
 }  // namespace sagad
 
-#define SAGAD_RETURN_IF_ERROR(expr)      \
-  do {                                   \
-    ::sagad::Status _st = (expr);        \
-    if (!_st.ok()) return _st;           \
+#define SAGAD_RETURN_IF_ERROR(expr) \
+  do {                              \
+    ::sagad::Status _st = (expr);   \
+    if (!_st.ok()) return _st;      \
   } while (0)

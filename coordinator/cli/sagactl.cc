@@ -12,14 +12,13 @@
 //   retry ID STEP [--comment C]        skip ID STEP --result JSON [--ref REF] [--comment C]
 //   cancel ID [--reason R]             compensate ID [--reason R]
 //   inspect --data-dir DIR|--store URL [ID]   read a store directly
-//   verify --data-dir DIR|--store URL         replay every instance's log, compare with its snapshot
-//   export --data-dir DIR|--store URL [--finished-before MS]   instances + events as JSON lines
-//   hash-token [TOKEN]                 the token_sha256 to put in the config (TOKEN or stdin)
+//   verify --data-dir DIR|--store URL         replay every instance's log, compare with its
+//   snapshot export --data-dir DIR|--store URL [--finished-before MS]   instances + events as JSON
+//   lines hash-token [TOKEN]                 the token_sha256 to put in the config (TOKEN or stdin)
 //
 // Tables by default, the server's JSON with --json. Exit 0 on success, 1 on a
 // refused request or unreachable server, 2 on bad usage; errors are one line.
 #include <httplib.h>
-
 #include <sys/stat.h>
 
 #include <cstdlib>
@@ -33,8 +32,8 @@
 #include "adapters/sha256.h"
 #include "coordinator/store/lmdb/lmdb_store.h"
 #include "coordinator/store/postgres/postgres_store.h"
-#include "util/json_limits.h"
 #include "sagas/template.h"
+#include "util/json_limits.h"
 
 namespace {
 
@@ -82,11 +81,13 @@ std::string Str(const json& j) {
   return sagad::DumpJson(j);
 }
 
-void Table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+void Table(const std::vector<std::string>& header,
+           const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> w(header.size());
   for (size_t i = 0; i < header.size(); ++i) w[i] = header[i].size();
   for (const auto& r : rows)
-    for (size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], std::min<size_t>(r[i].size(), 60));
+    for (size_t i = 0; i < r.size() && i < w.size(); ++i)
+      w[i] = std::max(w[i], std::min<size_t>(r[i].size(), 60));
   auto line = [&](const std::vector<std::string>& r) {
     std::string out;
     for (size_t i = 0; i < r.size(); ++i) {
@@ -145,8 +146,7 @@ void PrintInstance(const json& i) {
     std::cout << " (waiting for " << Str(i["waiting_for"]) << ")";
   std::cout << "\n";
   if (i.contains("review_reason")) std::cout << "reason     " << Str(i["review_reason"]) << "\n";
-  if (i.contains("current_steps") && i["current_steps"].is_array() &&
-      !i["current_steps"].empty()) {
+  if (i.contains("current_steps") && i["current_steps"].is_array() && !i["current_steps"].empty()) {
     std::string cur;
     for (const auto& n : i["current_steps"]) cur += (cur.empty() ? "" : ", ") + Str(n);
     std::cout << "current    " << cur << "\n";
@@ -172,8 +172,9 @@ void PrintInstance(const json& i) {
 void PrintList(const json& instances, const json& next) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& i : instances)
-    rows.push_back({Str(i["id"]), Str(i["saga"]), Str(i["status"]), Str(i.value("waiting_for", json())),
-                    Str(i.value("current_step", json())), Time(i.value("updated_at", int64_t(0)))});
+    rows.push_back({Str(i["id"]), Str(i["saga"]), Str(i["status"]),
+                    Str(i.value("waiting_for", json())), Str(i.value("current_step", json())),
+                    Time(i.value("updated_at", int64_t(0)))});
   Table({"ID", "SAGA", "STATUS", "WAITING", "STEP", "UPDATED"}, rows);
   if (!next.is_null()) std::cout << "(more: --cursor " << Str(next) << ")\n";
 }
@@ -186,8 +187,8 @@ void PrintEvents(const json& events) {
       for (const char* f : {"by", "reason", "external_ref", "error", "comment"})
         if (e["data"].contains(f) && !Str(e["data"][f]).empty() && Str(e["data"][f]) != "-")
           detail += std::string(detail.empty() ? "" : " ") + f + "=" + Str(e["data"][f]);
-    rows.push_back({std::to_string(e.value("seq", 0)), Time(e.value("at", int64_t(0))), Str(e["type"]),
-                    Str(e.value("step", json())), detail.empty() ? "-" : detail});
+    rows.push_back({std::to_string(e.value("seq", 0)), Time(e.value("at", int64_t(0))),
+                    Str(e["type"]), Str(e.value("step", json())), detail.empty() ? "-" : detail});
   }
   Table({"SEQ", "AT", "TYPE", "STEP", "DETAIL"}, rows);
 }
@@ -218,8 +219,7 @@ std::string Need(const Args& a, size_t i, const char* what) {
 // an empty store).
 std::unique_ptr<sagad::Store> OpenExisting(const Args& a) {
   if (a.Has("store")) {
-    if (!sagad::IsPostgresUri(a.Get("store")))
-      Die("--store must be a postgresql:// URI", 2);
+    if (!sagad::IsPostgresUri(a.Get("store"))) Die("--store must be a postgresql:// URI", 2);
     auto pg = sagad::PostgresStore::Open(a.Get("store"), 2);
     if (!pg.ok()) Die(pg.status().message());
     return std::move(*pg);
@@ -306,8 +306,8 @@ int Export(const Args& a) {
 }
 
 size_t Count(const std::string& text, const std::string& flag) {
-  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoul(text) == 0)
+  if (text.empty() || text.size() > 9 ||
+      text.find_first_not_of("0123456789") != std::string::npos || std::stoul(text) == 0)
     Die(flag + " must be a positive whole number", 2);
   return std::stoul(text);
 }
@@ -332,21 +332,24 @@ int Inspect(const Args& a, bool as_json) {
     return 0;
   }
   auto page = store->ListInstances({a.Get("status"), a.Get("saga"), a.Get("waiting")},
-                                      Count(a.Get("limit", "1000"), "--limit"), a.Get("cursor"));
+                                   Count(a.Get("limit", "1000"), "--limit"), a.Get("cursor"));
   if (!page.ok()) Die(page.status().message());
-  if (as_json) std::cout << sagad::DumpJson(json(page->instances), 2) << "\n";
-  else PrintList(page->instances, page->next_cursor.empty() ? json() : json(page->next_cursor));
+  if (as_json)
+    std::cout << sagad::DumpJson(json(page->instances), 2) << "\n";
+  else
+    PrintList(page->instances, page->next_cursor.empty() ? json() : json(page->next_cursor));
   return 0;
 }
 
 // False when it printed the usage (--help).
 bool ParseArgs(int argc, char** argv, Args* a, bool* as_json) {
-  static const std::map<std::string, bool> kFlags = {  // flag -> takes a value
-      {"url", true},    {"token", true}, {"json", false},   {"input", true},  {"wait", true},
-      {"key", true},    {"status", true}, {"saga", true},   {"waiting", true}, {"limit", true},
-      {"cursor", true}, {"comment", true}, {"reason", true}, {"outcome", true}, {"ref", true},
-      {"result", true}, {"data-dir", true}, {"store", true}, {"ca", true},
-      {"finished-before", true}};
+  static const std::map<std::string, bool> kFlags = {
+      // flag -> takes a value
+      {"url", true},      {"token", true},   {"json", false},  {"input", true},
+      {"wait", true},     {"key", true},     {"status", true}, {"saga", true},
+      {"waiting", true},  {"limit", true},   {"cursor", true}, {"comment", true},
+      {"reason", true},   {"outcome", true}, {"ref", true},    {"result", true},
+      {"data-dir", true}, {"store", true},   {"ca", true},     {"finished-before", true}};
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
     if (s == "-h" || s == "--help") {
@@ -388,8 +391,7 @@ Client ClientFromArgs(const Args& a) {
   if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
     Die("--url must start with http:// or https://, got '" + url + "'", 2);
   const char* env_ca = std::getenv("SAGAD_CA_FILE");
-  return Client(url, a.Get("token", env_token ? env_token : ""),
-                a.Get("ca", env_ca ? env_ca : ""));
+  return Client(url, a.Get("token", env_token ? env_token : ""), a.Get("ca", env_ca ? env_ca : ""));
 }
 
 std::string InstancePath(const Args& a, size_t i) {
@@ -440,8 +442,7 @@ bool ReadCommand(const std::string& cmd, const Args& a, Client& c, bool* as_json
 // another command.
 bool ActionCommand(const std::string& cmd, const Args& a, Client& c, json* out) {
   json body = json::object();
-  if (cmd == "approve" || cmd == "reject" || cmd == "resolve" || cmd == "retry" ||
-      cmd == "skip") {
+  if (cmd == "approve" || cmd == "reject" || cmd == "resolve" || cmd == "retry" || cmd == "skip") {
     std::string path =
         InstancePath(a, 1) + "/steps/" + Segment(Need(a, 2, "step name")) + "/" + cmd;
     for (const char* f : {"comment", "reason", "outcome"})

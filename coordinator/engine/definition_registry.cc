@@ -9,16 +9,14 @@ Status DefinitionRegistry::Register(const SagaDefinition& def) {
   auto it = versions.find(def.version);
   if (it != versions.end()) {
     if (*it->second == def) return Status::Ok();
-    return AlreadyExists("saga " + def.name + " version " +
-                         std::to_string(def.version) +
+    return AlreadyExists("saga " + def.name + " version " + std::to_string(def.version) +
                          " is already registered with a different definition");
   }
   versions[def.version] = std::make_shared<const SagaDefinition>(def);
   return Status::Ok();
 }
 
-SagaDefinitionPtr DefinitionRegistry::Get(const std::string& name,
-                                          int version) const {
+SagaDefinitionPtr DefinitionRegistry::Get(const std::string& name, int version) const {
   MutexLock l(mu_);
   auto it = defs_.find(name);
   if (it == defs_.end() || it->second.empty()) return nullptr;

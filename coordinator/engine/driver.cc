@@ -6,18 +6,17 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "util/crash_point.h"
-#include "util/log.h"
 #include "coordinator/engine/saga_turns.h"
 #include "policies/approval_policy.h"
 #include "util/check.h"
+#include "util/crash_point.h"
+#include "util/log.h"
 
 namespace sagad {
 
-Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs,
-               InstanceRepository& repo, Ownership& ownership, RunTable& runs,
-               RecoveryTracker& recovery, EngineMetrics& metrics,
-               const Clock& clock, boost::asio::thread_pool& pool,
+Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceRepository& repo,
+               Ownership& ownership, RunTable& runs, RecoveryTracker& recovery,
+               EngineMetrics& metrics, const Clock& clock, boost::asio::thread_pool& pool,
                boost::asio::io_context& timers, int workers)
     : defs_(defs),
       repo_(repo),
@@ -29,29 +28,25 @@ Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs,
       pool_(pool),
       timers_(timers),
       workers_(std::max(1, workers)),
-      steps_(adapter, clock, ownership, runs, metrics,
-             StepRunner::Driver{
-                 [this](const std::string& id,
-                        const std::function<Status(Tx&)>& fn) {
-                   return CommitAsOwner(id, fn);
-                 },
-                 [this](const std::string& id, const Status& s) {
-                   return AfterFailedCommit(id, s);
-                 },
-                 [this](const std::string& id) { Schedule(id); },
-                 [this](const std::string& id) { MarkRecovered(id); },
-                 [this] { return RecoveryInProgress(); },
-                 [this](const std::string& id) {
-                   return ownership_.ReadyToSend(id);
-                 }}) {}
+      steps_(
+          adapter, clock, ownership, runs, metrics,
+          StepRunner::Driver{
+              [this](const std::string& id, const std::function<Status(Tx&)>& fn) {
+                return CommitAsOwner(id, fn);
+              },
+              [this](const std::string& id, const Status& s) { return AfterFailedCommit(id, s); },
+              [this](const std::string& id) { Schedule(id); },
+              [this](const std::string& id) { MarkRecovered(id); },
+              [this] { return RecoveryInProgress(); },
+              [this](const std::string& id) { return ownership_.ReadyToSend(id); }}) {}
 
 auto Driver::Schedule(const std::string& id) -> void {
   if (!runs_.Enter(id)) return;
   boost::asio::post(pool_, [this, id] { DriveLoop(id); });
 }
 
-auto Driver::FirstStep(Tx& tx, const SagaDefinition& def, int* step,
-                       StepRequest* request) -> Status {
+auto Driver::FirstStep(Tx& tx, const SagaDefinition& def, int* step, StepRequest* request)
+    -> Status {
   *step = -1;
   if (!def.IsChain()) return Status::Ok();
   // Only with a worker free to send it now. A STARTED record that waits in
@@ -62,9 +57,8 @@ auto Driver::FirstStep(Tx& tx, const SagaDefinition& def, int* step,
   return steps_.ChainFirst(tx, def, step, request);
 }
 
-auto Driver::StartCreated(const std::string& id, const SagaDefinitionPtr& def,
-                          int step, StepRequest* request,
-                          const TraceContext& trace, bool created) -> void {
+auto Driver::StartCreated(const std::string& id, const SagaDefinitionPtr& def, int step,
+                          StepRequest* request, const TraceContext& trace, bool created) -> void {
   if (!created) {  // nothing was written: the mark is released
     if (step >= 0) runs_.UnmarkStep(id, step);
     return;
@@ -73,17 +67,14 @@ auto Driver::StartCreated(const std::string& id, const SagaDefinitionPtr& def,
     Schedule(id);
     return;
   }
-  boost::asio::post(pool_, [this, id, d = def, step, r = std::move(*request),
-                            trace]() mutable {
+  boost::asio::post(pool_, [this, id, d = def, step, r = std::move(*request), trace]() mutable {
     Next next = Next::kContinue;
     try {
       // Stopping: the STARTED record is durable, so the next start
       // reconciles it; nothing is sent now.
-      if (!runs_.Stopping())
-        next = steps_.Send(id, *d, step, std::move(r), trace);
+      if (!runs_.Stopping()) next = steps_.Send(id, *d, step, std::move(r), trace);
     } catch (const std::exception& e) {
-      EngineLog(
-          {{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
+      EngineLog({{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
       ScheduleAfter(id, 5000);
     }
     runs_.UnmarkStep(id, step);
@@ -107,8 +98,7 @@ auto Driver::DriveLoop(const std::string& id) -> void {
     } catch (const std::exception& e) {
       // A bug, not an expected failure: say so loudly and try again later
       // rather than leave the instance without a driver.
-      EngineLog(
-          {{"msg", "driver error"}, {"instance", id}, {"error", e.what()}});
+      EngineLog({{"msg", "driver error"}, {"instance", id}, {"error", e.what()}});
       ScheduleAfter(id, 5000);
     }
     switch (runs_.Leave(id, yield)) {
@@ -128,8 +118,8 @@ auto Driver::Drive(const std::string& id) -> bool {
   // round that does none of these again and again is a livelock of ours.
   constexpr int kMaxRounds = 10000;
   for (int round = 0; !runs_.Stopping(); ++round) {
-    SAGAD_CHECK(round < kMaxRounds) << "instance " << id << " went round " << round
-                                    << " times without settling";
+    SAGAD_CHECK(round < kMaxRounds)
+        << "instance " << id << " went round " << round << " times without settling";
     Round r = DriveRound(id, round);
     if (r != Round::kAgain) return r == Round::kYield;
   }
@@ -148,9 +138,8 @@ auto Driver::DriveRound(const std::string& id, int round) -> Round {
   }
   auto inst = repo_.Load(id);
   if (!inst.ok()) {
-    EngineLog({{"msg", "cannot load instance"},
-               {"instance", id},
-               {"error", inst.status().ToString()}});
+    EngineLog(
+        {{"msg", "cannot load instance"}, {"instance", id}, {"error", inst.status().ToString()}});
     recovery_.Forget(id);
     // Storage trouble (a database restart): try again, or nothing would
     // drive this instance until the next process start.
@@ -195,9 +184,8 @@ auto Driver::EscalateUnregistered(const std::string& id, const Instance& inst) -
   MarkRecovered(id);
 }
 
-auto Driver::StepRound(const std::string& id, const SagaDefinitionPtr& def,
-                       const Instance& inst, const std::vector<Action>& actions,
-                       int64_t wake_at) -> Round {
+auto Driver::StepRound(const std::string& id, const SagaDefinitionPtr& def, const Instance& inst,
+                       const std::vector<Action>& actions, int64_t wake_at) -> Round {
   if (HasApprovalRequest(actions)) {
     Next next = Transition(id, [&](Tx& tx) { return RequestApprovals(tx, *def, actions); });
     MarkRecovered(id);
@@ -251,11 +239,11 @@ auto Driver::SagaTransition(const SagaDefinitionPtr& def, const Action& a)
         if (NextAction(*def, tx.inst()).kind != ActionKind::kEscalate) return MovedOn("moved on");
         const StepState& st = tx.inst().step(a.step);
         bool undo = st.machine.reviewing_compensation();
-        return tx.Saga(SagaEvent::kEscalate,
-                       {{"reason", (undo ? "compensation of '" : "step '") + st.name +
-                                       "' needs review: " +
-                                       (undo ? st.comp_last_error : st.last_error)},
-                        {"step", st.name}});
+        return tx.Saga(
+            SagaEvent::kEscalate,
+            {{"reason", (undo ? "compensation of '" : "step '") + st.name +
+                            "' needs review: " + (undo ? st.comp_last_error : st.last_error)},
+             {"step", st.name}});
       };
     case ActionKind::kGoForward:
       return [def](Tx& tx) { return GoForward(tx, *def); };
@@ -270,8 +258,8 @@ auto Driver::HasApprovalRequest(const std::vector<Action>& actions) -> bool {
   return false;
 }
 
-auto Driver::RequestApprovals(Tx& tx, const SagaDefinition& def,
-                              const std::vector<Action>& actions) -> Status {
+auto Driver::RequestApprovals(Tx& tx, const SagaDefinition& def, const std::vector<Action>& actions)
+    -> Status {
   for (const Action& a : actions) {
     if (a.kind != ActionKind::kRequestApproval) continue;
     if (tx.inst().status() != SagaStatus::kRunning ||
@@ -284,10 +272,9 @@ auto Driver::RequestApprovals(Tx& tx, const SagaDefinition& def,
   return Status::Ok();
 }
 
-auto Driver::LaunchSteps(const std::string& id, const SagaDefinition& def,
-                         const Instance& inst,
-                         const std::vector<Action>& actions, int64_t wake_at,
-                         Action* here) -> bool {
+auto Driver::LaunchSteps(const std::string& id, const SagaDefinition& def, const Instance& inst,
+                         const std::vector<Action>& actions, int64_t wake_at, Action* here)
+    -> bool {
   *here = Action{};
   const bool chain = def.IsChain() || RecoveryInProgress();
   const int64_t now = clock_.NowMillis();
@@ -317,8 +304,7 @@ auto Driver::RunStepTask(const std::string& id, Action a) -> void {
   try {
     next = RunStep(id, a);
   } catch (const std::exception& e) {
-    EngineLog(
-        {{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
+    EngineLog({{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
     ScheduleAfter(id, 5000);
   }
   runs_.UnmarkStep(id, a.step);
@@ -357,33 +343,27 @@ auto Driver::WakeAt(const std::string& id, int64_t due_ms) -> void {
   const int64_t now = clock_.NowMillis();
   if (!runs_.ClaimWake(id, due_ms, now)) return;
   auto timer = std::make_shared<boost::asio::steady_timer>(timers_);
-  timer->expires_after(
-      std::chrono::milliseconds(std::max<int64_t>(1, due_ms - now)));
-  timer->async_wait(
-      [this, id, due_ms, timer](const boost::system::error_code& ec) {
-        runs_.WakeFired(id, due_ms);
-        if (!ec) Schedule(id);
-      });
+  timer->expires_after(std::chrono::milliseconds(std::max<int64_t>(1, due_ms - now)));
+  timer->async_wait([this, id, due_ms, timer](const boost::system::error_code& ec) {
+    runs_.WakeFired(id, due_ms);
+    if (!ec) Schedule(id);
+  });
 }
 
-auto Driver::Deadlines(const std::string& id, const SagaDefinition& def,
-                       const Instance& inst, Next* next, int64_t* wake_at)
-    -> bool {
+auto Driver::Deadlines(const std::string& id, const SagaDefinition& def, const Instance& inst,
+                       Next* next, int64_t* wake_at) -> bool {
   SagaStatus ss = inst.status();
-  if (ss != SagaStatus::kRunning && ss != SagaStatus::kAwaitingApproval)
-    return false;
+  if (ss != SagaStatus::kRunning && ss != SagaStatus::kAwaitingApproval) return false;
   const int64_t now = clock_.NowMillis();
   int64_t wake = 0;
   if (def.deadline_ms > 0 && PivotInPlay(def, inst) < 0) {
     int64_t due = inst.created_at() + def.deadline_ms;
     if (now >= due) {
       *next = Transition(id, [&](Tx& tx) -> Status {
-        SAGAD_RETURN_IF_ERROR(
-            tx.RejectAwaitingApprovals("sagad", "saga deadline passed"));
+        SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals("sagad", "saga deadline passed"));
         return tx.Saga(
             SagaEvent::kStartCompensation,
-            {{"reason", "saga deadline of " + std::to_string(def.deadline_ms) +
-                            " ms passed"}});
+            {{"reason", "saga deadline of " + std::to_string(def.deadline_ms) + " ms passed"}});
       });
       return true;
     }
@@ -405,10 +385,9 @@ auto Driver::Deadlines(const std::string& id, const SagaDefinition& def,
       if (tx.inst().step(i).status() != StepStatus::kAwaitingApproval)
         return MovedOn("decided meanwhile");
       if (sd.approval_timeout_action == "escalate")
-        return tx.Saga(SagaEvent::kEscalate,
-                       {{"reason", why}, {"step", sd.name}});
-      SAGAD_RETURN_IF_ERROR(tx.Step(static_cast<int>(i), StepEvent::kReject,
-                                    {{"by", "sagad"}, {"reason", why}}));
+        return tx.Saga(SagaEvent::kEscalate, {{"reason", why}, {"step", sd.name}});
+      SAGAD_RETURN_IF_ERROR(
+          tx.Step(static_cast<int>(i), StepEvent::kReject, {{"by", "sagad"}, {"reason", why}}));
       return tx.Saga(SagaEvent::kStartCompensation, {{"reason", why}});
     });
     return true;
@@ -417,9 +396,7 @@ auto Driver::Deadlines(const std::string& id, const SagaDefinition& def,
   return false;
 }
 
-auto Driver::RecoveryInProgress() -> bool {
-  return recovery_.InProgress(clock_.SteadyNow());
-}
+auto Driver::RecoveryInProgress() -> bool { return recovery_.InProgress(clock_.SteadyNow()); }
 
 auto Driver::MarkRecovered(const std::string& id) -> void {
   auto secs = recovery_.Resumed(id, clock_.SteadyNow());
@@ -428,8 +405,7 @@ auto Driver::MarkRecovered(const std::string& id) -> void {
   EngineLog({{"msg", "recovered"}, {"instance", id}, {"ms", *secs * 1000}});
 }
 
-auto Driver::Transition(const std::string& id,
-                        const std::function<Status(Tx&)>& fn) -> Next {
+auto Driver::Transition(const std::string& id, const std::function<Status(Tx&)>& fn) -> Next {
   Status s = CommitAsOwner(id, fn);
   return s.ok() ? Next::kContinue : AfterFailedCommit(id, s);
 }
@@ -439,9 +415,7 @@ auto Driver::AfterFailedCommit(const std::string& id, const Status& s) -> Next {
     return Next::kStop;  // another process owns it now: no further calls from
                          // here
   if (s.code() == StatusCode::kMovedOn) return Next::kContinue;
-  EngineLog({{"msg", "transition failed"},
-             {"instance", id},
-             {"error", s.ToString()}});
+  EngineLog({{"msg", "transition failed"}, {"instance", id}, {"error", s.ToString()}});
   ScheduleAfter(id, 1000);
   return Next::kStop;
 }
@@ -456,14 +430,11 @@ auto Driver::EnsureOwned(const std::string& id) -> bool {
       break;
   }
   repo_.Evict(id);  // a new generation: what another owner did since counts
-  EngineLog({{"msg", "lease acquired"},
-             {"instance", id},
-             {"generation", ownership_.Token(id)}});
+  EngineLog({{"msg", "lease acquired"}, {"instance", id}, {"generation", ownership_.Token(id)}});
   return true;
 }
 
-auto Driver::CommitAsOwner(const std::string& id,
-                           const std::function<Status(Tx&)>& fn) -> Status {
+auto Driver::CommitAsOwner(const std::string& id, const std::function<Status(Tx&)>& fn) -> Status {
   std::optional<Lease> lease = ownership_.Held(id);
   if (!lease) return LeaseLost("lease lost: not the owner of " + id);
   Status s = repo_.Mutate(id, fn, &*lease);

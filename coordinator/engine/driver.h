@@ -34,8 +34,8 @@
 #include "coordinator/engine/recovery_tracker.h"
 #include "coordinator/engine/run_table.h"
 #include "coordinator/engine/step_runner.h"
-#include "util/clock.h"
 #include "policies/planner.h"
+#include "util/clock.h"
 
 namespace sagad {
 
@@ -43,10 +43,9 @@ class Driver {
  public:
   // `workers`: the size of `pool` (a new instance's first step rides in its
   // creation commit only while one is free). `timers` runs the wake-ups.
-  Driver(Adapter& adapter, const DefinitionRegistry& defs,
-         InstanceRepository& repo, Ownership& ownership, RunTable& runs,
-         RecoveryTracker& recovery, EngineMetrics& metrics, const Clock& clock,
-         boost::asio::thread_pool& pool, boost::asio::io_context& timers,
+  Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceRepository& repo,
+         Ownership& ownership, RunTable& runs, RecoveryTracker& recovery, EngineMetrics& metrics,
+         const Clock& clock, boost::asio::thread_pool& pool, boost::asio::io_context& timers,
          int workers);
 
   // Plans the instance on a worker now (or one more round of its driver).
@@ -62,18 +61,15 @@ class Driver {
   // roots start together), and so does any instance created while every
   // worker is busy (a STARTED record that waits in the queue is, after a
   // crash, a request to ask about and re-send although it never left).
-  Status FirstStep(Tx& tx, const SagaDefinition& def, int* step,
-                   StepRequest* request);
+  Status FirstStep(Tx& tx, const SagaDefinition& def, int* step, StepRequest* request);
   // After the creation commit (`created`) or its refusal (the step's mark is
   // released, nothing is sent).
-  void StartCreated(const std::string& id, const SagaDefinitionPtr& def,
-                    int step, StepRequest* request, const TraceContext& trace,
-                    bool created);
+  void StartCreated(const std::string& id, const SagaDefinitionPtr& def, int step,
+                    StepRequest* request, const TraceContext& trace, bool created);
 
   // A commit as the instance's owner (fenced by the lease this process
   // holds); a fenced commit drops the instance (its lease is released here).
-  Status CommitAsOwner(const std::string& id,
-                       const std::function<Status(Tx&)>& fn);
+  Status CommitAsOwner(const std::string& id, const std::function<Status(Tx&)>& fn);
 
  private:
   void DriveLoop(const std::string& id);
@@ -104,8 +100,7 @@ class Driver {
   static bool HasApprovalRequest(const std::vector<Action>& actions);
   // Records AWAITING_APPROVAL for each step that asks for it; the saga waits
   // for a human too once nothing else can run (an independent branch goes on).
-  Status RequestApprovals(Tx& tx, const SagaDefinition& def,
-                          const std::vector<Action>& actions);
+  Status RequestApprovals(Tx& tx, const SagaDefinition& def, const std::vector<Action>& actions);
   // Starts each step action not already under way in this process, within
   // the saga's max_parallel; one waiting on a durable timer is woken at its
   // time. True if any was launched. For a plain list (one step at a time),
@@ -113,9 +108,8 @@ class Driver {
   // marked but not posted: *here is it, for the caller to run. (Posted to
   // the back of a queue of thousands of recovered instances, the actions of
   // the instances at its front would wait until the next SIGKILL, every time.)
-  bool LaunchSteps(const std::string& id, const SagaDefinition& def,
-                   const Instance& inst, const std::vector<Action>& actions,
-                   int64_t wake_at, Action* here);
+  bool LaunchSteps(const std::string& id, const SagaDefinition& def, const Instance& inst,
+                   const std::vector<Action>& actions, int64_t wake_at, Action* here);
   // One step action on a worker of its own. Its step is marked as under way
   // (TryMarkStep) until it ends; then the instance is planned again.
   void RunStepTask(const std::string& id, Action a);
@@ -125,8 +119,8 @@ class Driver {
   void WakeAt(const std::string& id, int64_t due_ms);
   // Saga deadline and approval timeouts. True if it acted (`next` says how
   // to go on); otherwise *wake_at is the nearest deadline still ahead (or 0).
-  bool Deadlines(const std::string& id, const SagaDefinition& def,
-                 const Instance& inst, Next* next, int64_t* wake_at);
+  bool Deadlines(const std::string& id, const SagaDefinition& def, const Instance& inst, Next* next,
+                 int64_t* wake_at);
   // Round robin (and no chaining) while instances found at start-up wait to
   // be resumed; bounded in time so that an instance that is somehow never
   // marked cannot keep this process in that mode.

@@ -3,12 +3,11 @@
 namespace sagad {
 
 bool Engine::IsSettled(const std::string& status) {
-  return status == "COMPLETED" || status == "COMPENSATED" ||
-         status == "AWAITING_APPROVAL" || status == "NEEDS_REVIEW";
+  return status == "COMPLETED" || status == "COMPENSATED" || status == "AWAITING_APPROVAL" ||
+         status == "NEEDS_REVIEW";
 }
 
-Engine::Impl::Impl(Store& store, Adapter& adapter, Clock& clock,
-                   EngineOptions options)
+Engine::Impl::Impl(Store& store, Adapter& adapter, Clock& clock, EngineOptions options)
     : store_(store),
       adapter_(adapter),
       clock_(clock),
@@ -20,27 +19,22 @@ Engine::Impl::Impl(Store& store, Adapter& adapter, Clock& clock,
                   return OutboxMessages(inst, events);
                 },
                 [this](const InstanceRepository::Commit& c) { Committed(c); },
-                [this](std::chrono::steady_clock::duration d) {
-                  metrics_.CommitAttempt(d);
-                },
+                [this](std::chrono::steady_clock::duration d) { metrics_.CommitAttempt(d); },
                 [](nlohmann::json line) { EngineLog(std::move(line)); }}),
-      operators_(defs_, repo_, runs_,
-                 [this](const std::string& id) { Schedule(id); }),
+      operators_(defs_, repo_, runs_, [this](const std::string& id) { Schedule(id); }),
       submissions_(defs_, repo_, ownership_, clock_,
                    Submissions::Starter{
-                       [this](Tx& tx, const SagaDefinition& def, int* step,
-                              StepRequest* request) {
+                       [this](Tx& tx, const SagaDefinition& def, int* step, StepRequest* request) {
                          return driver_.FirstStep(tx, def, step, request);
                        },
-                       [this](const std::string& id, const SagaDefinitionPtr& def,
-                              int step, StepRequest* request,
-                              const TraceContext& trace, bool created) {
+                       [this](const std::string& id, const SagaDefinitionPtr& def, int step,
+                              StepRequest* request, const TraceContext& trace, bool created) {
                          driver_.StartCreated(id, def, step, request, trace, created);
                        }}),
       pool_(static_cast<size_t>(std::max(1, options.workers))),
       work_(boost::asio::make_work_guard(io_)),
-      driver_(adapter, defs_, repo_, ownership_, runs_, recovery_, metrics_, clock_, pool_,
-              io_, options.workers),
+      driver_(adapter, defs_, repo_, ownership_, runs_, recovery_, metrics_, clock_, pool_, io_,
+              options.workers),
       timer_thread_([this] { io_.run(); }) {}
 
 Engine::Impl::~Impl() { Stop(); }
@@ -58,11 +52,11 @@ auto Engine::Impl::Start() -> Status {
   for (const auto& id : ids) Schedule(id);
   ScheduleHeartbeat();
   if (options_.retention_ms > 0) ScheduleSweep();
-  EngineLog({{"msg", "recovery scheduled"},
-             {"instances", ids.size()},
-             {"ms", std::chrono::duration_cast<std::chrono::milliseconds>(
-                        clock_.SteadyNow() - start)
-                        .count()}});
+  EngineLog(
+      {{"msg", "recovery scheduled"},
+       {"instances", ids.size()},
+       {"ms", std::chrono::duration_cast<std::chrono::milliseconds>(clock_.SteadyNow() - start)
+                  .count()}});
   return Status::Ok();
 }
 
@@ -74,42 +68,33 @@ auto Engine::Impl::Stop() -> void {
   pool_.join();
 }
 
-Engine::Engine(Store& store, Adapter& adapter, Clock& clock,
-               EngineOptions options)
+Engine::Engine(Store& store, Adapter& adapter, Clock& clock, EngineOptions options)
     : impl_(new Impl(store, adapter, clock, options)) {}
 Engine::~Engine() = default;
-Status Engine::Register(const SagaDefinition& def) {
-  return impl_->Register(def);
-}
-std::vector<SagaDefinitionPtr> Engine::Definitions() const {
-  return impl_->Definitions();
-}
+Status Engine::Register(const SagaDefinition& def) { return impl_->Register(def); }
+std::vector<SagaDefinitionPtr> Engine::Definitions() const { return impl_->Definitions(); }
 SagaDefinitionPtr Engine::Definition(const std::string& name, int version) const {
   return impl_->Definition(name, version);
 }
 Status Engine::Start() { return impl_->Start(); }
 void Engine::Stop() { impl_->Stop(); }
 StatusOr<SubmitOutcome> Engine::Submit(const std::string& saga, int version,
-                                       const nlohmann::json& input,
-                                       const std::string& client_key,
-                                       const std::string& request_hash,
-                                       const TraceContext& trace) {
+                                       const nlohmann::json& input, const std::string& client_key,
+                                       const std::string& request_hash, const TraceContext& trace) {
   return impl_->submissions().Submit(saga, version, input, client_key, request_hash, trace);
 }
-void Engine::FinishSubmission(const std::string& key, int status,
-                              const nlohmann::json& r) {
+void Engine::FinishSubmission(const std::string& key, int status, const nlohmann::json& r) {
   impl_->submissions().Finish(key, status, r);
 }
 StatusOr<nlohmann::json> Engine::GetInstance(const std::string& id) {
   return impl_->GetInstance(id);
 }
-StatusOr<nlohmann::json> Engine::WaitSettled(const std::string& id,
-                                             std::chrono::milliseconds t) {
+StatusOr<nlohmann::json> Engine::WaitSettled(const std::string& id, std::chrono::milliseconds t) {
   return impl_->WaitSettled(id, t);
 }
-std::function<bool()> Engine::WaitSettledAsync(
-    const std::string& id, std::chrono::milliseconds timeout,
-    std::function<void(StatusOr<nlohmann::json>)> done) {
+std::function<bool()> Engine::WaitSettledAsync(const std::string& id,
+                                               std::chrono::milliseconds timeout,
+                                               std::function<void(StatusOr<nlohmann::json>)> done) {
   return impl_->WaitSettledAsync(id, timeout, std::move(done));
 }
 void Engine::FinishWaits(const Status& why) { impl_->FinishWaits(why); }
@@ -125,27 +110,23 @@ StatusOr<nlohmann::json> Engine::Approvals() { return impl_->Approvals(); }
 StatusOr<nlohmann::json> Engine::Counts() { return impl_->Counts(); }
 std::string Engine::MetricsText() { return impl_->MetricsText(); }
 Status Engine::CheckWritable() { return impl_->store().CheckWritable(); }
-StatusOr<nlohmann::json> Engine::Bundle(const std::string& id) {
-  return impl_->Bundle(id);
-}
-Status Engine::Approve(const std::string& id, const std::string& step,
-                       const std::string& actor, const std::string& comment) {
+StatusOr<nlohmann::json> Engine::Bundle(const std::string& id) { return impl_->Bundle(id); }
+Status Engine::Approve(const std::string& id, const std::string& step, const std::string& actor,
+                       const std::string& comment) {
   return impl_->operators().Approve(id, step, actor, comment);
 }
-Status Engine::Reject(const std::string& id, const std::string& step,
-                      const std::string& actor, const std::string& reason) {
+Status Engine::Reject(const std::string& id, const std::string& step, const std::string& actor,
+                      const std::string& reason) {
   return impl_->operators().Reject(id, step, actor, reason);
 }
-Status Engine::Cancel(const std::string& id, const std::string& actor,
-                      const std::string& reason) {
+Status Engine::Cancel(const std::string& id, const std::string& actor, const std::string& reason) {
   return impl_->operators().Cancel(id, actor, reason);
 }
-Status Engine::RetryNow(const std::string& id, const std::string& step,
-                        const std::string& actor, const std::string& comment) {
+Status Engine::RetryNow(const std::string& id, const std::string& step, const std::string& actor,
+                        const std::string& comment) {
   return impl_->operators().RetryNow(id, step, actor, comment);
 }
-Status Engine::Skip(const std::string& id, const std::string& step,
-                    const nlohmann::json& result,
+Status Engine::Skip(const std::string& id, const std::string& step, const nlohmann::json& result,
                     const std::string& external_ref, const std::string& actor,
                     const std::string& comment) {
   return impl_->operators().Skip(id, step, result, external_ref, actor, comment);
@@ -154,10 +135,9 @@ Status Engine::ForceCompensate(const std::string& id, const std::string& actor,
                                const std::string& reason) {
   return impl_->operators().ForceCompensate(id, actor, reason);
 }
-Status Engine::Resolve(const std::string& id, const std::string& step,
-                       const std::string& outcome,
-                       const std::string& external_ref,
-                       const std::string& actor, const std::string& comment) {
+Status Engine::Resolve(const std::string& id, const std::string& step, const std::string& outcome,
+                       const std::string& external_ref, const std::string& actor,
+                       const std::string& comment) {
   return impl_->operators().Resolve(id, step, outcome, external_ref, actor, comment);
 }
 

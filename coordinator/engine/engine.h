@@ -19,23 +19,22 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "adapters/adapter.h"
-#include "coordinator/store/store.h"
 #include "coordinator/engine/submissions.h"
-#include "util/clock.h"
+#include "coordinator/store/store.h"
 #include "sagas/definition.h"
+#include "util/clock.h"
 #include "util/status.h"
 
 namespace sagad {
 
 struct EngineOptions {
-  int workers = 16;  // concurrent drivers (each may block on one HTTP call)
+  int workers = 16;     // concurrent drivers (each may block on one HTTP call)
   bool outbox = false;  // write outbox messages (when webhooks are configured)
   // Ownership: this process's stable name (unique among live processes on a
   // data dir; a restart under the same name takes its leases back at once)
@@ -47,7 +46,6 @@ struct EngineOptions {
   // (0: kept forever), by a sweeper in batches of 100.
   int64_t retention_ms = 0;
 };
-
 
 class Engine {
  public:
@@ -76,19 +74,16 @@ class Engine {
   // with another request), FailedPrecondition (the first is still in flight).
   // `trace` is kept with the instance: every downstream call continues it.
   StatusOr<SubmitOutcome> Submit(const std::string& saga, int version, const nlohmann::json& input,
-                                 const std::string& client_key,
-                                 const std::string& request_hash,
+                                 const std::string& client_key, const std::string& request_hash,
                                  const TraceContext& trace = TraceFromHeaders("", ""));
   // Stores the response of a submission (first one wins) and ends its
   // in-flight window.
-  void FinishSubmission(const std::string& client_key, int status,
-                        const nlohmann::json& response);
+  void FinishSubmission(const std::string& client_key, int status, const nlohmann::json& response);
 
   // The instance view; NotFound.
   StatusOr<nlohmann::json> GetInstance(const std::string& id);
   // Waits until the instance is terminal or waits for a human, or `timeout`.
-  StatusOr<nlohmann::json> WaitSettled(const std::string& id,
-                                       std::chrono::milliseconds timeout);
+  StatusOr<nlohmann::json> WaitSettled(const std::string& id, std::chrono::milliseconds timeout);
   // The same without blocking a thread: calls `done` once, from some thread
   // (possibly before it returns), unless CancelWaits comes first or the
   // returned function is called (it drops the wait; once it returns, `done`

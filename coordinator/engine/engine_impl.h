@@ -41,10 +41,9 @@
 #include <set>
 #include <thread>
 
-#include "coordinator/engine/engine.h"
 #include "coordinator/engine/definition_registry.h"
 #include "coordinator/engine/driver.h"
-#include "util/log.h"
+#include "coordinator/engine/engine.h"
 #include "coordinator/engine/engine_metrics.h"
 #include "coordinator/engine/instance_repository.h"
 #include "coordinator/engine/operator_actions.h"
@@ -54,12 +53,12 @@
 #include "coordinator/engine/submissions.h"
 #include "coordinator/engine/transition.h"
 #include "coordinator/engine/waiters.h"
+#include "policies/planner.h"
 #include "sagas/instance.h"
 #include "util/json_limits.h"
-#include "policies/planner.h"
+#include "util/log.h"
 
 namespace sagad {
-
 
 class Engine::Impl {
  public:
@@ -87,11 +86,10 @@ class Engine::Impl {
   // ---- reads ----
   StatusOr<nlohmann::json> GetInstance(const std::string& id);
 
-  StatusOr<nlohmann::json> WaitSettled(const std::string& id,
-                                       std::chrono::milliseconds timeout);
+  StatusOr<nlohmann::json> WaitSettled(const std::string& id, std::chrono::milliseconds timeout);
 
-  std::function<bool()> WaitSettledAsync(const std::string& id,
-                                         std::chrono::milliseconds timeout, Waiters::Done done);
+  std::function<bool()> WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
+                                         Waiters::Done done);
   void FinishWaits(const Status& why);
 
   void CancelWaits();
@@ -173,8 +171,7 @@ class Engine::Impl {
 
   boost::asio::thread_pool pool_;
   boost::asio::io_context io_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type>
-      work_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
   Driver driver_;  // after the workers and timers it posts to
   std::thread timer_thread_;
   Waiters waiters_{store_, io_, pool_};  // after the timers and workers it uses

@@ -4,7 +4,6 @@
 #include <map>
 
 #include "sagas/saga_machine.h"
-
 #include "sagas/step_machine.h"
 
 namespace sagad {
@@ -15,79 +14,63 @@ EngineMetrics::EngineMetrics() {
                     "classified outcome.");
   metrics_.Describe("sagad_reconciliations_total", "counter",
                     "Questions about unclear outcomes, by phase and answer.");
-  metrics_.Describe(
-      "sagad_events_total", "counter",
-      "Committed instance events by type (escalations: saga_needs_review).");
+  metrics_.Describe("sagad_events_total", "counter",
+                    "Committed instance events by type (escalations: saga_needs_review).");
   metrics_.Describe("sagad_duplicate_effects_detected_total", "counter",
                     "Calls a downstream answered as an idempotent replay.");
-  metrics_.Describe(
-      "sagad_recovery_latency_seconds", "histogram",
-      "From sagad start to the first transition of each recovered instance.");
-  metrics_.Describe("sagad_step_latency_seconds", "histogram",
-                    "Downstream call latency.");
-  metrics_.Describe("sagad_escalations_total", "counter",
-                    "Instances sent to NEEDS_REVIEW.");
+  metrics_.Describe("sagad_recovery_latency_seconds", "histogram",
+                    "From sagad start to the first transition of each recovered instance.");
+  metrics_.Describe("sagad_step_latency_seconds", "histogram", "Downstream call latency.");
+  metrics_.Describe("sagad_escalations_total", "counter", "Instances sent to NEEDS_REVIEW.");
   metrics_.Describe("sagad_store_commit_seconds", "histogram",
                     "Store commits of a transition, queueing in the group "
                     "commit and the durable write (LMDB: fsync; PostgreSQL: "
                     "WAL flush) included.");
-  metrics_.Describe("sagad_retries_total", "counter",
-                    "Re-sends of a forward step (same key).");
-  metrics_.Describe(
-      "sagad_retry_budget_exhausted_total", "counter",
-      "Retries deferred because the service's retry budget was empty.");
-  metrics_.Describe(
-      "sagad_sends_withheld_total", "counter",
-      "Requests not sent because this coordinator's lease had less than a "
-      "third of lease_ms left and could not be renewed (lost, or the store "
-      "too slow); the STARTED record is reconciled, never guessed.");
+  metrics_.Describe("sagad_retries_total", "counter", "Re-sends of a forward step (same key).");
+  metrics_.Describe("sagad_retry_budget_exhausted_total", "counter",
+                    "Retries deferred because the service's retry budget was empty.");
+  metrics_.Describe("sagad_sends_withheld_total", "counter",
+                    "Requests not sent because this coordinator's lease had less than a "
+                    "third of lease_ms left and could not be renewed (lost, or the store "
+                    "too slow); the STARTED record is reconciled, never guessed.");
   metrics_.Inc("sagad_sends_withheld_total", "", 0);
-  metrics_.Describe(
-      "sagad_retention_deleted_total", "counter",
-      "Finished instances deleted by retention (with their events, operation "
-      "records and submission keys).");
+  metrics_.Describe("sagad_retention_deleted_total", "counter",
+                    "Finished instances deleted by retention (with their events, operation "
+                    "records and submission keys).");
   // Known at 0 from the first scrape.
   for (const char* phase : {"forward", "compensation"}) {
-    for (Outcome o : {Outcome::kCommitted, Outcome::kFailed,
-                      Outcome::kNotExecuted, Outcome::kUnknown})
+    for (Outcome o :
+         {Outcome::kCommitted, Outcome::kFailed, Outcome::kNotExecuted, Outcome::kUnknown})
       metrics_.Inc("sagad_step_calls_total",
-                   std::string("phase=\"") + phase + "\",outcome=\"" +
-                       OutcomeName(o) + "\"",
-                   0);
+                   std::string("phase=\"") + phase + "\",outcome=\"" + OutcomeName(o) + "\"", 0);
     for (const char* answer : {"happened", "not_happened", "refused", "unknown"})
-      metrics_.Inc(
-          "sagad_reconciliations_total",
-          std::string("phase=\"") + phase + "\",answer=\"" + answer + "\"", 0);
+      metrics_.Inc("sagad_reconciliations_total",
+                   std::string("phase=\"") + phase + "\",answer=\"" + answer + "\"", 0);
   }
-  std::vector<std::string> types = {"instance_created", "reconciled",
-                                    "retry_deferred", "retry_requested"};
+  std::vector<std::string> types = {"instance_created", "reconciled", "retry_deferred",
+                                    "retry_requested"};
   for (int k = 0; k <= static_cast<int>(StepEvent::kConfirmRefused); ++k)
     types.push_back(StepEventName(static_cast<StepEvent>(k)));
   for (int k = 0; k <= static_cast<int>(SagaEvent::kEscalate); ++k)
     types.push_back(SagaEventName(static_cast<SagaEvent>(k)));
-  for (const auto& t : types)
-    metrics_.Inc("sagad_events_total", "type=\"" + t + "\"", 0);
-  for (const char* name :
-       {"sagad_duplicate_effects_detected_total", "sagad_escalations_total",
-        "sagad_retries_total", "sagad_retention_deleted_total"})
+  for (const auto& t : types) metrics_.Inc("sagad_events_total", "type=\"" + t + "\"", 0);
+  for (const char* name : {"sagad_duplicate_effects_detected_total", "sagad_escalations_total",
+                           "sagad_retries_total", "sagad_retention_deleted_total"})
     metrics_.Inc(name, "", 0);
 }
 
 void EngineMetrics::Call(const char* phase, const CallResult& res,
                          std::chrono::steady_clock::duration took) {
-  metrics_.Inc("sagad_step_calls_total", std::string("phase=\"") + phase +
-                                             "\",outcome=\"" +
-                                             OutcomeName(res.outcome) + "\"");
+  metrics_.Inc("sagad_step_calls_total",
+               std::string("phase=\"") + phase + "\",outcome=\"" + OutcomeName(res.outcome) + "\"");
   if (res.replayed) metrics_.Inc("sagad_duplicate_effects_detected_total");
-  metrics_.Observe("sagad_step_latency_seconds",
-                   std::chrono::duration<double>(took).count());
+  metrics_.Observe("sagad_step_latency_seconds", std::chrono::duration<double>(took).count());
 }
 
 void EngineMetrics::Query(const char* phase, const QueryResult& q) {
   const char* answer = QueryOutcomeName(q.outcome);
-  metrics_.Inc(
-      "sagad_reconciliations_total",
-      std::string("phase=\"") + phase + "\",answer=\"" + answer + "\"");
+  metrics_.Inc("sagad_reconciliations_total",
+               std::string("phase=\"") + phase + "\",answer=\"" + answer + "\"");
 }
 
 void EngineMetrics::SendWithheld() { metrics_.Inc("sagad_sends_withheld_total"); }
@@ -103,14 +86,12 @@ void EngineMetrics::Committed(const std::vector<Event>& events) {
   for (const Event& e : events) {
     metrics_.Inc("sagad_events_total", "type=\"" + e.type + "\"");
     if (e.type == "saga_needs_review") metrics_.Inc("sagad_escalations_total");
-    if (e.type == "started" && e.data.value("attempt", 1) > 1)
-      metrics_.Inc("sagad_retries_total");
+    if (e.type == "started" && e.data.value("attempt", 1) > 1) metrics_.Inc("sagad_retries_total");
   }
 }
 
 void EngineMetrics::RetryBudgetExhausted(const std::string& service) {
-  metrics_.Inc("sagad_retry_budget_exhausted_total",
-               "service=\"" + service + "\"");
+  metrics_.Inc("sagad_retry_budget_exhausted_total", "service=\"" + service + "\"");
 }
 
 void EngineMetrics::RetentionDeleted(size_t n) {
@@ -126,8 +107,7 @@ std::string EngineMetrics::Text(Store& store) const {
   auto active = store.ListActive();
   if (active.ok()) {
     std::map<std::string, int> by;  // saga + status of every unfinished one
-    for (const auto& a : *active)
-      ++by["saga=\"" + a.saga + "\",status=\"" + a.status + "\""];
+    for (const auto& a : *active) ++by["saga=\"" + a.saga + "\",status=\"" + a.status + "\""];
     extra +=
         "# HELP sagad_instances_active Instances not yet COMPLETED or "
         "COMPENSATED.\n"

@@ -24,8 +24,7 @@ class EngineMetrics {
 
   // A downstream call of `phase` ("forward" | "compensation") and its
   // classified outcome; a replayed answer counts as a duplicate detected.
-  void Call(const char* phase, const CallResult& res,
-            std::chrono::steady_clock::duration took);
+  void Call(const char* phase, const CallResult& res, std::chrono::steady_clock::duration took);
   // A question about an unclear outcome, and its answer.
   void Query(const char* phase, const QueryResult& q);
   // A request held back by the lease rule (Ownership::ReadyToSend).

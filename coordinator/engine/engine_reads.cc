@@ -4,19 +4,16 @@
 
 namespace sagad {
 
-auto Engine::Impl::GetInstance(const std::string& id)
-    -> StatusOr<nlohmann::json> {
+auto Engine::Impl::GetInstance(const std::string& id) -> StatusOr<nlohmann::json> {
   return store_.GetInstance(id);
 }
 
-auto Engine::Impl::WaitSettled(const std::string& id,
-                               std::chrono::milliseconds timeout)
+auto Engine::Impl::WaitSettled(const std::string& id, std::chrono::milliseconds timeout)
     -> StatusOr<nlohmann::json> {
   return waiters_.Wait(id, timeout);
 }
 
-auto Engine::Impl::WaitSettledAsync(const std::string& id,
-                                    std::chrono::milliseconds timeout,
+auto Engine::Impl::WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
                                     Waiters::Done done) -> std::function<bool()> {
   return waiters_.WaitAsync(id, timeout, std::move(done));
 }
@@ -25,15 +22,14 @@ auto Engine::Impl::FinishWaits(const Status& why) -> void { waiters_.FinishAll(w
 
 auto Engine::Impl::CancelWaits() -> void { waiters_.CancelAll(); }
 
-auto Engine::Impl::GetEvents(const std::string& id)
-    -> StatusOr<std::vector<Event>> {
+auto Engine::Impl::GetEvents(const std::string& id) -> StatusOr<std::vector<Event>> {
   auto inst = store_.GetInstance(id);
   if (!inst.ok()) return inst.status();
   return store_.GetEvents(id);
 }
 
-auto Engine::Impl::List(const InstanceFilter& filter, size_t limit,
-                        const std::string& cursor) -> StatusOr<InstancePage> {
+auto Engine::Impl::List(const InstanceFilter& filter, size_t limit, const std::string& cursor)
+    -> StatusOr<InstancePage> {
   return store_.ListInstances(filter, limit, cursor);
 }
 
@@ -48,8 +44,7 @@ auto Engine::Impl::Approvals() -> StatusOr<nlohmann::json> {
     if (a.status != "AWAITING_APPROVAL" && a.status != "NEEDS_REVIEW") continue;
     auto inst = Load(id);
     if (!inst.ok()) continue;
-    SagaDefinitionPtr def =
-        Definition((*inst)->saga(), (*inst)->saga_version());
+    SagaDefinitionPtr def = Definition((*inst)->saga(), (*inst)->saga_version());
     for (size_t i = 0; i < (*inst)->steps().size(); ++i) {
       const StepState& st = (*inst)->step(i);
       if (st.status() != StepStatus::kAwaitingApproval) continue;
@@ -78,24 +73,19 @@ auto Engine::Impl::Approvals() -> StatusOr<nlohmann::json> {
                      {"request", request}});
     }
   }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const nlohmann::json& x, const nlohmann::json& y) {
-                     return x.value("since", int64_t(0)) <
-                            y.value("since", int64_t(0));
-                   });
+  std::stable_sort(out.begin(), out.end(), [](const nlohmann::json& x, const nlohmann::json& y) {
+    return x.value("since", int64_t(0)) < y.value("since", int64_t(0));
+  });
   return nlohmann::json(out);
 }
 
 auto Engine::Impl::Counts() -> StatusOr<nlohmann::json> {
   auto active = store_.ListActive();
   if (!active.ok()) return active.status();
-  nlohmann::json by = {{"RUNNING", 0},
-                       {"AWAITING_APPROVAL", 0},
-                       {"COMPENSATING", 0},
-                       {"NEEDS_REVIEW", 0}};
+  nlohmann::json by = {
+      {"RUNNING", 0}, {"AWAITING_APPROVAL", 0}, {"COMPENSATING", 0}, {"NEEDS_REVIEW", 0}};
   for (const auto& a : *active) by[a.status] = by.value(a.status, 0) + 1;
-  return nlohmann::json{{"unfinished", by},
-                        {"total_unfinished", active->size()}};
+  return nlohmann::json{{"unfinished", by}, {"total_unfinished", active->size()}};
 }
 
 auto Engine::Impl::Bundle(const std::string& id) -> StatusOr<nlohmann::json> {
@@ -105,28 +95,22 @@ auto Engine::Impl::Bundle(const std::string& id) -> StatusOr<nlohmann::json> {
   if (!events.ok()) return events.status();
   nlohmann::json evs = nlohmann::json::array();
   for (const auto& e : *events) evs.push_back(e.ToJson());
-  nlohmann::json ops = nlohmann::json::array(),
-                 confirmed = nlohmann::json::array(),
+  nlohmann::json ops = nlohmann::json::array(), confirmed = nlohmann::json::array(),
                  unknown = nlohmann::json::array();
   for (const auto& st : (*j)["steps"]) {
     std::string name = st.value("name", "");
-    for (const std::string& key :
-         {id + ":" + name, id + ":" + name + ":compensate"}) {
+    for (const std::string& key : {id + ":" + name, id + ":" + name + ":compensate"}) {
       auto op = store_.GetOperation(key);
       if (!op.ok()) continue;
       nlohmann::json oj = op->ToJson();
       ops.push_back(oj);
       if (op->state == "COMMITTED" || op->state == "COMPENSATED")
-        confirmed.push_back({{"key", key},
-                             {"step", name},
-                             {"kind", op->kind},
-                             {"external_ref", op->external_ref}});
-      if (op->state == "STARTED" || op->state == "UNKNOWN" ||
-          op->state == "COMPENSATING" || op->state == "NEEDS_REVIEW")
-        unknown.push_back({{"key", key},
-                           {"step", name},
-                           {"kind", op->kind},
-                           {"last_error", op->last_error}});
+        confirmed.push_back(
+            {{"key", key}, {"step", name}, {"kind", op->kind}, {"external_ref", op->external_ref}});
+      if (op->state == "STARTED" || op->state == "UNKNOWN" || op->state == "COMPENSATING" ||
+          op->state == "NEEDS_REVIEW")
+        unknown.push_back(
+            {{"key", key}, {"step", name}, {"kind", op->kind}, {"last_error", op->last_error}});
     }
   }
   std::string status = j->value("status", "");
@@ -143,8 +127,7 @@ auto Engine::Impl::Bundle(const std::string& id) -> StatusOr<nlohmann::json> {
   } else {
     recommendation = "inspect review_reason; resolve the step it names";
   }
-  SagaDefinitionPtr def =
-      Definition(j->value("saga", ""), j->value("saga_version", 0));
+  SagaDefinitionPtr def = Definition(j->value("saga", ""), j->value("saga_version", 0));
   nlohmann::json plan = nlohmann::json::array();
   if (def) {
     auto events_inst = Instance::Replay(id, *def, *events);

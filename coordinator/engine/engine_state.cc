@@ -1,22 +1,18 @@
 // Engine: what follows each commit, outbox messages, the ownership rounds
 // (heartbeat, takeover noticed) and retention.
-#include "coordinator/engine/engine_impl.h"
-
 #include <boost/asio/post.hpp>
+
+#include "coordinator/engine/engine_impl.h"
 
 namespace sagad {
 
-auto Engine::Impl::OutboxMessages(const Instance& inst,
-                                  const std::vector<Event>& events)
+auto Engine::Impl::OutboxMessages(const Instance& inst, const std::vector<Event>& events)
     -> std::vector<nlohmann::json> {
   std::vector<nlohmann::json> out;
   if (!options_.outbox) return out;
-  static const std::set<std::string> kQuiet = {"started",
-                                               "reconciled",
-                                               "retry_deferred",
-                                               "compensation_started",
-                                               "compensation_unknown",
-                                               "not_executed"};
+  static const std::set<std::string> kQuiet = {
+      "started",     "reconciled", "retry_deferred", "compensation_started", "compensation_unknown",
+      "not_executed"};
   for (const Event& e : events) {
     if (kQuiet.count(e.type)) continue;
     nlohmann::json m = {{"id", inst.id() + ":" + std::to_string(e.seq)},
@@ -28,8 +24,7 @@ auto Engine::Impl::OutboxMessages(const Instance& inst,
                         {"at", e.at_ms},
                         {"status", SagaStatusName(inst.status())}};
     if (!e.step.empty()) m["step"] = e.step;
-    if (inst.trace().is_object())
-      m["trace_id"] = inst.trace().value("trace_id", "");
+    if (inst.trace().is_object()) m["trace_id"] = inst.trace().value("trace_id", "");
     for (const char* f : {"external_ref", "reason", "by", "error", "comment"})
       if (e.data.contains(f)) m[f] = e.data[f];
     out.push_back(std::move(m));
@@ -37,9 +32,7 @@ auto Engine::Impl::OutboxMessages(const Instance& inst,
   return out;
 }
 
-auto Engine::Impl::MetricsText() -> std::string {
-  return metrics_.Text(store_);
-}
+auto Engine::Impl::MetricsText() -> std::string { return metrics_.Text(store_); }
 
 auto Engine::Impl::Heartbeat() -> void {
   if (runs_.Stopping()) return;
@@ -77,8 +70,7 @@ auto Engine::Impl::Sweep() -> void {
   for (int round = 0; round < 50 && !runs_.Stopping(); ++round) {
     auto ids = store_.DeleteFinished(cutoff, 100);
     if (!ids.ok()) {
-      EngineLog({{"msg", "retention sweep failed"},
-                 {"error", ids.status().ToString()}});
+      EngineLog({{"msg", "retention sweep failed"}, {"error", ids.status().ToString()}});
       break;
     }
     for (const auto& id : *ids) repo_.Evict(id);
@@ -90,8 +82,8 @@ auto Engine::Impl::Sweep() -> void {
 
 auto Engine::Impl::ScheduleSweep() -> void {
   auto timer = std::make_shared<boost::asio::steady_timer>(io_);
-  timer->expires_after(std::chrono::milliseconds(
-      std::clamp<int64_t>(options_.retention_ms / 4, 50, 1000)));
+  timer->expires_after(
+      std::chrono::milliseconds(std::clamp<int64_t>(options_.retention_ms / 4, 50, 1000)));
   timer->async_wait([this, timer](const boost::system::error_code& ec) {
     if (!ec) boost::asio::post(pool_, [this] { Sweep(); });
   });
@@ -99,15 +91,13 @@ auto Engine::Impl::ScheduleSweep() -> void {
 
 auto Engine::Impl::ScheduleHeartbeat() -> void {
   auto timer = std::make_shared<boost::asio::steady_timer>(io_);
-  timer->expires_after(
-      std::chrono::milliseconds(std::max<int64_t>(50, options_.lease_ms / 3)));
+  timer->expires_after(std::chrono::milliseconds(std::max<int64_t>(50, options_.lease_ms / 3)));
   timer->async_wait([this, timer](const boost::system::error_code& ec) {
     if (!ec) boost::asio::post(pool_, [this] { Heartbeat(); });
   });
 }
 
-auto Engine::Impl::Load(const std::string& id)
-    -> StatusOr<std::shared_ptr<const Instance>> {
+auto Engine::Impl::Load(const std::string& id) -> StatusOr<std::shared_ptr<const Instance>> {
   return repo_.Load(id);
 }
 
@@ -116,8 +106,7 @@ auto Engine::Impl::Committed(const InstanceRepository::Commit& c) -> void {
   if (IsTerminal(c.instance->status())) ownership_.Release(c.id);
   if (options_.on_outbox && options_.outbox) options_.on_outbox();
   metrics_.Committed(*c.events);
-  if (Engine::IsSettled(SagaStatusName(c.instance->status())))
-    waiters_.Notify(c.id, c.snapshot);
+  if (Engine::IsSettled(SagaStatusName(c.instance->status()))) waiters_.Notify(c.id, c.snapshot);
 }
 
 auto Engine::Impl::store() -> Store& { return store_; }

@@ -6,30 +6,26 @@ namespace {
 // A quick look for a snapshot that disagrees with the log (the full
 // comparison is `sagactl verify`, offline): saga and step states.
 bool AgreesWithSnapshot(const Instance& inst, const nlohmann::json& snap) {
-  const nlohmann::json& steps =
-      snap.contains("steps") ? snap["steps"] : nlohmann::json();
+  const nlohmann::json& steps = snap.contains("steps") ? snap["steps"] : nlohmann::json();
   if (snap.value("status", "") != SagaStatusName(inst.status()) ||
-      snap.value("last_seq", int64_t(0)) != inst.last_seq() ||
-      !steps.is_array() || steps.size() != inst.steps().size())
+      snap.value("last_seq", int64_t(0)) != inst.last_seq() || !steps.is_array() ||
+      steps.size() != inst.steps().size())
     return false;
   for (size_t i = 0; i < steps.size(); ++i)
-    if (steps[i].value("status", "") != StepStatusName(inst.step(i).status()))
-      return false;
+    if (steps[i].value("status", "") != StepStatusName(inst.step(i).status())) return false;
   return true;
 }
 
 }  // namespace
 
-InstanceRepository::InstanceRepository(Store& store, const Clock& clock,
-                                       Hooks hooks)
+InstanceRepository::InstanceRepository(Store& store, const Clock& clock, Hooks hooks)
     : store_(store), clock_(clock), hooks_(std::move(hooks)) {
   if (!hooks_.outbox)
     hooks_.outbox = [](const Instance&, const std::vector<Event>&) {
       return std::vector<nlohmann::json>();
     };
   if (!hooks_.committed) hooks_.committed = [](const Commit&) {};
-  if (!hooks_.attempted)
-    hooks_.attempted = [](std::chrono::steady_clock::duration) {};
+  if (!hooks_.attempted) hooks_.attempted = [](std::chrono::steady_clock::duration) {};
   if (!hooks_.log) hooks_.log = [](nlohmann::json) {};
 }
 
@@ -37,8 +33,7 @@ Mutex& InstanceRepository::stripe(const std::string& id) {
   return stripes_[std::hash<std::string>()(id) % kStripes];
 }
 
-void InstanceRepository::CachePut(const std::string& id,
-                                  std::shared_ptr<const Instance> inst) {
+void InstanceRepository::CachePut(const std::string& id, std::shared_ptr<const Instance> inst) {
   MutexLock l(cache_mu_);
   if (IsTerminal(inst->status()))
     cache_.erase(id);
@@ -57,8 +52,7 @@ void InstanceRepository::Evict(const std::string& id) {
   cache_.erase(id);
 }
 
-StatusOr<std::shared_ptr<const Instance>> InstanceRepository::LoadLocked(
-    const std::string& id) {
+StatusOr<std::shared_ptr<const Instance>> InstanceRepository::LoadLocked(const std::string& id) {
   {
     MutexLock l(cache_mu_);
     auto it = cache_.find(id);
@@ -73,25 +67,20 @@ StatusOr<std::shared_ptr<const Instance>> InstanceRepository::LoadLocked(
   inst->set_version(snap->value("version", uint64_t(0)));
   if (!AgreesWithSnapshot(*inst, *snap))
     hooks_.log(
-        {{"msg", "snapshot differs from replayed event log; using the log"},
-         {"instance", id}});
-  hooks_.log(
-      {{"msg", "replayed"}, {"instance", id}, {"events", events->size()}});
-  std::shared_ptr<const Instance> ptr =
-      std::make_shared<Instance>(std::move(*inst));
+        {{"msg", "snapshot differs from replayed event log; using the log"}, {"instance", id}});
+  hooks_.log({{"msg", "replayed"}, {"instance", id}, {"events", events->size()}});
+  std::shared_ptr<const Instance> ptr = std::make_shared<Instance>(std::move(*inst));
   CachePut(id, ptr);
   return ptr;
 }
 
-StatusOr<std::shared_ptr<const Instance>> InstanceRepository::Load(
-    const std::string& id) {
+StatusOr<std::shared_ptr<const Instance>> InstanceRepository::Load(const std::string& id) {
   MutexLock l(stripe(id));
   return LoadLocked(id);
 }
 
-Status InstanceRepository::Create(const Instance& inst, const Event& created,
-                                  Tx* tx, const Submission* submission,
-                                  const Lease* lease) {
+Status InstanceRepository::Create(const Instance& inst, const Event& created, Tx* tx,
+                                  const Submission* submission, const Lease* lease) {
   std::vector<Event> events{created};
   std::vector<OperationRecord> ops;
   if (tx) {
@@ -102,8 +91,7 @@ Status InstanceRepository::Create(const Instance& inst, const Event& created,
   auto t0 = clock_.SteadyNow();
   auto snapshot = std::make_shared<const nlohmann::json>(inst.ToJson());
   SAGAD_RETURN_IF_ERROR(store_.CreateInstance(*snapshot, events, submission,
-                                              hooks_.outbox(inst, events),
-                                              lease, ops));
+                                              hooks_.outbox(inst, events), lease, ops));
   auto took = clock_.SteadyNow() - t0;
   hooks_.attempted(took);
   auto ptr = std::make_shared<const Instance>(inst);
@@ -112,8 +100,7 @@ Status InstanceRepository::Create(const Instance& inst, const Event& created,
   return Status::Ok();
 }
 
-Status InstanceRepository::Mutate(const std::string& id,
-                                  const std::function<Status(Tx&)>& fn,
+Status InstanceRepository::Mutate(const std::string& id, const std::function<Status(Tx&)>& fn,
                                   const Lease* fence) {
   MutexLock l(stripe(id));
   for (int attempt = 0; attempt < 5; ++attempt) {
@@ -126,9 +113,8 @@ Status InstanceRepository::Mutate(const std::string& id,
     next->set_version((*cur)->version() + 1);
     auto t0 = clock_.SteadyNow();
     auto snapshot = std::make_shared<const nlohmann::json>(next->ToJson());
-    Status s = store_.Commit(id, (*cur)->version(), *snapshot, tx.events(),
-                             tx.Operations(), hooks_.outbox(*next, tx.events()),
-                             fence);
+    Status s = store_.Commit(id, (*cur)->version(), *snapshot, tx.events(), tx.Operations(),
+                             hooks_.outbox(*next, tx.events()), fence);
     auto took = clock_.SteadyNow() - t0;
     hooks_.attempted(took);
     if (s.code() == StatusCode::kLeaseLost) {  // fenced

@@ -25,11 +25,10 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "coordinator/engine/transition.h"
 #include "coordinator/store/store.h"
@@ -44,16 +43,14 @@ class InstanceRepository {
   // One commit that happened.
   struct Commit {
     std::string id;
-    std::shared_ptr<const Instance> instance;          // as committed
-    const std::vector<Event>* events = nullptr;        // what it added
-    std::shared_ptr<const nlohmann::json> snapshot;    // as stored
-    std::chrono::steady_clock::duration took{};        // the store's commit
+    std::shared_ptr<const Instance> instance;        // as committed
+    const std::vector<Event>* events = nullptr;      // what it added
+    std::shared_ptr<const nlohmann::json> snapshot;  // as stored
+    std::chrono::steady_clock::duration took{};      // the store's commit
   };
   struct Hooks {
     // The outbox messages a transition publishes (in the same commit).
-    std::function<std::vector<nlohmann::json>(const Instance&,
-                                              const std::vector<Event>&)>
-        outbox;
+    std::function<std::vector<nlohmann::json>(const Instance&, const std::vector<Event>&)> outbox;
     // After each commit, under the instance's lock.
     std::function<void(const Commit&)> committed;
     // Every store commit attempt, lost races included.
@@ -75,13 +72,12 @@ class InstanceRepository {
   // what rode with it: the transition `tx` applied to `inst` after it), with
   // the submission record and first lease when given, in one durable write;
   // then `committed` runs as after any commit. `tx` may be null.
-  Status Create(const Instance& inst, const Event& created, Tx* tx,
-                const Submission* submission, const Lease* lease);
+  Status Create(const Instance& inst, const Event& created, Tx* tx, const Submission* submission,
+                const Lease* lease);
 
   // See above. `fence`: the lease the commit must still hold (null for an
   // operator's action, which makes no downstream call).
-  Status Mutate(const std::string& id, const std::function<Status(Tx&)>& fn,
-                const Lease* fence);
+  Status Mutate(const std::string& id, const std::function<Status(Tx&)>& fn, const Lease* fence);
 
   Store& store() { return store_; }
 

@@ -32,8 +32,10 @@ void Metrics::Describe(const std::string& name, const std::string& type, const s
   MutexLock l(mu_);
   help_[name] = {type, help};
   // Exported from the first scrape on, observed or not.
-  if (type == "histogram") HistogramLocked(name);
-  else counters_[name];
+  if (type == "histogram")
+    HistogramLocked(name);
+  else
+    counters_[name];
 }
 
 double Metrics::Get(const std::string& name, const std::string& labels) const {

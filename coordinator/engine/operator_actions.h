@@ -16,9 +16,8 @@
 #pragma once
 
 #include <functional>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "coordinator/engine/definition_registry.h"
 #include "coordinator/engine/instance_repository.h"
@@ -28,34 +27,32 @@ namespace sagad {
 
 class OperatorActions {
  public:
-  OperatorActions(const DefinitionRegistry& defs, InstanceRepository& repo,
-                  const RunTable& runs,
+  OperatorActions(const DefinitionRegistry& defs, InstanceRepository& repo, const RunTable& runs,
                   std::function<void(const std::string&)> wake);
 
-  Status Approve(const std::string& id, const std::string& step,
-                 const std::string& actor, const std::string& comment);
+  Status Approve(const std::string& id, const std::string& step, const std::string& actor,
+                 const std::string& comment);
   // The saga turns back (compensation of what committed).
-  Status Reject(const std::string& id, const std::string& step,
-                const std::string& actor, const std::string& reason);
-  // Refused once the irreversible step committed, or in NEEDS_REVIEW.
-  Status Cancel(const std::string& id, const std::string& actor,
+  Status Reject(const std::string& id, const std::string& step, const std::string& actor,
                 const std::string& reason);
+  // Refused once the irreversible step committed, or in NEEDS_REVIEW.
+  Status Cancel(const std::string& id, const std::string& actor, const std::string& reason);
   // A step waiting on a retry timer (or whose retries ran out and sent the
   // saga to review) is tried again at once with the same key.
-  Status RetryNow(const std::string& id, const std::string& step,
-                  const std::string& actor, const std::string& comment);
+  Status RetryNow(const std::string& id, const std::string& step, const std::string& actor,
+                  const std::string& comment);
   // An operator supplies the result of a step that has not been sent (or
   // whose unknown outcome is under review); the saga goes on with it.
-  Status Skip(const std::string& id, const std::string& step,
-              const nlohmann::json& result, const std::string& external_ref,
-              const std::string& actor, const std::string& comment);
+  Status Skip(const std::string& id, const std::string& step, const nlohmann::json& result,
+              const std::string& external_ref, const std::string& actor,
+              const std::string& comment);
   // The reverse path of an instance in NEEDS_REVIEW.
   Status ForceCompensate(const std::string& id, const std::string& actor,
                          const std::string& reason);
   // The outcome of a step under review: "committed" or "not_executed".
-  Status Resolve(const std::string& id, const std::string& step,
-                 const std::string& outcome, const std::string& external_ref,
-                 const std::string& actor, const std::string& comment);
+  Status Resolve(const std::string& id, const std::string& step, const std::string& outcome,
+                 const std::string& external_ref, const std::string& actor,
+                 const std::string& comment);
 
  private:
   Status Act(const std::string& id, const std::function<Status(Tx&)>& fn);

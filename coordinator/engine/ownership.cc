@@ -1,9 +1,10 @@
 #include "coordinator/engine/ownership.h"
-#include "util/check.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <random>
+
+#include "util/check.h"
 
 namespace sagad {
 namespace {
@@ -12,15 +13,14 @@ std::string Incarnation() {
   std::random_device rd;
   char buf[20];
   snprintf(buf, sizeof buf, "%016llx",
-           static_cast<unsigned long long>(rd()) << 32 |
-               static_cast<unsigned long long>(rd()));
+           static_cast<unsigned long long>(rd()) << 32 | static_cast<unsigned long long>(rd()));
   return buf;
 }
 
 }  // namespace
 
-Ownership::Ownership(Store& store, const Clock& clock,
-                     const std::string& coordinator_id, int64_t lease_ms)
+Ownership::Ownership(Store& store, const Clock& clock, const std::string& coordinator_id,
+                     int64_t lease_ms)
     : store_(store),
       clock_(clock),
       coordinator_id_(coordinator_id),
@@ -47,8 +47,7 @@ Lease Ownership::Believed(Lease lease, int64_t asked_at) const {
 Ownership::Take Ownership::Acquire(const std::string& id) {
   if (Held(id)) return Take::kAlreadyHeld;
   const int64_t asked_at = clock_.NowMillis();
-  auto lease =
-      store_.AcquireLease(id, owner_, clock_, lease_ms_, coordinator_id_ + "/");
+  auto lease = store_.AcquireLease(id, owner_, clock_, lease_ms_, coordinator_id_ + "/");
   if (!lease.ok()) return Take::kRefused;
   Adopt(id, Believed(*lease, asked_at));
   return Take::kTaken;
@@ -56,8 +55,7 @@ Ownership::Take Ownership::Acquire(const std::string& id) {
 
 size_t Ownership::AcquireAll(const std::vector<std::string>& ids) {
   const int64_t asked_at = clock_.NowMillis();
-  auto taken = store_.AcquireLeases(ids, owner_, clock_, lease_ms_,
-                                    coordinator_id_ + "/");
+  auto taken = store_.AcquireLeases(ids, owner_, clock_, lease_ms_, coordinator_id_ + "/");
   if (!taken.ok()) return 0;
   MutexLock l(mu_);
   for (const auto& [id, lease] : *taken) held_[id] = Believed(lease, asked_at);
@@ -73,14 +71,11 @@ Status Ownership::ReadyToSend(const std::string& id) {
   auto lost = RenewIds({id});
   if (!lost.ok())
     return Unavailable("the lease of " + id +
-                       " could not be renewed before a send: " +
-                       lost.status().message());
+                       " could not be renewed before a send: " + lost.status().message());
   if (!lost->empty() || !Held(id))
-    return LeaseLost("lease lost: " + id +
-                              " is owned by another process");
+    return LeaseLost("lease lost: " + id + " is owned by another process");
   if (asked_at + lease_ms_ - clock_.NowMillis() < margin)
-    return Unavailable("renewing the lease of " + id +
-                       " took too long to send now");
+    return Unavailable("renewing the lease of " + id + " took too long to send now");
   return Status::Ok();
 }
 
@@ -96,9 +91,7 @@ void Ownership::Adopt(const std::string& id, const Lease& lease) {
   held_[id] = lease;
 }
 
-Lease Ownership::FirstLease() const {
-  return Lease{owner_, clock_.NowMillis() + lease_ms_, 1};
-}
+Lease Ownership::FirstLease() const { return Lease{owner_, clock_.NowMillis() + lease_ms_, 1}; }
 
 void Ownership::Release(const std::string& id) {
   MutexLock l(mu_);
@@ -116,8 +109,7 @@ StatusOr<std::vector<std::string>> Ownership::Renew() {
   return RenewIds(mine);
 }
 
-StatusOr<std::vector<std::string>> Ownership::RenewIds(
-    const std::vector<std::string>& ids) {
+StatusOr<std::vector<std::string>> Ownership::RenewIds(const std::vector<std::string>& ids) {
   const int64_t asked_at = clock_.NowMillis();
   auto lost = store_.RenewLeases(owner_, ids, clock_, lease_ms_);
   if (!lost.ok()) return lost.status();
@@ -126,7 +118,8 @@ StatusOr<std::vector<std::string>> Ownership::RenewIds(
   std::vector<std::string> released, taken;
   for (const auto& id : *lost) {
     auto lease = store_.GetLease(id);
-    bool free = lease.status().code() == StatusCode::kNotFound || (lease.ok() && lease->owner.empty());
+    bool free =
+        lease.status().code() == StatusCode::kNotFound || (lease.ok() && lease->owner.empty());
     (free ? released : taken).push_back(id);
   }
   MutexLock l(mu_);
@@ -135,8 +128,7 @@ StatusOr<std::vector<std::string>> Ownership::RenewIds(
   for (const auto& id : ids) {
     auto it = held_.find(id);
     if (it != held_.end())
-      it->second.expires_at =
-          std::max(it->second.expires_at, asked_at + lease_ms_);
+      it->second.expires_at = std::max(it->second.expires_at, asked_at + lease_ms_);
   }
   return taken;
 }

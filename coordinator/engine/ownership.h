@@ -40,8 +40,7 @@ class Ownership {
  public:
   // `owner` names this process in the store: coordinator_id + "/" + a
   // random incarnation, so that a restart is recognisably a successor.
-  Ownership(Store& store, const Clock& clock, const std::string& coordinator_id,
-            int64_t lease_ms);
+  Ownership(Store& store, const Clock& clock, const std::string& coordinator_id, int64_t lease_ms);
 
   const std::string& owner() const { return owner_; }
   int64_t lease_ms() const { return lease_ms_; }

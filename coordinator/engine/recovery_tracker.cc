@@ -2,8 +2,7 @@
 
 namespace sagad {
 
-void RecoveryTracker::Begin(const std::vector<std::string>& ids,
-                            TimePoint now) {
+void RecoveryTracker::Begin(const std::vector<std::string>& ids, TimePoint now) {
   MutexLock l(mu_);
   start_ = now;
   waiting_.insert(ids.begin(), ids.end());
@@ -19,8 +18,7 @@ void RecoveryTracker::Forget(const std::string& id) {
   waiting_.erase(id);
 }
 
-std::optional<double> RecoveryTracker::Resumed(const std::string& id,
-                                               TimePoint now) {
+std::optional<double> RecoveryTracker::Resumed(const std::string& id, TimePoint now) {
   MutexLock l(mu_);
   if (waiting_.empty() || !waiting_.erase(id)) return std::nullopt;
   return std::chrono::duration<double>(now - start_).count();

@@ -53,12 +53,10 @@ bool RunTable::StepUnderWay(const std::string& id, int step) const {
   return it != steps_.end() && it->second.count(step);
 }
 
-bool RunTable::ClaimWake(const std::string& id, int64_t due_ms,
-                         int64_t now_ms) {
+bool RunTable::ClaimWake(const std::string& id, int64_t due_ms, int64_t now_ms) {
   MutexLock l(mu_);
   auto it = wakes_.find(id);
-  if (it != wakes_.end() && it->second <= due_ms && it->second > now_ms)
-    return false;
+  if (it != wakes_.end() && it->second <= due_ms && it->second > now_ms) return false;
   wakes_[id] = due_ms;
   return true;
 }

@@ -27,7 +27,7 @@ Status EscalateStep(Tx& tx, int i, const std::string& reason);
 
 // The undo of `step` went to review. The other undos go on (only its
 // ancestors wait for it); the saga follows once nothing else can be undone.
-Status EscalateUndo(Tx& tx, const SagaDefinition& def,
-                    const std::string& reason, const std::string& step);
+Status EscalateUndo(Tx& tx, const SagaDefinition& def, const std::string& reason,
+                    const std::string& step);
 
 }  // namespace sagad

@@ -5,8 +5,7 @@
 
 namespace sagad {
 
-StatusOr<StepRequest> RenderStepRequest(const Instance& inst,
-                                        const CallSpec& call) {
+StatusOr<StepRequest> RenderStepRequest(const Instance& inst, const CallSpec& call) {
   TemplateContext ctx;
   ctx.input = &inst.input();
   // A step without an external ref has no "ref": {{step.ref}} is then
@@ -21,9 +20,8 @@ StatusOr<StepRequest> RenderStepRequest(const Instance& inst,
   if (!path.ok()) return path.status();
   auto body = RenderBody(call.body, ctx);
   if (!body.ok()) return body.status();
-  return StepRequest{
-      *path, *body,
-      Sha256Hex(call.method + " " + *path + "\n" + CanonicalJson(*body))};
+  return StepRequest{*path, *body,
+                     Sha256Hex(call.method + " " + *path + "\n" + CanonicalJson(*body))};
 }
 
 }  // namespace sagad

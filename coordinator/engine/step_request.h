@@ -6,9 +6,8 @@
 // Thread-safety: pure functions.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "sagas/definition.h"
 #include "sagas/instance.h"
@@ -23,7 +22,6 @@ struct StepRequest {
 };
 
 // InvalidArgument if a template names something the instance lacks.
-StatusOr<StepRequest> RenderStepRequest(const Instance& inst,
-                                        const CallSpec& call);
+StatusOr<StepRequest> RenderStepRequest(const Instance& inst, const CallSpec& call);
 
 }  // namespace sagad

@@ -3,26 +3,24 @@
 #include <algorithm>
 
 #include "adapters/classify.h"
-#include "util/crash_point.h"
-#include "util/log.h"
 #include "coordinator/engine/saga_turns.h"
 #include "policies/failure_policy.h"
 #include "policies/planner.h"
 #include "util/check.h"
+#include "util/crash_point.h"
+#include "util/log.h"
 
 namespace sagad {
 namespace {
 
 bool IsRetryableSendState(StepStatus s) {
-  return s == StepStatus::kPlanned || s == StepStatus::kStarted ||
-         s == StepStatus::kUnknown;
+  return s == StepStatus::kPlanned || s == StepStatus::kStarted || s == StepStatus::kUnknown;
 }
 
 }  // namespace
 
-StepRunner::StepRunner(Adapter& adapter, const Clock& clock,
-                       const Ownership& ownership, RunTable& runs,
-                       EngineMetrics& metrics, Driver driver)
+StepRunner::StepRunner(Adapter& adapter, const Clock& clock, const Ownership& ownership,
+                       RunTable& runs, EngineMetrics& metrics, Driver driver)
     : adapter_(adapter),
       clock_(clock),
       ownership_(ownership),
@@ -31,26 +29,21 @@ StepRunner::StepRunner(Adapter& adapter, const Clock& clock,
       driver_(std::move(driver)),
       rng_(std::random_device{}()) {}
 
-auto StepRunner::Transition(const std::string& id,
-                            const std::function<Status(Tx&)>& fn) -> Next {
+auto StepRunner::Transition(const std::string& id, const std::function<Status(Tx&)>& fn) -> Next {
   Status s = driver_.commit(id, fn);
-  for (int tries = 1; RefusedWrite(s) && tries < kRecordTries; ++tries)
-    s = driver_.commit(id, fn);
+  for (int tries = 1; RefusedWrite(s) && tries < kRecordTries; ++tries) s = driver_.commit(id, fn);
   if (RefusedWrite(s)) {
     // The store keeps refusing what this transition writes: never loop on
     // it. The saga stops for a human (the step keeps its last recorded
     // state: what the call did is in the log line below and the bundle).
-    EngineLog({{"msg", "outcome cannot be recorded"},
-               {"instance", id},
-               {"error", s.ToString()}});
+    EngineLog({{"msg", "outcome cannot be recorded"}, {"instance", id}, {"error", s.ToString()}});
     Status e = driver_.commit(id, [&](Tx& tx) -> Status {
       SagaStatus ss = tx.inst().status();
       if (ss == SagaStatus::kNeedsReview || IsTerminal(ss)) return Status::Ok();
-      return tx.Saga(SagaEvent::kEscalate,
-                     {{"reason", "an outcome could not be recorded after " +
-                                     std::to_string(kRecordTries) +
-                                     " tries (the store refused the write: " +
-                                     s.message() + ")"}});
+      return tx.Saga(
+          SagaEvent::kEscalate,
+          {{"reason", "an outcome could not be recorded after " + std::to_string(kRecordTries) +
+                          " tries (the store refused the write: " + s.message() + ")"}});
     });
     if (e.ok()) return Next::kStop;
   }
@@ -58,12 +51,10 @@ auto StepRunner::Transition(const std::string& id,
 }
 
 auto StepRunner::RefusedWrite(const Status& s) -> bool {
-  return s.code() == StatusCode::kInternal ||
-         s.code() == StatusCode::kInvalidArgument;
+  return s.code() == StatusCode::kInternal || s.code() == StatusCode::kInvalidArgument;
 }
 
-auto StepRunner::CallIfOwner(const CallRequest& req, CallResult* res)
-    -> Status {
+auto StepRunner::CallIfOwner(const CallRequest& req, CallResult* res) -> Status {
   Status ready = driver_.may_send(req.instance_id);
   if (!ready.ok()) {
     metrics_.SendWithheld();
@@ -77,15 +68,15 @@ auto StepRunner::CallIfOwner(const CallRequest& req, CallResult* res)
   return Status::Ok();
 }
 
-auto StepRunner::ChainFirst(Tx& tx, const SagaDefinition& def, int* step,
-                            StepRequest* request) -> Status {
+auto StepRunner::ChainFirst(Tx& tx, const SagaDefinition& def, int* step, StepRequest* request)
+    -> Status {
   int marked = -1;
   *step = -1;
   return Chain(tx, def, &marked, step, request);
 }
 
-auto StepRunner::Send(const std::string& id, const SagaDefinition& def, int i,
-                      StepRequest request, const TraceContext& trace) -> Next {
+auto StepRunner::Send(const std::string& id, const SagaDefinition& def, int i, StepRequest request,
+                      const TraceContext& trace) -> Next {
   return SendForward(id, def, i, std::move(request), 1, trace);
 }
 
@@ -98,35 +89,29 @@ auto StepRunner::Backoff(const RetryPolicy& policy, int retry) -> int64_t {
   return BackoffMillis(policy, retry, [this] { return Random(); });
 }
 
-auto StepRunner::AskAgainLater(Tx& tx, int i, const char* phase,
-                               const std::string& error,
+auto StepRunner::AskAgainLater(Tx& tx, int i, const char* phase, const std::string& error,
                                const RetryPolicy& policy, int n) -> Status {
-  return tx.Note(
-      i, "reconciled",
-      {{"phase", phase},
-       {"error", error},
-       {"retry_at", clock_.NowMillis() + ReconcileDelayMillis(policy, n, [this] {
-                      return Random();
-                    })}});
+  return tx.Note(i, "reconciled",
+                 {{"phase", phase},
+                  {"error", error},
+                  {"retry_at", clock_.NowMillis() +
+                                   ReconcileDelayMillis(policy, n, [this] { return Random(); })}});
 }
 
 auto StepRunner::TraceOf(const Instance& inst) -> TraceContext {
   return TraceContext::FromJson(inst.trace());
 }
 
-auto StepRunner::RetryFor(const StepDefinition& sd,
-                            const std::string& service) -> RetryPolicy {
+auto StepRunner::RetryFor(const StepDefinition& sd, const std::string& service) -> RetryPolicy {
   const ServiceConfig* svc = adapter_.Service(service);
   return EffectiveRetry(sd, svc ? svc->retry : RetryPolicy{});
 }
 
-auto StepRunner::QueryableFor(const StepDefinition& sd,
-                                const ServiceConfig& svc) -> bool {
+auto StepRunner::QueryableFor(const StepDefinition& sd, const ServiceConfig& svc) -> bool {
   return sd.queryable.value_or(svc.queryable);
 }
 
-auto StepRunner::IdempotentFor(const StepDefinition& sd,
-                                 const ServiceConfig& svc) -> bool {
+auto StepRunner::IdempotentFor(const StepDefinition& sd, const ServiceConfig& svc) -> bool {
   return sd.idempotent.value_or(svc.idempotent);
 }
 
@@ -136,18 +121,14 @@ auto StepRunner::TakeRetryToken(const std::string& service) -> int64_t {
   int64_t now = clock_.NowMillis();
   auto it = budgets_.find(service);
   if (it == budgets_.end())
-    it = budgets_
-             .emplace(service,
-                      RetryBudget(svc ? svc->retry_budget : RetryBudgetConfig{},
-                                  now))
+    it = budgets_.emplace(service, RetryBudget(svc ? svc->retry_budget : RetryBudgetConfig{}, now))
              .first;
   if (it->second.TryTake(now)) return 0;
   metrics_.RetryBudgetExhausted(service);
   return std::max<int64_t>(1, it->second.WaitMillis(now));
 }
 
-auto StepRunner::DeferRetry(const std::string& id, int i,
-                              const std::string& service, int64_t wait)
+auto StepRunner::DeferRetry(const std::string& id, int i, const std::string& service, int64_t wait)
     -> Next {
   return Transition(id, [&](Tx& tx) {
     return tx.Note(i, "retry_deferred",
@@ -162,8 +143,8 @@ auto StepRunner::BoundArgsHash(const StepState& st) -> std::string {
   return st.approval.is_object() ? st.approval.value("args_hash", "") : "";
 }
 
-auto StepRunner::Execute(const std::string& id, const SagaDefinition& def,
-                           const Instance& inst, int i) -> Next {
+auto StepRunner::Execute(const std::string& id, const SagaDefinition& def, const Instance& inst,
+                         int i) -> Next {
   const StepDefinition& sd = def.steps[i];
   const StepState& st = inst.step(i);
   const ServiceConfig* svc = adapter_.Service(sd.forward.service);
@@ -171,21 +152,19 @@ auto StepRunner::Execute(const std::string& id, const SagaDefinition& def,
   if (!svc || !r.ok()) {
     // Never sent: a human decides (a request is never rendered from a value
     // that is not there, nor sent to a service nobody configured).
-    std::string why =
-        "step '" + sd.name + "' was not sent: " +
-        (!svc ? "service '" + sd.forward.service + "' is not configured"
-              : "cannot build its request: " + r.status().message());
+    std::string why = "step '" + sd.name + "' was not sent: " +
+                      (!svc ? "service '" + sd.forward.service + "' is not configured"
+                            : "cannot build its request: " + r.status().message());
     return Transition(id, [&](Tx& tx) { return EscalateStep(tx, i, why); });
   }
   const std::string key = id + ":" + sd.name;
   std::string bound = BoundArgsHash(st);
   if (!bound.empty() && bound != r->hash) {
     return Transition(id, [&](Tx& tx) {
-      return EscalateStep(
-          tx, i,
-          "idempotency key " + key +
-              " would be sent with a different body than it is bound to "
-              "(first send or approval); refusing");
+      return EscalateStep(tx, i,
+                          "idempotency key " + key +
+                              " would be sent with a different body than it is bound to "
+                              "(first send or approval); refusing");
     });
   }
   if (st.attempts > 0 || st.retries > 0) {
@@ -193,40 +172,33 @@ auto StepRunner::Execute(const std::string& id, const SagaDefinition& def,
     if (wait > 0) return DeferRetry(id, i, sd.forward.service, wait);
   }
   CrashPoint("before_started");
-  Status s = driver_.commit(
-      id,
-      [&](Tx& tx) -> Status {
-        const Instance& cur = tx.inst();
-        StepStatus ss = cur.step(i).status();
-        if (!IsRetryableSendState(ss))
-          return MovedOn("step moved on");
-        if (ss == StepStatus::kPlanned && cur.status() != SagaStatus::kRunning)
-          return MovedOn("saga is no longer running");
-        return tx.Step(i, StepEvent::kStart,
-                       {{"key", key},
-                        {"args_hash", r->hash},
-                        {"attempt", cur.step(i).attempts + 1}});
-      });
+  Status s = driver_.commit(id, [&](Tx& tx) -> Status {
+    const Instance& cur = tx.inst();
+    StepStatus ss = cur.step(i).status();
+    if (!IsRetryableSendState(ss)) return MovedOn("step moved on");
+    if (ss == StepStatus::kPlanned && cur.status() != SagaStatus::kRunning)
+      return MovedOn("saga is no longer running");
+    return tx.Step(i, StepEvent::kStart,
+                   {{"key", key}, {"args_hash", r->hash}, {"attempt", cur.step(i).attempts + 1}});
+  });
   if (!s.ok()) return driver_.after_failure(id, s);
   CrashPoint("after_started");
   return SendForward(id, def, i, std::move(*r), st.attempts + 1, TraceOf(inst));
 }
 
-auto StepRunner::SendForward(const std::string& id, const SagaDefinition& def,
-                               int i, Rendered r, int attempt,
-                               const TraceContext& trace) -> Next {
+auto StepRunner::SendForward(const std::string& id, const SagaDefinition& def, int i, Rendered r,
+                             int attempt, const TraceContext& trace) -> Next {
   const int launched = i;
   const bool chain_only = def.IsChain();
   while (true) {
     // Only the worker that holds the step's mark sends it: no other worker
     // reconciles or re-sends a request still in flight (run_table.h).
-    SAGAD_CHECK(runs_.StepUnderWay(id, i)) << "instance " << id << " step " << i
-                                           << " sent without being marked under way";
+    SAGAD_CHECK(runs_.StepUnderWay(id, i))
+        << "instance " << id << " step " << i << " sent without being marked under way";
     const StepDefinition& sd = def.steps[i];
     const std::string key = id + ":" + sd.name;
-    CallRequest req{
-        sd.forward.service, sd.forward.method, r.path, r.body, key, id, sd.name,
-        ownership_.Token(id),          attempt,           trace};
+    CallRequest req{sd.forward.service,   sd.forward.method, r.path, r.body, key, id, sd.name,
+                    ownership_.Token(id), attempt,           trace};
     auto t0 = clock_.SteadyNow();
     CallResult res;
     Status sent = CallIfOwner(req, &res);
@@ -237,17 +209,17 @@ auto StepRunner::SendForward(const std::string& id, const SagaDefinition& def,
     CrashPoint("before_outcome");
     driver_.resumed(id);  // resumed: its first step after a restart was sent
     metrics_.Call("forward", res, clock_.SteadyNow() - t0);
-    EngineLog({{"msg", "step call"},
-               {"instance", id},
-               {"trace_id", trace.trace_id},
-               {"step", sd.name},
-               {"key", key},
-               {"attempt", attempt},
-               {"outcome", OutcomeName(res.outcome)},
-               {"http_status", res.http_status},
-               {"ms", std::chrono::duration_cast<std::chrono::milliseconds>(
-                          clock_.SteadyNow() - t0)
-                          .count()}});
+    EngineLog(
+        {{"msg", "step call"},
+         {"instance", id},
+         {"trace_id", trace.trace_id},
+         {"step", sd.name},
+         {"key", key},
+         {"attempt", attempt},
+         {"outcome", OutcomeName(res.outcome)},
+         {"http_status", res.http_status},
+         {"ms",
+          std::chrono::duration_cast<std::chrono::milliseconds>(clock_.SteadyNow() - t0).count()}});
     int chained = -1, marked = -1;
     Rendered chained_request;
     Next next = Transition(id, [&](Tx& tx) -> Status {
@@ -259,21 +231,19 @@ auto StepRunner::SendForward(const std::string& id, const SagaDefinition& def,
       return Status::Ok();
     });
     CrashPoint("after_outcome");
-    if (marked >= 0 && (next == Next::kStop || chained != marked))
-      runs_.UnmarkStep(id, marked);
+    if (marked >= 0 && (next == Next::kStop || chained != marked)) runs_.UnmarkStep(id, marked);
     if (i != launched) runs_.UnmarkStep(id, i);
     if (next == Next::kStop || chained < 0) return next;
     CrashPoint("after_started");
-    if (!chain_only)
-      driver_.schedule(id);  // siblings that became ready start beside it
+    if (!chain_only) driver_.schedule(id);  // siblings that became ready start beside it
     i = chained;
     r = std::move(chained_request);
     attempt = 1;
   }
 }
 
-auto StepRunner::RecordForward(Tx& tx, const SagaDefinition& def, int i,
-                               const CallResult& res) -> Status {
+auto StepRunner::RecordForward(Tx& tx, const SagaDefinition& def, int i, const CallResult& res)
+    -> Status {
   const StepDefinition& sd = def.steps[i];
   switch (res.outcome) {
     case Outcome::kCommitted:
@@ -283,8 +253,8 @@ auto StepRunner::RecordForward(Tx& tx, const SagaDefinition& def, int i,
                       {"http_status", res.http_status},
                       {"replayed", res.replayed}});
     case Outcome::kFailed:
-      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kFail,
-                                    {{"error", res.error}, {"http_status", res.http_status}}));
+      SAGAD_RETURN_IF_ERROR(
+          tx.Step(i, StepEvent::kFail, {{"error", res.error}, {"http_status", res.http_status}}));
       return GiveUp(tx, def,
                     "step '" + sd.name + "' was refused by service '" + sd.forward.service +
                         "': " + res.error);
@@ -308,14 +278,12 @@ auto StepRunner::RecordForward(Tx& tx, const SagaDefinition& def, int i,
   return Status::Ok();
 }
 
-auto StepRunner::Chain(Tx& tx, const SagaDefinition& def, int* marked,
-                         int* step, Rendered* request) -> Status {
+auto StepRunner::Chain(Tx& tx, const SagaDefinition& def, int* marked, int* step, Rendered* request)
+    -> Status {
   const Instance& inst = tx.inst();
   std::vector<Action> actions = NextActions(def, inst);
-  if (actions.front().kind == ActionKind::kComplete)
-    return tx.Saga(SagaEvent::kComplete);
-  if (driver_.recovering())
-    return Status::Ok();  // others wait to be resumed first
+  if (actions.front().kind == ActionKind::kComplete) return tx.Saga(SagaEvent::kComplete);
+  if (driver_.recovering()) return Status::Ok();  // others wait to be resumed first
   if (inst.status() != SagaStatus::kRunning) return Status::Ok();
   if (def.deadline_ms > 0 && PivotInPlay(def, inst) < 0 &&
       clock_.NowMillis() >= inst.created_at() + def.deadline_ms)
@@ -323,8 +291,7 @@ auto StepRunner::Chain(Tx& tx, const SagaDefinition& def, int* marked,
   for (const Action& a : actions) {
     if (a.kind != ActionKind::kExecute) continue;
     const StepState& st = inst.step(a.step);
-    if (st.status() != StepStatus::kPlanned || st.attempts > 0 ||
-        st.retries > 0 || st.retry_at > 0)
+    if (st.status() != StepStatus::kPlanned || st.attempts > 0 || st.retries > 0 || st.retry_at > 0)
       continue;
     const StepDefinition& sd = def.steps[a.step];
     if (!adapter_.Service(sd.forward.service)) continue;
@@ -338,10 +305,9 @@ auto StepRunner::Chain(Tx& tx, const SagaDefinition& def, int* marked,
       if (*marked >= 0) runs_.UnmarkStep(inst.id(), *marked);
       *marked = a.step;
     }
-    SAGAD_RETURN_IF_ERROR(tx.Step(a.step, StepEvent::kStart,
-                                  {{"key", inst.id() + ":" + sd.name},
-                                   {"args_hash", r->hash},
-                                   {"attempt", 1}}));
+    SAGAD_RETURN_IF_ERROR(
+        tx.Step(a.step, StepEvent::kStart,
+                {{"key", inst.id() + ":" + sd.name}, {"args_hash", r->hash}, {"attempt", 1}}));
     *step = a.step;
     *request = std::move(*r);
     return Status::Ok();
@@ -349,38 +315,34 @@ auto StepRunner::Chain(Tx& tx, const SagaDefinition& def, int* marked,
   return Status::Ok();
 }
 
-auto StepRunner::Reconcile(const std::string& id, const SagaDefinition& def,
-                             const Instance& inst, int i) -> Next {
+auto StepRunner::Reconcile(const std::string& id, const SagaDefinition& def, const Instance& inst,
+                           int i) -> Next {
   const StepDefinition& sd = def.steps[i];
   const StepState& st = inst.step(i);
   const ServiceConfig* svc = adapter_.Service(sd.forward.service);
   if (!svc) {
     return Transition(id, [&](Tx& tx) {
-      return EscalateStep(tx, i,
-                      "outcome unknown and service '" + sd.forward.service +
-                          "' is not configured");
+      return EscalateStep(
+          tx, i, "outcome unknown and service '" + sd.forward.service + "' is not configured");
     });
   }
   if (!QueryableFor(sd, *svc)) {
-    if (IdempotentFor(sd, *svc))
-      return Execute(id, def, inst, i);  // same key: deduplicated
+    if (IdempotentFor(sd, *svc)) return Execute(id, def, inst, i);  // same key: deduplicated
     return Transition(id, [&](Tx& tx) {
-      return EscalateStep(
-          tx, i,
-          "outcome of " + st.key +
-              " is unknown and the service can neither be asked nor "
-              "deduplicates; a human must check");
+      return EscalateStep(tx, i,
+                          "outcome of " + st.key +
+                              " is unknown and the service can neither be asked nor "
+                              "deduplicates; a human must check");
     });
   }
-  QueryResult q = adapter_.Query(sd.forward.service, st.key, id, ownership_.Token(id),
-                                 st.attempts, TraceOf(inst));
+  QueryResult q = adapter_.Query(sd.forward.service, st.key, id, ownership_.Token(id), st.attempts,
+                                 TraceOf(inst));
   metrics_.Query("forward", q);
-  EngineLog(
-      {{"msg", "reconcile"},
-       {"instance", id},
-       {"step", sd.name},
-       {"key", st.key},
-       {"answer", QueryOutcomeName(q.outcome)}});
+  EngineLog({{"msg", "reconcile"},
+             {"instance", id},
+             {"step", sd.name},
+             {"key", st.key},
+             {"answer", QueryOutcomeName(q.outcome)}});
   if (q.outcome == QueryOutcome::kNotHappened)
     return Transition(id, [&](Tx& tx) { return RecordNotHappened(tx, def, i); });
   return Transition(id, [&](Tx& tx) { return RecordAnswer(tx, def, i, q, st.key); });
@@ -403,8 +365,8 @@ auto StepRunner::RecordNotHappened(Tx& tx, const SagaDefinition& def, int i) -> 
   if (!MayRetry(sd, policy, cur.attempts, cur.first_sent_at, now)) {
     SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", why}}));
     return GiveUp(tx, def,
-                  "step '" + sd.name + "' did not take effect in " +
-                      std::to_string(cur.attempts) + " attempts: " + why);
+                  "step '" + sd.name + "' did not take effect in " + std::to_string(cur.attempts) +
+                      " attempts: " + why);
   }
   return tx.Step(i, StepEvent::kNotExecuted,
                  {{"error", why}, {"retry_at", now + Backoff(policy, cur.attempts)}});

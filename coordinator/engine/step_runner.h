@@ -45,9 +45,7 @@ class StepRunner {
  public:
   struct Driver {
     // A driver commit, fenced by this process's lease.
-    std::function<Status(const std::string& id,
-                         const std::function<Status(Tx&)>& fn)>
-        commit;
+    std::function<Status(const std::string& id, const std::function<Status(Tx&)>& fn)> commit;
     // What a commit that did not happen means for the driver: a lost race
     // plans again (kContinue); a lost lease or storage trouble stops.
     std::function<Next(const std::string& id, const Status& s)> after_failure;
@@ -69,30 +67,26 @@ class StepRunner {
   // before the saga goes to NEEDS_REVIEW (Transition).
   static constexpr int kRecordTries = 3;
 
-  StepRunner(Adapter& adapter, const Clock& clock, const Ownership& ownership,
-             RunTable& runs, EngineMetrics& metrics, Driver driver);
+  StepRunner(Adapter& adapter, const Clock& clock, const Ownership& ownership, RunTable& runs,
+             EngineMetrics& metrics, Driver driver);
 
-  Next Execute(const std::string& id, const SagaDefinition& def,
-               const Instance& inst, int i);
-  Next Reconcile(const std::string& id, const SagaDefinition& def,
-                 const Instance& inst, int i);
-  Next Compensate(const std::string& id, const SagaDefinition& def,
-                  const Instance& inst, int i);
-  Next ReconcileCompensation(const std::string& id, const SagaDefinition& def,
-                             const Instance& inst, int i);
+  Next Execute(const std::string& id, const SagaDefinition& def, const Instance& inst, int i);
+  Next Reconcile(const std::string& id, const SagaDefinition& def, const Instance& inst, int i);
+  Next Compensate(const std::string& id, const SagaDefinition& def, const Instance& inst, int i);
+  Next ReconcileCompensation(const std::string& id, const SagaDefinition& def, const Instance& inst,
+                             int i);
 
   // The creation of an instance of a plain list: adds to `tx` the STARTED
   // record of its first step when that may go at once (as Chain does after
   // a commit), marking the step as under way. *step is that step (else -1)
   // and *request its request. Once the creation is durable, Send it (and
   // unmark it); if the creation failed, just unmark it.
-  Status ChainFirst(Tx& tx, const SagaDefinition& def, int* step,
-                    StepRequest* request);
+  Status ChainFirst(Tx& tx, const SagaDefinition& def, int* step, StepRequest* request);
   // Sends step i, whose STARTED record (attempt 1) is durable, records its
   // outcome and goes on with chained steps, as Execute does after its
   // STARTED commit. The caller unmarks step i afterwards.
-  Next Send(const std::string& id, const SagaDefinition& def, int i,
-            StepRequest request, const TraceContext& trace);
+  Next Send(const std::string& id, const SagaDefinition& def, int i, StepRequest request,
+            const TraceContext& trace);
 
  private:
   using Rendered = StepRequest;
@@ -108,8 +102,8 @@ class StepRunner {
 
   // The STARTED record of step i is durable: send it, record the outcome,
   // and go on with the chained step while there is one.
-  Next SendForward(const std::string& id, const SagaDefinition& def, int i,
-                   Rendered r, int attempt, const TraceContext& trace);
+  Next SendForward(const std::string& id, const SagaDefinition& def, int i, Rendered r, int attempt,
+                   const TraceContext& trace);
 
   // Records the outcome of step i's forward call: COMMITTED, FAILED (and the
   // saga turns back), UNKNOWN, or not executed (retried later within the
@@ -125,8 +119,7 @@ class StepRunner {
   // is a first send that may go now. *step is that step (else -1) and
   // *request its rendered request. The chained step is marked as under way
   // before the commit (*marked; kept across retries of the transition).
-  Status Chain(Tx& tx, const SagaDefinition& def, int* marked, int* step,
-               Rendered* request);
+  Status Chain(Tx& tx, const SagaDefinition& def, int* marked, int* step, Rendered* request);
 
   RetryPolicy RetryFor(const StepDefinition& sd, const std::string& service);
   static bool QueryableFor(const StepDefinition& sd, const ServiceConfig& svc);
@@ -135,8 +128,7 @@ class StepRunner {
   // 0 if it may go now, else the wait in milliseconds.
   int64_t TakeRetryToken(const std::string& service);
   // Defers a re-send of step i for `wait` ms because the budget is empty.
-  Next DeferRetry(const std::string& id, int i, const std::string& service,
-                  int64_t wait);
+  Next DeferRetry(const std::string& id, int i, const std::string& service, int64_t wait);
   // The args hash a step's key is bound to: that of its first send, else
   // that of its approval ("" if neither).
   static std::string BoundArgsHash(const StepState& st);
@@ -147,9 +139,8 @@ class StepRunner {
   int64_t Backoff(const RetryPolicy& policy, int retry);
   // Notes that the `phase` outcome of step i is still unknown and asks
   // again after the n-th reconciliation delay (equal jitter).
-  Status AskAgainLater(Tx& tx, int i, const char* phase,
-                       const std::string& error, const RetryPolicy& policy,
-                       int n);
+  Status AskAgainLater(Tx& tx, int i, const char* phase, const std::string& error,
+                       const RetryPolicy& policy, int n);
 
   Adapter& adapter_;
   const Clock& clock_;

@@ -2,42 +2,37 @@
 // of Execute, for the compensation's own key) and ReconcileCompensation
 // (ask before re-sending an undo whose outcome is unclear). The forward
 // actions are in step_runner.cc; the contract in step_runner.h.
-#include "util/crash_point.h"
-#include "util/log.h"
 #include "coordinator/engine/saga_turns.h"
 #include "coordinator/engine/step_runner.h"
+#include "util/crash_point.h"
+#include "util/log.h"
 
 namespace sagad {
 
-auto StepRunner::Compensate(const std::string& id, const SagaDefinition& def,
-                              const Instance& inst, int i) -> Next {
+auto StepRunner::Compensate(const std::string& id, const SagaDefinition& def, const Instance& inst,
+                            int i) -> Next {
   const StepDefinition& sd = def.steps[i];
   const StepState& st = inst.step(i);
   if (!sd.compensation) {
     return Transition(id, [&](Tx& tx) {
-      return EscalateStep(
-          tx, i, "step '" + sd.name + "' committed but has no compensation");
+      return EscalateStep(tx, i, "step '" + sd.name + "' committed but has no compensation");
     });
   }
   const CallSpec& call = *sd.compensation;
   auto r = RenderStepRequest(inst, call);
   if (!adapter_.Service(call.service) || !r.ok()) {
-    std::string why = !r.ok()
-                          ? "cannot build compensation: " + r.status().message()
-                          : "service '" + call.service + "' is not configured";
+    std::string why = !r.ok() ? "cannot build compensation: " + r.status().message()
+                              : "service '" + call.service + "' is not configured";
     return Transition(id, [&](Tx& tx) {
-      return tx.Saga(SagaEvent::kEscalate,
-                     {{"reason", why}, {"step", sd.name}});
+      return tx.Saga(SagaEvent::kEscalate, {{"reason", why}, {"step", sd.name}});
     });
   }
   const std::string key = id + ":" + sd.name + ":compensate";
   if (!st.comp_args_hash.empty() && st.comp_args_hash != r->hash) {
     return Transition(id, [&](Tx& tx) {
-      return tx.Saga(
-          SagaEvent::kEscalate,
-          {{"reason",
-            "compensation key " + key +
-                " would be re-sent with a different body; refusing"}});
+      return tx.Saga(SagaEvent::kEscalate,
+                     {{"reason", "compensation key " + key +
+                                     " would be re-sent with a different body; refusing"}});
     });
   }
   if (st.comp_attempts > 0) {
@@ -45,21 +40,17 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinition& def,
     if (wait > 0) return DeferRetry(id, i, call.service, wait);
   }
   CrashPoint("before_compensation_started");
-  Status s = driver_.commit(
-      id,
-      [&](Tx& tx) -> Status {
-        StepStatus ss = tx.inst().step(i).status();
-        if (ss != StepStatus::kCommitted && ss != StepStatus::kCompensating)
-          return MovedOn("step moved on");
-        return tx.Step(i, StepEvent::kBeginCompensation,
-                       {{"key", key}, {"args_hash", r->hash}});
-      });
+  Status s = driver_.commit(id, [&](Tx& tx) -> Status {
+    StepStatus ss = tx.inst().step(i).status();
+    if (ss != StepStatus::kCommitted && ss != StepStatus::kCompensating)
+      return MovedOn("step moved on");
+    return tx.Step(i, StepEvent::kBeginCompensation, {{"key", key}, {"args_hash", r->hash}});
+  });
   if (!s.ok()) return driver_.after_failure(id, s);
   CrashPoint("after_compensation_started");
-  CallRequest req{call.service, call.method, r->path,
-                  r->body,      key,         id,
-                  sd.name,      ownership_.Token(id),   st.comp_attempts + 1,
-                  TraceOf(inst)};
+  CallRequest req{
+      call.service,         call.method,          r->path,      r->body, key, id, sd.name,
+      ownership_.Token(id), st.comp_attempts + 1, TraceOf(inst)};
   auto t0 = clock_.SteadyNow();
   CallResult res;
   Status sent = CallIfOwner(req, &res);
@@ -105,57 +96,45 @@ auto StepRunner::RecordUndo(Tx& tx, const SagaDefinition& def, int i, const Call
                         {"step", sd.name}});
       }
       return tx.Step(i, StepEvent::kNotExecuted,
-                     {{"error", res.error},
-                      {"retry_at", clock_.NowMillis() + Backoff(policy, n)}});
+                     {{"error", res.error}, {"retry_at", clock_.NowMillis() + Backoff(policy, n)}});
     }
   }
   return Status::Ok();
 }
 
-auto StepRunner::ReconcileCompensation(const std::string& id,
-                                         const SagaDefinition& def,
-                                         const Instance& inst, int i) -> Next {
+auto StepRunner::ReconcileCompensation(const std::string& id, const SagaDefinition& def,
+                                       const Instance& inst, int i) -> Next {
   const StepDefinition& sd = def.steps[i];
   const StepState& st = inst.step(i);
-  const ServiceConfig* svc =
-      sd.compensation ? adapter_.Service(sd.compensation->service) : nullptr;
+  const ServiceConfig* svc = sd.compensation ? adapter_.Service(sd.compensation->service) : nullptr;
   // Compensations are idempotent by contract: without a query, re-send.
   if (!svc || !QueryableFor(sd, *svc)) return Compensate(id, def, inst, i);
-  QueryResult q = adapter_.Query(sd.compensation->service, st.comp_key, id,
-                                 ownership_.Token(id), st.comp_attempts, TraceOf(inst));
+  QueryResult q = adapter_.Query(sd.compensation->service, st.comp_key, id, ownership_.Token(id),
+                                 st.comp_attempts, TraceOf(inst));
   metrics_.Query("compensation", q);
-  if (q.outcome == QueryOutcome::kNotHappened)
-    return Compensate(id, def, inst, i);
+  if (q.outcome == QueryOutcome::kNotHappened) return Compensate(id, def, inst, i);
   const RetryPolicy policy = RetryFor(sd, sd.compensation->service);
   return Transition(id, [&](Tx& tx) -> Status {
-    if (tx.inst().step(i).status() != StepStatus::kCompensating)
-      return MovedOn("step moved on");
+    if (tx.inst().step(i).status() != StepStatus::kCompensating) return MovedOn("step moved on");
     if (q.outcome == QueryOutcome::kHappened)
-      return tx.Step(i, StepEvent::kCompensationDone,
-                     {{"result", q.result},
-                      {"external_ref", q.external_ref},
-                      {"reconciled", true}});
+      return tx.Step(
+          i, StepEvent::kCompensationDone,
+          {{"result", q.result}, {"external_ref", q.external_ref}, {"reconciled", true}});
     if (q.outcome == QueryOutcome::kRefused) {
-      SAGAD_RETURN_IF_ERROR(
-          tx.Step(i, StepEvent::kEscalate, {{"error", q.error}}));
-      return EscalateUndo(tx, def,
-                          "compensation of '" + sd.name +
-                              "' was refused: " + q.error,
+      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kEscalate, {{"error", q.error}}));
+      return EscalateUndo(tx, def, "compensation of '" + sd.name + "' was refused: " + q.error,
                           sd.name);
     }
     if (!tx.inst().step(i).machine.compensation_in_doubt())
-      SAGAD_RETURN_IF_ERROR(
-          tx.Step(i, StepEvent::kCompensationUnknown, {{"error", q.error}}));
+      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kCompensationUnknown, {{"error", q.error}}));
     int n = tx.inst().step(i).comp_reconciliations + 1;
     if (n >= policy.max_reconciliations) {
-      SAGAD_RETURN_IF_ERROR(tx.Note(
-          i, "reconciled", {{"phase", "compensation"}, {"error", q.error}}));
       SAGAD_RETURN_IF_ERROR(
-          tx.Step(i, StepEvent::kEscalate, {{"error", q.error}}));
+          tx.Note(i, "reconciled", {{"phase", "compensation"}, {"error", q.error}}));
+      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kEscalate, {{"error", q.error}}));
       return EscalateUndo(tx, def,
-                          "compensation " + st.comp_key +
-                              " still unknown after " + std::to_string(n) +
-                              " reconciliation attempts",
+                          "compensation " + st.comp_key + " still unknown after " +
+                              std::to_string(n) + " reconciliation attempts",
                           sd.name);
     }
     return AskAgainLater(tx, i, "compensation", q.error, policy, n);

@@ -1,15 +1,15 @@
 #include "coordinator/engine/submissions.h"
-#include "coordinator/store/store_fault.h"
 
 #include <cstdio>
 
-#include "util/crash_point.h"
 #include "coordinator/engine/definition_registry.h"
-#include "util/log.h"
 #include "coordinator/engine/instance_repository.h"
 #include "coordinator/engine/ownership.h"
 #include "coordinator/engine/step_request.h"
 #include "coordinator/engine/transition.h"
+#include "coordinator/store/store_fault.h"
+#include "util/crash_point.h"
+#include "util/log.h"
 
 namespace sagad {
 namespace {
@@ -17,18 +17,15 @@ namespace {
 std::string NewInstanceId(int64_t now_ms) {
   const uint64_t r = RandomU64();
   char buf[40];
-  snprintf(buf, sizeof buf, "%012llx-%016llx",
-           static_cast<unsigned long long>(now_ms),
+  snprintf(buf, sizeof buf, "%012llx-%016llx", static_cast<unsigned long long>(now_ms),
            static_cast<unsigned long long>(r));
   return buf;
 }
 
-
 }  // namespace
 
-Submissions::Submissions(const DefinitionRegistry& defs,
-                         InstanceRepository& repo, Ownership& ownership,
-                         const Clock& clock, Starter starter)
+Submissions::Submissions(const DefinitionRegistry& defs, InstanceRepository& repo,
+                         Ownership& ownership, const Clock& clock, Starter starter)
     : defs_(defs),
       repo_(repo),
       ownership_(ownership),
@@ -36,14 +33,12 @@ Submissions::Submissions(const DefinitionRegistry& defs,
       starter_(std::move(starter)) {}
 
 StatusOr<SagaDefinitionPtr> Submissions::DefinitionFor(const std::string& saga, int version,
-                                                      const nlohmann::json& input) const {
+                                                       const nlohmann::json& input) const {
   SagaDefinitionPtr def = defs_.Get(saga, version);
   if (!def && version > 0 && defs_.Get(saga, 0))
-    return NotFound("saga '" + saga + "' has no registered version " +
-                    std::to_string(version));
+    return NotFound("saga '" + saga + "' has no registered version " + std::to_string(version));
   if (!def) return NotFound("saga '" + saga + "' is not registered");
-  if (!input.is_object())
-    return InvalidArgument("'input' must be a JSON object");
+  if (!input.is_object()) return InvalidArgument("'input' must be a JSON object");
   std::vector<SchemaError> errors = def->InputErrors(input);
   if (!errors.empty()) {
     std::string m;
@@ -53,8 +48,7 @@ StatusOr<SagaDefinitionPtr> Submissions::DefinitionFor(const std::string& saga, 
   return def;
 }
 
-StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga,
-                                            int version,
+StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga, int version,
                                             const nlohmann::json& input,
                                             const std::string& client_key,
                                             const std::string& request_hash,
@@ -67,12 +61,10 @@ StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga,
   if (!client_key.empty()) {
     MutexLock l(mu_);
     if (inflight_.count(client_key))
-      return FailedPrecondition(
-          "a request with this Idempotency-Key is still in progress");
+      return FailedPrecondition("a request with this Idempotency-Key is still in progress");
     auto existing = repo_.store().GetSubmission(client_key);
     if (existing.ok()) return Replay(*existing, request_hash);
-    if (existing.status().code() != StatusCode::kNotFound)
-      return existing.status();
+    if (existing.status().code() != StatusCode::kNotFound) return existing.status();
     inflight_.insert(client_key);
     sub.emplace();
     sub->key = client_key;
@@ -125,9 +117,10 @@ StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga,
 StatusOr<SubmitOutcome> Submissions::Replay(const Submission& first,
                                             const std::string& request_hash) {
   if (first.request_hash != request_hash)
-    return AlreadyExists("this Idempotency-Key was already used with a different request, "
-                         "which created instance " + first.instance_id + " (/v1/instances/" +
-                         first.instance_id + ")");
+    return AlreadyExists(
+        "this Idempotency-Key was already used with a different request, "
+        "which created instance " +
+        first.instance_id + " (/v1/instances/" + first.instance_id + ")");
   SubmitOutcome out;
   out.instance_id = first.instance_id;
   out.replayed = true;
@@ -136,13 +129,10 @@ StatusOr<SubmitOutcome> Submissions::Replay(const Submission& first,
   return out;
 }
 
-void Submissions::Finish(const std::string& key, int status,
-                         const nlohmann::json& response) {
+void Submissions::Finish(const std::string& key, int status, const nlohmann::json& response) {
   if (key.empty()) return;
   Status s = repo_.store().SetSubmissionResponse(key, status, response);
-  if (!s.ok())
-    EngineLog(
-        {{"msg", "cannot store submission response"}, {"error", s.ToString()}});
+  if (!s.ok()) EngineLog({{"msg", "cannot store submission response"}, {"error", s.ToString()}});
   EndInflight(key);
 }
 

@@ -14,10 +14,9 @@
 #pragma once
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_set>
-
-#include <nlohmann/json.hpp>
 
 #include "adapters/trace_context.h"
 #include "coordinator/store/store.h"
@@ -35,8 +34,8 @@ struct StepRequest;
 
 struct SubmitOutcome {
   std::string instance_id;
-  bool replayed = false;         // an earlier submission with the same key
-  int stored_status = 0;         // replay: the status first returned (0: none)
+  bool replayed = false;  // an earlier submission with the same key
+  int stored_status = 0;  // replay: the status first returned (0: none)
   nlohmann::json stored_response;
 };
 
@@ -47,37 +46,30 @@ class Submissions {
     // Optional: may add to the creating transition the STARTED record of a
     // first step that may go at once (marking it as under way): *step is
     // that step, else -1.
-    std::function<Status(Tx&, const SagaDefinition&, int* step,
-                         StepRequest* request)>
-        chain;
+    std::function<Status(Tx&, const SagaDefinition&, int* step, StepRequest* request)> chain;
     // After the creation commit: `created` true, send `step` (if >= 0)
     // and/or plan the instance; false (refused), release what chain took.
-    std::function<void(const std::string& id, const SagaDefinitionPtr& def,
-                       int step, StepRequest* request,
-                       const TraceContext& trace, bool created)>
+    std::function<void(const std::string& id, const SagaDefinitionPtr& def, int step,
+                       StepRequest* request, const TraceContext& trace, bool created)>
         start;
   };
 
-  Submissions(const DefinitionRegistry& defs, InstanceRepository& repo,
-              Ownership& ownership, const Clock& clock, Starter starter);
+  Submissions(const DefinitionRegistry& defs, InstanceRepository& repo, Ownership& ownership,
+              const Clock& clock, Starter starter);
 
   // `version` 0: the newest registered. NotFound (unknown saga or version),
   // InvalidArgument (input not an object, or missing required fields).
-  StatusOr<SubmitOutcome> Submit(const std::string& saga, int version,
-                                 const nlohmann::json& input,
-                                 const std::string& client_key,
-                                 const std::string& request_hash,
+  StatusOr<SubmitOutcome> Submit(const std::string& saga, int version, const nlohmann::json& input,
+                                 const std::string& client_key, const std::string& request_hash,
                                  const TraceContext& trace);
   // Stores the response given for `key` (the first one stands) and ends
   // its in-flight window. No-op for an empty key.
-  void Finish(const std::string& key, int status,
-              const nlohmann::json& response);
+  void Finish(const std::string& key, int status, const nlohmann::json& response);
 
  private:
   // The answer to a repeated key: the first instance, or AlreadyExists if
   // the key came with another request.
-  static StatusOr<SubmitOutcome> Replay(const Submission& first,
-                                        const std::string& request_hash);
+  static StatusOr<SubmitOutcome> Replay(const Submission& first, const std::string& request_hash);
   void EndInflight(const std::string& key);
   // The definition `saga`@`version` (0: the newest), with `input` checked
   // against it: NotFound or InvalidArgument naming what is wrong.

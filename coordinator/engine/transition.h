@@ -5,11 +5,10 @@
 // touched. Thread-safety: none; one transition at a time.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "coordinator/store/store.h"
 #include "sagas/instance.h"
@@ -71,8 +70,8 @@ class Tx {
         op.step = st.name;
         op.kind = "compensation";
         op.args_hash = st.comp_args_hash;
-        op.state = st.status() == StepStatus::kCommitted ? "NOT_EXECUTED"
-                                                          : StepStatusName(st.status());
+        op.state =
+            st.status() == StepStatus::kCommitted ? "NOT_EXECUTED" : StepStatusName(st.status());
         op.attempts = st.comp_attempts;
         op.result = st.comp_result;
         op.last_error = st.comp_last_error;

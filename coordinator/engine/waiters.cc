@@ -55,8 +55,8 @@ StatusOr<nlohmann::json> Waiters::Wait(const std::string& id, std::chrono::milli
   }
 }
 
-std::function<bool()> Waiters::WaitAsync(const std::string& id,
-                                         std::chrono::milliseconds timeout, Done done) {
+std::function<bool()> Waiters::WaitAsync(const std::string& id, std::chrono::milliseconds timeout,
+                                         Done done) {
   auto w = std::make_shared<Async>();
   w->id = id;
   w->done = std::move(done);
@@ -77,8 +77,10 @@ std::function<bool()> Waiters::WaitAsync(const std::string& id,
     return [] { return false; };
   }
   auto j = store_.GetInstance(id);
-  if (!j.ok() || Settled(*j) || timeout.count() <= 0) Finish(w, std::move(j));
-  else Arm(w);
+  if (!j.ok() || Settled(*j) || timeout.count() <= 0)
+    Finish(w, std::move(j));
+  else
+    Arm(w);
   return drop;
 }
 

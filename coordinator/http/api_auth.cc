@@ -1,8 +1,8 @@
 #include "coordinator/http/api_auth.h"
 
-#include <map>
-
 #include <strings.h>
+
+#include <map>
 
 #include "adapters/sha256.h"
 #include "coordinator/http/api_exchange.h"

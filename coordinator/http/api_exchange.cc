@@ -3,35 +3,49 @@
 #include <cctype>
 #include <limits>
 
-#include "util/log.h"
 #include "coordinator/store/store_fault.h"
 #include "util/json_limits.h"
+#include "util/log.h"
 
 namespace sagad {
 
-
 const char* Title(int status) {
   switch (status) {
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 413: return "Payload Too Large";
-    case 415: return "Unsupported Media Type";
-    case 417: return "Expectation Failed";
-    case 422: return "Unprocessable Content";
-    case 431: return "Request Header Fields Too Large";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    default: return status >= 500 ? "Internal Server Error" : "Error";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 409:
+      return "Conflict";
+    case 413:
+      return "Payload Too Large";
+    case 415:
+      return "Unsupported Media Type";
+    case 417:
+      return "Expectation Failed";
+    case 422:
+      return "Unprocessable Content";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return status >= 500 ? "Internal Server Error" : "Error";
   }
 }
 
-void Problem(const HttpRequest& req, HttpResponse& res, int status,
-             const std::string& detail, const nlohmann::json& extra) {
+void Problem(const HttpRequest& req, HttpResponse& res, int status, const std::string& detail,
+             const nlohmann::json& extra) {
   nlohmann::json p = {{"type", "about:blank"},
                       {"title", Title(status)},
                       {"status", status},
@@ -45,22 +59,35 @@ void Problem(const HttpRequest& req, HttpResponse& res, int status,
 void ProblemFromStatus(const HttpRequest& req, HttpResponse& res, const Status& s) {
   int code = 500;
   switch (s.code()) {
-    case StatusCode::kInvalidArgument: code = 400; break;
-    case StatusCode::kNotFound: code = 404; break;
-    case StatusCode::kAlreadyExists: code = 422; break;
+    case StatusCode::kInvalidArgument:
+      code = 400;
+      break;
+    case StatusCode::kNotFound:
+      code = 404;
+      break;
+    case StatusCode::kAlreadyExists:
+      code = 422;
+      break;
     case StatusCode::kFailedPrecondition:
     case StatusCode::kLeaseLost:
     case StatusCode::kMovedOn:
-    case StatusCode::kAborted: code = 409; break;
-    case StatusCode::kUnavailable: code = 503; break;
-    default: code = 500;
+    case StatusCode::kAborted:
+      code = 409;
+      break;
+    case StatusCode::kUnavailable:
+      code = 503;
+      break;
+    default:
+      code = 500;
   }
   if (code == 503) res.set_header("Retry-After", "1");
   if (code == 500) {
     // What went wrong inside (a store's own error text, SQL included) is
     // for the log, not for the client.
     std::string ref = NewErrorReference();
-    EngineLog({{"msg", "internal error"}, {"path", req.path}, {"error", s.ToString()},
+    EngineLog({{"msg", "internal error"},
+               {"path", req.path},
+               {"error", s.ToString()},
                {"reference", ref}});
     Problem(req, res, code, "internal error (" + ref + " in the coordinator's log)",
             {{"reference", ref}});
@@ -84,8 +111,7 @@ bool IsJsonContentType(const std::string& value) {
 
 // Parses the request body as a JSON object ({} when empty). False (and a
 // problem response) when it is not.
-bool BodyObject(const HttpRequest& req, HttpResponse& res, nlohmann::json* out,
-                bool allow_empty) {
+bool BodyObject(const HttpRequest& req, HttpResponse& res, nlohmann::json* out, bool allow_empty) {
   // Every POST says it is JSON, even with an empty body: a cross-site form
   // or no-cors fetch cannot, so no other site can ride a loopback sagad.
   if (!IsJsonContentType(req.get_header_value("Content-Type"))) {
@@ -97,7 +123,8 @@ bool BodyObject(const HttpRequest& req, HttpResponse& res, nlohmann::json* out,
     return true;
   }
   if (!JsonDepthWithin(req.body)) {
-    Problem(req, res, 400, "request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    Problem(req, res, 400,
+            "request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     return false;
   }
   *out = nlohmann::json::parse(req.body, nullptr, /*allow_exceptions=*/false);
@@ -114,8 +141,7 @@ bool BodyObject(const HttpRequest& req, HttpResponse& res, nlohmann::json* out,
     return false;
   }
   if (std::string at = FindNul(*out); !at.empty()) {
-    Problem(req, res, 400,
-            "U+0000 is not allowed in a JSON string (at " + SanitizeUtf8(at) + ")");
+    Problem(req, res, 400, "U+0000 is not allowed in a JSON string (at " + SanitizeUtf8(at) + ")");
     return false;
   }
   return true;

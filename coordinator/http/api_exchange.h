@@ -6,9 +6,8 @@
 // into the response.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "coordinator/http/http_message.h"
 #include "util/status.h"

@@ -39,17 +39,20 @@ bool LimitParam(const HttpRequest& req, HttpResponse& res, size_t* limit) {
 // The filters of a list: status, waiting and cursor checked; false with a 400.
 bool ListFilters(const HttpRequest& req, HttpResponse& res, std::string* status,
                  std::string* waiting, std::string* cursor) {
-  static const std::set<std::string> kStatuses = {
-      "", "RUNNING", "AWAITING_APPROVAL", "COMPLETED", "COMPENSATING", "COMPENSATED",
-      "NEEDS_REVIEW"};
+  static const std::set<std::string> kStatuses = {"",
+                                                  "RUNNING",
+                                                  "AWAITING_APPROVAL",
+                                                  "COMPLETED",
+                                                  "COMPENSATING",
+                                                  "COMPENSATED",
+                                                  "NEEDS_REVIEW"};
   *status = req.get_param_value("status");
   if (!kStatuses.count(*status)) {
     Problem(req, res, 400, "unknown status '" + *status + "'");
     return false;
   }
   *waiting = req.get_param_value("waiting");
-  if (!waiting->empty() && *waiting != "retry" && *waiting != "approval" &&
-      *waiting != "review") {
+  if (!waiting->empty() && *waiting != "retry" && *waiting != "approval" && *waiting != "review") {
     Problem(req, res, 400, "waiting must be retry, approval or review");
     return false;
   }
@@ -79,9 +82,9 @@ void ApiServer::Impl::Submit(const HttpRequest& req, HttpResponse& res) {
   int version = 0;
   if (!SubmittedVersion(req, res, body, &version)) return;
   if (!InputMatches(req, res, saga, version, body["input"])) return;
-  auto sub = engine_.Submit(saga, version, body["input"], key, hash,
-                            TraceFromHeaders(req.get_header_value("traceparent"),
-                                             req.get_header_value("tracestate")));
+  auto sub = engine_.Submit(
+      saga, version, body["input"], key, hash,
+      TraceFromHeaders(req.get_header_value("traceparent"), req.get_header_value("tracestate")));
   if (!sub.ok()) return ProblemFromStatus(req, res, sub.status());
   res.set_header("Location", "/v1/instances/" + sub->instance_id);
   if (sub->replayed) {
@@ -97,7 +100,7 @@ bool ApiServer::Impl::SubmittedVersion(const HttpRequest& req, HttpResponse& res
                                        const nlohmann::json& body, int* version) {
   *version = 0;
   if (!req.has_param("version") && !body.contains("version")) return true;
-  std::string v = req.has_param("version")             ? req.get_param_value("version")
+  std::string v = req.has_param("version")               ? req.get_param_value("version")
                   : body["version"].is_number_unsigned() ? body["version"].dump()
                                                          : std::string("x");
   if (ParseVersion(v, version)) return true;
@@ -122,8 +125,7 @@ bool ApiServer::Impl::InputMatches(const HttpRequest& req, HttpResponse& res,
 }
 
 void ApiServer::Impl::AnswerSubmission(const HttpRequest& req, HttpResponse& res,
-                                       const std::string& key, const std::string& id,
-                                       double wait) {
+                                       const std::string& key, const std::string& id, double wait) {
   // The key must never stay "in progress": every path out finishes it.
   auto answer = [this, key, wait](const HttpRequest& req, HttpResponse& res,
                                   const StatusOr<nlohmann::json>& j) {
@@ -161,8 +163,7 @@ void ApiServer::Impl::List(const HttpRequest& req, HttpResponse& res) {
   if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
   std::string status, waiting, cursor;
   size_t limit;
-  if (!ListFilters(req, res, &status, &waiting, &cursor) || !LimitParam(req, res, &limit))
-    return;
+  if (!ListFilters(req, res, &status, &waiting, &cursor) || !LimitParam(req, res, &limit)) return;
   auto page = engine_.List({status, req.get_param_value("saga"), waiting}, limit, cursor);
   if (!page.ok()) return ProblemFromStatus(req, res, page.status());
   nlohmann::json out = {{"instances", page->instances}};
@@ -183,8 +184,10 @@ void ApiServer::Impl::Get(const HttpRequest& req, HttpResponse& res) {
     res.OnAbandon([drop] { (*drop)(); });
     *drop = engine_.WaitSettledAsync(id, std::chrono::milliseconds(int64_t(wait * 1000)),
                                      [&req, &res, complete](StatusOr<nlohmann::json> j) {
-                                       if (!j.ok()) ProblemFromStatus(req, res, j.status());
-                                       else Json(res, 200, *j);
+                                       if (!j.ok())
+                                         ProblemFromStatus(req, res, j.status());
+                                       else
+                                         Json(res, 200, *j);
                                        complete();
                                      });
     return;
@@ -248,8 +251,8 @@ void ApiServer::Impl::CancelOrCompensate(const HttpRequest& req, HttpResponse& r
   AnswerAction(req, res, id, s);
 }
 
-void ApiServer::Impl::AnswerAction(const HttpRequest& req, HttpResponse& res,
-                                   const std::string& id, const Status& s) {
+void ApiServer::Impl::AnswerAction(const HttpRequest& req, HttpResponse& res, const std::string& id,
+                                   const Status& s) {
   if (!s.ok()) return ProblemFromStatus(req, res, s);
   auto j = engine_.GetInstance(id);
   if (!j.ok()) return ProblemFromStatus(req, res, j.status());

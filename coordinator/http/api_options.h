@@ -24,7 +24,7 @@ struct Token {
 };
 
 struct ApiOptions {
-  std::vector<Token> tokens;  // none: every caller has every role (loopback only)
+  std::vector<Token> tokens;                // none: every caller has every role (loopback only)
   std::string tls_cert_file, tls_key_file;  // both set: HTTPS only
   // Open connections in all and per client address (beyond: 503 and close),
   // the time a request's head and body have to arrive, a kept-alive

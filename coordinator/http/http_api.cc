@@ -25,19 +25,18 @@ ApiServer::Impl::Impl(Engine& engine, const ApiOptions& options)
     : engine_(engine),
       options_(options),
       auth_(options.tokens),
-      server_(ServerOptions(options, auth_),
-              [this](HttpRequest& req, HttpResponse& res) { router_.Dispatch(req, res); },
-              [](const HttpRequest& req, HttpResponse& res, int status,
-                 const std::string& detail) {
-                if (status == 500) return ProblemFromStatus(req, res, Internal(detail));
-                if (status == 503 || status == 408) res.set_header("Retry-After", "1");
-                Problem(req, res, status, detail);
-              }) {
+      server_(
+          ServerOptions(options, auth_),
+          [this](HttpRequest& req, HttpResponse& res) { router_.Dispatch(req, res); },
+          [](const HttpRequest& req, HttpResponse& res, int status, const std::string& detail) {
+            if (status == 500) return ProblemFromStatus(req, res, Internal(detail));
+            if (status == 503 || status == 408) res.set_header("Retry-After", "1");
+            Problem(req, res, status, detail);
+          }) {
   Routes();
 }
 
-HttpServerOptions ApiServer::Impl::ServerOptions(const ApiOptions& options,
-                                                 const ApiAuth& auth) {
+HttpServerOptions ApiServer::Impl::ServerOptions(const ApiOptions& options, const ApiAuth& auth) {
   HttpServerOptions o;
   // Before a body is invited (Expect: 100-continue), the caller must be known.
   o.head_check = [&auth](const HttpRequest& req, HttpResponse& res) {
@@ -59,8 +58,8 @@ StatusOr<int> ApiServer::Impl::Bind(const std::string& host, int port) {
   auto bound = server_.Bind(host, port);
   // Whatever the name resolved to: without tokens, only loopback.
   if (bound.ok() && options_.tokens.empty() && !server_.BoundToLoopback())
-    return InvalidArgument("no tokens are configured, so sagad only listens on loopback; " +
-                           host + " is not a loopback address");
+    return InvalidArgument("no tokens are configured, so sagad only listens on loopback; " + host +
+                           " is not a loopback address");
   return bound;
 }
 

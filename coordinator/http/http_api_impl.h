@@ -48,8 +48,8 @@ class ApiServer::Impl {
   bool SubmittedVersion(const HttpRequest& req, HttpResponse& res, const nlohmann::json& body,
                         int* version);
   // False with a 400/422 naming each error when the input does not match.
-  bool InputMatches(const HttpRequest& req, HttpResponse& res, const std::string& saga,
-                    int version, const nlohmann::json& input);
+  bool InputMatches(const HttpRequest& req, HttpResponse& res, const std::string& saga, int version,
+                    const nlohmann::json& input);
   // Answers a submission now or once settled (?wait); finishes its key.
   void AnswerSubmission(const HttpRequest& req, HttpResponse& res, const std::string& key,
                         const std::string& id, double wait);

@@ -20,9 +20,9 @@ namespace sagad {
 
 struct HttpRequest {
   std::string method;
-  std::string target;  // as received: path and query, percent-encoded
-  std::string path;    // percent-decoded path
-  std::multimap<std::string, std::string> params;   // decoded query parameters
+  std::string target;                              // as received: path and query, percent-encoded
+  std::string path;                                // percent-decoded path
+  std::multimap<std::string, std::string> params;  // decoded query parameters
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   std::vector<std::string> matches;  // the route's regex groups, [0] = whole path

@@ -48,12 +48,13 @@ void HttpServer::Impl::Busy(tcp::socket socket) {
   });
 }
 
-
 HttpServer::HttpServer(HttpServerOptions options, Handler handler, ErrorHandler errors)
     : impl_(new Impl(std::move(options), std::move(handler), std::move(errors))) {}
 HttpServer::~HttpServer() = default;
 Status HttpServer::Init() { return impl_->Init(); }
-StatusOr<int> HttpServer::Bind(const std::string& host, int port) { return impl_->Bind(host, port); }
+StatusOr<int> HttpServer::Bind(const std::string& host, int port) {
+  return impl_->Bind(host, port);
+}
 void HttpServer::Serve() { impl_->Serve(); }
 void HttpServer::Stop() { impl_->Stop(); }
 void HttpServer::StopAccepting() { impl_->StopAccepting(); }

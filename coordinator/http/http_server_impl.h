@@ -4,20 +4,19 @@
 // caps, http_session.cc one connection's life (HttpServer::Impl::Session).
 #pragma once
 
-#include "coordinator/http/http_server.h"
-#include "util/mutex.h"
-
+#include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-
-#include <atomic>
 #include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include "coordinator/http/http_server.h"
+#include "util/mutex.h"
 
 namespace sagad {
 
@@ -74,12 +73,14 @@ class HttpServer::Impl {
     if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
     if (!ec) acceptor_.bind(ep, ec);
     if (!ec) acceptor_.listen(options_.backlog, ec);
-    if (ec) return Unavailable("cannot bind " + host + ":" + std::to_string(port) + ": " + ec.message());
+    if (ec)
+      return Unavailable("cannot bind " + host + ":" + std::to_string(port) + ": " + ec.message());
     auto bound = acceptor_.local_endpoint(ec);
     if (ec) return Unavailable("cannot bind " + host + ": " + ec.message());
-    loopback_ = bound.address().is_loopback() ||
-                (bound.address().is_v6() && bound.address().to_v6().is_v4_mapped() &&
-                 net::ip::make_address_v4(net::ip::v4_mapped, bound.address().to_v6()).is_loopback());
+    loopback_ =
+        bound.address().is_loopback() ||
+        (bound.address().is_v6() && bound.address().to_v6().is_v4_mapped() &&
+         net::ip::make_address_v4(net::ip::v4_mapped, bound.address().to_v6()).is_loopback());
     return static_cast<int>(bound.port());
   }
 
@@ -96,7 +97,8 @@ class HttpServer::Impl {
 
   bool WaitIdle(std::chrono::milliseconds timeout) {
     MutexLock l(conn_mu_);
-    return idle_cv_.WaitFor(conn_mu_, timeout, [this]() REQUIRES(conn_mu_) { return serving_ == 0; });
+    return idle_cv_.WaitFor(conn_mu_, timeout,
+                            [this]() REQUIRES(conn_mu_) { return serving_ == 0; });
   }
 
   void Serve() {

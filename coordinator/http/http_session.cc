@@ -1,10 +1,10 @@
-#include "coordinator/http/http_server_impl.h"
-
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <cerrno>
+
+#include "coordinator/http/http_server_impl.h"
 
 namespace sagad {
 
@@ -90,12 +90,14 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
     req_.method = std::string(m.method_string());
     req_.target = std::string(m.target());
     ParseTarget(req_.target, &req_);
-    for (const auto& f : m) req_.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    for (const auto& f : m)
+      req_.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
     if (std::string why = RefuseCoding(); !why.empty())
       return Fail(parser_->chunked() ? 501 : 400, why);
     auto self = this->shared_from_this();
     if (m.count(http::field::expect) > 0) {
-      if (!beast::iequals(m[http::field::expect], "100-continue") || m.count(http::field::expect) > 1)
+      if (!beast::iequals(m[http::field::expect], "100-continue") ||
+          m.count(http::field::expect) > 1)
         return Fail(417, "the only expectation understood is Expect: 100-continue");
       if (!parser_->is_done()) return Continue();
     }
@@ -116,11 +118,13 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
       size_t pos = 0;
       while (pos <= v.size()) {
         size_t comma = v.find(',', pos);
-        std::string token = v.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        std::string token =
+            v.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
         token.erase(0, token.find_first_not_of(" \t"));
         token.erase(token.find_last_not_of(" \t") + 1);
         if (!token.empty() && !beast::iequals(token, "chunked"))
-          return "Transfer-Encoding '" + token + "' is not supported: send the body chunked or "
+          return "Transfer-Encoding '" + token +
+                 "' is not supported: send the body chunked or "
                  "with a Content-Length";
         if (comma == std::string::npos) break;
         pos = comma + 1;
@@ -142,7 +146,8 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
     res_ = HttpResponse{};
     auto self = this->shared_from_this();
     {
-      continue_ = std::make_shared<http::response<http::empty_body>>(http::status::continue_, m.version());
+      continue_ =
+          std::make_shared<http::response<http::empty_body>>(http::status::continue_, m.version());
       http::async_write(stream_, *continue_, [self](error_code e, size_t) {
         if (e) return self->Close();
         self->ReadBody();
@@ -341,7 +346,6 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
     }
   }
 
-
   Impl& server_;
   std::string remote_;
   Stream stream_;
@@ -363,7 +367,8 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
 
 void HttpServer::Impl::StartSession(tcp::socket socket, const std::string& addr) {
   if (tls_) {
-    auto s = std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(*this, addr, std::move(socket), ssl_);
+    auto s = std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(
+        *this, addr, std::move(socket), ssl_);
     s->Start(true);
   } else {
     auto s = std::make_shared<Session<beast::tcp_stream>>(*this, addr, std::move(socket));

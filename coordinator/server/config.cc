@@ -1,7 +1,5 @@
 #include "coordinator/server/config.h"
 
-#include "util/json_limits.h"
-
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -10,6 +8,8 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+
+#include "util/json_limits.h"
 
 namespace sagad {
 namespace {
@@ -77,7 +77,8 @@ Status CheckUrl(const std::string& where, const std::string& url) {
   size_t start = url.find("//") + 2;
   std::string authority = url.substr(start, url.find_first_of("/?#", start) - start);
   if (authority.find('@') != std::string::npos)
-    return InvalidArgument(where + ": the URL carries credentials (user:password@host), which "
+    return InvalidArgument(where +
+                           ": the URL carries credentials (user:password@host), which "
                            "would be shown to every viewer; put them in \"headers\" (e.g. "
                            "\"Authorization\") instead");
   if (authority.empty()) return InvalidArgument(where + ": the URL has no host");
@@ -116,8 +117,9 @@ Status ParseTls(const nlohmann::json& t, Config* c) {
 
 Status ParseApi(const nlohmann::json& a, Config* c) {
   if (!a.is_object()) return InvalidArgument("'api' must be an object");
-  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(a, {"max_connections", "max_connections_per_client",
-                                          "request_timeout_ms", "idle_timeout_ms", "threads"},
+  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(a,
+                                      {"max_connections", "max_connections_per_client",
+                                       "request_timeout_ms", "idle_timeout_ms", "threads"},
                                       "api"));
   SAGAD_RETURN_IF_ERROR(IntField(a, "max_connections", 1, 1000000, "api", &c->max_connections));
   SAGAD_RETURN_IF_ERROR(IntField(a, "max_connections_per_client", 1,
@@ -137,9 +139,9 @@ Status ParseServiceTls(const nlohmann::json& s, const std::string& where, Servic
   sc->tls_verify = s.value("tls_verify", true);
   if (sc->client_cert_file.empty() != sc->client_key_file.empty())
     return InvalidArgument(where + ": client_cert_file and client_key_file go together");
-  for (const auto& [file, key] : {std::pair{sc->ca_file, "ca_file"},
-                                  std::pair{sc->client_cert_file, "client_cert_file"},
-                                  std::pair{sc->client_key_file, "client_key_file"}})
+  for (const auto& [file, key] :
+       {std::pair{sc->ca_file, "ca_file"}, std::pair{sc->client_cert_file, "client_cert_file"},
+        std::pair{sc->client_key_file, "client_key_file"}})
     if (!file.empty()) SAGAD_RETURN_IF_ERROR(Readable(file, where + "." + key));
   return Status::Ok();
 }
@@ -168,11 +170,12 @@ Status ParseService(const std::string& name, const nlohmann::json& s, ServiceCon
     sc->base_url = s.get<std::string>();
   } else {
     const std::string where = "services." + name;
-    SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(
-        s, {"base_url", "timeout_ms", "headers", "queryable", "idempotent", "operations_path",
-            "retry", "retry_budget", "max_response_bytes", "ca_file", "client_cert_file",
-            "client_key_file", "tls_verify"},
-        where));
+    SAGAD_RETURN_IF_ERROR(
+        OnlyKnownKeys(s,
+                      {"base_url", "timeout_ms", "headers", "queryable", "idempotent",
+                       "operations_path", "retry", "retry_budget", "max_response_bytes", "ca_file",
+                       "client_cert_file", "client_key_file", "tls_verify"},
+                      where));
     SAGAD_RETURN_IF_ERROR(ParseServiceTls(s, where, sc));
     SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(s.value("retry_budget", nlohmann::json::object()),
                                         {"capacity", "per_second"}, where + ".retry_budget"));
@@ -181,8 +184,8 @@ Status ParseService(const std::string& name, const nlohmann::json& s, ServiceCon
     sc->queryable = s.value("queryable", sc->queryable);
     sc->idempotent = s.value("idempotent", sc->idempotent);
     sc->operations_path = s.value("operations_path", sc->operations_path);
-    SAGAD_RETURN_IF_ERROR(IntField(s, "max_response_bytes", 1024, int64_t(1) << 30, where,
-                                   &sc->max_response_bytes));
+    SAGAD_RETURN_IF_ERROR(
+        IntField(s, "max_response_bytes", 1024, int64_t(1) << 30, where, &sc->max_response_bytes));
     SAGAD_RETURN_IF_ERROR(ParseRetry(s, name, sc));
     if (s.contains("headers"))
       for (const auto& [k, v] : s["headers"].items()) sc->headers[k] = v.get<std::string>();
@@ -240,8 +243,8 @@ Status ParseProcess(const nlohmann::json& j, Config* c) {
   }
   // Integers are checked before conversion: a float out of range (1e300)
   // must be refused, not converted (undefined behaviour).
-  SAGAD_RETURN_IF_ERROR(IntField(j, "lmdb_map_size_mb", 1, int64_t(1) << 24, "the config",
-                                 &c->lmdb_map_size_mb));
+  SAGAD_RETURN_IF_ERROR(
+      IntField(j, "lmdb_map_size_mb", 1, int64_t(1) << 24, "the config", &c->lmdb_map_size_mb));
   SAGAD_RETURN_IF_ERROR(IntField(j, "workers", 1, 1024, "the config", &c->workers));
   c->definitions_dir = j.value("definitions_dir", c->definitions_dir);
   if (j.contains("examples")) {
@@ -263,7 +266,8 @@ Status ParseLists(const nlohmann::json& j, Config* c) {
       SAGAD_RETURN_IF_ERROR(ParseService(name, s, &c->services[name]));
   }
   if (j.contains("tokens"))
-    for (const auto& t : j["tokens"]) SAGAD_RETURN_IF_ERROR(ParseToken(t, &c->tokens.emplace_back()));
+    for (const auto& t : j["tokens"])
+      SAGAD_RETURN_IF_ERROR(ParseToken(t, &c->tokens.emplace_back()));
   if (j.contains("webhooks")) {
     if (!j["webhooks"].is_array()) return InvalidArgument("'webhooks' must be an array");
     for (const auto& w : j["webhooks"])
@@ -277,11 +281,12 @@ Status ParseLists(const nlohmann::json& j, Config* c) {
 StatusOr<Config> ParseConfig(const nlohmann::json& j) {
   Config c;
   if (!j.is_object()) return InvalidArgument("config must be a JSON object");
-  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(
-      j, {"listen", "data_dir", "store", "lmdb_map_size_mb", "tls", "retention", "workers", "api",
-          "definitions_dir", "examples", "coordinator_id", "lease_ms", "services", "tokens",
-          "webhooks"},
-      "the config"));
+  SAGAD_RETURN_IF_ERROR(
+      OnlyKnownKeys(j,
+                    {"listen", "data_dir", "store", "lmdb_map_size_mb", "tls", "retention",
+                     "workers", "api", "definitions_dir", "examples", "coordinator_id", "lease_ms",
+                     "services", "tokens", "webhooks"},
+                    "the config"));
   try {
     SAGAD_RETURN_IF_ERROR(ParseProcess(j, &c));
     if (j.contains("tls")) SAGAD_RETURN_IF_ERROR(ParseTls(j["tls"], &c));

@@ -1,8 +1,7 @@
 #include "coordinator/server/server.h"
 
-#include <sys/resource.h>
-
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,13 +9,13 @@
 #include <thread>
 
 #include "adapters/http_adapter.h"
-#include "util/crash_point.h"
-#include "coordinator/server/definitions_dir.h"
 #include "coordinator/engine/engine.h"
 #include "coordinator/http/http_api.h"
+#include "coordinator/server/definitions_dir.h"
+#include "coordinator/server/webhooks.h"
 #include "coordinator/store/lmdb/lmdb_store.h"
 #include "coordinator/store/postgres/postgres_store.h"
-#include "coordinator/server/webhooks.h"
+#include "util/crash_point.h"
 #include "util/json_limits.h"
 
 namespace sagad {
@@ -43,14 +42,22 @@ StatusOr<Config> ConfigFromArgs(int argc, char** argv) {
       help.help = true;
       return help;
     }
-    if (a == "--config" && value(&v)) config_path = v;
-    else if (a == "--data-dir" && value(&v)) data_dir = v;
-    else if (a == "--store" && value(&v)) store = v;
-    else if (a == "--listen" && value(&v)) listen = v;
-    else if (a == "--definitions" && value(&v)) definitions_dir = v;
-    else if (a == "--service" && value(&v)) services.push_back(v);
-    else if (a == "--examples") examples = true;
-    else return InvalidArgument("unknown or incomplete argument '" + a + "'\n" + kSagadUsage);
+    if (a == "--config" && value(&v))
+      config_path = v;
+    else if (a == "--data-dir" && value(&v))
+      data_dir = v;
+    else if (a == "--store" && value(&v))
+      store = v;
+    else if (a == "--listen" && value(&v))
+      listen = v;
+    else if (a == "--definitions" && value(&v))
+      definitions_dir = v;
+    else if (a == "--service" && value(&v))
+      services.push_back(v);
+    else if (a == "--examples")
+      examples = true;
+    else
+      return InvalidArgument("unknown or incomplete argument '" + a + "'\n" + kSagadUsage);
   }
   Config config;
   if (!config_path.empty()) {
@@ -61,15 +68,18 @@ StatusOr<Config> ConfigFromArgs(int argc, char** argv) {
   if (!data_dir.empty()) config.data_dir = data_dir;
   if (!store.empty()) config.store = store;
   if (!config.store.empty() && !IsPostgresUri(config.store))
-    return InvalidArgument("store must be a postgresql:// URI (or absent for LMDB in data_dir), got '" +
-                           RedactUri(config.store) + "'");
+    return InvalidArgument(
+        "store must be a postgresql:// URI (or absent for LMDB in data_dir), got '" +
+        RedactUri(config.store) + "'");
   if (!definitions_dir.empty()) config.definitions_dir = definitions_dir;
   if (examples) config.examples = true;
-  if (!listen.empty()) SAGAD_RETURN_IF_ERROR(ParseListen(listen, &config.listen_host, &config.listen_port));
+  if (!listen.empty())
+    SAGAD_RETURN_IF_ERROR(ParseListen(listen, &config.listen_host, &config.listen_port));
   for (const auto& s : services) SAGAD_RETURN_IF_ERROR(ApplyServiceOverride(s, &config));
   if (config.tokens.empty() && !IsLoopback(config.listen_host))
-    return InvalidArgument("no tokens are configured, so sagad only listens on loopback; refusing " +
-                           config.listen_host);
+    return InvalidArgument(
+        "no tokens are configured, so sagad only listens on loopback; refusing " +
+        config.listen_host);
   return config;
 }
 
@@ -89,8 +99,7 @@ StatusOr<StorePtr> OpenStore(const Config& config) {
       if (pg.status().code() != StatusCode::kUnavailable ||
           std::chrono::steady_clock::now() >= deadline)
         return pg.status();
-      std::cerr << DumpJson({{"msg", "waiting for the database"},
-                             {"error", pg.status().message()}})
+      std::cerr << DumpJson({{"msg", "waiting for the database"}, {"error", pg.status().message()}})
                 << std::endl;
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
@@ -117,8 +126,10 @@ StatusOr<std::vector<SagaDefinition>> CollectDefinitions(const Config& config,
       for (const CallSpec* c : calls)
         if (!config.services.count(c->service))
           return InvalidArgument("saga '" + def.name + "' step '" + st.name + "' calls service '" +
-                                 c->service + "', which is not configured (add it to "
-                                 "\"services\" or pass --service " + c->service + "=URL)");
+                                 c->service +
+                                 "', which is not configured (add it to "
+                                 "\"services\" or pass --service " +
+                                 c->service + "=URL)");
     }
   }
   return all;
@@ -140,11 +151,11 @@ int CheckMain(const Config& config, const std::vector<SagaDefinition>& sagas) {
     std::cout << def.name << " v" << def.version << "\n";
     for (size_t i = 0; i < def.steps.size(); ++i) {
       const StepDefinition& st = def.steps[i];
-      std::cout << "  " << st.name << ": " << st.forward.method << " " << st.forward.service
-                << " " << st.forward.path;
+      std::cout << "  " << st.name << ": " << st.forward.method << " " << st.forward.service << " "
+                << st.forward.path;
       if (st.compensation)
-        std::cout << "; undo " << st.compensation->method << " " << st.compensation->service
-                  << " " << st.compensation->path;
+        std::cout << "; undo " << st.compensation->method << " " << st.compensation->service << " "
+                  << st.compensation->path;
       if (st.irreversible) std::cout << "; irreversible, waits for an operator";
       std::vector<std::string> after = def.DependencyNames(i);
       if (!after.empty()) {
@@ -154,8 +165,7 @@ int CheckMain(const Config& config, const std::vector<SagaDefinition>& sagas) {
       std::cout << "\n";
     }
   }
-  std::cout << "ok: " << all->size() << " saga(s), " << config.services.size()
-            << " service(s)\n";
+  std::cout << "ok: " << all->size() << " saga(s), " << config.services.size() << " service(s)\n";
   return 0;
 }
 
@@ -187,8 +197,9 @@ sigset_t BlockStopSignals() {
 int WaitForStop(sigset_t sigs) {
   int sig = 0;
   while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP)
-    std::cerr << DumpJson({{"msg", "SIGHUP ignored: sagad does not reload its config; restart "
-                                   "it (SIGTERM drains) to apply a change"},
+    std::cerr << DumpJson({{"msg",
+                            "SIGHUP ignored: sagad does not reload its config; restart "
+                            "it (SIGTERM drains) to apply a change"},
                            {"signal", sig}})
               << std::endl;
   return sig;

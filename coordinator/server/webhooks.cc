@@ -1,5 +1,4 @@
 #include "coordinator/server/webhooks.h"
-#include "util/json_limits.h"
 
 #include <httplib.h>
 #include <openssl/evp.h>
@@ -7,6 +6,8 @@
 
 #include <chrono>
 #include <iostream>
+
+#include "util/json_limits.h"
 
 namespace sagad {
 

@@ -4,10 +4,18 @@
 namespace sagad {
 
 nlohmann::json OperationRecord::ToJson() const {
-  return {{"key", key}, {"instance_id", instance_id}, {"step", step}, {"kind", kind},
-          {"args_hash", args_hash}, {"state", state}, {"attempts", attempts},
-          {"external_ref", external_ref}, {"result", result}, {"last_error", last_error},
-          {"created_at", created_at}, {"updated_at", updated_at}};
+  return {{"key", key},
+          {"instance_id", instance_id},
+          {"step", step},
+          {"kind", kind},
+          {"args_hash", args_hash},
+          {"state", state},
+          {"attempts", attempts},
+          {"external_ref", external_ref},
+          {"result", result},
+          {"last_error", last_error},
+          {"created_at", created_at},
+          {"updated_at", updated_at}};
 }
 
 OperationRecord OperationRecord::FromJson(const nlohmann::json& j) {
@@ -40,8 +48,11 @@ Lease Lease::FromJson(const nlohmann::json& j) {
 }
 
 nlohmann::json Submission::ToJson() const {
-  return {{"key", key}, {"request_hash", request_hash}, {"instance_id", instance_id},
-          {"response_status", response_status}, {"response", response},
+  return {{"key", key},
+          {"request_hash", request_hash},
+          {"instance_id", instance_id},
+          {"response_status", response_status},
+          {"response", response},
           {"created_at", created_at}};
 }
 

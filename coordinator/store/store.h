@@ -8,14 +8,13 @@
 
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "util/clock.h"
 #include "sagas/instance.h"
+#include "util/clock.h"
 #include "util/status.h"
 
 namespace sagad {
@@ -25,9 +24,9 @@ struct OperationRecord {
   std::string key;
   std::string instance_id;
   std::string step;
-  std::string kind;        // "forward" | "compensation"
-  std::string args_hash;   // SHA-256 of the canonical body the key is bound to
-  std::string state;       // STARTED, COMMITTED, FAILED, UNKNOWN, ...
+  std::string kind;       // "forward" | "compensation"
+  std::string args_hash;  // SHA-256 of the canonical body the key is bound to
+  std::string state;      // STARTED, COMMITTED, FAILED, UNKNOWN, ...
   int attempts = 0;
   std::string external_ref;
   nlohmann::json result;
@@ -44,8 +43,8 @@ struct Submission {
   std::string key;
   std::string request_hash;  // SHA-256 of saga name + canonical body
   std::string instance_id;
-  int response_status = 0;   // 0 until the first response was produced
-  nlohmann::json response;   // the body that was sent
+  int response_status = 0;  // 0 until the first response was produced
+  nlohmann::json response;  // the body that was sent
   int64_t created_at = 0;
 
   nlohmann::json ToJson() const;
@@ -72,8 +71,8 @@ struct Lease {
 
 // A record of the transactional outbox, waiting to be published.
 struct OutboxRecord {
-  uint64_t seq = 0;         // commit order
-  nlohmann::json message;   // what is published
+  uint64_t seq = 0;        // commit order
+  nlohmann::json message;  // what is published
 };
 
 struct InstancePage {
@@ -99,11 +98,9 @@ class Store {
   // in the creation), in one durable transaction. AlreadyExists if the id or
   // the submission key exists. `lease` (if set) is written as the
   // instance's first lease.
-  virtual Status CreateInstance(const nlohmann::json& snapshot,
-                                const std::vector<Event>& events,
+  virtual Status CreateInstance(const nlohmann::json& snapshot, const std::vector<Event>& events,
                                 const Submission* submission,
-                                const std::vector<nlohmann::json>& outbox,
-                                const Lease* lease,
+                                const std::vector<nlohmann::json>& outbox, const Lease* lease,
                                 const std::vector<OperationRecord>& operations = {}) = 0;
 
   // Commits one transition: snapshot, events, operation records and outbox
@@ -114,11 +111,9 @@ class Store {
   // paused old owner cannot commit), else LeaseLost("lease lost: ...").
   // A terminal snapshot releases the lease.
   virtual Status Commit(const std::string& id, uint64_t expected_version,
-                        const nlohmann::json& snapshot,
-                        const std::vector<Event>& events,
+                        const nlohmann::json& snapshot, const std::vector<Event>& events,
                         const std::vector<OperationRecord>& operations,
-                        const std::vector<nlohmann::json>& outbox,
-                        const Lease* lease) = 0;
+                        const std::vector<nlohmann::json>& outbox, const Lease* lease) = 0;
 
   // Takes or renews the lease of `id` for `owner` until now + ttl: allowed
   // if there is none, it expired, or `owner` holds it; the generation grows
@@ -135,9 +130,10 @@ class Store {
                                        const std::string& successor_of) = 0;
   // The same for many ids in one transaction (recovery): the leases taken;
   // an id held by another live owner is left out.
-  virtual StatusOr<std::map<std::string, Lease>> AcquireLeases(
-      const std::vector<std::string>& ids, const std::string& owner, const Clock& clock,
-      int64_t ttl_ms, const std::string& successor_of) = 0;
+  virtual StatusOr<std::map<std::string, Lease>> AcquireLeases(const std::vector<std::string>& ids,
+                                                               const std::string& owner,
+                                                               const Clock& clock, int64_t ttl_ms,
+                                                               const std::string& successor_of) = 0;
   // Renews every lease of `ids` that `owner` still holds, in one
   // transaction (now read inside it, as above); returns the ids it no
   // longer holds.

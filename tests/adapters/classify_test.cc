@@ -10,8 +10,7 @@ namespace {
 TEST(ClassifyTest, FollowsTheDownstreamProtocol) {
   EXPECT_EQ(ClassifyHttpStatus(200), Outcome::kCommitted);
   EXPECT_EQ(ClassifyHttpStatus(201), Outcome::kCommitted);
-  for (int s : {400, 403, 404, 422, 410})
-    EXPECT_EQ(ClassifyHttpStatus(s), Outcome::kFailed) << s;
+  for (int s : {400, 403, 404, 422, 410}) EXPECT_EQ(ClassifyHttpStatus(s), Outcome::kFailed) << s;
   EXPECT_EQ(ClassifyHttpStatus(429), Outcome::kNotExecuted);
   for (int s : {408, 409, 500, 502, 503, 504})
     EXPECT_EQ(ClassifyHttpStatus(s), Outcome::kUnknown) << s;
@@ -58,8 +57,8 @@ TEST(ClassifyTest, AStoredAnswerCarriesItsOutcome) {
   EXPECT_NE(refused.error.find("cannot receive credits"), std::string::npos) << refused.error;
   EXPECT_NE(refused.error.find("422"), std::string::npos) << refused.error;
   // The result is the "result" member of a wrapped answer, else the body.
-  QueryResult wrapped = ClassifyQueryAnswer(
-      200, {{"outcome", "committed"}, {"result", {{"ref", "C-9"}}}});
+  QueryResult wrapped =
+      ClassifyQueryAnswer(200, {{"outcome", "committed"}, {"result", {{"ref", "C-9"}}}});
   EXPECT_EQ(wrapped.external_ref, "C-9");
   EXPECT_EQ(wrapped.result, json({{"ref", "C-9"}}));
   QueryResult plain = ClassifyQueryAnswer(200, {{"ref", "C-1"}, {"result", "x"}});

@@ -6,7 +6,8 @@ namespace sagad {
 namespace {
 
 TEST(TraceContextTest, AValidTraceparentIsContinuedWithItsState) {
-  TraceContext t = TraceFromHeaders("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "v=1");
+  TraceContext t =
+      TraceFromHeaders("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "v=1");
   EXPECT_EQ(t.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
   EXPECT_EQ(t.parent_span_id, "00f067aa0ba902b7");
   EXPECT_EQ(t.flags, "01");
@@ -18,8 +19,9 @@ TEST(TraceContextTest, AValidTraceparentIsContinuedWithItsState) {
   EXPECT_NE(a.substr(36, 16), t.parent_span_id);
   EXPECT_EQ(a.substr(52), "-01");
   // A later version may carry more fields.
-  EXPECT_EQ(TraceFromHeaders("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-xyz", "").trace_id,
-            "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(
+      TraceFromHeaders("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-xyz", "").trace_id,
+      "4bf92f3577b34da6a3ce929d0e0e4736");
 }
 
 TEST(TraceContextTest, AMissingOrMalformedTraceparentStartsANewTrace) {

@@ -7,7 +7,6 @@
 #include <sstream>
 
 #include "adapters/sha256.h"
-
 #include "tests/testing/cluster.h"
 
 namespace sagad::testing {
@@ -70,7 +69,8 @@ TEST_F(ApiTest, SameKeyWhileTheFirstIsInFlightIs409) {
 
 TEST_F(ApiTest, BadInputGetsProblemJsonAndSagadKeepsServing) {
   int port = coordinator_->port();
-  ExpectProblem(Http(port, "POST", "/v1/sagas/order_fulfilment/instances", "{not json"), 400, "not valid JSON");
+  ExpectProblem(Http(port, "POST", "/v1/sagas/order_fulfilment/instances", "{not json"), 400,
+                "not valid JSON");
   ExpectProblem(Http(port, "POST", "/v1/sagas/order_fulfilment/instances", "[1,2]"), 400);
   ExpectProblem(Http(port, "POST", "/v1/sagas/order_fulfilment/instances", R"({"input": 5})"), 400);
   ExpectProblem(coordinator_->Submit("no_such_saga", OrderInput()), 404, "no_such_saga");
@@ -80,10 +80,12 @@ TEST_F(ApiTest, BadInputGetsProblemJsonAndSagadKeepsServing) {
   ExpectProblem(coordinator_->Get("/v1/instances?status=WHATEVER"), 400);
   ExpectProblem(coordinator_->Get("/v1/instances?limit=0"), 400);
   ExpectProblem(Http(port, "POST", "/v1/sagas/order_fulfilment/instances?wait=abc",
-                     nlohmann::json{{"input", OrderInput()}}.dump()), 400);
-  std::string deep = R"({"input":{"address":)" + std::string(200000, '[') +
-                     std::string(200000, ']') + "}}";
-  ExpectProblem(Http(port, "POST", "/v1/sagas/order_fulfilment/instances", deep), 400, "nests deeper");
+                     nlohmann::json{{"input", OrderInput()}}.dump()),
+                400);
+  std::string deep =
+      R"({"input":{"address":)" + std::string(200000, '[') + std::string(200000, ']') + "}}";
+  ExpectProblem(Http(port, "POST", "/v1/sagas/order_fulfilment/instances", deep), 400,
+                "nests deeper");
   std::string huge = R"({"input":{"pad":")" + std::string(2 << 20, 'x') + R"("}})";
   Reply big = Http(port, "POST", "/v1/sagas/order_fulfilment/instances", huge);
   EXPECT_EQ(big.status, 413);
@@ -107,8 +109,7 @@ TEST_F(ApiTest, OperatorActionsAreAllowedOnlyWhereSafe) {
   coordinator_->WaitStatus(id, "COMPLETED");
   EXPECT_EQ(downstream_.RouteCount("send_message"), 1);
   int approvals = 0;
-  for (const auto& e : Events(*coordinator_, id))
-    approvals += e["type"] == "approved";
+  for (const auto& e : Events(*coordinator_, id)) approvals += e["type"] == "approved";
   EXPECT_EQ(approvals, 1);
   ExpectProblem(coordinator_->Post("/v1/instances/" + id + "/steps/notify_user/reject"), 409);
 }
@@ -125,7 +126,8 @@ TEST_F(ApiTest, ListsNewestFirstWithCursorAndStatusFilter) {
                                  page.body["next_cursor"].get<std::string>());
   ASSERT_EQ(rest.body["instances"].size(), 1u);
   EXPECT_EQ(rest.body["instances"][0]["id"], ids[0]);
-  EXPECT_EQ(coordinator_->Get("/v1/instances?status=AWAITING_APPROVAL").body["instances"].size(), 1u);
+  EXPECT_EQ(coordinator_->Get("/v1/instances?status=AWAITING_APPROVAL").body["instances"].size(),
+            1u);
   Reply sagas = coordinator_->Get("/v1/sagas");
   EXPECT_EQ(sagas.body["sagas"].size(), 3u);  // incident_response, order_fulfilment, trip_booking
 }

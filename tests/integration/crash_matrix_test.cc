@@ -26,9 +26,9 @@ TEST_P(CrashMatrixTest, EveryEffectHappensExactlyOnce) {
   const MatrixCase& c = GetParam();
   TempDir dir;
   Downstream downstream(c.dedup);
-  Coordinator sagad(downstream, dir.path() + "/data",
-                    c.dedup ? nlohmann::json::object()
-                            : NonDeduplicating({"ticketing", "edr", "iam", "mail"}));
+  Coordinator sagad(
+      downstream, dir.path() + "/data",
+      c.dedup ? nlohmann::json::object() : NonDeduplicating({"ticketing", "edr", "iam", "mail"}));
   ASSERT_GT(sagad.Start(c.point + ":" + std::to_string(c.n)), 0);
 
   const std::string key = "incident-key";
@@ -127,9 +127,9 @@ TEST_P(FaultMatrixTest, EveryEffectHappensExactlyOnce) {
   const FaultMatrixCase& c = GetParam();
   TempDir dir;
   Downstream downstream(c.dedup);
-  Coordinator sagad(downstream, dir.path() + "/data",
-                    c.dedup ? nlohmann::json::object()
-                            : NonDeduplicating({"ticketing", "edr", "iam", "mail"}));
+  Coordinator sagad(
+      downstream, dir.path() + "/data",
+      c.dedup ? nlohmann::json::object() : NonDeduplicating({"ticketing", "edr", "iam", "mail"}));
   ASSERT_GT(sagad.Start(), 0);
   nlohmann::json fault = {{"path", c.path}, {"action", c.action}};
   if (c.action == "delay") fault["delay_ms"] = 1300;  // sagad's timeout is 1000 ms
@@ -137,7 +137,8 @@ TEST_P(FaultMatrixTest, EveryEffectHappensExactlyOnce) {
   Reply r = sagad.Submit("incident_response", IncidentInput(), 20);
   ASSERT_EQ(r.body.value("status", ""), "AWAITING_APPROVAL") << r.raw;
   std::string id = r.body["id"];
-  sagad.Post("/v1/instances/" + id + "/steps/notify_user/" + (c.compensation ? "reject" : "approve"));
+  sagad.Post("/v1/instances/" + id + "/steps/notify_user/" +
+             (c.compensation ? "reject" : "approve"));
   std::string want = c.compensation ? "COMPENSATED" : "COMPLETED";
   nlohmann::json done = sagad.WaitStatus(id, want, std::chrono::seconds(30));
   ASSERT_EQ(done.value("status", ""), want) << done.dump();

@@ -123,7 +123,8 @@ TEST_F(DurabilityTest, EveryRequestLeavesAfterItsStartedRecordAndEveryEarlierOut
   std::lock_guard<std::mutex> l(mu_);
   EXPECT_EQ(checked_, 3 * kSagas);
   EXPECT_EQ(refs_.size(), 3u * kSagas);
-  EXPECT_TRUE(violations_.empty()) << violations_.size() << " violations, first: " << violations_[0];
+  EXPECT_TRUE(violations_.empty())
+      << violations_.size() << " violations, first: " << violations_[0];
 }
 
 }  // namespace

@@ -1,9 +1,8 @@
 // The edges, second probe (issue 22): request smuggling, abandoned long
 // polls, SIGHUP and drains, HTTP politeness, a truncated store. Each test
 // failed on the code before its fix.
-#include <gtest/gtest.h>
-
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -76,8 +75,8 @@ std::string Slurp(const std::string& path) {
 class EdgesTest : public ::testing::Test {
  protected:
   int Start(json config = json::object(), json tokens = json::array()) {
-    sagad_ = std::make_unique<Coordinator>(downstream_, dir_.path() + "/data", json::object(),
-                                           tokens);
+    sagad_ =
+        std::make_unique<Coordinator>(downstream_, dir_.path() + "/data", json::object(), tokens);
     sagad_->Configure(config);
     sagad_->LogTo(dir_.path() + "/sagad.log");
     return sagad_->Start();
@@ -103,9 +102,10 @@ TEST_F(EdgesTest, ATransferEncodingThatDoesNotEndInChunkedIsRefusedAndNothingAft
   for (const std::string te : {"gzip", "xchunked", "chunked, identity", "identity"}) {
     int fd = Connect(sagad_->port());
     ASSERT_GE(fd, 0);
-    ASSERT_TRUE(SendAll(fd, "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: a\r\n"
-                            "Content-Type: application/json\r\nTransfer-Encoding: " + te +
-                                "\r\n\r\nGET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"));
+    ASSERT_TRUE(SendAll(fd,
+                        "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: a\r\n"
+                        "Content-Type: application/json\r\nTransfer-Encoding: " +
+                            te + "\r\n\r\nGET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"));
     std::string raw = ReadAll(fd);
     close(fd);
     EXPECT_EQ(StatusOf(raw), 400) << te << ": " << raw;
@@ -114,8 +114,9 @@ TEST_F(EdgesTest, ATransferEncodingThatDoesNotEndInChunkedIsRefusedAndNothingAft
   }
   // Chunked after another coding: a coding sagad cannot undo, 501.
   int fd = Connect(sagad_->port());
-  ASSERT_TRUE(SendAll(fd, "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: a\r\n"
-                          "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"));
+  ASSERT_TRUE(SendAll(fd,
+                      "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: a\r\n"
+                      "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"));
   std::string raw = ReadAll(fd);
   close(fd);
   EXPECT_EQ(StatusOf(raw), 501) << raw;
@@ -124,10 +125,11 @@ TEST_F(EdgesTest, ATransferEncodingThatDoesNotEndInChunkedIsRefusedAndNothingAft
   std::string body = json{{"input", OrderInput()}}.dump();
   char size[16];
   snprintf(size, sizeof size, "%zx", body.size());
-  ASSERT_TRUE(SendAll(fd, "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: a\r\n"
-                          "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
-                          "Connection: close\r\n\r\n" + std::string(size) + "\r\n" + body +
-                              "\r\n0\r\n\r\n"));
+  ASSERT_TRUE(SendAll(fd,
+                      "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: a\r\n"
+                      "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                      "Connection: close\r\n\r\n" +
+                          std::string(size) + "\r\n" + body + "\r\n0\r\n\r\n"));
   raw = ReadAll(fd);
   close(fd);
   EXPECT_EQ(StatusOf(raw), 201) << raw;
@@ -146,8 +148,8 @@ TEST_F(EdgesTest, AnAbandonedLongPollFreesItsConnectionSlotAtOnce) {
     ASSERT_TRUE(SendAll(fd, "GET /v1/instances/" + id + "?wait=300 HTTP/1.1\r\nHost: a\r\n\r\n"));
     polls.push_back(fd);
   }
-  ASSERT_TRUE(WaitFor([&] { return OpenConnections(sagad_->port()) >= 51; },
-                      std::chrono::seconds(5)));
+  ASSERT_TRUE(
+      WaitFor([&] { return OpenConnections(sagad_->port()) >= 51; }, std::chrono::seconds(5)));
   for (int fd : polls) close(fd);
   int open = -1;
   EXPECT_TRUE(WaitFor([&] { return (open = OpenConnections(sagad_->port())) <= 2; },
@@ -160,8 +162,8 @@ TEST_F(EdgesTest, AnAbandonedLongPollFreesItsConnectionSlotAtOnce) {
     ASSERT_TRUE(SendAll(fd, "GET /v1/instances/" + id + "?wait=300 HTTP/1.1\r\nHost: a\r\n\r\n"));
     more.push_back(fd);
   }
-  ASSERT_TRUE(WaitFor([&] { return OpenConnections(sagad_->port()) >= 56; },
-                      std::chrono::seconds(5)));
+  ASSERT_TRUE(
+      WaitFor([&] { return OpenConnections(sagad_->port()) >= 56; }, std::chrono::seconds(5)));
   EXPECT_EQ(Http(sagad_->port(), "GET", "/healthz").status, 200);
   for (int fd : more) close(fd);
 }
@@ -173,18 +175,23 @@ TEST_F(EdgesTest, AnAbandonedWaitingSubmissionLeavesItsKeyUsable) {
   downstream_.Fault({{"path", "/reservations"}, {"action", "delay"}, {"delay_ms", 20000}});
   std::string body = json{{"input", OrderInput()}}.dump();
   int fd = Connect(sagad_->port());
-  ASSERT_TRUE(SendAll(fd, "POST /v1/sagas/order_fulfilment/instances?wait=300 HTTP/1.1\r\n"
-                          "Host: a\r\nContent-Type: application/json\r\nIdempotency-Key: k-1\r\n"
-                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
-  ASSERT_TRUE(WaitFor([&] { return OpenConnections(sagad_->port()) >= 2; },
-                      std::chrono::seconds(5)));
+  ASSERT_TRUE(SendAll(fd,
+                      "POST /v1/sagas/order_fulfilment/instances?wait=300 HTTP/1.1\r\n"
+                      "Host: a\r\nContent-Type: application/json\r\nIdempotency-Key: k-1\r\n"
+                      "Content-Length: " +
+                          std::to_string(body.size()) + "\r\n\r\n" + body));
+  ASSERT_TRUE(
+      WaitFor([&] { return OpenConnections(sagad_->port()) >= 2; }, std::chrono::seconds(5)));
   close(fd);
   Reply replay;
-  EXPECT_TRUE(WaitFor([&] {
-    replay = Http(sagad_->port(), "POST", "/v1/sagas/order_fulfilment/instances", body,
-                  {{"Content-Type", "application/json"}, {"Idempotency-Key", "k-1"}});
-    return replay.status == 201;
-  }, std::chrono::seconds(5))) << replay.raw;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        replay = Http(sagad_->port(), "POST", "/v1/sagas/order_fulfilment/instances", body,
+                      {{"Content-Type", "application/json"}, {"Idempotency-Key", "k-1"}});
+        return replay.status == 201;
+      },
+      std::chrono::seconds(5)))
+      << replay.raw;
   EXPECT_EQ(replay.header("Idempotent-Replayed"), "true") << replay.raw;
 }
 
@@ -195,16 +202,16 @@ TEST_F(EdgesTest, SighupIsIgnoredAndADrainAnswersLongPolls) {
   ASSERT_GT(Start(), 0);
   std::string id = RunningInstance();
   sagad_->process().Kill(SIGHUP);
-  EXPECT_TRUE(WaitFor([&] {
-    return Slurp(dir_.path() + "/sagad.log").find("SIGHUP ignored") != std::string::npos;
-  }, std::chrono::seconds(5)));
+  EXPECT_TRUE(WaitFor(
+      [&] { return Slurp(dir_.path() + "/sagad.log").find("SIGHUP ignored") != std::string::npos; },
+      std::chrono::seconds(5)));
   EXPECT_EQ(Http(sagad_->port(), "GET", "/healthz").status, 200);
   EXPECT_TRUE(sagad_->process().Running());
 
   int fd = Connect(sagad_->port());
   ASSERT_TRUE(SendAll(fd, "GET /v1/instances/" + id + "?wait=60 HTTP/1.1\r\nHost: a\r\n\r\n"));
-  ASSERT_TRUE(WaitFor([&] { return OpenConnections(sagad_->port()) >= 2; },
-                      std::chrono::seconds(5)));
+  ASSERT_TRUE(
+      WaitFor([&] { return OpenConnections(sagad_->port()) >= 2; }, std::chrono::seconds(5)));
   sagad_->process().Kill(SIGTERM);
   std::string raw = ReadAll(fd);
   close(fd);
@@ -235,19 +242,21 @@ TEST_F(EdgesTest, HttpPoliteness) {
 
   // 100-continue: an anonymous client is refused before it may upload.
   int fd = Connect(port);
-  ASSERT_TRUE(SendAll(fd, "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: a\r\n"
-                          "Content-Type: application/json\r\nExpect: 100-continue\r\n"
-                          "Content-Length: 1000000\r\n\r\n"));
+  ASSERT_TRUE(SendAll(fd,
+                      "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: a\r\n"
+                      "Content-Type: application/json\r\nExpect: 100-continue\r\n"
+                      "Content-Length: 1000000\r\n\r\n"));
   std::string raw = ReadAll(fd);
   close(fd);
   EXPECT_EQ(StatusOf(raw), 401) << raw;
   EXPECT_EQ(raw.find("100 Continue"), std::string::npos) << raw;
   fd = Connect(port);
   std::string body = json{{"input", OrderInput()}}.dump();
-  ASSERT_TRUE(SendAll(fd, "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: a\r\n"
-                          "Authorization: Bearer s3cret\r\nContent-Type: application/json\r\n"
-                          "Expect: 100-continue\r\nConnection: close\r\nContent-Length: " +
-                              std::to_string(body.size()) + "\r\n\r\n"));
+  ASSERT_TRUE(SendAll(fd,
+                      "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: a\r\n"
+                      "Authorization: Bearer s3cret\r\nContent-Type: application/json\r\n"
+                      "Expect: 100-continue\r\nConnection: close\r\nContent-Length: " +
+                          std::to_string(body.size()) + "\r\n\r\n"));
   char first[64] = {0};
   ASSERT_GT(recv(fd, first, sizeof first - 1, 0), 0);
   EXPECT_EQ(std::string(first).rfind("HTTP/1.1 100 Continue", 0), 0u) << first;
@@ -280,15 +289,17 @@ TEST_F(EdgesTest, HttpPoliteness) {
   EXPECT_EQ(Http(port, "GET", "/healthz?x=1").status, 400);
   Reply reused = Http(port, "POST", "/v1/sagas/order_fulfilment/instances",
                       json{{"input", OrderInput()}}.dump(),
-                      {{"Authorization", "Bearer s3cret"}, {"Content-Type", "application/json"},
+                      {{"Authorization", "Bearer s3cret"},
+                       {"Content-Type", "application/json"},
                        {"Idempotency-Key", "same"}});
   ASSERT_EQ(reused.status, 201) << reused.raw;
   json other = OrderInput();
   other["order_id"] = "another";
-  Reply clash = Http(port, "POST", "/v1/sagas/order_fulfilment/instances",
-                     json{{"input", other}}.dump(),
-                     {{"Authorization", "Bearer s3cret"}, {"Content-Type", "application/json"},
-                      {"Idempotency-Key", "same"}});
+  Reply clash =
+      Http(port, "POST", "/v1/sagas/order_fulfilment/instances", json{{"input", other}}.dump(),
+           {{"Authorization", "Bearer s3cret"},
+            {"Content-Type", "application/json"},
+            {"Idempotency-Key", "same"}});
   EXPECT_EQ(clash.status, 422) << clash.raw;
   EXPECT_NE(clash.body.value("detail", "").find(reused.body.value("id", "?")), std::string::npos)
       << clash.raw;
@@ -310,8 +321,9 @@ TEST_F(EdgesTest, EveryDocumentedMetricIsThereFromTheStart) {
 TEST_F(EdgesTest, ANotSentCallSaysWhereAndWhy) {
   sagad_ = std::make_unique<Coordinator>(
       downstream_, dir_.path() + "/data",
-      json{{"inventory", {{"base_url", "http://127.0.0.1:" + std::to_string(FreePort())},
-                          {"retry", {{"max_attempts", 1}}}}}});
+      json{{"inventory",
+            {{"base_url", "http://127.0.0.1:" + std::to_string(FreePort())},
+             {"retry", {{"max_attempts", 1}}}}}});
   ASSERT_GT(sagad_->Start(), 0);
   Reply r = sagad_->Submit("order_fulfilment", OrderInput(), 10);
   json events = Events(*sagad_, r.body.value("id", ""));

@@ -3,11 +3,11 @@
 // once and left silent. Meanwhile another client's GET /healthz and an
 // approval are answered within 1 s, sagad's thread count stays where it
 // was, and the tricklers are cut off at the request deadline.
-#include <gtest/gtest.h>
-
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/resource.h>
@@ -16,8 +16,6 @@
 
 #include <chrono>
 #include <thread>
-
-#include <httplib.h>
 
 #include "tests/testing/cluster.h"
 
@@ -91,16 +89,19 @@ TEST(FrontEndTest, NoClientCanStarveTheOthers) {
   std::vector<int> tricklers;
   for (int i = 0; i < 300; ++i) tricklers.push_back(Open(port));
   auto trickle_start = Clock::now();
-  ASSERT_TRUE(WaitFor([&] {
-    int sent = 0;
-    for (int fd : tricklers) sent += SendAll(fd, "GET /healthz HTTP/1.1\r\n") ? 1 : 0;
-    return sent == 300;
-  }, std::chrono::seconds(5)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        int sent = 0;
+        for (int fd : tricklers) sent += SendAll(fd, "GET /healthz HTTP/1.1\r\n") ? 1 : 0;
+        return sent == 300;
+      },
+      std::chrono::seconds(5)));
   std::atomic<bool> stop{false};
   std::thread trickler([&] {
     while (!stop) {
       for (int fd : tricklers) SendAll(fd, "X-Slow: 1\r\n");
-      for (int k = 0; k < 20 && !stop; ++k) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      for (int k = 0; k < 20 && !stop; ++k)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });
   // 1,000 more at once, silent.
@@ -117,24 +118,29 @@ TEST(FrontEndTest, NoClientCanStarveTheOthers) {
   }
   auto t0 = Clock::now();
   Reply a = sagad.Post("/v1/instances/" + id + "/steps/notify_user/approve", {{"comment", "ok"}});
-  auto approve_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  auto approve_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
   EXPECT_EQ(a.status, 200) << a.raw;
   EXPECT_LT(approve_ms, 1000) << "the approval took " << approve_ms << " ms";
   EXPECT_EQ(sagad.WaitStatus(id, "COMPLETED")["status"], "COMPLETED");
 
   // No thread per connection.
   int threads_during = Threads(sagad.process().pid());
-  EXPECT_LE(threads_during, threads_before + 4)
-      << "threads: " << threads_before << " before, " << threads_during << " with 1,300 connections";
+  EXPECT_LE(threads_during, threads_before + 4) << "threads: " << threads_before << " before, "
+                                                << threads_during << " with 1,300 connections";
 
   // The tricklers are cut off at the 4 s request deadline (they would go on
   // for ever), with a 408 or a close.
-  EXPECT_TRUE(WaitFor([&] {
-    for (int fd : tricklers)
-      if (!PeerClosed(fd)) return false;
-    return true;
-  }, std::chrono::seconds(15))) << "tricklers still connected";
-  auto cut_after = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - trickle_start).count();
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (int fd : tricklers)
+          if (!PeerClosed(fd)) return false;
+        return true;
+      },
+      std::chrono::seconds(15)))
+      << "tricklers still connected";
+  auto cut_after =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - trickle_start).count();
   EXPECT_GE(cut_after, 3000);
   stop = true;
   trickler.join();
@@ -153,11 +159,14 @@ TEST(FrontEndTest, ConnectionsBeyondTheCapGetA503) {
   for (int i = 0; i < 20; ++i) held.push_back(Open(sagad.port()));
   // Accepted (or refused) in order: wait until the server has seen them all.
   std::string busy;
-  ASSERT_TRUE(WaitFor([&] {
-    Reply r = Http(sagad.port(), "GET", "/healthz");
-    busy = r.raw;
-    return r.status == 503;
-  }, std::chrono::seconds(5))) << busy;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        Reply r = Http(sagad.port(), "GET", "/healthz");
+        busy = r.raw;
+        return r.status == 503;
+      },
+      std::chrono::seconds(5)))
+      << busy;
   EXPECT_NE(busy.find("too many connections"), std::string::npos) << busy;
   for (int fd : held) close(fd);
   EXPECT_TRUE(WaitFor([&] { return Http(sagad.port(), "GET", "/healthz").status == 200; },
@@ -186,7 +195,8 @@ TEST(FrontEndTest, LongPollsHoldNoThread) {
       Reply v = sagad.Get("/v1/instances/" + running + "?wait=3");
       answered += v.status == 200 && v.body.value("status", "") == "RUNNING";
     });
-  ASSERT_TRUE(WaitFor([&] { return OpenConnections(sagad.port()) >= 300; }, std::chrono::seconds(5)));
+  ASSERT_TRUE(
+      WaitFor([&] { return OpenConnections(sagad.port()) >= 300; }, std::chrono::seconds(5)));
   int during = Threads(sagad.process().pid());
   auto t0 = Clock::now();
   Reply h = Http(sagad.port(), "GET", "/healthz");

@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "coordinator/store/lmdb/lmdb_store.h"
 #include "tests/testing/cluster.h"
 #include "tests/testing/v0_fixture.h"
-#include "coordinator/store/lmdb/lmdb_store.h"
 
 namespace sagad::testing {
 namespace {
@@ -18,20 +18,27 @@ using nlohmann::json;
 
 json Versioned(int version, bool with_ship) {
   json reserve = {{"name", "reserve"},
-                  {"forward", {{"service", "inventory"}, {"path", "/reservations"},
-                               {"body", {{"sku", "{{input.sku}}"}, {"qty", 1}}}}},
-                  {"compensation", {{"service", "inventory"},
-                                    {"path", "/reservations/{{reserve.ref}}/release"}}}};
-  json charge = {{"name", "charge"},
-                 {"forward", {{"service", "payments"}, {"path", "/charges"},
-                              {"body", {{"amount", 5}, {"currency", "EUR"}, {"customer", "c"}}}}},
-                 {"compensation", {{"service", "payments"}, {"path", "/charges/{{charge.ref}}/refund"}}},
-                 {"requires_approval", true}};
+                  {"forward",
+                   {{"service", "inventory"},
+                    {"path", "/reservations"},
+                    {"body", {{"sku", "{{input.sku}}"}, {"qty", 1}}}}},
+                  {"compensation",
+                   {{"service", "inventory"}, {"path", "/reservations/{{reserve.ref}}/release"}}}};
+  json charge = {
+      {"name", "charge"},
+      {"forward",
+       {{"service", "payments"},
+        {"path", "/charges"},
+        {"body", {{"amount", 5}, {"currency", "EUR"}, {"customer", "c"}}}}},
+      {"compensation", {{"service", "payments"}, {"path", "/charges/{{charge.ref}}/refund"}}},
+      {"requires_approval", true}};
   json steps = {reserve, charge};
   if (with_ship)
-    steps.push_back({{"name", "ship"},
-                     {"forward", {{"service", "shipping"}, {"path", "/shipments"}, {"body", {{"address", "x"}}}}},
-                     {"compensation", {{"service", "shipping"}, {"path", "/shipments/{{ship.ref}}/cancel"}}}});
+    steps.push_back(
+        {{"name", "ship"},
+         {"forward",
+          {{"service", "shipping"}, {"path", "/shipments"}, {"body", {{"address", "x"}}}}},
+         {"compensation", {{"service", "shipping"}, {"path", "/shipments/{{ship.ref}}/cancel"}}}});
   return {{"name", "versioned"}, {"version", version}, {"steps", steps}};
 }
 
@@ -103,7 +110,8 @@ TEST(MigrationTest, ADataDirFromSchemaZeroIsMigratedAndItsInstancesComplete) {
   EXPECT_EQ(order["steps"][0]["external_ref"], "OLD-reserve_inventory");  // not re-run
   EXPECT_EQ(downstream.RouteCount("reserve_inventory"), 0);
   EXPECT_EQ(downstream.RouteCount("charge_payment"), 1);
-  ASSERT_EQ(sagad.Post("/v1/instances/" + f.incident_id + "/steps/notify_user/approve").status, 200);
+  ASSERT_EQ(sagad.Post("/v1/instances/" + f.incident_id + "/steps/notify_user/approve").status,
+            200);
   EXPECT_EQ(sagad.WaitStatus(f.incident_id, "COMPLETED")["status"], "COMPLETED");
   EXPECT_EQ(downstream.RouteCount("send_message"), 1);
   EXPECT_EQ(sagad.Get("/v1/instances?status=COMPLETED").body["instances"].size(), 2u);
@@ -128,8 +136,8 @@ TEST(VerifyTest, SnapshotsEqualTheirReplayedLogsAndATamperedOneIsReported) {
   ASSERT_GT(sagad.Start(), 0);
   downstream.Fault({{"path", "/charges"}, {"action", "commit_500"}});
   downstream.Fault({{"path", "/shipments"}, {"action", "reject"}});
-  sagad.Submit("order_fulfilment", OrderInput(), 10);   // unknown, reconciled, compensated
-  sagad.Submit("order_fulfilment", OrderInput(), 10);   // completed
+  sagad.Submit("order_fulfilment", OrderInput(), 10);  // unknown, reconciled, compensated
+  sagad.Submit("order_fulfilment", OrderInput(), 10);  // completed
   std::string waiting = sagad.Submit("incident_response", IncidentInput(), 10).body["id"];
   ASSERT_EQ(sagad.Terminate(), 0);
   std::string out;
@@ -146,7 +154,9 @@ TEST(VerifyTest, SnapshotsEqualTheirReplayedLogsAndATamperedOneIsReported) {
   ASSERT_TRUE((*store)->Commit(waiting, (*snap)["version"], bad, {}, {}, {}, nullptr).ok());
   store->reset();
   EXPECT_EQ(RunVerify(dir.path() + "/data", &out), 1);
-  EXPECT_NE(out.find(waiting + ": snapshot differs from the replayed log: status"), std::string::npos) << out;
+  EXPECT_NE(out.find(waiting + ": snapshot differs from the replayed log: status"),
+            std::string::npos)
+      << out;
 }
 
 }  // namespace

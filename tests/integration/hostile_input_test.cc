@@ -2,7 +2,6 @@
 // request, broken downstream replies, path tricks, malformed HTTP. sagad must
 // answer with a problem+json, keep serving and keep writing.
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -16,14 +15,16 @@ namespace {
 
 using nlohmann::json;
 
-const json kFastRetry = {{"max_attempts", 3},      {"initial_backoff_ms", 10},
-                         {"max_backoff_ms", 40},    {"max_reconciliations", 3}};
+const json kFastRetry = {{"max_attempts", 3},
+                         {"initial_backoff_ms", 10},
+                         {"max_backoff_ms", 40},
+                         {"max_reconciliations", 3}};
 
 // A request with raw bytes, one connection, closed by sagad after the answer.
 std::string Raw(int port, const std::string& method, const std::string& target,
                 const std::string& extra_headers = "", const std::string& body = "") {
-  std::string req = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" +
-                    extra_headers;
+  std::string req = method + " " + target +
+                    " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + extra_headers;
   if (!body.empty() || (method != "GET" && method != "DELETE"))
     req += "Content-Length: " + std::to_string(body.size()) + "\r\n";
   return RawExchange(port, req + "\r\n" + body);
@@ -79,15 +80,15 @@ class HostileInputTest : public ::testing::Test {
 TEST_F(HostileInputTest, PathsThatAreNotUtf8AreRefusedAndSagadKeepsServing) {
   Start();
   int p = sagad_->port();
-  for (const char* target : {"/v1/instances/%FF", "/%FF", "/v1/instances/%C0%AF",
-                             "/v1/instances/\xff", "/v1/instances/%FF/events",
-                             "/v1/instances/%FF/bundle", "/v1/instances?status=%FF",
-                             "/v1/instances?saga=%FF", "/v1/instances?cursor=%FF",
-                             "/v1/instances?%FF=1"}) {
+  for (const char* target :
+       {"/v1/instances/%FF", "/%FF", "/v1/instances/%C0%AF", "/v1/instances/\xff",
+        "/v1/instances/%FF/events", "/v1/instances/%FF/bundle", "/v1/instances?status=%FF",
+        "/v1/instances?saga=%FF", "/v1/instances?cursor=%FF", "/v1/instances?%FF=1"}) {
     ExpectProblem(Raw(p, "GET", target), {400, 404});
   }
-  for (const char* target : {"/v1/sagas/%FF/instances", "/v1/instances/x/steps/%FF/approve",
-                             "/v1/instances/%FF/cancel", "/v1/sagas/order_fulfilment/instances?wait=%FF"}) {
+  for (const char* target :
+       {"/v1/sagas/%FF/instances", "/v1/instances/x/steps/%FF/approve", "/v1/instances/%FF/cancel",
+        "/v1/sagas/order_fulfilment/instances?wait=%FF"}) {
     ExpectProblem(Raw(p, "POST", target, "Content-Type: application/json\r\n", R"({"input":{}})"),
                   {400, 404});
   }
@@ -114,10 +115,14 @@ TEST_F(HostileInputTest, DownstreamRepliesThatAreNotUtf8AreStoredSafelyAndClassi
   RogueDownstream rogue([&](const RawRequest& r) {
     if (r.path.rfind("/operations/", 0) == 0) return RawAnswer(404, "{}");
     switch (mode.load()) {
-      case 0: return RawAnswer(500, "bad \xff\xfe", "text/plain");
-      case 1: return RawAnswer(422, "bad \xff\xfe", "text/plain");
-      case 2: return RawAnswer(201, "{\"ref\":\"\xff\xfe\"}");
-      default: return RawAnswer(201, "{\"ref\":\"r\xc3\xa9\"}", "application/json\r\nX-Odd: \xff");
+      case 0:
+        return RawAnswer(500, "bad \xff\xfe", "text/plain");
+      case 1:
+        return RawAnswer(422, "bad \xff\xfe", "text/plain");
+      case 2:
+        return RawAnswer(201, "{\"ref\":\"\xff\xfe\"}");
+      default:
+        return RawAnswer(201, "{\"ref\":\"r\xc3\xa9\"}", "application/json\r\nX-Odd: \xff");
     }
   });
   Start({{"inventory", {{"base_url", rogue.url()}, {"retry", kFastRetry}}}});
@@ -156,10 +161,14 @@ TEST_F(HostileInputTest, UnclearRepliesAreResentWithinTheRetryPolicyOnly) {
   RogueDownstream rogue([&](const RawRequest& r) -> RawReply {
     if (r.path.rfind("/operations/", 0) == 0) return RawAnswer(404, "{}");
     switch (mode.load()) {
-      case 0: return RawAnswer(503, "busy");
-      case 1: return {"HTTP/1.1 308 X\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n", false};
-      case 2: return {"HTTP/1.1 201 X\r\nContent-Length: 100\r\n\r\n{\"ref\":", true};
-      default: return {"garbage\r\n\r\n", true};
+      case 0:
+        return RawAnswer(503, "busy");
+      case 1:
+        return {"HTTP/1.1 308 X\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n", false};
+      case 2:
+        return {"HTTP/1.1 201 X\r\nContent-Length: 100\r\n\r\n{\"ref\":", true};
+      default:
+        return {"garbage\r\n\r\n", true};
     }
   });
   Start({{"inventory", {{"base_url", rogue.url()}, {"retry", kFastRetry}}}});
@@ -233,7 +242,9 @@ TEST_F(HostileInputTest, AVersionOutsideTheIntegerRangeIsRefused) {
                  json{{"input", OrderInput()}, {"version", 4294967297}}.dump());
   EXPECT_EQ(r.status, 400) << r.raw;
   EXPECT_EQ(Http(sagad_->port(), "POST", "/v1/sagas/order_fulfilment/instances?version=1",
-                 json{{"input", OrderInput()}}.dump()).status, 201);
+                 json{{"input", OrderInput()}}.dump())
+                .status,
+            201);
 }
 
 TEST_F(HostileInputTest, HttpFramingAndMethodsAreChecked) {
@@ -250,12 +261,14 @@ TEST_F(HostileInputTest, HttpFramingAndMethodsAreChecked) {
   // Content-Length must be one plain number (RFC 9112 section 6.3).
   std::string body = json{{"input", OrderInput()}}.dump();
   std::string n = std::to_string(body.size());
-  for (const std::string& cl : {"Content-Length: " + n + "\r\nContent-Length: 5\r\n",
-                                "Content-Length: +" + n + "\r\n",
-                                "Content-Length: " + n + ", 5\r\n",
-                                "Content-Length: " + n + "\r\nTransfer-Encoding: chunked\r\n"}) {
-    std::string req = "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: x\r\n"
-                      "Connection: close\r\nContent-Type: application/json\r\n" + cl + "\r\n" + body;
+  for (const std::string& cl :
+       {"Content-Length: " + n + "\r\nContent-Length: 5\r\n", "Content-Length: +" + n + "\r\n",
+        "Content-Length: " + n + ", 5\r\n",
+        "Content-Length: " + n + "\r\nTransfer-Encoding: chunked\r\n"}) {
+    std::string req =
+        "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: x\r\n"
+        "Connection: close\r\nContent-Type: application/json\r\n" +
+        cl + "\r\n" + body;
     ExpectProblem(RawExchange(p, req), {400});
   }
   // A POST must say it is JSON: no cross-site form post gets through.
@@ -263,10 +276,13 @@ TEST_F(HostileInputTest, HttpFramingAndMethodsAreChecked) {
                     {{"Content-Type", "application/x-www-form-urlencoded"}});
   EXPECT_EQ(form.status, 415) << form.raw;
   EXPECT_EQ(StatusOf(Raw(p, "POST", "/v1/instances/abc/cancel")), 415);
+  EXPECT_EQ(
+      Http(p, "POST", "/v1/instances/abc/cancel", "{}", {{"Content-Type", "text/plain"}}).status,
+      415);
   EXPECT_EQ(Http(p, "POST", "/v1/instances/abc/cancel", "{}",
-                 {{"Content-Type", "text/plain"}}).status, 415);
-  EXPECT_EQ(Http(p, "POST", "/v1/instances/abc/cancel", "{}",
-                 {{"Content-Type", "application/json; charset=utf-8"}}).status, 404);
+                 {{"Content-Type", "application/json; charset=utf-8"}})
+                .status,
+            404);
   // A cursor is an instance id.
   EXPECT_EQ(sagad_->Get("/v1/instances?cursor=not-a-cursor!").status, 400);
   EXPECT_EQ(sagad_->Get("/v1/instances?cursor=" + std::string(300, 'a')).status, 400);
@@ -295,8 +311,9 @@ TEST_F(HostileInputTest, EveryByteInEveryClientFieldLeavesSagadUpAndWritable) {
             json{{"input", OrderInput()}}.dump()),
         Raw(p, "GET", "/v1/approvals", "Authorization: Bearer " + c + "\r\n"),
         Raw(p, "POST", "/v1/sagas/order_fulfilment/instances", "Content-Type: application/json\r\n",
-            "{\"input\":{\"sku\":\"" + c + "\",\"qty\":1,\"amount\":1,\"currency\":\"E\","
-            "\"customer\":\"c\",\"address\":\"a\"}}"),
+            "{\"input\":{\"sku\":\"" + c +
+                "\",\"qty\":1,\"amount\":1,\"currency\":\"E\","
+                "\"customer\":\"c\",\"address\":\"a\"}}"),
         Raw(p, "POST", "/v1/instances/x/cancel", "Content-Type: application/json\r\n",
             "{\"reason\":\"" + c + "\"}"),
     };
@@ -325,10 +342,15 @@ TEST_F(HostileInputTest, EveryByteFromADownstreamLeavesSagadUpAndWritable) {
     int amount = in.is_object() ? in.value("amount", 0) : 0;
     std::string c(1, static_cast<char>(amount % 256));
     switch (amount / 256) {
-      case 0: return RawAnswer(201, "{\"ref\":\"r" + c + "\"}");
-      case 1: return RawAnswer(201, "{\"ref\":\"r\",\"x\":\"" + c + "\"}", "application/json\r\nX-B: " + c);
-      case 2: return RawAnswer(500, "boom " + c, "text/plain");
-      default: return RawAnswer(422, "{\"error\":\"" + c + "\"}");
+      case 0:
+        return RawAnswer(201, "{\"ref\":\"r" + c + "\"}");
+      case 1:
+        return RawAnswer(201, "{\"ref\":\"r\",\"x\":\"" + c + "\"}",
+                         "application/json\r\nX-B: " + c);
+      case 2:
+        return RawAnswer(500, "boom " + c, "text/plain");
+      default:
+        return RawAnswer(422, "{\"error\":\"" + c + "\"}");
     }
   });
   Start({{"payments", {{"base_url", rogue.url()}, {"retry", kFastRetry}}}});

@@ -1,6 +1,7 @@
 // Two sagad processes on one data dir: leases, takeover, fencing.
 #include <gtest/gtest.h>
 #include <signal.h>
+
 #include <thread>
 
 #include "coordinator/store/lmdb/lmdb_store.h"
@@ -89,7 +90,8 @@ TEST_F(OwnershipTest, PausedOwnerCommitsNothingAndItsLateRequestIsFenced) {
     size_t at = m.find(label);
     return at != std::string::npos && std::atof(m.c_str() + at + label.size()) >= 1;
   })) << a_->Get("/metrics").raw;
-  EXPECT_EQ(a_->Get("/metrics").raw.find("sagad_step_calls_total{phase=\"forward\",outcome=\"unknown\"} 1"),
+  EXPECT_EQ(a_->Get("/metrics")
+                .raw.find("sagad_step_calls_total{phase=\"forward\",outcome=\"unknown\"} 1"),
             std::string::npos);
   json after = b_->Get("/v1/instances/" + id).body;
   EXPECT_EQ(after["status"], "COMPLETED");
@@ -135,9 +137,8 @@ TEST(PauseTest, OwnersPausedLongerThanALeaseUnderLoadNeverDuplicateAnEffect) {
   TempDir dir;
   Downstream downstream(/*dedup=*/false);
   auto make = [&](const std::string& name) {
-    auto c = std::make_unique<Coordinator>(
-        downstream, dir.path() + "/data",
-        NonDeduplicating({"inventory", "payments", "shipping"}));
+    auto c = std::make_unique<Coordinator>(downstream, dir.path() + "/data",
+                                           NonDeduplicating({"inventory", "payments", "shipping"}));
     c->Configure({{"coordinator_id", name}, {"lease_ms", 600}});
     return c;
   };

@@ -70,8 +70,9 @@ TEST_F(ParallelTest, ThreeBookingsRunAtOnce) {
   long long first_end = std::min({f.end_us, h.end_us, c.end_us});
   long long last_start = std::max({f.start_us, h.start_us, c.start_us});
   EXPECT_LT(last_start, first_end) << "the three bookings did not overlap";
-  long long span_ms = (std::max({f.end_us, h.end_us, c.end_us}) -
-                       std::min({f.start_us, h.start_us, c.start_us})) / 1000;
+  long long span_ms =
+      (std::max({f.end_us, h.end_us, c.end_us}) - std::min({f.start_us, h.start_us, c.start_us})) /
+      1000;
   EXPECT_LT(span_ms, 1400) << "three 700 ms bookings took " << span_ms << " ms";
   // The charge only after all three were answered.
   EXPECT_GE(First("/charges").start_us, std::max({f.end_us, h.end_us, c.end_us}));
@@ -134,21 +135,22 @@ TEST_F(ParallelTest, AnUnknownSiblingIsReconciledBeforeAnyUndo) {
 
 TEST_F(ParallelTest, ABadGraphInADefinitionsFileStopsSagadWithExit2) {
   TempDir defs;
-  nlohmann::json bad = {
-      {"name", "loop"},
-      {"steps",
-       {{{"name", "a"}, {"after", {"b"}},
-         {"forward", {{"service", "svc"}, {"path", "/a"}}},
-         {"compensation", {{"service", "svc"}, {"path", "/a/undo"}}}},
-        {{"name", "b"}, {"after", {"a"}},
-         {"forward", {{"service", "svc"}, {"path", "/b"}}},
-         {"compensation", {{"service", "svc"}, {"path", "/b/undo"}}}}}}};
+  nlohmann::json bad = {{"name", "loop"},
+                        {"steps",
+                         {{{"name", "a"},
+                           {"after", {"b"}},
+                           {"forward", {{"service", "svc"}, {"path", "/a"}}},
+                           {"compensation", {{"service", "svc"}, {"path", "/a/undo"}}}},
+                          {{"name", "b"},
+                           {"after", {"a"}},
+                           {"forward", {{"service", "svc"}, {"path", "/b"}}},
+                           {"compensation", {{"service", "svc"}, {"path", "/b/undo"}}}}}}};
   // Starts sagad on `defs`; its exit code and what it said on stderr.
   auto run = [&](std::string* said) {
     std::string err = dir_.path() + "/stderr";
     std::remove(err.c_str());
-    Subprocess sagad({SAGAD_BIN, "--data-dir", dir_.path() + "/other", "--listen",
-                      "127.0.0.1:0", "--definitions", defs.path()},
+    Subprocess sagad({SAGAD_BIN, "--data-dir", dir_.path() + "/other", "--listen", "127.0.0.1:0",
+                      "--definitions", defs.path()},
                      {}, err);
     int code = sagad.Wait();
     std::stringstream text;
@@ -164,9 +166,11 @@ TEST_F(ParallelTest, ABadGraphInADefinitionsFileStopsSagadWithExit2) {
 
   // A misspelt key is refused the same way.
   nlohmann::json typo = {{"name", "typo"},
-                         {"steps", {{{"name", "a"}, {"requires_aproval", true},
-                                     {"forward", {{"service", "svc"}, {"path", "/a"}}},
-                                     {"compensation", {{"service", "svc"}, {"path", "/u"}}}}}}};
+                         {"steps",
+                          {{{"name", "a"},
+                            {"requires_aproval", true},
+                            {"forward", {{"service", "svc"}, {"path", "/a"}}},
+                            {"compensation", {{"service", "svc"}, {"path", "/u"}}}}}}};
   std::remove((defs.path() + "/loop.json").c_str());
   std::ofstream(defs.path() + "/typo.json") << typo.dump();
   EXPECT_EQ(run(&said), 2);

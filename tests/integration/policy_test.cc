@@ -13,10 +13,11 @@ namespace {
 
 using nlohmann::json;
 
-json Step(const std::string& name, const std::string& service, const std::string& path,
-          json body, json compensation = nullptr) {
-  json s = {{"name", name},
-            {"forward", {{"service", service}, {"method", "POST"}, {"path", path}, {"body", body}}}};
+json Step(const std::string& name, const std::string& service, const std::string& path, json body,
+          json compensation = nullptr) {
+  json s = {
+      {"name", name},
+      {"forward", {{"service", service}, {"method", "POST"}, {"path", path}, {"body", body}}}};
   if (!compensation.is_null()) s["compensation"] = compensation;
   return s;
 }
@@ -25,13 +26,16 @@ json Undo(const std::string& service, const std::string& path) {
   return {{"service", service}, {"method", "POST"}, {"path", path}};
 }
 
-const json kFastRetry = {{"max_attempts", 3}, {"initial_backoff_ms", 20}, {"max_backoff_ms", 50},
+const json kFastRetry = {{"max_attempts", 3},
+                         {"initial_backoff_ms", 20},
+                         {"max_backoff_ms", 50},
                          {"max_reconciliations", 5}};
 
 // Test sagas, loaded by sagad from JSON files (--definitions).
 std::vector<json> TestSagas() {
-  json reserve = Step("reserve", "inventory", "/reservations", {{"sku", "{{input.sku}}"}, {"qty", 1}},
-                      Undo("inventory", "/reservations/{{reserve.ref}}/release"));
+  json reserve =
+      Step("reserve", "inventory", "/reservations", {{"sku", "{{input.sku}}"}, {"qty", 1}},
+           Undo("inventory", "/reservations/{{reserve.ref}}/release"));
   json charge = Step("charge", "payments", "/charges",
                      {{"amount", "{{input.amount}}"}, {"currency", "EUR"}, {"customer", "c"}},
                      Undo("payments", "/charges/{{charge.ref}}/refund"));
@@ -140,11 +144,13 @@ TEST_F(PolicyTest, AfterThePivotTheSagaOnlyGoesForward) {
   // Forcing compensation cannot pretend to undo the irreversible step either.
   Reply forced = sagad_->Post("/v1/instances/" + id + "/compensate", {{"reason", "undo all"}});
   EXPECT_EQ(forced.status, 409) << forced.raw;
-  EXPECT_NE(forced.body.value("detail", "").find("irreversible step 'notify' is COMMITTED"), std::string::npos)
+  EXPECT_NE(forced.body.value("detail", "").find("irreversible step 'notify' is COMMITTED"),
+            std::string::npos)
       << forced.raw;
   EXPECT_EQ(sagad_->Get("/v1/instances/" + id).body["status"], "NEEDS_REVIEW");
   // The operator retries the step now: same key, fresh backoff.
-  Reply retry = sagad_->Post("/v1/instances/" + id + "/steps/ship/retry", {{"comment", "carrier back"}});
+  Reply retry =
+      sagad_->Post("/v1/instances/" + id + "/steps/ship/retry", {{"comment", "carrier back"}});
   ASSERT_EQ(retry.status, 200) << retry.raw;
   EXPECT_EQ(sagad_->WaitStatus(id, "COMPLETED")["status"], "COMPLETED");
   EXPECT_EQ(downstream_.RouteCount("create_shipment"), 2);  // one per instance
@@ -184,7 +190,8 @@ TEST_F(PolicyTest, DurableRetryTimerSurvivesARestart) {
     bool listed = false;
     ASSERT_TRUE(WaitFor([&] {
       Reply list = sagad_->Get("/v1/instances?waiting=retry");
-      for (const auto& i : list.body["instances"]) listed = listed || i.value("id", "") == candidate;
+      for (const auto& i : list.body["instances"])
+        listed = listed || i.value("id", "") == candidate;
       waiting = sagad_->Get("/v1/instances/" + candidate).body;
       return listed || waiting.value("status", "") == "COMPLETED";
     }));
@@ -265,10 +272,11 @@ TEST_F(PolicyTest, SkipSuppliesAResultAndTheSagaGoesOn) {
 TEST(RetryBudgetIntegrationTest, EmptyBudgetDefersRetriesVisibly) {
   TempDir dir;
   Downstream downstream;
-  Coordinator sagad(downstream, dir.path() + "/data",
-                    {{"inventory", {{"retry_budget", {{"capacity", 1}, {"per_second", 2}}},
-                                    {"retry", {{"max_attempts", 6}, {"initial_backoff_ms", 1},
-                                               {"max_backoff_ms", 5}}}}}});
+  Coordinator sagad(
+      downstream, dir.path() + "/data",
+      {{"inventory",
+        {{"retry_budget", {{"capacity", 1}, {"per_second", 2}}},
+         {"retry", {{"max_attempts", 6}, {"initial_backoff_ms", 1}, {"max_backoff_ms", 5}}}}}});
   ASSERT_GT(sagad.Start(), 0);
   downstream.Fault({{"path", "/reservations"}, {"action", "refuse"}, {"times", 3}});
   Reply r = sagad.Submit("order_fulfilment", OrderInput(), 20);
@@ -276,8 +284,9 @@ TEST(RetryBudgetIntegrationTest, EmptyBudgetDefersRetriesVisibly) {
   int deferred = 0;
   for (const auto& e : Events(sagad, r.body["id"])) deferred += e["type"] == "retry_deferred";
   EXPECT_GE(deferred, 1);
-  EXPECT_NE(sagad.Get("/metrics").raw.find("sagad_retry_budget_exhausted_total{service=\"inventory\"}"),
-            std::string::npos);
+  EXPECT_NE(
+      sagad.Get("/metrics").raw.find("sagad_retry_budget_exhausted_total{service=\"inventory\"}"),
+      std::string::npos);
 }
 
 // Every role against every endpoint: 401 without/with a bad token, 403 below
@@ -287,7 +296,8 @@ TEST(RolesTest, EveryRoleAgainstEveryEndpoint) {
   Downstream downstream;
   json tokens = json::array();
   const std::vector<std::string> roles = {"viewer", "submitter", "operator", "admin"};
-  for (const auto& role : roles) tokens.push_back({{"name", role + "-1"}, {"token", "t-" + role}, {"role", role}});
+  for (const auto& role : roles)
+    tokens.push_back({{"name", role + "-1"}, {"token", "t-" + role}, {"role", role}});
   Coordinator sagad(downstream, dir.path() + "/data", json::object(), tokens);
   ASSERT_GT(sagad.Start(), 0);
   struct Endpoint {
@@ -303,8 +313,7 @@ TEST(RolesTest, EveryRoleAgainstEveryEndpoint) {
       {"GET", i + "/events", 0, ""},
       {"GET", i + "/bundle", 0, ""},
       {"GET", "/v1/approvals", 0, ""},
-      {"POST", "/v1/sagas/order_fulfilment/instances", 1,
-       json{{"input", OrderInput()}}.dump()},
+      {"POST", "/v1/sagas/order_fulfilment/instances", 1, json{{"input", OrderInput()}}.dump()},
       {"POST", i + "/steps/s/approve", 2, "{}"},
       {"POST", i + "/steps/s/reject", 2, "{}"},
       {"POST", i + "/steps/s/resolve", 2, R"({"outcome":"committed"})"},
@@ -316,10 +325,13 @@ TEST(RolesTest, EveryRoleAgainstEveryEndpoint) {
   for (const auto& ep : endpoints) {
     SCOPED_TRACE(ep.method + " " + ep.path);
     EXPECT_EQ(Http(sagad.port(), ep.method, ep.path, ep.body).status, 401);
-    EXPECT_EQ(Http(sagad.port(), ep.method, ep.path, ep.body, {{"Authorization", "Bearer bad"}}).status, 401);
+    EXPECT_EQ(
+        Http(sagad.port(), ep.method, ep.path, ep.body, {{"Authorization", "Bearer bad"}}).status,
+        401);
     for (size_t r = 0; r < roles.size(); ++r) {
       int st = Http(sagad.port(), ep.method, ep.path, ep.body,
-                    {{"Authorization", "Bearer t-" + roles[r]}}).status;
+                    {{"Authorization", "Bearer t-" + roles[r]}})
+                   .status;
       if (static_cast<int>(r) < ep.need) {
         EXPECT_EQ(st, 403) << roles[r];
       } else {

@@ -2,15 +2,15 @@
 // restart, two coordinators sharing the database, and database restarts
 // while sagas are in flight. Real processes and a real server; every
 // effect exactly once.
-#include <gtest/gtest.h>
+#include "tests/testing/postgres.h"
 
+#include <gtest/gtest.h>
 #include <libpq-fe.h>
 #include <unistd.h>
 
 #include <future>
 
 #include "tests/testing/cluster.h"
-#include "tests/testing/postgres.h"
 #include "tests/testing/tcp_proxy.h"
 
 namespace sagad::testing {
@@ -27,7 +27,8 @@ class PostgresCoordinatorTest : public ::testing::Test {
     c->Configure({{"coordinator_id", name}, {"lease_ms", lease_ms}, {"store", uri_}});
     return c;
   }
-  std::vector<std::string> SubmitMany(Coordinator& c, int n, const std::string& saga = "order_fulfilment") {
+  std::vector<std::string> SubmitMany(Coordinator& c, int n,
+                                      const std::string& saga = "order_fulfilment") {
     std::vector<std::string> ids;
     for (int i = 0; i < n; ++i) {
       Reply r = c.Submit(saga, saga == "order_fulfilment" ? OrderInput() : IncidentInput(), 0,
@@ -70,7 +71,8 @@ TEST_F(PostgresCoordinatorTest, SagasRunToTheEndWithApprovalsAndKeyedReplays) {
 }
 
 TEST_F(PostgresCoordinatorTest, SigkillMidFlightThenRestartLosesNothingAndDoesNothingTwice) {
-  downstream_.Fault({{"path", "/charges"}, {"action", "delay"}, {"delay_ms", 300}, {"times", 1000}});
+  downstream_.Fault(
+      {{"path", "/charges"}, {"action", "delay"}, {"delay_ms", 300}, {"times", 1000}});
   auto c = Make("pg-a");
   ASSERT_GT(c->Start(), 0);
   std::vector<std::string> ids = SubmitMany(*c, 20);
@@ -84,7 +86,8 @@ TEST_F(PostgresCoordinatorTest, SigkillMidFlightThenRestartLosesNothingAndDoesNo
 // Two coordinators on one database: both serve the whole API; when one is
 // killed, the other takes its instances over once their leases expire.
 TEST_F(PostgresCoordinatorTest, TwoCoordinatorsShareTheWorkAndTheSurvivorTakesOver) {
-  downstream_.Fault({{"path", "/shipments"}, {"action", "delay"}, {"delay_ms", 200}, {"times", 1000}});
+  downstream_.Fault(
+      {{"path", "/shipments"}, {"action", "delay"}, {"delay_ms", 200}, {"times", 1000}});
   auto a = Make("pg-a", 1000), b = Make("pg-b", 1000);
   ASSERT_GT(a->Start(), 0);
   ASSERT_GT(b->Start(), 0);
@@ -111,7 +114,8 @@ TEST_F(PostgresCoordinatorTest, TwoCoordinatorsShareTheWorkAndTheSurvivorTakesOv
 // down sagad stays up, /readyz says 503 and submissions get 503 with
 // Retry-After; afterwards everything finishes, each effect once.
 TEST_F(PostgresCoordinatorTest, ADatabaseRestartLosesNothingAndDoesNothingTwice) {
-  downstream_.Fault({{"path", "/charges"}, {"action", "delay"}, {"delay_ms", 200}, {"times", 1000}});
+  downstream_.Fault(
+      {{"path", "/charges"}, {"action", "delay"}, {"delay_ms", 200}, {"times", 1000}});
   auto c = Make("pg-a");
   ASSERT_GT(c->Start(), 0);
   std::vector<std::string> ids = SubmitMany(*c, 20);
@@ -131,7 +135,8 @@ TEST_F(PostgresCoordinatorTest, ADatabaseRestartLosesNothingAndDoesNothingTwice)
   EXPECT_EQ(later.status, 200) << later.raw;
   EXPECT_NE(later.header("Idempotent-Replayed"), "true");
   for (const auto& id : ids)
-    EXPECT_EQ(c->WaitStatus(id, "COMPLETED", std::chrono::seconds(30))["status"], "COMPLETED") << id;
+    EXPECT_EQ(c->WaitStatus(id, "COMPLETED", std::chrono::seconds(30))["status"], "COMPLETED")
+        << id;
   EXPECT_EQ(RepeatedEffects(downstream_), "");
   EXPECT_EQ(c->Terminate(), 0);
 }
@@ -163,8 +168,8 @@ TEST_F(PostgresCoordinatorTest, ACutOffCoordinatorCommitsNothingAfterLosingItsLe
   proxy.Restore();
   // A finds out: its retried commit is refused (lease lost) and it stops.
   EXPECT_TRUE(WaitFor([&] { return a->Get("/readyz").status == 200; }));
-  EXPECT_FALSE(WaitFor([&] { return Events(*b, id).size() != events.size(); },
-                       std::chrono::seconds(3)));
+  EXPECT_FALSE(
+      WaitFor([&] { return Events(*b, id).size() != events.size(); }, std::chrono::seconds(3)));
   EXPECT_EQ(RepeatedEffects(downstream_), "");
   EXPECT_EQ(downstream_.Effects()["total"], 3);
   EXPECT_EQ(b->Get("/v1/instances/" + id).body["status"], "COMPLETED");

@@ -51,8 +51,8 @@ TEST_F(PromiseTest, NulIsRefusedAtTheApiWithoutFailingTheWritesBesideIt) {
   ASSERT_FALSE(id.empty());
   Reply cancel = sagad.Post("/v1/instances/" + id + "/cancel", {{"reason", std::string("x\0", 2)}});
   EXPECT_EQ(cancel.status, 400) << cancel.raw;
-  Reply keyed = sagad.Post("/v1/sagas/order_fulfilment/instances",
-                           {{"input", {{std::string("k\0", 2), 1}}}});
+  Reply keyed =
+      sagad.Post("/v1/sagas/order_fulfilment/instances", {{"input", {{std::string("k\0", 2), 1}}}});
   EXPECT_EQ(keyed.status, 400) << keyed.raw;
   EXPECT_EQ(sagad.Terminate(), 0);
 }
@@ -64,7 +64,8 @@ TEST_F(PromiseTest, NulInADownstreamReplyIsRecordedEscaped) {
     if (refuse) return RawAnswer(422, std::string("no\0pe", 5), "text/plain");
     return RawAnswer(201, R"({"ref":"R1","note":"a\u0000b"})");
   });
-  Coordinator sagad(downstream_, dir_.path() + "/data", {{"payments", {{"base_url", rogue.url()}}}});
+  Coordinator sagad(downstream_, dir_.path() + "/data",
+                    {{"payments", {{"base_url", rogue.url()}}}});
   ASSERT_GT(sagad.Start(), 0);
   Reply r = sagad.Submit("order_fulfilment", OrderInput(), 10);
   ASSERT_EQ(r.status, 200) << r.raw;
@@ -117,13 +118,17 @@ TEST_F(PromiseTest, SagadCheckValidatesEverythingAndOpensNothing) {
       {"input_schema", {{"type", "object"}, {"properties", {{"amount", {{"type", "number"}}}}}}},
       {"steps",
        {{{"name", "debit"},
-         {"forward", {{"service", "payments"}, {"path", "/charges"}, {"body", {{"amount", "{{input.amount}}"}}}}},
+         {"forward",
+          {{"service", "payments"},
+           {"path", "/charges"},
+           {"body", {{"amount", "{{input.amount}}"}}}}},
          {"compensation", {{"service", "payments"}, {"path", "/charges/{{debit.ref}}/refund"}}},
          {"approval_if", {{"field", "amout"}, {"op", ">"}, {"value", 1000}}}}}}};
   std::ofstream(defs + "/transfer.json") << transfer.dump();
   std::string config = dir_.path() + "/config.json";
   std::ofstream(config) << nlohmann::json{{"data_dir", dir_.path() + "/data"},
-                                          {"services", {{"payments", {{"base_url", downstream_.url()}}}}}}
+                                          {"services",
+                                           {{"payments", {{"base_url", downstream_.url()}}}}}}
                                .dump();
   std::string err = dir_.path() + "/stderr";
   Subprocess bad({SAGAD_BIN, "check", "--config", config, "--definitions", defs}, {}, err);
@@ -154,8 +159,10 @@ TEST_F(PromiseTest, AnInputSchemaIsCheckedAtSubmissionWith422AndEveryPath) {
         {"properties", {{"amount", {{"type", "number"}, {"exclusiveMinimum", 0}}}}}}},
       {"steps",
        {{{"name", "debit"},
-         {"forward", {{"service", "payments"}, {"path", "/charges"},
-                      {"body", {{"amount", "{{input.amount}}"}, {"currency", "EUR"}, {"customer", "c"}}}}},
+         {"forward",
+          {{"service", "payments"},
+           {"path", "/charges"},
+           {"body", {{"amount", "{{input.amount}}"}, {"currency", "EUR"}, {"customer", "c"}}}}},
          {"compensation", {{"service", "payments"}, {"path", "/charges/{{debit.ref}}/refund"}}}}}}};
   std::ofstream(defs + "/transfer.json") << transfer.dump();
   Coordinator sagad(downstream_, dir_.path() + "/data");

@@ -26,7 +26,9 @@ struct FaultCase {
   bool dedup;
 };
 
-void PrintTo(const FaultCase& c, std::ostream* os) { *os << c.action << (c.dedup ? " dedup" : " no-dedup"); }
+void PrintTo(const FaultCase& c, std::ostream* os) {
+  *os << c.action << (c.dedup ? " dedup" : " no-dedup");
+}
 
 class UnknownOutcomeTest : public ::testing::TestWithParam<FaultCase> {};
 
@@ -46,8 +48,7 @@ TEST_P(UnknownOutcomeTest, IsReconciledBeforeAnyResend) {
   EXPECT_EQ(env.downstream->RouteCount("charge_payment"), 1);
   EXPECT_EQ(env.downstream->Effects()["total"], 3);
   bool saw_unknown = false;
-  for (const auto& e : Events(*env.coordinator, id))
-    saw_unknown |= e["type"] == "outcome_unknown";
+  for (const auto& e : Events(*env.coordinator, id)) saw_unknown |= e["type"] == "outcome_unknown";
   EXPECT_TRUE(saw_unknown);  // never written as FAILED
 }
 
@@ -68,7 +69,9 @@ struct CrashCase {
   bool dedup;
 };
 
-void PrintTo(const CrashCase& c, std::ostream* os) { *os << c.point << (c.dedup ? " dedup" : " no-dedup"); }
+void PrintTo(const CrashCase& c, std::ostream* os) {
+  *os << c.point << (c.dedup ? " dedup" : " no-dedup");
+}
 
 class CrashPointTest : public ::testing::TestWithParam<CrashCase> {};
 
@@ -142,7 +145,8 @@ TEST(ReviewTest, UnanswerableUnknownGoesToReviewAndAnOperatorResolvesIt) {
   EXPECT_EQ(bundle.body["unknown_effects"][0]["key"], id + ":charge_payment");
   EXPECT_EQ(bundle.body["confirmed_effects"].size(), 1u);
   Reply res = env.coordinator->Post("/v1/instances/" + id + "/steps/charge_payment/resolve",
-                                    {{"outcome", "committed"}, {"external_ref", "C-2"},
+                                    {{"outcome", "committed"},
+                                     {"external_ref", "C-2"},
                                      {"comment", "seen in the payments console"}});
   ASSERT_EQ(res.status, 200) << res.raw;
   nlohmann::json done = env.coordinator->WaitStatus(id, "COMPLETED");

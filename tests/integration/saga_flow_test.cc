@@ -40,7 +40,8 @@ TEST_F(SagaFlowTest, IncidentResponseWaitsForApprovalThenCompletes) {
   ASSERT_EQ(approvals.body["approvals"].size(), 1u);
   EXPECT_EQ(approvals.body["approvals"][0]["step"], "notify_user");
 
-  Reply a = coordinator_->Post("/v1/instances/" + id + "/steps/notify_user/approve", {{"comment", "go"}});
+  Reply a =
+      coordinator_->Post("/v1/instances/" + id + "/steps/notify_user/approve", {{"comment", "go"}});
   ASSERT_EQ(a.status, 200) << a.raw;
   nlohmann::json done = coordinator_->WaitStatus(id, "COMPLETED");
   ASSERT_EQ(done["status"], "COMPLETED");
@@ -62,7 +63,8 @@ TEST_F(SagaFlowTest, OrderFulfilmentCompletesWithoutHumans) {
 TEST_F(SagaFlowTest, RejectionCompensatesEveryCommittedStepInReverseOrder) {
   Reply r = coordinator_->Submit("incident_response", IncidentInput(), 10);
   std::string id = r.body["id"];
-  Reply rej = coordinator_->Post("/v1/instances/" + id + "/steps/notify_user/reject", {{"reason", "false positive"}});
+  Reply rej = coordinator_->Post("/v1/instances/" + id + "/steps/notify_user/reject",
+                                 {{"reason", "false positive"}});
   ASSERT_EQ(rej.status, 200) << rej.raw;
   nlohmann::json done = coordinator_->WaitStatus(id, "COMPENSATED");
   ASSERT_EQ(done["status"], "COMPENSATED");
@@ -80,7 +82,9 @@ struct RejectCase {
   int failing_index;
 };
 
-void PrintTo(const RejectCase& c, std::ostream* os) { *os << c.saga << " fails at " << c.failing_path; }
+void PrintTo(const RejectCase& c, std::ostream* os) {
+  *os << c.saga << " fails at " << c.failing_path;
+}
 
 class DefiniteFailureTest : public SagaFlowTest,
                             public ::testing::WithParamInterface<RejectCase> {};
@@ -115,17 +119,16 @@ TEST_P(DefiniteFailureTest, CompensatesExactlyTheEarlierCommittedStepsOnce) {
   EXPECT_EQ(EventTypes(id, "compensated"), expected_order);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    EachStep, DefiniteFailureTest,
-    ::testing::Values(RejectCase{"order_fulfilment", "/reservations", 0},
-                      RejectCase{"order_fulfilment", "/charges", 1},
-                      RejectCase{"order_fulfilment", "/shipments", 2},
-                      RejectCase{"incident_response", "/tickets", 0},
-                      RejectCase{"incident_response", "/hosts/isolate", 1},
-                      RejectCase{"incident_response", "/accounts/disable", 2}),
-    [](const ::testing::TestParamInfo<RejectCase>& i) {
-      return i.param.saga + "_step" + std::to_string(i.param.failing_index);
-    });
+INSTANTIATE_TEST_SUITE_P(EachStep, DefiniteFailureTest,
+                         ::testing::Values(RejectCase{"order_fulfilment", "/reservations", 0},
+                                           RejectCase{"order_fulfilment", "/charges", 1},
+                                           RejectCase{"order_fulfilment", "/shipments", 2},
+                                           RejectCase{"incident_response", "/tickets", 0},
+                                           RejectCase{"incident_response", "/hosts/isolate", 1},
+                                           RejectCase{"incident_response", "/accounts/disable", 2}),
+                         [](const ::testing::TestParamInfo<RejectCase>& i) {
+                           return i.param.saga + "_step" + std::to_string(i.param.failing_index);
+                         });
 
 TEST_F(SagaFlowTest, InstanceWaitingForApprovalSurvivesSigkill) {
   Reply r = coordinator_->Submit("incident_response", IncidentInput(), 10);
@@ -149,7 +152,8 @@ TEST_F(SagaFlowTest, InstanceWaitingForApprovalSurvivesSigkill) {
 TEST_F(SagaFlowTest, CancelCompensatesAndIsRefusedOnceCompleted) {
   Reply r = coordinator_->Submit("incident_response", IncidentInput(), 10);
   std::string id = r.body["id"];
-  Reply c = coordinator_->Post("/v1/instances/" + id + "/cancel", {{"reason", "duplicate incident"}});
+  Reply c =
+      coordinator_->Post("/v1/instances/" + id + "/cancel", {{"reason", "duplicate incident"}});
   ASSERT_EQ(c.status, 200) << c.raw;
   EXPECT_EQ(coordinator_->WaitStatus(id, "COMPENSATED")["status"], "COMPENSATED");
   EXPECT_EQ(downstream_.RouteCount("close_ticket"), 1);
@@ -187,7 +191,8 @@ TEST_F(SagaFlowTest, MetricsCountOutcomesReconciliationsAndEvents) {
   // The exposition is valid for Prometheus' own linter.
   std::string path = dir_.path() + "/metrics.txt";
   std::ofstream(path) << m;
-  EXPECT_EQ(std::system(("promtool check metrics < " + path + " > " + path + ".out 2>&1").c_str()), 0)
+  EXPECT_EQ(std::system(("promtool check metrics < " + path + " > " + path + ".out 2>&1").c_str()),
+            0)
       << std::ifstream(path + ".out").rdbuf();
 }
 

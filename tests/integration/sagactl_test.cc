@@ -1,7 +1,6 @@
 // sagactl against a real sagad: every command, tables and --json, and clear
 // errors (unknown instance, server down, missing token, bad usage).
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -28,7 +27,8 @@ class SagactlTest : public ::testing::Test {
   }
   CtlRun Ctl(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
     std::vector<std::string> argv = {SAGACTL_BIN};
-    if (!env.count("SAGAD_URL")) env["SAGAD_URL"] = "http://127.0.0.1:" + std::to_string(sagad_->port());
+    if (!env.count("SAGAD_URL"))
+      env["SAGAD_URL"] = "http://127.0.0.1:" + std::to_string(sagad_->port());
     argv.insert(argv.end(), args.begin(), args.end());
     std::string err_path = dir_.path() + "/err" + std::to_string(++runs_);
     Subprocess p(argv, env, err_path);
@@ -49,7 +49,7 @@ class SagactlTest : public ::testing::Test {
 
 TEST_F(SagactlTest, DrivesAnIncidentFromSubmitToCompletion) {
   CtlRun submit = Ctl({"--json", "submit", "incident_response", "--input", IncidentInput().dump(),
-                    "--wait", "10", "--key", "ctl-1"});
+                       "--wait", "10", "--key", "ctl-1"});
   ASSERT_EQ(submit.code, 0) << submit.err;
   json inst = json::parse(submit.out);
   std::string id = inst["id"];

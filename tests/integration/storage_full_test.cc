@@ -25,8 +25,10 @@ TEST(StorageFullTest, AFullStoreAnswers503UntilThereIsRoomThenEverythingResumes)
     json in = OrderInput();
     in["pad"] = std::string(2000, 'x');  // fills the map sooner
     Reply r = sagad.Submit("order_fulfilment", in, 10, "k-" + std::to_string(i));
-    if (r.status == 200 || r.status == 201) ids.push_back(r.body["id"]);
-    else full = r;
+    if (r.status == 200 || r.status == 201)
+      ids.push_back(r.body["id"]);
+    else
+      full = r;
   }
   ASSERT_EQ(full.status, 503) << full.raw;
   EXPECT_EQ(full.header("Retry-After"), "1");
@@ -41,7 +43,8 @@ TEST(StorageFullTest, AFullStoreAnswers503UntilThereIsRoomThenEverythingResumes)
   sagad.Configure({{"lmdb_map_size_mb", 64}});
   ASSERT_GT(sagad.Start(), 0);
   EXPECT_TRUE(WaitFor([&] { return sagad.Get("/readyz").status == 200; }));
-  for (const auto& id : ids) EXPECT_EQ(sagad.WaitStatus(id, "COMPLETED")["status"], "COMPLETED") << id;
+  for (const auto& id : ids)
+    EXPECT_EQ(sagad.WaitStatus(id, "COMPLETED")["status"], "COMPLETED") << id;
   // The refused submission left nothing: its key is free, not "in progress".
   std::string refused_key = "k-" + std::to_string(ids.size());
   json in = OrderInput();

@@ -21,7 +21,8 @@ class TlsTest : public ::testing::Test {
   void SetUp() override {
     const std::string d = dir_.path();
     std::string script =
-        "cd " + d + " && "
+        "cd " + d +
+        " && "
         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key "
         "-out ca.pem -days 2 -subj /CN=sagad-test-ca && "
         "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout server.key "
@@ -85,9 +86,8 @@ TEST_F(TlsTest, DownstreamsAreVerifiedAndGetTheClientCertificate) {
     res.status = 201;
     res.set_content(R"({"ref":"T-9"})", "application/json");
   });
-  ticketing.Get(R"(/operations/.*)", [](const httplib::Request&, httplib::Response& res) {
-    res.status = 404;
-  });
+  ticketing.Get(R"(/operations/.*)",
+                [](const httplib::Request&, httplib::Response& res) { res.status = 404; });
   int tport = ticketing.bind_to_any_port("127.0.0.1");
   std::thread serve([&] { ticketing.listen_after_bind(); });
   std::string url = "https://127.0.0.1:" + std::to_string(tport);
@@ -105,7 +105,8 @@ TEST_F(TlsTest, DownstreamsAreVerifiedAndGetTheClientCertificate) {
     return status;
   };
   // Verified against the CA, with the client certificate: the step goes through.
-  json good = {{"ca_file", F("ca.pem")}, {"client_cert_file", F("client.pem")},
+  json good = {{"ca_file", F("ca.pem")},
+               {"client_cert_file", F("client.pem")},
                {"client_key_file", F("client.key")}};
   EXPECT_EQ(run(good, 1), "AWAITING_APPROVAL");
   EXPECT_EQ(tickets, 1);
@@ -121,7 +122,8 @@ TEST_F(TlsTest, DownstreamsAreVerifiedAndGetTheClientCertificate) {
   EXPECT_EQ(no_cert, "COMPENSATED");
   EXPECT_EQ(tickets, 1);
   // Verification off, said explicitly: it goes through.
-  EXPECT_EQ(run({{"tls_verify", false}, {"client_cert_file", F("client.pem")},
+  EXPECT_EQ(run({{"tls_verify", false},
+                 {"client_cert_file", F("client.pem")},
                  {"client_key_file", F("client.key")}},
                 4),
             "AWAITING_APPROVAL");

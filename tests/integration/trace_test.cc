@@ -25,9 +25,10 @@ TEST(TraceTest, EveryDownstreamCallContinuesTheSubmissionsTrace) {
   // The charge fails before it takes effect (500: unknown), is asked about
   // (never happened) and sent again: two attempts, two spans.
   downstream.Fault({{"path", "/charges"}, {"action", "fail_before_commit"}});
-  Reply r = Http(sagad.port(), "POST", "/v1/sagas/order_fulfilment/instances?wait=10",
-                 json{{"input", OrderInput()}}.dump(),
-                 {{"traceparent", "00-" + kTrace + "-" + kParent + "-01"}, {"tracestate", "acme=7"}});
+  Reply r =
+      Http(sagad.port(), "POST", "/v1/sagas/order_fulfilment/instances?wait=10",
+           json{{"input", OrderInput()}}.dump(),
+           {{"traceparent", "00-" + kTrace + "-" + kParent + "-01"}, {"tracestate", "acme=7"}});
   ASSERT_EQ(r.status, 200) << r.raw;
   ASSERT_EQ(r.body["status"], "COMPLETED");
   EXPECT_EQ(r.body["trace"]["trace_id"], kTrace);

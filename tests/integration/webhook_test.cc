@@ -44,7 +44,8 @@ TEST(WebhookTest, DeliversSignedEventsInOrder) {
   TempDir dir;
   Downstream downstream;
   Coordinator sagad(downstream, dir.path() + "/data");
-  sagad.Configure({{"webhooks", {{{"url", downstream.url() + "/_webhooks"}, {"secret", "s3cret"}}}}});
+  sagad.Configure(
+      {{"webhooks", {{{"url", downstream.url() + "/_webhooks"}, {"secret", "s3cret"}}}}});
   ASSERT_GT(sagad.Start(), 0);
   Reply r = sagad.Submit("order_fulfilment", OrderInput(), 10);
   ASSERT_EQ(r.body["status"], "COMPLETED");
@@ -67,8 +68,9 @@ TEST(WebhookTest, EventsCommittedBeforeACrashAreDeliveredAfterRestartWithTheSame
   Downstream downstream;
   int sink_port = FreePort();  // nothing listens there yet: deliveries fail
   Coordinator sagad(downstream, dir.path() + "/data");
-  sagad.Configure({{"webhooks", {{{"url", "http://127.0.0.1:" + std::to_string(sink_port) + "/_webhooks"},
-                                  {"timeout_ms", 200}}}}});
+  sagad.Configure({{"webhooks",
+                    {{{"url", "http://127.0.0.1:" + std::to_string(sink_port) + "/_webhooks"},
+                      {"timeout_ms", 200}}}}});
   ASSERT_GT(sagad.Start(), 0);
   Reply r = sagad.Submit("order_fulfilment", OrderInput(), 10);
   ASSERT_EQ(r.body["status"], "COMPLETED");

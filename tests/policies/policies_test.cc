@@ -92,8 +92,8 @@ TEST(RetryPolicyDistributionTest, FullJitterIsUniformBelowTheCap) {
   }
   EXPECT_GE(lo, 0);
   EXPECT_LE(hi, 1000);
-  EXPECT_LT(lo, 10);    // reaches the bottom...
-  EXPECT_GT(hi, 990);   // ...and the top of the range
+  EXPECT_LT(lo, 10);   // reaches the bottom...
+  EXPECT_GT(hi, 990);  // ...and the top of the range
   EXPECT_NEAR(sum / n, 500, 10);
 }
 

@@ -9,7 +9,9 @@ namespace {
 
 SagaBuilder TwoSteps() {
   SagaBuilder b("s", 1);
-  b.Step("a").Call("svc", "POST", "/a", {{"x", "{{input.x}}"}}).Compensate("svc", "POST", "/a/undo");
+  b.Step("a")
+      .Call("svc", "POST", "/a", {{"x", "{{input.x}}"}})
+      .Compensate("svc", "POST", "/a/undo");
   return b;
 }
 
@@ -41,7 +43,9 @@ TEST(DefinitionTest, RejectsReversibleStepWithoutCompensation) {
 
 TEST(DefinitionTest, RejectsTemplateReferringToUnknownStep) {
   auto d = SagaBuilder("s", 1)
-               .Step("a").Call("svc", "POST", "/a/{{nope.ref}}").Compensate("svc", "POST", "/u")
+               .Step("a")
+               .Call("svc", "POST", "/a/{{nope.ref}}")
+               .Compensate("svc", "POST", "/u")
                .Build();
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.status().message().find("unknown step 'nope'"), std::string::npos);
@@ -49,8 +53,12 @@ TEST(DefinitionTest, RejectsTemplateReferringToUnknownStep) {
 
 TEST(DefinitionTest, RejectsTemplateReferringToALaterStep) {
   auto d = SagaBuilder("s", 1)
-               .Step("a").Call("svc", "POST", "/a/{{b.ref}}").Compensate("svc", "POST", "/u")
-               .Step("b").Call("svc", "POST", "/b").Compensate("svc", "POST", "/u")
+               .Step("a")
+               .Call("svc", "POST", "/a/{{b.ref}}")
+               .Compensate("svc", "POST", "/u")
+               .Step("b")
+               .Call("svc", "POST", "/b")
+               .Compensate("svc", "POST", "/u")
                .Build();
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.status().message().find("has not run yet"), std::string::npos);
@@ -58,15 +66,21 @@ TEST(DefinitionTest, RejectsTemplateReferringToALaterStep) {
 
 TEST(DefinitionTest, CompensationMayReferToItsOwnStep) {
   auto d = SagaBuilder("s", 1)
-               .Step("a").Call("svc", "POST", "/a").Compensate("svc", "POST", "/a/{{a.ref}}/undo")
+               .Step("a")
+               .Call("svc", "POST", "/a")
+               .Compensate("svc", "POST", "/a/{{a.ref}}/undo")
                .Build();
   EXPECT_TRUE(d.ok()) << d.status().ToString();
 }
 
 TEST(DefinitionTest, RejectsASecondIrreversibleStep) {
   auto d = SagaBuilder("s", 1)
-               .Step("a").Call("svc", "POST", "/a").Irreversible()
-               .Step("b").Call("svc", "POST", "/b").Irreversible()
+               .Step("a")
+               .Call("svc", "POST", "/a")
+               .Irreversible()
+               .Step("b")
+               .Call("svc", "POST", "/b")
+               .Irreversible()
                .Build();
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.status().message().find("at most one pivot"), std::string::npos);
@@ -74,17 +88,26 @@ TEST(DefinitionTest, RejectsASecondIrreversibleStep) {
 
 TEST(DefinitionTest, RejectsAStepAfterThePivotThatCannotBeRetried) {
   auto d = SagaBuilder("s", 1)
-               .Step("pay").Call("p", "POST", "/pay").Irreversible()
-               .Step("ship").Call("s", "POST", "/ship").Compensate("s", "POST", "/unship")
-                   .Idempotent(false).Queryable(false)
+               .Step("pay")
+               .Call("p", "POST", "/pay")
+               .Irreversible()
+               .Step("ship")
+               .Call("s", "POST", "/ship")
+               .Compensate("s", "POST", "/unship")
+               .Idempotent(false)
+               .Queryable(false)
                .Build();
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.status().message().find("neither idempotent nor queryable"), std::string::npos)
       << d.status().message();
   auto ok = SagaBuilder("s", 1)
-                .Step("pay").Call("p", "POST", "/pay").Irreversible()
-                .Step("ship").Call("s", "POST", "/ship").Compensate("s", "POST", "/unship")
-                    .Idempotent(false)
+                .Step("pay")
+                .Call("p", "POST", "/pay")
+                .Irreversible()
+                .Step("ship")
+                .Call("s", "POST", "/ship")
+                .Compensate("s", "POST", "/unship")
+                .Idempotent(false)
                 .Build();
   EXPECT_TRUE(ok.ok()) << ok.status().ToString();
 }
@@ -92,30 +115,48 @@ TEST(DefinitionTest, RejectsAStepAfterThePivotThatCannotBeRetried) {
 TEST(DefinitionTest, PolicyDeclarationsRoundTripThroughJson) {
   RetryPolicy r;
   r.max_attempts = 7;
-  auto d = SagaBuilder("s", 2)
-               .Deadline(60000)
-               .Input({"amount"})
-               .InputSchema({{"type", "object"}, {"properties", {{"amount", {{"type", "number"}}}}}})
-               .Step("charge").Call("p", "POST", "/c").Compensate("p", "POST", "/r")
-                   .RequiresApprovalIf("amount", ">", 1000).ApprovalTimeout(5000, "escalate")
-                   .Retry(r).Deadline(30000).Queryable(false)
-               .Build();
+  auto d =
+      SagaBuilder("s", 2)
+          .Deadline(60000)
+          .Input({"amount"})
+          .InputSchema({{"type", "object"}, {"properties", {{"amount", {{"type", "number"}}}}}})
+          .Step("charge")
+          .Call("p", "POST", "/c")
+          .Compensate("p", "POST", "/r")
+          .RequiresApprovalIf("amount", ">", 1000)
+          .ApprovalTimeout(5000, "escalate")
+          .Retry(r)
+          .Deadline(30000)
+          .Queryable(false)
+          .Build();
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   auto back = SagaDefinition::FromJson(d->ToJson());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, *d);
-  EXPECT_FALSE(SagaBuilder("s", 1).Step("a").Call("p", "POST", "/a").Irreversible()
-                   .ApprovalTimeout(10, "explode").Build().ok());
-  EXPECT_FALSE(SagaBuilder("s", 1).Step("a").Call("p", "POST", "/a").Irreversible()
-                   .RequiresApprovalIf("x", "~", 1).Build().ok());
+  EXPECT_FALSE(SagaBuilder("s", 1)
+                   .Step("a")
+                   .Call("p", "POST", "/a")
+                   .Irreversible()
+                   .ApprovalTimeout(10, "explode")
+                   .Build()
+                   .ok());
+  EXPECT_FALSE(SagaBuilder("s", 1)
+                   .Step("a")
+                   .Call("p", "POST", "/a")
+                   .Irreversible()
+                   .RequiresApprovalIf("x", "~", 1)
+                   .Build()
+                   .ok());
 }
 
 // Issue 21.4: what a definition says is checked before anything runs.
 TEST(DefinitionTest, ApprovalRulesNameADeclaredFieldAndNeverSitOnThePivot) {
   auto typo = SagaBuilder("transfer", 1)
                   .Input({"amount"})
-                  .Step("debit").Call("bank", "POST", "/debits").Compensate("bank", "POST", "/refunds")
-                      .RequiresApprovalIf("amout", ">", 1000)
+                  .Step("debit")
+                  .Call("bank", "POST", "/debits")
+                  .Compensate("bank", "POST", "/refunds")
+                  .RequiresApprovalIf("amout", ">", 1000)
                   .Build();
   ASSERT_FALSE(typo.ok());
   EXPECT_NE(typo.status().message().find("'amout' is not a field"), std::string::npos)
@@ -123,33 +164,47 @@ TEST(DefinitionTest, ApprovalRulesNameADeclaredFieldAndNeverSitOnThePivot) {
   auto declared_by_schema =
       SagaBuilder("transfer", 1)
           .InputSchema({{"type", "object"}, {"properties", {{"amount", {{"type", "number"}}}}}})
-          .Step("debit").Call("bank", "POST", "/debits").Compensate("bank", "POST", "/refunds")
-              .RequiresApprovalIf("amount", ">", 1000)
+          .Step("debit")
+          .Call("bank", "POST", "/debits")
+          .Compensate("bank", "POST", "/refunds")
+          .RequiresApprovalIf("amount", ">", 1000)
           .Build();
   EXPECT_TRUE(declared_by_schema.ok()) << declared_by_schema.status().ToString();
   auto on_pivot = SagaBuilder("transfer", 1)
                       .Input({"amount"})
-                      .Step("wire").Call("bank", "POST", "/wires").Irreversible()
-                          .RequiresApprovalIf("amount", ">", 1000)
+                      .Step("wire")
+                      .Call("bank", "POST", "/wires")
+                      .Irreversible()
+                      .RequiresApprovalIf("amount", ">", 1000)
                       .Build();
   ASSERT_FALSE(on_pivot.ok());
   EXPECT_NE(on_pivot.status().message().find("always wait for an operator"), std::string::npos)
       << on_pivot.status().message();
   // After the pivot a saga only goes forward: no compensation is needed.
   auto after = SagaBuilder("transfer", 1)
-                   .Step("debit").Call("bank", "POST", "/debits").Compensate("bank", "POST", "/refunds")
-                   .Step("wire").Call("bank", "POST", "/wires").Irreversible()
-                   .Step("notify").Call("mail", "POST", "/messages")
+                   .Step("debit")
+                   .Call("bank", "POST", "/debits")
+                   .Compensate("bank", "POST", "/refunds")
+                   .Step("wire")
+                   .Call("bank", "POST", "/wires")
+                   .Irreversible()
+                   .Step("notify")
+                   .Call("mail", "POST", "/messages")
                    .Build();
   EXPECT_TRUE(after.ok()) << after.status().ToString();
   auto before = SagaBuilder("transfer", 1)
-                    .Step("debit").Call("bank", "POST", "/debits")
-                    .Step("wire").Call("bank", "POST", "/wires").Irreversible()
+                    .Step("debit")
+                    .Call("bank", "POST", "/debits")
+                    .Step("wire")
+                    .Call("bank", "POST", "/wires")
+                    .Irreversible()
                     .Build();
   EXPECT_FALSE(before.ok());  // before the pivot an undo is still needed
   auto schema = SagaBuilder("transfer", 1)
                     .InputSchema({{"type", "object"}, {"patternProperties", {{"x", true}}}})
-                    .Step("wire").Call("bank", "POST", "/wires").Irreversible()
+                    .Step("wire")
+                    .Call("bank", "POST", "/wires")
+                    .Irreversible()
                     .Build();
   ASSERT_FALSE(schema.ok());
   EXPECT_NE(schema.status().message().find("'patternProperties'"), std::string::npos);
@@ -160,8 +215,9 @@ TEST(DefinitionTest, InputErrorsNameEachPath) {
                .InputSchema({{"type", "object"},
                              {"required", {"amount"}},
                              {"properties", {{"amount", {{"type", "number"}, {"minimum", 1}}}}}})
-               .Step("debit").Call("bank", "POST", "/debits", {{"to", "{{input.to}}"}})
-                   .Compensate("bank", "POST", "/refunds")
+               .Step("debit")
+               .Call("bank", "POST", "/debits", {{"to", "{{input.to}}"}})
+               .Compensate("bank", "POST", "/refunds")
                .Build();
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_TRUE(d->InputErrors({{"amount", 5}, {"to", "x"}}).empty());
@@ -178,7 +234,8 @@ TEST(DefinitionTest, InputErrorsNameEachPath) {
 }
 
 TEST(DefinitionTest, RejectsBadNamesMethodsAndPaths) {
-  EXPECT_FALSE(SagaBuilder("bad name", 1).Step("a").Call("s", "POST", "/a").Irreversible().Build().ok());
+  EXPECT_FALSE(
+      SagaBuilder("bad name", 1).Step("a").Call("s", "POST", "/a").Irreversible().Build().ok());
   EXPECT_FALSE(SagaBuilder("s", 1).Step("a:b").Call("s", "POST", "/a").Irreversible().Build().ok());
   EXPECT_FALSE(SagaBuilder("s", 1).Step("a").Call("s", "FETCH", "/a").Irreversible().Build().ok());
   EXPECT_FALSE(SagaBuilder("s", 1).Step("a").Call("s", "POST", "a").Irreversible().Build().ok());
@@ -195,7 +252,8 @@ TEST(DefinitionTest, RoundTripsThroughJson) {
 
 TEST(DefinitionTest, JsonLoadingValidatesLikeTheBuilder) {
   auto d = SagaDefinition::FromJson(
-      {{"name", "s"}, {"steps", {{{"name", "a"}, {"forward", {{"service", "x"}, {"path", "/a"}}}}}}});
+      {{"name", "s"},
+       {"steps", {{{"name", "a"}, {"forward", {{"service", "x"}, {"path", "/a"}}}}}}});
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.status().message().find("has no compensation"), std::string::npos);
   EXPECT_FALSE(SagaDefinition::FromJson("not an object").ok());

@@ -97,8 +97,7 @@ class GraphRun {
   void CheckPivotRule(const std::string& type) {
     if (inst_.status() == SagaStatus::kCompensated) {
       for (size_t k = 0; k < def_.steps.size(); ++k) {
-        EXPECT_FALSE(def_.steps[k].irreversible &&
-                     inst_.step(k).status() == StepStatus::kCommitted)
+        EXPECT_FALSE(def_.steps[k].irreversible && inst_.step(k).status() == StepStatus::kCommitted)
             << "COMPENSATED with the irreversible step " << def_.steps[k].name << " COMMITTED";
       }
     }
@@ -114,7 +113,8 @@ class GraphRun {
     for (int k = 0; k < n; ++k) {
       StepStatus s = inst_.step(k).status();
       EXPECT_FALSE(s == StepStatus::kStarted || s == StepStatus::kUnknown)
-          << "undo of " << inst_.step(i).name << " while " << inst_.step(k).name << " is " << StepStatusName(s);
+          << "undo of " << inst_.step(i).name << " while " << inst_.step(k).name << " is "
+          << StepStatusName(s);
     }
     if (def_.compensation_order == CompensationOrder::kReverseTopological) {
       for (int k = 0; k < n; ++k) {
@@ -167,12 +167,13 @@ class GraphRun {
         return true;
       case ActionKind::kReconcile: {
         int answer = pick(4);
-        if (answer == 0) StepEv(a.step, StepEvent::kCommit);
-        else if (answer == 1) StepEv(a.step, StepEvent::kNotExecuted);
+        if (answer == 0)
+          StepEv(a.step, StepEvent::kCommit);
+        else if (answer == 1)
+          StepEv(a.step, StepEvent::kNotExecuted);
         else if (answer == 3) {  // the downstream says it refused it
           if (StepEv(a.step, StepEvent::kConfirmRefused)) TurnBack();
-        }
-        else if (inst_.step(a.step).status() == StepStatus::kStarted)
+        } else if (inst_.step(a.step).status() == StepStatus::kStarted)
           StepEv(a.step, StepEvent::kOutcomeUnknown);
         return true;
       }
@@ -180,18 +181,28 @@ class GraphRun {
         if (StepEv(a.step, StepEvent::kBeginCompensation)) inflight_.insert(a.step);
         return true;
       case ActionKind::kReconcileCompensation:
-        if (pick(2)) StepEv(a.step, StepEvent::kCompensationDone);
-        else if (StepEv(a.step, StepEvent::kBeginCompensation)) inflight_.insert(a.step);  // re-send
+        if (pick(2))
+          StepEv(a.step, StepEvent::kCompensationDone);
+        else if (StepEv(a.step, StepEvent::kBeginCompensation))
+          inflight_.insert(a.step);  // re-send
         return true;
-      case ActionKind::kStartCompensation: TurnBack(); return true;
+      case ActionKind::kStartCompensation:
+        TurnBack();
+        return true;
       case ActionKind::kRequestApproval:
         StepEv(a.step, StepEvent::kRequestApproval);
         if (NextAction(def_, inst_).kind == ActionKind::kAwaitApproval)
           SagaEv(SagaEvent::kWaitForApproval);
         return true;
-      case ActionKind::kAwaitApproval: SagaEv(SagaEvent::kWaitForApproval); return true;
-      case ActionKind::kComplete: SagaEv(SagaEvent::kComplete); return true;
-      case ActionKind::kFinishCompensation: SagaEv(SagaEvent::kFinishCompensation); return true;
+      case ActionKind::kAwaitApproval:
+        SagaEv(SagaEvent::kWaitForApproval);
+        return true;
+      case ActionKind::kComplete:
+        SagaEv(SagaEvent::kComplete);
+        return true;
+      case ActionKind::kFinishCompensation:
+        SagaEv(SagaEvent::kFinishCompensation);
+        return true;
       case ActionKind::kGoForward: {  // as saga_turns' GoForward
         bool undone = false;
         for (const StepState& st : inst_.steps()) {
@@ -204,7 +215,8 @@ class GraphRun {
         ++went_forward_;
         return true;
       }
-      default: return false;
+      default:
+        return false;
     }
   }
 
@@ -217,13 +229,19 @@ class GraphRun {
     StepStatus s = inst_.step(i).status();
     int r = pick(4);
     if (s == StepStatus::kStarted) {
-      if (r == 0) StepEv(i, StepEvent::kCommit);
-      else if (r == 1) StepEv(i, StepEvent::kOutcomeUnknown);
-      else if (r == 2) StepEv(i, StepEvent::kNotExecuted);
-      else if (StepEv(i, StepEvent::kFail)) TurnBack();
+      if (r == 0)
+        StepEv(i, StepEvent::kCommit);
+      else if (r == 1)
+        StepEv(i, StepEvent::kOutcomeUnknown);
+      else if (r == 2)
+        StepEv(i, StepEvent::kNotExecuted);
+      else if (StepEv(i, StepEvent::kFail))
+        TurnBack();
     } else if (s == StepStatus::kCompensating) {
-      if (r <= 1) StepEv(i, StepEvent::kCompensationDone);
-      else StepEv(i, StepEvent::kCompensationUnknown);
+      if (r <= 1)
+        StepEv(i, StepEvent::kCompensationDone);
+      else
+        StepEv(i, StepEvent::kCompensationUnknown);
     }
   }
 
@@ -239,7 +257,8 @@ class GraphRun {
         TurnBack();
         if (inst_.status() == SagaStatus::kAwaitingApproval) SagaEv(SagaEvent::kStartCompensation);
       }
-    } else if (pick(10) == 0 && (ss == SagaStatus::kRunning || ss == SagaStatus::kAwaitingApproval)) {
+    } else if (pick(10) == 0 &&
+               (ss == SagaStatus::kRunning || ss == SagaStatus::kAwaitingApproval)) {
       // cancel: refused across the pivot (OperatorActions), except now and
       // then while the pivot is only in flight, as an older sagad accepted.
       int p = PivotInPlay(def_, inst_);
@@ -266,8 +285,8 @@ class GraphRun {
     if (inst_.status() == SagaStatus::kCompensated) {
       for (size_t k = 0; k < inst_.steps().size(); ++k) {
         if (inst_.step(k).commit_seq > 0) {
-          EXPECT_EQ(undone_[static_cast<int>(k)], 1) << inst_.step(k).name << " undone "
-                                                     << undone_[static_cast<int>(k)] << " times";
+          EXPECT_EQ(undone_[static_cast<int>(k)], 1)
+              << inst_.step(k).name << " undone " << undone_[static_cast<int>(k)] << " times";
         }
       }
     }
@@ -310,8 +329,8 @@ TEST(GraphPropertyTest, RandomGraphsKeepTheRulesOfParallelSagas) {
   // The runs reach both ends, so both paths were exercised.
   EXPECT_GT(ends[SagaStatus::kCompleted], 10);
   EXPECT_GT(ends[SagaStatus::kCompensated], 10);
-  EXPECT_GT(pivots, 100);       // graphs with a pivot were run
-  EXPECT_GT(went_forward, 0);   // and a pivot committed during a drain
+  EXPECT_GT(pivots, 100);      // graphs with a pivot were run
+  EXPECT_GT(went_forward, 0);  // and a pivot committed during a drain
   std::cout << pivots << " runs with a pivot, " << went_forward << " drains went forward\n";
 }
 

@@ -12,7 +12,9 @@ namespace {
 
 // A step with a forward call and an undo on service "svc".
 StepBuilder& Undoable(SagaBuilder& b, const std::string& name) {
-  return b.Step(name).Call("svc", "POST", "/" + name).Compensate("svc", "POST", "/" + name + "/undo");
+  return b.Step(name)
+      .Call("svc", "POST", "/" + name)
+      .Compensate("svc", "POST", "/" + name + "/undo");
 }
 
 std::string Refusal(StatusOr<SagaDefinition> d) {
@@ -42,7 +44,7 @@ TEST(GraphDefinitionTest, TripBookingFansOutAndJoins) {
   EXPECT_FALSE(g->IsAncestor(0, 1));
   EXPECT_FALSE(g->IsAncestor(1, 0));
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(g->IsAncestor(i, 3));
-  EXPECT_TRUE(g->IsCutPoint(4));   // issue_tickets: nothing beside the pivot
+  EXPECT_TRUE(g->IsCutPoint(4));  // issue_tickets: nothing beside the pivot
   EXPECT_FALSE(g->IsCutPoint(0));
 }
 
@@ -151,7 +153,8 @@ TEST(GraphDefinitionTest, JsonRefusesUnknownKeysByName) {
   EXPECT_TRUE(Has(Refusal(SagaDefinition::FromJson(j)), "unknown key 'max_paralel'"));
   j = OrderFulfilment().ToJson();
   j["steps"][0]["forward"]["headers"] = nlohmann::json::object();
-  EXPECT_TRUE(Has(Refusal(SagaDefinition::FromJson(j)), "unknown key 'headers' in step 'reserve_inventory' forward"));
+  EXPECT_TRUE(Has(Refusal(SagaDefinition::FromJson(j)),
+                  "unknown key 'headers' in step 'reserve_inventory' forward"));
   j = OrderFulfilment().ToJson();
   j["compensation_order"] = "random";
   EXPECT_TRUE(Has(Refusal(SagaDefinition::FromJson(j)), "compensation_order must be"));
@@ -222,7 +225,8 @@ TEST_F(GraphPlannerTest, IndependentStepsStartTogetherAndTheJoinWaitsForAll) {
   Step("reserve_hotel", StepEvent::kStart);
   // STARTED ones are listed for reconciliation (the engine skips those whose
   // request is in flight in this process).
-  EXPECT_EQ(Plan(), (V{"reconcile:reserve_flight", "reconcile:reserve_hotel", "execute:reserve_car"}));
+  EXPECT_EQ(Plan(),
+            (V{"reconcile:reserve_flight", "reconcile:reserve_hotel", "execute:reserve_car"}));
   Step("reserve_flight", StepEvent::kCommit);
   Step("reserve_hotel", StepEvent::kCommit);
   EXPECT_EQ(Plan(), (V{"execute:reserve_car"}));

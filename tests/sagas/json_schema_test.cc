@@ -49,8 +49,8 @@ void RunFile(const std::string& file, Tally* t) {
       const std::string name = group + ": " + c.value("description", "");
       if (kSkipped.count(name)) continue;
       bool valid = schema->Check(c["data"]).empty();
-      EXPECT_EQ(valid, c["valid"].get<bool>()) << name << "\n  schema " << g["schema"].dump()
-                                               << "\n  data " << c["data"].dump();
+      EXPECT_EQ(valid, c["valid"].get<bool>())
+          << name << "\n  schema " << g["schema"].dump() << "\n  data " << c["data"].dump();
       ++t->cases;
     }
   }
@@ -66,13 +66,13 @@ TEST(InputSchemaTest, PassesTheOfficialTestSuiteForEveryKeywordOfTheSubset) {
     RunFile(f, &t);
   for (const auto& r : t.refused) std::cout << "refused (outside the subset): " << r << "\n";
   std::cout << t.cases << " cases run, " << t.groups_refused << " groups refused\n";
-  EXPECT_GE(t.cases, 160);  // 166 with the package of Debian 12
+  EXPECT_GE(t.cases, 160);         // 166 with the package of Debian 12
   EXPECT_LE(t.groups_refused, 5);  // patternProperties (3), array-form items (2)
 }
 
 TEST(InputSchemaTest, AKeywordOutsideTheSubsetIsRefusedByName) {
-  auto s = InputSchema::Compile({{"type", "object"},
-                                 {"properties", {{"amount", {{"type", "number"}, {"multipleOf", 5}}}}}});
+  auto s = InputSchema::Compile(
+      {{"type", "object"}, {"properties", {{"amount", {{"type", "number"}, {"multipleOf", 5}}}}}});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("'multipleOf'"), std::string::npos) << s.status().message();
   EXPECT_NE(s.status().message().find("/properties/amount"), std::string::npos)

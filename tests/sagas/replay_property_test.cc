@@ -20,13 +20,25 @@ Event RoundTrip(const Event& e) {
 
 TEST(ReplayPropertyTest, IncrementalStateEqualsReplayOfTheSerializedLogAtEveryPrefix) {
   const SagaDefinition def = IncidentResponse();
-  const std::vector<std::string> step_types = {
-      "approval_requested", "approved", "rejected", "started", "committed", "failed",
-      "outcome_unknown", "not_executed", "escalated", "compensation_started", "compensated",
-      "compensation_unknown", "skipped", "reconciled", "retry_deferred", "retry_requested"};
-  const std::vector<std::string> saga_types = {
-      "saga_awaiting_approval", "saga_resumed", "saga_completed", "saga_compensating",
-      "saga_compensated", "saga_needs_review"};
+  const std::vector<std::string> step_types = {"approval_requested",
+                                               "approved",
+                                               "rejected",
+                                               "started",
+                                               "committed",
+                                               "failed",
+                                               "outcome_unknown",
+                                               "not_executed",
+                                               "escalated",
+                                               "compensation_started",
+                                               "compensated",
+                                               "compensation_unknown",
+                                               "skipped",
+                                               "reconciled",
+                                               "retry_deferred",
+                                               "retry_requested"};
+  const std::vector<std::string> saga_types = {"saga_awaiting_approval", "saga_resumed",
+                                               "saga_completed",         "saga_compensating",
+                                               "saga_compensated",       "saga_needs_review"};
   int transitions = 0;
   for (unsigned seed = 1; seed <= 300; ++seed) {
     std::mt19937 rng(seed);
@@ -48,8 +60,11 @@ TEST(ReplayPropertyTest, IncrementalStateEqualsReplayOfTheSerializedLogAtEveryPr
       } else {
         e.type = step_types[pick(step_types.size())];
         e.step = def.steps[pick(def.steps.size())].name;
-        e.data = {{"error", "e" + std::to_string(pick(100))}, {"key", "k"}, {"args_hash", "h"},
-                  {"result", {{"ref", std::to_string(pick(1000))}}}, {"external_ref", "x"}};
+        e.data = {{"error", "e" + std::to_string(pick(100))},
+                  {"key", "k"},
+                  {"args_hash", "h"},
+                  {"result", {{"ref", std::to_string(pick(1000))}}},
+                  {"external_ref", "x"}};
         if (pick(3) == 0) e.data["retry_at"] = 5000 + static_cast<int64_t>(pick(1000));
         if (e.type == "reconciled" && pick(2)) e.data["phase"] = "compensation";
       }
@@ -95,13 +110,16 @@ TEST(ReplayTest, NumbersOutOfRangeAreRefusedNotConverted) {
     return Instance::Replay("i", events);
   };
   EXPECT_FALSE(replay(R"([{"seq":1,"at":1,"type":"instance_created","data":{"id":"i","saga":"s",
-      "version":1e300,"input":{},"steps":["a"]}}])").ok());
+      "version":1e300,"input":{},"steps":["a"]}}])")
+                   .ok());
   EXPECT_FALSE(replay(R"([{"seq":1,"at":1,"type":"instance_created","data":{"id":"i","saga":"s",
       "version":1,"input":{},"steps":["a"]}},
-      {"seq":2,"at":2,"type":"started","step":"a","data":{"retry_at":1e300}}])").ok());
+      {"seq":2,"at":2,"type":"started","step":"a","data":{"retry_at":1e300}}])")
+                   .ok());
   EXPECT_TRUE(replay(R"([{"seq":1,"at":1,"type":"instance_created","data":{"id":"i","saga":"s",
       "version":1,"input":{},"steps":["a"]}},
-      {"seq":2,"at":2,"type":"started","step":"a","data":{"retry_at":5}}])").ok());
+      {"seq":2,"at":2,"type":"started","step":"a","data":{"retry_at":5}}])")
+                  .ok());
 }
 
 }  // namespace

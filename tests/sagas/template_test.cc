@@ -9,7 +9,8 @@ TEST(TemplateTest, WholeStringReferenceKeepsTheJsonType) {
   nlohmann::json input = {{"qty", 3}, {"sku", "A"}};
   TemplateContext ctx;
   ctx.input = &input;
-  auto b = RenderBody({{"qty", "{{input.qty}}"}, {"label", "sku {{input.sku}} x{{input.qty}}"}}, ctx);
+  auto b =
+      RenderBody({{"qty", "{{input.qty}}"}, {"label", "sku {{input.sku}} x{{input.qty}}"}}, ctx);
   ASSERT_TRUE(b.ok());
   EXPECT_EQ((*b)["qty"], 3);
   EXPECT_EQ((*b)["label"], "sku A x3");
@@ -35,7 +36,8 @@ TEST(TemplateTest, MissingValueIsAnError) {
 
 TEST(TemplateTest, CollectsReferencesAndRejectsMalformedOnes) {
   TemplateRefs refs;
-  ASSERT_TRUE(CollectRefs(nlohmann::json{{"a", "{{input.x}}"}, {"b", "{{s.result.y}}"}}, &refs).ok());
+  ASSERT_TRUE(
+      CollectRefs(nlohmann::json{{"a", "{{input.x}}"}, {"b", "{{s.result.y}}"}}, &refs).ok());
   EXPECT_EQ(refs.input_fields, std::set<std::string>{"x"});
   EXPECT_EQ(refs.steps, std::set<std::string>{"s"});
   EXPECT_FALSE(CollectRefs(std::string("/a/{{input.x"), &refs).ok());
@@ -67,12 +69,15 @@ TEST(JsonLimitsTest, Utf8IsCheckedAndBadBytesAreKeptAsEscapes) {
   EXPECT_TRUE(IsValidUtf8(SanitizeUtf8("\xc0\xaf\xed\xa0\x80")));
   EXPECT_EQ(SanitizeUtf8(std::string("a\0b", 3)), "a\\x00b");  // PostgreSQL cannot hold NUL
   // Printing never throws, whatever a string holds.
-  EXPECT_EQ(DumpJson(nlohmann::json("a\xff" "b")), "\"a\xef\xbf\xbd" "b\"");
+  EXPECT_EQ(DumpJson(nlohmann::json("a\xff"
+                                    "b")),
+            "\"a\xef\xbf\xbd"
+            "b\"");
 }
 
 TEST(TemplateTest, APathSegmentAValueMakesEmptyOrDotsIsRefused) {
-  nlohmann::json input = {{"ok", "T-1"}, {"dots", ".."}, {"dot", "."}, {"empty", ""},
-                          {"slash", "../x"}};
+  nlohmann::json input = {
+      {"ok", "T-1"}, {"dots", ".."}, {"dot", "."}, {"empty", ""}, {"slash", "../x"}};
   TemplateContext ctx;
   ctx.input = &input;
   EXPECT_EQ(*RenderPath("/tickets/{{input.ok}}/close", ctx), "/tickets/T-1/close");

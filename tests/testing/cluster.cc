@@ -1,7 +1,5 @@
 #include "tests/testing/cluster.h"
 
-#include "tests/testing/postgres.h"
-
 #include <httplib.h>
 #include <signal.h>
 
@@ -9,6 +7,8 @@
 #include <fstream>
 #include <mutex>
 #include <thread>
+
+#include "tests/testing/postgres.h"
 
 namespace sagad::testing {
 
@@ -65,9 +65,10 @@ Coordinator::Coordinator(const Downstream& downstream, const std::string& data_d
     services[name] = s;
   }
   // A stable coordinator id: a restarted sagad takes its leases back at once.
-  nlohmann::json config = {{"listen", "127.0.0.1:0"}, {"data_dir", data_dir},
-                           {"services", services}, {"tokens", tokens}, {"workers", 8},
-                           {"coordinator_id", "test-sagad"}, {"examples", true}};
+  nlohmann::json config = {
+      {"listen", "127.0.0.1:0"}, {"data_dir", data_dir}, {"services", services},
+      {"tokens", tokens},        {"workers", 8},         {"coordinator_id", "test-sagad"},
+      {"examples", true}};
   // SAGAD_TEST_STORE=postgres runs the same test on PostgreSQL: each data
   // dir becomes a database of its own (coordinators sharing a dir share it).
   const char* store = std::getenv("SAGAD_TEST_STORE");
@@ -161,19 +162,28 @@ nlohmann::json Events(Coordinator& c, const std::string& id) {
 }
 
 nlohmann::json IncidentInput() {
-  return {{"title", "phishing"}, {"severity", "high"}, {"host", "laptop-7"},
-          {"user", "bob"}, {"email", "bob@example.com"}};
+  return {{"title", "phishing"},
+          {"severity", "high"},
+          {"host", "laptop-7"},
+          {"user", "bob"},
+          {"email", "bob@example.com"}};
 }
 
 nlohmann::json OrderInput() {
-  return {{"sku", "SKU-1"}, {"qty", 2}, {"amount", 4200}, {"currency", "EUR"},
-          {"customer", "c-9"}, {"address", "1 Main St"}};
+  return {{"sku", "SKU-1"},    {"qty", 2},          {"amount", 4200},
+          {"currency", "EUR"}, {"customer", "c-9"}, {"address", "1 Main St"}};
 }
 
 nlohmann::json TripInput() {
-  return {{"flight", "LH100"}, {"hotel", "Ritz"}, {"nights", 2},    {"pickup", "MUC"},
-          {"days", 3},         {"traveller", "ann"}, {"email", "ann@example.com"},
-          {"amount", 900},     {"currency", "EUR"}};
+  return {{"flight", "LH100"},
+          {"hotel", "Ritz"},
+          {"nights", 2},
+          {"pickup", "MUC"},
+          {"days", 3},
+          {"traveller", "ann"},
+          {"email", "ann@example.com"},
+          {"amount", 900},
+          {"currency", "EUR"}};
 }
 
 }  // namespace sagad::testing

@@ -4,9 +4,8 @@
 
 #include <map>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "tests/testing/subprocess.h"
 
@@ -25,8 +24,7 @@ struct Reply {
 
 // One HTTP request on loopback (fresh connection).
 Reply Http(int port, const std::string& method, const std::string& path,
-           const std::string& body = "",
-           const std::map<std::string, std::string>& headers = {});
+           const std::string& body = "", const std::map<std::string, std::string>& headers = {});
 
 class Downstream {
  public:
@@ -61,8 +59,8 @@ class Coordinator {
   // sagad's stderr (its log) is appended to `path` from the next Start.
   void LogTo(const std::string& path) { log_path_ = path; }
   Subprocess& process() { return *proc_; }
-  void Kill();                   // SIGKILL and reap
-  int Terminate();               // SIGTERM, returns exit code
+  void Kill();      // SIGKILL and reap
+  int Terminate();  // SIGTERM, returns exit code
 
   Reply Submit(const std::string& saga, const nlohmann::json& input, double wait = 0,
                const std::string& idempotency_key = "");

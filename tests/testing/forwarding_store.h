@@ -13,42 +13,33 @@ class ForwardingStore : public Store {
   explicit ForwardingStore(Store& real) : real_(real) {}
 
   // Store
-  Status CreateInstance(
-      const nlohmann::json& snapshot, const std::vector<Event>& events,
-      const Submission* submission, const std::vector<nlohmann::json>& outbox,
-      const Lease* lease,
-      const std::vector<OperationRecord>& operations = {}) override {
-    return real_.CreateInstance(snapshot, events, submission, outbox, lease,
-                                operations);
+  Status CreateInstance(const nlohmann::json& snapshot, const std::vector<Event>& events,
+                        const Submission* submission, const std::vector<nlohmann::json>& outbox,
+                        const Lease* lease,
+                        const std::vector<OperationRecord>& operations = {}) override {
+    return real_.CreateInstance(snapshot, events, submission, outbox, lease, operations);
   }
-  Status Commit(const std::string& id, uint64_t expected_version,
-                const nlohmann::json& snapshot,
-                const std::vector<Event>& events,
-                const std::vector<OperationRecord>& operations,
-                const std::vector<nlohmann::json>& outbox,
-                const Lease* lease) override {
-    return real_.Commit(id, expected_version, snapshot, events, operations,
-                        outbox, lease);
+  Status Commit(const std::string& id, uint64_t expected_version, const nlohmann::json& snapshot,
+                const std::vector<Event>& events, const std::vector<OperationRecord>& operations,
+                const std::vector<nlohmann::json>& outbox, const Lease* lease) override {
+    return real_.Commit(id, expected_version, snapshot, events, operations, outbox, lease);
   }
-  StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner,
-                               const Clock& clock, int64_t ttl_ms,
-                               const std::string& successor_of) override {
+  StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner, const Clock& clock,
+                               int64_t ttl_ms, const std::string& successor_of) override {
     return real_.AcquireLease(id, owner, clock, ttl_ms, successor_of);
   }
-  StatusOr<std::map<std::string, Lease>> AcquireLeases(
-      const std::vector<std::string>& ids, const std::string& owner,
-      const Clock& clock, int64_t ttl_ms,
-      const std::string& successor_of) override {
+  StatusOr<std::map<std::string, Lease>> AcquireLeases(const std::vector<std::string>& ids,
+                                                       const std::string& owner, const Clock& clock,
+                                                       int64_t ttl_ms,
+                                                       const std::string& successor_of) override {
     return real_.AcquireLeases(ids, owner, clock, ttl_ms, successor_of);
   }
-  StatusOr<std::vector<std::string>> RenewLeases(
-      const std::string& owner, const std::vector<std::string>& ids,
-      const Clock& clock, int64_t ttl_ms) override {
+  StatusOr<std::vector<std::string>> RenewLeases(const std::string& owner,
+                                                 const std::vector<std::string>& ids,
+                                                 const Clock& clock, int64_t ttl_ms) override {
     return real_.RenewLeases(owner, ids, clock, ttl_ms);
   }
-  StatusOr<Lease> GetLease(const std::string& id) override {
-    return real_.GetLease(id);
-  }
+  StatusOr<Lease> GetLease(const std::string& id) override { return real_.GetLease(id); }
   StatusOr<std::vector<OutboxRecord>> PeekOutbox(size_t max) override {
     return real_.PeekOutbox(max);
   }
@@ -70,14 +61,11 @@ class ForwardingStore : public Store {
                                const nlohmann::json& response) override {
     return real_.SetSubmissionResponse(key, status, response);
   }
-  StatusOr<InstancePage> ListInstances(const InstanceFilter& filter,
-                                       size_t limit,
+  StatusOr<InstancePage> ListInstances(const InstanceFilter& filter, size_t limit,
                                        const std::string& cursor) override {
     return real_.ListInstances(filter, limit, cursor);
   }
-  StatusOr<std::vector<ActiveInstance>> ListActive() override {
-    return real_.ListActive();
-  }
+  StatusOr<std::vector<ActiveInstance>> ListActive() override { return real_.ListActive(); }
   uint64_t SyncedCommits() const override { return real_.SyncedCommits(); }
   StatusOr<std::vector<std::string>> DeleteFinished(int64_t finished_before_ms,
                                                     size_t max) override {

@@ -13,8 +13,7 @@ class ManualClock : public Clock {
   explicit ManualClock(int64_t now_ms = 1'700'000'000'000) : now_ms_(now_ms) {}
   int64_t NowMillis() const override { return now_ms_.load(); }
   std::chrono::steady_clock::time_point SteadyNow() const override {
-    return std::chrono::steady_clock::time_point(
-        std::chrono::milliseconds(now_ms_.load()));
+    return std::chrono::steady_clock::time_point(std::chrono::milliseconds(now_ms_.load()));
   }
   void Advance(int64_t ms) { now_ms_ += ms; }
 

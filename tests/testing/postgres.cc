@@ -1,5 +1,4 @@
 #include "tests/testing/postgres.h"
-#include "tests/testing/subprocess.h"
 
 #include <arpa/inet.h>
 #include <glob.h>
@@ -15,6 +14,8 @@
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
+
+#include "tests/testing/subprocess.h"
 
 namespace sagad::testing {
 namespace {
@@ -66,8 +67,8 @@ PostgresServer::PostgresServer() : bin_(PgBinDir()) {
 }
 
 PostgresServer::~PostgresServer() {
-  std::system((as_user_ + bin_ + "/pg_ctl -D " + dir_ + "/data -m immediate stop >/dev/null 2>&1")
-                  .c_str());
+  std::system(
+      (as_user_ + bin_ + "/pg_ctl -D " + dir_ + "/data -m immediate stop >/dev/null 2>&1").c_str());
   std::system(("rm -rf " + dir_).c_str());
 }
 
@@ -88,8 +89,8 @@ std::string PostgresServer::Run(const std::string& cmd) {
 void PostgresServer::Start() {
   // In a session of its own: no signal meant for the test's process group
   // reaches the server.
-  Run("setsid -w " + bin_ + "/pg_ctl -D " + dir_ + "/data -l " + dir_ + "/server.log -w -t 60 start >>" + dir_ +
-      "/pg_ctl.log 2>&1");
+  Run("setsid -w " + bin_ + "/pg_ctl -D " + dir_ + "/data -l " + dir_ +
+      "/server.log -w -t 60 start >>" + dir_ + "/pg_ctl.log 2>&1");
 }
 
 void PostgresServer::Stop() {

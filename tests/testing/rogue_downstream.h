@@ -27,7 +27,7 @@ struct RawReply {
 
 // Builds "HTTP/1.1 <status> X\r\nContent-Type: ...\r\nContent-Length: n\r\n\r\n<body>".
 RawReply RawAnswer(int status, const std::string& body,
-               const std::string& content_type = "application/json");
+                   const std::string& content_type = "application/json");
 
 class RogueDownstream {
  public:

@@ -20,8 +20,7 @@ namespace sagad::testing {
 
 class ScriptedDownstream : public Adapter {
  public:
-  ScriptedDownstream(Store& store, const std::vector<std::string>& services)
-      : store_(store) {
+  ScriptedDownstream(Store& store, const std::vector<std::string>& services) : store_(store) {
     for (const auto& name : services) {
       services_[name].name = name;
       services_[name].retry.max_attempts = 3;
@@ -29,8 +28,7 @@ class ScriptedDownstream : public Adapter {
   }
   CallResult Call(const CallRequest& req) override {
     auto op = store_.GetOperation(req.idempotency_key);
-    bool durable =
-        op.ok() && (op->state == "STARTED" || op->state == "COMPENSATING");
+    bool durable = op.ok() && (op->state == "STARTED" || op->state == "COMPENSATING");
     CallResult r;
     std::function<void(const CallRequest&)> hook;
     {
@@ -52,8 +50,7 @@ class ScriptedDownstream : public Adapter {
     }
     return r;
   }
-  QueryResult Query(const std::string&, const std::string& key,
-                    const std::string&, uint64_t, int,
+  QueryResult Query(const std::string&, const std::string& key, const std::string&, uint64_t, int,
                     const TraceContext&) override {
     std::lock_guard<std::mutex> l(mu_);
     queries.push_back(key);
@@ -83,8 +80,7 @@ class ScriptedDownstream : public Adapter {
   // Set before the first call (or under no concurrent call).
   std::deque<Outcome> answers;  // in call order; then kCommitted
   QueryOutcome query_answer = QueryOutcome::kUnknown;
-  std::function<void(const CallRequest&)>
-      on_call;  // run at each call, after it is recorded
+  std::function<void(const CallRequest&)> on_call;  // run at each call, after it is recorded
   // What it saw (read directly only when no call can be under way).
   std::vector<CallRequest> calls;
   std::vector<bool> durable_before_send;

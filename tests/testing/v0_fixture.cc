@@ -44,14 +44,16 @@ void WriteInstance(MDB_txn* txn, MDB_dbi instances, MDB_dbi events, const std::s
     e.step = step;
     e.type = type;
     if (type == "started") e.data = {{"key", id + ":" + step}, {"attempt", 1}};
-    if (type == "committed") e.data = {{"result", {{"ref", "OLD-" + step}}}, {"external_ref", "OLD-" + step}};
+    if (type == "committed")
+      e.data = {{"result", {{"ref", "OLD-" + step}}}, {"external_ref", "OLD-" + step}};
     log.push_back(e);
   }
   auto inst = Instance::Replay(id, log);
   if (!inst.ok()) throw std::runtime_error(inst.status().ToString());
   inst->set_version(log.size());
   nlohmann::json snap = inst->ToJson();
-  for (const char* f : {"schema_version", "current_step", "waiting_for", "next_retry_at"}) snap.erase(f);
+  for (const char* f : {"schema_version", "current_step", "waiting_for", "next_retry_at"})
+    snap.erase(f);
   Put(txn, instances, id, snap.dump());
   for (const Event& e : log) Put(txn, events, EventKey(id, e.seq), e.ToJson().dump());
 }
@@ -75,16 +77,24 @@ V0Fixture WriteV0DataDir(const std::string& dir) {
   Check(mdb_dbi_open(txn, "meta", MDB_CREATE, &meta), "open meta");
   V0Fixture f{"000000000001-00000000000000aa", "000000000002-00000000000000bb"};
   WriteInstance(txn, instances, events, f.order_id, OrderFulfilment(),
-                {{"sku", "OLD"}, {"qty", 1}, {"amount", 10}, {"currency", "EUR"},
-                 {"customer", "c"}, {"address", "x"}},
+                {{"sku", "OLD"},
+                 {"qty", 1},
+                 {"amount", 10},
+                 {"currency", "EUR"},
+                 {"customer", "c"},
+                 {"address", "x"}},
                 {{"reserve_inventory", "started"}, {"reserve_inventory", "committed"}});
-  WriteInstance(txn, instances, events, f.incident_id, IncidentResponse(),
-                {{"title", "old"}, {"severity", "low"}, {"host", "h"}, {"user", "u"},
-                 {"email", "e@x"}},
-                {{"create_ticket", "started"}, {"create_ticket", "committed"},
-                 {"isolate_host", "started"}, {"isolate_host", "committed"},
-                 {"disable_account", "started"}, {"disable_account", "committed"},
-                 {"notify_user", "approval_requested"}, {"", "saga_awaiting_approval"}});
+  WriteInstance(
+      txn, instances, events, f.incident_id, IncidentResponse(),
+      {{"title", "old"}, {"severity", "low"}, {"host", "h"}, {"user", "u"}, {"email", "e@x"}},
+      {{"create_ticket", "started"},
+       {"create_ticket", "committed"},
+       {"isolate_host", "started"},
+       {"isolate_host", "committed"},
+       {"disable_account", "started"},
+       {"disable_account", "committed"},
+       {"notify_user", "approval_requested"},
+       {"", "saga_awaiting_approval"}});
   Put(txn, meta, "schema_version", "0");
   Check(mdb_txn_commit(txn), "mdb_txn_commit");
   mdb_env_close(env);

@@ -1,13 +1,13 @@
 #include "coordinator/store/lmdb/lmdb_store.h"
-#include "coordinator/store/lmdb/lmdb_util.h"
-#include "util/json_limits.h"
-
-#include <atomic>
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+
+#include "coordinator/store/lmdb/lmdb_util.h"
+#include "util/json_limits.h"
 
 namespace sagad {
 using namespace lmdb_util;
@@ -39,8 +39,7 @@ Status LmdbStore::WriteEvents(MDB_txn* txn, const std::string& id,
   return Status::Ok();
 }
 
-Status LmdbStore::PutSnapshot(MDB_txn* txn, const std::string& id,
-                              const nlohmann::json& snapshot) {
+Status LmdbStore::PutSnapshot(MDB_txn* txn, const std::string& id, const nlohmann::json& snapshot) {
   SAGAD_RETURN_IF_ERROR(PutJson(txn, instances_, id, snapshot));
   MDB_val k = Val(id);
   if (IsTerminalName(snapshot.value("status", ""))) {
@@ -63,7 +62,8 @@ Status LmdbStore::AppendOutbox(MDB_txn* txn, const std::vector<nlohmann::json>& 
   MDB_val k, v;
   uint64_t last = 0;
   rc = cur.Get(&k, &v, MDB_LAST);
-  if (rc == 0) last = SeqFromKey(k);
+  if (rc == 0)
+    last = SeqFromKey(k);
   else if (rc != MDB_NOTFOUND) {
     return LmdbError("mdb_cursor_get", rc);
   }
@@ -114,8 +114,8 @@ Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vect
                                  const std::vector<nlohmann::json>& outbox, const Lease* lease,
                                  const std::vector<OperationRecord>& operations) {
   const std::string id = snapshot.at("id").get<std::string>();
-  CommitRequest r{WriteKind::kCreate, id, 0, &snapshot, &events, &operations, submission, &outbox,
-                  lease};
+  CommitRequest r{WriteKind::kCreate, id,         0,       &snapshot, &events,
+                  &operations,        submission, &outbox, lease};
   return GroupCommit(r);
 }
 
@@ -195,7 +195,7 @@ Status LmdbStore::Check(MDB_txn* txn, CommitRequest& r) {
     Lease owner = held.ok() ? Lease::FromJson(*held) : Lease{};
     if (owner.owner != r.lease->owner || owner.generation != r.lease->generation)
       return LeaseLost("lease lost: instance " + id + " is owned by '" + owner.owner +
-                                "' generation " + std::to_string(owner.generation));
+                       "' generation " + std::to_string(owner.generation));
   }
   return Status::Ok();
 }
@@ -231,16 +231,23 @@ Status LmdbStore::Commit(const std::string& id, uint64_t expected_version,
                          const nlohmann::json& snapshot, const std::vector<Event>& events,
                          const std::vector<OperationRecord>& operations,
                          const std::vector<nlohmann::json>& outbox, const Lease* lease) {
-  CommitRequest r{WriteKind::kTransition, id, expected_version, &snapshot, &events, &operations,
-                  nullptr, &outbox, lease};
+  CommitRequest r{WriteKind::kTransition,
+                  id,
+                  expected_version,
+                  &snapshot,
+                  &events,
+                  &operations,
+                  nullptr,
+                  &outbox,
+                  lease};
   return GroupCommit(r);
 }
 
 // Group commit, leader/follower: every caller queues its write; the one at
 // the front writes everything queued in one LMDB transaction (checks first,
 // so a refused write changes nothing; no nested transactions, which cost
-// LMDB a 2 MiB allocation each) with one fsync, then marks the batch done and wakes each of its writers and the
-// next leader. A caller returns only once its own write is durable.
+// LMDB a 2 MiB allocation each) with one fsync, then marks the batch done and wakes each of its
+// writers and the next leader. A caller returns only once its own write is durable.
 Status LmdbStore::GroupCommit(CommitRequest& r) {
   MutexLock l(group_mu_);
   group_queue_.push_back(&r);
@@ -270,7 +277,8 @@ Status LmdbStore::GroupCommit(CommitRequest& r) {
   // instance fits again (or CheckWritable's probe finds room). A smaller
   // write that fits (a step's transition rewriting its snapshot in place)
   // does not mean a submission would.
-  if (batch_status.code() == StatusCode::kUnavailable) full_ = true;
+  if (batch_status.code() == StatusCode::kUnavailable)
+    full_ = true;
   else if (batch_status.ok() && full_)
     for (const CommitRequest* w : batch)
       if (w->kind == WriteKind::kCreate && w->result.ok()) full_ = false;
@@ -289,8 +297,8 @@ Status LmdbStore::GroupCommit(CommitRequest& r) {
   return r.result;
 }
 
-StatusOr<Lease> LmdbStore::TakeLease(MDB_txn* txn, const std::string& id,
-                                     const std::string& owner, int64_t now_ms, int64_t ttl_ms,
+StatusOr<Lease> LmdbStore::TakeLease(MDB_txn* txn, const std::string& id, const std::string& owner,
+                                     int64_t now_ms, int64_t ttl_ms,
                                      const std::string& successor_of) {
   auto held = GetJson(txn, leases_, id);
   if (!held.ok() && held.status().code() != StatusCode::kNotFound) return held.status();
@@ -307,8 +315,8 @@ StatusOr<Lease> LmdbStore::TakeLease(MDB_txn* txn, const std::string& id,
 }
 
 StatusOr<Lease> LmdbStore::AcquireLease(const std::string& id, const std::string& owner,
-                                         const Clock& clock, int64_t ttl_ms,
-                                         const std::string& successor_of) {
+                                        const Clock& clock, int64_t ttl_ms,
+                                        const std::string& successor_of) {
   Txn txn(env_, true, &synced_commits_);  // waits for the writer lock
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
   auto l = TakeLease(txn.get(), id, owner, clock.NowMillis(), ttl_ms, successor_of);
@@ -318,17 +326,20 @@ StatusOr<Lease> LmdbStore::AcquireLease(const std::string& id, const std::string
   return l;
 }
 
-StatusOr<std::map<std::string, Lease>> LmdbStore::AcquireLeases(
-    const std::vector<std::string>& ids, const std::string& owner, const Clock& clock,
-    int64_t ttl_ms, const std::string& successor_of) {
+StatusOr<std::map<std::string, Lease>> LmdbStore::AcquireLeases(const std::vector<std::string>& ids,
+                                                                const std::string& owner,
+                                                                const Clock& clock, int64_t ttl_ms,
+                                                                const std::string& successor_of) {
   Txn txn(env_, true, &synced_commits_);  // waits for the writer lock
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
   const int64_t now_ms = clock.NowMillis();
   std::map<std::string, Lease> taken;
   for (const auto& id : ids) {
     auto l = TakeLease(txn.get(), id, owner, now_ms, ttl_ms, successor_of);
-    if (l.ok()) taken.emplace(id, *l);
-    else if (l.status().code() != StatusCode::kLeaseLost) return l.status();
+    if (l.ok())
+      taken.emplace(id, *l);
+    else if (l.status().code() != StatusCode::kLeaseLost)
+      return l.status();
   }
   int rc = txn.Commit();
   if (rc != 0) return LmdbError("mdb_txn_commit", rc);
@@ -337,8 +348,7 @@ StatusOr<std::map<std::string, Lease>> LmdbStore::AcquireLeases(
 
 StatusOr<std::vector<std::string>> LmdbStore::RenewLeases(const std::string& owner,
                                                           const std::vector<std::string>& ids,
-                                                          const Clock& clock,
-                                                          int64_t ttl_ms) {
+                                                          const Clock& clock, int64_t ttl_ms) {
   Txn txn(env_, true, &synced_commits_);  // waits for the writer lock
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
   const int64_t now_ms = clock.NowMillis();

@@ -50,18 +50,16 @@ class LmdbStore : public Store {
 
   // Store
   Status CreateInstance(const nlohmann::json& snapshot, const std::vector<Event>& events,
-                        const Submission* submission,
-                        const std::vector<nlohmann::json>& outbox, const Lease* lease,
+                        const Submission* submission, const std::vector<nlohmann::json>& outbox,
+                        const Lease* lease,
                         const std::vector<OperationRecord>& operations = {}) override;
-  Status Commit(const std::string& id, uint64_t expected_version,
-                const nlohmann::json& snapshot, const std::vector<Event>& events,
-                const std::vector<OperationRecord>& operations,
+  Status Commit(const std::string& id, uint64_t expected_version, const nlohmann::json& snapshot,
+                const std::vector<Event>& events, const std::vector<OperationRecord>& operations,
                 const std::vector<nlohmann::json>& outbox, const Lease* lease) override;
-  StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner,
-                               const Clock& clock, int64_t ttl_ms, const std::string& successor_of) override;
+  StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner, const Clock& clock,
+                               int64_t ttl_ms, const std::string& successor_of) override;
   StatusOr<std::map<std::string, Lease>> AcquireLeases(const std::vector<std::string>& ids,
-                                                       const std::string& owner,
-                                                       const Clock& clock,
+                                                       const std::string& owner, const Clock& clock,
                                                        int64_t ttl_ms,
                                                        const std::string& successor_of) override;
   StatusOr<std::vector<std::string>> RenewLeases(const std::string& owner,
@@ -120,10 +118,17 @@ class LmdbStore : public Store {
     CommitRequest(WriteKind k, const std::string& i, uint64_t ev, const nlohmann::json* snap,
                   const std::vector<Event>* evs, const std::vector<OperationRecord>* ops,
                   const Submission* sub, const std::vector<nlohmann::json>* out, const Lease* l)
-        : kind(k), id(i), expected_version(ev), snapshot(snap), events(evs), operations(ops),
-          submission(sub), outbox(out), lease(l) {}
+        : kind(k),
+          id(i),
+          expected_version(ev),
+          snapshot(snap),
+          events(evs),
+          operations(ops),
+          submission(sub),
+          outbox(out),
+          lease(l) {}
     WriteKind kind;
-    const std::string& id;                           // instance id (submission key)
+    const std::string& id;  // instance id (submission key)
     uint64_t expected_version;
     const nlohmann::json* snapshot;
     const std::vector<Event>* events;
@@ -150,8 +155,7 @@ class LmdbStore : public Store {
   // Queues r and returns once it is durable (or refused).
   Status GroupCommit(CommitRequest& r);
   StatusOr<uint64_t> StoredVersion(MDB_txn* txn, const std::string& id);
-  StatusOr<ActiveInstance> IndexedState(MDB_txn* txn, const std::string& id,
-                                        const MDB_val* entry);
+  StatusOr<ActiveInstance> IndexedState(MDB_txn* txn, const std::string& id, const MDB_val* entry);
 
   std::atomic<uint64_t> synced_commits_{0};
   std::atomic<bool> full_{false};
@@ -160,8 +164,8 @@ class LmdbStore : public Store {
   std::deque<CommitRequest*> group_queue_ GUARDED_BY(group_mu_);  // front: the current leader
 
   MDB_env* env_ = nullptr;
-  MDB_dbi instances_ = 0, events_ = 0, operations_ = 0, submissions_ = 0, active_ = 0,
-          meta_ = 0, outbox_ = 0, leases_ = 0,
+  MDB_dbi instances_ = 0, events_ = 0, operations_ = 0, submissions_ = 0, active_ = 0, meta_ = 0,
+          outbox_ = 0, leases_ = 0,
           sub_index_ = 0;  // instance id -> its submission key (for retention)
 };
 

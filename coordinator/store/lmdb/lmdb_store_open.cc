@@ -1,24 +1,23 @@
 // LmdbStore: opening an environment (read-write with its schema stamp and
 // migration, or read-only), the checks made before any page is read, and
 // closing it.
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
 #include "coordinator/store/lmdb/lmdb_store.h"
 #include "coordinator/store/lmdb/lmdb_util.h"
 #include "util/json_limits.h"
-
-#include <atomic>
-
-#include <sys/stat.h>
-
-#include <cerrno>
-#include <cstring>
 
 namespace sagad {
 using namespace lmdb_util;
 
 std::vector<std::pair<const char*, MDB_dbi*>> LmdbStore::Databases() {
-  return {{"instances", &instances_}, {"events", &events_},     {"operations", &operations_},
+  return {{"instances", &instances_},     {"events", &events_}, {"operations", &operations_},
           {"submissions", &submissions_}, {"active", &active_}, {"meta", &meta_},
-          {"outbox", &outbox_},         {"leases", &leases_},   {"sub_index", &sub_index_}};
+          {"outbox", &outbox_},           {"leases", &leases_}, {"sub_index", &sub_index_}};
 }
 
 // A data.mdb shorter than its meta page says (a truncated copy, a partial
@@ -88,8 +87,7 @@ Status LmdbStore::MigrateV0ToV1(MDB_txn* txn) {
   int rc = 0;
   std::vector<std::pair<std::string, nlohmann::json>> snaps;
   MDB_val k, v;
-  for (rc = cur.Get(&k, &v, MDB_FIRST); rc == 0;
-       rc = cur.Get(&k, &v, MDB_NEXT)) {
+  for (rc = cur.Get(&k, &v, MDB_FIRST); rc == 0; rc = cur.Get(&k, &v, MDB_NEXT)) {
     auto j = nlohmann::json::parse(Str(v), nullptr, false);
     if (j.is_discarded()) {
       return Internal("schema 0 migration: corrupt instance record " + Str(k));

@@ -1,9 +1,9 @@
 // LmdbStore: reads, listing and retention (read transactions, and the
 // sweeper's short write transactions).
+#include <chrono>
+
 #include "coordinator/store/lmdb/lmdb_store.h"
 #include "coordinator/store/lmdb/lmdb_util.h"
-
-#include <chrono>
 
 namespace sagad {
 
@@ -38,8 +38,7 @@ StatusOr<std::vector<Event>> LmdbStore::GetEvents(const std::string& id) {
   std::string prefix = id;
   prefix.push_back('\0');
   MDB_val k = Val(prefix), v;
-  for (rc = cur.Get(&k, &v, MDB_SET_RANGE); rc == 0;
-       rc = cur.Get(&k, &v, MDB_NEXT)) {
+  for (rc = cur.Get(&k, &v, MDB_SET_RANGE); rc == 0; rc = cur.Get(&k, &v, MDB_NEXT)) {
     std::string key = Str(k);
     if (key.compare(0, prefix.size(), prefix) != 0) break;
     auto j = nlohmann::json::parse(Str(v), nullptr, false);
@@ -70,8 +69,8 @@ Status LmdbStore::SetSubmissionResponse(const std::string& key, int status,
   answer.key = key;
   answer.response_status = status;
   answer.response = response;
-  CommitRequest r{WriteKind::kSubmissionResponse, key, 0, nullptr, nullptr, nullptr, &answer,
-                  nullptr, nullptr};
+  CommitRequest r{
+      WriteKind::kSubmissionResponse, key, 0, nullptr, nullptr, nullptr, &answer, nullptr, nullptr};
   return GroupCommit(r);  // shares the fsync of the transitions around it
 }
 
@@ -89,8 +88,10 @@ StatusOr<InstancePage> LmdbStore::ListInstances(const InstanceFilter& filter, si
   } else {
     k = Val(cursor);
     rc = cur.Get(&k, &v, MDB_SET_RANGE);
-    if (rc == MDB_NOTFOUND) rc = cur.Get(&k, &v, MDB_LAST);
-    else if (rc == 0) rc = cur.Get(&k, &v, MDB_PREV);  // strictly older
+    if (rc == MDB_NOTFOUND)
+      rc = cur.Get(&k, &v, MDB_LAST);
+    else if (rc == 0)
+      rc = cur.Get(&k, &v, MDB_PREV);  // strictly older
   }
   for (; rc == 0; rc = cur.Get(&k, &v, MDB_PREV)) {
     if (page.instances.size() == limit) {
@@ -125,9 +126,8 @@ Status LmdbStore::FindFinished(MDB_txn* txn, int64_t finished_before_ms, size_t 
        rc = cur.Get(&k, &v, MDB_NEXT), ++scanned) {
     const std::string id = Str(k);
     char* end = nullptr;
-    long long created = id.size() > 12 && id[12] == '-'
-                            ? std::strtoll(id.substr(0, 12).c_str(), &end, 16)
-                            : -1;
+    long long created =
+        id.size() > 12 && id[12] == '-' ? std::strtoll(id.substr(0, 12).c_str(), &end, 16) : -1;
     if (created > finished_before_ms) break;
     MDB_val ak = Val(id), av;
     if (mdb_get(txn, active_, &ak, &av) == 0) continue;  // unfinished
@@ -142,8 +142,7 @@ Status LmdbStore::FindFinished(MDB_txn* txn, int64_t finished_before_ms, size_t 
 
 // Every record of one finished instance: snapshot, indexes, lease,
 // operations, submission key, events.
-Status LmdbStore::DeleteRecords(MDB_txn* txn, const std::string& id,
-                                const nlohmann::json& snap) {
+Status LmdbStore::DeleteRecords(MDB_txn* txn, const std::string& id, const nlohmann::json& snap) {
   auto del = [&](MDB_dbi dbi, const std::string& key) -> Status {
     MDB_val k = Val(key);
     int rc = mdb_del(txn, dbi, &k, nullptr);
@@ -203,8 +202,9 @@ Status LmdbStore::CheckWritable() {
     return Status::Ok();
   }
   if (probe == Probe::kFailed) return failure;  // the probe's own failure (an I/O error)
-  return Unavailable("the store is full or failing: the last write failed (disk space, "
-                     "lmdb_map_size_mb, or an I/O error)");
+  return Unavailable(
+      "the store is full or failing: the last write failed (disk space, "
+      "lmdb_map_size_mb, or an I/O error)");
 }
 
 // Commits kProbeBytes under a meta key, then deletes it: room for that (far

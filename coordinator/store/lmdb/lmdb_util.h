@@ -8,9 +8,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "coordinator/store/store_fault.h"
 #include "util/json_limits.h"
@@ -18,7 +17,6 @@
 
 namespace sagad {
 namespace lmdb_util {
-
 
 // A full map or disk is Unavailable (503 + Retry-After at the API, retried by
 // the drivers), with what to do about it; so is an I/O error of the disk (a
@@ -35,11 +33,11 @@ inline Status LmdbError(const char* what, int rc) {
   return Internal(std::string(what) + ": " + mdb_strerror(rc));
 }
 
-inline MDB_val Val(const std::string& s) {
-  return MDB_val{s.size(), const_cast<char*>(s.data())};
-}
+inline MDB_val Val(const std::string& s) { return MDB_val{s.size(), const_cast<char*>(s.data())}; }
 
-inline std::string Str(const MDB_val& v) { return std::string(static_cast<const char*>(v.mv_data), v.mv_size); }
+inline std::string Str(const MDB_val& v) {
+  return std::string(static_cast<const char*>(v.mv_data), v.mv_size);
+}
 
 inline std::string EventKey(const std::string& id, int64_t seq) {
   std::string k = id;
@@ -108,7 +106,7 @@ inline StatusOr<nlohmann::json> GetJson(MDB_txn* txn, MDB_dbi dbi, const std::st
 }
 
 inline Status PutJson(MDB_txn* txn, MDB_dbi dbi, const std::string& key, const nlohmann::json& j,
-               unsigned flags = 0) {
+                      unsigned flags = 0) {
   std::string data = DumpJson(j);
   MDB_val k = Val(key), v = Val(data);
   int rc = mdb_put(txn, dbi, &k, &v, flags);
@@ -118,7 +116,6 @@ inline Status PutJson(MDB_txn* txn, MDB_dbi dbi, const std::string& key, const n
 }
 
 inline bool IsTerminalName(const std::string& s) { return s == "COMPLETED" || s == "COMPENSATED"; }
-
 
 }  // namespace lmdb_util
 }  // namespace sagad

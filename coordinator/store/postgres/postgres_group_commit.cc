@@ -18,9 +18,12 @@ std::vector<std::string> ParseTextArray(const std::string& text) {
   for (size_t i = 1; i + 1 < text.size(); ++i) {
     char c = text[i];
     if (quoted) {
-      if (c == '\\' && i + 2 < text.size()) cur += text[++i];
-      else if (c == '"') quoted = false;
-      else cur += c;
+      if (c == '\\' && i + 2 < text.size())
+        cur += text[++i];
+      else if (c == '"')
+        quoted = false;
+      else
+        cur += c;
     } else if (c == '"') {
       quoted = any = true;
     } else if (c == ',') {
@@ -71,10 +74,8 @@ Status PostgresStore::Apply(nlohmann::json request) {
   std::vector<Status> results(batch.size());
   std::vector<std::string> answers(batch.size());
   Status batch_status = RunApply(batch, 0, batch.size(), &answers);
-  if (!batch_status.ok() && batch.size() > 1 &&
-      batch_status.code() != StatusCode::kUnavailable) {
-    for (size_t i = 0; i < batch.size(); ++i)
-      results[i] = RunApply(batch, i, i + 1, &answers);
+  if (!batch_status.ok() && batch.size() > 1 && batch_status.code() != StatusCode::kUnavailable) {
+    for (size_t i = 0; i < batch.size(); ++i) results[i] = RunApply(batch, i, i + 1, &answers);
   } else {
     for (auto& r : results) r = batch_status;
   }
@@ -89,20 +90,21 @@ Status PostgresStore::Apply(nlohmann::json request) {
     } else {
       const std::string& a = answers[i];
       const std::string id = w->request.value("id", "");
-      if (a == "ok") w->result = Status::Ok();
-      else if (a == "exists") w->result = AlreadyExists("instance " + id + " exists");
+      if (a == "ok")
+        w->result = Status::Ok();
+      else if (a == "exists")
+        w->result = AlreadyExists("instance " + id + " exists");
       else if (a == "key_exists")
         w->result = AlreadyExists("key exists: " + w->request["submission"].value("key", ""));
-      else if (a == "missing") w->result = NotFound("not found: " + id);
+      else if (a == "missing")
+        w->result = NotFound("not found: " + id);
       else if (a.rfind("version:", 0) == 0)
-        w->result = Aborted("instance " + id + " changed: version " + a.substr(8) +
-                            ", expected " +
+        w->result = Aborted("instance " + id + " changed: version " + a.substr(8) + ", expected " +
                             std::to_string(w->request.value("expected_version", 0)));
       else if (a.rfind("lease:", 0) == 0) {
         size_t colon = a.rfind(':');
         w->result = LeaseLost("lease lost: instance " + id + " is owned by '" +
-                                       a.substr(6, colon - 6) + "' generation " +
-                                       a.substr(colon + 1));
+                              a.substr(6, colon - 6) + "' generation " + a.substr(colon + 1));
       } else {
         w->result = Internal("sagad_apply: unexpected answer " + a);
       }

@@ -6,9 +6,8 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "util/status.h"
 
@@ -29,7 +28,9 @@ class PgRows {
     return std::string(PQgetvalue(r_, row, col), PQgetlength(r_, row, col));
   }
   bool null(int row, int col) const { return PQgetisnull(r_, row, col); }
-  int64_t i64(int row, int col) const { return std::strtoll(PQgetvalue(r_, row, col), nullptr, 10); }
+  int64_t i64(int row, int col) const {
+    return std::strtoll(PQgetvalue(r_, row, col), nullptr, 10);
+  }
 
  private:
   PGresult* r_;

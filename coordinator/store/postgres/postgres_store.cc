@@ -1,6 +1,4 @@
 #include "coordinator/store/postgres/postgres_store.h"
-#include "coordinator/store/store_fault.h"
-#include "coordinator/store/postgres/postgres_rows.h"
 
 #include <libpq-fe.h>
 
@@ -8,6 +6,8 @@
 #include <cstring>
 #include <set>
 
+#include "coordinator/store/postgres/postgres_rows.h"
+#include "coordinator/store/store_fault.h"
 #include "postgres_schema_sql.h"  // kPostgresSchema, from coordinator/store/postgres/postgres_schema.sql
 #include "util/json_limits.h"
 
@@ -15,8 +15,6 @@ namespace sagad {
 namespace {
 
 constexpr int kPgSchemaVersion = 1;
-
-
 
 int64_t WallMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -56,14 +54,12 @@ constexpr Statement kStatements[] = {
     {"delete_finished", "SELECT sagad_delete_finished($1::bigint, $2::int)"},
 };
 
-
 bool IsConnectionTrouble(const char* sqlstate) {
   if (!sqlstate) return true;  // no server answer at all
   std::string s = sqlstate;
   return s.rfind("08", 0) == 0 || s == "57P01" || s == "57P02" || s == "57P03" ||
          s == "25006" /* read-only transaction: a standby */ || s == "53300" /* too many */;
 }
-
 
 }  // namespace
 
@@ -100,8 +96,13 @@ class PostgresStore::Connection {
     std::unique_ptr<Connection> c(new Connection());
     // Keywords after "dbname" override what the URI says; the URI (and so
     // PGPASSWORD, ~/.pgpass) supplies the rest.
-    const char* keys[] = {"dbname", "connect_timeout", "keepalives", "keepalives_idle",
-                          "keepalives_interval", "keepalives_count", "application_name",
+    const char* keys[] = {"dbname",
+                          "connect_timeout",
+                          "keepalives",
+                          "keepalives_idle",
+                          "keepalives_interval",
+                          "keepalives_count",
+                          "application_name",
                           nullptr};
     const char* values[] = {uri.c_str(), "5", "1", "5", "2", "3", "sagad", nullptr};
     c->conn_ = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
@@ -110,8 +111,9 @@ class PostgresStore::Connection {
       while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
       return Unavailable("cannot connect to " + RedactUri(uri) + ": " + why);
     }
-    auto set = c->Exec("SET statement_timeout = '30s'; SET lock_timeout = '10s'; "
-                       "SET idle_in_transaction_session_timeout = '60s'");
+    auto set = c->Exec(
+        "SET statement_timeout = '30s'; SET lock_timeout = '10s'; "
+        "SET idle_in_transaction_session_timeout = '60s'");
     if (!set.ok()) return set.status();
     return c;
   }
@@ -135,10 +137,10 @@ class PostgresStore::Connection {
       }
       prepared_ = true;
     }
-    PGresult* r = st ? PQexecPrepared(conn_, name, int(values.size()), values.data(), nullptr,
-                                      nullptr, 0)
-                     : PQexecParams(conn_, name, int(values.size()), nullptr, values.data(),
-                                    nullptr, nullptr, 0);
+    PGresult* r =
+        st ? PQexecPrepared(conn_, name, int(values.size()), values.data(), nullptr, nullptr, 0)
+           : PQexecParams(conn_, name, int(values.size()), nullptr, values.data(), nullptr, nullptr,
+                          0);
     return Check(r);
   }
 
@@ -181,8 +183,9 @@ StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& 
     return st;
   };
   // One migrator at a time: coordinators may start together.
-  auto begin = conn.Exec("BEGIN; SELECT pg_advisory_xact_lock(7318008301); "
-                         "CREATE TABLE IF NOT EXISTS sagad_meta (key text PRIMARY KEY, value text NOT NULL)");
+  auto begin = conn.Exec(
+      "BEGIN; SELECT pg_advisory_xact_lock(7318008301); "
+      "CREATE TABLE IF NOT EXISTS sagad_meta (key text PRIMARY KEY, value text NOT NULL)");
   if (!begin.ok()) return fail(begin.status());
   auto meta = conn.Run("SELECT value FROM sagad_meta WHERE key = 'schema_version'", {});
   if (!meta.ok()) return fail(meta.status());
@@ -213,7 +216,8 @@ StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& 
 StatusOr<std::unique_ptr<PostgresStore::Connection>> PostgresStore::Acquire() {
   {
     MutexLock l(pool_mu_);
-    pool_cv_.Wait(pool_mu_, [&]() REQUIRES(pool_mu_) { return !idle_.empty() || open_ < pool_size_; });
+    pool_cv_.Wait(pool_mu_,
+                  [&]() REQUIRES(pool_mu_) { return !idle_.empty() || open_ < pool_size_; });
     if (!idle_.empty()) {
       auto c = std::move(idle_.back());
       idle_.pop_back();
@@ -275,22 +279,21 @@ namespace {
 nlohmann::json InstanceColumns(const nlohmann::json& snapshot) {
   std::string status = snapshot.value("status", "");
   auto waiting = snapshot.find("waiting_for");
-  return {{"version", snapshot.value("version", uint64_t(0))},
-          {"saga", snapshot.value("saga", "")},
-          {"status", status},
-          {"waiting", waiting != snapshot.end() && waiting->is_string() ? *waiting : nlohmann::json()},
-          {"finished", status == "COMPLETED" || status == "COMPENSATED"},
-          {"updated_at", snapshot.value("updated_at", int64_t(0))},
-          {"snapshot", DumpJson(snapshot)}};
+  return {
+      {"version", snapshot.value("version", uint64_t(0))},
+      {"saga", snapshot.value("saga", "")},
+      {"status", status},
+      {"waiting", waiting != snapshot.end() && waiting->is_string() ? *waiting : nlohmann::json()},
+      {"finished", status == "COMPLETED" || status == "COMPENSATED"},
+      {"updated_at", snapshot.value("updated_at", int64_t(0))},
+      {"snapshot", DumpJson(snapshot)}};
 }
 
 }  // namespace
 
 Status PostgresStore::CreateInstance(const nlohmann::json& snapshot,
-                                     const std::vector<Event>& events,
-                                     const Submission* submission,
-                                     const std::vector<nlohmann::json>& outbox,
-                                     const Lease* lease,
+                                     const std::vector<Event>& events, const Submission* submission,
+                                     const std::vector<nlohmann::json>& outbox, const Lease* lease,
                                      const std::vector<OperationRecord>& operations) {
   nlohmann::json w = InstanceColumns(snapshot);
   w["kind"] = "create";
@@ -302,7 +305,8 @@ Status PostgresStore::CreateInstance(const nlohmann::json& snapshot,
   w["outbox"] = outbox;
   w["lease"] = LeaseJson(lease);
   if (submission)
-    w["submission"] = {{"key", submission->key}, {"request_hash", submission->request_hash},
+    w["submission"] = {{"key", submission->key},
+                       {"request_hash", submission->request_hash},
                        {"instance_id", submission->instance_id},
                        {"created_at", submission->created_at}};
   return Apply(std::move(w));
@@ -336,12 +340,11 @@ Status PostgresStore::SetSubmissionResponse(const std::string& key, int status,
 }
 
 StatusOr<std::map<std::string, Lease>> PostgresStore::AcquireLeases(
-    const std::vector<std::string>& ids, const std::string& owner, const Clock&,
-    int64_t ttl_ms, const std::string& successor_of) {
+    const std::vector<std::string>& ids, const std::string& owner, const Clock&, int64_t ttl_ms,
+    const std::string& successor_of) {
   std::map<std::string, Lease> taken;
   if (ids.empty()) return taken;
-  auto r = Query("take_leases",
-                     {DumpJson(ids), owner, std::to_string(ttl_ms), successor_of});
+  auto r = Query("take_leases", {DumpJson(ids), owner, std::to_string(ttl_ms), successor_of});
   if (!r.ok()) return r.status();
   int64_t wall = WallMillis();
   for (int i = 0; i < r->rows(); ++i) {
@@ -358,9 +361,8 @@ StatusOr<std::map<std::string, Lease>> PostgresStore::AcquireLeases(
 StatusOr<Lease> PostgresStore::AcquireLease(const std::string& id, const std::string& owner,
                                             const Clock&, int64_t ttl_ms,
                                             const std::string& successor_of) {
-  auto r = Query("take_leases",
-                     {DumpJson(std::vector<std::string>{id}), owner, std::to_string(ttl_ms),
-                      successor_of});
+  auto r = Query("take_leases", {DumpJson(std::vector<std::string>{id}), owner,
+                                 std::to_string(ttl_ms), successor_of});
   if (!r.ok()) return r.status();
   if (r->rows() != 1) return Internal("sagad_take_leases answered no row");
   int64_t expires = WallMillis() + (r->i64(0, 3) - r->i64(0, 5));

@@ -59,19 +59,17 @@ class PostgresStore : public Store {
 
   // Store
   Status CreateInstance(const nlohmann::json& snapshot, const std::vector<Event>& events,
-                        const Submission* submission,
-                        const std::vector<nlohmann::json>& outbox, const Lease* lease,
+                        const Submission* submission, const std::vector<nlohmann::json>& outbox,
+                        const Lease* lease,
                         const std::vector<OperationRecord>& operations = {}) override;
-  Status Commit(const std::string& id, uint64_t expected_version,
-                const nlohmann::json& snapshot, const std::vector<Event>& events,
-                const std::vector<OperationRecord>& operations,
+  Status Commit(const std::string& id, uint64_t expected_version, const nlohmann::json& snapshot,
+                const std::vector<Event>& events, const std::vector<OperationRecord>& operations,
                 const std::vector<nlohmann::json>& outbox, const Lease* lease) override;
-  StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner,
-                               const Clock& clock, int64_t ttl_ms,
-                               const std::string& successor_of) override;
+  StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner, const Clock& clock,
+                               int64_t ttl_ms, const std::string& successor_of) override;
   StatusOr<std::map<std::string, Lease>> AcquireLeases(const std::vector<std::string>& ids,
-                                                       const std::string& owner,
-                                                       const Clock& clock, int64_t ttl_ms,
+                                                       const std::string& owner, const Clock& clock,
+                                                       int64_t ttl_ms,
                                                        const std::string& successor_of) override;
   StatusOr<std::vector<std::string>> RenewLeases(const std::string& owner,
                                                  const std::vector<std::string>& ids,

@@ -1,6 +1,6 @@
 // PostgresStore: reads, listing, retention and the writability check.
-#include "coordinator/store/postgres/postgres_store.h"
 #include "coordinator/store/postgres/postgres_rows.h"
+#include "coordinator/store/postgres/postgres_store.h"
 
 namespace sagad {
 

@@ -28,16 +28,14 @@ class DriverTest : public testing::StoreFixture {
   void SetUp() override {
     StoreFixture::SetUp();
     downstream_ = std::make_unique<ScriptedDownstream>(
-        *store_, std::vector<std::string>{"inventory", "payments", "shipping",
-                                          "airline", "hotel", "cars", "mail"});
+        *store_, std::vector<std::string>{"inventory", "payments", "shipping", "airline", "hotel",
+                                          "cars", "mail"});
     reads_ = std::make_unique<testing::FailingReadsStore>(*store_);
-    repo_ = std::make_unique<InstanceRepository>(*reads_, clock_,
-                                                 InstanceRepository::Hooks{});
+    repo_ = std::make_unique<InstanceRepository>(*reads_, clock_, InstanceRepository::Hooks{});
     east_ = std::make_unique<Ownership>(*store_, clock_, "east", 3000);
     timer_thread_ = std::thread([this] { io_.run(); });
-    driver_ =
-        std::make_unique<Driver>(*downstream_, defs_, *repo_, *east_, runs_,
-                                 recovery_, metrics_, clock_, pool_, io_, 4);
+    driver_ = std::make_unique<Driver>(*downstream_, defs_, *repo_, *east_, runs_, recovery_,
+                                       metrics_, clock_, pool_, io_, 4);
   }
   void TearDown() override {
     runs_.StopAndWait();
@@ -48,8 +46,8 @@ class DriverTest : public testing::StoreFixture {
   }
 
   // A new instance as Submissions writes it, its lease held by `owner`.
-  void Create(const SagaDefinition& def, const std::string& id,
-              const nlohmann::json& input, Ownership& owner) {
+  void Create(const SagaDefinition& def, const std::string& id, const nlohmann::json& input,
+              Ownership& owner) {
     Instance inst;
     Event created = Instance::CreatedEvent(id, def, input);
     created.seq = 1;
@@ -78,8 +76,7 @@ class DriverTest : public testing::StoreFixture {
   }
 
   std::unique_ptr<ScriptedDownstream> downstream_;
-  std::unique_ptr<testing::FailingReadsStore>
-      reads_;  // the store, as the repository sees it
+  std::unique_ptr<testing::FailingReadsStore> reads_;  // the store, as the repository sees it
   DefinitionRegistry defs_;
   std::unique_ptr<InstanceRepository> repo_;
   std::unique_ptr<Ownership> east_;
@@ -88,8 +85,8 @@ class DriverTest : public testing::StoreFixture {
   EngineMetrics metrics_;
   boost::asio::thread_pool pool_{4};
   boost::asio::io_context io_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type>
-      work_{boost::asio::make_work_guard(io_)};
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_{
+      boost::asio::make_work_guard(io_)};
   std::thread timer_thread_;
   std::unique_ptr<Driver> driver_;
 };
@@ -99,27 +96,21 @@ TEST_F(DriverTest, RunsAPlainListToItsEndOneDurableStepAtATime) {
   Create(OrderFulfilment(), "o1", Order(), *east_);
   driver_->Schedule("o1");
   ASSERT_TRUE(Reaches("o1", "COMPLETED")) << Status("o1");
-  EXPECT_EQ(Paths(), std::vector<std::string>(
-                         {"/reservations", "/charges", "/shipments"}));
-  EXPECT_EQ(downstream_->DurableBeforeSend(),
-            std::vector<bool>({true, true, true}));
-  for (const auto& c : downstream_->Calls())
-    EXPECT_EQ(c.fencing_token, east_->Token("o1"));
-  EXPECT_TRUE(
-      WaitFor([&] { return runs_.Busy() == 0; }));  // nothing left under way
+  EXPECT_EQ(Paths(), std::vector<std::string>({"/reservations", "/charges", "/shipments"}));
+  EXPECT_EQ(downstream_->DurableBeforeSend(), std::vector<bool>({true, true, true}));
+  for (const auto& c : downstream_->Calls()) EXPECT_EQ(c.fencing_token, east_->Token("o1"));
+  EXPECT_TRUE(WaitFor([&] { return runs_.Busy() == 0; }));  // nothing left under way
 }
 
 TEST_F(DriverTest, ADefiniteFailureUndoesTheCommittedStepsInReverse) {
   ASSERT_TRUE(defs_.Register(OrderFulfilment()).ok());
-  downstream_->answers = {Outcome::kCommitted, Outcome::kCommitted,
-                          Outcome::kFailed};
+  downstream_->answers = {Outcome::kCommitted, Outcome::kCommitted, Outcome::kFailed};
   Create(OrderFulfilment(), "o1", Order(), *east_);
   driver_->Schedule("o1");
   ASSERT_TRUE(Reaches("o1", "COMPENSATED")) << Status("o1");
-  EXPECT_EQ(Paths(), std::vector<std::string>(
-                         {"/reservations", "/charges", "/shipments",
-                          "/charges/R-charge_payment/refund",
-                          "/reservations/R-reserve_inventory/release"}));
+  EXPECT_EQ(Paths(), std::vector<std::string>({"/reservations", "/charges", "/shipments",
+                                               "/charges/R-charge_payment/refund",
+                                               "/reservations/R-reserve_inventory/release"}));
   EXPECT_EQ(downstream_->DurableBeforeSend(), std::vector<bool>(5, true));
 }
 
@@ -149,8 +140,7 @@ TEST_F(DriverTest, ARetryWaitsOnATimerThenGoesOnWithTheSameKey) {
   EXPECT_EQ(calls[1].attempt, 2);
 }
 
-TEST_F(DriverTest,
-       LeavesAnInstanceAnotherLiveProcessOwnsAloneThenTakesItOverAfterExpiry) {
+TEST_F(DriverTest, LeavesAnInstanceAnotherLiveProcessOwnsAloneThenTakesItOverAfterExpiry) {
   ASSERT_TRUE(defs_.Register(OrderFulfilment()).ok());
   Ownership west(*store_, clock_, "west", 3000);
   Create(OrderFulfilment(), "o1", Order(), west);

@@ -17,9 +17,8 @@ TEST(EngineMetricsTest, KnownSeriesAreExportedAtZeroBeforeAnything) {
   for (const char* line :
        {"sagad_step_calls_total{phase=\"forward\",outcome=\"unknown\"} 0",
         "sagad_reconciliations_total{phase=\"compensation\",answer=\"not_happened\"} 0",
-        "sagad_events_total{type=\"saga_needs_review\"} 0",
-        "sagad_retries_total 0", "sagad_instances_active 0",
-        "sagad_outbox_backlog 0"})
+        "sagad_events_total{type=\"saga_needs_review\"} 0", "sagad_retries_total 0",
+        "sagad_instances_active 0", "sagad_outbox_backlog 0"})
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
 }
 

@@ -81,33 +81,43 @@ TEST_F(InstanceRepositoryTest, MutateCommitsACopyAndLeavesReadersTheirs) {
 }
 
 TEST_F(InstanceRepositoryTest, NoEventsNoCommitAndAFailedTransitionLeavesNoTrace) {
-  ASSERT_TRUE(repo_->Mutate("i1", [](Tx&) { return Status::Ok(); }, nullptr).ok());
-  Status s = repo_->Mutate("i1", [](Tx& tx) -> Status {
-    SAGAD_RETURN_IF_ERROR(tx.Step(0, StepEvent::kStart));
-    return FailedPrecondition("changed my mind");
-  }, nullptr);
+  ASSERT_TRUE(repo_
+                  ->Mutate(
+                      "i1", [](Tx&) { return Status::Ok(); }, nullptr)
+                  .ok());
+  Status s = repo_->Mutate(
+      "i1",
+      [](Tx& tx) -> Status {
+        SAGAD_RETURN_IF_ERROR(tx.Step(0, StepEvent::kStart));
+        return FailedPrecondition("changed my mind");
+      },
+      nullptr);
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
   EXPECT_TRUE(commits_.empty());
   EXPECT_EQ((*repo_->Load("i1"))->step(0).status(), StepStatus::kPlanned);
   EXPECT_EQ(store_->GetInstance("i1")->value("version", 0), 1);
   // The state machines refuse an event that does not fit.
-  EXPECT_FALSE(repo_->Mutate("i1", [](Tx& tx) {
-    return tx.Step(0, StepEvent::kCommit);
-  }, nullptr).ok());
+  EXPECT_FALSE(repo_
+                   ->Mutate(
+                       "i1", [](Tx& tx) { return tx.Step(0, StepEvent::kCommit); }, nullptr)
+                   .ok());
 }
 
 TEST_F(InstanceRepositoryTest, ALostRaceReloadsAndAppliesTheTransitionAgain) {
   std::vector<std::string> other_commits;
-  auto other = Make(&other_commits);  // another process on the same store
+  auto other = Make(&other_commits);    // another process on the same store
   ASSERT_TRUE(repo_->Load("i1").ok());  // cached at version 1 here
   ASSERT_TRUE(other->Mutate("i1", StartStep(0), nullptr).ok());
   int calls = 0;
-  Status s = repo_->Mutate("i1", [&](Tx& tx) -> Status {
-    ++calls;
-    if (tx.inst().step(0).status() != StepStatus::kStarted)
-      return tx.Note(0, "reconciled", {{"answer", "stale"}});
-    return tx.Step(0, StepEvent::kCommit, {{"external_ref", "T-1"}});
-  }, nullptr);
+  Status s = repo_->Mutate(
+      "i1",
+      [&](Tx& tx) -> Status {
+        ++calls;
+        if (tx.inst().step(0).status() != StepStatus::kStarted)
+          return tx.Note(0, "reconciled", {{"answer", "stale"}});
+        return tx.Step(0, StepEvent::kCommit, {{"external_ref", "T-1"}});
+      },
+      nullptr);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(calls, 2);  // applied to version 1, refused, applied to version 2
   auto now = repo_->Load("i1");
@@ -130,12 +140,18 @@ TEST_F(InstanceRepositoryTest, AFencedCommitIsRefusedAndDropped) {
 }
 
 TEST_F(InstanceRepositoryTest, AFinishedInstanceIsNotKeptInTheCache) {
-  ASSERT_TRUE(repo_->Mutate("i1", [](Tx& tx) {
-    return tx.Saga(SagaEvent::kStartCompensation, {{"reason", "test"}});
-  }, nullptr).ok());
-  ASSERT_TRUE(repo_->Mutate("i1", [](Tx& tx) {
-    return tx.Saga(SagaEvent::kFinishCompensation);
-  }, nullptr).ok());
+  ASSERT_TRUE(repo_
+                  ->Mutate(
+                      "i1",
+                      [](Tx& tx) {
+                        return tx.Saga(SagaEvent::kStartCompensation, {{"reason", "test"}});
+                      },
+                      nullptr)
+                  .ok());
+  ASSERT_TRUE(repo_
+                  ->Mutate(
+                      "i1", [](Tx& tx) { return tx.Saga(SagaEvent::kFinishCompensation); }, nullptr)
+                  .ok());
   EXPECT_EQ(repo_->CachedVersion("i1"), 0u);
   auto inst = repo_->Load("i1");
   ASSERT_TRUE(inst.ok());

@@ -20,8 +20,9 @@ class OperatorActionsTest : public testing::StoreFixture {
     ops_ = std::make_unique<OperatorActions>(
         defs_, *repo_, runs_, [this](const std::string& id) { woken_.push_back(id); });
     Instance inst;
-    Event created = Instance::CreatedEvent("i1", *defs_.Get("incident_response", 0),
-                                           {{"title", "t"}, {"severity", "high"}, {"host", "h"}, {"user", "u"}, {"email", "a@x"}});
+    Event created = Instance::CreatedEvent(
+        "i1", *defs_.Get("incident_response", 0),
+        {{"title", "t"}, {"severity", "high"}, {"host", "h"}, {"user", "u"}, {"email", "a@x"}});
     created.seq = 1;
     ASSERT_TRUE(inst.Apply(created).ok());
     inst.set_version(1);
@@ -145,8 +146,7 @@ TEST_F(OperatorActionsTest, CancelAndForcedCompensationAreRefusedOnceThePivotIsI
   });
   Status s = ops_->ForceCompensate("i1", "ann", "undo it all");
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(s.message().find("irreversible step 'notify_user'"), std::string::npos)
-      << s.ToString();
+  EXPECT_NE(s.message().find("irreversible step 'notify_user'"), std::string::npos) << s.ToString();
   EXPECT_EQ(Now()->status(), SagaStatus::kNeedsReview);
 }
 

@@ -16,13 +16,11 @@ class OwnershipTest : public testing::StoreFixture {
   void SetUp() override {
     StoreFixture::SetUp();
     for (const char* id : {"a", "b"})
-      ASSERT_TRUE(store_
-                      ->CreateInstance({{"id", id},
-                                        {"version", 1},
-                                        {"status", "RUNNING"},
-                                        {"saga", "s"}},
-                                       {}, nullptr, {}, nullptr)
-                      .ok());
+      ASSERT_TRUE(
+          store_
+              ->CreateInstance({{"id", id}, {"version", 1}, {"status", "RUNNING"}, {"saga", "s"}},
+                               {}, nullptr, {}, nullptr)
+              .ok());
   }
   static constexpr int64_t kLease = 3000;
 };
@@ -33,9 +31,8 @@ class WaitingLeaseStore : public testing::ForwardingStore {
  public:
   WaitingLeaseStore(Store& real, testing::ManualClock& clock, int64_t wait_ms)
       : ForwardingStore(real), clock_(clock), wait_ms_(wait_ms) {}
-  StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner,
-                               const Clock& clock, int64_t ttl_ms,
-                               const std::string& successor_of) override {
+  StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner, const Clock& clock,
+                               int64_t ttl_ms, const std::string& successor_of) override {
     clock_.Advance(wait_ms_);
     return real_.AcquireLease(id, owner, clock, ttl_ms, successor_of);
   }
@@ -109,9 +106,9 @@ TEST_F(OwnershipTest, ALeaseReleasedByItsInstancesLastCommitIsNotReportedLost) {
   ASSERT_EQ(east.AcquireAll({"a", "b"}), 2u);
   auto lease = east.Held("a");
   ASSERT_TRUE(lease);
-  Status done = store_->Commit(
-      "a", 1, {{"id", "a"}, {"version", 2}, {"status", "COMPLETED"}, {"saga", "s"}}, {}, {}, {},
-      &*lease);
+  Status done =
+      store_->Commit("a", 1, {{"id", "a"}, {"version", 2}, {"status", "COMPLETED"}, {"saga", "s"}},
+                     {}, {}, {}, &*lease);
   ASSERT_TRUE(done.ok()) << done.ToString();
   auto lost = east.Renew();  // before the engine called Release("a")
   ASSERT_TRUE(lost.ok());
@@ -130,7 +127,6 @@ TEST_F(OwnershipTest, AdoptAndReleaseTouchNoStore) {
   own.Release("new");
   EXPECT_FALSE(own.Held("new"));
 }
-
 
 // Issue 21.1: B waited longer than a lease for the writer lock while A (the
 // holder) was paused. The lease B wrote must be counted from inside its
@@ -175,11 +171,10 @@ TEST_F(OwnershipTest, ARenewalThatTakesLongerThanTheMarginDoesNotLetASendGo) {
   // the time read before it, is under a third.
   class SlowRenewal : public testing::ForwardingStore {
    public:
-    SlowRenewal(Store& real, testing::ManualClock& clock)
-        : ForwardingStore(real), clock_(clock) {}
-    StatusOr<std::vector<std::string>> RenewLeases(
-        const std::string& owner, const std::vector<std::string>& ids,
-        const Clock& clock, int64_t ttl_ms) override {
+    SlowRenewal(Store& real, testing::ManualClock& clock) : ForwardingStore(real), clock_(clock) {}
+    StatusOr<std::vector<std::string>> RenewLeases(const std::string& owner,
+                                                   const std::vector<std::string>& ids,
+                                                   const Clock& clock, int64_t ttl_ms) override {
       auto r = real_.RenewLeases(owner, ids, clock, ttl_ms);
       clock_.Advance(ttl_ms * 5 / 6);
       return r;

@@ -17,7 +17,7 @@ TEST(RecoveryTrackerTest, InProgressUntilEveryInstanceIsResumedOrForgotten) {
   ASSERT_TRUE(secs);
   EXPECT_DOUBLE_EQ(*secs, 0.25);
   EXPECT_FALSE(r.Resumed("a", t0 + milliseconds(300)));  // once
-  EXPECT_FALSE(r.Resumed("new", t0));                     // not from start-up
+  EXPECT_FALSE(r.Resumed("new", t0));                    // not from start-up
   r.Forget("b");
   EXPECT_EQ(r.waiting(), 1u);
   EXPECT_TRUE(r.InProgress(t0));

@@ -39,9 +39,9 @@ TEST(RunTableTest, StepsAreMarkedOnceAndWithinTheLimit) {
 TEST(RunTableTest, OneWakeUpPerInstanceTheEarliest) {
   RunTable t;
   EXPECT_TRUE(t.ClaimWake("a", 1000, 0));
-  EXPECT_FALSE(t.ClaimWake("a", 2000, 0));  // an earlier one is pending
-  EXPECT_TRUE(t.ClaimWake("a", 500, 0));    // earlier: set a timer
-  EXPECT_TRUE(t.ClaimWake("a", 2000, 600)); // the pending one is past
+  EXPECT_FALSE(t.ClaimWake("a", 2000, 0));   // an earlier one is pending
+  EXPECT_TRUE(t.ClaimWake("a", 500, 0));     // earlier: set a timer
+  EXPECT_TRUE(t.ClaimWake("a", 2000, 600));  // the pending one is past
   t.WakeFired("a", 2000);
   EXPECT_TRUE(t.ClaimWake("a", 3000, 700));
   t.WakeFired("a", 1000);  // a stale timer does not clear the newer wake-up
@@ -57,7 +57,7 @@ TEST(RunTableTest, StopWaitsForDriversAndStepsAndRefusesNewOnes) {
   while (!t.Stopping()) std::this_thread::yield();
   EXPECT_FALSE(t.Enter("c"));
   EXPECT_EQ(stopped.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
-  EXPECT_FALSE(t.Enter("a"));                          // no extra round while stopping
+  EXPECT_FALSE(t.Enter("a"));                             // no extra round while stopping
   EXPECT_EQ(t.Leave("a", true), RunTable::After::kDone);  // nor a requeue
   EXPECT_EQ(stopped.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
   t.UnmarkStep("b", 0);

@@ -6,7 +6,6 @@
 
 #include <gtest/gtest.h>
 
-
 #include "coordinator/engine/instance_repository.h"
 #include "examples/examples.h"
 #include "policies/planner.h"
@@ -61,15 +60,19 @@ class StepRunnerTest : public testing::StoreFixture {
           return s.code() == StatusCode::kMovedOn ? Next::kContinue : Next::kStop;
         },
         [this](const std::string& id) { scheduled_.push_back(id); },
-        [](const std::string&) {}, [] { return false; },
+        [](const std::string&) {},
+        [] { return false; },
         [this](const std::string& id) { return ownership_->ReadyToSend(id); }};
-    runner_ = std::make_unique<StepRunner>(*downstream_, clock_, *ownership_, runs_, metrics_,
-                                           driver);
+    runner_ =
+        std::make_unique<StepRunner>(*downstream_, clock_, *ownership_, runs_, metrics_, driver);
     Instance inst;
-    Event created = Instance::CreatedEvent(
-        "o1", def_,
-        {{"sku", "A"}, {"qty", 1}, {"amount", 5}, {"currency", "EUR"}, {"customer", "c"},
-         {"address", "x"}});
+    Event created = Instance::CreatedEvent("o1", def_,
+                                           {{"sku", "A"},
+                                            {"qty", 1},
+                                            {"amount", 5},
+                                            {"currency", "EUR"},
+                                            {"customer", "c"},
+                                            {"address", "x"}});
     created.seq = 1;
     ASSERT_TRUE(inst.Apply(created).ok());
     inst.set_version(1);

@@ -32,13 +32,13 @@ class SubmissionsTest : public testing::StoreFixture {
             }};
   }
   nlohmann::json Input() {
-    return {{"sku", "A-1"}, {"qty", 1}, {"amount", 10}, {"currency", "EUR"},
-            {"address", "x"}, {"customer", "c"}};
+    return {{"sku", "A-1"},      {"qty", 1},       {"amount", 10},
+            {"currency", "EUR"}, {"address", "x"}, {"customer", "c"}};
   }
   StatusOr<SubmitOutcome> Submit(const std::string& key, const std::string& hash,
                                  nlohmann::json input = nullptr) {
-    return subs_->Submit("order_fulfilment", 0, input.is_null() ? Input() : input, key,
-                         hash, TraceContext{});
+    return subs_->Submit("order_fulfilment", 0, input.is_null() ? Input() : input, key, hash,
+                         TraceContext{});
   }
 
   DefinitionRegistry defs_;
@@ -63,8 +63,7 @@ TEST_F(SubmissionsTest, CreatesOwnsAndSchedulesTheInstance) {
 }
 
 TEST_F(SubmissionsTest, RefusesUnknownSagasAndIncompleteInput) {
-  EXPECT_EQ(subs_->Submit("nope", 0, Input(), "", "", {}).status().code(),
-            StatusCode::kNotFound);
+  EXPECT_EQ(subs_->Submit("nope", 0, Input(), "", "", {}).status().code(), StatusCode::kNotFound);
   Status s = subs_->Submit("order_fulfilment", 7, Input(), "", "", {}).status();
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_NE(s.message().find("no registered version 7"), std::string::npos) << s.ToString();

@@ -28,23 +28,29 @@ TEST(ConfigTest, AMisspeltKeyAnywhereIsRefusedByName) {
   svc = {{"base_url", "http://x"}, {"retry_budget", {{"capacty", 3}}}};
   EXPECT_NE(Refusal({{"services", {{"pay", svc}}}}).find("'capacty' in services.pay.retry_budget"),
             std::string::npos);
-  EXPECT_NE(Refusal({{"tokens", {{{"name", "a"}, {"token", "t"}, {"rol", "admin"}}}}}).find("'rol'"),
-            std::string::npos);
+  EXPECT_NE(
+      Refusal({{"tokens", {{{"name", "a"}, {"token", "t"}, {"rol", "admin"}}}}}).find("'rol'"),
+      std::string::npos);
   EXPECT_NE(Refusal({{"webhooks", {{{"url", "http://x"}, {"secrit", "s"}}}}}).find("'secrit'"),
             std::string::npos);
-  EXPECT_EQ(Refusal({{"listen", "127.0.0.1:1"}, {"lmdb_map_size_mb", 64}, {"store", ""},
-                     {"lease_ms", 1000}, {"workers", 2}}),
+  EXPECT_EQ(Refusal({{"listen", "127.0.0.1:1"},
+                     {"lmdb_map_size_mb", 64},
+                     {"store", ""},
+                     {"lease_ms", 1000},
+                     {"workers", 2}}),
             "");
 }
 
 TEST(ConfigTest, ATokenMayBeGivenByItsSha256Only) {
   std::string hash = Sha256Hex("s3cret");
-  auto c = ParseConfig({{"tokens", {{{"name", "ops"}, {"token_sha256", hash}, {"role", "operator"}}}}});
+  auto c =
+      ParseConfig({{"tokens", {{{"name", "ops"}, {"token_sha256", hash}, {"role", "operator"}}}}});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->tokens[0].token_sha256, hash);
   EXPECT_TRUE(c->tokens[0].token.empty());
-  EXPECT_NE(Refusal({{"tokens", {{{"name", "a"}, {"token_sha256", "abc"}}}}}).find("64 lowercase hex"),
-            std::string::npos);
+  EXPECT_NE(
+      Refusal({{"tokens", {{{"name", "a"}, {"token_sha256", "abc"}}}}}).find("64 lowercase hex"),
+      std::string::npos);
   EXPECT_NE(Refusal({{"tokens", {{{"name", "a"}, {"token", "t"}, {"token_sha256", hash}}}}})
                 .find("exactly one"),
             std::string::npos);
@@ -60,8 +66,9 @@ TEST(ConfigTest, TheLmdbMapSizeIsBounded) {
 TEST(ConfigTest, IntegersOutOfRangeOrNotIntegersAreRefusedByName) {
   // 1e300 used to be converted to int: undefined behaviour (UBSan).
   json svc = {{"base_url", "http://x"}, {"timeout_ms", 1e300}};
-  EXPECT_NE(Refusal({{"services", {{"pay", svc}}}}).find("services.pay: timeout_ms must be an integer"),
-            std::string::npos)
+  EXPECT_NE(
+      Refusal({{"services", {{"pay", svc}}}}).find("services.pay: timeout_ms must be an integer"),
+      std::string::npos)
       << Refusal({{"services", {{"pay", svc}}}});
   EXPECT_NE(Refusal({{"workers", 1e300}}).find("workers must be an integer from 1 to 1024"),
             std::string::npos);

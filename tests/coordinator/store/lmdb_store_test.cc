@@ -5,14 +5,13 @@
 
 #include <gtest/gtest.h>
 #include <lmdb.h>
-
-#include "coordinator/store/lmdb/lmdb_util.h"
-#include "tests/testing/subprocess.h"
-
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
+
+#include "coordinator/store/lmdb/lmdb_util.h"
+#include "tests/testing/subprocess.h"
 
 namespace sagad {
 namespace {
@@ -78,8 +77,11 @@ TEST(LmdbFullStoreTest, StaysUnwritableUntilThereIsRoomForNewWork) {
   Status refused;
   int created = 0;
   for (int i = 0; i < 5000 && refused.ok(); ++i) {
-    nlohmann::json big = {{"id", "f" + std::to_string(i)}, {"version", 1},
-                          {"status", "COMPLETED"}, {"saga", "s"}, {"updated_at", 0},
+    nlohmann::json big = {{"id", "f" + std::to_string(i)},
+                          {"version", 1},
+                          {"status", "COMPLETED"},
+                          {"saga", "s"},
+                          {"updated_at", 0},
                           {"pad", std::string(40000, 'x')}};  // 10 pages a creation
     refused = store.CreateInstance(big, {}, nullptr, {}, nullptr);
     if (refused.ok()) ++created;
@@ -103,7 +105,10 @@ TEST(LmdbFullStoreTest, StaysUnwritableUntilThereIsRoomForNewWork) {
   }
   EXPECT_EQ(deleted, size_t(created));
   EXPECT_TRUE(testing::WaitFor([&] { return store.CheckWritable().ok(); }));
-  nlohmann::json again = {{"id", "b"}, {"version", 1}, {"status", "RUNNING"}, {"saga", "s"},
+  nlohmann::json again = {{"id", "b"},
+                          {"version", 1},
+                          {"status", "RUNNING"},
+                          {"saga", "s"},
                           {"pad", std::string(2000, 'x')}};
   EXPECT_TRUE(store.CreateInstance(again, {}, nullptr, {}, nullptr).ok());
 }
@@ -113,8 +118,8 @@ TEST(LmdbFullStoreTest, StaysUnwritableUntilThereIsRoomForNewWork) {
 TEST_F(LmdbStoreTest, ATruncatedDataFileIsRefusedByNameBeforeAnyPageIsRead) {
   for (int i = 0; i < 200; ++i)
     ASSERT_TRUE(store_
-                    ->CreateInstance(Snap("i" + std::to_string(i), 1), {Ev(1, std::string(500, 'x'))},
-                                     nullptr, {}, nullptr)
+                    ->CreateInstance(Snap("i" + std::to_string(i), 1),
+                                     {Ev(1, std::string(500, 'x'))}, nullptr, {}, nullptr)
                     .ok());
   store_.reset();
   const std::string file = dir_.path() + "/data.mdb";
@@ -137,8 +142,8 @@ TEST_F(LmdbStoreTest, ADataDirThatCannotBeWrittenCanStillBeRead) {
   ASSERT_EQ(chmod(dir_.path().c_str(), 0555), 0);
   if (geteuid() == 0) {
     // root may write anyway: read it as nobody, through sagactl.
-    std::string cmd = "runuser -u nobody -- " SAGACTL_BIN " --json inspect --data-dir " + dir_.path() +
-                      " a >/dev/null";
+    std::string cmd = "runuser -u nobody -- " SAGACTL_BIN " --json inspect --data-dir " +
+                      dir_.path() + " a >/dev/null";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   } else {
     auto r = LmdbStore::OpenReadOnly(dir_.path());

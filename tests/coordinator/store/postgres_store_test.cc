@@ -1,9 +1,10 @@
 // What only the PostgreSQL store has: its schema stamp, the URI rules, and
 // what it does when the server goes away and comes back.
+#include "coordinator/store/postgres/postgres_store.h"
+
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
 
-#include "coordinator/store/postgres/postgres_store.h"
 #include "tests/testing/postgres.h"
 #include "tests/testing/subprocess.h"
 
@@ -35,7 +36,8 @@ TEST(PostgresStoreTest, AnUnreachableServerIsUnavailableAndThePasswordNeverShows
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(s.status().message().find("s3cret-pw"), std::string::npos) << s.status().message();
-  EXPECT_EQ(RedactUri("postgresql://u:pw@h:5/db?sslmode=require"), "postgresql://u:***@h:5/db?sslmode=require");
+  EXPECT_EQ(RedactUri("postgresql://u:pw@h:5/db?sslmode=require"),
+            "postgresql://u:***@h:5/db?sslmode=require");
   EXPECT_EQ(RedactUri("postgresql://h/db?password=pw&x=1"), "postgresql://h/db?password=***&x=1");
   EXPECT_TRUE(IsPostgresUri("postgres://h/db"));
   EXPECT_FALSE(IsPostgresUri("/var/lib/sagad"));

@@ -51,7 +51,8 @@ class StoreTest : public ::testing::Test {
     return *store_;
 #endif
   }
-  nlohmann::json Snap(const std::string& id, uint64_t version, const std::string& status = "RUNNING") {
+  nlohmann::json Snap(const std::string& id, uint64_t version,
+                      const std::string& status = "RUNNING") {
     return {{"id", id}, {"version", version}, {"status", status}, {"saga", "s"}};
   }
   Event Ev(int64_t seq, const std::string& type) {
@@ -67,7 +68,8 @@ class StoreTest : public ::testing::Test {
 };
 
 TEST_F(StoreTest, CommitIsACompareAndSwapOnTheVersion) {
-  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "instance_created")}, nullptr, {}, nullptr).ok());
+  ASSERT_TRUE(
+      store_->CreateInstance(Snap("a", 1), {Ev(1, "instance_created")}, nullptr, {}, nullptr).ok());
   EXPECT_TRUE(store_->Commit("a", 1, Snap("a", 2), {Ev(2, "x")}, {}, {}, nullptr).ok());
   Status stale = store_->Commit("a", 1, Snap("a", 2), {Ev(3, "y")}, {}, {}, nullptr);
   EXPECT_EQ(stale.code(), StatusCode::kAborted);
@@ -93,10 +95,12 @@ TEST_F(StoreTest, ConcurrentWritersEachGetTheirOwnAnswer) {
           StatusCode::kAlreadyExists)
         ++wrong;
       for (uint64_t v = 1; v <= kRounds; ++v) {
-        if (v > 1 && store_->Commit(id, v - 1, Snap(id, v), {Ev(int64_t(v) + 1, "stale")}, {}, {},
-                                    nullptr).code() != StatusCode::kAborted)
+        if (v > 1 &&
+            store_->Commit(id, v - 1, Snap(id, v), {Ev(int64_t(v) + 1, "stale")}, {}, {}, nullptr)
+                    .code() != StatusCode::kAborted)
           ++wrong;
-        if (!store_->Commit(id, v, Snap(id, v + 1), {Ev(int64_t(v) + 1, "x")}, {}, {}, nullptr).ok())
+        if (!store_->Commit(id, v, Snap(id, v + 1), {Ev(int64_t(v) + 1, "x")}, {}, {}, nullptr)
+                 .ok())
           ++wrong;
       }
     });
@@ -124,9 +128,12 @@ TEST_F(StoreTest, TwoWritersRacingTheSameVersionOneWins) {
     uint64_t v = version;
     auto race = [&](Store& s, const std::string& who) {
       Status st = s.Commit("r", v, Snap("r", v + 1), {Ev(int64_t(v) + 1, who)}, {}, {}, nullptr);
-      if (st.ok()) ++wins;
-      else if (st.code() == StatusCode::kAborted) ++refused;
-      else ++wrong;
+      if (st.ok())
+        ++wins;
+      else if (st.code() == StatusCode::kAborted)
+        ++refused;
+      else
+        ++wrong;
     };
     std::thread a([&] { race(*store_, "a"); }), b([&] { race(other, "b"); });
     a.join();
@@ -176,8 +183,10 @@ TEST_F(StoreTest, SubmissionKeysAreUniqueAndKeepTheFirstResponse) {
   s.instance_id = "a";
   ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, &s, {}, nullptr).ok());
   s.instance_id = "b";
-  EXPECT_EQ(store_->CreateInstance(Snap("b", 1), {Ev(1, "c")}, &s, {}, nullptr).code(), StatusCode::kAlreadyExists);
-  EXPECT_EQ(store_->GetInstance("b").status().code(), StatusCode::kNotFound);  // nothing half-written
+  EXPECT_EQ(store_->CreateInstance(Snap("b", 1), {Ev(1, "c")}, &s, {}, nullptr).code(),
+            StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_->GetInstance("b").status().code(),
+            StatusCode::kNotFound);  // nothing half-written
   EXPECT_TRUE(store_->GetEvents("b")->empty());
   ASSERT_TRUE(store_->SetSubmissionResponse("k", 201, {{"id", "a"}}).ok());
   ASSERT_TRUE(store_->SetSubmissionResponse("k", 200, {{"id", "zzz"}}).ok());
@@ -219,7 +228,9 @@ TEST_F(StoreTest, ListsNewestFirstWithFiltersAndCursor) {
 
 TEST_F(StoreTest, TheIndexOfUnfinishedInstancesCarriesVersionSagaAndStatus) {
   ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {}, nullptr).ok());
-  ASSERT_TRUE(store_->Commit("a", 1, Snap("a", 2, "AWAITING_APPROVAL"), {Ev(2, "x")}, {}, {}, nullptr).ok());
+  ASSERT_TRUE(
+      store_->Commit("a", 1, Snap("a", 2, "AWAITING_APPROVAL"), {Ev(2, "x")}, {}, {}, nullptr)
+          .ok());
   auto active = store_->ListActive();
   ASSERT_EQ(active->size(), 1u);
   EXPECT_EQ((*active)[0].id, "a");
@@ -228,13 +239,17 @@ TEST_F(StoreTest, TheIndexOfUnfinishedInstancesCarriesVersionSagaAndStatus) {
   EXPECT_EQ((*active)[0].saga, "s");
   EXPECT_EQ(store_->Commit("a", 1, Snap("a", 2), {Ev(3, "y")}, {}, {}, nullptr).code(),
             StatusCode::kAborted);
-  ASSERT_TRUE(store_->Commit("a", 2, Snap("a", 3, "COMPLETED"), {Ev(3, "y")}, {}, {}, nullptr).ok());
+  ASSERT_TRUE(
+      store_->Commit("a", 2, Snap("a", 3, "COMPLETED"), {Ev(3, "y")}, {}, {}, nullptr).ok());
   EXPECT_TRUE(store_->ListActive()->empty());
 }
 
 TEST_F(StoreTest, OutboxRecordsCommitWithTheTransitionAndComeOutInOrder) {
-  ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {{{"n", 1}}}, nullptr).ok());
-  ASSERT_TRUE(store_->Commit("a", 1, Snap("a", 2), {Ev(2, "x")}, {}, {{{"n", 2}}, {{"n", 3}}}, nullptr).ok());
+  ASSERT_TRUE(
+      store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {{{"n", 1}}}, nullptr).ok());
+  ASSERT_TRUE(
+      store_->Commit("a", 1, Snap("a", 2), {Ev(2, "x")}, {}, {{{"n", 2}}, {{"n", 3}}}, nullptr)
+          .ok());
   EXPECT_FALSE(store_->Commit("a", 1, Snap("a", 2), {Ev(3, "y")}, {}, {{{"n", 99}}}, nullptr).ok());
   auto recs = store_->PeekOutbox(10);
   ASSERT_TRUE(recs.ok());
@@ -280,7 +295,8 @@ TEST_F(StoreTest, LeasesFenceCommitsAndChangeHandsOnlyWhenExpired) {
   EXPECT_EQ(*lost, std::vector<std::string>{"a"});
   EXPECT_TRUE(Second().RenewLeases("B", {"a"}, clock_, 60000)->empty());
   // Finishing releases the lease.
-  EXPECT_TRUE(Second().Commit("a", 2, Snap("a", 3, "COMPLETED"), {Ev(3, "y")}, {}, {}, &*taken).ok());
+  EXPECT_TRUE(
+      Second().Commit("a", 2, Snap("a", 3, "COMPLETED"), {Ev(3, "y")}, {}, {}, &*taken).ok());
   EXPECT_EQ(store_->GetLease("a").status().code(), StatusCode::kNotFound);
 }
 
@@ -309,17 +325,22 @@ TEST_F(StoreTest, RetentionDeletesWhatFinishedBeforeTheCutoffWithAllThatBelongsT
   sub.key = "k-old";
   sub.request_hash = "h";
   sub.instance_id = "old";
-  ASSERT_TRUE(store_->CreateInstance(snap("old", 1, "RUNNING", 500), {Ev(1, "c")}, &sub, {}, nullptr).ok());
+  ASSERT_TRUE(
+      store_->CreateInstance(snap("old", 1, "RUNNING", 500), {Ev(1, "c")}, &sub, {}, nullptr).ok());
   OperationRecord op;
   op.key = "old:s1";
   op.instance_id = "old";
   op.state = "COMMITTED";
-  ASSERT_TRUE(store_->Commit("old", 1, snap("old", 2, "COMPLETED", 1000), {Ev(2, "x")}, {op}, {},
-                             nullptr).ok());
-  ASSERT_TRUE(store_->CreateInstance(snap("newer", 1, "COMPENSATED", 5000), {Ev(1, "c")}, nullptr, {},
-                                     nullptr).ok());
-  ASSERT_TRUE(store_->CreateInstance(snap("open", 1, "RUNNING", 100), {Ev(1, "c")}, nullptr, {},
-                                     nullptr).ok());
+  ASSERT_TRUE(
+      store_->Commit("old", 1, snap("old", 2, "COMPLETED", 1000), {Ev(2, "x")}, {op}, {}, nullptr)
+          .ok());
+  ASSERT_TRUE(store_
+                  ->CreateInstance(snap("newer", 1, "COMPENSATED", 5000), {Ev(1, "c")}, nullptr, {},
+                                   nullptr)
+                  .ok());
+  ASSERT_TRUE(
+      store_->CreateInstance(snap("open", 1, "RUNNING", 100), {Ev(1, "c")}, nullptr, {}, nullptr)
+          .ok());
   auto deleted = store_->DeleteFinished(2000, 10);
   ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
   EXPECT_EQ(*deleted, std::vector<std::string>{"old"});
@@ -334,8 +355,9 @@ TEST_F(StoreTest, RetentionDeletesWhatFinishedBeforeTheCutoffWithAllThatBelongsT
   EXPECT_EQ(*store_->DeleteFinished(6000, 10), std::vector<std::string>{"newer"});
   // The submission key is free again.
   sub.instance_id = "again";
-  EXPECT_TRUE(store_->CreateInstance(snap("again", 1, "RUNNING", 7000), {Ev(1, "c")}, &sub, {},
-                                     nullptr).ok());
+  EXPECT_TRUE(
+      store_->CreateInstance(snap("again", 1, "RUNNING", 7000), {Ev(1, "c")}, &sub, {}, nullptr)
+          .ok());
 }
 
 TEST_F(StoreTest, SurvivesReopen) {
