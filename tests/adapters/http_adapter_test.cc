@@ -1,0 +1,123 @@
+// HttpAdapter against a real HTTP downstream on loopback (a test double: it
+// answers as each test tells it).
+#include "adapters/http_adapter.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <mutex>
+#include <thread>
+
+namespace sagad {
+namespace {
+
+class HttpAdapterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_.Post(R"(/status/(\d+))", [this](const httplib::Request& req, httplib::Response& res) {
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        last_ = req;
+      }
+      res.status = std::stoi(req.matches[1]);
+      res.set_content(R"({"id":"R-1","ok":true})", "application/json");
+    });
+    server_.Get(R"(/operations/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+      std::string key = req.matches[1];
+      if (key == "k-missing") {
+        res.status = 404;
+        return;
+      }
+      if (key == "k-refused")
+        return res.set_content(R"({"outcome":"refused"})", "application/json");
+      if (key == "k-busy")
+        return res.set_content(R"({"outcome":"in_progress"})", "application/json");
+      res.set_content(R"({"result":{"id":"R-9"}})", "application/json");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    ServiceConfig svc;
+    svc.name = "svc";
+    svc.base_url = "http://127.0.0.1:" + std::to_string(port_);
+    svc.timeout_ms = 2000;
+    ServiceConfig down = svc;
+    down.name = "down";
+    down.base_url = "http://127.0.0.1:1";  // nothing listens there
+    adapter_ = std::make_unique<HttpAdapter>(
+        std::map<std::string, ServiceConfig>{{"svc", svc}, {"down", down}});
+  }
+  void TearDown() override {
+    server_.stop();
+    thread_.join();
+  }
+  CallResult Send(const std::string& service, int status) {
+    CallRequest req;
+    req.service = service;
+    req.method = "POST";
+    req.path = "/status/" + std::to_string(status);
+    req.body = {{"sku", "kit"}};
+    req.idempotency_key = "i1:reserve";
+    req.instance_id = "i1";
+    req.step = "reserve";
+    req.fencing_token = 7;
+    req.attempt = 2;
+    return adapter_->Call(req);
+  }
+  QueryOutcome Ask(const std::string& key) {
+    return adapter_->Query("svc", key, "i1", 7, 1, TraceContext{}).outcome;
+  }
+
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  httplib::Request last_;
+  std::unique_ptr<HttpAdapter> adapter_;
+};
+
+TEST_F(HttpAdapterTest, ACallCarriesItsKeyInstanceStepTokenAndAttempt) {
+  CallResult r = Send("svc", 201);
+  EXPECT_EQ(r.outcome, Outcome::kCommitted);
+  EXPECT_EQ(r.http_status, 201);
+  EXPECT_EQ(r.result["id"], "R-1");
+  std::lock_guard<std::mutex> l(mu_);
+  EXPECT_EQ(last_.get_header_value("Idempotency-Key"), "i1:reserve");
+  EXPECT_EQ(last_.get_header_value("Saga-Instance"), "i1");
+  EXPECT_EQ(last_.get_header_value("Saga-Step"), "reserve");
+  EXPECT_EQ(last_.get_header_value("Saga-Fencing-Token"), "7");
+  EXPECT_EQ(last_.get_header_value("Saga-Attempt"), "2");
+  EXPECT_EQ(nlohmann::json::parse(last_.body), nlohmann::json({{"sku", "kit"}}));
+}
+
+TEST_F(HttpAdapterTest, EachAnswerIsClassifiedAsTheProtocolSays) {
+  EXPECT_EQ(Send("svc", 422).outcome, Outcome::kFailed);
+  EXPECT_EQ(Send("svc", 429).outcome, Outcome::kNotExecuted);
+  EXPECT_EQ(Send("svc", 503).outcome, Outcome::kUnknown);
+  EXPECT_EQ(Send("svc", 409).outcome, Outcome::kUnknown);
+  EXPECT_EQ(Send("svc", 408).outcome, Outcome::kUnknown);
+}
+
+TEST_F(HttpAdapterTest, ARefusedConnectionIsNotSentAndSaysWhere) {
+  CallResult r = Send("down", 201);
+  EXPECT_EQ(r.outcome, Outcome::kNotExecuted);
+  EXPECT_EQ(r.http_status, 0);
+  EXPECT_NE(r.error.find("127.0.0.1:1"), std::string::npos) << r.error;
+}
+
+TEST_F(HttpAdapterTest, ReconciliationAnswersCarryTheOutcome) {
+  EXPECT_EQ(Ask("k-missing"), QueryOutcome::kNotHappened);
+  EXPECT_EQ(Ask("k-refused"), QueryOutcome::kRefused);
+  EXPECT_EQ(Ask("k-busy"), QueryOutcome::kUnknown);
+  auto q = adapter_->Query("svc", "k-done", "i1", 7, 1, TraceContext{});
+  EXPECT_EQ(q.outcome, QueryOutcome::kHappened);
+  EXPECT_EQ(q.result["id"], "R-9");
+}
+
+TEST_F(HttpAdapterTest, AnUnknownServiceIsNotConfigured) {
+  EXPECT_EQ(adapter_->Service("nope"), nullptr);
+  ASSERT_NE(adapter_->Service("svc"), nullptr);
+  EXPECT_EQ(adapter_->Service("svc")->timeout_ms, 2000);
+}
+
+}  // namespace
+}  // namespace sagad

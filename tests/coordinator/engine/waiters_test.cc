@@ -1,0 +1,131 @@
+// Waiters over a real LMDB store: `?wait=` callers, blocking and asynchronous.
+#include "coordinator/engine/waiters.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <future>
+#include <thread>
+
+#include "tests/testing/store_fixture.h"
+
+namespace sagad {
+namespace {
+
+class WaitersTest : public testing::StoreFixture {
+ protected:
+  void SetUp() override {
+    StoreFixture::SetUp();
+    Event e;
+    e.seq = 1;
+    e.type = "instance_created";
+    ASSERT_TRUE(store_->CreateInstance(Snap("RUNNING"), {e}, nullptr, {}, nullptr).ok());
+    waiters_ = std::make_unique<Waiters>(*store_, io_, readers_);
+    timers_ = std::thread([this] { io_.run(); });
+  }
+  void TearDown() override {
+    waiters_.reset();
+    work_.reset();
+    io_.stop();
+    timers_.join();
+    readers_.join();
+  }
+  static nlohmann::json Snap(const std::string& status) {
+    return {{"id", "w1"}, {"version", 1}, {"status", status}, {"saga", "s"}};
+  }
+  std::shared_ptr<const nlohmann::json> Settled() {
+    return std::make_shared<const nlohmann::json>(Snap("COMPLETED"));
+  }
+
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_ =
+      boost::asio::make_work_guard(io_);
+  boost::asio::thread_pool readers_{1};
+  std::thread timers_;
+  std::unique_ptr<Waiters> waiters_;
+};
+
+TEST_F(WaitersTest, SettledMeansNothingMoreFromTheEngineForNow) {
+  EXPECT_TRUE(Waiters::Settled(Snap("COMPLETED")));
+  EXPECT_TRUE(Waiters::Settled(Snap("NEEDS_REVIEW")));
+  EXPECT_TRUE(Waiters::Settled(Snap("AWAITING_APPROVAL")));
+  EXPECT_FALSE(Waiters::Settled(Snap("RUNNING")));
+  EXPECT_FALSE(Waiters::Settled(Snap("COMPENSATING")));
+}
+
+TEST_F(WaitersTest, ABlockingWaitReturnsTheViewAtItsTimeout) {
+  auto j = waiters_->Wait("w1", std::chrono::milliseconds(50));
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ(j->value("status", ""), "RUNNING");
+  EXPECT_EQ(waiters_->Wait("nope", std::chrono::milliseconds(50)).status().code(),
+            StatusCode::kNotFound);
+}
+
+TEST_F(WaitersTest, ABlockingWaitWakesWithTheSnapshotThatSettledIt) {
+  auto waiting = std::async(std::launch::async,
+                            [this] { return waiters_->Wait("w1", std::chrono::seconds(30)); });
+  // The store still says RUNNING: only the notification can answer COMPLETED.
+  while (waiting.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready)
+    waiters_->Notify("w1", Settled());
+  auto j = waiting.get();
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ(j->value("status", ""), "COMPLETED");
+}
+
+TEST_F(WaitersTest, AnAsynchronousWaitIsAnsweredOnceAndThenCannotBeDropped) {
+  std::promise<std::string> answer;
+  std::atomic<int> calls{0};
+  auto drop = waiters_->WaitAsync("w1", std::chrono::seconds(30), [&](StatusOr<nlohmann::json> j) {
+    if (calls++ == 0) answer.set_value(j->value("status", ""));
+  });
+  waiters_->Notify("w1", Settled());
+  waiters_->Notify("w1", Settled());
+  EXPECT_EQ(answer.get_future().get(), "COMPLETED");
+  EXPECT_FALSE(drop());  // it ran
+  EXPECT_EQ(calls, 1);
+}
+
+TEST_F(WaitersTest, ADroppedWaitIsNeverAnswered) {
+  std::atomic<int> calls{0};
+  auto drop = waiters_->WaitAsync("w1", std::chrono::seconds(30),
+                                  [&](StatusOr<nlohmann::json>) { ++calls; });
+  EXPECT_TRUE(drop());
+  waiters_->Notify("w1", Settled());
+  EXPECT_EQ(calls, 0);
+}
+
+TEST_F(WaitersTest, AnAsynchronousWaitTimesOutWithTheStoredView) {
+  std::promise<std::string> answer;
+  waiters_->WaitAsync("w1", std::chrono::milliseconds(20), [&](StatusOr<nlohmann::json> j) {
+    answer.set_value(j.ok() ? j->value("status", "") : j.status().ToString());
+  });
+  auto f = answer.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(f.get(), "RUNNING");
+}
+
+TEST_F(WaitersTest, FinishAllAnswersEveryWaiterAndEveryLaterOneWithItsStatus) {
+  std::promise<StatusCode> first, later;
+  waiters_->WaitAsync("w1", std::chrono::seconds(30),
+                      [&](StatusOr<nlohmann::json> j) { first.set_value(j.status().code()); });
+  waiters_->FinishAll(Unavailable("draining"));
+  EXPECT_EQ(first.get_future().get(), StatusCode::kUnavailable);
+  waiters_->WaitAsync("w1", std::chrono::seconds(30),
+                      [&](StatusOr<nlohmann::json> j) { later.set_value(j.status().code()); });
+  EXPECT_EQ(later.get_future().get(), StatusCode::kUnavailable);
+}
+
+TEST_F(WaitersTest, AfterCancelAllNoWaiterIsAnswered) {
+  std::atomic<int> calls{0};
+  waiters_->WaitAsync("w1", std::chrono::seconds(30), [&](StatusOr<nlohmann::json>) { ++calls; });
+  waiters_->CancelAll();
+  waiters_->Notify("w1", Settled());
+  waiters_->WaitAsync("w1", std::chrono::seconds(30), [&](StatusOr<nlohmann::json>) { ++calls; });
+  EXPECT_EQ(calls, 0);
+}
+
+}  // namespace
+}  // namespace sagad
