@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "adapters/trace_context.h"
 #include "policies/retry_budget.h"
@@ -35,6 +36,9 @@ struct ServiceConfig {
   bool tls_verify = true;
   RetryPolicy retry;               // default for the steps that call it
   RetryBudgetConfig retry_budget;  // token bucket shared by its re-sends
+  // New sends at once, and per second (0: unlimited); see ServiceGates.
+  int max_in_flight = 0;
+  double max_per_second = 0;
 };
 
 enum class Outcome {
@@ -95,6 +99,8 @@ class Adapter {
                             const TraceContext& trace) = 0;
   // The service's configuration, or nullptr if it is not configured.
   virtual const ServiceConfig* Service(const std::string& name) const = 0;
+  // Every configured service's name, sorted.
+  virtual std::vector<std::string> ServiceNames() const { return {}; }
 };
 
 using AdapterPtr = std::unique_ptr<Adapter>;

@@ -5,6 +5,7 @@
 #include <openssl/ssl.h>
 
 #include "adapters/classify.h"
+#include "adapters/deadline_watch.h"
 #include "adapters/sha256.h"
 #include "adapters/tls_probe.h"
 #include "sagas/template.h"
@@ -56,6 +57,18 @@ httplib::Result SendCapped(httplib::Client& client, httplib::Request& hreq, size
   };
   httplib::Result res = client.send(hreq);
   if (res) res->body = std::move(*body);
+  return res;
+}
+
+// SendCapped within the service's timeout_ms for the whole attempt: the
+// watch stops the client when it runs past it (*expired).
+httplib::Result SendWithin(DeadlineWatch& watch, httplib::Client& client, httplib::Request& hreq,
+                           const ServiceConfig& config, bool* too_large, bool* expired) {
+  const uint64_t handle =
+      watch.Arm(std::chrono::steady_clock::now() + std::chrono::milliseconds(config.timeout_ms),
+                [&client] { client.stop(); });
+  httplib::Result res = SendCapped(client, hreq, config.max_response_bytes, too_large);
+  *expired = watch.Disarm(handle);
   return res;
 }
 
@@ -148,7 +161,7 @@ struct HttpAdapter::Pool {
 };
 
 HttpAdapter::HttpAdapter(std::map<std::string, ServiceConfig> services)
-    : services_(std::move(services)) {
+    : services_(std::move(services)), watch_(std::make_unique<DeadlineWatch>()) {
   for (auto& [name, cfg] : services_) {
     auto pool = std::make_unique<Pool>();
     pool->config = cfg;
@@ -162,6 +175,12 @@ HttpAdapter::~HttpAdapter() = default;
 const ServiceConfig* HttpAdapter::Service(const std::string& name) const {
   auto it = services_.find(name);
   return it == services_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> HttpAdapter::ServiceNames() const {
+  std::vector<std::string> out;
+  for (const auto& [name, svc] : services_) out.push_back(name);
+  return out;
 }
 
 CallResult HttpAdapter::Call(const CallRequest& req) {
@@ -191,7 +210,8 @@ CallResult HttpAdapter::Call(const CallRequest& req) {
   bool too_large = false;
   const bool fresh = client->is_socket_open() == 0;  // this call makes its connection
   ERR_clear_error();                                 // what is queued after the call is this call's
-  httplib::Result res = SendCapped(*client, hreq, pool.config.max_response_bytes, &too_large);
+  bool expired = false;
+  httplib::Result res = SendWithin(*watch_, *client, hreq, pool.config, &too_large, &expired);
   int alert = res ? 0 : TakeTlsAlert();
   // A fresh TLS 1.3 connection may be reset before the server's alert is
   // read: ask the server's handshake again, sending nothing (tls_probe.h).
@@ -207,6 +227,10 @@ CallResult HttpAdapter::Call(const CallRequest& req) {
     // Nothing left before the connection (and its TLS handshake) stood.
     bool sent = true;
     out.error = TransportError(res.error(), alert, pool.config, pool.origin, &sent);
+    if (expired && sent)
+      out.error = "no complete reply from " + pool.origin + " within timeout_ms (" +
+                  std::to_string(pool.config.timeout_ms) +
+                  " ms, the whole attempt): outcome unknown";
     out.outcome = ClassifyTransportError(sent);
     return out;  // a failed client is dropped, not pooled
   }
@@ -246,8 +270,8 @@ QueryResult HttpAdapter::Query(const std::string& service, const std::string& ke
   hreq.headers.emplace("Saga-Attempt", std::to_string(attempt));
   AddTraceHeaders(trace, &hreq);
   auto client = pool.Acquire();
-  bool too_large = false;
-  httplib::Result res = SendCapped(*client, hreq, pool.config.max_response_bytes, &too_large);
+  bool too_large = false, expired = false;
+  httplib::Result res = SendWithin(*watch_, *client, hreq, pool.config, &too_large, &expired);
   if (too_large) {
     out.error = "reconciliation query: " + TooLarge(pool.config.max_response_bytes);
     return out;

@@ -13,6 +13,8 @@
 
 namespace sagad {
 
+class DeadlineWatch;
+
 class HttpAdapter : public Adapter {
  public:
   explicit HttpAdapter(std::map<std::string, ServiceConfig> services);
@@ -24,11 +26,15 @@ class HttpAdapter : public Adapter {
                     const std::string& instance_id, uint64_t fencing_token, int attempt,
                     const TraceContext& trace) override;
   const ServiceConfig* Service(const std::string& name) const override;
+  std::vector<std::string> ServiceNames() const override;
 
  private:
   struct Pool;
   std::map<std::string, ServiceConfig> services_;
   std::map<std::string, std::unique_ptr<Pool>> pools_;
+  // timeout_ms is the deadline of a whole attempt (connect, send, the whole
+  // reply): the watch stops a client whose attempt runs past it.
+  std::unique_ptr<DeadlineWatch> watch_;
 };
 
 }  // namespace sagad

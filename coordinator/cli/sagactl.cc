@@ -11,6 +11,7 @@
 //   resolve ID STEP --outcome committed|not_executed [--ref REF] [--comment C]
 //   retry ID STEP [--comment C]        skip ID STEP --result JSON [--ref REF] [--comment C]
 //   cancel ID [--reason R]             compensate ID [--reason R]
+//   services                           pause SERVICE [--reason R]    resume SERVICE
 //   inspect --data-dir DIR|--store URL [ID]   read a store directly
 //   verify --data-dir DIR|--store URL         replay every instance's log, compare with its
 //   snapshot export --data-dir DIR|--store URL [--finished-before MS]   instances + events as JSON
@@ -18,26 +19,22 @@
 //
 // Tables by default, the server's JSON with --json. Exit 0 on success, 1 on a
 // refused request or unreachable server, 2 on bad usage; errors are one line.
+#include "coordinator/cli/sagactl.h"
+
 #include <httplib.h>
-#include <sys/stat.h>
 
 #include <cstdlib>
-#include <iomanip>
 #include <iostream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "adapters/sha256.h"
-#include "coordinator/store/lmdb/lmdb_store.h"
-#include "coordinator/store/postgres/postgres_store.h"
 #include "sagas/template.h"
 #include "util/json_limits.h"
 
+namespace sagactl {
 namespace {
-
-using nlohmann::json;
 
 constexpr const char* kUsage =
     "usage: sagactl [--url URL] [--token TOKEN] [--ca FILE] [--json] COMMAND ...\n"
@@ -46,61 +43,10 @@ constexpr const char* kUsage =
     "  approve ID STEP [--comment C] | reject ID STEP [--reason R] |\n"
     "  resolve ID STEP --outcome committed|not_executed [--ref R] [--comment C] |\n"
     "  retry ID STEP | skip ID STEP --result JSON [--ref R] | cancel ID [--reason R] |\n"
-    "  compensate ID [--reason R] | inspect --data-dir DIR|--store URL [ID] |\n"
+    "  compensate ID [--reason R] | services | pause SERVICE [--reason R] | resume SERVICE |\n"
+    "  inspect --data-dir DIR|--store URL [ID] |\n"
     "  verify --data-dir DIR|--store URL | export --data-dir DIR|--store URL\n"
     "  [--finished-before MS] | hash-token [TOKEN]";
-
-struct Args {
-  std::vector<std::string> positional;
-  std::map<std::string, std::string> flags;
-  bool Has(const std::string& f) const { return flags.count(f) > 0; }
-  std::string Get(const std::string& f, const std::string& def = "") const {
-    auto it = flags.find(f);
-    return it == flags.end() ? def : it->second;
-  }
-};
-
-[[noreturn]] void Die(const std::string& msg, int code = 1) {
-  std::cerr << "sagactl: " << msg << "\n";
-  std::exit(code);
-}
-
-std::string Time(int64_t ms) {
-  if (ms <= 0) return "-";
-  time_t t = ms / 1000;
-  std::tm tm;
-  gmtime_r(&t, &tm);
-  char buf[32];
-  strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
-}
-
-std::string Str(const json& j) {
-  if (j.is_null()) return "-";
-  if (j.is_string()) return j.get<std::string>().empty() ? "-" : j.get<std::string>();
-  return sagad::DumpJson(j);
-}
-
-void Table(const std::vector<std::string>& header,
-           const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> w(header.size());
-  for (size_t i = 0; i < header.size(); ++i) w[i] = header[i].size();
-  for (const auto& r : rows)
-    for (size_t i = 0; i < r.size() && i < w.size(); ++i)
-      w[i] = std::max(w[i], std::min<size_t>(r[i].size(), 60));
-  auto line = [&](const std::vector<std::string>& r) {
-    std::string out;
-    for (size_t i = 0; i < r.size(); ++i) {
-      std::string cell = r[i].size() > 60 ? r[i].substr(0, 57) + "..." : r[i];
-      out += cell;
-      if (i + 1 < r.size()) out += std::string(w[i] - cell.size() + 2, ' ');
-    }
-    while (!out.empty() && out.back() == ' ') out.pop_back();
-    std::cout << out << "\n";
-  };
-  line(header);
-  for (const auto& r : rows) line(r);
-}
 
 class Client {
  public:
@@ -138,61 +84,6 @@ class Client {
   std::string url_, token_, ca_;
 };
 
-void PrintInstance(const json& i) {
-  std::cout << "instance   " << Str(i["id"]) << "\n"
-            << "saga       " << Str(i["saga"]) << " v" << Str(i["saga_version"]) << "\n"
-            << "status     " << Str(i["status"]);
-  if (i.contains("waiting_for") && !i["waiting_for"].is_null())
-    std::cout << " (waiting for " << Str(i["waiting_for"]) << ")";
-  std::cout << "\n";
-  if (i.contains("review_reason")) std::cout << "reason     " << Str(i["review_reason"]) << "\n";
-  if (i.contains("current_steps") && i["current_steps"].is_array() && !i["current_steps"].empty()) {
-    std::string cur;
-    for (const auto& n : i["current_steps"]) cur += (cur.empty() ? "" : ", ") + Str(n);
-    std::cout << "current    " << cur << "\n";
-  } else if (i.contains("current_step")) {
-    std::cout << "current    " << Str(i["current_step"]) << "\n";
-  }
-  std::cout << "created    " << Time(i.value("created_at", int64_t(0))) << "   updated "
-            << Time(i.value("updated_at", int64_t(0))) << "\n\n";
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& s : i["steps"]) {
-    std::string comp = s["compensation"].is_null() ? "-" : Str(s["compensation"]["status"]);
-    // The graph: the steps each one runs after ("-": a root, runs at once).
-    std::string after;
-    if (s.contains("after") && s["after"].is_array())
-      for (const auto& n : s["after"]) after += (after.empty() ? "" : ",") + Str(n);
-    rows.push_back({Str(s["name"]), after.empty() ? "-" : after, Str(s["status"]),
-                    std::to_string(s.value("attempts", 0)), Str(s["external_ref"]), comp,
-                    Str(s["last_error"])});
-  }
-  Table({"STEP", "AFTER", "STATUS", "ATTEMPTS", "REF", "COMPENSATION", "LAST ERROR"}, rows);
-}
-
-void PrintList(const json& instances, const json& next) {
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& i : instances)
-    rows.push_back({Str(i["id"]), Str(i["saga"]), Str(i["status"]),
-                    Str(i.value("waiting_for", json())), Str(i.value("current_step", json())),
-                    Time(i.value("updated_at", int64_t(0)))});
-  Table({"ID", "SAGA", "STATUS", "WAITING", "STEP", "UPDATED"}, rows);
-  if (!next.is_null()) std::cout << "(more: --cursor " << Str(next) << ")\n";
-}
-
-void PrintEvents(const json& events) {
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& e : events) {
-    std::string detail;
-    if (e.contains("data"))
-      for (const char* f : {"by", "reason", "external_ref", "error", "comment"})
-        if (e["data"].contains(f) && !Str(e["data"][f]).empty() && Str(e["data"][f]) != "-")
-          detail += std::string(detail.empty() ? "" : " ") + f + "=" + Str(e["data"][f]);
-    rows.push_back({std::to_string(e.value("seq", 0)), Time(e.value("at", int64_t(0))),
-                    Str(e["type"]), Str(e.value("step", json())), detail.empty() ? "-" : detail});
-  }
-  Table({"SEQ", "AT", "TYPE", "STEP", "DETAIL"}, rows);
-}
-
 json ParseJsonArg(const std::string& flag, const std::string& text) {
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) Die(flag + " must be a JSON object", 2);
@@ -210,135 +101,6 @@ std::string Segment(const std::string& word) {
 std::string Need(const Args& a, size_t i, const char* what) {
   if (a.positional.size() <= i) Die(std::string("missing ") + what + "\n" + kUsage, 2);
   return a.positional[i];
-}
-
-// Replays every instance's event log and compares it with the stored
-// snapshot; prints each mismatch. Exit 1 if there is any.
-// Opens the store of an existing data dir (or the PostgreSQL store of
-// --store URL); never creates a data dir (a mistyped path must not look like
-// an empty store).
-std::unique_ptr<sagad::Store> OpenExisting(const Args& a) {
-  if (a.Has("store")) {
-    if (!sagad::IsPostgresUri(a.Get("store"))) Die("--store must be a postgresql:// URI", 2);
-    auto pg = sagad::PostgresStore::Open(a.Get("store"), 2);
-    if (!pg.ok()) Die(pg.status().message());
-    return std::move(*pg);
-  }
-  std::string dir = a.Get("data-dir");
-  if (dir.empty()) Die("needs --data-dir DIR or --store URL", 2);
-  struct stat st;
-  if (stat((dir + "/data.mdb").c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-    Die("no sagad data dir at " + dir + " (no data.mdb there)");
-  auto store = sagad::LmdbStore::OpenReadOnly(dir);
-  if (!store.ok()) Die(store.status().message());
-  return std::move(*store);
-}
-
-int Verify(const Args& a) {
-  auto store = OpenExisting(a);
-  int checked = 0, mismatches = 0;
-  std::string cursor;
-  do {
-    auto page = store->ListInstances({}, 500, cursor);
-    if (!page.ok()) Die(page.status().message());
-    for (const json& snap : page->instances) {
-      std::string id = snap.value("id", "");
-      ++checked;
-      auto events = store->GetEvents(id);
-      if (!events.ok()) Die(events.status().message());
-      auto inst = sagad::Instance::Replay(id, *events);
-      if (!inst.ok()) {
-        ++mismatches;
-        std::cout << id << ": the event log does not replay: " << inst.status().message() << "\n";
-        continue;
-      }
-      inst->set_version(snap.value("version", uint64_t(0)));
-      json replayed = inst->ToJson();
-      if (replayed == snap) continue;
-      ++mismatches;
-      std::cout << id << ": snapshot differs from the replayed log:";
-      for (const auto& [k, v] : replayed.items())
-        if (!snap.contains(k) || snap[k] != v) std::cout << " " << k;
-      for (const auto& [k, v] : snap.items())
-        if (!replayed.contains(k)) std::cout << " " << k;
-      std::cout << "\n";
-    }
-    cursor = page->next_cursor;
-  } while (!cursor.empty());
-  std::cout << checked << " instances checked, " << mismatches << " mismatches\n";
-  return mismatches == 0 ? 0 : 1;
-}
-
-// Writes instances with their events as JSON lines ({"instance", "events"}),
-// for archives before retention deletes them: every instance, or with
-// --finished-before MS only those that finished (COMPLETED, COMPENSATED)
-// before that time (ms since the epoch).
-int Export(const Args& a) {
-  int64_t before = -1;
-  if (a.Has("finished-before")) {
-    const std::string t = a.Get("finished-before");
-    if (t.empty() || t.size() > 15 || t.find_first_not_of("0123456789") != std::string::npos)
-      Die("--finished-before must be a time in ms since the epoch", 2);
-    before = std::stoll(t);
-  }
-  auto store = OpenExisting(a);
-  std::string cursor;
-  size_t written = 0;
-  do {
-    auto page = store->ListInstances({}, 500, cursor);
-    if (!page.ok()) Die(page.status().message());
-    for (const json& snap : page->instances) {
-      std::string status = snap.value("status", "");
-      if (before >= 0 && !((status == "COMPLETED" || status == "COMPENSATED") &&
-                           snap.value("updated_at", int64_t(0)) < before))
-        continue;
-      auto events = store->GetEvents(snap.value("id", ""));
-      if (!events.ok()) Die(events.status().message());
-      json evs = json::array();
-      for (const auto& e : *events) evs.push_back(e.ToJson());
-      std::cout << sagad::DumpJson({{"instance", snap}, {"events", evs}}) << "\n";
-      ++written;
-    }
-    cursor = page->next_cursor;
-  } while (!cursor.empty());
-  std::cerr << written << " instances exported\n";
-  return 0;
-}
-
-size_t Count(const std::string& text, const std::string& flag) {
-  if (text.empty() || text.size() > 9 ||
-      text.find_first_not_of("0123456789") != std::string::npos || std::stoul(text) == 0)
-    Die(flag + " must be a positive whole number", 2);
-  return std::stoul(text);
-}
-
-int Inspect(const Args& a, bool as_json) {
-  auto store = OpenExisting(a);
-  if (a.positional.size() > 1) {
-    auto inst = store->GetInstance(a.positional[1]);
-    if (!inst.ok()) Die(inst.status().message());
-    if (as_json) {
-      std::cout << sagad::DumpJson(*inst, 2) << "\n";
-    } else {
-      PrintInstance(*inst);
-      auto ev = store->GetEvents(a.positional[1]);
-      if (ev.ok()) {
-        json arr = json::array();
-        for (const auto& e : *ev) arr.push_back(e.ToJson());
-        std::cout << "\n";
-        PrintEvents(arr);
-      }
-    }
-    return 0;
-  }
-  auto page = store->ListInstances({a.Get("status"), a.Get("saga"), a.Get("waiting")},
-                                   Count(a.Get("limit", "1000"), "--limit"), a.Get("cursor"));
-  if (!page.ok()) Die(page.status().message());
-  if (as_json)
-    std::cout << sagad::DumpJson(json(page->instances), 2) << "\n";
-  else
-    PrintList(page->instances, page->next_cursor.empty() ? json() : json(page->next_cursor));
-  return 0;
 }
 
 // False when it printed the usage (--help).
@@ -464,6 +226,28 @@ bool ActionCommand(const std::string& cmd, const Args& a, Client& c, json* out) 
   return true;
 }
 
+// services, pause NAME, resume NAME; false for another command.
+bool ServiceCommand(const std::string& cmd, const Args& a, Client& c, bool as_json, json* out) {
+  if (cmd == "services") {
+    *out = c.Call("GET", "/v1/services");
+  } else if (cmd == "pause" || cmd == "resume") {
+    json body = json::object();
+    if (a.Has("reason")) body["reason"] = a.Get("reason");
+    *out = c.Call("POST", "/v1/services/" + Segment(Need(a, 1, "service name")) + "/" + cmd, body);
+  } else {
+    return false;
+  }
+  if (as_json) return true;
+  json list = out->contains("services") ? (*out)["services"] : json::array({*out});
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : list)
+    rows.push_back({Str(s["name"]), s.value("paused", false) ? "paused" : "open",
+                    Str(s["max_in_flight"]), Str(s["max_per_second"]),
+                    std::to_string(s.value("in_flight", 0)), std::to_string(s.value("queued", 0))});
+  Table({"SERVICE", "STATE", "MAX IN FLIGHT", "MAX/S", "IN FLIGHT", "QUEUED"}, rows);
+  return true;
+}
+
 int Main(int argc, char** argv) {
   Args a;
   bool as_json = false;
@@ -477,6 +261,7 @@ int Main(int argc, char** argv) {
   json out;
   if (ActionCommand(cmd, a, c, &out)) {
     if (!as_json) PrintInstance(out);
+  } else if (ServiceCommand(cmd, a, c, as_json, &out)) {
   } else if (!ReadCommand(cmd, a, c, &as_json, &out)) {
     Die("unknown command '" + cmd + "'\n" + kUsage, 2);
   }
@@ -485,12 +270,13 @@ int Main(int argc, char** argv) {
 }
 
 }  // namespace
+}  // namespace sagactl
 
 // Any exception (a library's refusal) is one line on stderr, never an abort.
 int main(int argc, char** argv) {
   try {
-    return Main(argc, argv);
+    return sagactl::Main(argc, argv);
   } catch (const std::exception& e) {
-    Die(std::string("error: ") + e.what());
+    sagactl::Die(std::string("error: ") + e.what());
   }
 }

@@ -16,8 +16,8 @@ namespace sagad {
 
 Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceRepository& repo,
                Ownership& ownership, RunTable& runs, RecoveryTracker& recovery,
-               EngineMetrics& metrics, const Clock& clock, boost::asio::thread_pool& pool,
-               boost::asio::io_context& timers, int workers)
+               EngineMetrics& metrics, ServiceGates& gates, const Clock& clock,
+               boost::asio::thread_pool& pool, boost::asio::io_context& timers, int workers)
     : defs_(defs),
       repo_(repo),
       ownership_(ownership),
@@ -29,7 +29,7 @@ Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceReposit
       timers_(timers),
       workers_(std::max(1, workers)),
       steps_(
-          adapter, clock, ownership, runs, metrics,
+          adapter, clock, ownership, runs, metrics, gates,
           StepRunner::Driver{
               [this](const std::string& id, const std::function<Status(Tx&)>& fn) {
                 return CommitAsOwner(id, fn);
@@ -38,7 +38,8 @@ Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceReposit
               [this](const std::string& id) { Schedule(id); },
               [this](const std::string& id) { MarkRecovered(id); },
               [this] { return RecoveryInProgress(); },
-              [this](const std::string& id) { return ownership_.ReadyToSend(id); }}) {}
+              [this](const std::string& id) { return ownership_.ReadyToSend(id); },
+              [this](const std::string& id, int64_t ms) { ScheduleAfter(id, ms); }}) {}
 
 auto Driver::Schedule(const std::string& id) -> void {
   if (!runs_.Enter(id)) return;

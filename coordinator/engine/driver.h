@@ -45,8 +45,8 @@ class Driver {
   // creation commit only while one is free). `timers` runs the wake-ups.
   Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceRepository& repo,
          Ownership& ownership, RunTable& runs, RecoveryTracker& recovery, EngineMetrics& metrics,
-         const Clock& clock, boost::asio::thread_pool& pool, boost::asio::io_context& timers,
-         int workers);
+         ServiceGates& gates, const Clock& clock, boost::asio::thread_pool& pool,
+         boost::asio::io_context& timers, int workers);
 
   // Plans the instance on a worker now (or one more round of its driver).
   void Schedule(const std::string& id);

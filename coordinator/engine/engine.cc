@@ -33,9 +33,11 @@ Engine::Impl::Impl(Store& store, Adapter& adapter, Clock& clock, EngineOptions o
                        }}),
       pool_(static_cast<size_t>(std::max(1, options.workers))),
       work_(boost::asio::make_work_guard(io_)),
-      driver_(adapter, defs_, repo_, ownership_, runs_, recovery_, metrics_, clock_, pool_, io_,
-              options.workers),
-      timer_thread_([this] { io_.run(); }) {}
+      driver_(adapter, defs_, repo_, ownership_, runs_, recovery_, metrics_, gates_, clock_, pool_,
+              io_, options.workers),
+      timer_thread_([this] { io_.run(); }) {
+  gates_.SetWake([this](const std::string& id) { Schedule(id); });
+}
 
 Engine::Impl::~Impl() { Stop(); }
 
@@ -43,6 +45,8 @@ auto Engine::Impl::Start() -> Status {
   auto start = clock_.SteadyNow();
   auto active = store_.ListActive();
   if (!active.ok()) return active.status();
+  // Paused services are known before anything is sent.
+  SAGAD_RETURN_IF_ERROR(RefreshPaused());
   std::vector<std::string> ids;
   for (const auto& a : *active) ids.push_back(a.id);
   recovery_.Begin(ids, start);
@@ -111,6 +115,11 @@ StatusOr<nlohmann::json> Engine::Counts() { return impl_->Counts(); }
 std::string Engine::MetricsText() { return impl_->MetricsText(); }
 Status Engine::CheckWritable() { return impl_->store().CheckWritable(); }
 StatusOr<nlohmann::json> Engine::Bundle(const std::string& id) { return impl_->Bundle(id); }
+nlohmann::json Engine::Services() { return impl_->Services(); }
+StatusOr<nlohmann::json> Engine::PauseService(const std::string& service, bool paused,
+                                              const std::string& actor) {
+  return impl_->PauseService(service, paused, actor);
+}
 Status Engine::Approve(const std::string& id, const std::string& step, const std::string& actor,
                        const std::string& comment) {
   return impl_->operators().Approve(id, step, actor, comment);

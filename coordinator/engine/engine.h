@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "adapters/adapter.h"
-#include "coordinator/engine/submissions.h"
+#include "coordinator/engine/submit_outcome.h"
 #include "coordinator/store/store.h"
 #include "sagas/definition.h"
 #include "util/clock.h"
@@ -111,6 +111,16 @@ class Engine {
   std::string MetricsText();
   // Recovery bundle for a human (any status; meant for NEEDS_REVIEW).
   StatusOr<nlohmann::json> Bundle(const std::string& id);
+
+  // Downstream services: each one's limits (max_in_flight, max_per_second),
+  // paused flag, calls in flight and steps queued for a permit, by name.
+  nlohmann::json Services();
+  // An operator pauses (new sends held; calls in flight finish,
+  // reconciliation goes on) or resumes a service, durably and for every
+  // coordinator of the store (others see it within a heartbeat).
+  // NotFound if no such service is configured; the service's view.
+  StatusOr<nlohmann::json> PauseService(const std::string& service, bool paused,
+                                        const std::string& actor);
 
   // Operator actions. NotFound (instance/step), FailedPrecondition (not
   // allowed in the current state; message says why). Repeating an action that

@@ -50,6 +50,7 @@
 #include "coordinator/engine/ownership.h"
 #include "coordinator/engine/recovery_tracker.h"
 #include "coordinator/engine/run_table.h"
+#include "coordinator/engine/service_gates.h"
 #include "coordinator/engine/submissions.h"
 #include "coordinator/engine/transition.h"
 #include "coordinator/engine/waiters.h"
@@ -107,6 +108,15 @@ class Engine::Impl {
   StatusOr<nlohmann::json> Counts();
 
   StatusOr<nlohmann::json> Bundle(const std::string& id);
+
+  // ---- downstream services (engine_services.cc) ----
+  nlohmann::json Services();
+  StatusOr<nlohmann::json> PauseService(const std::string& service, bool paused,
+                                        const std::string& actor);
+  // Reads the paused set from the store (start-up, heartbeat).
+  Status RefreshPaused();
+  // Names, in the view of each step waiting for a permit, the service.
+  void AnnotateWaits(nlohmann::json* view);
 
   // ---- operator actions ----
   OperatorActions& operators() { return operators_; }
@@ -166,6 +176,7 @@ class Engine::Impl {
   InstanceRepository repo_;
   RunTable runs_;
   RecoveryTracker recovery_;
+  ServiceGates gates_{adapter_, clock_};
   OperatorActions operators_;
   Submissions submissions_;
 

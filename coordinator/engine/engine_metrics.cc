@@ -102,6 +102,44 @@ void EngineMetrics::RecoveryLatency(double seconds) {
   metrics_.Observe("sagad_recovery_latency_seconds", seconds);
 }
 
+namespace {
+
+// A Prometheus label value: backslash, double quote and newline escaped.
+std::string LabelValue(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string EngineMetrics::ServicesText(const std::vector<ServiceGates::View>& services) {
+  std::string in_flight =
+      "# HELP sagad_service_in_flight Calls to the downstream service under way.\n"
+      "# TYPE sagad_service_in_flight gauge\n";
+  std::string queued =
+      "# HELP sagad_service_queued Steps waiting for a permit of the service (paused, or at "
+      "max_in_flight or max_per_second).\n"
+      "# TYPE sagad_service_queued gauge\n";
+  std::string paused =
+      "# HELP sagad_service_paused 1 while an operator holds new sends to the service.\n"
+      "# TYPE sagad_service_paused gauge\n";
+  for (const auto& v : services) {
+    const std::string label = "{service=\"" + LabelValue(v.name) + "\"} ";
+    in_flight += "sagad_service_in_flight" + label + std::to_string(v.in_flight) + "\n";
+    queued += "sagad_service_queued" + label + std::to_string(v.queued) + "\n";
+    paused += "sagad_service_paused" + label + (v.paused ? "1" : "0") + "\n";
+  }
+  return in_flight + queued + paused;
+}
+
 std::string EngineMetrics::Text(Store& store) const {
   std::string extra;
   auto active = store.ListActive();

@@ -13,6 +13,7 @@
 
 #include "adapters/adapter.h"
 #include "coordinator/engine/metrics.h"
+#include "coordinator/engine/service_gates.h"
 #include "coordinator/store/store.h"
 #include "util/mutex.h"
 
@@ -41,6 +42,9 @@ class EngineMetrics {
   // (unfinished instances by saga and status, synced commits, outbox
   // backlog) and the longest commit so far.
   std::string Text(Store& store) const;
+  // The gauges of each downstream service: calls in flight, steps queued
+  // for a permit, paused (1) or not (0).
+  static std::string ServicesText(const std::vector<ServiceGates::View>& services);
 
   // A counter's current value (tests).
   double Get(const std::string& name, const std::string& labels = "") const {

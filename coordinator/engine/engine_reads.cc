@@ -5,7 +5,9 @@
 namespace sagad {
 
 auto Engine::Impl::GetInstance(const std::string& id) -> StatusOr<nlohmann::json> {
-  return store_.GetInstance(id);
+  auto view = store_.GetInstance(id);
+  if (view.ok()) AnnotateWaits(&*view);
+  return view;
 }
 
 auto Engine::Impl::WaitSettled(const std::string& id, std::chrono::milliseconds timeout)

@@ -32,7 +32,9 @@ auto Engine::Impl::OutboxMessages(const Instance& inst, const std::vector<Event>
   return out;
 }
 
-auto Engine::Impl::MetricsText() -> std::string { return metrics_.Text(store_); }
+auto Engine::Impl::MetricsText() -> std::string {
+  return metrics_.Text(store_) + metrics_.ServicesText(gates_.Views());
+}
 
 auto Engine::Impl::Heartbeat() -> void {
   if (runs_.Stopping()) return;
@@ -42,6 +44,9 @@ auto Engine::Impl::Heartbeat() -> void {
       repo_.Evict(id);
       EngineLog({{"msg", "lease lost"}, {"instance", id}});
     }
+  // A pause or resume on another coordinator of the store.
+  Status paused = RefreshPaused();
+  if (!paused.ok()) EngineLog({{"msg", "paused services unread"}, {"error", paused.ToString()}});
   const int64_t now = clock_.NowMillis();
   auto active = store_.ListActive();
   if (active.ok()) {

@@ -20,12 +20,13 @@ bool IsRetryableSendState(StepStatus s) {
 }  // namespace
 
 StepRunner::StepRunner(Adapter& adapter, const Clock& clock, const Ownership& ownership,
-                       RunTable& runs, EngineMetrics& metrics, Driver driver)
+                       RunTable& runs, EngineMetrics& metrics, ServiceGates& gates, Driver driver)
     : adapter_(adapter),
       clock_(clock),
       ownership_(ownership),
       runs_(runs),
       metrics_(metrics),
+      gates_(gates),
       driver_(std::move(driver)),
       rng_(std::random_device{}()) {}
 
@@ -64,7 +65,9 @@ auto StepRunner::CallIfOwner(const CallRequest& req, CallResult* res) -> Status 
                {"error", ready.ToString()}});
     return ready;
   }
+  gates_.CallStarted(req.service);
   *res = adapter_.Call(req);
+  gates_.CallEnded(req.service);
   return Status::Ok();
 }
 
@@ -77,7 +80,7 @@ auto StepRunner::ChainFirst(Tx& tx, const SagaDefinition& def, int* step, StepRe
 
 auto StepRunner::Send(const std::string& id, const SagaDefinition& def, int i, StepRequest request,
                       const TraceContext& trace) -> Next {
-  return SendForward(id, def, i, std::move(request), 1, trace);
+  return SendForward(id, def, i, std::move(request), 1, std::nullopt, trace);
 }
 
 auto StepRunner::Random() -> double {
@@ -171,6 +174,14 @@ auto StepRunner::Execute(const std::string& id, const SagaDefinition& def, const
     int64_t wait = TakeRetryToken(sd.forward.service);
     if (wait > 0) return DeferRetry(id, i, sd.forward.service, wait);
   }
+  // Paused, or at one of its limits: nothing is written, the step stays
+  // where it is and is planned again when a permit may be had.
+  int64_t retry_ms = 0;
+  auto permit = gates_.TryAcquire(sd.forward.service, id, sd.name, &retry_ms);
+  if (!permit) {
+    driver_.schedule_after(id, retry_ms);
+    return Next::kStop;
+  }
   CrashPoint("before_started");
   Status s = driver_.commit(id, [&](Tx& tx) -> Status {
     const Instance& cur = tx.inst();
@@ -183,11 +194,12 @@ auto StepRunner::Execute(const std::string& id, const SagaDefinition& def, const
   });
   if (!s.ok()) return driver_.after_failure(id, s);
   CrashPoint("after_started");
-  return SendForward(id, def, i, std::move(*r), st.attempts + 1, TraceOf(inst));
+  return SendForward(id, def, i, std::move(*r), st.attempts + 1, std::move(permit), TraceOf(inst));
 }
 
 auto StepRunner::SendForward(const std::string& id, const SagaDefinition& def, int i, Rendered r,
-                             int attempt, const TraceContext& trace) -> Next {
+                             int attempt, std::optional<ServiceGates::Permit> permit,
+                             const TraceContext& trace) -> Next {
   const int launched = i;
   const bool chain_only = def.IsChain();
   while (true) {
@@ -202,6 +214,7 @@ auto StepRunner::SendForward(const std::string& id, const SagaDefinition& def, i
     auto t0 = clock_.SteadyNow();
     CallResult res;
     Status sent = CallIfOwner(req, &res);
+    permit.reset();  // the reply is in (or nothing left): the service's slot is free
     if (!sent.ok()) {
       if (i != launched) runs_.UnmarkStep(id, i);
       return driver_.after_failure(id, sent);
@@ -295,6 +308,8 @@ auto StepRunner::Chain(Tx& tx, const SagaDefinition& def, int* marked, int* step
       continue;
     const StepDefinition& sd = def.steps[a.step];
     if (!adapter_.Service(sd.forward.service)) continue;
+    // A paused or limited service: the driver takes a permit first (Execute).
+    if (!gates_.Open(sd.forward.service)) continue;
     auto r = RenderStepRequest(inst, sd.forward);
     if (!r.ok()) continue;
     std::string bound = BoundArgsHash(st);

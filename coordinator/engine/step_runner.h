@@ -21,6 +21,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -28,6 +29,7 @@
 #include "coordinator/engine/engine_metrics.h"
 #include "coordinator/engine/ownership.h"
 #include "coordinator/engine/run_table.h"
+#include "coordinator/engine/service_gates.h"
 #include "coordinator/engine/step_request.h"
 #include "coordinator/engine/transition.h"
 #include "policies/retry_budget.h"
@@ -61,6 +63,9 @@ class StepRunner {
     // send; on an error nothing is sent and the error goes to after_failure
     // (the STARTED record is durable: it is reconciled, never guessed).
     std::function<Status(const std::string& id)> may_send;
+    // Plan the instance again after `ms` (a step whose service refused a
+    // permit: paused, or at a limit).
+    std::function<void(const std::string& id, int64_t ms)> schedule_after;
   };
 
   // How many times a commit the store refuses for what it holds is tried
@@ -68,7 +73,7 @@ class StepRunner {
   static constexpr int kRecordTries = 3;
 
   StepRunner(Adapter& adapter, const Clock& clock, const Ownership& ownership, RunTable& runs,
-             EngineMetrics& metrics, Driver driver);
+             EngineMetrics& metrics, ServiceGates& gates, Driver driver);
 
   Next Execute(const std::string& id, const SagaDefinition& def, const Instance& inst, int i);
   Next Reconcile(const std::string& id, const SagaDefinition& def, const Instance& inst, int i);
@@ -102,8 +107,10 @@ class StepRunner {
 
   // The STARTED record of step i is durable: send it, record the outcome,
   // and go on with the chained step while there is one.
+  // `permit`: the first call's reservation (ServiceGates), released when
+  // its reply is in; chained steps go only to services that need none.
   Next SendForward(const std::string& id, const SagaDefinition& def, int i, Rendered r, int attempt,
-                   const TraceContext& trace);
+                   std::optional<ServiceGates::Permit> permit, const TraceContext& trace);
 
   // Records the outcome of step i's forward call: COMMITTED, FAILED (and the
   // saga turns back), UNKNOWN, or not executed (retried later within the
@@ -147,6 +154,7 @@ class StepRunner {
   const Ownership& ownership_;
   RunTable& runs_;
   EngineMetrics& metrics_;
+  ServiceGates& gates_;
   Driver driver_;
   Mutex budget_mu_;
   std::map<std::string, RetryBudget> budgets_ GUARDED_BY(budget_mu_);

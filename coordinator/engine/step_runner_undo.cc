@@ -39,6 +39,12 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinition& def, co
     int64_t wait = TakeRetryToken(call.service);
     if (wait > 0) return DeferRetry(id, i, call.service, wait);
   }
+  int64_t retry_ms = 0;
+  auto permit = gates_.TryAcquire(call.service, id, sd.name, &retry_ms);
+  if (!permit) {  // paused or at a limit: nothing is written
+    driver_.schedule_after(id, retry_ms);
+    return Next::kStop;
+  }
   CrashPoint("before_compensation_started");
   Status s = driver_.commit(id, [&](Tx& tx) -> Status {
     StepStatus ss = tx.inst().step(i).status();
@@ -54,6 +60,7 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinition& def, co
   auto t0 = clock_.SteadyNow();
   CallResult res;
   Status sent = CallIfOwner(req, &res);
+  permit.reset();
   if (!sent.ok()) return driver_.after_failure(id, sent);
   CrashPoint("before_compensation_outcome");
   metrics_.Call("compensation", res, clock_.SteadyNow() - t0);

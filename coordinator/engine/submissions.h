@@ -19,6 +19,7 @@
 #include <unordered_set>
 
 #include "adapters/trace_context.h"
+#include "coordinator/engine/submit_outcome.h"
 #include "coordinator/store/store.h"
 #include "sagas/definition.h"
 #include "util/clock.h"
@@ -31,13 +32,6 @@ class InstanceRepository;
 class Ownership;
 class Tx;
 struct StepRequest;
-
-struct SubmitOutcome {
-  std::string instance_id;
-  bool replayed = false;  // an earlier submission with the same key
-  int stored_status = 0;  // replay: the status first returned (0: none)
-  nlohmann::json stored_response;
-};
 
 class Submissions {
  public:

@@ -78,6 +78,7 @@ void ApiServer::Impl::Stop() {
 void ApiServer::Impl::Routes() {
   ProbeRoutes();
   InstanceRoutes();
+  ServiceRoutes();
   ConsoleRoutes();
 }
 
@@ -133,6 +134,16 @@ void ApiServer::Impl::InstanceRoutes() {
   router_.TakesParams("POST", "/v1/sagas/{saga}/instances", {"wait", "version"});
 }
 
+void ApiServer::Impl::ServiceRoutes() {
+  router_.Route("GET", {"/v1/services"}, "/v1/services",
+                [this](const HttpRequest& req, HttpResponse& res) {
+                  if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
+                  Json(res, 200, {{"services", engine_.Services()}});
+                });
+  router_.Route("POST", {"/v1/services/{name}/pause", "/v1/services/{name}/resume"},
+                R"(/v1/services/([^/]+)/(pause|resume))", SAGAD_HANDLER(PauseOrResume));
+}
+
 // The console: static files compiled in (ui/). They hold no data; every
 // datum comes from the API with the operator's bearer token.
 void ApiServer::Impl::ConsoleRoutes() {
@@ -182,6 +193,18 @@ void ApiServer::Impl::WhoAmI(const HttpRequest& req, HttpResponse& res) {
   const Token* t = nullptr;
   if (auth_.Authorize(req, res, Role::kViewer, &t).empty()) return;
   Json(res, 200, {{"name", t ? t->name : "local"}, {"role", t ? RoleName(t->role) : "admin"}});
+}
+
+void ApiServer::Impl::PauseOrResume(const HttpRequest& req, HttpResponse& res) {
+  std::string who = auth_.Authorize(req, res, Role::kOperator);
+  if (who.empty()) return;
+  nlohmann::json body;
+  std::string reason;
+  if (!BodyObject(req, res, &body, true) || !OptionalString(req, res, body, "reason", &reason))
+    return;
+  auto view = engine_.PauseService(req.matches[1], req.matches[2] == "pause", who);
+  if (!view.ok()) return ProblemFromStatus(req, res, view.status());
+  Json(res, 200, *view);
 }
 
 void ApiServer::Impl::ConsoleFile(const HttpRequest& req, HttpResponse& res) {

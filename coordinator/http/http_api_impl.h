@@ -34,6 +34,7 @@ class ApiServer::Impl {
   void Routes();
   void ProbeRoutes();
   void InstanceRoutes();
+  void ServiceRoutes();
   void ConsoleRoutes();
 
   // http_api.cc
@@ -42,6 +43,8 @@ class ApiServer::Impl {
   void Sagas(const HttpRequest& req, HttpResponse& res);
   void WhoAmI(const HttpRequest& req, HttpResponse& res);
   static void ConsoleFile(const HttpRequest& req, HttpResponse& res);
+  // POST /v1/services/{name}/pause|resume.
+  void PauseOrResume(const HttpRequest& req, HttpResponse& res);
   // api_instances.cc
   void Submit(const HttpRequest& req, HttpResponse& res);
   // The version a submission asks for (0: the newest); false with a 400.

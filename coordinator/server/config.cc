@@ -163,6 +163,18 @@ Status ParseRetry(const nlohmann::json& s, const std::string& name, ServiceConfi
   return Status::Ok();
 }
 
+// max_in_flight (1..100000) and max_per_second (above 0, at most 1e6);
+// absent: unlimited.
+Status ParseLimits(const nlohmann::json& s, const std::string& where, ServiceConfig* sc) {
+  SAGAD_RETURN_IF_ERROR(IntField(s, "max_in_flight", 1, 100000, where, &sc->max_in_flight));
+  if (!s.contains("max_per_second")) return Status::Ok();
+  const nlohmann::json& r = s["max_per_second"];
+  if (!r.is_number() || !(r.get<double>() > 0) || r.get<double>() > 1e6)
+    return InvalidArgument(where + ": max_per_second must be a number above 0 and at most 1000000");
+  sc->max_per_second = r.get<double>();
+  return Status::Ok();
+}
+
 // "services": {"NAME": "URL" | {...}}.
 Status ParseService(const std::string& name, const nlohmann::json& s, ServiceConfig* sc) {
   sc->name = name;
@@ -170,13 +182,14 @@ Status ParseService(const std::string& name, const nlohmann::json& s, ServiceCon
     sc->base_url = s.get<std::string>();
   } else {
     const std::string where = "services." + name;
-    SAGAD_RETURN_IF_ERROR(
-        OnlyKnownKeys(s,
-                      {"base_url", "timeout_ms", "headers", "queryable", "idempotent",
-                       "operations_path", "retry", "retry_budget", "max_response_bytes", "ca_file",
-                       "client_cert_file", "client_key_file", "tls_verify"},
-                      where));
+    SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(
+        s,
+        {"base_url", "timeout_ms", "headers", "queryable", "idempotent", "operations_path", "retry",
+         "retry_budget", "max_response_bytes", "ca_file", "client_cert_file", "client_key_file",
+         "tls_verify", "max_in_flight", "max_per_second"},
+        where));
     SAGAD_RETURN_IF_ERROR(ParseServiceTls(s, where, sc));
+    SAGAD_RETURN_IF_ERROR(ParseLimits(s, where, sc));
     SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(s.value("retry_budget", nlohmann::json::object()),
                                         {"capacity", "per_second"}, where + ".retry_budget"));
     sc->base_url = s.at("base_url").get<std::string>();

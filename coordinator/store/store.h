@@ -177,6 +177,12 @@ class Store {
   // Ok if a write could be committed now (the database is reachable and
   // not read-only); Unavailable otherwise. /readyz answers 503 meanwhile.
   virtual Status CheckWritable() { return Status::Ok(); }
+
+  // The downstream services an operator paused (new sends held), sorted;
+  // durable, and shared by every coordinator of the store.
+  virtual StatusOr<std::vector<std::string>> PausedServices() = 0;
+  // Pauses or resumes `service`, durably (idempotent).
+  virtual Status SetServicePaused(const std::string& service, bool paused) = 0;
 };
 
 using StorePtr = std::unique_ptr<Store>;

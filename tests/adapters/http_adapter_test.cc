@@ -2,9 +2,14 @@
 // answers as each test tells it).
 #include "adapters/http_adapter.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <mutex>
 #include <thread>
 
@@ -22,7 +27,7 @@ class HttpAdapterTest : public ::testing::Test {
       res.status = std::stoi(req.matches[1]);
       res.set_content(R"({"id":"R-1","ok":true})", "application/json");
     });
-    server_.Get(R"(/operations/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    server_.Get(R"(/operations/(.+))", [](const httplib::Request& req, httplib::Response& res) {
       std::string key = req.matches[1];
       if (key == "k-missing") {
         res.status = 404;
@@ -118,6 +123,87 @@ TEST_F(HttpAdapterTest, AnUnknownServiceIsNotConfigured) {
   ASSERT_NE(adapter_->Service("svc"), nullptr);
   EXPECT_EQ(adapter_->Service("svc")->timeout_ms, 2000);
 }
+
+// A downstream that answers one byte every 50 ms: a per-read timeout never
+// fires, only the attempt's deadline ends the call. `from_head`: the status
+// line itself drips; else the head comes at once and the body drips.
+class Dripping {
+ public:
+  explicit Dripping(bool from_head) : from_head_(from_head) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    listen(fd_, 4);
+    socklen_t len = sizeof a;
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~Dripping() {
+    done_ = true;
+    shutdown(fd_, SHUT_RDWR);
+    close(fd_);
+    thread_.join();
+  }
+  int port() const { return port_; }
+  int written() const { return written_; }
+  static constexpr int kBodyBytes = 400;
+
+ private:
+  void Serve() {
+    int c = accept(fd_, nullptr, nullptr);
+    if (c < 0) return;
+    char buf[4096];
+    (void)!read(c, buf, sizeof buf);  // the request
+    std::string head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+                       std::to_string(kBodyBytes) + "\r\n\r\n";
+    std::string all = head + std::string(kBodyBytes, ' ');
+    size_t at = 0;
+    if (!from_head_) {
+      (void)!send(c, head.data(), head.size(), MSG_NOSIGNAL);
+      at = head.size();
+    }
+    for (; at < all.size() && !done_; ++at) {
+      if (send(c, &all[at], 1, MSG_NOSIGNAL) != 1) break;  // the client gave up
+      ++written_;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the drip itself
+    }
+    close(c);
+  }
+  bool from_head_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> done_{false};
+  std::atomic<int> written_{0};
+  std::thread thread_;
+};
+
+class DeadlineTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(DeadlineTest, TimeoutMsEndsTheWholeAttemptOfADrippingDownstream) {
+  Dripping drip(GetParam());
+  ServiceConfig svc;
+  svc.name = "drip";
+  svc.base_url = "http://127.0.0.1:" + std::to_string(drip.port());
+  svc.timeout_ms = 400;
+  HttpAdapter adapter({{"drip", svc}});
+  CallRequest req;
+  req.service = "drip";
+  req.method = "POST";
+  req.path = "/x";
+  req.body = {{"a", 1}};
+  req.idempotency_key = "k";
+  CallResult r = adapter.Call(req);
+  // The request was sent: what the downstream did is unknown (reconciled).
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_NE(r.error.find("within timeout_ms (400 ms"), std::string::npos) << r.error;
+  // It gave up long before the reply was whole (8 bytes a second of a few hundred).
+  EXPECT_LT(drip.written(), 100);
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadOrBody, DeadlineTest, ::testing::Values(true, false));
 
 }  // namespace
 }  // namespace sagad

@@ -47,6 +47,26 @@ class SagactlTest : public ::testing::Test {
   int runs_ = 0;
 };
 
+TEST_F(SagactlTest, PausesListsAndResumesAService) {
+  CtlRun paused = Ctl({"pause", "payments", "--reason", "incident"});
+  ASSERT_EQ(paused.code, 0) << paused.err;
+  EXPECT_NE(paused.out.find("payments"), std::string::npos) << paused.out;
+  EXPECT_NE(paused.out.find("paused"), std::string::npos) << paused.out;
+  CtlRun list = Ctl({"--json", "services"});
+  ASSERT_EQ(list.code, 0) << list.err;
+  bool seen = false;
+  for (const auto& svc : json::parse(list.out)["services"])
+    if (svc["name"] == "payments") seen = svc["paused"] == true;
+  EXPECT_TRUE(seen) << list.out;
+  CtlRun resumed = Ctl({"resume", "payments"});
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("open"), std::string::npos) << resumed.out;
+  CtlRun unknown = Ctl({"pause", "nope"});
+  EXPECT_EQ(unknown.code, 1);
+  EXPECT_NE(unknown.err.find("404"), std::string::npos) << unknown.err;
+  EXPECT_EQ(Ctl({"pause"}).code, 2);  // no service named
+}
+
 TEST_F(SagactlTest, DrivesAnIncidentFromSubmitToCompletion) {
   CtlRun submit = Ctl({"--json", "submit", "incident_response", "--input", IncidentInput().dump(),
                        "--wait", "10", "--key", "ctl-1"});

@@ -72,6 +72,10 @@ class ForwardingStore : public Store {
     return real_.DeleteFinished(finished_before_ms, max);
   }
   Status CheckWritable() override { return real_.CheckWritable(); }
+  StatusOr<std::vector<std::string>> PausedServices() override { return real_.PausedServices(); }
+  Status SetServicePaused(const std::string& service, bool paused) override {
+    return real_.SetServicePaused(service, paused);
+  }
 
  protected:
   Store& real_;

@@ -89,6 +89,8 @@ class LmdbStore : public Store {
   // 64 KiB record committed and deleted, at most once a second, from this
   // call) finds room: a transition that still fits says nothing about a
   // submission.
+  StatusOr<std::vector<std::string>> PausedServices() override;
+  Status SetServicePaused(const std::string& service, bool paused) override;
   Status CheckWritable() override;
 
  private:

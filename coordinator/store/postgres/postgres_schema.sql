@@ -41,6 +41,8 @@ CREATE INDEX IF NOT EXISTS sagad_instances_finished_at ON sagad_instances (updat
 ALTER TABLE sagad_operations ADD COLUMN IF NOT EXISTS instance_id text;
 CREATE INDEX IF NOT EXISTS sagad_operations_instance ON sagad_operations (instance_id);
 CREATE INDEX IF NOT EXISTS sagad_submissions_instance ON sagad_submissions (instance_id);
+-- Downstream services an operator paused (shared by every coordinator).
+CREATE TABLE IF NOT EXISTS sagad_services (name text PRIMARY KEY, paused boolean NOT NULL);
 CREATE TABLE IF NOT EXISTS sagad_outbox (
   seq bigserial PRIMARY KEY,
   instance_id text NOT NULL,

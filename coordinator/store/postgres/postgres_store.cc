@@ -52,6 +52,10 @@ constexpr Statement kStatements[] = {
     {"outbox_size", "SELECT count(*) FROM sagad_outbox"},
     {"writable", "SELECT pg_is_in_recovery()"},
     {"delete_finished", "SELECT sagad_delete_finished($1::bigint, $2::int)"},
+    {"paused_services", "SELECT name FROM sagad_services WHERE paused ORDER BY name"},
+    {"set_paused",
+     "INSERT INTO sagad_services VALUES ($1, $2::boolean) "
+     "ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused"},
 };
 
 bool IsConnectionTrouble(const char* sqlstate) {

@@ -90,6 +90,8 @@ class PostgresStore : public Store {
   uint64_t SyncedCommits() const override;
   StatusOr<std::vector<std::string>> DeleteFinished(int64_t finished_before_ms,
                                                     size_t max) override;
+  StatusOr<std::vector<std::string>> PausedServices() override;
+  Status SetServicePaused(const std::string& service, bool paused) override;
   Status CheckWritable() override;
 
   class Connection;  // one libpq connection (postgres_store.cc)

@@ -106,4 +106,17 @@ Status PostgresStore::CheckWritable() {
   return faults_.Recent(5000);
 }
 
+StatusOr<std::vector<std::string>> PostgresStore::PausedServices() {
+  auto r = Query("paused_services", {});
+  if (!r.ok()) return r.status();
+  std::vector<std::string> out;
+  for (int i = 0; i < r->rows(); ++i) out.push_back(r->get(i, 0));
+  return out;
+}
+
+Status PostgresStore::SetServicePaused(const std::string& service, bool paused) {
+  auto r = Query("set_paused", {service, paused ? "true" : "false"});
+  return r.ok() ? Status::Ok() : r.status();
+}
+
 }  // namespace sagad

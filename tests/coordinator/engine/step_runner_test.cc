@@ -48,23 +48,27 @@ class StepRunnerTest : public testing::StoreFixture {
     refusing_ = std::make_unique<RefusingStore>(*store_);
     repo_ = std::make_unique<InstanceRepository>(*refusing_, clock_, InstanceRepository::Hooks{});
     ownership_ = std::make_unique<Ownership>(*store_, clock_, "east", 3000);
-    StepRunner::Driver driver{
-        [this](const std::string& id, const std::function<Status(Tx&)>& fn) {
-          ++commits_;
-          auto lease = ownership_->Held(id);
-          Status s = repo_->Mutate(id, fn, lease ? &*lease : nullptr);
-          if (after_commit_) std::exchange(after_commit_, nullptr)();
-          return s;
-        },
-        [](const std::string&, const Status& s) {
-          return s.code() == StatusCode::kMovedOn ? Next::kContinue : Next::kStop;
-        },
-        [this](const std::string& id) { scheduled_.push_back(id); },
-        [](const std::string&) {},
-        [] { return false; },
-        [this](const std::string& id) { return ownership_->ReadyToSend(id); }};
-    runner_ =
-        std::make_unique<StepRunner>(*downstream_, clock_, *ownership_, runs_, metrics_, driver);
+    StepRunner::Driver driver{[this](const std::string& id, const std::function<Status(Tx&)>& fn) {
+                                ++commits_;
+                                auto lease = ownership_->Held(id);
+                                Status s = repo_->Mutate(id, fn, lease ? &*lease : nullptr);
+                                if (after_commit_) std::exchange(after_commit_, nullptr)();
+                                return s;
+                              },
+                              [](const std::string&, const Status& s) {
+                                return s.code() == StatusCode::kMovedOn ? Next::kContinue
+                                                                        : Next::kStop;
+                              },
+                              [this](const std::string& id) { scheduled_.push_back(id); },
+                              [](const std::string&) {},
+                              [] { return false; },
+                              [this](const std::string& id) { return ownership_->ReadyToSend(id); },
+                              [this](const std::string& id, int64_t ms) {
+                                later_.push_back({id, ms});
+                              }};
+    gates_ = std::make_unique<ServiceGates>(*downstream_, clock_);
+    runner_ = std::make_unique<StepRunner>(*downstream_, clock_, *ownership_, runs_, metrics_,
+                                           *gates_, driver);
     Instance inst;
     Event created = Instance::CreatedEvent("o1", def_,
                                            {{"sku", "A"},
@@ -95,6 +99,8 @@ class StepRunnerTest : public testing::StoreFixture {
   std::unique_ptr<Ownership> ownership_;
   RunTable runs_;
   EngineMetrics metrics_;
+  std::unique_ptr<ServiceGates> gates_;
+  std::vector<std::pair<std::string, int64_t>> later_;  // schedule_after
   std::unique_ptr<StepRunner> runner_;
   int commits_ = 0;
   std::vector<std::string> scheduled_;
@@ -116,6 +122,29 @@ TEST_F(StepRunnerTest, EachRequestLeavesOnlyAfterItsStartedRecordIsDurableOneCom
   EXPECT_EQ(commits_, 4);
   EXPECT_FALSE(runs_.StepUnderWay("o1", 1));  // chained steps are unmarked
   EXPECT_FALSE(runs_.StepUnderWay("o1", 2));
+}
+
+TEST_F(StepRunnerTest, APausedServiceGetsNothingWrittenAndTheStepAsksAgainLater) {
+  gates_->Pause("inventory", true);
+  EXPECT_EQ(Execute(0), Next::kStop);
+  EXPECT_TRUE(downstream_->calls.empty());
+  EXPECT_EQ(commits_, 0);  // no STARTED record: nothing to reconcile
+  EXPECT_EQ(Now()->step(0).status(), StepStatus::kPlanned);
+  ASSERT_EQ(later_.size(), 1u);
+  EXPECT_EQ(later_[0].first, "o1");
+  EXPECT_EQ(gates_->WaitingFor("o1", "reserve_inventory"), "inventory");
+  gates_->Pause("inventory", false);
+  EXPECT_EQ(Execute(0), Next::kContinue);
+  EXPECT_EQ(downstream_->calls.size(), 3u);
+  EXPECT_EQ(gates_->WaitingFor("o1", "reserve_inventory"), "");
+}
+
+TEST_F(StepRunnerTest, NothingChainsToAPausedService) {
+  gates_->Pause("payments", true);
+  EXPECT_EQ(Execute(0), Next::kContinue);
+  ASSERT_EQ(downstream_->calls.size(), 1u);  // reserve only; charge is left to the driver
+  EXPECT_EQ(Now()->step(1).status(), StepStatus::kPlanned);
+  EXPECT_FALSE(runs_.StepUnderWay("o1", 1));
 }
 
 TEST_F(StepRunnerTest, AnUnclearOutcomeIsUnknownNeverFailedAndNothingChains) {

@@ -37,6 +37,18 @@ class LmdbStoreTest : public ::testing::Test {
   std::unique_ptr<LmdbStore> store_;
 };
 
+TEST_F(LmdbStoreTest, APauseSurvivesARestartAndIsReadReadOnly) {
+  ASSERT_TRUE(store_->SetServicePaused("payments", true).ok());
+  store_.reset();
+  auto again = LmdbStore::Open(dir_.path());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*(*again)->PausedServices(), std::vector<std::string>{"payments"});
+  again->reset();
+  auto ro = LmdbStore::OpenReadOnly(dir_.path());
+  ASSERT_TRUE(ro.ok()) << ro.status().ToString();
+  EXPECT_EQ(*(*ro)->PausedServices(), std::vector<std::string>{"payments"});
+}
+
 TEST_F(LmdbStoreTest, SurvivesReopenAndRefusesANewerSchema) {
   ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {}, nullptr).ok());
   store_.reset();

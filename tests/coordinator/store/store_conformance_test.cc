@@ -244,6 +244,19 @@ TEST_F(StoreTest, TheIndexOfUnfinishedInstancesCarriesVersionSagaAndStatus) {
   EXPECT_TRUE(store_->ListActive()->empty());
 }
 
+TEST_F(StoreTest, APauseIsDurableSharedAndIdempotent) {
+  EXPECT_TRUE(store_->PausedServices()->empty());
+  ASSERT_TRUE(store_->SetServicePaused("payments", true).ok());
+  ASSERT_TRUE(store_->SetServicePaused("payments", true).ok());  // again: no change
+  ASSERT_TRUE(store_->SetServicePaused("email", true).ok());
+  EXPECT_EQ(*store_->PausedServices(), (std::vector<std::string>{"email", "payments"}));
+  // Another process on the same store sees it.
+  EXPECT_EQ(*Second().PausedServices(), (std::vector<std::string>{"email", "payments"}));
+  ASSERT_TRUE(Second().SetServicePaused("payments", false).ok());
+  ASSERT_TRUE(store_->SetServicePaused("never-paused", false).ok());
+  EXPECT_EQ(*store_->PausedServices(), (std::vector<std::string>{"email"}));
+}
+
 TEST_F(StoreTest, OutboxRecordsCommitWithTheTransitionAndComeOutInOrder) {
   ASSERT_TRUE(
       store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {{{"n", 1}}}, nullptr).ok());

@@ -1,0 +1,108 @@
+// sagactl's output: one-line errors, tables, instances, lists, events.
+#include <algorithm>
+#include <ctime>
+#include <iostream>
+
+#include "coordinator/cli/sagactl.h"
+#include "util/json_limits.h"
+
+namespace sagactl {
+
+void Die(const std::string& msg, int code) {
+  std::cerr << "sagactl: " << msg << "\n";
+  std::exit(code);
+}
+
+std::string Time(int64_t ms) {
+  if (ms <= 0) return "-";
+  time_t t = ms / 1000;
+  std::tm tm;
+  gmtime_r(&t, &tm);
+  char buf[32];
+  strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+std::string Str(const json& j) {
+  if (j.is_null()) return "-";
+  if (j.is_string()) return j.get<std::string>().empty() ? "-" : j.get<std::string>();
+  return sagad::DumpJson(j);
+}
+
+void Table(const std::vector<std::string>& header,
+           const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> w(header.size());
+  for (size_t i = 0; i < header.size(); ++i) w[i] = header[i].size();
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size() && i < w.size(); ++i)
+      w[i] = std::max(w[i], std::min<size_t>(r[i].size(), 60));
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string out;
+    for (size_t i = 0; i < r.size(); ++i) {
+      std::string cell = r[i].size() > 60 ? r[i].substr(0, 57) + "..." : r[i];
+      out += cell;
+      if (i + 1 < r.size()) out += std::string(w[i] - cell.size() + 2, ' ');
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    std::cout << out << "\n";
+  };
+  line(header);
+  for (const auto& r : rows) line(r);
+}
+
+void PrintInstance(const json& i) {
+  std::cout << "instance   " << Str(i["id"]) << "\n"
+            << "saga       " << Str(i["saga"]) << " v" << Str(i["saga_version"]) << "\n"
+            << "status     " << Str(i["status"]);
+  if (i.contains("waiting_for") && !i["waiting_for"].is_null())
+    std::cout << " (waiting for " << Str(i["waiting_for"]) << ")";
+  std::cout << "\n";
+  if (i.contains("review_reason")) std::cout << "reason     " << Str(i["review_reason"]) << "\n";
+  if (i.contains("current_steps") && i["current_steps"].is_array() && !i["current_steps"].empty()) {
+    std::string cur;
+    for (const auto& n : i["current_steps"]) cur += (cur.empty() ? "" : ", ") + Str(n);
+    std::cout << "current    " << cur << "\n";
+  } else if (i.contains("current_step")) {
+    std::cout << "current    " << Str(i["current_step"]) << "\n";
+  }
+  std::cout << "created    " << Time(i.value("created_at", int64_t(0))) << "   updated "
+            << Time(i.value("updated_at", int64_t(0))) << "\n\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : i["steps"]) {
+    std::string comp = s["compensation"].is_null() ? "-" : Str(s["compensation"]["status"]);
+    // The graph: the steps each one runs after ("-": a root, runs at once).
+    std::string after;
+    if (s.contains("after") && s["after"].is_array())
+      for (const auto& n : s["after"]) after += (after.empty() ? "" : ",") + Str(n);
+    rows.push_back({Str(s["name"]), after.empty() ? "-" : after, Str(s["status"]),
+                    std::to_string(s.value("attempts", 0)), Str(s["external_ref"]), comp,
+                    Str(s["last_error"])});
+  }
+  Table({"STEP", "AFTER", "STATUS", "ATTEMPTS", "REF", "COMPENSATION", "LAST ERROR"}, rows);
+}
+
+void PrintList(const json& instances, const json& next) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& i : instances)
+    rows.push_back({Str(i["id"]), Str(i["saga"]), Str(i["status"]),
+                    Str(i.value("waiting_for", json())), Str(i.value("current_step", json())),
+                    Time(i.value("updated_at", int64_t(0)))});
+  Table({"ID", "SAGA", "STATUS", "WAITING", "STEP", "UPDATED"}, rows);
+  if (!next.is_null()) std::cout << "(more: --cursor " << Str(next) << ")\n";
+}
+
+void PrintEvents(const json& events) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& e : events) {
+    std::string detail;
+    if (e.contains("data"))
+      for (const char* f : {"by", "reason", "external_ref", "error", "comment"})
+        if (e["data"].contains(f) && !Str(e["data"][f]).empty() && Str(e["data"][f]) != "-")
+          detail += std::string(detail.empty() ? "" : " ") + f + "=" + Str(e["data"][f]);
+    rows.push_back({std::to_string(e.value("seq", 0)), Time(e.value("at", int64_t(0))),
+                    Str(e["type"]), Str(e.value("step", json())), detail.empty() ? "-" : detail});
+  }
+  Table({"SEQ", "AT", "TYPE", "STEP", "DETAIL"}, rows);
+}
+
+}  // namespace sagactl

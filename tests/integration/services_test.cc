@@ -1,0 +1,122 @@
+// Per-service limits and pause against real sagad and example-services
+// processes: a paused service gets no new request (and stays paused across a
+// restart), a resume lets the waiting steps go, max_in_flight bounds what is
+// under way.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "tests/testing/cluster.h"
+
+namespace sagad::testing {
+namespace {
+
+using nlohmann::json;
+
+class ServicesTest : public ::testing::Test {
+ protected:
+  void Start(json overrides = json::object()) {
+    coordinator_ =
+        std::make_unique<Coordinator>(downstream_, dir_.path() + "/data", std::move(overrides));
+    ASSERT_GT(coordinator_->Start(), 0);
+  }
+  json Service(const std::string& name) {
+    Reply r = coordinator_->Get("/v1/services");
+    EXPECT_EQ(r.status, 200) << r.raw;
+    for (const auto& s : r.body["services"])
+      if (s["name"] == name) return s;
+    return nullptr;
+  }
+  // The view of the instance's step `step`.
+  json StepView(const std::string& id, const std::string& step) {
+    Reply r = coordinator_->Get("/v1/instances/" + id);
+    for (const auto& s : r.body["steps"])
+      if (s["name"] == step) return s;
+    return nullptr;
+  }
+
+  TempDir dir_;
+  Downstream downstream_;
+  std::unique_ptr<Coordinator> coordinator_;
+};
+
+TEST_F(ServicesTest, APausedServiceGetsNoNewRequestAcrossARestartUntilResumed) {
+  Start();
+  Reply paused = coordinator_->Post("/v1/services/payments/pause", {{"reason", "incident 7"}});
+  ASSERT_EQ(paused.status, 200) << paused.raw;
+  EXPECT_EQ(paused.body["paused"], true);
+  EXPECT_EQ(Service("payments")["paused"], true);
+  EXPECT_EQ(Service("inventory")["paused"], false);
+
+  Reply sub = coordinator_->Submit("order_fulfilment", OrderInput());
+  ASSERT_EQ(sub.status, 201) << sub.raw;
+  const std::string id = sub.body["id"];
+  // The reservation goes; the charge waits for its service, named in its view.
+  ASSERT_TRUE(WaitFor(
+      [&] { return StepView(id, "charge_payment").value("waiting_for", "") == "payments"; }));
+  EXPECT_EQ(StepView(id, "charge_payment")["status"], "PLANNED");
+  EXPECT_EQ(StepView(id, "reserve_inventory")["status"], "COMMITTED");
+  EXPECT_GE(Service("payments")["queued"].get<int>(), 1);
+  EXPECT_EQ(downstream_.RouteCount("charge_payment"), 0);
+
+  // A restart keeps the pause: the instance resumes and still waits.
+  coordinator_->Kill();
+  ASSERT_GT(coordinator_->Start(), 0);
+  EXPECT_EQ(Service("payments")["paused"], true);
+  ASSERT_TRUE(WaitFor(
+      [&] { return StepView(id, "charge_payment").value("waiting_for", "") == "payments"; }));
+  EXPECT_EQ(downstream_.RouteCount("charge_payment"), 0);
+
+  Reply resumed = coordinator_->Post("/v1/services/payments/resume");
+  ASSERT_EQ(resumed.status, 200) << resumed.raw;
+  EXPECT_EQ(resumed.body["paused"], false);
+  coordinator_->WaitStatus(id, "COMPLETED");
+  EXPECT_EQ(downstream_.RouteCount("charge_payment"), 1);
+  EXPECT_EQ(RepeatedEffects(downstream_), "");
+  EXPECT_FALSE(StepView(id, "charge_payment").contains("waiting_for"));
+  // The metrics say the same.
+  Reply metrics = coordinator_->Get("/metrics");
+  EXPECT_NE(metrics.raw.find("sagad_service_paused{service=\"payments\"} 0"), std::string::npos);
+}
+
+TEST_F(ServicesTest, AnUnknownServiceIs404AndAMalformedBody400) {
+  Start();
+  Reply unknown = coordinator_->Post("/v1/services/nope/pause");
+  EXPECT_EQ(unknown.status, 404) << unknown.raw;
+  Reply bad = coordinator_->Post("/v1/services/payments/pause", {{"reason", 7}});
+  EXPECT_EQ(bad.status, 400) << bad.raw;
+  EXPECT_EQ(Service("payments")["paused"], false);
+}
+
+TEST_F(ServicesTest, MaxInFlightBoundsWhatIsUnderWayAndEverySagaCompletes) {
+  Start({{"payments", {{"max_in_flight", 1}}}});
+  EXPECT_EQ(Service("payments")["max_in_flight"], 1);
+  EXPECT_TRUE(Service("inventory")["max_in_flight"].is_null());
+  downstream_.Fault({{"path", "/charges"}, {"action", "delay"}, {"delay_ms", 300}, {"times", 6}});
+  std::vector<std::string> ids;
+  for (int i = 0; i < 6; ++i) {
+    json input = OrderInput();
+    input["sku"] = "sku-" + std::to_string(i);
+    Reply r = coordinator_->Submit("order_fulfilment", input);
+    ASSERT_EQ(r.status, 201) << r.raw;
+    ids.push_back(r.body["id"]);
+  }
+  int most = 0;
+  bool queued = false;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        json s = Service("payments");
+        most = std::max(most, s["in_flight"].get<int>());
+        queued = queued || s["queued"].get<int>() > 0;
+        return downstream_.RouteCount("charge_payment") == 6;
+      },
+      std::chrono::seconds(30)));
+  EXPECT_LE(most, 1);
+  EXPECT_TRUE(queued);  // with six at once, some waited for the one slot
+  for (const auto& id : ids) coordinator_->WaitStatus(id, "COMPLETED");
+  EXPECT_EQ(RepeatedEffects(downstream_), "");
+}
+
+}  // namespace
+}  // namespace sagad::testing
