@@ -149,7 +149,10 @@ bool ServiceGates::Paused(const std::string& service) const {
 void ServiceGates::NoteWaitingLocked(const std::string& service, const std::string& id,
                                      const std::string& step, int64_t now) {
   waiting_[WaitingKey(id, step)] = Waiting{service, now};
-  // Forget steps that stopped asking (they moved on: cancelled, resolved).
+  // Forget steps that stopped asking (they moved on: cancelled, resolved);
+  // a sweep at most once a second, so that many waiters cost little.
+  if (now - swept_at_ < 1000) return;
+  swept_at_ = now;
   for (auto it = waiting_.begin(); it != waiting_.end();)
     it = now - it->second.asked_at > kForgetWaitingMs ? waiting_.erase(it) : std::next(it);
 }

@@ -117,6 +117,7 @@ class ServiceGates {
   Wake wake_ GUARDED_BY(mu_);
   std::map<std::string, Gate> gates_ GUARDED_BY(mu_);
   std::map<std::string, Waiting> waiting_ GUARDED_BY(mu_);  // "id\nstep" -> service
+  int64_t swept_at_ GUARDED_BY(mu_) = INT64_MIN / 2;
 };
 
 }  // namespace sagad
