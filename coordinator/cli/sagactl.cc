@@ -6,6 +6,7 @@
 //
 //   submit SAGA --input JSON [--wait SECONDS] [--key IDEMPOTENCY_KEY]
 //   list [--status S] [--saga NAME] [--waiting approval|retry|review] [--limit N] [--cursor C]
+//        [--key IDEMPOTENCY_KEY] [--where INPUT_FIELD=VALUE]
 //   show ID | events ID | bundle ID | approvals
 //   approve ID STEP [--comment C]      reject ID STEP [--reason R]
 //   resolve ID STEP --outcome committed|not_executed [--ref REF] [--comment C]
@@ -39,7 +40,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: sagactl [--url URL] [--token TOKEN] [--ca FILE] [--json] COMMAND ...\n"
     "commands: submit SAGA --input JSON [--wait S] [--key K] | list [--status S] [--saga N]\n"
-    "  [--waiting W] [--limit N] [--cursor C] | show ID | events ID | bundle ID | approvals |\n"
+    "  [--waiting W] [--limit N] [--cursor C] [--key K] [--where FIELD=VALUE] | show ID |\n"
+    "  events ID | bundle ID | approvals |\n"
     "  approve ID STEP [--comment C] | reject ID STEP [--reason R] |\n"
     "  resolve ID STEP --outcome committed|not_executed [--ref R] [--comment C] |\n"
     "  retry ID STEP | skip ID STEP --result JSON [--ref R] | cancel ID [--reason R] |\n"
@@ -111,7 +113,8 @@ bool ParseArgs(int argc, char** argv, Args* a, bool* as_json) {
       {"wait", true},     {"key", true},     {"status", true}, {"saga", true},
       {"waiting", true},  {"limit", true},   {"cursor", true}, {"comment", true},
       {"reason", true},   {"outcome", true}, {"ref", true},    {"result", true},
-      {"data-dir", true}, {"store", true},   {"ca", true},     {"finished-before", true}};
+      {"data-dir", true}, {"store", true},   {"ca", true},     {"finished-before", true},
+      {"where", true}};
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
     if (s == "-h" || s == "--help") {
@@ -175,6 +178,14 @@ bool ReadCommand(const std::string& cmd, const Args& a, Client& c, bool* as_json
     std::string q = "?limit=" + sagad::PercentEncode(a.Get("limit", "50"));
     for (const char* f : {"status", "saga", "waiting", "cursor"})
       if (a.Has(f)) q += std::string("&") + f + "=" + sagad::PercentEncode(a.Get(f));
+    if (a.Has("key")) q += "&idempotency_key=" + sagad::PercentEncode(a.Get("key"));
+    if (a.Has("where")) {  // FIELD=VALUE: a top-level input field
+      std::string w = a.Get("where");
+      size_t eq = w.find('=');
+      if (eq == std::string::npos || eq == 0) Die("--where must be FIELD=VALUE", 2);
+      q += "&input." + sagad::PercentEncode(w.substr(0, eq)) + "=" +
+           sagad::PercentEncode(w.substr(eq + 1));
+    }
     *out = c.Call("GET", "/v1/instances" + q);
     if (!*as_json) PrintList((*out)["instances"], (*out)["next_cursor"]);
   } else if (cmd == "show") {

@@ -36,9 +36,24 @@ bool LimitParam(const HttpRequest& req, HttpResponse& res, size_t* limit) {
   return true;
 }
 
-// The filters of a list: status, waiting and cursor checked; false with a 400.
-bool ListFilters(const HttpRequest& req, HttpResponse& res, std::string* status,
-                 std::string* waiting, std::string* cursor) {
+// ?input.FIELD=VALUE (one field); false with a 400.
+bool InputFilter(const HttpRequest& req, HttpResponse& res, InstanceFilter* filter) {
+  for (const auto& [k, v] : req.params) {
+    if (k.rfind("input.", 0) != 0) continue;
+    if (!filter->input_field.empty()) {
+      Problem(req, res, 400, "search by one input field at a time (input.FIELD=VALUE)");
+      return false;
+    }
+    filter->input_field = k.substr(6);
+    filter->input_value = v;
+  }
+  return true;
+}
+
+// The filters of a list: status, saga, waiting, the submission's
+// Idempotency-Key, an input field, and the cursor; false with a 400.
+bool ListFilters(const HttpRequest& req, HttpResponse& res, InstanceFilter* filter,
+                 std::string* cursor) {
   static const std::set<std::string> kStatuses = {"",
                                                   "RUNNING",
                                                   "AWAITING_APPROVAL",
@@ -46,16 +61,20 @@ bool ListFilters(const HttpRequest& req, HttpResponse& res, std::string* status,
                                                   "COMPENSATING",
                                                   "COMPENSATED",
                                                   "NEEDS_REVIEW"};
-  *status = req.get_param_value("status");
-  if (!kStatuses.count(*status)) {
-    Problem(req, res, 400, "unknown status '" + *status + "'");
+  filter->status = req.get_param_value("status");
+  if (!kStatuses.count(filter->status)) {
+    Problem(req, res, 400, "unknown status '" + filter->status + "'");
     return false;
   }
-  *waiting = req.get_param_value("waiting");
-  if (!waiting->empty() && *waiting != "retry" && *waiting != "approval" && *waiting != "review") {
+  filter->saga = req.get_param_value("saga");
+  filter->waiting = req.get_param_value("waiting");
+  const std::string& waiting = filter->waiting;
+  if (!waiting.empty() && waiting != "retry" && waiting != "approval" && waiting != "review") {
     Problem(req, res, 400, "waiting must be retry, approval or review");
     return false;
   }
+  filter->idempotency_key = req.get_param_value("idempotency_key");
+  if (!InputFilter(req, res, filter)) return false;
   *cursor = req.get_param_value("cursor");
   if (!ValidCursor(*cursor)) {
     Problem(req, res, 400, "cursor must be a next_cursor value from an earlier page");
@@ -161,10 +180,11 @@ void ApiServer::Impl::AnswerSubmission(const HttpRequest& req, HttpResponse& res
 
 void ApiServer::Impl::List(const HttpRequest& req, HttpResponse& res) {
   if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
-  std::string status, waiting, cursor;
+  InstanceFilter filter;
+  std::string cursor;
   size_t limit;
-  if (!ListFilters(req, res, &status, &waiting, &cursor) || !LimitParam(req, res, &limit)) return;
-  auto page = engine_.List({status, req.get_param_value("saga"), waiting}, limit, cursor);
+  if (!ListFilters(req, res, &filter, &cursor) || !LimitParam(req, res, &limit)) return;
+  auto page = engine_.List(filter, limit, cursor);
   if (!page.ok()) return ProblemFromStatus(req, res, page.status());
   nlohmann::json out = {{"instances", page->instances}};
   out["next_cursor"] =

@@ -26,15 +26,24 @@ void ApiRouter::TakesParams(const std::string& method, const std::string& openap
 // refusal naming them.
 std::string ApiRouter::UnknownParams(const HttpRequest& req, const Entry& r) {
   if (r.openapi_path.empty()) return "";
+  auto takes = [&r](const std::string& k) {
+    if (r.params.count(k)) return true;
+    // "prefix.*" takes every "prefix.NAME" with a NAME.
+    for (const auto& p : r.params)
+      if (p.size() > 2 && p.compare(p.size() - 2, 2, ".*") == 0 && k.size() > p.size() - 1 &&
+          k.compare(0, p.size() - 1, p, 0, p.size() - 1) == 0)
+        return true;
+    return false;
+  };
   std::string unknown;
   for (const auto& [k, v] : req.params)
-    if (!r.params.count(k) && unknown.find("'" + k + "'") == std::string::npos)
+    if (!takes(k) && unknown.find("'" + k + "'") == std::string::npos)
       unknown += (unknown.empty() ? "'" : ", '") + SanitizeUtf8(k) + "'";
   if (unknown.empty()) return "";
-  std::string takes;
-  for (const auto& p : r.params) takes += (takes.empty() ? "" : ", ") + p;
+  std::string list;
+  for (const auto& p : r.params) list += (list.empty() ? "" : ", ") + p;
   return "unknown query parameter " + unknown + " (" + r.method + " " + r.openapi_path +
-         (takes.empty() ? " takes none)" : " takes: " + takes + ")");
+         (list.empty() ? " takes none)" : " takes: " + list + ")");
 }
 
 void ApiRouter::Dispatch(HttpRequest& req, HttpResponse& res) const {

@@ -27,7 +27,8 @@ class ApiRouter {
              const std::string& pattern, Handler handler);
   // A route the OpenAPI document does not describe (the console's files).
   void Get(const std::string& method, const std::string& pattern, Handler handler);
-  // The query parameters `method openapi_path` takes (none unless said).
+  // The query parameters `method openapi_path` takes (none unless said);
+  // "prefix.*" takes every "prefix.NAME".
   void TakesParams(const std::string& method, const std::string& openapi_path,
                    std::set<std::string> params);
 

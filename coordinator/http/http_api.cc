@@ -129,7 +129,9 @@ void ApiServer::Impl::InstanceRoutes() {
                 SAGAD_HANDLER(StepAction));
   router_.Route("POST", {"/v1/instances/{id}/cancel", "/v1/instances/{id}/compensate"},
                 R"(/v1/instances/([^/]+)/(cancel|compensate))", SAGAD_HANDLER(CancelOrCompensate));
-  router_.TakesParams("GET", "/v1/instances", {"status", "saga", "waiting", "limit", "cursor"});
+  router_.TakesParams(
+      "GET", "/v1/instances",
+      {"status", "saga", "waiting", "limit", "cursor", "idempotency_key", "input.*"});
   router_.TakesParams("GET", "/v1/instances/{id}", {"wait"});
   router_.TakesParams("POST", "/v1/sagas/{saga}/instances", {"wait", "version"});
 }

@@ -67,4 +67,19 @@ Submission Submission::FromJson(const nlohmann::json& j) {
   return s;
 }
 
+bool Matches(const InstanceFilter& filter, const nlohmann::json& j) {
+  if (!filter.status.empty() && j.value("status", "") != filter.status) return false;
+  if (!filter.saga.empty() && j.value("saga", "") != filter.saga) return false;
+  if (!filter.waiting.empty() && !(j.contains("waiting_for") && j["waiting_for"] == filter.waiting))
+    return false;
+  if (filter.input_field.empty()) return true;
+  auto input = j.find("input");
+  if (input == j.end() || !input->is_object()) return false;
+  auto v = input->find(filter.input_field);
+  if (v == input->end()) return false;
+  if (v->is_string()) return v->get<std::string>() == filter.input_value;
+  if (v->is_object() || v->is_array()) return false;
+  return v->dump() == filter.input_value;
+}
+
 }  // namespace sagad

@@ -53,10 +53,23 @@ struct Submission {
 
 // Optional filters of a listing; empty fields match everything.
 struct InstanceFilter {
+  InstanceFilter() = default;
+  InstanceFilter(std::string status_, std::string saga_, std::string waiting_)
+      : status(std::move(status_)), saga(std::move(saga_)), waiting(std::move(waiting_)) {}
+
   std::string status;   // saga status
   std::string saga;     // saga name
   std::string waiting;  // approval | retry | review (the view's waiting_for)
+  // The instance a client's Idempotency-Key created (at most one).
+  std::string idempotency_key;
+  // A top-level input field equal to `input_value` (a string field's value,
+  // or the JSON text of a number, boolean or null).
+  std::string input_field, input_value;
 };
+
+// Whether `snapshot` passes the status, saga, waiting and input parts of
+// `filter` (both stores' scans, and the Idempotency-Key lookup).
+bool Matches(const InstanceFilter& filter, const nlohmann::json& snapshot);
 
 // Ownership of an instance by one coordinator process. The generation grows
 // each time the instance changes hands; it is the downstream fencing token.

@@ -34,6 +34,33 @@ class ApiTest : public ::testing::Test {
   std::unique_ptr<Coordinator> coordinator_;
 };
 
+TEST_F(ApiTest, InstancesAreSearchedByTheirIdempotencyKeyOrAnInputField) {
+  std::vector<std::string> ids;
+  for (const std::string& customer : {"acme", "globex", "acme"}) {
+    nlohmann::json input = OrderInput();
+    input["customer"] = customer;
+    Reply r =
+        coordinator_->Submit("order_fulfilment", input, 10, "order-" + std::to_string(ids.size()));
+    ASSERT_EQ(r.status, 200) << r.raw;
+    ids.push_back(r.body["id"]);
+  }
+  auto found = [&](const std::string& query) {
+    Reply r = coordinator_->Get("/v1/instances?" + query);
+    EXPECT_EQ(r.status, 200) << r.raw;
+    std::vector<std::string> out;
+    for (const auto& i : r.body["instances"]) out.push_back(i["id"]);
+    return out;
+  };
+  EXPECT_EQ(found("idempotency_key=order-1"), std::vector<std::string>{ids[1]});
+  EXPECT_TRUE(found("idempotency_key=order-9").empty());
+  EXPECT_EQ(found("input.customer=acme"), (std::vector<std::string>{ids[2], ids[0]}));
+  EXPECT_EQ(found("input.customer=acme&status=COMPLETED&limit=1").size(), 1u);
+  EXPECT_TRUE(found("input.customer=initech").empty());
+  ExpectProblem(coordinator_->Get("/v1/instances?input.customer=a&input.sku=b"), 400,
+                "one input field");
+  ExpectProblem(coordinator_->Get("/v1/instances?input.=x"), 400, "unknown query parameter");
+}
+
 TEST_F(ApiTest, ResubmissionWithTheSameKeyReplaysTheOriginalResponse) {
   Reply first = coordinator_->Submit("order_fulfilment", OrderInput(), 10, "order-42");
   ASSERT_EQ(first.status, 200) << first.raw;

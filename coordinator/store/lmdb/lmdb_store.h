@@ -147,6 +147,7 @@ class LmdbStore : public Store {
     // already saw `done` and returned.
     std::shared_ptr<CondVar> cv = std::make_shared<CondVar>();
   };
+  StatusOr<InstancePage> ListByKey(const InstanceFilter& filter, const std::string& cursor);
   Status Check(MDB_txn* txn, CommitRequest& r);
   // Retention (DeleteFinished): up to `max` finished instances, and the
   // deletion of one instance's records.

@@ -76,6 +76,7 @@ Status LmdbStore::SetSubmissionResponse(const std::string& key, int status,
 
 StatusOr<InstancePage> LmdbStore::ListInstances(const InstanceFilter& filter, size_t limit,
                                                 const std::string& cursor) {
+  if (!filter.idempotency_key.empty()) return ListByKey(filter, cursor);
   Txn txn(env_, false);
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
   Cursor cur(txn.get(), instances_);
@@ -99,14 +100,25 @@ StatusOr<InstancePage> LmdbStore::ListInstances(const InstanceFilter& filter, si
       break;
     }
     auto j = nlohmann::json::parse(Str(v), nullptr, false);
-    if (j.is_discarded()) continue;
-    if (!filter.status.empty() && j.value("status", "") != filter.status) continue;
-    if (!filter.saga.empty() && j.value("saga", "") != filter.saga) continue;
-    if (!filter.waiting.empty() &&
-        !(j.contains("waiting_for") && j["waiting_for"] == filter.waiting))
-      continue;
+    if (j.is_discarded() || !Matches(filter, j)) continue;
     page.instances.push_back(std::move(j));
   }
+  return page;
+}
+
+// The one instance a submission key created, if it passes the rest of the
+// filter (and lies past the cursor).
+StatusOr<InstancePage> LmdbStore::ListByKey(const InstanceFilter& filter,
+                                            const std::string& cursor) {
+  InstancePage page;
+  auto sub = GetSubmission(filter.idempotency_key);
+  if (sub.status().code() == StatusCode::kNotFound) return page;
+  if (!sub.ok()) return sub.status();
+  if (!cursor.empty() && sub->instance_id >= cursor) return page;
+  auto j = GetInstance(sub->instance_id);
+  if (j.status().code() == StatusCode::kNotFound) return page;
+  if (!j.ok()) return j.status();
+  if (Matches(filter, *j)) page.instances.push_back(std::move(*j));
   return page;
 }
 

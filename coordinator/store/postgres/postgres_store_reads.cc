@@ -62,6 +62,20 @@ StatusOr<InstancePage> PostgresStore::ListInstances(const InstanceFilter& filter
   if (!filter.status.empty()) add("status =", filter.status);
   if (!filter.saga.empty()) add("saga =", filter.saga);
   if (!filter.waiting.empty()) add("waiting =", filter.waiting);
+  if (!filter.idempotency_key.empty()) {
+    add("id IN (SELECT instance_id FROM sagad_submissions WHERE key =", filter.idempotency_key);
+    sql += ")";
+  }
+  if (!filter.input_field.empty()) {
+    params.push_back(filter.input_field);
+    const std::string value = "snapshot::jsonb -> 'input' -> $" + std::to_string(params.size());
+    // A string field's value, or the JSON text of a number, boolean or null
+    // (Matches in store.cc says the same for LMDB).
+    const std::string cond = "(CASE jsonb_typeof(" + value + ") WHEN 'string' THEN " + value +
+                             " #>> '{}' WHEN 'object' THEN NULL WHEN 'array' THEN NULL ELSE (" +
+                             value + ")::text END) =";
+    add(cond.c_str(), filter.input_value);
+  }
   if (!cursor.empty()) add("id <", cursor);
   sql += " ORDER BY id DESC LIMIT " + std::to_string(limit + 1);
   auto r = Query(sql.c_str(), params);

@@ -244,6 +244,52 @@ TEST_F(StoreTest, TheIndexOfUnfinishedInstancesCarriesVersionSagaAndStatus) {
   EXPECT_TRUE(store_->ListActive()->empty());
 }
 
+TEST_F(StoreTest, InstancesAreFoundByTheirKeyAndByAnInputField) {
+  auto create = [&](const std::string& id, nlohmann::json input, const std::string& key) {
+    nlohmann::json snap = Snap(id, 1);
+    snap["input"] = std::move(input);
+    Submission sub;
+    sub.key = key;
+    sub.request_hash = "h";
+    sub.instance_id = id;
+    ASSERT_TRUE(
+        store_->CreateInstance(snap, {Ev(1, "c")}, key.empty() ? nullptr : &sub, {}, nullptr).ok());
+  };
+  create("a", {{"order", "A-1"}, {"amount", 100}, {"vip", true}}, "key-a");
+  create("b", {{"order", "B-2"}, {"amount", 250.5}, {"vip", false}}, "");
+  create("c", {{"order", "A-1"}, {"amount", "100"}, {"note", nullptr}}, "key-c");
+  auto ids = [&](InstanceFilter f) {
+    std::vector<std::string> out;
+    for (const auto& j : store_->ListInstances(f, 10, "")->instances) out.push_back(j["id"]);
+    return out;
+  };
+  InstanceFilter by_key;
+  by_key.idempotency_key = "key-c";
+  EXPECT_EQ(ids(by_key), std::vector<std::string>{"c"});
+  by_key.idempotency_key = "no-such-key";
+  EXPECT_TRUE(ids(by_key).empty());
+  by_key.idempotency_key = "key-a";
+  by_key.status = "COMPLETED";  // the rest of the filter still applies
+  EXPECT_TRUE(ids(by_key).empty());
+  InstanceFilter by_input;
+  by_input.input_field = "order";
+  by_input.input_value = "A-1";
+  EXPECT_EQ(ids(by_input), (std::vector<std::string>{"c", "a"}));  // newest first
+  by_input.input_field = "amount";
+  by_input.input_value = "100";  // the number 100 and the string "100"
+  EXPECT_EQ(ids(by_input), (std::vector<std::string>{"c", "a"}));
+  by_input.input_value = "250.5";
+  EXPECT_EQ(ids(by_input), std::vector<std::string>{"b"});
+  by_input.input_field = "vip";
+  by_input.input_value = "true";
+  EXPECT_EQ(ids(by_input), std::vector<std::string>{"a"});
+  by_input.input_field = "note";
+  by_input.input_value = "null";
+  EXPECT_EQ(ids(by_input), std::vector<std::string>{"c"});
+  by_input.input_field = "missing";
+  EXPECT_TRUE(ids(by_input).empty());
+}
+
 TEST_F(StoreTest, APauseIsDurableSharedAndIdempotent) {
   EXPECT_TRUE(store_->PausedServices()->empty());
   ASSERT_TRUE(store_->SetServicePaused("payments", true).ok());
