@@ -56,30 +56,30 @@ void Problem(const HttpRequest& req, HttpResponse& res, int status, const std::s
   res.set_content(DumpJson(p), "application/problem+json");
 }
 
-void ProblemFromStatus(const HttpRequest& req, HttpResponse& res, const Status& s) {
-  int code = 500;
+int HttpStatusOf(const Status& s) {
   switch (s.code()) {
+    case StatusCode::kOk:
+      return 200;
     case StatusCode::kInvalidArgument:
-      code = 400;
-      break;
+      return 400;
     case StatusCode::kNotFound:
-      code = 404;
-      break;
+      return 404;
     case StatusCode::kAlreadyExists:
-      code = 422;
-      break;
+      return 422;
     case StatusCode::kFailedPrecondition:
     case StatusCode::kLeaseLost:
     case StatusCode::kMovedOn:
     case StatusCode::kAborted:
-      code = 409;
-      break;
+      return 409;
     case StatusCode::kUnavailable:
-      code = 503;
-      break;
+      return 503;
     default:
-      code = 500;
+      return 500;
   }
+}
+
+void ProblemFromStatus(const HttpRequest& req, HttpResponse& res, const Status& s) {
+  const int code = s.ok() ? 500 : HttpStatusOf(s);
   if (code == 503) res.set_header("Retry-After", "1");
   if (code == 500) {
     // What went wrong inside (a store's own error text, SQL included) is

@@ -22,6 +22,8 @@ const char* Title(int status);
 // `extra` members (an object) are added to the problem (e.g. "errors").
 void Problem(const HttpRequest& req, HttpResponse& res, int status, const std::string& detail,
              const nlohmann::json& extra = nullptr);
+// The HTTP status a Status maps to: 200 (ok), 400, 404, 409, 422, 503, 500.
+int HttpStatusOf(const Status& s);
 // The problem a Status maps to (400, 404, 409, 422, 503 with Retry-After, 500).
 void ProblemFromStatus(const HttpRequest& req, HttpResponse& res, const Status& s);
 void Json(HttpResponse& res, int status, const nlohmann::json& j);

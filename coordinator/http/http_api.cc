@@ -124,6 +124,11 @@ void ApiServer::Impl::InstanceRoutes() {
                   if (!a.ok()) return ProblemFromStatus(req, res, a.status());
                   Json(res, 200, {{"approvals", *a}});
                 });
+  // Before the single actions: "actions" is not an instance id.
+  router_.Route("POST",
+                {"/v1/instances/actions/retry", "/v1/instances/actions/cancel",
+                 "/v1/instances/actions/approve", "/v1/instances/actions/reject"},
+                R"(/v1/instances/actions/(retry|cancel|approve|reject))", SAGAD_HANDLER(Bulk));
   router_.Route("POST", StepActionPaths(),
                 R"(/v1/instances/([^/]+)/steps/([^/]+)/(approve|reject|resolve|retry|skip))",
                 SAGAD_HANDLER(StepAction));

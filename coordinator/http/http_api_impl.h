@@ -61,6 +61,11 @@ class ApiServer::Impl {
   void Events(const HttpRequest& req, HttpResponse& res);
   void StepAction(const HttpRequest& req, HttpResponse& res);
   void CancelOrCompensate(const HttpRequest& req, HttpResponse& res);
+  // api_bulk.cc: POST /v1/instances/actions/{retry|cancel|approve|reject}.
+  void Bulk(const HttpRequest& req, HttpResponse& res);
+  // One instance of a bulk action; *done says what was done.
+  Status BulkOne(const std::string& action, const std::string& id, const std::string& who,
+                 const std::string& text, std::string* done);
   // The instance's view after an operator's action (or the action's error).
   void AnswerAction(const HttpRequest& req, HttpResponse& res, const std::string& id,
                     const Status& s);

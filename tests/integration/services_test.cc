@@ -118,5 +118,55 @@ TEST_F(ServicesTest, MaxInFlightBoundsWhatIsUnderWayAndEverySagaCompletes) {
   EXPECT_EQ(RepeatedEffects(downstream_), "");
 }
 
+// Bulk actions (DESIGN Part 4) live beside the services: both are an
+// operator acting on many at once.
+TEST_F(ServicesTest, BulkActionsJudgeEachInstanceAsItsSingleAction) {
+  Start();
+  std::vector<std::string> waiting;
+  for (int i = 0; i < 3; ++i) {
+    Reply r = coordinator_->Submit("incident_response", IncidentInput(), 10);
+    ASSERT_EQ(r.status, 200) << r.raw;
+    ASSERT_EQ(r.body["status"], "AWAITING_APPROVAL") << r.raw;
+    waiting.push_back(r.body["id"]);
+  }
+  // By ids: two real ones and one that does not exist.
+  Reply approved = coordinator_->Post(
+      "/v1/instances/actions/approve",
+      {{"ids", {waiting[0], waiting[1], "0123456789ab-0123456789abcdef"}}, {"comment", "bulk"}});
+  ASSERT_EQ(approved.status, 200) << approved.raw;
+  const json& results = approved.body["results"];
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0]["http_status"], 200);
+  EXPECT_EQ(results[1]["http_status"], 200);
+  EXPECT_EQ(results[2]["http_status"], 404);
+  coordinator_->WaitStatus(waiting[0], "COMPLETED");
+  coordinator_->WaitStatus(waiting[1], "COMPLETED");
+  // Approving again is what the single action says of a repeat.
+  Reply again = coordinator_->Post("/v1/instances/actions/approve", {{"ids", {waiting[0]}}});
+  EXPECT_EQ(again.body["results"][0]["http_status"], 409) << again.raw;
+
+  // By filter: every instance awaiting approval, rejected.
+  Reply rejected = coordinator_->Post(
+      "/v1/instances/actions/reject",
+      {{"filter", {{"status", "AWAITING_APPROVAL"}}}, {"limit", 10}, {"reason", "false alarm"}});
+  ASSERT_EQ(rejected.status, 200) << rejected.raw;
+  ASSERT_EQ(rejected.body["results"].size(), 1u) << rejected.raw;
+  EXPECT_EQ(rejected.body["results"][0]["id"], waiting[2]);
+  EXPECT_EQ(rejected.body["results"][0]["http_status"], 200);
+  coordinator_->WaitStatus(waiting[2], "COMPENSATED");
+
+  // Malformed requests name what is wrong.
+  EXPECT_EQ(coordinator_->Post("/v1/instances/actions/cancel", json::object()).status, 400);
+  EXPECT_EQ(coordinator_
+                ->Post("/v1/instances/actions/cancel",
+                       {{"ids", json::array()}, {"filter", json::object()}})
+                .status,
+            400);
+  Reply typo = coordinator_->Post("/v1/instances/actions/cancel", {{"filter", {{"stat", "X"}}}});
+  EXPECT_EQ(typo.status, 400);
+  EXPECT_NE(typo.raw.find("stat"), std::string::npos) << typo.raw;
+  EXPECT_EQ(coordinator_->Post("/v1/instances/actions/cancel", {{"ids", {1}}}).status, 400);
+}
+
 }  // namespace
 }  // namespace sagad::testing
