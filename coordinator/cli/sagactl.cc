@@ -13,6 +13,7 @@
 //   retry ID STEP [--comment C]        skip ID STEP --result JSON [--ref REF] [--comment C]
 //   cancel ID [--reason R]             compensate ID [--reason R]
 //   services                           pause SERVICE [--reason R]    resume SERVICE
+//   deploy FILE                        a JSON saga definition, as its name and version
 //   inspect --data-dir DIR|--store URL [ID]   read a store directly
 //   verify --data-dir DIR|--store URL         replay every instance's log, compare with its
 //   snapshot export --data-dir DIR|--store URL [--finished-before MS]   instances + events as JSON
@@ -25,8 +26,10 @@
 #include <httplib.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -46,6 +49,7 @@ constexpr const char* kUsage =
     "  resolve ID STEP --outcome committed|not_executed [--ref R] [--comment C] |\n"
     "  retry ID STEP | skip ID STEP --result JSON [--ref R] | cancel ID [--reason R] |\n"
     "  compensate ID [--reason R] | services | pause SERVICE [--reason R] | resume SERVICE |\n"
+    "  deploy FILE |\n"
     "  inspect --data-dir DIR|--store URL [ID] |\n"
     "  verify --data-dir DIR|--store URL | export --data-dir DIR|--store URL\n"
     "  [--finished-before MS] | hash-token [TOKEN]";
@@ -237,6 +241,27 @@ bool ActionCommand(const std::string& cmd, const Args& a, Client& c, json* out) 
   return true;
 }
 
+// deploy FILE: the JSON definition in FILE (its "name" and "version" say
+// where); false for another command.
+bool DeployCommand(const std::string& cmd, const Args& a, Client& c, bool as_json, json* out) {
+  if (cmd != "deploy") return false;
+  const std::string file = Need(a, 1, "definition file");
+  std::ifstream in(file);
+  if (!in) Die("cannot read " + file, 2);
+  std::stringstream text;
+  text << in.rdbuf();
+  json def = json::parse(text.str(), nullptr, false);
+  if (def.is_discarded() || !def.is_object()) Die(file + " is not a JSON object", 2);
+  if (!def.contains("name") || !def["name"].is_string() || !def.contains("version") ||
+      !def["version"].is_number_integer())
+    Die(file + " needs \"name\" (a string) and \"version\" (an integer)", 2);
+  const std::string name = def["name"];
+  const std::string version = std::to_string(def["version"].get<int64_t>());
+  *out = c.Call("PUT", "/v1/sagas/" + Segment(name) + "/versions/" + Segment(version), def);
+  if (!as_json) std::cout << "saga " << name << " version " << version << " deployed\n";
+  return true;
+}
+
 // services, pause NAME, resume NAME; false for another command.
 bool ServiceCommand(const std::string& cmd, const Args& a, Client& c, bool as_json, json* out) {
   if (cmd == "services") {
@@ -272,7 +297,7 @@ int Main(int argc, char** argv) {
   json out;
   if (ActionCommand(cmd, a, c, &out)) {
     if (!as_json) PrintInstance(out);
-  } else if (ServiceCommand(cmd, a, c, as_json, &out)) {
+  } else if (ServiceCommand(cmd, a, c, as_json, &out) || DeployCommand(cmd, a, c, as_json, &out)) {
   } else if (!ReadCommand(cmd, a, c, &as_json, &out)) {
     Die("unknown command '" + cmd + "'\n" + kUsage, 2);
   }

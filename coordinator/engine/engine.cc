@@ -45,8 +45,9 @@ auto Engine::Impl::Start() -> Status {
   auto start = clock_.SteadyNow();
   auto active = store_.ListActive();
   if (!active.ok()) return active.status();
-  // Paused services are known before anything is sent.
+  // Paused services and deployed definitions are known before anything runs.
   SAGAD_RETURN_IF_ERROR(RefreshPaused());
+  SAGAD_RETURN_IF_ERROR(LoadDeployed(true));
   std::vector<std::string> ids;
   for (const auto& a : *active) ids.push_back(a.id);
   recovery_.Begin(ids, start);
@@ -116,6 +117,10 @@ std::string Engine::MetricsText() { return impl_->MetricsText(); }
 Status Engine::CheckWritable() { return impl_->store().CheckWritable(); }
 StatusOr<nlohmann::json> Engine::Bundle(const std::string& id) { return impl_->Bundle(id); }
 nlohmann::json Engine::Services() { return impl_->Services(); }
+StatusOr<bool> Engine::Deploy(const std::string& name, int version, const nlohmann::json& body,
+                              const std::string& actor) {
+  return impl_->Deploy(name, version, body, actor);
+}
 StatusOr<nlohmann::json> Engine::PauseService(const std::string& service, bool paused,
                                               const std::string& actor) {
   return impl_->PauseService(service, paused, actor);

@@ -112,6 +112,16 @@ class Engine {
   // Recovery bundle for a human (any status; meant for NEEDS_REVIEW).
   StatusOr<nlohmann::json> Bundle(const std::string& id);
 
+  // Deploys a saga definition (JSON) as `name` version `version`, durably
+  // and for every coordinator of the store (others load it within a
+  // heartbeat); versions are immutable. True: deployed now; false: the same
+  // definition was deployed already. InvalidArgument with the reason (a bad
+  // definition, a name or version other than the one asked for, a service
+  // not configured here); AlreadyExists if another definition holds that
+  // version, here or in the store.
+  StatusOr<bool> Deploy(const std::string& name, int version, const nlohmann::json& body,
+                        const std::string& actor);
+
   // Downstream services: each one's limits (max_in_flight, max_per_second),
   // paused flag, calls in flight and steps queued for a permit, by name.
   nlohmann::json Services();

@@ -109,6 +109,16 @@ class Engine::Impl {
 
   StatusOr<nlohmann::json> Bundle(const std::string& id);
 
+  // ---- definitions deployed over the API (engine_definitions.cc) ----
+  StatusOr<bool> Deploy(const std::string& name, int version, const nlohmann::json& body,
+                        const std::string& actor);
+  // Registers what the store holds that is not registered yet (start-up,
+  // heartbeat). At start-up a deployed version that differs from one given
+  // here (a file, C++) is an error; later it is logged and skipped.
+  Status LoadDeployed(bool starting);
+  // InvalidArgument naming a service `def` calls that is not configured.
+  Status ServicesConfigured(const SagaDefinition& def) const;
+
   // ---- downstream services (engine_services.cc) ----
   nlohmann::json Services();
   StatusOr<nlohmann::json> PauseService(const std::string& service, bool paused,
@@ -177,6 +187,10 @@ class Engine::Impl {
   RunTable runs_;
   RecoveryTracker recovery_;
   ServiceGates gates_{adapter_, clock_};
+  Mutex deployed_mu_;
+  // "name@version" of deployed definitions this process cannot run (a
+  // service not configured here, or another body registered here): logged once.
+  std::set<std::string> skipped_ GUARDED_BY(deployed_mu_);
   OperatorActions operators_;
   Submissions submissions_;
 

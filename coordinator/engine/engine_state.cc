@@ -47,6 +47,10 @@ auto Engine::Impl::Heartbeat() -> void {
   // A pause or resume on another coordinator of the store.
   Status paused = RefreshPaused();
   if (!paused.ok()) EngineLog({{"msg", "paused services unread"}, {"error", paused.ToString()}});
+  // A definition another coordinator deployed.
+  Status deployed = LoadDeployed(false);
+  if (!deployed.ok())
+    EngineLog({{"msg", "deployed definitions unread"}, {"error", deployed.ToString()}});
   const int64_t now = clock_.NowMillis();
   auto active = store_.ListActive();
   if (active.ok()) {

@@ -94,6 +94,10 @@ void ApiServer::Impl::ProbeRoutes() {
   router_.Route("GET", {"/metrics"}, "/metrics", SAGAD_HANDLER(Metrics));
   router_.Route("GET", {"/v1/sagas"}, "/v1/sagas", SAGAD_HANDLER(Sagas));
   router_.Route("GET", {"/v1/whoami"}, "/v1/whoami", SAGAD_HANDLER(WhoAmI));
+  router_.Route("GET", {"/v1/sagas/{saga}/versions/{version}"},
+                R"(/v1/sagas/([^/]+)/versions/([^/]+))", SAGAD_HANDLER(GetDefinition));
+  router_.Route("PUT", {"/v1/sagas/{saga}/versions/{version}"},
+                R"(/v1/sagas/([^/]+)/versions/([^/]+))", SAGAD_HANDLER(PutDefinition));
 }
 
 void ApiServer::Impl::InstanceRoutes() {
@@ -194,6 +198,37 @@ void ApiServer::Impl::Sagas(const HttpRequest& req, HttpResponse& res) {
     out.push_back(j);
   }
   Json(res, 200, {{"sagas", out}});
+}
+
+void ApiServer::Impl::GetDefinition(const HttpRequest& req, HttpResponse& res) {
+  if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
+  int version = 0;
+  if (!ParseVersion(req.matches[2], &version))
+    return Problem(req, res, 400, "version must be an integer from 1 to 2147483647");
+  SagaDefinitionPtr def = engine_.Definition(req.matches[1], version);
+  if (!def || def->version != version)
+    return Problem(
+        req, res, 404,
+        "saga '" + SanitizeUtf8(req.matches[1]) + "' has no version " + std::to_string(version));
+  Json(res, 200, def->ToJson());
+}
+
+void ApiServer::Impl::PutDefinition(const HttpRequest& req, HttpResponse& res) {
+  std::string who = auth_.Authorize(req, res, Role::kAdmin);
+  if (who.empty()) return;
+  int version = 0;
+  if (!ParseVersion(req.matches[2], &version))
+    return Problem(req, res, 400, "version must be an integer from 1 to 2147483647");
+  nlohmann::json body;
+  if (!BodyObject(req, res, &body, false)) return;
+  auto deployed = engine_.Deploy(req.matches[1], version, body, who);
+  // Another definition of a deployed version: a conflict, not a bad request.
+  if (!deployed.ok() && deployed.status().code() == StatusCode::kAlreadyExists)
+    return Problem(req, res, 409, deployed.status().message());
+  if (!deployed.ok()) return ProblemFromStatus(req, res, deployed.status());
+  res.set_header("Location",
+                 "/v1/sagas/" + req.matches[1] + "/versions/" + std::to_string(version));
+  Json(res, *deployed ? 201 : 200, engine_.Definition(req.matches[1], version)->ToJson());
 }
 
 void ApiServer::Impl::WhoAmI(const HttpRequest& req, HttpResponse& res) {

@@ -45,6 +45,9 @@ class ApiServer::Impl {
   static void ConsoleFile(const HttpRequest& req, HttpResponse& res);
   // POST /v1/services/{name}/pause|resume.
   void PauseOrResume(const HttpRequest& req, HttpResponse& res);
+  // GET and PUT /v1/sagas/{saga}/versions/{version}.
+  void GetDefinition(const HttpRequest& req, HttpResponse& res);
+  void PutDefinition(const HttpRequest& req, HttpResponse& res);
   // api_instances.cc
   void Submit(const HttpRequest& req, HttpResponse& res);
   // The version a submission asks for (0: the newest); false with a 400.

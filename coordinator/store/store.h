@@ -67,6 +67,13 @@ struct InstanceFilter {
   std::string input_field, input_value;
 };
 
+// A saga definition deployed over the API (Store::PutDefinition).
+struct StoredDefinition {
+  std::string name;
+  int version = 0;
+  nlohmann::json body;
+};
+
 // Whether `snapshot` passes the status, saga, waiting and input parts of
 // `filter` (both stores' scans, and the Idempotency-Key lookup).
 bool Matches(const InstanceFilter& filter, const nlohmann::json& snapshot);
@@ -196,6 +203,15 @@ class Store {
   virtual StatusOr<std::vector<std::string>> PausedServices() = 0;
   // Pauses or resumes `service`, durably (idempotent).
   virtual Status SetServicePaused(const std::string& service, bool paused) = 0;
+
+  // Saga definitions deployed over the API, immutable per version: true if
+  // stored now, false if the same body was there already, AlreadyExists if
+  // another body holds that name and version. `body` is compared as is
+  // (callers store a canonical form).
+  virtual StatusOr<bool> PutDefinition(const std::string& name, int version,
+                                       const nlohmann::json& body) = 0;
+  // Every deployed definition, by name then version.
+  virtual StatusOr<std::vector<StoredDefinition>> ListDefinitions() = 0;
 };
 
 using StorePtr = std::unique_ptr<Store>;

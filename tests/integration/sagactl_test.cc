@@ -47,6 +47,30 @@ class SagactlTest : public ::testing::Test {
   int runs_ = 0;
 };
 
+TEST_F(SagactlTest, DeploysADefinitionFile) {
+  json def = {
+      {"name", "restock"},
+      {"version", 3},
+      {"steps",
+       {{{"name", "reserve"},
+         {"forward", {{"service", "inventory"}, {"path", "/reservations"}}},
+         {"compensation",
+          {{"service", "inventory"}, {"path", "/reservations/{{reserve.ref}}/release"}}}}}}};
+  const std::string file = dir_.path() + "/restock.json";
+  std::ofstream(file) << def.dump();
+  CtlRun first = Ctl({"deploy", file});
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_NE(first.out.find("saga restock version 3 deployed"), std::string::npos) << first.out;
+  EXPECT_EQ(Ctl({"deploy", file}).code, 0);  // the same again
+  def["deadline_ms"] = 1000;
+  std::ofstream(file) << def.dump();
+  CtlRun changed = Ctl({"deploy", file});
+  EXPECT_EQ(changed.code, 1);
+  EXPECT_NE(changed.err.find("409"), std::string::npos) << changed.err;
+  EXPECT_EQ(sagad_->Get("/v1/sagas/restock/versions/3").status, 200);
+  EXPECT_EQ(Ctl({"deploy", dir_.path() + "/missing.json"}).code, 2);
+}
+
 TEST_F(SagactlTest, PausesListsAndResumesAService) {
   CtlRun paused = Ctl({"pause", "payments", "--reason", "incident"});
   ASSERT_EQ(paused.code, 0) << paused.err;

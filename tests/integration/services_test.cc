@@ -168,5 +168,55 @@ TEST_F(ServicesTest, BulkActionsJudgeEachInstanceAsItsSingleAction) {
   EXPECT_EQ(coordinator_->Post("/v1/instances/actions/cancel", {{"ids", {1}}}).status, 400);
 }
 
+// Definitions over the API (DESIGN Part 4): deployed, immutable per version,
+// kept across a restart, run like any other.
+TEST_F(ServicesTest, ADeployedDefinitionRunsAndIsImmutablePerVersion) {
+  Start();
+  json def = {{"steps",
+               {{{"name", "reserve"},
+                 {"forward",
+                  {{"service", "inventory"},
+                   {"path", "/reservations"},
+                   {"body", {{"sku", "{{input.sku}}"}, {"qty", 1}}}}},
+                 {"compensation",
+                  {{"service", "inventory"}, {"path", "/reservations/{{reserve.ref}}/release"}}}}}},
+              {"input", {"sku"}}};
+  auto put = [&](const std::string& path, const json& body) {
+    return Http(coordinator_->port(), "PUT", path, body.dump(),
+                {{"Content-Type", "application/json"}});
+  };
+  Reply created = put("/v1/sagas/restock/versions/1", def);
+  ASSERT_EQ(created.status, 201) << created.raw;
+  EXPECT_EQ(created.body["name"], "restock");
+  EXPECT_EQ(put("/v1/sagas/restock/versions/1", def).status, 200);  // the same again
+  json other = def;
+  other["deadline_ms"] = 60000;
+  Reply conflict = put("/v1/sagas/restock/versions/1", other);
+  EXPECT_EQ(conflict.status, 409) << conflict.raw;
+  json nowhere = def;
+  nowhere["steps"][0]["forward"]["service"] = "teleport";
+  Reply unknown = put("/v1/sagas/restock/versions/2", nowhere);
+  EXPECT_EQ(unknown.status, 400) << unknown.raw;
+  EXPECT_NE(unknown.raw.find("teleport"), std::string::npos) << unknown.raw;
+  json misnamed = def;
+  misnamed["name"] = "other";
+  EXPECT_EQ(put("/v1/sagas/restock/versions/2", misnamed).status, 400);
+  EXPECT_EQ(put("/v1/sagas/restock/versions/0", def).status, 400);
+
+  Reply got = coordinator_->Get("/v1/sagas/restock/versions/1");
+  ASSERT_EQ(got.status, 200) << got.raw;
+  EXPECT_EQ(got.body["steps"][0]["name"], "reserve");
+  EXPECT_EQ(coordinator_->Get("/v1/sagas/restock/versions/7").status, 404);
+
+  // Kept across a restart, and run.
+  coordinator_->Kill();
+  ASSERT_GT(coordinator_->Start(), 0);
+  EXPECT_EQ(coordinator_->Get("/v1/sagas/restock/versions/1").status, 200);
+  Reply run = coordinator_->Submit("restock", {{"sku", "kit"}}, 10);
+  ASSERT_EQ(run.status, 200) << run.raw;
+  EXPECT_EQ(run.body["status"], "COMPLETED");
+  EXPECT_EQ(put("/v1/sagas/restock/versions/1", other).status, 409);  // still immutable
+}
+
 }  // namespace
 }  // namespace sagad::testing

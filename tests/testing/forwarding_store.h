@@ -76,6 +76,13 @@ class ForwardingStore : public Store {
   Status SetServicePaused(const std::string& service, bool paused) override {
     return real_.SetServicePaused(service, paused);
   }
+  StatusOr<bool> PutDefinition(const std::string& name, int version,
+                               const nlohmann::json& body) override {
+    return real_.PutDefinition(name, version, body);
+  }
+  StatusOr<std::vector<StoredDefinition>> ListDefinitions() override {
+    return real_.ListDefinitions();
+  }
 
  protected:
   Store& real_;

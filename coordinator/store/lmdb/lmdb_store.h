@@ -91,6 +91,9 @@ class LmdbStore : public Store {
   // submission.
   StatusOr<std::vector<std::string>> PausedServices() override;
   Status SetServicePaused(const std::string& service, bool paused) override;
+  StatusOr<bool> PutDefinition(const std::string& name, int version,
+                               const nlohmann::json& body) override;
+  StatusOr<std::vector<StoredDefinition>> ListDefinitions() override;
   Status CheckWritable() override;
 
  private:

@@ -1,6 +1,10 @@
 // LmdbStore: which downstream services an operator paused (one record in
-// the meta database, a sorted JSON array of names).
+// the meta database, a sorted JSON array of names), and the saga
+// definitions deployed over the API (one meta record each, keyed
+// "definition" NUL name NUL version, the version as 10 digits).
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "coordinator/store/lmdb/lmdb_store.h"
 #include "coordinator/store/lmdb/lmdb_util.h"
@@ -11,6 +15,14 @@ using namespace lmdb_util;
 
 namespace {
 const char kPausedKey[] = "paused_services";
+
+std::string DefinitionPrefix() { return std::string("definition") + '\0'; }
+
+std::string DefinitionKey(const std::string& name, int version) {
+  char v[16];
+  std::snprintf(v, sizeof v, "%010d", version);
+  return DefinitionPrefix() + name + '\0' + v;
+}
 }  // namespace
 
 StatusOr<std::vector<std::string>> LmdbStore::PausedServices() {
@@ -45,6 +57,49 @@ Status LmdbStore::SetServicePaused(const std::string& service, bool paused) {
   SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), meta_, kPausedKey, names));
   int rc = txn.Commit();
   return rc == 0 ? Status::Ok() : LmdbError("mdb_txn_commit", rc);
+}
+
+StatusOr<bool> LmdbStore::PutDefinition(const std::string& name, int version,
+                                        const nlohmann::json& body) {
+  Txn txn(env_, true, &synced_commits_);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  const std::string key = DefinitionKey(name, version);
+  auto held = GetJson(txn.get(), meta_, key);
+  if (held.ok()) {
+    if (*held == body) return false;
+    return AlreadyExists("saga '" + name + "' version " + std::to_string(version) +
+                         " is deployed with another definition");
+  }
+  if (held.status().code() != StatusCode::kNotFound) return held.status();
+  SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), meta_, key, body));
+  int rc = txn.Commit();
+  if (rc != 0) return LmdbError("mdb_txn_commit", rc);
+  return true;
+}
+
+StatusOr<std::vector<StoredDefinition>> LmdbStore::ListDefinitions() {
+  Txn txn(env_, false);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  Cursor cur(txn.get(), meta_);
+  if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+  const std::string prefix = DefinitionPrefix();
+  std::vector<StoredDefinition> out;
+  MDB_val k = Val(prefix), v;
+  int rc = cur.Get(&k, &v, MDB_SET_RANGE);
+  for (; rc == 0; rc = cur.Get(&k, &v, MDB_NEXT)) {
+    const std::string key = Str(k);
+    if (key.compare(0, prefix.size(), prefix) != 0) break;
+    size_t sep = key.find('\0', prefix.size());
+    if (sep == std::string::npos) continue;
+    auto body = nlohmann::json::parse(Str(v), nullptr, false);
+    if (body.is_discarded())
+      return Internal("corrupt definition record " +
+                      key.substr(prefix.size(), sep - prefix.size()));
+    out.push_back({key.substr(prefix.size(), sep - prefix.size()), std::atoi(key.c_str() + sep + 1),
+                   std::move(body)});
+  }
+  if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_cursor_get", rc);
+  return out;
 }
 
 }  // namespace sagad

@@ -43,6 +43,12 @@ CREATE INDEX IF NOT EXISTS sagad_operations_instance ON sagad_operations (instan
 CREATE INDEX IF NOT EXISTS sagad_submissions_instance ON sagad_submissions (instance_id);
 -- Downstream services an operator paused (shared by every coordinator).
 CREATE TABLE IF NOT EXISTS sagad_services (name text PRIMARY KEY, paused boolean NOT NULL);
+-- Saga definitions deployed over the API: immutable per version.
+CREATE TABLE IF NOT EXISTS sagad_definitions (
+  name text NOT NULL,
+  version int NOT NULL,
+  body text NOT NULL,
+  PRIMARY KEY (name, version));
 CREATE TABLE IF NOT EXISTS sagad_outbox (
   seq bigserial PRIMARY KEY,
   instance_id text NOT NULL,

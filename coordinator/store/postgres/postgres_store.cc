@@ -53,6 +53,14 @@ constexpr Statement kStatements[] = {
     {"writable", "SELECT pg_is_in_recovery()"},
     {"delete_finished", "SELECT sagad_delete_finished($1::bigint, $2::int)"},
     {"paused_services", "SELECT name FROM sagad_services WHERE paused ORDER BY name"},
+    {"put_definition",
+     "WITH ins AS (INSERT INTO sagad_definitions VALUES ($1, $2::int, $3) "
+     "ON CONFLICT (name, version) DO NOTHING RETURNING body) "
+     "SELECT true, body FROM ins UNION ALL "
+     "SELECT false, body FROM sagad_definitions WHERE name = $1 AND version = $2::int "
+     "AND NOT EXISTS (SELECT 1 FROM ins)"},
+    {"list_definitions",
+     "SELECT name, version, body FROM sagad_definitions ORDER BY name, version"},
     {"set_paused",
      "INSERT INTO sagad_services VALUES ($1, $2::boolean) "
      "ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused"},

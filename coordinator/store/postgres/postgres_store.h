@@ -92,6 +92,9 @@ class PostgresStore : public Store {
                                                     size_t max) override;
   StatusOr<std::vector<std::string>> PausedServices() override;
   Status SetServicePaused(const std::string& service, bool paused) override;
+  StatusOr<bool> PutDefinition(const std::string& name, int version,
+                               const nlohmann::json& body) override;
+  StatusOr<std::vector<StoredDefinition>> ListDefinitions() override;
   Status CheckWritable() override;
 
   class Connection;  // one libpq connection (postgres_store.cc)

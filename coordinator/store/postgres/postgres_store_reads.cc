@@ -1,6 +1,7 @@
 // PostgresStore: reads, listing, retention and the writability check.
 #include "coordinator/store/postgres/postgres_rows.h"
 #include "coordinator/store/postgres/postgres_store.h"
+#include "util/json_limits.h"
 
 namespace sagad {
 
@@ -131,6 +132,37 @@ StatusOr<std::vector<std::string>> PostgresStore::PausedServices() {
 Status PostgresStore::SetServicePaused(const std::string& service, bool paused) {
   auto r = Query("set_paused", {service, paused ? "true" : "false"});
   return r.ok() ? Status::Ok() : r.status();
+}
+
+StatusOr<bool> PostgresStore::PutDefinition(const std::string& name, int version,
+                                            const nlohmann::json& body) {
+  auto put = Query("put_definition", {name, std::to_string(version), DumpJson(body)});
+  if (!put.ok()) return put.status();
+  if (put->rows() == 1 && put->get(0, 0) == "t") return true;
+  std::string held_text = put->rows() == 1 ? put->get(0, 1) : "";
+  if (put->rows() == 0) {  // another coordinator's insert committed after the statement began
+    auto r = Query("SELECT body FROM sagad_definitions WHERE name = $1 AND version = $2::int",
+                   {name, std::to_string(version)});
+    if (!r.ok()) return r.status();
+    if (r->rows() != 1) return Internal("a deployed definition vanished: " + name);
+    held_text = r->get(0, 0);
+  }
+  auto held = ParseStored(held_text, "definition " + name);
+  if (held.ok() && *held == body) return false;
+  return AlreadyExists("saga '" + name + "' version " + std::to_string(version) +
+                       " is deployed with another definition");
+}
+
+StatusOr<std::vector<StoredDefinition>> PostgresStore::ListDefinitions() {
+  auto r = Query("list_definitions", {});
+  if (!r.ok()) return r.status();
+  std::vector<StoredDefinition> out;
+  for (int i = 0; i < r->rows(); ++i) {
+    auto body = ParseStored(r->get(i, 2), "definition " + r->get(i, 0));
+    if (!body.ok()) return body.status();
+    out.push_back({r->get(i, 0), static_cast<int>(r->i64(i, 1)), std::move(*body)});
+  }
+  return out;
 }
 
 }  // namespace sagad

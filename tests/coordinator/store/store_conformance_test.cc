@@ -290,6 +290,27 @@ TEST_F(StoreTest, InstancesAreFoundByTheirKeyAndByAnInputField) {
   EXPECT_TRUE(ids(by_input).empty());
 }
 
+TEST_F(StoreTest, ADeployedDefinitionIsImmutablePerVersionAndSeenByEveryProcess) {
+  nlohmann::json v1 = {{"name", "pay"}, {"version", 1}, {"steps", nlohmann::json::array()}};
+  nlohmann::json other = v1;
+  other["deadline_ms"] = 5;
+  EXPECT_TRUE(*store_->PutDefinition("pay", 1, v1));   // stored now
+  EXPECT_FALSE(*store_->PutDefinition("pay", 1, v1));  // the same again
+  EXPECT_EQ(store_->PutDefinition("pay", 1, other).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_TRUE(*Second().PutDefinition("pay", 2, other));
+  EXPECT_TRUE(*store_->PutDefinition("alpha", 10, v1));
+  auto all = Second().ListDefinitions();
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[0].name, "alpha");
+  EXPECT_EQ((*all)[0].version, 10);
+  EXPECT_EQ((*all)[1].name, "pay");
+  EXPECT_EQ((*all)[1].version, 1);
+  EXPECT_EQ((*all)[1].body, v1);
+  EXPECT_EQ((*all)[2].version, 2);
+  EXPECT_EQ((*all)[2].body, other);
+}
+
 TEST_F(StoreTest, APauseIsDurableSharedAndIdempotent) {
   EXPECT_TRUE(store_->PausedServices()->empty());
   ASSERT_TRUE(store_->SetServicePaused("payments", true).ok());

@@ -1,0 +1,78 @@
+// Engine::Impl: saga definitions deployed over the API, stored in the store
+// so that every coordinator of it runs the same definition of a version.
+#include "coordinator/engine/engine_impl.h"
+
+namespace sagad {
+
+auto Engine::Impl::ServicesConfigured(const SagaDefinition& def) const -> Status {
+  for (const StepDefinition& st : def.steps) {
+    std::vector<const CallSpec*> calls = {&st.forward};
+    if (st.compensation) calls.push_back(&*st.compensation);
+    for (const CallSpec* c : calls)
+      if (!adapter_.Service(c->service))
+        return InvalidArgument("saga '" + def.name + "' step '" + st.name + "' calls service '" +
+                               c->service + "', which is not configured");
+  }
+  return Status::Ok();
+}
+
+auto Engine::Impl::Deploy(const std::string& name, int version, const nlohmann::json& body,
+                          const std::string& actor) -> StatusOr<bool> {
+  if (!body.is_object()) return InvalidArgument("a saga definition must be a JSON object");
+  nlohmann::json j = body;
+  if (j.contains("name") && j["name"] != name)
+    return InvalidArgument("the definition names saga " + j["name"].dump() + ", the path '" + name +
+                           "'");
+  if (j.contains("version") && j["version"] != version)
+    return InvalidArgument("the definition says version " + j["version"].dump() + ", the path " +
+                           std::to_string(version));
+  j["name"] = name;
+  j["version"] = version;
+  auto def = SagaDefinition::FromJson(j);
+  if (!def.ok()) return InvalidArgument(def.status().message());
+  SAGAD_RETURN_IF_ERROR(ServicesConfigured(*def));
+  const nlohmann::json canonical = def->ToJson();
+  if (SagaDefinitionPtr here = defs_.Get(name, version);
+      here && here->version == version && here->ToJson() != canonical)
+    return AlreadyExists("saga '" + name + "' version " + std::to_string(version) +
+                         " is registered with another definition; deploy a new version");
+  auto stored = store_.PutDefinition(name, version, canonical);
+  if (!stored.ok()) return stored.status();
+  Status registered = defs_.Register(*def);
+  if (!registered.ok()) return registered;
+  EngineLog({{"msg", *stored ? "definition deployed" : "definition deployed again"},
+             {"saga", name},
+             {"version", version},
+             {"by", actor}});
+  return *stored;
+}
+
+auto Engine::Impl::LoadDeployed(bool starting) -> Status {
+  auto deployed = store_.ListDefinitions();
+  if (!deployed.ok()) return deployed.status();
+  for (const StoredDefinition& d : *deployed) {
+    const std::string key = d.name + "@" + std::to_string(d.version);
+    SagaDefinitionPtr here = defs_.Get(d.name, d.version);
+    if (here && here->version == d.version && here->ToJson() == d.body) continue;
+    {
+      MutexLock l(deployed_mu_);
+      if (skipped_.count(key)) continue;
+    }
+    auto def = SagaDefinition::FromJson(d.body);
+    Status s = !def.ok() ? def.status()
+               : here && here->version == d.version
+                   ? AlreadyExists("saga '" + d.name + "' version " + std::to_string(d.version) +
+                                   " is deployed with another definition than the one given "
+                                   "here (a file or C++)")
+                   : ServicesConfigured(*def);
+    if (s.ok()) s = defs_.Register(*def);
+    if (s.ok()) continue;
+    if (starting && s.code() == StatusCode::kAlreadyExists) return s;
+    EngineLog({{"msg", "deployed definition not loaded"}, {"saga", key}, {"error", s.ToString()}});
+    MutexLock l(deployed_mu_);
+    skipped_.insert(key);
+  }
+  return Status::Ok();
+}
+
+}  // namespace sagad
