@@ -16,6 +16,17 @@
 namespace sagad {
 namespace {
 
+// Polls `cond` until it holds or 10 s pass.
+template <typename F>
+bool WaitUntil(F cond) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
 class HttpAdapterTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -41,6 +52,8 @@ class HttpAdapterTest : public ::testing::Test {
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
+    // stop() before the loop runs would be lost, and TearDown would wait for ever.
+    ASSERT_TRUE(WaitUntil([this] { return server_.is_running(); }));
     ServiceConfig svc;
     svc.name = "svc";
     svc.base_url = "http://127.0.0.1:" + std::to_string(port_);

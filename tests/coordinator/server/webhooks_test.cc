@@ -32,6 +32,8 @@ class WebhookPublisherTest : public testing::StoreFixture {
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
+    // stop() before the loop runs would be lost, and TearDown would wait for ever.
+    ASSERT_TRUE(testing::WaitFor([this] { return server_.is_running(); }));
   }
   void TearDown() override {
     server_.stop();
