@@ -48,7 +48,7 @@ class HttpAdapterTest : public ::testing::Test {
         return res.set_content(R"({"outcome":"refused"})", "application/json");
       if (key == "k-busy")
         return res.set_content(R"({"outcome":"in_progress"})", "application/json");
-      res.set_content(R"({"result":{"id":"R-9"}})", "application/json");
+      res.set_content(R"({"id":"R-9"})", "application/json");  // the body is the result
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
