@@ -258,13 +258,17 @@ void ApiServer::Impl::StepAction(const HttpRequest& req, HttpResponse& res) {
   AnswerAction(req, res, id, s);
 }
 
-void ApiServer::Impl::CancelOrCompensate(const HttpRequest& req, HttpResponse& res) {
-  std::string who = auth_.Authorize(req, res, Role::kOperator);
-  if (who.empty()) return;
+bool ApiServer::Impl::OperatorWithReason(const HttpRequest& req, HttpResponse& res,
+                                         std::string* who, std::string* reason) {
+  *who = auth_.Authorize(req, res, Role::kOperator);
+  if (who->empty()) return false;
   nlohmann::json body;
-  std::string reason;
-  if (!BodyObject(req, res, &body, true) || !OptionalString(req, res, body, "reason", &reason))
-    return;
+  return BodyObject(req, res, &body, true) && OptionalString(req, res, body, "reason", reason);
+}
+
+void ApiServer::Impl::CancelOrCompensate(const HttpRequest& req, HttpResponse& res) {
+  std::string who, reason;
+  if (!OperatorWithReason(req, res, &who, &reason)) return;
   std::string id = req.matches[1];
   Status s = std::string(req.matches[2]) == "cancel" ? engine_.Cancel(id, who, reason)
                                                      : engine_.ForceCompensate(id, who, reason);

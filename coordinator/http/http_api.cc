@@ -200,11 +200,21 @@ void ApiServer::Impl::Sagas(const HttpRequest& req, HttpResponse& res) {
   Json(res, 200, {{"sagas", out}});
 }
 
+namespace {
+
+// The {version} of a definition's path; false with a 400.
+bool PathVersion(const HttpRequest& req, HttpResponse& res, int* version) {
+  if (ParseVersion(req.matches[2], version)) return true;
+  Problem(req, res, 400, "version must be an integer from 1 to 2147483647");
+  return false;
+}
+
+}  // namespace
+
 void ApiServer::Impl::GetDefinition(const HttpRequest& req, HttpResponse& res) {
   if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
   int version = 0;
-  if (!ParseVersion(req.matches[2], &version))
-    return Problem(req, res, 400, "version must be an integer from 1 to 2147483647");
+  if (!PathVersion(req, res, &version)) return;
   SagaDefinitionPtr def = engine_.Definition(req.matches[1], version);
   if (!def || def->version != version)
     return Problem(
@@ -217,8 +227,7 @@ void ApiServer::Impl::PutDefinition(const HttpRequest& req, HttpResponse& res) {
   std::string who = auth_.Authorize(req, res, Role::kAdmin);
   if (who.empty()) return;
   int version = 0;
-  if (!ParseVersion(req.matches[2], &version))
-    return Problem(req, res, 400, "version must be an integer from 1 to 2147483647");
+  if (!PathVersion(req, res, &version)) return;
   nlohmann::json body;
   if (!BodyObject(req, res, &body, false)) return;
   auto deployed = engine_.Deploy(req.matches[1], version, body, who);
@@ -238,12 +247,8 @@ void ApiServer::Impl::WhoAmI(const HttpRequest& req, HttpResponse& res) {
 }
 
 void ApiServer::Impl::PauseOrResume(const HttpRequest& req, HttpResponse& res) {
-  std::string who = auth_.Authorize(req, res, Role::kOperator);
-  if (who.empty()) return;
-  nlohmann::json body;
-  std::string reason;
-  if (!BodyObject(req, res, &body, true) || !OptionalString(req, res, body, "reason", &reason))
-    return;
+  std::string who, reason;
+  if (!OperatorWithReason(req, res, &who, &reason)) return;
   auto view = engine_.PauseService(req.matches[1], req.matches[2] == "pause", who);
   if (!view.ok()) return ProblemFromStatus(req, res, view.status());
   Json(res, 200, *view);

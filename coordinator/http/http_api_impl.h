@@ -69,6 +69,10 @@ class ApiServer::Impl {
   // One instance of a bulk action; *done says what was done.
   Status BulkOne(const std::string& action, const std::string& id, const std::string& who,
                  const std::string& text, std::string* done);
+  // An operator's request with an optional {"reason"}: false with its 401,
+  // 403 or 400 answered.
+  bool OperatorWithReason(const HttpRequest& req, HttpResponse& res, std::string* who,
+                          std::string* reason);
   // The instance's view after an operator's action (or the action's error).
   void AnswerAction(const HttpRequest& req, HttpResponse& res, const std::string& id,
                     const Status& s);
