@@ -36,7 +36,7 @@ class ApiTest : public ::testing::Test {
 
 TEST_F(ApiTest, InstancesAreSearchedByTheirIdempotencyKeyOrAnInputField) {
   std::vector<std::string> ids;
-  for (const std::string& customer : {"acme", "globex", "acme"}) {
+  for (const char* customer : {"acme", "globex", "acme"}) {
     nlohmann::json input = OrderInput();
     input["customer"] = customer;
     Reply r =

@@ -34,8 +34,9 @@ class DriverTest : public testing::StoreFixture {
     repo_ = std::make_unique<InstanceRepository>(*reads_, clock_, InstanceRepository::Hooks{});
     east_ = std::make_unique<Ownership>(*store_, clock_, "east", 3000);
     timer_thread_ = std::thread([this] { io_.run(); });
+    gates_ = std::make_unique<ServiceGates>(*downstream_, clock_);
     driver_ = std::make_unique<Driver>(*downstream_, defs_, *repo_, *east_, runs_, recovery_,
-                                       metrics_, clock_, pool_, io_, 4);
+                                       metrics_, *gates_, clock_, pool_, io_, 4);
   }
   void TearDown() override {
     runs_.StopAndWait();
@@ -83,6 +84,7 @@ class DriverTest : public testing::StoreFixture {
   RunTable runs_;
   RecoveryTracker recovery_;
   EngineMetrics metrics_;
+  std::unique_ptr<ServiceGates> gates_;
   boost::asio::thread_pool pool_{4};
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_{
