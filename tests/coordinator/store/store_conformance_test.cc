@@ -260,7 +260,10 @@ TEST_F(StoreTest, InstancesAreFoundByTheirKeyAndByAnInputField) {
   create("c", {{"order", "A-1"}, {"amount", "100"}, {"note", nullptr}}, "key-c");
   auto ids = [&](InstanceFilter f) {
     std::vector<std::string> out;
-    for (const auto& j : store_->ListInstances(f, 10, "")->instances) out.push_back(j["id"]);
+    auto page = store_->ListInstances(f, 10, "");  // kept: the loop walks its instances
+    EXPECT_TRUE(page.ok()) << page.status().ToString();
+    if (page.ok())
+      for (const auto& j : page->instances) out.push_back(j["id"]);
     return out;
   };
   InstanceFilter by_key;
