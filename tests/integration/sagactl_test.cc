@@ -79,7 +79,8 @@ TEST_F(SagactlTest, PausesListsAndResumesAService) {
   CtlRun list = Ctl({"--json", "services"});
   ASSERT_EQ(list.code, 0) << list.err;
   bool seen = false;
-  for (const auto& svc : json::parse(list.out)["services"])
+  const json services = json::parse(list.out)["services"];  // kept: the loop walks it
+  for (const auto& svc : services)
     if (svc["name"] == "payments") seen = svc["paused"] == true;
   EXPECT_TRUE(seen) << list.out;
   CtlRun resumed = Ctl({"resume", "payments"});
