@@ -170,17 +170,18 @@ auto StepRunner::Execute(const std::string& id, const SagaDefinition& def, const
                               "(first send or approval); refusing");
     });
   }
-  if (st.attempts > 0 || st.retries > 0) {
-    int64_t wait = TakeRetryToken(sd.forward.service);
-    if (wait > 0) return DeferRetry(id, i, sd.forward.service, wait);
-  }
   // Paused, or at one of its limits: nothing is written, the step stays
-  // where it is and is planned again when a permit may be had.
+  // where it is and is planned again when a permit may be had. Asked before
+  // the retry budget, so that waiting spends none of it.
   int64_t retry_ms = 0;
   auto permit = gates_.TryAcquire(sd.forward.service, id, sd.name, &retry_ms);
   if (!permit) {
     driver_.schedule_after(id, retry_ms);
     return Next::kStop;
+  }
+  if (st.attempts > 0 || st.retries > 0) {
+    int64_t wait = TakeRetryToken(sd.forward.service);
+    if (wait > 0) return DeferRetry(id, i, sd.forward.service, wait);
   }
   CrashPoint("before_started");
   Status s = driver_.commit(id, [&](Tx& tx) -> Status {

@@ -35,15 +35,15 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinition& def, co
                                      " would be re-sent with a different body; refusing"}});
     });
   }
+  int64_t retry_ms = 0;
+  auto permit = gates_.TryAcquire(call.service, id, sd.name, &retry_ms);
+  if (!permit) {  // paused or at a limit: nothing is written, no retry budget spent
+    driver_.schedule_after(id, retry_ms);
+    return Next::kStop;
+  }
   if (st.comp_attempts > 0) {
     int64_t wait = TakeRetryToken(call.service);
     if (wait > 0) return DeferRetry(id, i, call.service, wait);
-  }
-  int64_t retry_ms = 0;
-  auto permit = gates_.TryAcquire(call.service, id, sd.name, &retry_ms);
-  if (!permit) {  // paused or at a limit: nothing is written
-    driver_.schedule_after(id, retry_ms);
-    return Next::kStop;
   }
   CrashPoint("before_compensation_started");
   Status s = driver_.commit(id, [&](Tx& tx) -> Status {
