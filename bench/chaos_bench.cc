@@ -272,9 +272,15 @@ int main(int argc, char** argv) {
   db_killer.join();
   approver.join();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // The full count, with sagad left running.
+  // The full count, with sagad left running. A database that was restarted
+  // last may still be refusing reads (503): ask again until it answers.
   json counts;
-  bool settled = all_settled(&counts);
+  bool settled = false;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       !(settled = all_settled(&counts)) && counts.is_null() &&
+       std::chrono::steady_clock::now() < until;)
+    Pause(200);
+  if (counts.is_null()) counts = json::object();
 
   // Effects, lost instances, reasons.
   json effects = Http(es_port, "GET", "/_effects").body;
