@@ -26,12 +26,14 @@ class WaitersTest : public testing::StoreFixture {
     waiters_ = std::make_unique<Waiters>(*store_, io_, readers_);
     timers_ = std::thread([this] { io_.run(); });
   }
+  // The timers and readers stop before the waiters go: their handlers
+  // point at them (as Engine::Impl::Stop does it).
   void TearDown() override {
-    waiters_.reset();
     work_.reset();
     io_.stop();
     timers_.join();
     readers_.join();
+    waiters_.reset();
   }
   static nlohmann::json Snap(const std::string& status) {
     return {{"id", "w1"}, {"version", 1}, {"status", status}, {"saga", "s"}};
