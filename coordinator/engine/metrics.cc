@@ -49,7 +49,7 @@ double Metrics::Get(const std::string& name, const std::string& labels) const {
 std::string Metrics::Render(const std::string& extra) const {
   MutexLock l(mu_);
   std::ostringstream out;
-  auto header = [&](const std::string& name, const char* fallback_type) {
+  auto header = [&](const std::string& name, const char* fallback_type) REQUIRES(mu_) {
     auto h = help_.find(name);
     out << "# HELP " << name << " " << (h == help_.end() ? name : h->second.second) << "\n";
     out << "# TYPE " << name << " " << (h == help_.end() ? fallback_type : h->second.first.c_str())
