@@ -41,13 +41,27 @@ Engine::Impl::Impl(Store& store, Adapter& adapter, Clock& clock, EngineOptions o
 
 Engine::Impl::~Impl() { Stop(); }
 
-auto Engine::Impl::Start() -> Status {
-  auto start = clock_.SteadyNow();
+auto Engine::Impl::ReadForStart() -> StatusOr<std::vector<ActiveInstance>> {
   auto active = store_.ListActive();
   if (!active.ok()) return active.status();
   // Paused services and deployed definitions are known before anything runs.
   SAGAD_RETURN_IF_ERROR(RefreshPaused());
   SAGAD_RETURN_IF_ERROR(LoadDeployed(true));
+  return active;
+}
+
+auto Engine::Impl::Start() -> Status {
+  auto start = clock_.SteadyNow();
+  // A database restarting as this process starts (they often start
+  // together) is waited for, up to 30 s, as OpenStore waits to connect.
+  auto active = ReadForStart();
+  for (int tries = 1;
+       !active.ok() && active.status().code() == StatusCode::kUnavailable && tries < kStartTries;
+       ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    active = ReadForStart();
+  }
+  if (!active.ok()) return active.status();
   std::vector<std::string> ids;
   for (const auto& a : *active) ids.push_back(a.id);
   recovery_.Begin(ids, start);

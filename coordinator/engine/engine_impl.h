@@ -78,6 +78,10 @@ class Engine::Impl {
 
   // ---- lifecycle ----
   Status Start();
+  // What Start needs from the store: the unfinished instances, the paused
+  // services, the deployed definitions.
+  StatusOr<std::vector<ActiveInstance>> ReadForStart();
+  static constexpr int kStartTries = 150;  // 200 ms apart
 
   void Stop();
 
