@@ -177,6 +177,11 @@ function instancesPage(params) {
     ['', 'RUNNING', 'AWAITING_APPROVAL', 'COMPENSATING', 'NEEDS_REVIEW', 'COMPLETED', 'COMPENSATED']
       .map((s) => el('option', { value: s, selected: params.get('status') === s }, s || 'any status')));
   const saga = el('input', { id: 'f-saga', placeholder: 'saga', value: params.get('saga') || '' });
+  const key = el('input', { id: 'f-key', placeholder: 'Idempotency-Key', size: 18,
+                            value: params.get('idempotency_key') || '' });
+  const fieldParam = [...params.keys()].find((k) => k.startsWith('input.'));
+  const field = el('input', { id: 'f-field', placeholder: 'input field=value', size: 18,
+                              value: fieldParam ? fieldParam.slice(6) + '=' + params.get(fieldParam) : '' });
   const waiting = el('select', { id: 'f-waiting' },
     ['', 'approval', 'retry', 'review'].map((s) =>
       el('option', { value: s, selected: params.get('waiting') === s }, s ? 'waiting for ' + s : 'waiting for anything')));
@@ -185,12 +190,15 @@ function instancesPage(params) {
     if (status.value) q.set('status', status.value);
     if (saga.value) q.set('saga', saga.value);
     if (waiting.value) q.set('waiting', waiting.value);
+    if (key.value) q.set('idempotency_key', key.value);
+    const eq = field.value.indexOf('=');  // a business key: order=A-17
+    if (eq > 0) q.set('input.' + field.value.slice(0, eq), field.value.slice(eq + 1));
     location.hash = '#/instances?' + q.toString();
   } }, 'Filter');
   const counts = el('div', { id: 'counts', class: 'counts card' });
   const body = el('tbody', { id: 'instances-body' });
   const more = el('div', { class: 'row' });
-  setMain(el('h1', {}, 'Instances'), counts, el('div', { class: 'row card' }, status, saga, waiting, apply),
+  setMain(el('h1', {}, 'Instances'), counts, el('div', { class: 'row card' }, status, saga, waiting, key, field, apply),
     el('table', { id: 'instances' }, el('thead', {}, el('tr', {},
       ['Instance', 'Saga', 'Status', 'Waiting for', 'Current step', 'Updated'].map((h) => el('th', {}, h)))), body),
     more);
@@ -347,6 +355,39 @@ function operatorForms(id, inst) {
   return { node, update };
 }
 
+// ---- services ----
+function servicesPage() {
+  const body = el('tbody', { id: 'services-body' });
+  const out = el('div', { id: 'services-answer' });
+  setMain(el('h1', {}, 'Services'),
+    el('p', { class: 'muted' }, 'A paused service gets no new request; calls under way finish and ' +
+      'unclear outcomes are still asked about.'),
+    el('table', { id: 'services' }, el('thead', {}, el('tr', {},
+      ['Service', 'State', 'Max in flight', 'Max per second', 'In flight', 'Queued', '']
+        .map((h) => el('th', {}, h)))), body), out);
+  const refresh = async () => {
+    const r = await api('GET', '/v1/services');
+    if (r.status !== 200) return;
+    body.replaceChildren(...r.body.services.map((s) => {
+      const act = async (action) => {
+        const a = await api('POST', '/v1/services/' + encodeURIComponent(s.name) + '/' + action, {});
+        out.replaceChildren(answerBox(a));
+        await refresh();
+      };
+      const button = !canOperate() ? ''
+        : s.paused ? el('button', { class: 'resume', onclick: () => act('resume') }, 'Resume')
+        : el('button', { class: 'pause danger', onclick: () => act('pause') }, 'Pause');
+      return el('tr', { 'data-service': s.name },
+        el('td', {}, s.name), el('td', { class: 'state' }, s.paused ? 'paused' : 'open'),
+        el('td', {}, s.max_in_flight === null ? '-' : s.max_in_flight),
+        el('td', {}, s.max_per_second === null ? '-' : s.max_per_second),
+        el('td', { class: 'in-flight' }, s.in_flight), el('td', { class: 'queued' }, s.queued),
+        el('td', {}, button));
+    }));
+  };
+  poll(refresh);
+}
+
 // ---- routing ----
 function highlight(name) {
   for (const a of document.querySelectorAll('header nav a')) a.classList.toggle('active', a.id === 'nav-' + name);
@@ -364,6 +405,7 @@ async function route() {
   const params = new URLSearchParams(q || '');
   if (p.startsWith('/instance/')) { highlight('instances'); instancePage(decodeURIComponent(p.slice(10))); }
   else if (p === '/instances') { highlight('instances'); instancesPage(params); }
+  else if (p === '/services') { highlight('services'); servicesPage(); }
   else { highlight('inbox'); inboxPage(); }
 }
 

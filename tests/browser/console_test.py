@@ -284,6 +284,34 @@ class Console(unittest.TestCase):
         self.shot("console-instances.png")
 
 
+    def test_8_an_operator_pauses_and_resumes_a_service_and_finds_an_instance_by_key(self):
+        self.sign_in(OPERATOR)
+        self.go("#/services")
+        row = 'tr[data-service="payments"]'
+        self.wait(lambda d: self.text_of(row + " .state") == "open", what="payments open")
+        self.wait(lambda d: self.css(row + " button.pause"))
+        self.driver.execute_script("document.querySelector(arguments[0]).click()",
+                                   row + " button.pause")
+        self.wait(lambda d: self.text_of("#services-answer") == "200 OK", what="pause answered")
+        self.wait(lambda d: self.text_of(row + " .state") == "paused", what="payments paused")
+        services = {s["name"]: s for s in
+                    http(self.port, "GET", "/v1/services", token=OPERATOR)[1]["services"]}
+        self.assertTrue(services["payments"]["paused"])
+        self.driver.execute_script("document.querySelector(arguments[0]).click()",
+                                   row + " button.resume")
+        self.wait(lambda d: self.text_of(row + " .state") == "open", what="payments resumed")
+        # A business key finds its instance.
+        status, body = http(self.port, "POST", "/v1/sagas/order_fulfilment/instances",
+                            {"input": dict(ORDER, customer="acme-42")}, OPERATOR)
+        self.assertIn(status, (200, 201), body)
+        self.go("#/instances")
+        self.wait(lambda d: self.css("#f-field"))
+        self.css("#f-field")[0].send_keys("customer=acme-42")
+        self.css("#f-apply")[0].click()
+        self.wait(lambda d: len(self.css("#instances-body tr")) == 1
+                  and body["id"] in self.text_of("#instances-body"), what="one instance found")
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--sagad", required=True)
