@@ -25,11 +25,7 @@ uint64_t DeadlineWatch::Arm(std::chrono::steady_clock::time_point deadline,
 
 bool DeadlineWatch::Disarm(uint64_t handle) {
   MutexLock l(mu_);
-  auto f = fired_.find(handle);
-  if (f != fired_.end()) {
-    fired_.erase(f);
-    return true;
-  }
+  if (fired_.erase(handle)) return true;
   auto d = deadlines_.find(handle);
   if (d == deadlines_.end()) return false;
   for (auto [it, end] = armed_.equal_range(d->second); it != end; ++it)
@@ -61,7 +57,7 @@ void DeadlineWatch::Run() {
     std::function<void()> fn = std::move(first->second.second);
     armed_.erase(first);
     deadlines_.erase(h);
-    fired_[h] = true;
+    fired_.insert(h);
     fn();  // under the lock: Disarm waits for it
   }
 }

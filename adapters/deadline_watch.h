@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "util/mutex.h"
@@ -42,7 +43,7 @@ class DeadlineWatch {
   std::multimap<std::chrono::steady_clock::time_point, std::pair<uint64_t, std::function<void()>>>
       armed_ GUARDED_BY(mu_);
   std::map<uint64_t, std::chrono::steady_clock::time_point> deadlines_ GUARDED_BY(mu_);
-  std::map<uint64_t, bool> fired_ GUARDED_BY(mu_);
+  std::set<uint64_t> fired_ GUARDED_BY(mu_);
   std::thread thread_;
 };
 
