@@ -289,6 +289,17 @@ Status Validate(const SagaDefinition& def) {
   return ValidatePivot(def, *graph);
 }
 
+const CallSpec* FirstUnconfiguredCall(const SagaDefinition& def,
+                                      const std::function<bool(const std::string&)>& configured,
+                                      const StepDefinition** step) {
+  for (const StepDefinition& st : def.steps) {
+    *step = &st;
+    if (!configured(st.forward.service)) return &st.forward;
+    if (st.compensation && !configured(st.compensation->service)) return &*st.compensation;
+  }
+  return nullptr;
+}
+
 nlohmann::json SagaDefinition::ToJson() const {
   nlohmann::json js = nlohmann::json::array();
   for (const auto& st : steps) {

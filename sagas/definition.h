@@ -18,6 +18,7 @@
 //       .Build();   // StatusOr<SagaDefinition>
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -139,6 +140,13 @@ using SagaDefinitionPtr = std::shared_ptr<const SagaDefinition>;
 // after the pivot retriable (not declared both non-idempotent and
 // non-queryable), max_parallel in 1..64.
 Status Validate(const SagaDefinition& def);
+
+// The first call of `def` (each step's forward call, then its compensation,
+// in step order) to a service `configured` does not know, and its step in
+// *step; null when every service is known.
+const CallSpec* FirstUnconfiguredCall(const SagaDefinition& def,
+                                      const std::function<bool(const std::string&)>& configured,
+                                      const StepDefinition** step);
 
 class SagaBuilder;
 

@@ -5,15 +5,13 @@
 namespace sagad {
 
 auto Engine::Impl::ServicesConfigured(const SagaDefinition& def) const -> Status {
-  for (const StepDefinition& st : def.steps) {
-    std::vector<const CallSpec*> calls = {&st.forward};
-    if (st.compensation) calls.push_back(&*st.compensation);
-    for (const CallSpec* c : calls)
-      if (!adapter_.Service(c->service))
-        return InvalidArgument("saga '" + def.name + "' step '" + st.name + "' calls service '" +
-                               c->service + "', which is not configured");
-  }
-  return Status::Ok();
+  const StepDefinition* st = nullptr;
+  const CallSpec* c = FirstUnconfiguredCall(
+      def, [this](const std::string& service) { return adapter_.Service(service) != nullptr; },
+      &st);
+  if (!c) return Status::Ok();
+  return InvalidArgument("saga '" + def.name + "' step '" + st->name + "' calls service '" +
+                         c->service + "', which is not configured");
 }
 
 auto Engine::Impl::Deploy(const std::string& name, int version, const nlohmann::json& body,
@@ -52,12 +50,12 @@ auto Engine::Impl::LoadDeployed(bool starting) -> Status {
   if (!deployed.ok()) return deployed.status();
   for (const StoredDefinition& d : *deployed) {
     const std::string key = d.name + "@" + std::to_string(d.version);
-    SagaDefinitionPtr here = defs_.Get(d.name, d.version);
-    if (here && here->version == d.version && here->ToJson() == d.body) continue;
     {
       MutexLock l(deployed_mu_);
-      if (skipped_.count(key)) continue;
+      if (!handled_.insert(key).second) continue;  // decided at an earlier round
     }
+    SagaDefinitionPtr here = defs_.Get(d.name, d.version);
+    if (here && here->version == d.version && here->ToJson() == d.body) continue;
     auto def = SagaDefinition::FromJson(d.body);
     Status s = !def.ok() ? def.status()
                : here && here->version == d.version
@@ -69,8 +67,6 @@ auto Engine::Impl::LoadDeployed(bool starting) -> Status {
     if (s.ok()) continue;
     if (starting && s.code() == StatusCode::kAlreadyExists) return s;
     EngineLog({{"msg", "deployed definition not loaded"}, {"saga", key}, {"error", s.ToString()}});
-    MutexLock l(deployed_mu_);
-    skipped_.insert(key);
   }
   return Status::Ok();
 }

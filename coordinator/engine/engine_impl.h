@@ -192,9 +192,10 @@ class Engine::Impl {
   RecoveryTracker recovery_;
   ServiceGates gates_{adapter_, clock_};
   Mutex deployed_mu_;
-  // "name@version" of deployed definitions this process cannot run (a
-  // service not configured here, or another body registered here): logged once.
-  std::set<std::string> skipped_ GUARDED_BY(deployed_mu_);
+  // "name@version" of the deployed definitions this process has decided on:
+  // registered, or not runnable here (a service not configured here, another
+  // body registered here: logged once). Each is looked at once.
+  std::set<std::string> handled_ GUARDED_BY(deployed_mu_);
   OperatorActions operators_;
   Submissions submissions_;
 

@@ -120,17 +120,15 @@ StatusOr<std::vector<SagaDefinition>> CollectDefinitions(const Config& config,
   for (const SagaDefinition& def : all) {
     Status s = Validate(def);
     if (!s.ok()) return InvalidArgument("saga '" + def.name + "': " + s.message());
-    for (const StepDefinition& st : def.steps) {
-      std::vector<const CallSpec*> calls = {&st.forward};
-      if (st.compensation) calls.push_back(&*st.compensation);
-      for (const CallSpec* c : calls)
-        if (!config.services.count(c->service))
-          return InvalidArgument("saga '" + def.name + "' step '" + st.name + "' calls service '" +
-                                 c->service +
-                                 "', which is not configured (add it to "
-                                 "\"services\" or pass --service " +
-                                 c->service + "=URL)");
-    }
+    const StepDefinition* st = nullptr;
+    const CallSpec* c = FirstUnconfiguredCall(
+        def, [&](const std::string& service) { return config.services.count(service) > 0; }, &st);
+    if (c)
+      return InvalidArgument("saga '" + def.name + "' step '" + st->name + "' calls service '" +
+                             c->service +
+                             "', which is not configured (add it to "
+                             "\"services\" or pass --service " +
+                             c->service + "=URL)");
   }
   return all;
 }
