@@ -131,6 +131,7 @@ class Engine::Impl {
   Status RefreshPaused();
   // Names, in the view of each step waiting for a permit, the service.
   void AnnotateWaits(nlohmann::json* view);
+  void AnnotateActions(nlohmann::json* view);
 
   // ---- operator actions ----
   OperatorActions& operators() { return operators_; }

@@ -1,13 +1,28 @@
 // Engine: reads (instance views, events, lists, approvals, counts, the
 // recovery bundle).
 #include "coordinator/engine/engine_impl.h"
+#include "policies/operator_rules.h"
 
 namespace sagad {
 
 auto Engine::Impl::GetInstance(const std::string& id) -> StatusOr<nlohmann::json> {
   auto view = store_.GetInstance(id);
-  if (view.ok()) AnnotateWaits(&*view);
+  if (!view.ok()) return view;
+  AnnotateWaits(&*view);
+  AnnotateActions(&*view);
   return view;
+}
+
+// What an operator may do now (policies/operator_rules.h): the console
+// enables exactly these. Read from the instance as loaded now; a view one
+// transition older is corrected at the next read.
+auto Engine::Impl::AnnotateActions(nlohmann::json* view) -> void {
+  const std::string id = view->value("id", "");
+  auto inst = Load(id);
+  if (!inst.ok()) return;
+  SagaDefinitionPtr def = Definition((*inst)->saga(), (*inst)->saga_version());
+  (*view)["actions"] =
+      AllowedActions(def.get(), **inst, [&](int step) { return runs_.StepUnderWay(id, step); });
 }
 
 auto Engine::Impl::WaitSettled(const std::string& id, std::chrono::milliseconds timeout)
