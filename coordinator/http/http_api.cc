@@ -162,7 +162,7 @@ void ApiServer::Impl::ConsoleRoutes() {
     res.status = 308;
     res.set_header("Location", "/ui/");
   });
-  router_.Get("GET", R"(/ui/(|index\.html|app\.js|style\.css))", ConsoleFile);
+  router_.Get("GET", R"(/ui/(|index\.html|[a-z]+\.js|style\.css|favicon\.svg))", ConsoleFile);
 }
 
 #undef SAGAD_HANDLER

@@ -8,6 +8,7 @@ Selenium (python3-selenium) against real sagad and example-services processes.
 Waits on conditions with deadlines (WebDriverWait), never on sleeps.
 """
 import argparse
+import re
 import concurrent.futures
 import json
 import os
@@ -23,10 +24,15 @@ import urllib.request
 from selenium import webdriver
 from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 ARGS = None
+AXE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "node_modules", "axe-core",
+                   "axe.min.js")
+DESKTOP, PHONE = (1280, 800), (390, 844)
 OPERATOR, VIEWER = "op-s3cret", "view-s3cret"
 INCIDENT = {"title": "Phishing", "severity": "high", "host": "laptop-7", "user": "bob",
             "email": "bob@example.com"}
@@ -84,9 +90,14 @@ class Console(unittest.TestCase):
         opts = webdriver.ChromeOptions()
         opts.binary_location = "/usr/bin/chromium"
         for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                  "--window-size=1400,1000"):
+                  "--window-size=1280,800"):
             opts.add_argument(a)
         cls.driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+        cls.driver.set_window_size(*DESKTOP)
+        if not os.path.exists(AXE):
+            raise RuntimeError("axe-core is missing: run 'npm ci' in tests/ (tests/run_tests.sh does)")
+        with open(AXE) as f:
+            cls.axe_source = f.read()
         cls.base = "http://127.0.0.1:%d/ui/" % cls.port
 
     @classmethod
@@ -141,10 +152,41 @@ class Console(unittest.TestCase):
     def instance_status(self, id_):
         return http(self.port, "GET", "/v1/instances/" + id_, token=OPERATOR)[1]["status"]
 
-    def shot(self, name):
-        if ARGS.screenshots:
-            os.makedirs(ARGS.screenshots, exist_ok=True)
-            self.driver.save_screenshot(os.path.join(ARGS.screenshots, name))
+    def shot(self, name, scroll_to=None):
+        """A screenshot of the page at desktop size, and one at phone size."""
+        if not ARGS.screenshots:
+            return
+        os.makedirs(ARGS.screenshots, exist_ok=True)
+        scroll = "const e = document.querySelector(arguments[0]); if (e) e.scrollIntoView();"
+        if scroll_to:
+            self.driver.execute_script(scroll, scroll_to)
+        self.driver.save_screenshot(os.path.join(ARGS.screenshots, name))
+        self.driver.set_window_size(*PHONE)
+        try:
+            self.wait(lambda d: d.execute_script("return window.innerWidth") <= PHONE[0])
+            if scroll_to:
+                self.driver.execute_script(scroll, scroll_to)
+            self.driver.save_screenshot(os.path.join(ARGS.screenshots,
+                                                     name.replace(".png", "-phone.png")))
+        finally:
+            self.driver.set_window_size(*DESKTOP)
+
+    def axe(self, what):
+        """axe-core on the page as it is: no critical or serious violation."""
+        self.driver.execute_script(self.axe_source)
+        found = self.driver.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            axe.run(document).then(r => done(r.violations
+              .filter(v => v.impact === 'critical' || v.impact === 'serious')
+              .map(v => v.impact + ' ' + v.id + ': ' + v.help + ' at ' +
+                   v.nodes.slice(0, 3).map(n => n.target.join(' ')).join(', '))),
+              e => done(['axe failed: ' + e]));""")
+        self.assertEqual(found, [], what)
+
+    def no_sideways_scroll(self, what):
+        widths = self.driver.execute_script(
+            "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+        self.assertLessEqual(widths[0], widths[1], what + ": the page is wider than the screen")
 
     def approval_card(self, key):
         sel = '.approval[data-key="%s"]' % key
@@ -161,6 +203,10 @@ class Console(unittest.TestCase):
         self.css("#token")[0].send_keys("not-a-token")
         self.css("#signin-button")[0].click()
         self.wait(lambda d: "Wrong token" in self.text_of("#signin-message"), what="wrong token said")
+        self.axe("sign-in page")
+        # The icon is served (no 404 in the console).
+        icon = self.css('link[rel="icon"]')[0].get_attribute("href")
+        self.assertEqual(urllib.request.urlopen(icon).status, 200)
         self.sign_in(OPERATOR)
         self.assertIn("alice (operator)", self.text_of("#who"))
         # The page itself allows no inline script.
@@ -178,6 +224,7 @@ class Console(unittest.TestCase):
         self.assertIn("POST http://127.0.0.1:%d/messages" % self.es_port, card.find_element(By.CSS_SELECTOR, ".url").text)
         self.assertEqual(card.find_element(By.CSS_SELECTOR, ".idem-key").text, key)
         self.assertIn("bob@example.com", card.find_element(By.CSS_SELECTOR, ".body").text)
+        self.axe("inbox with an approval")
         self.shot("console-inbox.png")
         card.find_element(By.CSS_SELECTOR, ".comment").send_keys("confirmed with the SOC")
         card.find_element(By.CSS_SELECTOR, ".approve").click()
@@ -188,6 +235,7 @@ class Console(unittest.TestCase):
         row = self.text_of('#steps-body tr[data-step="notify_user"] .approval')
         self.assertIn("approved by alice: confirmed with the SOC", row)
         self.wait(lambda d: self.css('#timeline li[data-type="saga_completed"]'), what="timeline")
+        self.axe("a completed instance")
         self.shot("console-instance.png")
 
     def test_3_rejecting_compensates_in_reverse_order_on_the_timeline(self):
@@ -219,7 +267,8 @@ class Console(unittest.TestCase):
         self.assertIn("resolve", self.text_of("#recommended"))
         # Cancel is refused here, and says why, before anyone clicks.
         self.assertFalse(self.css("#cancel")[0].is_enabled())
-        self.assertIn("NEEDS_REVIEW", self.css("#cancel")[0].find_element(By.XPATH, "following-sibling::span").text)
+        self.assertIn("needs review", self.css("#cancel")[0].find_element(By.XPATH, "following-sibling::span").text)
+        self.axe("an instance in review")
         self.shot("console-review.png")
         Select(self.css(".resolve-step")[0]).select_by_value("create_ticket")
         Select(self.css(".resolve-outcome")[0]).select_by_value("committed")
@@ -281,6 +330,7 @@ class Console(unittest.TestCase):
         self.assertLess(seconds, 1.0)
         self.assertTrue(self.css("#next-page"))
         self.assertIn("RUNNING", self.text_of("#counts") + " RUNNING")
+        self.axe("the instances list")
         self.shot("console-instances.png")
 
 
@@ -294,6 +344,8 @@ class Console(unittest.TestCase):
                                    row + " button.pause")
         self.wait(lambda d: self.text_of("#services-answer") == "200 OK", what="pause answered")
         self.wait(lambda d: self.text_of(row + " .state") == "paused", what="payments paused")
+        self.axe("services")
+        self.shot("console-services.png")
         services = {s["name"]: s for s in
                     http(self.port, "GET", "/v1/services", token=OPERATOR)[1]["services"]}
         self.assertTrue(services["payments"]["paused"])
@@ -310,6 +362,164 @@ class Console(unittest.TestCase):
         self.css("#f-apply")[0].click()
         self.wait(lambda d: len(self.css("#instances-body tr")) == 1
                   and body["id"] in self.text_of("#instances-body"), what="one instance found")
+
+    def review_instance(self):
+        """An incident whose ticket outcome nobody can tell: NEEDS_REVIEW."""
+        http(self.es_port, "POST", "/_faults", {"path": "/tickets", "action": "commit_500", "times": 1})
+        http(self.es_port, "POST", "/_faults", {"path": "/operations", "action": "query_unknown", "times": 50})
+        inst = self.await_status(self.submit("incident_response", INCIDENT)["id"], "NEEDS_REVIEW")
+        http(self.es_port, "DELETE", "/_faults")
+        return inst
+
+    def await_status(self, id_, status, seconds=60):
+        """The instance once it has `status` (the 10,000 of test 7 may still be running)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            inst = http(self.port, "GET", "/v1/instances/%s?wait=1" % id_, token=OPERATOR)[1]
+            if inst["status"] == status or time.monotonic() > deadline:
+                break
+        self.assertEqual(inst["status"], status, inst)
+        return inst
+
+    def trip(self):
+        trip = {"traveller": "Ada", "email": "ada@example.com", "flight": "LH 100", "hotel": "Hilton",
+                "nights": 2, "pickup": "MUC", "car": "compact", "days": 2, "amount": 90000,
+                "currency": "EUR"}
+        return self.await_status(self.submit("trip_booking", trip)["id"], "AWAITING_APPROVAL")
+
+    def test_9a_every_page_fits_a_phone_and_passes_axe(self):
+        self.sign_in(OPERATOR)
+        review, trip = self.review_instance(), self.trip()
+        pages = [("#/inbox", ".approval"), ("#/instances", "#instances-body tr"),
+                 ("#/instance/" + review["id"], "#recommended"),
+                 ("#/instance/" + trip["id"], "svg.graph g.node"),
+                 ("#/services", "#services-body tr"), ("#/sagas", "section.saga svg")]
+        self.driver.set_window_size(*PHONE)
+        try:
+            for fragment, ready in pages:
+                self.go(fragment)
+                self.wait(lambda d: self.css(ready), what=fragment)
+                self.wait(lambda d: self.css("#forms button") or "instance/" not in fragment,
+                          what="forms on " + fragment)
+                self.no_sideways_scroll("phone " + fragment)
+                self.axe("phone " + fragment)
+        finally:
+            self.driver.set_window_size(*DESKTOP)
+        for fragment, ready in pages:
+            self.go(fragment)
+            self.wait(lambda d: self.css(ready), what=fragment)
+            self.no_sideways_scroll("desktop " + fragment)
+        self.axe("the sagas page")
+        self.shot("console-sagas.png")
+
+    def test_9b_actions_are_enabled_exactly_when_the_server_accepts_them(self):
+        self.sign_in(OPERATOR)
+        inst = self.review_instance()
+        path = "/v1/instances/" + inst["id"]
+        self.go("#/instance/" + inst["id"])
+        self.wait(lambda d: self.css("#resolve") and self.css("#resolve")[0].is_enabled(),
+                  what="resolve enabled")
+        # The step under review is the one the forms point at.
+        self.assertEqual(Select(self.css(".resolve-step")[0]).first_selected_option.text,
+                         "create_ticket")
+        # What is disabled says what the server says when asked anyway.
+        for button, action in (("#compensate", "compensate"), ("#cancel", "cancel")):
+            self.assertFalse(self.css(button)[0].is_enabled(), button)
+            why = self.css(button)[0].find_element(By.XPATH, "following-sibling::span").text
+            status, body = http(self.port, "POST", path + "/" + action, {"reason": "try"}, OPERATOR)
+            self.assertEqual(status, 409, body)
+            self.assertEqual(why, body["detail"])
+        self.assertFalse(self.css("#retry")[0].is_enabled())
+        self.assertFalse(self.css("#approve")[0].is_enabled())
+        # Resolve; the saga goes on to the approval, which the forms now offer.
+        self.css(".resolve-ref")[0].send_keys("T-42")
+        self.css("#resolve")[0].click()
+        self.wait(lambda d: "200 OK" in self.text_of("#action-answer"), what="resolved")
+        self.wait(lambda d: self.css("#approve")[0].is_enabled(), what="approve offered")
+        self.assertEqual(Select(self.css(".approve-step")[0]).first_selected_option.text, "notify_user")
+        self.assertFalse(self.css("#resolve")[0].is_enabled())
+        self.css("#approve")[0].click()
+        self.wait(lambda d: self.text_of("#instance-status") == "COMPLETED", what="COMPLETED")
+        self.wait(lambda d: not self.css("#approve")[0].is_enabled(), what="approve withdrawn")
+        self.assertFalse(self.css("#cancel")[0].is_enabled())
+
+    def test_9c_a_bulk_approval_names_the_count_and_answers_for_each(self):
+        self.sign_in(OPERATOR)
+        ids = [self.submit("incident_response", dict(INCIDENT, title="batch-9c"))["id"]
+               for _ in range(4)]
+        for id_ in ids:
+            self.await_status(id_, "AWAITING_APPROVAL")
+        self.go("#/instances")
+        self.wait(lambda d: self.css("#f-field"))
+        self.css("#f-field")[0].send_keys("title=batch-9c")
+        self.css("#f-apply")[0].click()
+        self.wait(lambda d: len(self.css("#instances-body tr")) == 4, what="four listed")
+        Select(self.css("#bulk-action")[0]).select_by_value("approve")
+        self.css("#bulk-text")[0].send_keys("batch approved")
+        self.css("#bulk-prepare")[0].click()
+        self.wait(lambda d: "Approve 4 instances" in self.text_of("#bulk-question"), what="count named")
+        self.axe("a bulk confirmation")
+        self.shot("console-bulk.png")
+        self.css("#bulk-confirm")[0].click()
+        self.wait(lambda d: "4 of 4 accepted" in self.text_of("#bulk-summary"), what="bulk answered")
+        self.assertEqual(len(self.css('#bulk-results-body tr[data-status="200"]')), 4)
+        for id_ in ids:
+            self.await_status(id_, "COMPLETED")
+        # Cancelling them now is refused for each, and said so.
+        Select(self.css("#bulk-action")[0]).select_by_value("cancel")
+        self.css("#bulk-prepare")[0].click()
+        self.wait(lambda d: "Cancel 4 instances" in self.text_of("#bulk-question"))
+        self.css("#bulk-confirm")[0].click()
+        self.wait(lambda d: "0 of 4 accepted, 4 refused" in self.text_of("#bulk-summary"))
+        self.assertIn("already completed", self.text_of("#bulk-results-body"))
+
+    def test_9d_the_graph_colours_each_step_and_the_timeline_has_milliseconds(self):
+        self.sign_in(OPERATOR)
+        inst = self.trip()
+        self.go("#/instance/" + inst["id"])
+        self.wait(lambda d: len(self.css("svg.graph g.node")) == 6, what="six nodes")
+        classes = self.driver.execute_script(
+            "return Object.fromEntries([...document.querySelectorAll('svg.graph g.node')]"
+            ".map(g => [g.dataset.step, g.getAttribute('class')]));")
+        self.assertEqual(classes["charge_card"], "node COMMITTED")
+        self.assertEqual(classes["issue_tickets"], "node AWAITING_APPROVAL")
+        self.assertEqual(classes["send_itinerary"], "node PLANNED")
+        for before in ("reserve_flight", "reserve_hotel", "reserve_car"):
+            self.assertTrue(self.css('svg.graph line[data-from="%s"][data-to="charge_card"]' % before))
+        self.shot("console-graph.png", scroll_to="#graph")
+        self.wait(lambda d: self.css("#timeline li time"), what="timeline")
+        stamp = self.text_of("#timeline li time")
+        self.assertRegex(stamp, r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3}$")
+        self.go("#/sagas")
+        self.wait(lambda d: self.css('section[data-saga="trip_booking@1"] svg g.node'))
+        self.assertEqual(len(self.css('section[data-saga="trip_booking@1"] svg g.node')), 6)
+
+    def test_9e_an_operator_approves_with_the_keyboard_alone(self):
+        self.sign_in(OPERATOR)
+        inst = self.submit("incident_response", INCIDENT)
+        self.await_status(inst["id"], "AWAITING_APPROVAL")
+        key = inst["id"] + ":notify_user"
+        self.go("#/inbox")
+        card = self.approval_card(key)
+        keys = ActionChains(self.driver)
+        keys.send_keys(Keys.TAB).perform()
+        self.assertEqual(self.driver.execute_script("return document.activeElement.id"), "skip")
+        keys.send_keys(Keys.ENTER).perform()
+        self.assertEqual(self.driver.execute_script("return document.activeElement.id"), "main")
+        comment = card.find_element(By.CSS_SELECTOR, ".comment")
+        for _ in range(200):  # the card's comment field, by Tab alone
+            if self.driver.switch_to.active_element == comment:
+                break
+            ActionChains(self.driver).send_keys(Keys.TAB).perform()
+        self.assertEqual(self.driver.switch_to.active_element, comment)
+        ActionChains(self.driver).send_keys("by keyboard", Keys.TAB).perform()
+        focused = self.driver.switch_to.active_element
+        self.assertEqual(focused.get_attribute("class"), "approve")
+        self.assertNotEqual(self.driver.execute_script(
+            "return getComputedStyle(document.activeElement).outlineStyle"), "none")
+        ActionChains(self.driver).send_keys(Keys.ENTER).perform()
+        self.wait(lambda d: "200 OK" in card.text, what="approved by keyboard")
+        self.assertFalse(card.find_element(By.CSS_SELECTOR, ".approve").is_enabled())
 
 
 if __name__ == "__main__":
