@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
-scripts/build.sh
+TARGETS="sagad sagactl example-services" scripts/build.sh  # tests are built by tests/run_tests.sh
 B=${BUILD_DIR:-build}
 work=$(mktemp -d /tmp/sagad-demo-XXXXXX)
 cleanup() { kill "${SAGAD_PID:-}" "${ES_PID:-}" 2>/dev/null || true; }

@@ -8,18 +8,15 @@ Selenium (python3-selenium) against real sagad and example-services processes.
 Waits on conditions with deadlines (WebDriverWait), never on sleeps.
 """
 import argparse
-import re
 import concurrent.futures
-import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 import unittest
-import urllib.error
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from live import OPERATOR, VIEWER, Sandbox, http  # noqa: E402
 
 from selenium import webdriver
 from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
@@ -33,60 +30,17 @@ ARGS = None
 AXE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "node_modules", "axe-core",
                    "axe.min.js")
 DESKTOP, PHONE = (1280, 800), (390, 844)
-OPERATOR, VIEWER = "op-s3cret", "view-s3cret"
 INCIDENT = {"title": "Phishing", "severity": "high", "host": "laptop-7", "user": "bob",
             "email": "bob@example.com"}
 ORDER = {"sku": "SKU-1", "qty": 2, "amount": 4200, "currency": "EUR", "customer": "c-9",
          "address": "1 Main St"}
 
 
-def start(argv, log):
-    """Starts a process that prints "LISTENING <port>"; returns (proc, port)."""
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = p.stdout.readline()
-        if line.startswith("LISTENING "):
-            return p, int(line.split()[1])
-        if not line and p.poll() is not None:
-            break
-    raise RuntimeError("did not start: %s" % argv)
-
-
-def http(port, method, path, body=None, token=None, content_type="application/json"):
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), data=data, method=method)
-    if data is not None or method == "POST":
-        req.add_header("Content-Type", content_type)
-    if token:
-        req.add_header("Authorization", "Bearer " + token)
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
-
-
 class Console(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="sagad-console-")
-        cls.log = open(os.path.join(cls.dir, "processes.log"), "w")
-        cls.services, cls.es_port = start([ARGS.services, "--listen", "127.0.0.1:0"], cls.log)
-        url = "http://127.0.0.1:%d" % cls.es_port
-        services = {name: {"base_url": url, "timeout_ms": 1000}
-                    for name in ("ticketing", "edr", "iam", "mail", "inventory", "payments", "shipping", "airline", "hotel", "cars")}
-        # An unclear ticket outcome goes to review after one unanswered question.
-        services["ticketing"]["retry"] = {"max_reconciliations": 1, "initial_backoff_ms": 10,
-                                          "max_backoff_ms": 20}
-        config = {"listen": "127.0.0.1:0", "data_dir": os.path.join(cls.dir, "data"),
-                  "services": services, "workers": 8, "examples": True,
-                  "tokens": [{"name": "alice", "token": OPERATOR, "role": "operator"},
-                             {"name": "victor", "token": VIEWER, "role": "viewer"}]}
-        path = os.path.join(cls.dir, "config.json")
-        with open(path, "w") as f:
-            json.dump(config, f)
-        cls.sagad, cls.port = start([ARGS.sagad, "--config", path], cls.log)
+        cls.box = Sandbox(ARGS.sagad, ARGS.services, "sagad-console-")
+        cls.port, cls.es_port = cls.box.port, cls.box.es_port
         opts = webdriver.ChromeOptions()
         opts.binary_location = "/usr/bin/chromium"
         for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
@@ -103,11 +57,7 @@ class Console(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.driver.quit()
-        for p in (cls.sagad, cls.services):
-            p.kill()
-            p.wait()
-        cls.log.close()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+        cls.box.close()
 
     # ---- helpers ----
     def wait(self, cond, timeout=15, what=""):

@@ -1,0 +1,218 @@
+#!/usr/bin/python3
+"""Live conformance of sagad's HTTP API to its OpenAPI document: real sagad
+and example-services processes are driven through every operation, and every
+answer is checked against the document: its status is declared for that
+operation (405/408/413/500/503 may fall to `default`), its Content-Type is the
+declared one, and its body validates against the declared schema
+(python3-jsonschema, Draft 2020-12, $refs into the document).
+
+  /usr/bin/python3 tests/api/conformance_test.py --sagad build/sagad \
+      --services build/example-services
+"""
+import argparse
+import json
+import os
+import re
+import sys
+import time
+import unittest
+
+import jsonschema
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from live import ADMIN, OPERATOR, VIEWER, Sandbox, exchange  # noqa: E402
+
+ARGS = None
+DOC_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "coordinator",
+                        "http", "openapi.json")
+INCIDENT = {"title": "Phishing", "severity": "high", "host": "laptop-7", "user": "bob",
+            "email": "bob@example.com"}
+ORDER = {"sku": "SKU-1", "qty": 2, "amount": 4200, "currency": "EUR", "customer": "c-9",
+         "address": "1 Main St"}
+FALLS_TO_DEFAULT = {405, 408, 413, 500, 503}
+
+
+class Conformance(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        with open(DOC_PATH) as f:
+            cls.doc = json.load(f)
+        cls.box = Sandbox(ARGS.sagad, ARGS.services, "sagad-conformance-")
+        cls.port = cls.box.port
+        cls.seen = set()  # (method, template, status) checked
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.box.close()
+
+    def operation(self, method, path):
+        bare = path.split("?")[0]
+        # Literal paths first: /v1/instances/actions/cancel is not /v1/instances/{id}/cancel.
+        for template, ops in sorted(self.doc["paths"].items(), key=lambda t: t[0].count("{")):
+            pattern = "^" + re.sub(r"\{[^}]+\}", "[^/]+", template) + "$"
+            if re.match(pattern, bare):
+                # A method the path does not take: only a 405 problem may answer.
+                return template, ops.get(method.lower())
+        self.fail("no operation in the document for %s %s" % (method, bare))
+
+    def call(self, method, path, body=None, token=OPERATOR, expect=None, **kw):
+        """Sends the request and checks its answer against the document."""
+        status, headers, raw = exchange(self.port, method, path, body, token, **kw)
+        template, op = self.operation(method, path)
+        where = "%s %s -> %d %s" % (method, path, status, raw[:300])
+        if expect is not None:
+            self.assertEqual(status, expect, where)
+        if op is None:
+            self.assertEqual(status, 405, where)
+            op = {"responses": {"default": {"content": {"application/problem+json": {
+                "schema": {"$ref": "#/components/schemas/Problem"}}}}}}
+        declared = op["responses"].get(str(status))
+        if declared is None:
+            self.assertIn(status, FALLS_TO_DEFAULT, "undeclared status: " + where)
+            declared = op["responses"]["default"]
+        self.seen.add((method, template, status))
+        content = declared.get("content")
+        if not content:
+            return status, None
+        ctype = (headers.get("Content-Type") or "").split(";")[0].strip()
+        self.assertIn(ctype, content, "Content-Type not declared: " + where)
+        if ctype == "text/plain":
+            return status, raw.decode()
+        data = json.loads(raw)
+        schema = content[ctype].get("schema", {})
+        try:
+            # A resolver of its own each time: one that saw an error may keep its scope.
+            resolver = jsonschema.RefResolver.from_schema(self.doc)
+            jsonschema.Draft202012Validator(schema, resolver=resolver).validate(data)
+        except jsonschema.ValidationError as e:
+            self.fail("%s: %s at %s" % (where, e.message, list(e.absolute_path)))
+        return status, data
+
+    def wait_status(self, id_, status):
+        deadline = time.monotonic() + 30
+        while True:
+            _, inst = self.call("GET", "/v1/instances/%s?wait=1" % id_, token=VIEWER, expect=200)
+            if inst["status"] == status or time.monotonic() > deadline:
+                self.assertEqual(inst["status"], status)
+                return inst
+
+    def submit(self, saga, inp, wait=10, expect=None):
+        return self.call("POST", "/v1/sagas/%s/instances?wait=%d" % (saga, wait), {"input": inp},
+                         expect=expect)[1]
+
+    # ---- the operations ----
+    def test_1_probes_and_documents(self):
+        self.call("GET", "/healthz", token=None, expect=200)
+        self.call("GET", "/readyz", token=None, expect=200)
+        self.call("GET", "/v1/openapi.json", token=None, expect=200)
+        self.call("GET", "/healthz?x=1", token=None, expect=400)
+        self.call("DELETE", "/healthz", token=None, expect=405)
+        status, text = self.call("GET", "/metrics", token=None, expect=200)
+        self.assertIn("sagad_", text)
+        self.call("GET", "/v1/whoami", token=VIEWER, expect=200)
+        self.call("GET", "/v1/whoami", token="wrong", expect=401)
+        self.call("GET", "/v1/counts", token=VIEWER, expect=200)
+        self.call("GET", "/v1/sagas", token=VIEWER, expect=200)
+
+    def test_2_submissions_reads_and_searches(self):
+        done = self.submit("order_fulfilment", dict(ORDER, customer="conf-2"), expect=200)
+        self.assertEqual(done["status"], "COMPLETED")
+        self.call("POST", "/v1/sagas/order_fulfilment/instances", {"input": ORDER}, expect=201)
+        self.call("POST", "/v1/sagas/order_fulfilment/instances", {"input": {}}, expect=400)
+        self.call("POST", "/v1/sagas/nope/instances", {"input": ORDER}, expect=404)
+        self.call("POST", "/v1/sagas/order_fulfilment/instances", raw=b"x=1",
+                  content_type="application/x-www-form-urlencoded", expect=415)
+        self.call("POST", "/v1/sagas/order_fulfilment/instances", {"input": ORDER}, token=VIEWER,
+                  expect=403)
+        keyed = {"Idempotency-Key": "conf-key-1"}
+        _, first = self.call("POST", "/v1/sagas/order_fulfilment/instances", {"input": ORDER},
+                             headers=keyed)
+        _, again = self.call("POST", "/v1/sagas/order_fulfilment/instances", {"input": ORDER},
+                             headers=keyed)
+        self.assertEqual(first["id"], again["id"])  # the same key answers the first instance
+        _, by_key = self.call("GET", "/v1/instances?idempotency_key=conf-key-1", token=VIEWER,
+                              expect=200)
+        self.assertEqual([i["id"] for i in by_key["instances"]], [first["id"]])
+        id_ = done["id"]
+        self.call("GET", "/v1/instances/" + id_, token=VIEWER, expect=200)
+        self.call("GET", "/v1/instances/nope", token=VIEWER, expect=404)
+        self.call("GET", "/v1/instances/%s/events" % id_, token=VIEWER, expect=200)
+        self.call("GET", "/v1/instances/%s/bundle" % id_, token=VIEWER, expect=200)
+        self.call("GET", "/v1/instances?limit=2", token=VIEWER, expect=200)
+        _, found = self.call("GET", "/v1/instances?input.customer=conf-2", token=VIEWER, expect=200)
+        self.assertEqual([i["id"] for i in found["instances"]], [id_])
+        self.call("GET", "/v1/instances?status=BOGUS", token=VIEWER, expect=400)
+
+    def test_3_operator_actions(self):
+        inst = self.submit("incident_response", INCIDENT, expect=200)
+        self.assertEqual(inst["status"], "AWAITING_APPROVAL")
+        self.call("GET", "/v1/approvals", token=VIEWER, expect=200)
+        step = "/v1/instances/%s/steps/" % inst["id"]
+        self.call("POST", step + "notify_user/approve", {"comment": "ok"}, token=VIEWER, expect=403)
+        self.call("POST", step + "create_ticket/approve", {}, expect=409)
+        self.call("POST", step + "nope/approve", {}, expect=404)
+        self.call("POST", step + "notify_user/retry", {}, expect=409)
+        self.call("POST", step + "notify_user/skip", {"result": {}}, expect=409)
+        self.call("POST", step + "notify_user/resolve", {"outcome": "maybe"}, expect=400)
+        self.call("POST", "/v1/instances/%s/compensate" % inst["id"], {}, expect=409)
+        self.call("POST", step + "notify_user/approve", {"comment": "ok"}, expect=200)
+        self.wait_status(inst["id"], "COMPLETED")
+        self.call("POST", "/v1/instances/%s/cancel" % inst["id"], {}, expect=409)
+        other = self.submit("incident_response", INCIDENT, expect=200)
+        self.call("POST", "/v1/instances/%s/steps/notify_user/reject" % other["id"],
+                  {"reason": "no"}, expect=200)
+        third = self.submit("incident_response", INCIDENT, expect=200)
+        self.call("POST", "/v1/instances/%s/cancel" % third["id"], {"reason": "x"}, expect=200)
+        for turned_back in (other, third):  # their compensations are done before the next test
+            self.wait_status(turned_back["id"], "COMPENSATED")
+
+    def test_4_review_and_resolve(self):
+        es = self.box.es_port
+        exchange(es, "POST", "/_faults", {"path": "/tickets", "action": "commit_500", "times": 1})
+        exchange(es, "POST", "/_faults",
+                 {"path": "/operations", "action": "query_unknown", "times": 50})
+        inst = self.submit("incident_response", INCIDENT)
+        inst = self.wait_status(inst["id"], "NEEDS_REVIEW")
+        exchange(es, "DELETE", "/_faults")
+        self.call("GET", "/v1/instances/%s/bundle" % inst["id"], token=VIEWER, expect=200)
+        self.call("POST", "/v1/instances/%s/steps/create_ticket/resolve" % inst["id"],
+                  {"outcome": "committed", "external_ref": "T-1"}, expect=200)
+
+    def test_5_services_bulk_and_definitions(self):
+        self.call("GET", "/v1/services", token=VIEWER, expect=200)
+        self.call("POST", "/v1/services/payments/pause", {"reason": "t"}, expect=200)
+        self.call("POST", "/v1/services/payments/resume", {}, expect=200)
+        self.call("POST", "/v1/services/nope/pause", {}, expect=404)
+        ids = [self.submit("incident_response", dict(INCIDENT, title="conf-5"))["id"]
+               for _ in range(2)]
+        _, approved = self.call("POST", "/v1/instances/actions/approve", {"ids": ids}, expect=200)
+        self.assertEqual([r["http_status"] for r in approved["results"]], [200, 200])
+        _, rejected = self.call("POST", "/v1/instances/actions/reject", {"ids": ids}, expect=200)
+        self.assertEqual([r["http_status"] for r in rejected["results"]], [409, 409])
+        self.call("POST", "/v1/instances/actions/cancel", {"filter": {"saga": "nope"}}, expect=200)
+        self.call("POST", "/v1/instances/actions/retry", {"ids": "x"}, expect=400)
+        _, d = self.call("GET", "/v1/sagas/order_fulfilment/versions/1", token=VIEWER, expect=200)
+        d["name"], d["version"] = "conformance_saga", 3
+        d.pop("required_input", None)
+        path = "/v1/sagas/conformance_saga/versions/3"
+        self.call("PUT", path, d, token=ADMIN, expect=201)
+        self.call("PUT", path, d, token=ADMIN, expect=200)
+        d["steps"] = d["steps"][:1]
+        self.call("PUT", path, d, token=ADMIN, expect=409)
+        self.call("PUT", path, d, token=OPERATOR, expect=403)
+        self.call("GET", "/v1/sagas/conformance_saga/versions/x", token=VIEWER, expect=400)
+        self.call("GET", "/v1/sagas/conformance_saga/versions/9", token=VIEWER, expect=404)
+
+    def test_9_every_operation_was_checked(self):
+        checked = {(m, t) for m, t, _ in self.seen}
+        missing = [(m.upper(), t) for t, ops in self.doc["paths"].items() for m in ops
+                   if m != "parameters" and (m.upper(), t) not in checked]
+        self.assertEqual(missing, [], "operations no answer was checked against")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sagad", required=True)
+    ap.add_argument("--services", required=True)
+    ARGS, rest = ap.parse_known_args()
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
