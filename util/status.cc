@@ -24,6 +24,8 @@ const char* StatusCodeName(StatusCode code) {
       return "LEASE_LOST";
     case StatusCode::kMovedOn:
       return "MOVED_ON";
+    case StatusCode::kPermissionDenied:
+      return "PERMISSION_DENIED";
   }
   return "UNKNOWN_CODE";
 }

@@ -20,6 +20,9 @@
 //                       another holds its lease, so a commit was fenced, a
 //                       send withheld or a lease not granted; drop the
 //                       instance, never retry here.
+//   kPermissionDenied   the caller may not do this (a missing or unknown
+//                       token, or a role too low); sagad::Client's answer to
+//                       a 401 or 403.
 //   kInternal           a broken invariant or an I/O error of our own.
 // Thread-safety: values; safe to copy between threads.
 #pragma once
@@ -41,6 +44,7 @@ enum class StatusCode {
   kInternal,
   kLeaseLost,
   kMovedOn,
+  kPermissionDenied,
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -76,6 +80,9 @@ inline Status Aborted(std::string m) { return Status(StatusCode::kAborted, std::
 inline Status Unavailable(std::string m) { return Status(StatusCode::kUnavailable, std::move(m)); }
 inline Status LeaseLost(std::string m) { return Status(StatusCode::kLeaseLost, std::move(m)); }
 inline Status MovedOn(std::string m) { return Status(StatusCode::kMovedOn, std::move(m)); }
+inline Status PermissionDenied(std::string m) {
+  return Status(StatusCode::kPermissionDenied, std::move(m));
+}
 inline Status Internal(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 
 // Holds either a value or a non-OK Status.

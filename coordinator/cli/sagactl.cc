@@ -14,16 +14,16 @@
 //   cancel ID [--reason R]             compensate ID [--reason R]
 //   services                           pause SERVICE [--reason R]    resume SERVICE
 //   deploy FILE                        a JSON saga definition, as its name and version
+//   graph SAGA[@VERSION] [--format dot|mermaid]   the saga's steps as a graph (newest version)
 //   inspect --data-dir DIR|--store URL [ID]   read a store directly
 //   verify --data-dir DIR|--store URL         replay every instance's log, compare with its
 //   snapshot export --data-dir DIR|--store URL [--finished-before MS]   instances + events as JSON
 //   lines hash-token [TOKEN]                 the token_sha256 to put in the config (TOKEN or stdin)
 //
+// Every command over HTTP goes through sagad::Client (coordinator/client/).
 // Tables by default, the server's JSON with --json. Exit 0 on success, 1 on a
 // refused request or unreachable server, 2 on bad usage; errors are one line.
 #include "coordinator/cli/sagactl.h"
-
-#include <httplib.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "adapters/sha256.h"
+#include "coordinator/client/client.h"
 #include "sagas/template.h"
 #include "util/json_limits.h"
 
@@ -49,46 +50,19 @@ constexpr const char* kUsage =
     "  resolve ID STEP --outcome committed|not_executed [--ref R] [--comment C] |\n"
     "  retry ID STEP | skip ID STEP --result JSON [--ref R] | cancel ID [--reason R] |\n"
     "  compensate ID [--reason R] | services | pause SERVICE [--reason R] | resume SERVICE |\n"
-    "  deploy FILE |\n"
+    "  deploy FILE | graph SAGA[@VERSION] [--format dot|mermaid] |\n"
     "  inspect --data-dir DIR|--store URL [ID] |\n"
     "  verify --data-dir DIR|--store URL | export --data-dir DIR|--store URL\n"
     "  [--finished-before MS] | hash-token [TOKEN]";
 
-class Client {
- public:
-  Client(std::string url, std::string token, std::string ca)
-      : url_(std::move(url)), token_(std::move(token)), ca_(std::move(ca)) {}
+using sagad::Client;
 
-  json Call(const std::string& method, const std::string& path, const json& body = nullptr,
-            std::map<std::string, std::string> headers = {}) {
-    httplib::Client cli(url_);
-    if (!ca_.empty()) cli.set_ca_cert_path(ca_);  // https:// with a private CA
-    cli.set_connection_timeout(5, 0);
-    cli.set_read_timeout(330, 0);
-    httplib::Request req;
-    req.method = method;
-    req.path = path;
-    if (!token_.empty()) req.headers.emplace("Authorization", "Bearer " + token_);
-    for (const auto& [k, v] : headers) req.headers.emplace(k, v);
-    if (!body.is_null()) {
-      req.body = sagad::DumpJson(body);
-      req.headers.emplace("Content-Type", "application/json");
-    }
-    auto res = cli.send(req);
-    if (!res) Die("cannot reach sagad at " + url_ + " (" + httplib::to_string(res.error()) + ")");
-    json j = json::parse(res->body, nullptr, false);
-    if (res->status >= 400) {
-      std::string detail = j.is_object() ? j.value("detail", res->body) : res->body;
-      std::string title = j.is_object() ? j.value("title", "") : "";
-      Die(std::to_string(res->status) + (title.empty() ? "" : " " + title) + ": " + detail);
-    }
-    if (j.is_discarded()) Die("sagad answered something that is not JSON");
-    return j;
-  }
-
- private:
-  std::string url_, token_, ca_;
-};
+// The server's answer, or a one-line error and exit 1 (a refused request, an
+// unreachable server).
+json Must(sagad::StatusOr<json> r) {
+  if (!r.ok()) Die(r.status().message());
+  return std::move(r).value();
+}
 
 json ParseJsonArg(const std::string& flag, const std::string& text) {
   json j = json::parse(text, nullptr, false);
@@ -99,9 +73,18 @@ json ParseJsonArg(const std::string& flag, const std::string& text) {
 // One path segment from a user's word: percent-encoded; "", "." and ".."
 // refused (they would name another path).
 std::string Segment(const std::string& word) {
-  if (word.empty() || word == "." || word == "..")
+  if (!sagad::PathSegment(word).ok())
     Die("'" + word + "' is not a valid instance, saga or step name", 2);
-  return sagad::PercentEncode(word);
+  return word;
+}
+
+int IntFlag(const Args& a, const std::string& flag, int def) {
+  if (!a.Has(flag)) return def;
+  const std::string v = a.Get(flag);
+  char* end = nullptr;
+  long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < 0 || n > 1000000) Die("--" + flag + " must be a number", 2);
+  return static_cast<int>(n);
 }
 
 std::string Need(const Args& a, size_t i, const char* what) {
@@ -118,7 +101,7 @@ bool ParseArgs(int argc, char** argv, Args* a, bool* as_json) {
       {"waiting", true},  {"limit", true},   {"cursor", true}, {"comment", true},
       {"reason", true},   {"outcome", true}, {"ref", true},    {"result", true},
       {"data-dir", true}, {"store", true},   {"ca", true},     {"finished-before", true},
-      {"where", true}};
+      {"where", true},    {"format", true}};
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
     if (s == "-h" || s == "--help") {
@@ -160,49 +143,50 @@ Client ClientFromArgs(const Args& a) {
   if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
     Die("--url must start with http:// or https://, got '" + url + "'", 2);
   const char* env_ca = std::getenv("SAGAD_CA_FILE");
-  return Client(url, a.Get("token", env_token ? env_token : ""), a.Get("ca", env_ca ? env_ca : ""));
+  sagad::ClientOptions o;
+  o.url = url;
+  o.token = a.Get("token", env_token ? env_token : "");
+  o.ca_file = a.Get("ca", env_ca ? env_ca : "");
+  return Client(o);
 }
 
-std::string InstancePath(const Args& a, size_t i) {
-  return "/v1/instances/" + Segment(Need(a, i, "instance id"));
-}
+std::string Id(const Args& a, size_t i) { return Segment(Need(a, i, "instance id")); }
 
 // submit, list, show, events, bundle, approvals; false for another command.
 bool ReadCommand(const std::string& cmd, const Args& a, Client& c, bool* as_json, json* out) {
   if (cmd == "submit") {
-    std::string saga = Need(a, 1, "saga name");
+    std::string saga = Segment(Need(a, 1, "saga name"));
     if (!a.Has("input")) Die("submit needs --input JSON", 2);
-    std::string path = "/v1/sagas/" + Segment(saga) + "/instances";
-    if (a.Has("wait")) path += "?wait=" + sagad::PercentEncode(a.Get("wait"));
-    std::map<std::string, std::string> h;
-    if (a.Has("key")) h["Idempotency-Key"] = a.Get("key");
-    *out = c.Call("POST", path, {{"input", ParseJsonArg("--input", a.Get("input"))}}, h);
+    *out = Must(c.Submit(saga, ParseJsonArg("--input", a.Get("input")), a.Get("key"),
+                         IntFlag(a, "wait", 0)));
     if (!*as_json) PrintInstance(*out);
   } else if (cmd == "list") {
-    std::string q = "?limit=" + sagad::PercentEncode(a.Get("limit", "50"));
-    for (const char* f : {"status", "saga", "waiting", "cursor"})
-      if (a.Has(f)) q += std::string("&") + f + "=" + sagad::PercentEncode(a.Get(f));
-    if (a.Has("key")) q += "&idempotency_key=" + sagad::PercentEncode(a.Get("key"));
+    sagad::ListQuery q;
+    q.limit = IntFlag(a, "limit", 50);
+    q.status = a.Get("status");
+    q.saga = a.Get("saga");
+    q.waiting = a.Get("waiting");
+    q.cursor = a.Get("cursor");
+    q.idempotency_key = a.Get("key");
     if (a.Has("where")) {  // FIELD=VALUE: a top-level input field
       std::string w = a.Get("where");
       size_t eq = w.find('=');
       if (eq == std::string::npos || eq == 0) Die("--where must be FIELD=VALUE", 2);
-      q += "&input." + sagad::PercentEncode(w.substr(0, eq)) + "=" +
-           sagad::PercentEncode(w.substr(eq + 1));
+      q.input[w.substr(0, eq)] = w.substr(eq + 1);
     }
-    *out = c.Call("GET", "/v1/instances" + q);
+    *out = Must(c.List(q));
     if (!*as_json) PrintList((*out)["instances"], (*out)["next_cursor"]);
   } else if (cmd == "show") {
-    *out = c.Call("GET", InstancePath(a, 1));
+    *out = Must(c.Get(Id(a, 1)));
     if (!*as_json) PrintInstance(*out);
   } else if (cmd == "events") {
-    *out = c.Call("GET", InstancePath(a, 1) + "/events");
+    *out = Must(c.Events(Id(a, 1)));
     if (!*as_json) PrintEvents((*out)["events"]);
   } else if (cmd == "bundle") {
-    *out = c.Call("GET", InstancePath(a, 1) + "/bundle");
+    *out = Must(c.Bundle(Id(a, 1)));
     *as_json = true;  // the bundle is a document for humans and tools alike
   } else if (cmd == "approvals") {
-    *out = c.Call("GET", "/v1/approvals");
+    *out = Must(c.Approvals());
     if (*as_json) return true;
     std::vector<std::vector<std::string>> rows;
     for (const auto& x : (*out)["approvals"])
@@ -218,23 +202,20 @@ bool ReadCommand(const std::string& cmd, const Args& a, Client& c, bool* as_json
 // approve, reject, resolve, retry, skip, cancel, compensate; false for
 // another command.
 bool ActionCommand(const std::string& cmd, const Args& a, Client& c, json* out) {
-  json body = json::object();
+  const std::string comment = a.Get("comment"), reason = a.Get("reason"), ref = a.Get("ref");
   if (cmd == "approve" || cmd == "reject" || cmd == "resolve" || cmd == "retry" || cmd == "skip") {
-    std::string path =
-        InstancePath(a, 1) + "/steps/" + Segment(Need(a, 2, "step name")) + "/" + cmd;
-    for (const char* f : {"comment", "reason", "outcome"})
-      if (a.Has(f)) body[f] = a.Get(f);
-    if (a.Has("ref")) body["external_ref"] = a.Get("ref");
+    const std::string id = Id(a, 1), step = Segment(Need(a, 2, "step name"));
     if (cmd == "resolve" && !a.Has("outcome"))
       Die("resolve needs --outcome committed|not_executed", 2);
-    if (cmd == "skip") {
-      if (!a.Has("result")) Die("skip needs --result JSON", 2);
-      body["result"] = ParseJsonArg("--result", a.Get("result"));
-    }
-    *out = c.Call("POST", path, body);
+    if (cmd == "skip" && !a.Has("result")) Die("skip needs --result JSON", 2);
+    *out = Must(cmd == "approve"   ? c.Approve(id, step, comment)
+                : cmd == "reject"  ? c.Reject(id, step, reason)
+                : cmd == "resolve" ? c.Resolve(id, step, a.Get("outcome"), ref, comment)
+                : cmd == "retry"
+                    ? c.Retry(id, step, comment)
+                    : c.Skip(id, step, ParseJsonArg("--result", a.Get("result")), ref, comment));
   } else if (cmd == "cancel" || cmd == "compensate") {
-    if (a.Has("reason")) body["reason"] = a.Get("reason");
-    *out = c.Call("POST", InstancePath(a, 1) + "/" + cmd, body);
+    *out = Must(cmd == "cancel" ? c.Cancel(Id(a, 1), reason) : c.Compensate(Id(a, 1), reason));
   } else {
     return false;
   }
@@ -255,9 +236,9 @@ bool DeployCommand(const std::string& cmd, const Args& a, Client& c, bool as_jso
   if (!def.contains("name") || !def["name"].is_string() || !def.contains("version") ||
       !def["version"].is_number_integer())
     Die(file + " needs \"name\" (a string) and \"version\" (an integer)", 2);
-  const std::string name = def["name"];
+  const std::string name = Segment(def["name"]);
   const std::string version = std::to_string(def["version"].get<int64_t>());
-  *out = c.Call("PUT", "/v1/sagas/" + Segment(name) + "/versions/" + Segment(version), def);
+  *out = Must(c.Deploy(def));
   if (!as_json) std::cout << "saga " << name << " version " << version << " deployed\n";
   return true;
 }
@@ -265,11 +246,10 @@ bool DeployCommand(const std::string& cmd, const Args& a, Client& c, bool as_jso
 // services, pause NAME, resume NAME; false for another command.
 bool ServiceCommand(const std::string& cmd, const Args& a, Client& c, bool as_json, json* out) {
   if (cmd == "services") {
-    *out = c.Call("GET", "/v1/services");
+    *out = Must(c.Services());
   } else if (cmd == "pause" || cmd == "resume") {
-    json body = json::object();
-    if (a.Has("reason")) body["reason"] = a.Get("reason");
-    *out = c.Call("POST", "/v1/services/" + Segment(Need(a, 1, "service name")) + "/" + cmd, body);
+    const std::string name = Segment(Need(a, 1, "service name"));
+    *out = Must(cmd == "pause" ? c.PauseService(name, a.Get("reason")) : c.ResumeService(name));
   } else {
     return false;
   }
@@ -281,6 +261,33 @@ bool ServiceCommand(const std::string& cmd, const Args& a, Client& c, bool as_js
                     Str(s["max_in_flight"]), Str(s["max_per_second"]),
                     std::to_string(s.value("in_flight", 0)), std::to_string(s.value("queued", 0))});
   Table({"SERVICE", "STATE", "MAX IN FLIGHT", "MAX/S", "IN FLIGHT", "QUEUED"}, rows);
+  return true;
+}
+
+// graph SAGA[@VERSION] [--format dot|mermaid]: the newest registered
+// version unless one is named; false for another command.
+bool GraphCommand(const std::string& cmd, const Args& a, Client& c, bool as_json, json* out) {
+  if (cmd != "graph") return false;
+  std::string name = Need(a, 1, "saga name");
+  const std::string format = a.Get("format", "dot");
+  if (format != "dot" && format != "mermaid") Die("--format must be dot or mermaid", 2);
+  int version = 0;
+  size_t at = name.rfind('@');
+  if (at != std::string::npos) {
+    Args v;
+    v.flags["version"] = name.substr(at + 1);
+    version = IntFlag(v, "version", 0);
+    name = name.substr(0, at);
+  }
+  Segment(name);
+  if (version == 0) {
+    const json sagas = Must(c.Sagas());  // kept: the loop walks a member of it
+    for (const auto& d : sagas["sagas"])
+      if (d.value("name", "") == name) version = std::max(version, d.value("version", 0));
+    if (version == 0) Die("404 Not Found: no saga '" + name + "' is registered");
+  }
+  *out = Must(c.Definition(name, version));
+  if (!as_json) std::cout << (format == "dot" ? GraphDot(*out) : GraphMermaid(*out));
   return true;
 }
 
@@ -297,7 +304,8 @@ int Main(int argc, char** argv) {
   json out;
   if (ActionCommand(cmd, a, c, &out)) {
     if (!as_json) PrintInstance(out);
-  } else if (ServiceCommand(cmd, a, c, as_json, &out) || DeployCommand(cmd, a, c, as_json, &out)) {
+  } else if (ServiceCommand(cmd, a, c, as_json, &out) || DeployCommand(cmd, a, c, as_json, &out) ||
+             GraphCommand(cmd, a, c, as_json, &out)) {
   } else if (!ReadCommand(cmd, a, c, &as_json, &out)) {
     Die("unknown command '" + cmd + "'\n" + kUsage, 2);
   }

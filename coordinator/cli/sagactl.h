@@ -35,6 +35,9 @@ void Table(const std::vector<std::string>& header,
 void PrintInstance(const json& instance);
 void PrintList(const json& instances, const json& next);
 void PrintEvents(const json& events);
+// A definition's steps as Graphviz dot, or as a Mermaid flowchart.
+std::string GraphDot(const json& definition);
+std::string GraphMermaid(const json& definition);
 
 // The commands that read a store directly (sagactl_store.cc): read-only on
 // an LMDB data dir that must exist, or a PostgreSQL store.

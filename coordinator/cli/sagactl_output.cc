@@ -106,3 +106,77 @@ void PrintEvents(const json& events) {
 }
 
 }  // namespace sagactl
+
+namespace sagactl {
+namespace {
+
+// The steps each step runs after: "after" when given (a graph), else the
+// step before it (a list).
+std::vector<std::vector<std::string>> Dependencies(const json& steps) {
+  std::vector<std::vector<std::string>> out;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const json& after = steps[i].value("after", json());
+    if (after.is_array())
+      out.push_back(after.get<std::vector<std::string>>());
+    else
+      out.push_back(i > 0 ? std::vector<std::string>{Str(steps[i - 1]["name"])}
+                          : std::vector<std::string>{});
+  }
+  return out;
+}
+
+// "name" plus what an operator must know of the step.
+std::string StepLabel(const json& s, const std::string& newline) {
+  std::string flags;
+  // An irreversible step waits for an operator's approval (policies/).
+  if (s.value("requires_approval", false) || s.value("irreversible", false)) flags += "approval";
+  if (s.value("irreversible", false))
+    flags += std::string(flags.empty() ? "" : ", ") + "irreversible";
+  if (s.value("compensation", json()).is_null() && !s.value("irreversible", false))
+    flags += std::string(flags.empty() ? "" : ", ") + "no undo";
+  return Str(s["name"]) + (flags.empty() ? "" : newline + "(" + flags + ")");
+}
+
+std::string Quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string GraphDot(const json& def) {
+  const json& steps = def["steps"];
+  auto deps = Dependencies(steps);
+  std::string out = "digraph " + Quoted(Str(def["name"]) + " v" + Str(def["version"])) +
+                    " {\n  rankdir=TB;\n  node [shape=box, style=rounded];\n";
+  for (const auto& s : steps)
+    out += "  " + Quoted(Str(s["name"])) + " [label=" + Quoted(StepLabel(s, "\\n")) + "];\n";
+  for (size_t i = 0; i < steps.size(); ++i)
+    for (const auto& d : deps[i])
+      out += "  " + Quoted(d) + " -> " + Quoted(Str(steps[i]["name"])) + ";\n";
+  return out + "}\n";
+}
+
+std::string GraphMermaid(const json& def) {
+  const json& steps = def["steps"];
+  auto deps = Dependencies(steps);
+  std::map<std::string, std::string> id;
+  std::string out = "flowchart TD\n";
+  for (size_t i = 0; i < steps.size(); ++i) {
+    id[Str(steps[i]["name"])] = "s" + std::to_string(i);
+    std::string label = StepLabel(steps[i], "<br/>");
+    for (auto& c : label)
+      if (c == '"') c = '\'';
+    out += "  s" + std::to_string(i) + "[\"" + label + "\"]\n";
+  }
+  for (size_t i = 0; i < steps.size(); ++i)
+    for (const auto& d : deps[i])
+      if (id.count(d)) out += "  " + id[d] + " --> s" + std::to_string(i) + "\n";
+  return out;
+}
+
+}  // namespace sagactl

@@ -21,6 +21,12 @@ EngineMetrics::EngineMetrics() {
   metrics_.Describe("sagad_recovery_latency_seconds", "histogram",
                     "From sagad start to the first transition of each recovered instance.");
   metrics_.Describe("sagad_step_latency_seconds", "histogram", "Downstream call latency.");
+  metrics_.Describe("sagad_step_calls_by_step_total", "counter",
+                    "Downstream calls by saga, step, service, phase and classified outcome.");
+  metrics_.Describe("sagad_step_call_seconds", "histogram",
+                    "Downstream call latency by saga, step, service and phase.", true);
+  metrics_.Describe("sagad_compensations_total", "counter",
+                    "Compensation calls by saga, step, service and classified outcome.");
   metrics_.Describe("sagad_escalations_total", "counter", "Instances sent to NEEDS_REVIEW.");
   metrics_.Describe("sagad_store_commit_seconds", "histogram",
                     "Store commits of a transition, queueing in the group "
@@ -59,12 +65,26 @@ EngineMetrics::EngineMetrics() {
     metrics_.Inc(name, "", 0);
 }
 
+namespace {
+std::string LabelValue(const std::string& v);  // defined below, with the gauges
+}  // namespace
+
 void EngineMetrics::Call(const char* phase, const CallResult& res,
-                         std::chrono::steady_clock::duration took) {
+                         std::chrono::steady_clock::duration took, const StepLabels& where) {
+  const std::string outcome = OutcomeName(res.outcome);
+  const double secs = std::chrono::duration<double>(took).count();
   metrics_.Inc("sagad_step_calls_total",
-               std::string("phase=\"") + phase + "\",outcome=\"" + OutcomeName(res.outcome) + "\"");
+               std::string("phase=\"") + phase + "\",outcome=\"" + outcome + "\"");
   if (res.replayed) metrics_.Inc("sagad_duplicate_effects_detected_total");
-  metrics_.Observe("sagad_step_latency_seconds", std::chrono::duration<double>(took).count());
+  metrics_.Observe("sagad_step_latency_seconds", secs);
+  const std::string step = "saga=\"" + LabelValue(where.saga) + "\",step=\"" +
+                           LabelValue(where.step) + "\",service=\"" + LabelValue(where.service) +
+                           "\"";
+  metrics_.Inc("sagad_step_calls_by_step_total",
+               step + ",phase=\"" + phase + "\",outcome=\"" + outcome + "\"");
+  metrics_.Observe("sagad_step_call_seconds", secs, step + ",phase=\"" + phase + "\"");
+  if (std::string(phase) == "compensation")
+    metrics_.Inc("sagad_compensations_total", step + ",outcome=\"" + outcome + "\"");
 }
 
 void EngineMetrics::Query(const char* phase, const QueryResult& q) {

@@ -23,9 +23,18 @@ class EngineMetrics {
  public:
   EngineMetrics();
 
+  // Where a call went: the saga, its step and the step's service (label
+  // values bounded by the registered definitions).
+  struct StepLabels {
+    std::string saga, step, service;
+  };
   // A downstream call of `phase` ("forward" | "compensation") and its
   // classified outcome; a replayed answer counts as a duplicate detected.
-  void Call(const char* phase, const CallResult& res, std::chrono::steady_clock::duration took);
+  // Counted twice: by phase and outcome (sagad_step_calls_total), and by
+  // saga, step and service (sagad_step_calls_by_step_total,
+  // sagad_step_call_seconds, sagad_compensations_total).
+  void Call(const char* phase, const CallResult& res, std::chrono::steady_clock::duration took,
+            const StepLabels& where);
   // A question about an unclear outcome, and its answer.
   void Query(const char* phase, const QueryResult& q);
   // A request held back by the lease rule (Ownership::ReadyToSend).

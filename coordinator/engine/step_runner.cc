@@ -222,7 +222,7 @@ auto StepRunner::SendForward(const std::string& id, const SagaDefinition& def, i
     }
     CrashPoint("before_outcome");
     driver_.resumed(id);  // resumed: its first step after a restart was sent
-    metrics_.Call("forward", res, clock_.SteadyNow() - t0);
+    metrics_.Call("forward", res, clock_.SteadyNow() - t0, {def.name, sd.name, sd.forward.service});
     EngineLog(
         {{"msg", "step call"},
          {"instance", id},

@@ -63,7 +63,7 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinition& def, co
   permit.reset();
   if (!sent.ok()) return driver_.after_failure(id, sent);
   CrashPoint("before_compensation_outcome");
-  metrics_.Call("compensation", res, clock_.SteadyNow() - t0);
+  metrics_.Call("compensation", res, clock_.SteadyNow() - t0, {def.name, sd.name, call.service});
   EngineLog({{"msg", "compensation call"},
              {"instance", id},
              {"trace_id", req.trace.trace_id},

@@ -73,6 +73,8 @@ int HttpStatusOf(const Status& s) {
       return 409;
     case StatusCode::kUnavailable:
       return 503;
+    case StatusCode::kPermissionDenied:
+      return 403;
     default:
       return 500;
   }

@@ -13,6 +13,8 @@
 #include <mutex>
 #include <thread>
 
+#include "tests/testing/subprocess.h"
+
 namespace sagad {
 namespace {
 
@@ -143,15 +145,7 @@ TEST_F(HttpAdapterTest, AnUnknownServiceIsNotConfigured) {
 class Dripping {
  public:
   explicit Dripping(bool from_head) : from_head_(from_head) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    listen(fd_, 4);
-    socklen_t len = sizeof a;
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
+    fd_ = testing::ListenOnLoopback(&port_);
     thread_ = std::thread([this] { Serve(); });
   }
   ~Dripping() {

@@ -203,6 +203,27 @@ class Conformance(unittest.TestCase):
         self.call("GET", "/v1/sagas/conformance_saga/versions/x", token=VIEWER, expect=400)
         self.call("GET", "/v1/sagas/conformance_saga/versions/9", token=VIEWER, expect=404)
 
+    def test_8_the_dashboard_and_alerts_use_only_exported_metrics(self):
+        status, text = self.call("GET", "/metrics", token=None, expect=200)
+        exported = set()
+        for line in text.splitlines():
+            if line.startswith("# TYPE "):
+                name, kind = line.split()[2:4]
+                exported.add(name)
+                if kind == "histogram":
+                    exported.update(name + s for s in ("_bucket", "_sum", "_count"))
+        monitoring = os.path.join(os.path.dirname(DOC_PATH), "..", "..", "docs", "monitoring")
+        used = set()
+        for name in ("sagad-dashboard.json", "sagad-alerts.yml"):
+            with open(os.path.join(monitoring, name)) as f:
+                used.update(re.findall(r"\bsagad_[a-z_]+", f.read()))
+        used.discard("sagad_")
+        self.assertTrue(used)
+        self.assertEqual(sorted(used - exported), [], "named by the dashboard or alerts, not exported")
+        # Calls are labelled by saga, step and service.
+        self.assertIn('sagad_step_calls_by_step_total{saga="order_fulfilment",step="charge_payment",'
+                      'service="payments",phase="forward",outcome="committed"}', text)
+
     def test_9_every_operation_was_checked(self):
         checked = {(m, t) for m, t, _ in self.seen}
         missing = [(m.upper(), t) for t, ops in self.doc["paths"].items() for m in ops

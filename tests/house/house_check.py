@@ -5,7 +5,8 @@
 
 1. Layers: an include points down util -> sagas -> policies -> adapters ->
    coordinator/store -> coordinator/engine -> coordinator/http ->
-   coordinator/server -> coordinator/cli, never up or sideways.
+   coordinator/server -> coordinator/client -> coordinator/cli, never up or
+   sideways.
 2. Time: the pure model (sagas/, policies/) and the engine
    (coordinator/engine/) read time only through the injected Clock.
 3. Size: no product source file over 500 lines, no function over 70 lines,
@@ -19,7 +20,7 @@ import sys
 
 LAYERS = ["util", "sagas", "policies", "adapters", "coordinator/store",
           "coordinator/engine", "coordinator/http", "coordinator/server",
-          "coordinator/cli"]
+          "coordinator/client", "coordinator/cli"]
 PRODUCT = ["util", "sagas", "policies", "adapters", "coordinator"]
 # Real time is the edges' business; inside the engine only the long polls'
 # waiting (waiters.cc: a client's ?wait= in real seconds) reads it.

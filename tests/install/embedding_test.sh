@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs sagad into a temporary prefix, builds examples/embedding as an
 # out-of-tree project with find_package(sagad), runs it against
-# example-services and completes one saga.   usage: embedding_test.sh SRC BUILD
+# example-services and completes one saga, submitted with sagad::Client.   usage: embedding_test.sh SRC BUILD
 set -euo pipefail
 src=$1 build=$2
 work=$(mktemp -d /tmp/sagad-embed-XXXXXX)
@@ -19,10 +19,13 @@ URL=http://127.0.0.1:$(wait_port "$work/es.out")
   --service ticketing="$URL" --service inventory="$URL" >"$work/app.out" 2>/dev/null &
 APP=$!
 API=http://127.0.0.1:$(wait_port "$work/app.out")
-status=$(curl -sf -X POST "$API/v1/sagas/onboard_customer/instances?wait=10" -H 'Content-Type: application/json' \
-  -d '{"input":{"customer":"acme"}}' | jq -r .status)
-echo "embedded saga status: $status"
+# The C++ client, built out of tree: submit, the same key again, wait, and a
+# refused approval (an unknown step) as a NOT_FOUND status.
+read -r status refused < <("$work/app/submit_with_client" "$API" onboard_customer \
+  '{"customer":"acme"}' embed-1)
+echo "embedded saga status: $status; an unknown step: $refused"
 [ "$status" = COMPLETED ]
+[ "$refused" = NOT_FOUND ]
 effects=$(curl -sf "$URL/_effects" | jq .total)
 echo "effects: $effects"
 [ "$effects" = 2 ]

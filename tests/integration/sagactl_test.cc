@@ -71,6 +71,28 @@ TEST_F(SagactlTest, DeploysADefinitionFile) {
   EXPECT_EQ(Ctl({"deploy", dir_.path() + "/missing.json"}).code, 2);
 }
 
+// graph: the steps of a saga as Graphviz dot or a Mermaid flowchart, with
+// the join of a graph saga and the flags an operator must know.
+TEST_F(SagactlTest, DrawsASagaAsDotOrMermaid) {
+  CtlRun dot = Ctl({"graph", "trip_booking"});
+  ASSERT_EQ(dot.code, 0) << dot.err;
+  EXPECT_EQ(dot.out.rfind("digraph \"trip_booking v1\" {", 0), 0u) << dot.out;
+  for (const char* from : {"reserve_flight", "reserve_hotel", "reserve_car"})
+    EXPECT_NE(dot.out.find(std::string("\"") + from + "\" -> \"charge_card\";"), std::string::npos)
+        << dot.out;
+  EXPECT_NE(dot.out.find("\"charge_card\" -> \"issue_tickets\";"), std::string::npos);
+  CtlRun mermaid = Ctl({"graph", "incident_response@1", "--format", "mermaid"});
+  ASSERT_EQ(mermaid.code, 0) << mermaid.err;
+  EXPECT_EQ(mermaid.out.rfind("flowchart TD\n", 0), 0u) << mermaid.out;
+  EXPECT_NE(mermaid.out.find("s0 --> s1"), std::string::npos) << mermaid.out;
+  EXPECT_NE(mermaid.out.find("notify_user<br/>(approval, irreversible)"), std::string::npos)
+      << mermaid.out;
+  CtlRun unknown = Ctl({"graph", "nope"});
+  EXPECT_EQ(unknown.code, 1);
+  EXPECT_NE(unknown.err.find("404"), std::string::npos) << unknown.err;
+  EXPECT_EQ(Ctl({"graph", "trip_booking", "--format", "svg"}).code, 2);
+}
+
 TEST_F(SagactlTest, PausesListsAndResumesAService) {
   CtlRun paused = Ctl({"pause", "payments", "--reason", "incident"});
   ASSERT_EQ(paused.code, 0) << paused.err;

@@ -15,6 +15,10 @@ CREATE INDEX IF NOT EXISTS sagad_instances_saga ON sagad_instances (saga, id);
 CREATE INDEX IF NOT EXISTS sagad_instances_waiting ON sagad_instances (waiting, id)
   WHERE waiting IS NOT NULL;
 CREATE INDEX IF NOT EXISTS sagad_instances_unfinished ON sagad_instances (id) WHERE NOT finished;
+-- Search by a business key (GET /v1/instances?input.FIELD=VALUE): containment
+-- on the input object.
+CREATE INDEX IF NOT EXISTS sagad_instances_input
+  ON sagad_instances USING gin (((snapshot::jsonb) -> 'input') jsonb_path_ops);
 CREATE TABLE IF NOT EXISTS sagad_events (
   instance_id text NOT NULL,
   seq bigint NOT NULL,

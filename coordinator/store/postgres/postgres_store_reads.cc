@@ -76,6 +76,17 @@ StatusOr<InstancePage> PostgresStore::ListInstances(const InstanceFilter& filter
                              " #>> '{}' WHEN 'object' THEN NULL WHEN 'array' THEN NULL ELSE (" +
                              value + ")::text END) =";
     add(cond.c_str(), filter.input_value);
+    // The same, as containment the GIN index sagad_instances_input answers:
+    // the field holds the string, or (when the value is JSON) that value.
+    const std::string field = "$" + std::to_string(params.size() - 1);
+    const std::string input = "((snapshot::jsonb) -> 'input') @> jsonb_build_object(" + field;
+    sql += " AND (" + input + "::text, $" + std::to_string(params.size()) + "::text)";
+    nlohmann::json scalar = nlohmann::json::parse(filter.input_value, nullptr, false);
+    if (!scalar.is_discarded() && !scalar.is_string() && !scalar.is_structured()) {
+      params.push_back(scalar.dump());
+      sql += " OR " + input + "::text, $" + std::to_string(params.size()) + "::jsonb)";
+    }
+    sql += ")";
   }
   if (!cursor.empty()) add("id <", cursor);
   sql += " ORDER BY id DESC LIMIT " + std::to_string(limit + 1);

@@ -27,7 +27,7 @@ TEST(EngineMetricsTest, CountsCallsEventsAndTheLongestCommit) {
   CallResult res;
   res.outcome = Outcome::kUnknown;
   res.replayed = true;
-  m.Call("forward", res, std::chrono::milliseconds(5));
+  m.Call("forward", res, std::chrono::milliseconds(5), {"order_fulfilment", "charge", "payments"});
   EXPECT_EQ(m.Get("sagad_step_calls_total", "phase=\"forward\",outcome=\"unknown\""), 1);
   EXPECT_EQ(m.Get("sagad_duplicate_effects_detected_total"), 1);
   Event retry;
@@ -47,6 +47,31 @@ TEST(EngineMetricsTest, CountsCallsEventsAndTheLongestCommit) {
   EXPECT_NE(m.Text(**store).find("sagad_store_commit_max_seconds 0.040"), std::string::npos);
   m.RetryBudgetExhausted("payments");
   EXPECT_EQ(m.Get("sagad_retry_budget_exhausted_total", "service=\"payments\""), 1);
+}
+
+// Calls, latency and compensations by saga, step and service: the series a
+// dashboard breaks down by, rendered with the labels escaped.
+TEST(EngineMetricsTest, CallsAreLabelledBySagaStepAndService) {
+  EngineMetrics m;
+  CallResult res;
+  res.outcome = Outcome::kCommitted;
+  m.Call("forward", res, std::chrono::milliseconds(30), {"order", "charge", "payments"});
+  m.Call("compensation", res, std::chrono::milliseconds(2), {"order", "charge", "payments"});
+  m.Call("forward", res, std::chrono::milliseconds(2), {"odd\"saga", "s", "svc"});
+  const std::string at = "saga=\"order\",step=\"charge\",service=\"payments\"";
+  EXPECT_EQ(
+      m.Get("sagad_step_calls_by_step_total", at + ",phase=\"forward\",outcome=\"committed\""), 1);
+  EXPECT_EQ(m.Get("sagad_compensations_total", at + ",outcome=\"committed\""), 1);
+  testing::TempDir dir;
+  auto store = LmdbStore::Open(dir.path());
+  ASSERT_TRUE(store.ok());
+  std::string text = m.Text(**store);
+  for (const std::string& line :
+       {"sagad_step_call_seconds_bucket{" + at + ",phase=\"forward\",le=\"0.05\"} 1",
+        "sagad_step_call_seconds_bucket{" + at + ",phase=\"forward\",le=\"0.025\"} 0",
+        "sagad_step_call_seconds_count{" + at + ",phase=\"compensation\"} 1",
+        std::string("saga=\"odd\\\"saga\""), std::string("sagad_step_latency_seconds_count 3")})
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
 }
 
 }  // namespace
