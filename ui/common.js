@@ -95,7 +95,7 @@ export function answerBox(r) {
 }
 
 export function setMain(...nodes) {
-  $('main').replaceChildren(...nodes);
+  $('main').replaceChildren(...nodes.filter((n) => n !== null && n !== undefined && n !== false));
 }
 
 // A new page: the previous page's refreshes stop.

@@ -261,6 +261,11 @@ class Console(unittest.TestCase):
             "/v1/instances/%s/steps/notify_user/approve" % inst["id"], VIEWER)
         self.assertEqual(status, 403)
         self.assertEqual(self.instance_status(inst["id"]), "AWAITING_APPROVAL")
+        # No bulk actions for a viewer, and nothing in their place.
+        self.go("#/instances")
+        self.wait(lambda d: self.css("#instances-body tr"), what="the list")
+        self.assertEqual(self.css("#bulk-action"), [])
+        self.assertNotIn("null", self.text_of("main"))
 
     def test_7_the_list_of_10000_instances_shows_its_first_page_quickly(self):
         def one(i):
