@@ -52,8 +52,13 @@ TEST(WebhookTest, DeliversSignedEventsInOrder) {
   ASSERT_TRUE(WaitFor([&] { return HasType(Deliveries(downstream.port()), "saga_completed"); }));
   json d = Deliveries(downstream.port());
   ExpectOrderedPerInstance(d);
+  // A call slower than timeout_ms (a sanitizer build on a loaded machine)
+  // adds an unclear outcome and its reconciliation; the rest is the same.
   std::vector<std::string> types;
-  for (const auto& x : d) types.push_back(json::parse(x["body"].get<std::string>())["type"]);
+  for (const auto& x : d) {
+    std::string type = json::parse(x["body"].get<std::string>())["type"];
+    if (type != "outcome_unknown" && type != "reconciled") types.push_back(type);
+  }
   EXPECT_EQ(types, (std::vector<std::string>{"instance_created", "committed", "committed",
                                              "committed", "saga_completed"}));
   for (const auto& x : d)
