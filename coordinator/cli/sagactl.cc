@@ -78,13 +78,16 @@ std::string Segment(const std::string& word) {
   return word;
 }
 
-int IntFlag(const Args& a, const std::string& flag, int def) {
-  if (!a.Has(flag)) return def;
-  const std::string v = a.Get(flag);
+// A whole number from 0 to 1,000,000 in `text`, or bad usage naming `what`.
+int Count(const std::string& text, const std::string& what) {
   char* end = nullptr;
-  long n = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || n < 0 || n > 1000000) Die("--" + flag + " must be a number", 2);
+  long n = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || n < 0 || n > 1000000) Die(what + " must be a number", 2);
   return static_cast<int>(n);
+}
+
+int IntFlag(const Args& a, const std::string& flag, int def) {
+  return a.Has(flag) ? Count(a.Get(flag), "--" + flag) : def;
 }
 
 std::string Need(const Args& a, size_t i, const char* what) {
@@ -274,9 +277,7 @@ bool GraphCommand(const std::string& cmd, const Args& a, Client& c, bool as_json
   int version = 0;
   size_t at = name.rfind('@');
   if (at != std::string::npos) {
-    Args v;
-    v.flags["version"] = name.substr(at + 1);
-    version = IntFlag(v, "version", 0);
+    version = Count(name.substr(at + 1), "the version after @");
     name = name.substr(0, at);
   }
   Segment(name);

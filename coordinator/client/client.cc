@@ -117,6 +117,13 @@ StatusOr<json> Client::Call(const std::string& method, const std::string& path, 
   return j;
 }
 
+StatusOr<json> Client::Named(const std::string& method, const std::string& prefix,
+                             const std::string& name, const std::string& suffix, const json& body) {
+  auto seg = PathSegment(name);
+  if (!seg.ok()) return seg.status();
+  return Call(method, prefix + *seg + suffix, body);
+}
+
 StatusOr<json> Client::Submit(const std::string& saga, const json& input,
                               const std::string& idempotency_key, int wait_s, int version) {
   auto seg = PathSegment(saga);
@@ -139,10 +146,7 @@ StatusOr<json> Client::Submit(const std::string& saga, const json& input,
 StatusOr<json> Client::Get(const std::string& id) { return Wait(id, 0); }
 
 StatusOr<json> Client::Wait(const std::string& id, int seconds) {
-  auto seg = PathSegment(id);
-  if (!seg.ok()) return seg.status();
-  return Call("GET",
-              "/v1/instances/" + *seg + (seconds > 0 ? "?wait=" + std::to_string(seconds) : ""));
+  return Named("GET", "/v1/instances/", id, seconds > 0 ? "?wait=" + std::to_string(seconds) : "");
 }
 
 StatusOr<json> Client::List(const ListQuery& query) {
@@ -150,15 +154,11 @@ StatusOr<json> Client::List(const ListQuery& query) {
 }
 
 StatusOr<json> Client::Events(const std::string& id) {
-  auto seg = PathSegment(id);
-  if (!seg.ok()) return seg.status();
-  return Call("GET", "/v1/instances/" + *seg + "/events");
+  return Named("GET", "/v1/instances/", id, "/events");
 }
 
 StatusOr<json> Client::Bundle(const std::string& id) {
-  auto seg = PathSegment(id);
-  if (!seg.ok()) return seg.status();
-  return Call("GET", "/v1/instances/" + *seg + "/bundle");
+  return Named("GET", "/v1/instances/", id, "/bundle");
 }
 
 StatusOr<json> Client::Approvals() { return Call("GET", "/v1/approvals"); }
@@ -205,58 +205,42 @@ StatusOr<json> Client::Skip(const std::string& id, const std::string& step, cons
 }
 
 StatusOr<json> Client::Cancel(const std::string& id, const std::string& reason) {
-  auto seg = PathSegment(id);
-  if (!seg.ok()) return seg.status();
-  return Call("POST", "/v1/instances/" + *seg + "/cancel", WithText("reason", reason));
+  return Named("POST", "/v1/instances/", id, "/cancel", WithText("reason", reason));
 }
 
 StatusOr<json> Client::Compensate(const std::string& id, const std::string& reason) {
-  auto seg = PathSegment(id);
-  if (!seg.ok()) return seg.status();
-  return Call("POST", "/v1/instances/" + *seg + "/compensate", WithText("reason", reason));
+  return Named("POST", "/v1/instances/", id, "/compensate", WithText("reason", reason));
 }
 
 StatusOr<json> Client::Bulk(const std::string& action, const json& targets,
                             const std::string& text) {
-  auto seg = PathSegment(action);
-  if (!seg.ok()) return seg.status();
   json body = targets.is_object() ? targets : json::object();
   if (!text.empty()) body[action == "reject" || action == "cancel" ? "reason" : "comment"] = text;
-  return Call("POST", "/v1/instances/actions/" + *seg, body);
+  return Named("POST", "/v1/instances/actions/", action, "", body);
 }
 
 StatusOr<json> Client::Sagas() { return Call("GET", "/v1/sagas"); }
 
 StatusOr<json> Client::Definition(const std::string& saga, int version) {
-  auto seg = PathSegment(saga);
-  if (!seg.ok()) return seg.status();
-  return Call("GET", "/v1/sagas/" + *seg + "/versions/" + std::to_string(version));
+  return Named("GET", "/v1/sagas/", saga, "/versions/" + std::to_string(version));
 }
 
 StatusOr<json> Client::Deploy(const json& definition) {
   if (!definition.is_object() || !definition.contains("name") || !definition["name"].is_string() ||
       !definition.contains("version") || !definition["version"].is_number_integer())
     return InvalidArgument("a definition needs \"name\" (a string) and \"version\" (an integer)");
-  auto seg = PathSegment(definition["name"].get<std::string>());
-  if (!seg.ok()) return seg.status();
-  return Call(
-      "PUT",
-      "/v1/sagas/" + *seg + "/versions/" + std::to_string(definition["version"].get<int64_t>()),
-      definition);
+  return Named("PUT", "/v1/sagas/", definition["name"].get<std::string>(),
+               "/versions/" + std::to_string(definition["version"].get<int64_t>()), definition);
 }
 
 StatusOr<json> Client::Services() { return Call("GET", "/v1/services"); }
 
 StatusOr<json> Client::PauseService(const std::string& name, const std::string& reason) {
-  auto seg = PathSegment(name);
-  if (!seg.ok()) return seg.status();
-  return Call("POST", "/v1/services/" + *seg + "/pause", WithText("reason", reason));
+  return Named("POST", "/v1/services/", name, "/pause", WithText("reason", reason));
 }
 
 StatusOr<json> Client::ResumeService(const std::string& name) {
-  auto seg = PathSegment(name);
-  if (!seg.ok()) return seg.status();
-  return Call("POST", "/v1/services/" + *seg + "/resume", json::object());
+  return Named("POST", "/v1/services/", name, "/resume", json::object());
 }
 
 }  // namespace sagad

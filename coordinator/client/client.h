@@ -103,6 +103,10 @@ class Client {
   const ClientOptions& options() const { return options_; }
 
  private:
+  // METHOD prefix + `name` as one percent-encoded path segment + suffix.
+  StatusOr<nlohmann::json> Named(const std::string& method, const std::string& prefix,
+                                 const std::string& name, const std::string& suffix,
+                                 const nlohmann::json& body = nullptr);
   StatusOr<nlohmann::json> StepAction(const std::string& id, const std::string& step,
                                       const std::string& action, const nlohmann::json& body);
 

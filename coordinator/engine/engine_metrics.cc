@@ -66,7 +66,21 @@ EngineMetrics::EngineMetrics() {
 }
 
 namespace {
-std::string LabelValue(const std::string& v);  // defined below, with the gauges
+
+// A Prometheus label value: backslash, double quote and newline escaped.
+std::string LabelValue(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
 }  // namespace
 
 void EngineMetrics::Call(const char* phase, const CallResult& res,
@@ -121,24 +135,6 @@ void EngineMetrics::RetentionDeleted(size_t n) {
 void EngineMetrics::RecoveryLatency(double seconds) {
   metrics_.Observe("sagad_recovery_latency_seconds", seconds);
 }
-
-namespace {
-
-// A Prometheus label value: backslash, double quote and newline escaped.
-std::string LabelValue(const std::string& v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string EngineMetrics::ServicesText(const std::vector<ServiceGates::View>& services) {
   std::string in_flight =

@@ -3,32 +3,20 @@
 #include <gtest/gtest.h>
 
 #include "examples/examples.h"
+#include "tests/testing/instance_events.h"
 
 namespace sagad {
 namespace {
 
-class PlannerTest : public ::testing::Test {
+class PlannerTest : public ::testing::Test, protected testing::InstanceEvents {
  protected:
   void SetUp() override {
     def_ = IncidentResponse();
-    Event e = Instance::CreatedEvent("i1", def_, {{"title", "t"}});
-    e.seq = 1;
-    ASSERT_TRUE(inst_.Apply(e).ok());
-  }
-  void Step(const std::string& step, StepEvent ev) { Add(step, StepEventName(ev)); }
-  void Saga(SagaEvent ev) { Add("", SagaEventName(ev)); }
-  void Add(const std::string& step, const std::string& type) {
-    Event e;
-    e.seq = inst_.last_seq() + 1;
-    e.type = type;
-    e.step = step;
-    Status s = inst_.Apply(e);
-    ASSERT_TRUE(s.ok()) << s.ToString();
+    Create(def_, {{"title", "t"}});
   }
   Action Next() { return NextAction(def_, inst_); }
 
   SagaDefinition def_;
-  Instance inst_;
 };
 
 TEST_F(PlannerTest, ExecutesStepsInOrder) {

@@ -6,6 +6,7 @@
 
 #include "examples/examples.h"
 #include "policies/planner.h"
+#include "tests/testing/instance_events.h"
 
 namespace sagad {
 namespace {
@@ -165,24 +166,11 @@ TEST(GraphDefinitionTest, JsonRefusesUnknownKeysByName) {
 
 // ---- the planner on graphs ----
 
-class GraphPlannerTest : public ::testing::Test {
+class GraphPlannerTest : public ::testing::Test, protected testing::InstanceEvents {
  protected:
   void Start(const SagaDefinition& def) {
     def_ = def;
-    inst_ = Instance();
-    Event e = Instance::CreatedEvent("i1", def_, {{"amount", 1}});
-    e.seq = 1;
-    ASSERT_TRUE(inst_.Apply(e).ok());
-  }
-  void Step(const std::string& step, StepEvent ev) { Add(step, StepEventName(ev)); }
-  void Saga(SagaEvent ev) { Add("", SagaEventName(ev)); }
-  void Add(const std::string& step, const std::string& type) {
-    Event e;
-    e.seq = inst_.last_seq() + 1;
-    e.type = type;
-    e.step = step;
-    Status s = inst_.Apply(e);
-    ASSERT_TRUE(s.ok()) << s.ToString();
+    Create(def_, {{"amount", 1}});
   }
   void Commit(const std::string& step) {
     Step(step, StepEvent::kStart);
@@ -213,7 +201,6 @@ class GraphPlannerTest : public ::testing::Test {
   using V = std::vector<std::string>;
 
   SagaDefinition def_;
-  Instance inst_;
 };
 
 TEST_F(GraphPlannerTest, IndependentStepsStartTogetherAndTheJoinWaitsForAll) {
