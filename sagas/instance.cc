@@ -99,6 +99,7 @@ void RecordStepEvent(StepState& st, StepEvent ev, const Event& e, bool compensat
       st.args_hash = Str(e.data, "args_hash");
       break;
     case StepEvent::kCommit:
+      st.forward_in_doubt = false;
       st.commit_seq = e.seq;
       st.result = e.data.value("result", nlohmann::json());
       st.external_ref = Str(e.data, "external_ref");
@@ -109,9 +110,15 @@ void RecordStepEvent(StepState& st, StepEvent ev, const Event& e, bool compensat
     case StepEvent::kConfirmRefused:
     case StepEvent::kOutcomeUnknown:
     case StepEvent::kEscalate:
+      if (!compensation_phase && ev == StepEvent::kOutcomeUnknown) st.forward_in_doubt = true;
+      if (!compensation_phase && (ev == StepEvent::kFail || ev == StepEvent::kConfirmRefused))
+        st.forward_in_doubt = false;
       (compensation_phase ? st.comp_last_error : st.last_error) = Str(e.data, "error");
       break;
     case StepEvent::kNotExecuted:
+      // Recorded while in doubt only once it is known (StepRunner): an
+      // answer, or an operator's resolution.
+      if (!compensation_phase) st.forward_in_doubt = false;
       (compensation_phase ? st.comp_last_error : st.last_error) = Str(e.data, "error");
       if (!compensation_phase) ++st.retries;
       if (e.data.contains("resolution")) st.resolution = e.data["resolution"];
@@ -139,6 +146,7 @@ void RecordStepEvent(StepState& st, StepEvent ev, const Event& e, bool compensat
       st.approval_requested_at = e.at_ms;
       break;
     case StepEvent::kSkip:
+      st.forward_in_doubt = false;
       st.commit_seq = e.seq;
       st.result = e.data.value("result", nlohmann::json());
       st.external_ref = Str(e.data, "external_ref");

@@ -64,6 +64,11 @@ struct StepState {
   int64_t retry_at = 0;       // durable timer: not before this wall ms (0: now)
   int64_t approval_requested_at = 0;
   int64_t commit_seq = 0;  // seq of the event that committed it (0: not committed)
+  // A forward send's outcome was unknown and nothing settled it since (a
+  // commit, a refusal, an answer or an operator saying it did not happen):
+  // a later send that was "not executed" says nothing about the earlier
+  // one. Derived from the log; not part of the view.
+  bool forward_in_doubt = false;
 
   StepStatus status() const { return machine.status(); }
 };

@@ -10,7 +10,17 @@
 
 namespace sagad {
 
+namespace {
+std::function<void(nlohmann::json&)>& Sink() {
+  static auto* sink = new std::function<void(nlohmann::json&)>();
+  return *sink;
+}
+}  // namespace
+
+void SetLogSink(std::function<void(nlohmann::json&)> sink) { Sink() = std::move(sink); }
+
 void EngineLog(nlohmann::json line) {
+  if (Sink()) return Sink()(line);
   static Mutex mu;
   auto now = std::chrono::system_clock::now();
   time_t t = std::chrono::system_clock::to_time_t(now);

@@ -4,10 +4,16 @@
 // Thread-safety: may be called from any thread.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 
 namespace sagad {
 
 void EngineLog(nlohmann::json line);
+
+// Sends every later line to `sink` instead of stderr, without "ts" or
+// "level" (the simulator keeps them in its trace, or drops them); an empty
+// sink restores stderr. Call it while no other thread logs.
+void SetLogSink(std::function<void(nlohmann::json&)> sink);
 
 }  // namespace sagad

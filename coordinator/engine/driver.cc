@@ -3,9 +3,6 @@
 // deadlines and the recovery round robin.
 #include "coordinator/engine/driver.h"
 
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-
 #include "coordinator/engine/saga_turns.h"
 #include "policies/approval_policy.h"
 #include "util/check.h"
@@ -16,8 +13,8 @@ namespace sagad {
 
 Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceRepository& repo,
                Ownership& ownership, RunTable& runs, RecoveryTracker& recovery,
-               EngineMetrics& metrics, ServiceGates& gates, const Clock& clock,
-               boost::asio::thread_pool& pool, boost::asio::io_context& timers, int workers)
+               EngineMetrics& metrics, ServiceGates& gates, const Clock& clock, Random& random,
+               Executor& executor, int workers)
     : defs_(defs),
       repo_(repo),
       ownership_(ownership),
@@ -25,8 +22,7 @@ Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceReposit
       recovery_(recovery),
       metrics_(metrics),
       clock_(clock),
-      pool_(pool),
-      timers_(timers),
+      executor_(executor),
       workers_(std::max(1, workers)),
       steps_(
           adapter, clock, ownership, runs, metrics, gates,
@@ -39,11 +35,12 @@ Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceReposit
               [this](const std::string& id) { MarkRecovered(id); },
               [this] { return RecoveryInProgress(); },
               [this](const std::string& id) { return ownership_.ReadyToSend(id); },
-              [this](const std::string& id, int64_t ms) { ScheduleAfter(id, ms); }}) {}
+              [this](const std::string& id, int64_t ms) { ScheduleAfter(id, ms); }},
+          random) {}
 
 auto Driver::Schedule(const std::string& id) -> void {
   if (!runs_.Enter(id)) return;
-  boost::asio::post(pool_, [this, id] { DriveLoop(id); });
+  executor_.Post([this, id] { DriveLoop(id); });
 }
 
 auto Driver::FirstStep(Tx& tx, const SagaDefinition& def, int* step, StepRequest* request)
@@ -68,7 +65,7 @@ auto Driver::StartCreated(const std::string& id, const SagaDefinitionPtr& def, i
     Schedule(id);
     return;
   }
-  boost::asio::post(pool_, [this, id, d = def, step, r = std::move(*request), trace]() mutable {
+  executor_.Post([this, id, d = def, step, r = std::move(*request), trace]() mutable {
     Next next = Next::kContinue;
     try {
       // Stopping: the STARTED record is durable, so the next start
@@ -84,11 +81,7 @@ auto Driver::StartCreated(const std::string& id, const SagaDefinitionPtr& def, i
 }
 
 auto Driver::ScheduleAfter(const std::string& id, int64_t delay_ms) -> void {
-  auto timer = std::make_shared<boost::asio::steady_timer>(timers_);
-  timer->expires_after(std::chrono::milliseconds(delay_ms));
-  timer->async_wait([this, id, timer](const boost::system::error_code& ec) {
-    if (!ec) Schedule(id);
-  });
+  executor_.PostAfter(delay_ms, [this, id] { Schedule(id); });
 }
 
 auto Driver::DriveLoop(const std::string& id) -> void {
@@ -106,7 +99,7 @@ auto Driver::DriveLoop(const std::string& id) -> void {
       case RunTable::After::kAgain:
         continue;
       case RunTable::After::kRequeue:  // to the back of the queue
-        boost::asio::post(pool_, [this, id] { DriveLoop(id); });
+        executor_.Post([this, id] { DriveLoop(id); });
         return;
       case RunTable::After::kDone:
         return;
@@ -294,7 +287,7 @@ auto Driver::LaunchSteps(const std::string& id, const SagaDefinition& def, const
       *here = a;
       continue;
     }
-    boost::asio::post(pool_, [this, id, a] { RunStepTask(id, a); });
+    executor_.Post([this, id, a] { RunStepTask(id, a); });
   }
   if (wake > 0) WakeAt(id, wake);
   return launched;
@@ -343,11 +336,9 @@ auto Driver::RunStep(const std::string& id, const Action& a) -> Next {
 auto Driver::WakeAt(const std::string& id, int64_t due_ms) -> void {
   const int64_t now = clock_.NowMillis();
   if (!runs_.ClaimWake(id, due_ms, now)) return;
-  auto timer = std::make_shared<boost::asio::steady_timer>(timers_);
-  timer->expires_after(std::chrono::milliseconds(std::max<int64_t>(1, due_ms - now)));
-  timer->async_wait([this, id, due_ms, timer](const boost::system::error_code& ec) {
+  executor_.PostAfter(std::max<int64_t>(1, due_ms - now), [this, id, due_ms] {
     runs_.WakeFired(id, due_ms);
-    if (!ec) Schedule(id);
+    Schedule(id);
   });
 }
 

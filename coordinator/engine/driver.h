@@ -21,14 +21,13 @@
 // Thread-safety: every public method may be called from any thread.
 #pragma once
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "coordinator/engine/definition_registry.h"
 #include "coordinator/engine/engine_metrics.h"
+#include "coordinator/engine/executor.h"
 #include "coordinator/engine/instance_repository.h"
 #include "coordinator/engine/ownership.h"
 #include "coordinator/engine/recovery_tracker.h"
@@ -36,21 +35,22 @@
 #include "coordinator/engine/step_runner.h"
 #include "policies/planner.h"
 #include "util/clock.h"
+#include "util/random.h"
 
 namespace sagad {
 
 class Driver {
  public:
-  // `workers`: the size of `pool` (a new instance's first step rides in its
-  // creation commit only while one is free). `timers` runs the wake-ups.
+  // Every driver round, step action and wake-up is a task on `executor`;
+  // `workers`: how many of them may run at once (a new instance's first
+  // step rides in its creation commit only while fewer are busy).
   Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceRepository& repo,
          Ownership& ownership, RunTable& runs, RecoveryTracker& recovery, EngineMetrics& metrics,
-         ServiceGates& gates, const Clock& clock, boost::asio::thread_pool& pool,
-         boost::asio::io_context& timers, int workers);
+         ServiceGates& gates, const Clock& clock, Random& random, Executor& executor, int workers);
 
   // Plans the instance on a worker now (or one more round of its driver).
   void Schedule(const std::string& id);
-  // The same, after delay_ms of real time.
+  // The same, after delay_ms of the executor's time.
   void ScheduleAfter(const std::string& id, int64_t delay_ms);
 
   // A new instance of a plain list: its first step's STARTED record rides in
@@ -141,8 +141,7 @@ class Driver {
   RecoveryTracker& recovery_;
   EngineMetrics& metrics_;
   const Clock& clock_;
-  boost::asio::thread_pool& pool_;
-  boost::asio::io_context& timers_;
+  Executor& executor_;
   const int workers_;
   StepRunner steps_;
 };

@@ -1,3 +1,4 @@
+#include "coordinator/engine/asio_executor.h"
 #include "coordinator/engine/engine_impl.h"
 
 namespace sagad {
@@ -12,7 +13,10 @@ Engine::Impl::Impl(Store& store, Adapter& adapter, Clock& clock, EngineOptions o
       adapter_(adapter),
       clock_(clock),
       options_(options),
-      ownership_(store, clock, options.coordinator_id, options.lease_ms),
+      random_(options.random ? *options.random : SystemRandom::Shared()),
+      own_executor_(options.executor ? nullptr : new AsioExecutor(options.workers)),
+      executor_(options.executor ? *options.executor : *own_executor_),
+      ownership_(store, clock, options.coordinator_id, options.lease_ms, random_),
       repo_(store, clock,
             InstanceRepository::Hooks{
                 [this](const Instance& inst, const std::vector<Event>& events) {
@@ -30,12 +34,10 @@ Engine::Impl::Impl(Store& store, Adapter& adapter, Clock& clock, EngineOptions o
                        [this](const std::string& id, const SagaDefinitionPtr& def, int step,
                               StepRequest* request, const TraceContext& trace, bool created) {
                          driver_.StartCreated(id, def, step, request, trace, created);
-                       }}),
-      pool_(static_cast<size_t>(std::max(1, options.workers))),
-      work_(boost::asio::make_work_guard(io_)),
-      driver_(adapter, defs_, repo_, ownership_, runs_, recovery_, metrics_, gates_, clock_, pool_,
-              io_, options.workers),
-      timer_thread_([this] { io_.run(); }) {
+                       }},
+                   random_),
+      driver_(adapter, defs_, repo_, ownership_, runs_, recovery_, metrics_, gates_, clock_,
+              random_, executor_, options.workers) {
   gates_.SetWake([this](const std::string& id) { Schedule(id); });
 }
 
@@ -81,10 +83,7 @@ auto Engine::Impl::Start() -> Status {
 
 auto Engine::Impl::Stop() -> void {
   if (!runs_.StopAndWait()) return;
-  work_.reset();
-  io_.stop();
-  if (timer_thread_.joinable()) timer_thread_.join();
-  pool_.join();
+  executor_.Shutdown();
 }
 
 Engine::Engine(Store& store, Adapter& adapter, Clock& clock, EngineOptions options)

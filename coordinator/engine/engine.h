@@ -7,7 +7,9 @@
 //   STARTED record may share one commit); an unclear outcome is reconciled
 //   (asked) before any re-send; a COMMITTED step is never executed again.
 // One driver per instance at a time; many instances concurrently on a bounded
-// worker pool (Boost.Asio thread_pool), with backoff timers on an io_context.
+// worker pool, with backoff timers: every task and timer goes through an
+// Executor (executor.h; by default workers on a Boost.Asio thread_pool and a
+// timer thread; the simulator's runs everything on one thread).
 // After a restart, instances found unfinished are resumed round robin (one
 // action each, then the back of the queue) until all were resumed.
 // Operator and client actions (submit, approve, reject, cancel, resolve) are
@@ -33,6 +35,9 @@
 
 namespace sagad {
 
+class Executor;  // coordinator/engine/executor.h
+class Random;    // util/random.h
+
 struct EngineOptions {
   int workers = 16;     // concurrent drivers (each may block on one HTTP call)
   bool outbox = false;  // write outbox messages (when webhooks are configured)
@@ -45,6 +50,12 @@ struct EngineOptions {
   // Retention: finished instances are deleted this long after they finished
   // (0: kept forever), by a sweeper in batches of 100.
   int64_t retention_ms = 0;
+  // Where the engine's tasks and timers run, and its random numbers (ids,
+  // jitter). Null: a pool of `workers` threads with a timer thread, and
+  // the system's randomness. The simulator (coordinator/sim/) passes its
+  // own, single-threaded and seeded; they must outlive the engine.
+  Executor* executor = nullptr;
+  Random* random = nullptr;
 };
 
 class Engine {

@@ -31,10 +31,6 @@
 #pragma once
 
 #include <algorithm>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -45,6 +41,7 @@
 #include "coordinator/engine/driver.h"
 #include "coordinator/engine/engine.h"
 #include "coordinator/engine/engine_metrics.h"
+#include "coordinator/engine/executor.h"
 #include "coordinator/engine/instance_repository.h"
 #include "coordinator/engine/operator_actions.h"
 #include "coordinator/engine/ownership.h"
@@ -58,6 +55,7 @@
 #include "sagas/instance.h"
 #include "util/json_limits.h"
 #include "util/log.h"
+#include "util/random.h"
 
 namespace sagad {
 
@@ -168,6 +166,7 @@ class Engine::Impl {
   void ScheduleHeartbeat();
 
   // ---- state ----
+  // For reads (views, approvals): the repository's Peek, which never fills its cache.
   StatusOr<std::shared_ptr<const Instance>> Load(const std::string& id);
 
   // After each commit (under the instance's lock): a finished instance's
@@ -183,6 +182,10 @@ class Engine::Impl {
   Adapter& adapter_;
   Clock& clock_;
   EngineOptions options_;
+  Random& random_;
+  // The default executor (none when options_.executor is given).
+  std::unique_ptr<Executor> own_executor_;
+  Executor& executor_;
 
   DefinitionRegistry defs_;
 
@@ -200,12 +203,8 @@ class Engine::Impl {
   OperatorActions operators_;
   Submissions submissions_;
 
-  boost::asio::thread_pool pool_;
-  boost::asio::io_context io_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
-  Driver driver_;  // after the workers and timers it posts to
-  std::thread timer_thread_;
-  Waiters waiters_{store_, io_, pool_};  // after the timers and workers it uses
+  Driver driver_;
+  Waiters waiters_{store_, executor_};
 };
 
 }  // namespace sagad

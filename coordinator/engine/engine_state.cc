@@ -1,6 +1,5 @@
 // Engine: what follows each commit, outbox messages, the ownership rounds
 // (heartbeat, takeover noticed) and retention.
-#include <boost/asio/post.hpp>
 
 #include "coordinator/engine/engine_impl.h"
 
@@ -90,24 +89,16 @@ auto Engine::Impl::Sweep() -> void {
 }
 
 auto Engine::Impl::ScheduleSweep() -> void {
-  auto timer = std::make_shared<boost::asio::steady_timer>(io_);
-  timer->expires_after(
-      std::chrono::milliseconds(std::clamp<int64_t>(options_.retention_ms / 4, 50, 1000)));
-  timer->async_wait([this, timer](const boost::system::error_code& ec) {
-    if (!ec) boost::asio::post(pool_, [this] { Sweep(); });
-  });
+  executor_.PostAfter(std::clamp<int64_t>(options_.retention_ms / 4, 50, 1000),
+                      [this] { Sweep(); });
 }
 
 auto Engine::Impl::ScheduleHeartbeat() -> void {
-  auto timer = std::make_shared<boost::asio::steady_timer>(io_);
-  timer->expires_after(std::chrono::milliseconds(std::max<int64_t>(50, options_.lease_ms / 3)));
-  timer->async_wait([this, timer](const boost::system::error_code& ec) {
-    if (!ec) boost::asio::post(pool_, [this] { Heartbeat(); });
-  });
+  executor_.PostAfter(std::max<int64_t>(50, options_.lease_ms / 3), [this] { Heartbeat(); });
 }
 
 auto Engine::Impl::Load(const std::string& id) -> StatusOr<std::shared_ptr<const Instance>> {
-  return repo_.Load(id);
+  return repo_.Peek(id);
 }
 
 auto Engine::Impl::Committed(const InstanceRepository::Commit& c) -> void {

@@ -79,6 +79,14 @@ StatusOr<std::shared_ptr<const Instance>> InstanceRepository::Load(const std::st
   return LoadLocked(id);
 }
 
+StatusOr<std::shared_ptr<const Instance>> InstanceRepository::Peek(const std::string& id) {
+  MutexLock l(stripe(id));
+  const bool cached = CachedVersion(id) != 0;
+  auto inst = LoadLocked(id);
+  if (inst.ok() && !cached) Evict(id);
+  return inst;
+}
+
 Status InstanceRepository::Create(const Instance& inst, const Event& created, Tx* tx,
                                   const Submission* submission, const Lease* lease) {
   std::vector<Event> events{created};

@@ -63,6 +63,14 @@ class InstanceRepository {
 
   // The instance as last committed. NotFound if there is none.
   StatusOr<std::shared_ptr<const Instance>> Load(const std::string& id);
+  // The same for a reader (the API's views): the cached copy, else the
+  // store's, which is not cached. Only those who act on an instance fill
+  // the cache, so a cached version that differs from the store's still
+  // means "changed elsewhere, plan it again" to the heartbeat; a read that
+  // cached it would hide that change (found by the simulator: an operator
+  // commit applied but reported failed, then a read, left an instance
+  // COMPENSATING with no driver).
+  StatusOr<std::shared_ptr<const Instance>> Peek(const std::string& id);
   // The version of the cached copy, 0 if none is cached (no store access).
   uint64_t CachedVersion(const std::string& id);
   // Drops the cached copy: the next Load reads the store.

@@ -25,7 +25,9 @@ Status TurnBack(Tx& tx, const std::string& actor, const char* flag, const std::s
 
 Status OperatorActions::Act(const std::string& id, const std::function<Status(Tx&)>& fn) {
   Status s = repo_.Mutate(id, fn, /*fence=*/nullptr);
-  if (s.ok()) wake_(id);
+  // Unavailable: the store may have applied it all the same (a commit
+  // whose answer was lost); planning again costs nothing if it did not.
+  if (s.ok() || s.code() == StatusCode::kUnavailable) wake_(id);
   return s;
 }
 

@@ -2,29 +2,26 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <random>
 
 #include "util/check.h"
 
 namespace sagad {
 namespace {
 
-std::string Incarnation() {
-  std::random_device rd;
+std::string Incarnation(Random& random) {
   char buf[20];
-  snprintf(buf, sizeof buf, "%016llx",
-           static_cast<unsigned long long>(rd()) << 32 | static_cast<unsigned long long>(rd()));
+  snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(random.Next()));
   return buf;
 }
 
 }  // namespace
 
 Ownership::Ownership(Store& store, const Clock& clock, const std::string& coordinator_id,
-                     int64_t lease_ms)
+                     int64_t lease_ms, Random& random)
     : store_(store),
       clock_(clock),
       coordinator_id_(coordinator_id),
-      owner_(coordinator_id + "/" + Incarnation()),
+      owner_(coordinator_id + "/" + Incarnation(random)),
       lease_ms_(lease_ms) {}
 
 std::optional<Lease> Ownership::Held(const std::string& id) const {

@@ -33,14 +33,17 @@
 #include "coordinator/store/store.h"
 #include "util/clock.h"
 #include "util/mutex.h"
+#include "util/random.h"
 
 namespace sagad {
 
 class Ownership {
  public:
   // `owner` names this process in the store: coordinator_id + "/" + a
-  // random incarnation, so that a restart is recognisably a successor.
-  Ownership(Store& store, const Clock& clock, const std::string& coordinator_id, int64_t lease_ms);
+  // random incarnation (drawn from `random`), so that a restart is
+  // recognisably a successor.
+  Ownership(Store& store, const Clock& clock, const std::string& coordinator_id, int64_t lease_ms,
+            Random& random = SystemRandom::Shared());
 
   const std::string& owner() const { return owner_; }
   int64_t lease_ms() const { return lease_ms_; }

@@ -20,7 +20,8 @@ bool IsRetryableSendState(StepStatus s) {
 }  // namespace
 
 StepRunner::StepRunner(Adapter& adapter, const Clock& clock, const Ownership& ownership,
-                       RunTable& runs, EngineMetrics& metrics, ServiceGates& gates, Driver driver)
+                       RunTable& runs, EngineMetrics& metrics, ServiceGates& gates, Driver driver,
+                       Random& random)
     : adapter_(adapter),
       clock_(clock),
       ownership_(ownership),
@@ -28,7 +29,7 @@ StepRunner::StepRunner(Adapter& adapter, const Clock& clock, const Ownership& ow
       metrics_(metrics),
       gates_(gates),
       driver_(std::move(driver)),
-      rng_(std::random_device{}()) {}
+      rng_(random.Next()) {}
 
 auto StepRunner::Transition(const std::string& id, const std::function<Status(Tx&)>& fn) -> Next {
   Status s = driver_.commit(id, fn);
@@ -83,13 +84,13 @@ auto StepRunner::Send(const std::string& id, const SagaDefinition& def, int i, S
   return SendForward(id, def, i, std::move(request), 1, std::nullopt, trace);
 }
 
-auto StepRunner::Random() -> double {
+auto StepRunner::UnitRandom() -> double {
   MutexLock l(rng_mu_);
   return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
 }
 
 auto StepRunner::Backoff(const RetryPolicy& policy, int retry) -> int64_t {
-  return BackoffMillis(policy, retry, [this] { return Random(); });
+  return BackoffMillis(policy, retry, [this] { return UnitRandom(); });
 }
 
 auto StepRunner::AskAgainLater(Tx& tx, int i, const char* phase, const std::string& error,
@@ -97,8 +98,9 @@ auto StepRunner::AskAgainLater(Tx& tx, int i, const char* phase, const std::stri
   return tx.Note(i, "reconciled",
                  {{"phase", phase},
                   {"error", error},
-                  {"retry_at", clock_.NowMillis() +
-                                   ReconcileDelayMillis(policy, n, [this] { return Random(); })}});
+                  {"retry_at", clock_.NowMillis() + ReconcileDelayMillis(policy, n, [this] {
+                                 return UnitRandom();
+                               })}});
 }
 
 auto StepRunner::TraceOf(const Instance& inst) -> TraceContext {
@@ -279,6 +281,7 @@ auto StepRunner::RecordForward(Tx& tx, const SagaDefinition& def, int i, const C
       const RetryPolicy policy = RetryFor(sd, sd.forward.service);
       const StepState& cur = tx.inst().step(i);
       int64_t now = clock_.NowMillis();
+      if (cur.forward_in_doubt) return RecordStillInDoubt(tx, sd, i, policy, res.error);
       if (!MayRetry(sd, policy, cur.retries + 1, cur.first_sent_at, now)) {
         SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
         return GiveUp(tx, def,
@@ -290,6 +293,22 @@ auto StepRunner::RecordForward(Tx& tx, const SagaDefinition& def, int i, const C
     }
   }
   return Status::Ok();
+}
+
+// This send was not executed, but an earlier one's outcome is unknown: the
+// step stays UNKNOWN (never PLANNED, which would mean "never happened" to a
+// compensation), asked about or re-sent after a backoff within
+// max_attempts sends, then a human decides. (Found by the simulator: a 429
+// after a lost reply turned an applied step into PLANNED.)
+auto StepRunner::RecordStillInDoubt(Tx& tx, const StepDefinition& sd, int i,
+                                    const RetryPolicy& policy, const std::string& error) -> Status {
+  const StepState& cur = tx.inst().step(i);
+  const std::string why =
+      "not executed (" + error + "), and an earlier send of " + cur.key + " has an unknown outcome";
+  const int64_t now = clock_.NowMillis();
+  if (!MayRetry(sd, policy, cur.attempts, cur.first_sent_at, now)) return EscalateStep(tx, i, why);
+  return tx.Step(i, StepEvent::kOutcomeUnknown,
+                 {{"error", why}, {"retry_at", now + Backoff(policy, cur.attempts)}});
 }
 
 auto StepRunner::Chain(Tx& tx, const SagaDefinition& def, int* marked, int* step, Rendered* request)

@@ -37,6 +37,7 @@
 #include "sagas/definition.h"
 #include "util/clock.h"
 #include "util/mutex.h"
+#include "util/random.h"
 
 namespace sagad {
 
@@ -72,8 +73,10 @@ class StepRunner {
   // before the saga goes to NEEDS_REVIEW (Transition).
   static constexpr int kRecordTries = 3;
 
+  // `random` seeds the jitter of backoffs and reconciliation delays.
   StepRunner(Adapter& adapter, const Clock& clock, const Ownership& ownership, RunTable& runs,
-             EngineMetrics& metrics, ServiceGates& gates, Driver driver);
+             EngineMetrics& metrics, ServiceGates& gates, Driver driver,
+             Random& random = SystemRandom::Shared());
 
   Next Execute(const std::string& id, const SagaDefinition& def, const Instance& inst, int i);
   Next Reconcile(const std::string& id, const SagaDefinition& def, const Instance& inst, int i);
@@ -117,6 +120,9 @@ class StepRunner {
   // policy, else the saga turns back).
   Status RecordForward(Tx& tx, const SagaDefinition& def, int i, const CallResult& res);
   Status RecordUndo(Tx& tx, const SagaDefinition& def, int i, const CallResult& res);
+  // A "not executed" send of a step an earlier send of which is in doubt.
+  Status RecordStillInDoubt(Tx& tx, const StepDefinition& sd, int i, const RetryPolicy& policy,
+                            const std::string& error);
   // Records a reconciliation's answer about step i's forward call.
   Status RecordNotHappened(Tx& tx, const SagaDefinition& def, int i);
   Status RecordAnswer(Tx& tx, const SagaDefinition& def, int i, const QueryResult& q,
@@ -141,7 +147,7 @@ class StepRunner {
   static std::string BoundArgsHash(const StepState& st);
   // The trace an instance's downstream calls continue.
   static TraceContext TraceOf(const Instance& inst);
-  double Random();
+  double UnitRandom();
   // Full-jitter wait before re-send number `retry` (ms).
   int64_t Backoff(const RetryPolicy& policy, int retry);
   // Notes that the `phase` outcome of step i is still unknown and asks

@@ -14,8 +14,8 @@
 namespace sagad {
 namespace {
 
-std::string NewInstanceId(int64_t now_ms) {
-  const uint64_t r = RandomU64();
+std::string NewInstanceId(int64_t now_ms, Random& random) {
+  const uint64_t r = random.Next();
   char buf[40];
   snprintf(buf, sizeof buf, "%012llx-%016llx", static_cast<unsigned long long>(now_ms),
            static_cast<unsigned long long>(r));
@@ -25,11 +25,12 @@ std::string NewInstanceId(int64_t now_ms) {
 }  // namespace
 
 Submissions::Submissions(const DefinitionRegistry& defs, InstanceRepository& repo,
-                         Ownership& ownership, const Clock& clock, Starter starter)
+                         Ownership& ownership, const Clock& clock, Starter starter, Random& random)
     : defs_(defs),
       repo_(repo),
       ownership_(ownership),
       clock_(clock),
+      random_(random),
       starter_(std::move(starter)) {}
 
 StatusOr<SagaDefinitionPtr> Submissions::DefinitionFor(const std::string& saga, int version,
@@ -71,7 +72,7 @@ StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga, int version
     sub->request_hash = request_hash;
   }
   int64_t now = clock_.NowMillis();
-  std::string id = NewInstanceId(now);
+  std::string id = NewInstanceId(now, random_);
   Instance inst;
   Event created = Instance::CreatedEvent(id, *def, input, trace.ToJson());
   created.seq = 1;

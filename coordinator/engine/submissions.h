@@ -24,6 +24,7 @@
 #include "sagas/definition.h"
 #include "util/clock.h"
 #include "util/mutex.h"
+#include "util/random.h"
 
 namespace sagad {
 
@@ -48,8 +49,9 @@ class Submissions {
         start;
   };
 
+  // New instance ids are the time and 64 bits drawn from `random`.
   Submissions(const DefinitionRegistry& defs, InstanceRepository& repo, Ownership& ownership,
-              const Clock& clock, Starter starter);
+              const Clock& clock, Starter starter, Random& random = SystemRandom::Shared());
 
   // `version` 0: the newest registered. NotFound (unknown saga or version),
   // InvalidArgument (input not an object, or missing required fields).
@@ -74,6 +76,7 @@ class Submissions {
   InstanceRepository& repo_;
   Ownership& ownership_;
   const Clock& clock_;
+  Random& random_;
   Starter starter_;
   Mutex mu_;
   std::unordered_set<std::string> inflight_ GUARDED_BY(mu_);

@@ -1,6 +1,6 @@
 #include "coordinator/engine/waiters.h"
 
-#include <boost/asio.hpp>
+#include <algorithm>
 
 namespace sagad {
 
@@ -21,8 +21,7 @@ struct Waiters::Async {
   std::chrono::steady_clock::time_point deadline;
 };
 
-Waiters::Waiters(Store& store, boost::asio::io_context& timers, boost::asio::thread_pool& readers)
-    : store_(store), timers_(timers), readers_(readers) {}
+Waiters::Waiters(Store& store, Executor& executor) : store_(store), executor_(executor) {}
 
 Waiters::~Waiters() { CancelAll(); }
 
@@ -116,20 +115,18 @@ void Waiters::FinishAll(const Status& why) {
 // Every 200 ms (or at the deadline, if sooner): read the store on a reader
 // thread; finish if settled or the time is up, else look again later.
 void Waiters::Arm(const std::shared_ptr<Async>& w) {
-  auto timer = std::make_shared<boost::asio::steady_timer>(timers_);
-  timer->expires_at(std::min(w->deadline, std::chrono::steady_clock::now() + kPoll));
-  timer->async_wait([this, w, timer](const boost::system::error_code& ec) {
-    if (ec) return;
+  auto wait = std::min(
+      std::chrono::ceil<std::chrono::milliseconds>(w->deadline - std::chrono::steady_clock::now()),
+      kPoll);
+  executor_.PostAfter(std::max<int64_t>(0, wait.count()), [this, w] {
     {
       MutexLock l(mu_);
       if (!w->done) return;
     }
-    boost::asio::post(readers_, [this, w] {
-      auto j = store_.GetInstance(w->id);
-      if (!j.ok() || Settled(*j) || std::chrono::steady_clock::now() >= w->deadline)
-        return Finish(w, std::move(j));
-      Arm(w);
-    });
+    auto j = store_.GetInstance(w->id);
+    if (!j.ok() || Settled(*j) || std::chrono::steady_clock::now() >= w->deadline)
+      return Finish(w, std::move(j));
+    Arm(w);
   });
 }
 

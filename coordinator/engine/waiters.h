@@ -16,13 +16,9 @@
 #include <string>
 #include <unordered_map>
 
+#include "coordinator/engine/executor.h"
 #include "coordinator/store/store.h"
 #include "util/mutex.h"
-
-namespace boost::asio {
-class io_context;
-class thread_pool;
-}  // namespace boost::asio
 
 namespace sagad {
 
@@ -30,8 +26,8 @@ class Waiters {
  public:
   using Done = std::function<void(StatusOr<nlohmann::json>)>;
 
-  // Timers run on `timers`; store reads of asynchronous waiters on `readers`.
-  Waiters(Store& store, boost::asio::io_context& timers, boost::asio::thread_pool& readers);
+  // The store reads of asynchronous waiters are tasks on `executor`.
+  Waiters(Store& store, Executor& executor);
   ~Waiters();
 
   // Blocks until the instance settles or `timeout` passes; its view then.
@@ -63,8 +59,7 @@ class Waiters {
   void Arm(const std::shared_ptr<Async>& w);
 
   Store& store_;
-  boost::asio::io_context& timers_;
-  boost::asio::thread_pool& readers_;
+  Executor& executor_;
   Mutex mu_;
   bool cancelled_ GUARDED_BY(mu_) = false;
   Status closing_ GUARDED_BY(mu_);  // not ok once FinishAll ran

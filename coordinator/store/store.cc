@@ -1,6 +1,8 @@
 // The Store's record types as JSON (both stores keep them in this form).
 #include "coordinator/store/store.h"
 
+#include "coordinator/store/lease_rule.h"
+
 namespace sagad {
 
 nlohmann::json OperationRecord::ToJson() const {
@@ -80,6 +82,18 @@ bool Matches(const InstanceFilter& filter, const nlohmann::json& j) {
   if (v->is_string()) return v->get<std::string>() == filter.input_value;
   if (v->is_object() || v->is_array()) return false;
   return v->dump() == filter.input_value;
+}
+
+StatusOr<Lease> TakeLeaseRule(const std::string& id, Lease l, const std::string& owner,
+                              int64_t now_ms, int64_t ttl_ms, const std::string& successor_of) {
+  bool predecessor = !successor_of.empty() && l.owner.rfind(successor_of, 0) == 0;
+  if (!l.owner.empty() && l.owner != owner && l.expires_at > now_ms && !predecessor)
+    return LeaseLost("instance " + id + " is owned by '" + l.owner + "' until " +
+                     std::to_string(l.expires_at));
+  if (l.owner != owner) ++l.generation;
+  l.owner = owner;
+  l.expires_at = now_ms + ttl_ms;
+  return l;
 }
 
 }  // namespace sagad

@@ -20,7 +20,7 @@ import sys
 
 LAYERS = ["util", "sagas", "policies", "adapters", "coordinator/store",
           "coordinator/engine", "coordinator/http", "coordinator/server",
-          "coordinator/client", "coordinator/cli"]
+          "coordinator/client", "coordinator/cli", "coordinator/sim"]
 PRODUCT = ["util", "sagas", "policies", "adapters", "coordinator"]
 # Real time is the edges' business; inside the engine only the long polls'
 # waiting (waiters.cc: a client's ?wait= in real seconds) reads it.

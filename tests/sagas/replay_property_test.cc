@@ -84,6 +84,40 @@ TEST(ReplayPropertyTest, IncrementalStateEqualsReplayOfTheSerializedLogAtEveryPr
   EXPECT_GT(transitions, 1000);  // the walk really explores
 }
 
+// Found by the simulator (seed 5472): a send that was "not executed" after
+// an earlier send's outcome was unknown says nothing about that one; only
+// an answer, a commit, a refusal or an operator clears the doubt.
+TEST(ReplayTest, AStepStaysInDoubtUntilSomethingSettlesIt) {
+  auto step = [](int64_t seq, const char* type, nlohmann::json data = nlohmann::json::object()) {
+    Event e;
+    e.seq = seq;
+    e.at_ms = seq;
+    e.type = type;
+    e.step = "a";
+    e.data = std::move(data);
+    return e;
+  };
+  Event created;
+  created.seq = 1;
+  created.type = "instance_created";
+  created.data = {{"id", "i"},
+                  {"saga", "s"},
+                  {"version", 1},
+                  {"input", nlohmann::json::object()},
+                  {"steps", {"a"}}};
+  std::vector<Event> log = {created, step(2, "started"), step(3, "outcome_unknown"),
+                            step(4, "started")};
+  auto inst = Instance::Replay("i", log);
+  ASSERT_TRUE(inst.ok()) << inst.status().ToString();
+  EXPECT_TRUE(inst->step(0).forward_in_doubt);  // the re-send does not clear it
+  log.push_back(step(5, "outcome_unknown"));
+  log.push_back(step(6, "not_executed", {{"error", "confirmed not executed"}}));
+  inst = Instance::Replay("i", log);
+  ASSERT_TRUE(inst.ok()) << inst.status().ToString();
+  EXPECT_FALSE(inst->step(0).forward_in_doubt);  // an answer settled it
+  EXPECT_EQ(inst->step(0).status(), StepStatus::kPlanned);
+}
+
 // Found by fuzz_replay: an event whose data is a string made Apply throw.
 TEST(ReplayTest, AnEventWhoseDataIsNotAnObjectIsRefusedNotThrown) {
   nlohmann::json log = nlohmann::json::parse(R"([

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "coordinator/store/lease_rule.h"
 #include "coordinator/store/lmdb/lmdb_util.h"
 #include "util/json_limits.h"
 
@@ -302,15 +303,10 @@ StatusOr<Lease> LmdbStore::TakeLease(MDB_txn* txn, const std::string& id, const 
                                      const std::string& successor_of) {
   auto held = GetJson(txn, leases_, id);
   if (!held.ok() && held.status().code() != StatusCode::kNotFound) return held.status();
-  Lease l = held.ok() ? Lease::FromJson(*held) : Lease{};
-  bool predecessor = !successor_of.empty() && l.owner.rfind(successor_of, 0) == 0;
-  if (!l.owner.empty() && l.owner != owner && l.expires_at > now_ms && !predecessor)
-    return LeaseLost("instance " + id + " is owned by '" + l.owner + "' until " +
-                     std::to_string(l.expires_at));
-  if (l.owner != owner) ++l.generation;
-  l.owner = owner;
-  l.expires_at = now_ms + ttl_ms;
-  SAGAD_RETURN_IF_ERROR(PutJson(txn, leases_, id, l.ToJson()));
+  auto l = TakeLeaseRule(id, held.ok() ? Lease::FromJson(*held) : Lease{}, owner, now_ms, ttl_ms,
+                         successor_of);
+  if (!l.ok()) return l.status();
+  SAGAD_RETURN_IF_ERROR(PutJson(txn, leases_, id, l->ToJson()));
   return l;
 }
 

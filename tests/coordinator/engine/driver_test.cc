@@ -8,10 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <boost/asio/executor_work_guard.hpp>
 #include <condition_variable>
 #include <thread>
 
+#include "coordinator/engine/asio_executor.h"
 #include "examples/examples.h"
 #include "tests/testing/failing_reads_store.h"
 #include "tests/testing/scripted_downstream.h"
@@ -33,17 +33,14 @@ class DriverTest : public testing::StoreFixture {
     reads_ = std::make_unique<testing::FailingReadsStore>(*store_);
     repo_ = std::make_unique<InstanceRepository>(*reads_, clock_, InstanceRepository::Hooks{});
     east_ = std::make_unique<Ownership>(*store_, clock_, "east", 3000);
-    timer_thread_ = std::thread([this] { io_.run(); });
     gates_ = std::make_unique<ServiceGates>(*downstream_, clock_);
-    driver_ = std::make_unique<Driver>(*downstream_, defs_, *repo_, *east_, runs_, recovery_,
-                                       metrics_, *gates_, clock_, pool_, io_, 4);
+    driver_ =
+        std::make_unique<Driver>(*downstream_, defs_, *repo_, *east_, runs_, recovery_, metrics_,
+                                 *gates_, clock_, SystemRandom::Shared(), executor_, 4);
   }
   void TearDown() override {
     runs_.StopAndWait();
-    work_.reset();
-    io_.stop();
-    timer_thread_.join();
-    pool_.join();
+    executor_.Shutdown();
   }
 
   // A new instance as Submissions writes it, its lease held by `owner`.
@@ -85,11 +82,7 @@ class DriverTest : public testing::StoreFixture {
   RecoveryTracker recovery_;
   EngineMetrics metrics_;
   std::unique_ptr<ServiceGates> gates_;
-  boost::asio::thread_pool pool_{4};
-  boost::asio::io_context io_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_{
-      boost::asio::make_work_guard(io_)};
-  std::thread timer_thread_;
+  AsioExecutor executor_{4};
   std::unique_ptr<Driver> driver_;
 };
 

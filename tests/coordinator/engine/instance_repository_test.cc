@@ -56,6 +56,21 @@ TEST_F(InstanceRepositoryTest, CreatedInstanceIsCachedAndStored) {
   EXPECT_TRUE(logs_.empty());  // served from the cache, no replay
 }
 
+// Found by the simulator (seed 4349): a read that cached an instance hid a
+// change from the heartbeat, which plans again an owned instance whose
+// stored version differs from the cached one.
+TEST_F(InstanceRepositoryTest, AReaderNeverFillsTheCache) {
+  repo_->Evict("i1");
+  auto inst = repo_->Peek("i1");
+  ASSERT_TRUE(inst.ok());
+  EXPECT_EQ((*inst)->version(), 1u);
+  EXPECT_EQ(repo_->CachedVersion("i1"), 0u);  // still not cached
+  ASSERT_TRUE(repo_->Load("i1").ok());
+  EXPECT_EQ(repo_->CachedVersion("i1"), 1u);
+  EXPECT_TRUE(repo_->Peek("i1").ok());  // a cached copy is served and kept
+  EXPECT_EQ(repo_->CachedVersion("i1"), 1u);
+}
+
 TEST_F(InstanceRepositoryTest, LoadReplaysTheLogWhenNotCached) {
   repo_->Evict("i1");
   EXPECT_EQ(repo_->CachedVersion("i1"), 0u);

@@ -4,12 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <future>
 #include <thread>
 
+#include "coordinator/engine/asio_executor.h"
 #include "tests/testing/store_fixture.h"
 
 namespace sagad {
@@ -23,16 +21,12 @@ class WaitersTest : public testing::StoreFixture {
     e.seq = 1;
     e.type = "instance_created";
     ASSERT_TRUE(store_->CreateInstance(Snap("RUNNING"), {e}, nullptr, {}, nullptr).ok());
-    waiters_ = std::make_unique<Waiters>(*store_, io_, readers_);
-    timers_ = std::thread([this] { io_.run(); });
+    waiters_ = std::make_unique<Waiters>(*store_, executor_);
   }
   // The timers and readers stop before the waiters go: their handlers
   // point at them (as Engine::Impl::Stop does it).
   void TearDown() override {
-    work_.reset();
-    io_.stop();
-    timers_.join();
-    readers_.join();
+    executor_.Shutdown();
     waiters_.reset();
   }
   static nlohmann::json Snap(const std::string& status) {
@@ -42,11 +36,7 @@ class WaitersTest : public testing::StoreFixture {
     return std::make_shared<const nlohmann::json>(Snap("COMPLETED"));
   }
 
-  boost::asio::io_context io_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_ =
-      boost::asio::make_work_guard(io_);
-  boost::asio::thread_pool readers_{1};
-  std::thread timers_;
+  AsioExecutor executor_{1};
   std::unique_ptr<Waiters> waiters_;
 };
 

@@ -1,7 +1,7 @@
-// One conformance suite for every Store: built twice, against LMDB (label
-// unit) and against a real PostgreSQL server (label postgres), by
-// SAGAD_STORE_BACKEND. Leases are judged by real time here (PostgreSQL uses
-// its own clock), so the tests pass the wall clock and wait on conditions.
+// One conformance suite for every Store: built three times, against LMDB
+// and the simulator's MemoryStore (label unit) and against a real
+// PostgreSQL server (label postgres), by SAGAD_STORE_BACKEND_*. Leases are judged by real time here
+// (PostgreSQL uses its own clock), so the tests pass the wall clock and wait on conditions.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "coordinator/store/lmdb/lmdb_store.h"
+#include "coordinator/store/memory/memory_store.h"
 #include "coordinator/store/postgres/postgres_store.h"
 #include "tests/testing/postgres.h"
 #include "tests/testing/subprocess.h"
@@ -36,6 +37,8 @@ class StoreTest : public ::testing::Test {
   StorePtr Open() {
 #if SAGAD_STORE_BACKEND_POSTGRES
     auto s = PostgresStore::Open(uri_, 4);
+#elif SAGAD_STORE_BACKEND_MEMORY
+    StatusOr<StorePtr> s(StorePtr(new MemoryStore(memory_)));
 #else
     auto s = LmdbStore::Open(dir_.path());
 #endif
@@ -63,6 +66,7 @@ class StoreTest : public ::testing::Test {
   }
 
   testing::TempDir dir_;
+  std::shared_ptr<MemoryData> memory_ = MemoryStore().data();
   std::string uri_;
   StorePtr store_, second_;
 };

@@ -1,0 +1,120 @@
+#include "coordinator/sim/invariants.h"
+
+#include <map>
+
+#include "policies/planner.h"
+
+namespace sagad::sim {
+namespace {
+
+struct Undo {
+  size_t order = 0;  // position in the effects log
+  bool done = false;
+};
+
+std::string Where(const std::string& id, const StepState& st) {
+  return "instance " + id + " step " + st.name + " (" + StepStatusName(st.status()) + ")";
+}
+
+// Ground truth of one step against what the instance recorded.
+std::string CheckStep(World& w, const std::string& id, const SagaDefinition& def,
+                      const Instance& inst, size_t i) {
+  const StepState& st = inst.step(i);
+  const StepDefinition& sd = def.steps[i];
+  const Operation* fwd = w.downstreams().Find(id + ":" + st.name);
+  const Operation* comp = w.downstreams().Find(id + ":" + st.name + ":compensate");
+  const bool happened = fwd && fwd->effects > 0;
+  const bool undone = comp && comp->effects > 0;
+  const bool operator_said = !st.resolution.is_null();
+  const StepStatus s = st.status();
+  if (s == StepStatus::kCommitted && !happened && !operator_said)
+    return Where(id, st) + " is COMMITTED but its service has no effect of it";
+  if ((s == StepStatus::kPlanned || s == StepStatus::kFailed || s == StepStatus::kRejected) &&
+      happened)
+    return Where(id, st) + " is recorded as never done but its service applied it";
+  if (s == StepStatus::kCompensated && happened && sd.compensation && !undone && !operator_said)
+    return Where(id, st) + " is COMPENSATED but its undo never took effect";
+  const SagaStatus ss = inst.status();
+  if (ss == SagaStatus::kCompensated && happened && sd.irreversible)
+    return "instance " + id + " is COMPENSATED with irreversible step " + st.name + " done";
+  if (ss == SagaStatus::kCompensated && happened && sd.compensation && !undone && !operator_said)
+    return "instance " + id + " is COMPENSATED but step " + st.name + " was never undone";
+  if (ss == SagaStatus::kCompleted && !happened && !operator_said)
+    return "instance " + id + " is COMPLETED without the effect of step " + st.name;
+  return "";
+}
+
+// Undo in dependency order, from the effects log.
+std::string CheckUndoOrder(World& w, const std::string& id, const Instance& inst) {
+  std::map<std::string, Undo> undo;
+  const auto& log = w.downstreams().effects();
+  for (size_t k = 0; k < log.size(); ++k)
+    if (log[k].instance == id && log[k].compensation) undo[log[k].step] = Undo{k, true};
+  for (size_t a = 0; a < inst.steps().size(); ++a) {
+    auto ua = undo.find(inst.step(a).name);
+    if (ua == undo.end()) continue;
+    for (size_t b = 0; b < inst.steps().size(); ++b) {
+      if (a == b || !inst.IsAncestor(static_cast<int>(a), static_cast<int>(b))) continue;
+      const std::string& later = inst.step(b).name;
+      const Operation* fwd = w.downstreams().Find(id + ":" + later);
+      if (!fwd || fwd->effects == 0) continue;
+      auto ub = undo.find(later);
+      if (ub != undo.end() && ub->second.order > ua->second.order)
+        return "instance " + id + ": " + inst.step(a).name + " undone before " + later +
+               ", which depends on it";
+    }
+  }
+  return "";
+}
+
+std::string CheckInstance(World& w, MemoryStore& store, const std::string& id,
+                          const nlohmann::json& snap) {
+  auto events = store.GetEvents(id);
+  if (!events.ok()) return "instance " + id + ": events unreadable";
+  auto inst = Instance::Replay(id, *events);
+  if (!inst.ok()) return "instance " + id + ": the log does not replay: " + inst.status().message();
+  inst->set_version(snap.value("version", uint64_t(0)));
+  if (inst->ToJson() != snap) return "instance " + id + ": snapshot differs from the replayed log";
+  SagaStatus ss = inst->status();
+  if (ss != SagaStatus::kCompleted && ss != SagaStatus::kCompensated &&
+      ss != SagaStatus::kNeedsReview) {
+    std::string steps = " plan:";
+    for (const SagaDefinition& d : w.sagas())
+      if (d.name == inst->saga())
+        for (const Action& a : NextActions(d, *inst))
+          steps += " " + std::string(ActionKindName(a.kind)) + "(" + std::to_string(a.step) + ")";
+    for (const auto& st : inst->steps())
+      steps += " " + st.name + "=" + StepStatusName(st.status()) +
+               (st.retry_at ? "@" + std::to_string(st.retry_at - World::kEpochMs) : "");
+    return "liveness: instance " + id + " is still " + SagaStatusName(ss) + " (" + steps + " )";
+  }
+  if (ss == SagaStatus::kNeedsReview && inst->review_reason().empty())
+    return "instance " + id + " is in NEEDS_REVIEW without a reason";
+  const SagaDefinition* def = nullptr;
+  for (const auto& d : w.sagas())
+    if (d.name == inst->saga()) def = &d;
+  if (!def) return "instance " + id + ": unknown saga " + inst->saga();
+  for (size_t i = 0; i < inst->steps().size(); ++i) {
+    std::string v = CheckStep(w, id, *def, *inst, i);
+    if (!v.empty()) return v;
+  }
+  return CheckUndoOrder(w, id, *inst);
+}
+
+}  // namespace
+
+std::string CheckEnd(World& w, const std::set<std::string>& keys) {
+  MemoryStore store(w.data());
+  auto page = store.ListInstances({}, 100000, "");
+  if (!page.ok()) return "store unreadable";
+  if (page->instances.size() > keys.size())
+    return std::to_string(page->instances.size()) + " instances from " +
+           std::to_string(keys.size()) + " client keys";
+  for (const auto& snap : page->instances) {
+    std::string v = CheckInstance(w, store, snap.value("id", ""), snap);
+    if (!v.empty()) return v;
+  }
+  return "";
+}
+
+}  // namespace sagad::sim

@@ -1,0 +1,107 @@
+#include "coordinator/sim/run.h"
+
+#include <regex>
+#include <set>
+
+#include "coordinator/sim/invariants.h"
+#include "coordinator/sim/workload.h"
+#include "coordinator/sim/world.h"
+#include "examples/examples.h"
+#include "util/log.h"
+
+namespace sagad::sim {
+namespace {
+
+constexpr int64_t kBusyMs = 60'000;      // faults, crashes, clients, operators
+constexpr int64_t kQuietMs = 1'800'000;  // then at most this long without faults
+
+Scenario DrawScenario(SeededRandom& r) {
+  Scenario s;
+  s.coordinators = r.Chance(0.4) ? 2 : 1;
+  s.lease_ms = 1000 + static_cast<int64_t>(r.Below(4)) * 1000;
+  s.crashes = r.Chance(0.7);
+  s.pauses = s.coordinators == 2 && r.Chance(0.5);
+  auto rate = [&r](double max) { return r.Chance(0.5) ? r.NextDouble() * max : 0.0; };
+  s.faults.lost_before = rate(0.1);
+  s.faults.lost_after = rate(0.1);
+  s.faults.too_many = rate(0.1);
+  s.faults.refused_conn = rate(0.05);
+  s.faults.delayed = rate(0.05);
+  s.faults.pause = s.pauses ? rate(0.05) : 0;
+  s.faults.unclear_answer = rate(0.3);
+  s.faults.refusals = rate(0.3);
+  s.store_faults.fail = rate(0.05);
+  s.store_faults.fail_after = rate(0.05);
+  s.store_faults.slow = s.pauses ? rate(0.02) : 0;
+  s.store_faults.crash_before = s.crashes ? rate(0.01) : 0;
+  s.store_faults.crash_after = s.crashes ? rate(0.01) : 0;
+  return s;
+}
+
+// True when every instance is COMPLETED, COMPENSATED or NEEDS_REVIEW.
+bool AllSettled(World& w) {
+  auto active = MemoryStore(w.data()).ListActive();
+  if (!active.ok()) return false;
+  for (const auto& a : *active)
+    if (a.status != "NEEDS_REVIEW") return false;
+  return true;
+}
+
+}  // namespace
+
+namespace {
+
+SeedResult RunOnce(uint64_t seed, const RunOptions& options, bool trace) {
+  SeededRandom draw(seed);
+  Scenario scenario = DrawScenario(draw);
+  ParseBug(options.bug, &scenario.bug);  // checked by the caller
+  World world(draw.Next(), scenario, SagasFor(draw));
+  world.SetTracing(trace);
+  Workload work(world, options.sagas > 0 ? options.sagas : 3 + static_cast<int>(draw.Below(6)));
+  if (trace)  // the engine's log lines join the trace
+    SetLogSink([&world](nlohmann::json& line) { world.Trace("log " + line.dump()); });
+  world.Boot();
+  work.Plan(kBusyMs);
+  bool ok = world.RunUntil(world.now() + kBusyMs);
+  if (ok) {  // quiet: no faults, every process up, operators still answer
+    world.Quiet();
+    for (int64_t t = 0; ok && t < kQuietMs && !(AllSettled(world) && work.Done()); t += 5000) {
+      work.Tend();
+      ok = world.RunUntil(world.now() + 5000);
+    }
+  }
+  SeedResult r;
+  r.sagas = work.submitted();
+  r.events = world.events();
+  if (ok) {
+    std::string v = CheckEnd(world, work.keys());
+    if (!v.empty() && v.rfind("liveness", 0) == 0)  // what each process thinks
+      for (auto& p : world.processes())
+        if (p.engine)
+          SIM_TRACE(world,
+                    "services of " + std::to_string(p.index) + ": " + p.engine->Services().dump());
+    if (!v.empty()) world.Violation(v);
+  }
+  if (trace) SetLogSink([](nlohmann::json&) {});
+  r.violation = world.violation();
+  r.ok = r.violation.empty();
+  if (trace) r.trace = world.TraceTail(2048);
+  return r;
+}
+
+}  // namespace
+
+SeedResult RunSeed(uint64_t seed, const RunOptions& options) {
+  SeedResult r = RunOnce(seed, options, options.trace);
+  if (r.ok || options.trace) return r;
+  // The same seed again with the trace on: the same run, exactly.
+  SeedResult traced = RunOnce(seed, options, true);
+  if (traced.violation != r.violation || traced.events != r.events)
+    traced.violation = "the simulator is not deterministic: untraced \"" + r.violation +
+                       "\" after " + std::to_string(r.events) + " events, traced \"" +
+                       traced.violation + "\" after " + std::to_string(traced.events);
+  traced.ok = false;
+  return traced;
+}
+
+}  // namespace sagad::sim

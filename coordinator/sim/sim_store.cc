@@ -1,0 +1,164 @@
+#include "coordinator/sim/sim_store.h"
+
+#include "coordinator/sim/world.h"
+
+namespace sagad::sim {
+
+int64_t SimStore::TrueClock::NowMillis() const { return world_.now(); }
+
+std::chrono::steady_clock::time_point SimStore::TrueClock::SteadyNow() const {
+  return std::chrono::steady_clock::time_point(std::chrono::milliseconds(world_.now()));
+}
+
+SimStore::SimStore(World& world, int proc)
+    : world_(world), proc_(proc), inner_(world.data()), true_clock_(world) {}
+
+Status SimStore::Dead() const {
+  return Unavailable("simulated process " + std::to_string(proc_) + " is dead");
+}
+
+Status SimStore::Write(const char* what, const std::function<Status()>& apply) {
+  if (dead_) return Dead();
+  const StoreFaultRates& f = world_.scenario().store_faults;
+  SeededRandom& r = world_.random();
+  if (r.Chance(f.slow)) {
+    int64_t wait = 1 + static_cast<int64_t>(r.Below(2 * world_.scenario().lease_ms));
+    SIM_TRACE(world_, "store slow " + std::to_string(wait) + " ms: " + what);
+    world_.RunOthers(proc_, world_.now() + wait);
+    if (dead_) return Dead();
+  }
+  if (r.Chance(f.crash_before)) {
+    SIM_TRACE(world_, std::string("crash before ") + what);
+    world_.Crash(proc_);
+    return Dead();
+  }
+  if (r.Chance(f.fail)) {
+    SIM_TRACE(world_, std::string("store fails ") + what);
+    return Unavailable(std::string("simulated store failure: ") + what);
+  }
+  Status s = apply();
+  if (!s.ok()) return s;
+  if (r.Chance(f.crash_after)) {
+    SIM_TRACE(world_, std::string("crash after ") + what);
+    world_.Crash(proc_);
+    return Dead();
+  }
+  if (r.Chance(f.fail_after)) {
+    SIM_TRACE(world_, std::string("store applies then fails ") + what);
+    return Unavailable(std::string("simulated ambiguous commit: ") + what);
+  }
+  return s;
+}
+
+Status SimStore::CreateInstance(const nlohmann::json& snapshot, const std::vector<Event>& events,
+                                const Submission* submission,
+                                const std::vector<nlohmann::json>& outbox, const Lease* lease,
+                                const std::vector<OperationRecord>& operations) {
+  return Write("create", [&] {
+    return inner_.CreateInstance(snapshot, events, submission, outbox, lease, operations);
+  });
+}
+
+Status SimStore::Commit(const std::string& id, uint64_t expected_version,
+                        const nlohmann::json& snapshot, const std::vector<Event>& events,
+                        const std::vector<OperationRecord>& operations,
+                        const std::vector<nlohmann::json>& outbox, const Lease* lease) {
+  if (world_.scenario().bug == Bug::kLyingFsync && !dead_ && world_.random().Chance(0.02))
+    return Status::Ok();  // the bug: "durable", never written
+  return Write("commit", [&] {
+    return inner_.Commit(id, expected_version, snapshot, events, operations, outbox, lease);
+  });
+}
+
+StatusOr<Lease> SimStore::AcquireLease(const std::string& id, const std::string& owner,
+                                       const Clock&, int64_t ttl_ms,
+                                       const std::string& successor_of) {
+  StatusOr<Lease> out = Dead();
+  Status s = Write("acquire lease", [&] {
+    out = inner_.AcquireLease(id, owner, true_clock_, ttl_ms, successor_of);
+    return out.status();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+StatusOr<std::map<std::string, Lease>> SimStore::AcquireLeases(const std::vector<std::string>& ids,
+                                                               const std::string& owner,
+                                                               const Clock&, int64_t ttl_ms,
+                                                               const std::string& successor_of) {
+  StatusOr<std::map<std::string, Lease>> out = Dead();
+  Status s = Write("acquire leases", [&] {
+    out = inner_.AcquireLeases(ids, owner, true_clock_, ttl_ms, successor_of);
+    return out.status();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+StatusOr<std::vector<std::string>> SimStore::RenewLeases(const std::string& owner,
+                                                         const std::vector<std::string>& ids,
+                                                         const Clock&, int64_t ttl_ms) {
+  StatusOr<std::vector<std::string>> out = Dead();
+  Status s = Write("renew leases", [&] {
+    out = inner_.RenewLeases(owner, ids, true_clock_, ttl_ms);
+    if (out.ok() && world_.scenario().bug == Bug::kTwoOwners)
+      out = std::vector<std::string>{};  // the bug: "still yours", whoever holds them
+    return out.status();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Status SimStore::SetSubmissionResponse(const std::string& key, int status,
+                                       const nlohmann::json& response) {
+  return Write("submission response",
+               [&] { return inner_.SetSubmissionResponse(key, status, response); });
+}
+
+// Reads and the writes the simulation does not fault (operator-level ones).
+#define SAGAD_SIM_READ(call) \
+  if (dead_) return Dead();  \
+  return inner_.call
+
+StatusOr<Lease> SimStore::GetLease(const std::string& id) { SAGAD_SIM_READ(GetLease(id)); }
+StatusOr<std::vector<OutboxRecord>> SimStore::PeekOutbox(size_t max) {
+  SAGAD_SIM_READ(PeekOutbox(max));
+}
+Status SimStore::AckOutbox(uint64_t seq) { SAGAD_SIM_READ(AckOutbox(seq)); }
+StatusOr<size_t> SimStore::OutboxSize() { SAGAD_SIM_READ(OutboxSize()); }
+StatusOr<nlohmann::json> SimStore::GetInstance(const std::string& id) {
+  SAGAD_SIM_READ(GetInstance(id));
+}
+StatusOr<std::vector<Event>> SimStore::GetEvents(const std::string& id) {
+  SAGAD_SIM_READ(GetEvents(id));
+}
+StatusOr<OperationRecord> SimStore::GetOperation(const std::string& key) {
+  SAGAD_SIM_READ(GetOperation(key));
+}
+StatusOr<Submission> SimStore::GetSubmission(const std::string& key) {
+  SAGAD_SIM_READ(GetSubmission(key));
+}
+StatusOr<InstancePage> SimStore::ListInstances(const InstanceFilter& filter, size_t limit,
+                                               const std::string& cursor) {
+  SAGAD_SIM_READ(ListInstances(filter, limit, cursor));
+}
+StatusOr<std::vector<ActiveInstance>> SimStore::ListActive() { SAGAD_SIM_READ(ListActive()); }
+StatusOr<std::vector<std::string>> SimStore::DeleteFinished(int64_t finished_before_ms,
+                                                            size_t max) {
+  SAGAD_SIM_READ(DeleteFinished(finished_before_ms, max));
+}
+StatusOr<std::vector<std::string>> SimStore::PausedServices() { SAGAD_SIM_READ(PausedServices()); }
+Status SimStore::SetServicePaused(const std::string& service, bool paused) {
+  SAGAD_SIM_READ(SetServicePaused(service, paused));
+}
+StatusOr<bool> SimStore::PutDefinition(const std::string& name, int version,
+                                       const nlohmann::json& body) {
+  SAGAD_SIM_READ(PutDefinition(name, version, body));
+}
+StatusOr<std::vector<StoredDefinition>> SimStore::ListDefinitions() {
+  SAGAD_SIM_READ(ListDefinitions());
+}
+
+#undef SAGAD_SIM_READ
+
+}  // namespace sagad::sim

@@ -1,0 +1,239 @@
+#include "coordinator/sim/workload.h"
+
+#include <cstdio>
+#include <regex>
+
+#include "examples/examples.h"
+
+namespace sagad::sim {
+namespace {
+
+const char* const kServices[] = {"alpha", "beta", "gamma", "delta"};
+
+RetryPolicy SomeRetry(SeededRandom& r) {
+  RetryPolicy p;
+  p.max_attempts = 1 + static_cast<int>(r.Below(4));
+  p.initial_backoff_ms = 20 + static_cast<int64_t>(r.Below(200));
+  p.max_backoff_ms = 3000;
+  return p;
+}
+
+StepBuilder& AddStep(SagaBuilder& b, SeededRandom& r, const std::string& name, bool compensable) {
+  const char* svc = kServices[r.Below(4)];
+  StepBuilder& s = b.Step(name).Call(svc, "POST", "/ops", {{"order", "{{input.order}}"}});
+  if (compensable) s.Compensate(svc, "POST", "/ops/{{" + name + ".ref}}/undo");
+  if (r.Chance(0.1)) s.RequiresApproval();
+  if (r.Chance(0.1)) s.RequiresApprovalIf("amount", ">", 1000);
+  if (r.Chance(0.3)) s.Retry(SomeRetry(r));
+  if (r.Chance(0.1)) s.Deadline(500 + static_cast<int64_t>(r.Below(5000)));
+  return s;
+}
+
+SagaDefinition RandomList(SeededRandom& r) {
+  SagaBuilder b("random_list", 1);
+  b.Input({"order", "amount"});
+  const int n = 2 + static_cast<int>(r.Below(4));
+  const int pivot = r.Chance(0.4) ? static_cast<int>(r.Below(n)) : -1;
+  for (int i = 0; i < n; ++i) {
+    std::string name = "s" + std::to_string(i);
+    if (i == pivot) {
+      b.Step(name)
+          .Call(kServices[r.Below(4)], "POST", "/pivot", {{"order", "{{input.order}}"}})
+          .Irreversible();
+      continue;
+    }
+    AddStep(b, r, name, pivot < 0 || i < pivot ? r.Chance(0.85) : r.Chance(0.3));
+  }
+  if (r.Chance(0.2)) b.Deadline(2000 + static_cast<int64_t>(r.Below(20000)));
+  auto def = b.Build();
+  return def.ok() ? *def : OrderFulfilment();
+}
+
+SagaDefinition RandomGraph(SeededRandom& r) {
+  SagaBuilder b("random_graph", 1);
+  b.Input({"order", "amount"});
+  const int n = 3 + static_cast<int>(r.Below(4));
+  for (int i = 0; i < n; ++i) {
+    std::string name = "g" + std::to_string(i);
+    std::vector<std::string> after;
+    for (int j = 0; j < i; ++j)
+      if (r.Chance(0.4)) after.push_back("g" + std::to_string(j));
+    AddStep(b, r, name, r.Chance(0.85)).AfterSteps(after);
+  }
+  b.CompensationOrder(r.Chance(0.5) ? CompensationOrder::kReverseTopological
+                                    : CompensationOrder::kReverseCompletion);
+  auto def = b.Build();
+  return def.ok() ? *def : TripBooking();
+}
+
+}  // namespace
+
+std::vector<SagaDefinition> SagasFor(SeededRandom& r) {
+  return {OrderFulfilment(), IncidentResponse(), TripBooking(), RandomList(r), RandomGraph(r)};
+}
+
+nlohmann::json Workload::InputFor(const SagaDefinition& def, int n) {
+  static const std::regex field(R"(\{\{input\.([A-Za-z_0-9]+)\}\})");
+  nlohmann::json input = nlohmann::json::object();
+  std::string text = def.ToJson().dump();
+  for (std::sregex_iterator it(text.begin(), text.end(), field), end; it != end; ++it)
+    input[(*it)[1].str()] = "v" + std::to_string(n);
+  for (const auto& f : def.input) input[f] = "v" + std::to_string(n);
+  input["amount"] = static_cast<int>(world_.random().Below(2000));
+  return input;
+}
+
+void Workload::Plan(int64_t busy_ms) {
+  const int64_t start = world_.now();
+  for (int n = 0; n < sagas_; ++n) {
+    int64_t at = start + static_cast<int64_t>(world_.random().Below(busy_ms / 2));
+    world_.At(at, [this, n] { Submit(n, 1); });
+  }
+  for (int64_t t = start; t < start + busy_ms;
+       t += 200 + static_cast<int64_t>(world_.random().Below(3000)))
+    world_.At(t, [this] { Operate(); });
+  Disrupt(start + busy_ms);
+}
+
+void Workload::Submit(int n, int attempt) {
+  const std::string key = "key-" + std::to_string(n);
+  keys_.insert(key);
+  Process* p = world_.AnyLive();
+  auto again = [this, n, attempt] {
+    if (attempt < 200)
+      world_.At(world_.now() + 200 + static_cast<int64_t>(world_.random().Below(2000)),
+                [this, n, attempt] { Submit(n, attempt + 1); });
+  };
+  if (!p) return again();
+  const SagaDefinition& def = world_.sagas()[static_cast<size_t>(n) % world_.sagas().size()];
+  nlohmann::json input = InputFor(def, n);
+  input["amount"] = (n * 397) % 2000;  // the same request every time
+  // A traceparent of the seed's own (one drawn by sagad would not replay).
+  char parent[64];
+  snprintf(parent, sizeof parent, "00-%016llx%016llx-%016llx-01",
+           static_cast<unsigned long long>(n + 1), static_cast<unsigned long long>(attempt),
+           static_cast<unsigned long long>(n + 1));
+  auto out = p->engine->Submit(def.name, 0, input, key, "hash-" + std::to_string(n),
+                               TraceFromHeaders(parent, ""));
+  if (!out.ok()) {
+    if (out.status().code() == StatusCode::kInvalidArgument ||
+        out.status().code() == StatusCode::kNotFound)
+      world_.Violation("submission of " + def.name + " refused: " + out.status().ToString());
+    return again();
+  }
+  auto known = id_of_.find(key);
+  if (known != id_of_.end() && known->second != out->instance_id)
+    world_.Violation("key " + key + " answered with two instances: " + known->second + ", " +
+                     out->instance_id);
+  if (known == id_of_.end()) {
+    id_of_[key] = out->instance_id;
+    ids_.push_back(out->instance_id);
+    ++answered_;
+    SIM_TRACE(world_, "submitted " + key + " -> " + out->instance_id);
+  }
+  p->engine->FinishSubmission(key, 201, {{"id", out->instance_id}});
+  if (attempt == 1 && world_.random().Chance(0.2))  // a client that sends it again
+    world_.At(world_.now() + static_cast<int64_t>(world_.random().Below(5000)),
+              [this, n] { Submit(n, 2); });
+}
+
+void Workload::Operate() {
+  if (ids_.empty()) return;
+  Process* p = world_.AnyLive();
+  if (!p) return;
+  // A copy: a client may add to ids_ while the action runs (a slow store
+  // lets the world run meanwhile).
+  const std::string id = ids_[world_.random().Below(ids_.size())];
+  // What an operator sees (the stored snapshot: the view without the
+  // annotations the API adds, which are not the engine's core).
+  auto view = MemoryStore(world_.data()).GetInstance(id);
+  if (view.ok()) ActOn(*p, id, *view);
+}
+
+void Workload::Tend() {
+  MemoryStore store(world_.data());
+  auto active = store.ListActive();
+  if (!active.ok()) return;
+  for (const ActiveInstance& a : *active) {
+    if (a.status != "AWAITING_APPROVAL" && a.status != "NEEDS_REVIEW") continue;
+    Process* p = world_.AnyLive();
+    if (!p) return;
+    auto view = store.GetInstance(a.id);
+    if (view.ok()) ActOn(*p, a.id, *view);
+  }
+}
+
+void Workload::ActOn(Process& p, const std::string& id, const nlohmann::json& view) {
+  SeededRandom& r = world_.random();
+  Engine& e = *p.engine;
+  const bool quiet = world_.quiet();
+  for (const auto& st : view.value("steps", nlohmann::json::array())) {
+    const std::string name = st.value("name", ""), status = st.value("status", "");
+    if (status == "AWAITING_APPROVAL") {
+      Status s =
+          quiet || r.Chance(0.8) ? e.Approve(id, name, "sim", "") : e.Reject(id, name, "sim", "no");
+      // One that cannot be approved (a value its request needs is missing)
+      // is rejected in the end.
+      if (quiet && s.code() == StatusCode::kFailedPrecondition)
+        s = e.Reject(id, name, "sim", "cannot be approved");
+      SIM_TRACE(world_, "operator on " + id + "/" + name + ": " + s.ToString());
+      return;
+    }
+    if (status == "NEEDS_REVIEW" && r.Chance(0.5)) return Resolve(p, id, name);
+  }
+  if (quiet) return;
+  Status s;
+  switch (r.Below(6)) {
+    case 0:
+      s = e.Cancel(id, "sim", "changed my mind");
+      break;
+    case 1:
+      s = e.ForceCompensate(id, "sim", "undo it");
+      break;
+    case 2:
+      if (!view.value("steps", nlohmann::json::array()).empty())
+        s = e.RetryNow(id, view["steps"][0].value("name", ""), "sim", "");
+      break;
+    default:
+      return;
+  }
+  SIM_TRACE(world_, "operator on " + id + ": " + s.ToString());
+}
+
+void Workload::Resolve(Process& p, const std::string& id, const std::string& step) {
+  const Operation* fwd = world_.downstreams().Find(id + ":" + step);
+  const Operation* comp = world_.downstreams().Find(id + ":" + step + ":compensate");
+  const Operation* truth = comp ? comp : fwd;
+  if (truth && truth->pending > 0) return;  // not known yet: a human would wait
+  for (const auto& q : world_.processes())
+    if (q.paused_until > world_.now()) return;
+  const bool done = truth && truth->effects > 0;
+  // As a human would: with the reference the service gave.
+  std::string ref = done ? truth->result.value("ref", "") : "";
+  Status s =
+      p.engine->Resolve(id, step, done ? "committed" : "not_executed", ref, "sim", "checked");
+  SIM_TRACE(world_, "operator resolves " + id + "/" + step +
+                        (done ? " committed: " : " not_executed: ") + s.ToString());
+}
+
+void Workload::Disrupt(int64_t until) {
+  SeededRandom& r = world_.random();
+  const Scenario& sc = world_.scenario();
+  for (int64_t t = world_.now(); t < until; t += 500 + static_cast<int64_t>(r.Below(8000))) {
+    const int proc = static_cast<int>(r.Below(world_.processes().size()));
+    if (sc.crashes && r.Chance(0.6)) {
+      world_.At(t, [this, proc] { world_.Crash(proc); });
+    } else if (sc.pauses) {
+      int64_t len = 1 + static_cast<int64_t>(r.Below(3 * sc.lease_ms));
+      world_.At(t, [this, proc, len] {
+        Process& p = world_.processes()[static_cast<size_t>(proc)];
+        if (!p.alive) return;
+        SIM_TRACE(world_,
+                  "process " + std::to_string(proc) + " paused " + std::to_string(len) + " ms");
+        p.paused_until = std::max(p.paused_until, world_.now() + len);
+      });
+    }
+  }
+}
+
+}  // namespace sagad::sim
