@@ -4,13 +4,16 @@
 # at a violation goes on from the next seed. Prints every violation's
 # replay command and one summary line:
 #   campaign: N seeds, M sagas, K events, V violations, R sagas/s per CPU, T s wall
-# Usage: bench/sim_campaign.sh SEEDS [JOBS]   (builds build-release/ first)
+# Usage: [SIM=sagad-sim] bench/sim_campaign.sh SEEDS [JOBS]   (else builds build-release/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds="${1:?usage: bench/sim_campaign.sh SEEDS [JOBS]}"
 jobs="${2:-$(nproc)}"
-BUILD_DIR=build-release BUILD_TYPE=Release TARGETS=sagad-sim scripts/build.sh >/dev/null
-sim="$PWD/build-release/sagad-sim"
+if [[ -z "${SIM:-}" ]]; then  # SIM=path/to/sagad-sim skips the build
+  BUILD_DIR=build-release BUILD_TYPE=Release TARGETS=sagad-sim scripts/build.sh >/dev/null
+  SIM="$PWD/build-release/sagad-sim"
+fi
+sim="$SIM"
 out=$(mktemp -d)
 per=$(( (seeds + jobs - 1) / jobs ))
 run_range() {  # first last file

@@ -73,12 +73,20 @@ std::vector<Action> Backward(const SagaDefinition& def, const Instance& inst) {
   for (int i = 0; i < n; ++i)
     if (def.steps[i].irreversible && inst.step(i).status() == StepStatus::kCommitted)
       return {{ActionKind::kGoForward, i}};
-  // A step still to be undone (or being undone, or whose undo is in review).
+  // A step still to be undone (or being undone, or whose undo is in
+  // review), or one whose forward outcome is in review: it may have
+  // happened, so what it depends on waits for a human (found by the
+  // simulator, seed 551963: an ancestor was undone first).
+  auto forward_review = [&](int k) {
+    const StepState& st = inst.step(k);
+    return st.status() == StepStatus::kNeedsReview && !st.machine.reviewing_compensation() &&
+           def.steps[k].compensation;
+  };
   auto pending_undo = [&](int k) {
     const StepState& st = inst.step(k);
     StepStatus s = st.status();
     return (s == StepStatus::kCommitted && def.steps[k].compensation) ||
-           s == StepStatus::kCompensating || ReviewingUndo(st);
+           s == StepStatus::kCompensating || ReviewingUndo(st) || forward_review(k);
   };
   int active = 0;
   for (int i = n - 1; i >= 0; --i)
@@ -89,9 +97,12 @@ std::vector<Action> Backward(const SagaDefinition& def, const Instance& inst) {
   if (def.compensation_order == CompensationOrder::kReverseCompletion) {
     // One at a time, last committed first; one in review holds up the rest.
     int64_t blocked_below = 0;
-    for (int i = 0; i < n; ++i)
+    for (int i = 0; i < n; ++i) {
       if (ReviewingUndo(inst.step(i)))
         blocked_below = std::max(blocked_below, inst.step(i).commit_seq);
+      // One whose forward outcome is in review may be the last to commit.
+      if (forward_review(i)) blocked_below = INT64_MAX;
+    }
     int next = -1;
     for (int i = 0; i < n; ++i) {
       const StepState& st = inst.step(i);

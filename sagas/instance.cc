@@ -90,9 +90,15 @@ int Instance::StepIndex(const std::string& name) const {
 namespace {
 
 // What an accepted step event records besides the machine's new state.
-void RecordStepEvent(StepState& st, StepEvent ev, const Event& e, bool compensation_phase) {
+// `before`: the step's status before the event.
+void RecordStepEvent(StepState& st, StepEvent ev, const Event& e, bool compensation_phase,
+                     StepStatus before) {
   switch (ev) {
     case StepEvent::kStart:
+      // A send after one whose outcome was never recorded (STARTED: the
+      // outcome's commit failed, or the process died) or is unknown.
+      if (before == StepStatus::kStarted || before == StepStatus::kUnknown)
+        st.forward_in_doubt = true;
       ++st.attempts;
       if (st.first_sent_at == 0) st.first_sent_at = e.at_ms;
       st.key = Str(e.data, "key");
@@ -248,8 +254,9 @@ Status Instance::ApplyStepEvent(const Event& e) {
   bool compensation_phase = st.status() == StepStatus::kCompensating ||
                             st.machine.reviewing_compensation() ||
                             ev == StepEvent::kBeginCompensation;
+  const StepStatus before = st.status();
   SAGAD_RETURN_IF_ERROR(st.machine.Process(ev));
-  RecordStepEvent(st, ev, e, compensation_phase);
+  RecordStepEvent(st, ev, e, compensation_phase, before);
   return Status::Ok();
 }
 

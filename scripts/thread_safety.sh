@@ -8,6 +8,6 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-clang}
 CXX=clang++ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Debug -DSAGAD_WERROR=ON \
   -DCMAKE_CXX_FLAGS="-Wthread-safety -Wthread-safety-beta" >/dev/null
-cmake --build "$BUILD_DIR" -j "$(nproc)" --target sagad_core sagad_examples sagad sagactl \
+cmake --build "$BUILD_DIR" -j "$(nproc)" --target sagad_core sagad_examples sagad sagactl sagad-sim \
   example-services
 echo "thread safety: clean"

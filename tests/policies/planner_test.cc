@@ -90,6 +90,23 @@ TEST_F(PlannerTest, CompensatesCommittedStepsInReverseOrder) {
   EXPECT_EQ(Next().kind, ActionKind::kFinishCompensation);
 }
 
+// Found by the simulator (seed 551963): a step whose forward outcome is in
+// review may have happened; what it depends on is not undone before a human
+// says (else the undo order would be broken if it did happen).
+TEST_F(PlannerTest, AStepInReviewHoldsUpTheUndoOfWhatItDependsOn) {
+  Step("create_ticket", StepEvent::kStart);
+  Step("create_ticket", StepEvent::kCommit);
+  Step("isolate_host", StepEvent::kStart);
+  Step("isolate_host", StepEvent::kOutcomeUnknown);
+  Step("isolate_host", StepEvent::kEscalate);
+  Saga(SagaEvent::kStartCompensation);
+  EXPECT_EQ(Next().kind, ActionKind::kEscalate);
+  EXPECT_EQ(Next().step, 1);
+  Step("isolate_host", StepEvent::kCommit);  // an operator: it happened
+  EXPECT_EQ(Next().kind, ActionKind::kCompensate);
+  EXPECT_EQ(Next().step, 1);  // undone first
+}
+
 TEST_F(PlannerTest, ReplayRebuildsTheSameState) {
   Step("create_ticket", StepEvent::kStart);
   Step("create_ticket", StepEvent::kOutcomeUnknown);

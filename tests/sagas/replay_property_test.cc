@@ -116,6 +116,12 @@ TEST(ReplayTest, AStepStaysInDoubtUntilSomethingSettlesIt) {
   ASSERT_TRUE(inst.ok()) << inst.status().ToString();
   EXPECT_FALSE(inst->step(0).forward_in_doubt);  // an answer settled it
   EXPECT_EQ(inst->step(0).status(), StepStatus::kPlanned);
+  // Seed 19100: a send after one whose outcome was never recorded.
+  log.push_back(step(7, "started"));
+  log.push_back(step(8, "started"));
+  inst = Instance::Replay("i", log);
+  ASSERT_TRUE(inst.ok()) << inst.status().ToString();
+  EXPECT_TRUE(inst->step(0).forward_in_doubt);
 }
 
 // Found by fuzz_replay: an event whose data is a string made Apply throw.

@@ -227,20 +227,22 @@ Status MemoryStore::SetSubmissionResponse(const std::string& key, int status,
 
 StatusOr<InstancePage> MemoryStore::ListInstances(const InstanceFilter& filter, size_t limit,
                                                   const std::string& cursor) {
-  MutexLock l(data_->mu);
+  MemoryData& d = *data_;
+  MutexLock l(d.mu);
   InstancePage page;
-  const auto& all = data_->instances;
   if (!filter.idempotency_key.empty()) {
-    auto sub = data_->submissions.find(filter.idempotency_key);
-    if (sub == data_->submissions.end()) return page;
+    auto sub = d.submissions.find(filter.idempotency_key);
+    if (sub == d.submissions.end()) return page;
     const std::string& id = sub->second.instance_id;
     if (!cursor.empty() && id >= cursor) return page;
-    auto it = all.find(id);
-    if (it != all.end() && Matches(filter, it->second)) page.instances.push_back(it->second);
+    auto it = d.instances.find(id);
+    if (it != d.instances.end() && Matches(filter, it->second))
+      page.instances.push_back(it->second);
     return page;
   }
-  auto it = cursor.empty() ? all.end() : all.lower_bound(cursor);  // strictly older: before it
-  while (it != all.begin()) {
+  // Newest first; with a cursor, strictly older than it.
+  auto it = cursor.empty() ? d.instances.end() : d.instances.lower_bound(cursor);
+  while (it != d.instances.begin()) {
     --it;
     if (page.instances.size() == limit) {
       page.next_cursor = page.instances.back().value("id", "");
