@@ -52,7 +52,8 @@ void InstanceRepository::Evict(const std::string& id) {
   cache_.erase(id);
 }
 
-StatusOr<std::shared_ptr<const Instance>> InstanceRepository::LoadLocked(const std::string& id) {
+StatusOr<std::shared_ptr<const Instance>> InstanceRepository::LoadLocked(const std::string& id,
+                                                                         bool keep) {
   {
     MutexLock l(cache_mu_);
     auto it = cache_.find(id);
@@ -70,7 +71,7 @@ StatusOr<std::shared_ptr<const Instance>> InstanceRepository::LoadLocked(const s
         {{"msg", "snapshot differs from replayed event log; using the log"}, {"instance", id}});
   hooks_.log({{"msg", "replayed"}, {"instance", id}, {"events", events->size()}});
   std::shared_ptr<const Instance> ptr = std::make_shared<Instance>(std::move(*inst));
-  CachePut(id, ptr);
+  if (keep) CachePut(id, ptr);
   return ptr;
 }
 
@@ -81,10 +82,7 @@ StatusOr<std::shared_ptr<const Instance>> InstanceRepository::Load(const std::st
 
 StatusOr<std::shared_ptr<const Instance>> InstanceRepository::Peek(const std::string& id) {
   MutexLock l(stripe(id));
-  const bool cached = CachedVersion(id) != 0;
-  auto inst = LoadLocked(id);
-  if (inst.ok() && !cached) Evict(id);
-  return inst;
+  return LoadLocked(id, /*keep=*/false);
 }
 
 Status InstanceRepository::Create(const Instance& inst, const Event& created, Tx* tx,

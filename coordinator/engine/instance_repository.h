@@ -99,7 +99,8 @@ class InstanceRepository {
   Mutex& stripe(const std::string& id);
   void CachePut(const std::string& id, std::shared_ptr<const Instance> inst);
   // REQUIRES: stripe(id) held.
-  StatusOr<std::shared_ptr<const Instance>> LoadLocked(const std::string& id);
+  // `keep`: a copy read from the store is cached (false for Peek).
+  StatusOr<std::shared_ptr<const Instance>> LoadLocked(const std::string& id, bool keep = true);
 
   Store& store_;
   const Clock& clock_;
