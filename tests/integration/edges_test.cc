@@ -180,8 +180,14 @@ TEST_F(EdgesTest, AnAbandonedWaitingSubmissionLeavesItsKeyUsable) {
                       "Host: a\r\nContent-Type: application/json\r\nIdempotency-Key: k-1\r\n"
                       "Content-Length: " +
                           std::to_string(body.size()) + "\r\n\r\n" + body));
-  ASSERT_TRUE(
-      WaitFor([&] { return OpenConnections(sagad_->port()) >= 2; }, std::chrono::seconds(5)));
+  // Hang up only once the submission is stored (an open connection alone
+  // does not mean the request was read yet).
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        Reply list = Http(sagad_->port(), "GET", "/v1/instances");
+        return list.status == 200 && list.raw.find("order_fulfilment") != std::string::npos;
+      },
+      std::chrono::seconds(5)));
   close(fd);
   Reply replay;
   EXPECT_TRUE(WaitFor(
