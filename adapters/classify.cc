@@ -127,4 +127,8 @@ QueryResult ClassifyQueryAnswer(int status, const nlohmann::json& body) {
   return out;
 }
 
+std::string ReplyError(int status, const std::string& body) {
+  return "HTTP " + std::to_string(status) + ": " + SanitizeUtf8(body.substr(0, 512));
+}
+
 }  // namespace sagad

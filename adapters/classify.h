@@ -20,6 +20,11 @@ Outcome ClassifyTransportError(bool request_sent);
 // "ref" or "id" of a result object, as a string ("" if absent).
 std::string ExternalRef(const nlohmann::json& result);
 
+// The error recorded for a reply that is not a success: "HTTP <status>: "
+// and the first 512 bytes of its body, with NUL and bytes that are not
+// UTF-8 written as \xHH (a store may refuse them: PostgreSQL does NUL).
+std::string ReplyError(int status, const std::string& body);
+
 // Reconciliation answer (GET operations/{key}): 404 not happened; 200 with
 // a JSON body that may say what the original request was answered with:
 //   "outcome": "committed" | "refused" | "in_progress", and/or

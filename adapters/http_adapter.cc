@@ -241,8 +241,7 @@ CallResult HttpAdapter::Call(const CallRequest& req) {
     out.result = ParseBody(res->body);
     out.external_ref = ExternalRef(out.result);
   } else {
-    out.error =
-        "HTTP " + std::to_string(res->status) + ": " + SanitizeUtf8(res->body.substr(0, 512));
+    out.error = ReplyError(res->status, res->body);
   }
   pool.Release(std::move(client));
   return out;

@@ -24,10 +24,23 @@ Status TurnBack(Tx& tx, const std::string& actor, const char* flag, const std::s
 }  // namespace
 
 Status OperatorActions::Act(const std::string& id, const std::function<Status(Tx&)>& fn) {
-  Status s = repo_.Mutate(id, fn, /*fence=*/nullptr);
+  const uint64_t cached = repo_.CachedVersion(id);
+  bool terminal = false;
+  Status s = repo_.Mutate(
+      id,
+      [&](Tx& tx) {
+        terminal = IsTerminal(tx.inst().status());
+        return fn(tx);
+      },
+      /*fence=*/nullptr);
   // Unavailable: the store may have applied it all the same (a commit
   // whose answer was lost); planning again costs nothing if it did not.
-  if (s.ok() || s.code() == StatusCode::kUnavailable) wake_(id);
+  // Refused, but the load brought a newer version into this process's
+  // cache (another process changed the instance): the heartbeat compares
+  // that cache with the store, so it would no longer see the change; if
+  // this process owns the instance, its driver must plan again now.
+  bool moved = repo_.CachedVersion(id) != cached;
+  if (!terminal && (s.ok() || s.code() == StatusCode::kUnavailable || moved)) wake_(id);
   return s;
 }
 

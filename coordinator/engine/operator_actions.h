@@ -4,7 +4,10 @@
 // checked by the state machines, committed with compare-and-swap, never
 // fenced (it makes no downstream call, so it needs no lease). After it
 // commits, `wake` asks the owner's driver to plan the instance again; on
-// another host the owner notices the new version at its next heartbeat.
+// another host the owner notices the new version at its next heartbeat. A
+// refused action that loaded a newer version into this process's cache
+// wakes it too (the heartbeat compares that cache with the store, so it
+// would miss the change); a finished instance is never woken.
 //
 // Repeating an action that already took effect is not an error (approving
 // an approved step, rejecting a rejected one, cancelling a saga already

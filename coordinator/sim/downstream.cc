@@ -134,7 +134,7 @@ std::vector<std::string> SimAdapter::ServiceNames() const {
   return out;
 }
 
-CallResult SimAdapter::Result(int status, const nlohmann::json& body) {
+CallResult SimAdapter::Result(const std::string& service, int status, const nlohmann::json& body) {
   CallResult res;
   res.http_status = status;
   res.outcome = ClassifyHttpStatus(status);
@@ -142,7 +142,9 @@ CallResult SimAdapter::Result(int status, const nlohmann::json& body) {
     res.result = body;
     res.external_ref = ExternalRef(body);
   } else {
-    res.error = "HTTP " + std::to_string(status) + ": " + body.dump();
+    std::string text = body.dump();
+    if (service == "beta" || service == "delta") text += std::string("\0trailer", 8);
+    res.error = ReplyError(status, text);
   }
   return res;
 }
@@ -176,8 +178,8 @@ CallResult SimAdapter::Call(const CallRequest& req) {
     if (dead_) return dead;
   }
   if (r.Chance(f.refused_conn)) return dead.error = "connection refused", dead;
-  if (r.Chance(f.too_many)) return Result(429, {{"error", "slow down"}});
-  if (r.Chance(f.lost_before)) return Result(503, {{"error", "lost before"}});
+  if (r.Chance(f.too_many)) return Result(req.service, 429, {{"error", "slow down"}});
+  if (r.Chance(f.lost_before)) return Result(req.service, 503, {{"error", "lost before"}});
   Downstreams& d = world_.downstreams();
   if (r.Chance(f.delayed)) {
     ++d.Op(req.idempotency_key).pending;
@@ -199,7 +201,7 @@ CallResult SimAdapter::Call(const CallRequest& req) {
     res.error = "reply lost";
     return res;
   }
-  return Result(status, body);
+  return Result(req.service, status, body);
 }
 
 QueryResult SimAdapter::Query(const std::string& service, const std::string& key,

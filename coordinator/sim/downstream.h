@@ -104,7 +104,10 @@ class SimAdapter final : public Adapter {
  private:
   // The lease rule, judged by the store's truth when the request leaves.
   void CheckLease(const CallRequest& req);
-  CallResult Result(int status, const nlohmann::json& body);
+  // What the HTTP adapter would make of `body` from `service`. Services
+  // beta and delta end every error body with a raw NUL and a trailer (as
+  // some frameworks do), which the store must never see raw.
+  static CallResult Result(const std::string& service, int status, const nlohmann::json& body);
 
   World& world_;
   int proc_;

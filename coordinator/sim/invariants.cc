@@ -29,6 +29,8 @@ std::string CheckStep(World& w, const std::string& id, const SagaDefinition& def
   const StepStatus s = st.status();
   if (s == StepStatus::kCommitted && !happened && !operator_said)
     return Where(id, st) + " is COMMITTED but its service has no effect of it";
+  if (happened && w.MeantGated(def.name, st.name) && !st.machine.approved())
+    return Where(id, st) + " took effect without the approval its author asked for";
   if ((s == StepStatus::kPlanned || s == StepStatus::kFailed || s == StepStatus::kRejected) &&
       happened)
     return Where(id, st) + " is recorded as never done but its service applied it";
@@ -86,7 +88,13 @@ std::string CheckInstance(World& w, MemoryStore& store, const std::string& id,
     for (const auto& st : inst->steps())
       steps += " " + st.name + "=" + StepStatusName(st.status()) +
                (st.retry_at ? "@" + std::to_string(st.retry_at - World::kEpochMs) : "");
-    return "liveness: instance " + id + " is still " + SagaStatusName(ss) + " (" + steps + " )";
+    auto lease = store.GetLease(id);
+    std::string held = !lease.ok() ? "no lease"
+                                   : "lease " + lease->owner + " until " +
+                                         std::to_string(lease->expires_at - World::kEpochMs) +
+                                         " gen " + std::to_string(lease->generation);
+    return "liveness: instance " + id + " is still " + SagaStatusName(ss) + " (" + steps + " ; " +
+           held + " )";
   }
   if (ss == SagaStatus::kNeedsReview && inst->review_reason().empty())
     return "instance " + id + " is in NEEDS_REVIEW without a reason";

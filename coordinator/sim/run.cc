@@ -54,12 +54,19 @@ namespace {
 SeedResult RunOnce(uint64_t seed, const RunOptions& options, bool trace) {
   SeededRandom draw(seed);
   Scenario scenario = DrawScenario(draw);
-  ParseBug(options.bug, &scenario.bug);  // checked by the caller
-  World world(draw.Next(), scenario, SagasFor(draw));
+  ParseBug(options.bug, &scenario.bug);       // checked by the caller
+  SeededRandom typos(seed ^ 0x7970'6f73ULL);  // a stream of its own: the others stay
+  std::set<std::string> meant_gated;
+  std::vector<SagaDefinition> sagas = SagasFor(draw, typos, &meant_gated);
+  World world(draw.Next(), scenario, std::move(sagas));
+  world.set_meant_gated(std::move(meant_gated));
   world.SetTracing(trace);
   Workload work(world, options.sagas > 0 ? options.sagas : 3 + static_cast<int>(draw.Below(6)));
   if (trace)  // the engine's log lines join the trace
-    SetLogSink([&world](nlohmann::json& line) { world.Trace("log " + line.dump()); });
+    SetLogSink([&world](nlohmann::json& line) {
+      int p = world.running_proc();
+      world.Trace((p < 0 ? "log " : "log p" + std::to_string(p) + " ") + line.dump());
+    });
   world.Boot();
   work.Plan(kBusyMs);
   bool ok = world.RunUntil(world.now() + kBusyMs);

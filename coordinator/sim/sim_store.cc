@@ -17,6 +17,29 @@ Status SimStore::Dead() const {
   return Unavailable("simulated process " + std::to_string(proc_) + " is dead");
 }
 
+namespace {
+
+bool HoldsNul(const nlohmann::json& j) {
+  if (j.is_string()) return j.get_ref<const std::string&>().find('\0') != std::string::npos;
+  if (j.is_object())
+    for (const auto& item : j.items())
+      if (item.key().find('\0') != std::string::npos || HoldsNul(item.value())) return true;
+  if (j.is_array())
+    for (const auto& v : j)
+      if (HoldsNul(v)) return true;
+  return false;
+}
+
+Status RefuseNul(const nlohmann::json& snapshot, const std::vector<Event>& events) {
+  bool nul = HoldsNul(snapshot);
+  for (const Event& e : events) nul = nul || HoldsNul(e.data);
+  if (!nul) return Status::Ok();
+  return InvalidArgument(
+      "unsupported Unicode escape sequence: \\u0000 cannot be converted to text");
+}
+
+}  // namespace
+
 Status SimStore::Write(const char* what, const std::function<Status()>& apply) {
   if (dead_) return Dead();
   const StoreFaultRates& f = world_.scenario().store_faults;
@@ -54,6 +77,7 @@ Status SimStore::CreateInstance(const nlohmann::json& snapshot, const std::vecto
                                 const Submission* submission,
                                 const std::vector<nlohmann::json>& outbox, const Lease* lease,
                                 const std::vector<OperationRecord>& operations) {
+  if (!dead_) SAGAD_RETURN_IF_ERROR(RefuseNul(snapshot, events));
   return Write("create", [&] {
     return inner_.CreateInstance(snapshot, events, submission, outbox, lease, operations);
   });
@@ -65,6 +89,7 @@ Status SimStore::Commit(const std::string& id, uint64_t expected_version,
                         const std::vector<nlohmann::json>& outbox, const Lease* lease) {
   if (world_.scenario().bug == Bug::kLyingFsync && !dead_ && world_.random().Chance(0.02))
     return Status::Ok();  // the bug: "durable", never written
+  if (!dead_) SAGAD_RETURN_IF_ERROR(RefuseNul(snapshot, events));
   return Write("commit", [&] {
     return inner_.Commit(id, expected_version, snapshot, events, operations, outbox, lease);
   });

@@ -4,7 +4,9 @@
 // reported failed (the ambiguous commit), one that takes long enough for a
 // lease to run out meanwhile (the other processes run), and the process
 // dying right before or right after a commit is applied. Lease times are
-// judged by true time (the database's clock, as on PostgreSQL).
+// judged by true time (the database's clock, as on PostgreSQL). As
+// PostgreSQL does, a write holding a raw NUL in any string is refused
+// (InvalidArgument), whatever the faults.
 // Once its process is dead every call fails with Unavailable.
 // Thread-safety: none (the World's one thread).
 #pragma once

@@ -66,10 +66,35 @@ SagaDefinition RandomGraph(SeededRandom& r) {
   return def.ok() ? *def : TripBooking();
 }
 
+// `def` as its author wrote it in JSON, now and then with the approval key
+// of a gated step misspelt; the definition checks must refuse that.
+SagaDefinition AsWritten(const SagaDefinition& def, SeededRandom& typos) {
+  static const char* const kTypos[] = {"require_approval", "requires_aproval", "requiresApproval"};
+  std::vector<size_t> gated;
+  for (size_t i = 0; i < def.steps.size(); ++i)
+    if (def.steps[i].requires_approval) gated.push_back(i);
+  if (gated.empty() || !typos.Chance(0.3)) return def;
+  nlohmann::json j = def.ToJson();
+  nlohmann::json& step = j["steps"][gated[typos.Below(gated.size())]];
+  step.erase("requires_approval");
+  step[kTypos[typos.Below(3)]] = true;
+  auto parsed = SagaDefinition::FromJson(j);
+  return parsed.ok() ? *parsed : def;  // refused: the author fixes the typo
+}
+
 }  // namespace
 
-std::vector<SagaDefinition> SagasFor(SeededRandom& r) {
-  return {OrderFulfilment(), IncidentResponse(), TripBooking(), RandomList(r), RandomGraph(r)};
+std::vector<SagaDefinition> SagasFor(SeededRandom& r, SeededRandom& typos,
+                                     std::set<std::string>* meant_gated) {
+  std::vector<SagaDefinition> meant = {OrderFulfilment(), IncidentResponse(), TripBooking(),
+                                       RandomList(r), RandomGraph(r)};
+  std::vector<SagaDefinition> out;
+  for (const SagaDefinition& def : meant) {
+    for (const auto& st : def.steps)
+      if (st.requires_approval) meant_gated->insert(def.name + "/" + st.name);
+    out.push_back(AsWritten(def, typos));
+  }
+  return out;
 }
 
 nlohmann::json Workload::InputFor(const SagaDefinition& def, int n) {

@@ -21,7 +21,14 @@
 
 namespace sagad::sim {
 
-std::vector<SagaDefinition> SagasFor(SeededRandom& r);
+// The sagas of one seed. The random ones are sometimes written as JSON by
+// an author who misspells the approval key of a gated step (drawn from
+// `typos`, a stream of their own so that the other draws stay the same):
+// the definition checks must refuse it (the author then fixes it); if they
+// accept it, the registered saga runs without the gate. `meant_gated` gets
+// every step ("saga/step") its author meant to gate.
+std::vector<SagaDefinition> SagasFor(SeededRandom& r, SeededRandom& typos,
+                                     std::set<std::string>* meant_gated);
 
 class Workload {
  public:

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -110,7 +111,15 @@ class World {
   const std::shared_ptr<MemoryData>& data() const { return data_; }
   const Scenario& scenario() const { return scenario_; }
   const std::vector<SagaDefinition>& sagas() const { return sagas_; }
+  // Steps ("saga/step") whose authors asked for an approval, whatever the
+  // registered definition says (a typo accepted would drop the gate).
+  void set_meant_gated(std::set<std::string> steps) { meant_gated_ = std::move(steps); }
+  bool MeantGated(const std::string& saga, const std::string& step) const {
+    return meant_gated_.count(saga + "/" + step) > 0;
+  }
   std::vector<Process>& processes() { return procs_; }
+  // The process whose task runs now (-1: the world's own).
+  int running_proc() const { return running_proc_; }
 
   // Queues fn at true time `at` for process `proc` (-1: the world's own).
   void Schedule(int64_t at, int proc, uint64_t incarnation, bool timer, std::function<void()> fn);
@@ -162,6 +171,7 @@ class World {
   SeededRandom random_;
   Scenario scenario_;
   std::vector<SagaDefinition> sagas_;
+  std::set<std::string> meant_gated_;
   int64_t now_ = kEpochMs;
   std::multimap<Key, Task> queue_;
   std::shared_ptr<MemoryData> data_;

@@ -97,6 +97,36 @@ TEST_F(OperatorActionsTest, RejectTurnsTheSagaBackOnce) {
   EXPECT_EQ(Now()->version(), version);
 }
 
+// Found by the simulator (seed 294841): another process rejected the step;
+// here, the owner, a refused action then loaded that newer version into the
+// cache, and the heartbeat (which compares the cache with the store) never
+// saw the change: the saga stayed COMPENSATING with nothing left to undo.
+TEST_F(OperatorActionsTest, ARefusedActionThatLoadsANewerVersionWakesTheOwner) {
+  AwaitApproval();
+  InstanceRepository elsewhere(*store_, clock_, InstanceRepository::Hooks{});
+  OperatorActions there(defs_, elsewhere, runs_, [](const std::string&) {});
+  ASSERT_TRUE(there.Reject("i1", "notify_user", "bob", "no").ok());
+  repo_->Evict("i1");  // as after a failed commit here
+  woken_.clear();
+  EXPECT_EQ(ops_->Approve("i1", "notify_user", "ann", "").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(woken_, std::vector<std::string>{"i1"});
+  // Refused again, nothing new loaded: no wake.
+  woken_.clear();
+  EXPECT_EQ(ops_->Approve("i1", "notify_user", "ann", "").code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(woken_.empty());
+}
+
+TEST_F(OperatorActionsTest, AFinishedInstanceIsNeverWoken) {
+  Do([](Tx& tx) -> Status {
+    SAGAD_RETURN_IF_ERROR(tx.Saga(SagaEvent::kStartCompensation, {{"reason", "test"}}));
+    return tx.Saga(SagaEvent::kFinishCompensation);
+  });
+  repo_->Evict("i1");
+  EXPECT_TRUE(ops_->Cancel("i1", "ann", "late").ok());  // already turned back
+  EXPECT_EQ(ops_->Approve("i1", "notify_user", "ann", "").code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(woken_.empty());
+}
+
 TEST_F(OperatorActionsTest, ResolveIsRefusedWhileTheRequestIsInFlightHere) {
   Do([](Tx& tx) -> Status {
     SAGAD_RETURN_IF_ERROR(tx.Step(0, StepEvent::kStart, {{"key", "k0"}}));

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "coordinator/sim/run.h"
+#include "coordinator/sim/workload.h"
 
 namespace sagad::sim {
 namespace {
@@ -36,6 +37,23 @@ TEST(SimTest, AReintroducedBugIsReportedWithItsTrace) {
   EXPECT_NE(found.violation, "");
   ASSERT_FALSE(found.trace.empty());
   EXPECT_NE(found.trace.back().find("VIOLATION"), std::string::npos) << found.trace.back();
+}
+
+// The authors of the random sagas misspell the approval key now and then;
+// the definition checks refuse that, so what runs keeps every gate meant.
+TEST(SimTest, AMisspeltApprovalKeyNeverDropsAGate) {
+  int gated = 0;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    SeededRandom r(seed), typos(seed ^ 99);
+    std::set<std::string> meant;
+    for (const SagaDefinition& def : SagasFor(r, typos, &meant))
+      for (const StepDefinition& st : def.steps)
+        if (meant.count(def.name + "/" + st.name)) {
+          ++gated;
+          EXPECT_TRUE(st.requires_approval) << seed << ": " << def.name << "/" << st.name;
+        }
+  }
+  EXPECT_GT(gated, 50);  // about one seed in three has a gated random step
 }
 
 }  // namespace
