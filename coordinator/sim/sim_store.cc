@@ -90,6 +90,10 @@ Status SimStore::Commit(const std::string& id, uint64_t expected_version,
   if (world_.scenario().bug == Bug::kLyingFsync && !dead_ && world_.random().Chance(0.02))
     return Status::Ok();  // the bug: "durable", never written
   if (!dead_) SAGAD_RETURN_IF_ERROR(RefuseNul(snapshot, events));
+  if (!events.empty() && events.back().seq > World::kMaxLog)
+    world_.Violation("runaway log: instance " + id + " has more than " +
+                     std::to_string(World::kMaxLog) +
+                     " events (one takes tens): the engine keeps writing without settling");
   return Write("commit", [&] {
     return inner_.Commit(id, expected_version, snapshot, events, operations, outbox, lease);
   });

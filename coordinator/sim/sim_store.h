@@ -6,7 +6,8 @@
 // dying right before or right after a commit is applied. Lease times are
 // judged by true time (the database's clock, as on PostgreSQL). As
 // PostgreSQL does, a write holding a raw NUL in any string is refused
-// (InvalidArgument), whatever the faults.
+// (InvalidArgument), whatever the faults. A commit that makes an instance's
+// log longer than World::kMaxLog events is reported as a runaway.
 // Once its process is dead every call fails with Unavailable.
 // Thread-safety: none (the World's one thread).
 #pragma once

@@ -180,6 +180,10 @@ bool World::RunUntil(int64_t until) {
       }
     }
     RunTask(t);
+    if (events_ > kMaxEvents)
+      Violation("livelock: more than " + std::to_string(kMaxEvents) +
+                " events in one seed (a seed takes a few hundred): the engine keeps working "
+                "without settling");
     while (!teardown_.empty() && !nested_) {
       int proc = teardown_.back();
       teardown_.pop_back();

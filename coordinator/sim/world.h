@@ -101,6 +101,10 @@ struct Scenario {
 class World {
  public:
   static constexpr int64_t kEpochMs = 1'800'000'000'000;  // 2027-01-15
+  // More events than this in one seed is a livelock (a seed takes hundreds).
+  static constexpr uint64_t kMaxEvents = 1'000'000;
+  // An instance whose log grows past this is a runaway (one takes tens).
+  static constexpr int64_t kMaxLog = 2'000;
 
   World(uint64_t seed, Scenario scenario, std::vector<SagaDefinition> sagas);
   ~World();
