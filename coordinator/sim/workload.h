@@ -57,6 +57,7 @@ class Workload {
   std::set<std::string> keys_;
   std::map<std::string, std::string> id_of_;  // client key -> instance id
   std::vector<std::string> ids_;
+  std::map<std::string, std::vector<std::string>> input_fields_;  // by saga
 };
 
 }  // namespace sagad::sim
