@@ -174,7 +174,11 @@ CallResult SimAdapter::Call(const CallRequest& req) {
     int64_t pause = 1 + static_cast<int64_t>(r.Below(2 * world_.scenario().lease_ms));
     SIM_TRACE(world_,
               "process " + std::to_string(proc_) + " pauses " + std::to_string(pause) + " ms");
+    // On its way, though no service can know it yet (found by seed 878772:
+    // an operator resolved the step "not executed" meanwhile).
+    ++world_.downstreams().Op(req.idempotency_key).held;
     world_.RunOthers(proc_, world_.now() + pause);
+    --world_.downstreams().Op(req.idempotency_key).held;
     if (dead_) return dead;
   }
   if (r.Chance(f.refused_conn)) return dead.error = "connection refused", dead;

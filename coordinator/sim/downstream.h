@@ -56,6 +56,7 @@ struct Operation {
   nlohmann::json result;
   int questioned = 0;  // highest attempt asked about
   int pending = 0;     // delayed requests still on their way
+  int held = 0;        // requests a paused process holds before its socket
 };
 
 class Downstreams {

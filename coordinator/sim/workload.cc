@@ -238,6 +238,11 @@ void Workload::Resolve(Process& p, const std::string& id, const std::string& ste
   const Operation* comp = world_.downstreams().Find(id + ":" + step + ":compensate");
   const Operation* truth = comp ? comp : fwd;
   if (truth && truth->pending > 0) return;  // not known yet: a human would wait
+  // A request a paused process still holds: no service can tell, and no
+  // guarantee covers an operator who answers "not executed" meanwhile (the
+  // lease rule's remaining window); a careful one waits for the pause.
+  for (const Operation* o : {fwd, comp})
+    if (o && o->held > 0) return;
   for (const auto& q : world_.processes())
     if (q.paused_until > world_.now()) return;
   const bool done = truth && truth->effects > 0;
