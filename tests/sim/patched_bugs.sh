@@ -37,6 +37,7 @@ work="${WORK:-/tmp/sagad-bug-patches}"
 tree="$work/tree"
 mkdir -p "$work"
 if [[ ! -d "$tree" ]]; then
+  git -C "$src" worktree prune  # a registration whose directory is gone
   git -C "$src" worktree add --quiet --detach "$tree" HEAD || exit 2
 fi
 git -C "$tree" checkout -q --detach "$(git -C "$src" rev-parse HEAD)" || exit 2
