@@ -207,17 +207,19 @@ TEST_F(EdgesTest, AnAbandonedWaitingSubmissionLeavesItsKeyUsable) {
 TEST_F(EdgesTest, SighupIsIgnoredAndADrainAnswersLongPolls) {
   ASSERT_GT(Start(), 0);
   std::string id = RunningInstance();
+  // The long poll goes first: by the time the SIGHUP is logged and a
+  // health check answered, sagad has read it (an open connection alone did
+  // not mean that: a SIGTERM right after the accept found no request yet).
+  int fd = Connect(sagad_->port());
+  ASSERT_TRUE(SendAll(fd, "GET /v1/instances/" + id + "?wait=60 HTTP/1.1\r\nHost: a\r\n\r\n"));
+  ASSERT_TRUE(
+      WaitFor([&] { return OpenConnections(sagad_->port()) >= 2; }, std::chrono::seconds(5)));
   sagad_->process().Kill(SIGHUP);
   EXPECT_TRUE(WaitFor(
       [&] { return Slurp(dir_.path() + "/sagad.log").find("SIGHUP ignored") != std::string::npos; },
       std::chrono::seconds(5)));
   EXPECT_EQ(Http(sagad_->port(), "GET", "/healthz").status, 200);
   EXPECT_TRUE(sagad_->process().Running());
-
-  int fd = Connect(sagad_->port());
-  ASSERT_TRUE(SendAll(fd, "GET /v1/instances/" + id + "?wait=60 HTTP/1.1\r\nHost: a\r\n\r\n"));
-  ASSERT_TRUE(
-      WaitFor([&] { return OpenConnections(sagad_->port()) >= 2; }, std::chrono::seconds(5)));
   sagad_->process().Kill(SIGTERM);
   std::string raw = ReadAll(fd);
   close(fd);
