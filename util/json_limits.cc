@@ -194,11 +194,10 @@ std::string FindNul(const nlohmann::json& j) {
       if (!in.empty()) return "/" + std::to_string(i) + (in == "/" ? "" : in);
     }
   } else if (j.is_object()) {
-    for (const auto& item : j.items()) {
-      std::string here = "/" + PointerToken(item.key());
-      if (HasNul(item.key())) return here;
+    for (const auto& item : j.items()) {  // the pointer is built only for a find
+      if (HasNul(item.key())) return "/" + PointerToken(item.key());
       std::string in = FindNul(item.value());
-      if (!in.empty()) return here + (in == "/" ? "" : in);
+      if (!in.empty()) return "/" + PointerToken(item.key()) + (in == "/" ? "" : in);
     }
   }
   return "";

@@ -1,6 +1,7 @@
 #include "coordinator/sim/sim_store.h"
 
 #include "coordinator/sim/world.h"
+#include "util/json_limits.h"
 
 namespace sagad::sim {
 
@@ -19,20 +20,9 @@ Status SimStore::Dead() const {
 
 namespace {
 
-bool HoldsNul(const nlohmann::json& j) {
-  if (j.is_string()) return j.get_ref<const std::string&>().find('\0') != std::string::npos;
-  if (j.is_object())
-    for (const auto& item : j.items())
-      if (item.key().find('\0') != std::string::npos || HoldsNul(item.value())) return true;
-  if (j.is_array())
-    for (const auto& v : j)
-      if (HoldsNul(v)) return true;
-  return false;
-}
-
 Status RefuseNul(const nlohmann::json& snapshot, const std::vector<Event>& events) {
-  bool nul = HoldsNul(snapshot);
-  for (const Event& e : events) nul = nul || HoldsNul(e.data);
+  bool nul = !FindNul(snapshot).empty();
+  for (const Event& e : events) nul = nul || !FindNul(e.data).empty();
   if (!nul) return Status::Ok();
   return InvalidArgument(
       "unsupported Unicode escape sequence: \\u0000 cannot be converted to text");
