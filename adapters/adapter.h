@@ -5,6 +5,7 @@
 // Thread-safety: implementations must be safe for concurrent calls.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -88,9 +89,23 @@ struct QueryResult {
 
 class Adapter {
  public:
+  using CallDone = std::function<void(CallResult)>;
+  using QueryDone = std::function<void(QueryResult)>;
+
   virtual ~Adapter() = default;
   // Sends one attempt. Never throws; every failure is classified.
   virtual CallResult Call(const CallRequest& req) = 0;
+  // Call and Query without waiting: `done` gets what they would return,
+  // exactly once, on the adapter's own thread (an adapter with an event
+  // loop: nothing waits for the downstream), or, by default, before
+  // CallAsync returns (the blocking call made on the caller's thread: the
+  // simulator's adapter, test doubles). `done` must not block for long.
+  virtual void CallAsync(const CallRequest& req, CallDone done) { done(Call(req)); }
+  virtual void QueryAsync(const std::string& service, const std::string& key,
+                          const std::string& instance_id, uint64_t fencing_token, int attempt,
+                          const TraceContext& trace, QueryDone done) {
+    done(Query(service, key, instance_id, fencing_token, attempt, trace));
+  }
   // Asks whether the operation with `key` happened (GET operations path).
   // `attempt` is the latest attempt sent (header Saga-Attempt): a downstream
   // may use it to refuse that attempt if it arrives after the question.

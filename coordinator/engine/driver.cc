@@ -3,11 +3,15 @@
 // deadlines and the recovery round robin.
 #include "coordinator/engine/driver.h"
 
+#include <atomic>
+#include <optional>
+
 #include "coordinator/engine/saga_turns.h"
 #include "policies/approval_policy.h"
 #include "util/check.h"
 #include "util/crash_point.h"
 #include "util/log.h"
+#include "util/mutex.h"
 
 namespace sagad {
 
@@ -35,7 +39,8 @@ Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceReposit
               [this](const std::string& id) { MarkRecovered(id); },
               [this] { return RecoveryInProgress(); },
               [this](const std::string& id) { return ownership_.ReadyToSend(id); },
-              [this](const std::string& id, int64_t ms) { ScheduleAfter(id, ms); }},
+              [this](const std::string& id, int64_t ms) { ScheduleAfter(id, ms); },
+              [this](std::function<void()> fn) { executor_.Post(std::move(fn)); }},
           random) {}
 
 auto Driver::Schedule(const std::string& id) -> void {
@@ -66,18 +71,30 @@ auto Driver::StartCreated(const std::string& id, const SagaDefinitionPtr& def, i
     return;
   }
   executor_.Post([this, id, d = def, step, r = std::move(*request), trace]() mutable {
-    Next next = Next::kContinue;
+    StepRunner::Done done = StepEnd(id, step, /*recovered=*/false);
     try {
       // Stopping: the STARTED record is durable, so the next start
       // reconciles it; nothing is sent now.
-      if (!runs_.Stopping()) next = steps_.Send(id, *d, step, std::move(r), trace);
+      if (runs_.Stopping()) return done(Next::kStop);
+      steps_.Send(id, d, step, std::move(r), trace, done);
     } catch (const std::exception& e) {
       EngineLog({{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
       ScheduleAfter(id, 5000);
+      done(Next::kStop);
     }
-    runs_.UnmarkStep(id, step);
-    if (next == Next::kContinue && ownership_.Held(id)) Schedule(id);
   });
+}
+
+auto Driver::StepEnd(const std::string& id, int step, bool recovered) -> StepRunner::Done {
+  auto ended = std::make_shared<std::atomic<bool>>(false);
+  return [this, id, step, recovered, ended](Next next) {
+    if (ended->exchange(true)) return;  // an action ends once (an exception after its end)
+    runs_.UnmarkStep(id, step);
+    if (recovered) MarkRecovered(id);
+    // Not owned any more: it finished (a terminal commit gives the lease up)
+    // or another process took it; either way nothing is left to do here.
+    if (next == Next::kContinue && ownership_.Held(id)) Schedule(id);
+  };
 }
 
 auto Driver::ScheduleAfter(const std::string& id, int64_t delay_ms) -> void {
@@ -192,16 +209,42 @@ auto Driver::StepRound(const std::string& id, const SagaDefinitionPtr& def, cons
   }
   if (here.kind == ActionKind::kNone) return Round::kDone;  // the workers carry on
   // A plain list runs its one step action in this driver (no hand-off to
-  // another worker, as before graphs); so does any saga in recovery.
-  Next next = Next::kStop;
+  // another worker, as before graphs); so does any saga in recovery. If the
+  // action ends here (its calls were answered at once, or it made none),
+  // the driver goes on; if it waits for a reply, this drive ends and the
+  // reply's task ends the action and plans the instance again.
+  struct Inline {
+    Mutex mu;
+    bool returned GUARDED_BY(mu) = false;
+    std::optional<Next> next GUARDED_BY(mu);
+  };
+  auto state = std::make_shared<Inline>();
+  StepRunner::Done later = StepEnd(id, here.step, /*recovered=*/true);
+  StepRunner::Done done = [state, later](Next n) {
+    {
+      MutexLock l(state->mu);
+      if (!state->returned) {
+        if (!state->next) state->next = n;
+        return;
+      }
+    }
+    later(n);
+  };
   try {
-    next = RunStep(id, here);
+    RunStep(id, here, done);
   } catch (...) {
     runs_.UnmarkStep(id, here.step);
     throw;
   }
+  std::optional<Next> next;
+  {
+    MutexLock l(state->mu);
+    state->returned = true;
+    next = state->next;
+  }
+  if (!next) return Round::kDone;  // the reply's task goes on
   runs_.UnmarkStep(id, here.step);
-  return AfterRound(id, next);
+  return AfterRound(id, *next);
 }
 
 auto Driver::AfterRound(const std::string& id, Next next) -> Round {
@@ -294,42 +337,38 @@ auto Driver::LaunchSteps(const std::string& id, const SagaDefinition& def, const
 }
 
 auto Driver::RunStepTask(const std::string& id, Action a) -> void {
-  Next next = Next::kStop;
+  StepRunner::Done done = StepEnd(id, a.step, /*recovered=*/true);
   try {
-    next = RunStep(id, a);
+    RunStep(id, a, done);
   } catch (const std::exception& e) {
     EngineLog({{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
     ScheduleAfter(id, 5000);
+    done(Next::kStop);
   }
-  runs_.UnmarkStep(id, a.step);
-  MarkRecovered(id);
-  // Not owned any more: it finished (a terminal commit gives the lease up)
-  // or another process took it; either way nothing is left to do here.
-  if (next == Next::kContinue && ownership_.Held(id)) Schedule(id);
 }
 
-auto Driver::RunStep(const std::string& id, const Action& a) -> Next {
-  if (runs_.Stopping() || !ownership_.Held(id)) return Next::kStop;
+auto Driver::RunStep(const std::string& id, const Action& a, const StepRunner::Done& done) -> void {
+  if (runs_.Stopping() || !ownership_.Held(id)) return done(Next::kStop);
   auto inst = repo_.Load(id);
-  if (!inst.ok()) return Next::kContinue;  // the driver says why
+  if (!inst.ok()) return done(Next::kContinue);  // the driver says why
   SagaDefinitionPtr def = defs_.Get((*inst)->saga(), (*inst)->saga_version());
-  if (!def) return Next::kContinue;
+  if (!def) return done(Next::kContinue);
   // Still wanted? The instance may have moved on since it was planned.
   bool wanted = false;
   for (const Action& b : NextActions(*def, **inst))
     wanted = wanted || (b.kind == a.kind && b.step == a.step);
-  if (!wanted) return Next::kContinue;
+  if (!wanted) return done(Next::kContinue);
   switch (a.kind) {
     case ActionKind::kExecute:
-      return steps_.Execute(id, *def, **inst, a.step);
+      return steps_.Execute(id, def, *inst, a.step, done);
     case ActionKind::kReconcile:
-      return steps_.Reconcile(id, *def, **inst, a.step);
+      return steps_.Reconcile(id, def, *inst, a.step, done);
     case ActionKind::kCompensate:
-      return steps_.Compensate(id, *def, **inst, a.step);
+      return steps_.Compensate(id, def, *inst, a.step, done);
     case ActionKind::kReconcileCompensation:
-      return steps_.ReconcileCompensation(id, *def, **inst, a.step);
+      return steps_.ReconcileCompensation(id, def, *inst, a.step, done);
     default:
-      return Next::kContinue;
+      return done(Next::kContinue);
   }
 }
 

@@ -113,7 +113,12 @@ class Driver {
   // One step action on a worker of its own. Its step is marked as under way
   // (TryMarkStep) until it ends; then the instance is planned again.
   void RunStepTask(const std::string& id, Action a);
-  Next RunStep(const std::string& id, const Action& a);
+  void RunStep(const std::string& id, const Action& a, const StepRunner::Done& done);
+  // How a step action that ends outside a drive round ends: its step is
+  // unmarked, the instance's recovery noted (`recovered`) and, unless the
+  // action said stop or the lease is gone, the instance planned again.
+  // Called more than once, it acts once.
+  StepRunner::Done StepEnd(const std::string& id, int step, bool recovered);
   // Schedules the instance at wall time `due_ms` unless a wake-up at or
   // before it is already pending.
   void WakeAt(const std::string& id, int64_t due_ms);

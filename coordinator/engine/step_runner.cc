@@ -56,22 +56,6 @@ auto StepRunner::RefusedWrite(const Status& s) -> bool {
   return s.code() == StatusCode::kInternal || s.code() == StatusCode::kInvalidArgument;
 }
 
-auto StepRunner::CallIfOwner(const CallRequest& req, CallResult* res) -> Status {
-  Status ready = driver_.may_send(req.instance_id);
-  if (!ready.ok()) {
-    metrics_.SendWithheld();
-    EngineLog({{"msg", "not sent: lease"},
-               {"instance", req.instance_id},
-               {"key", req.idempotency_key},
-               {"error", ready.ToString()}});
-    return ready;
-  }
-  gates_.CallStarted(req.service);
-  *res = adapter_.Call(req);
-  gates_.CallEnded(req.service);
-  return Status::Ok();
-}
-
 auto StepRunner::ChainFirst(Tx& tx, const SagaDefinition& def, int* step, StepRequest* request)
     -> Status {
   int marked = -1;
@@ -79,9 +63,9 @@ auto StepRunner::ChainFirst(Tx& tx, const SagaDefinition& def, int* step, StepRe
   return Chain(tx, def, &marked, step, request);
 }
 
-auto StepRunner::Send(const std::string& id, const SagaDefinition& def, int i, StepRequest request,
-                      const TraceContext& trace) -> Next {
-  return SendForward(id, def, i, std::move(request), 1, std::nullopt, trace);
+auto StepRunner::Send(const std::string& id, const SagaDefinitionPtr& def, int i,
+                      StepRequest request, const TraceContext& trace, Done done) -> void {
+  SendForward(id, def, i, std::move(request), 1, nullptr, trace, i, std::move(done));
 }
 
 auto StepRunner::UnitRandom() -> double {
@@ -143,13 +127,35 @@ auto StepRunner::DeferRetry(const std::string& id, int i, const std::string& ser
   });
 }
 
+auto StepRunner::Admit(const std::string& id, int i, const std::string& step,
+                       const std::string& service, bool resend, const Done& done)
+    -> std::optional<ServiceGates::Permit> {
+  int64_t retry_ms = 0;
+  auto permit = gates_.TryAcquire(service, id, step, &retry_ms);
+  if (!permit) {
+    driver_.schedule_after(id, retry_ms);
+    done(Next::kStop);
+    return std::nullopt;
+  }
+  if (resend) {
+    int64_t wait = TakeRetryToken(service);
+    if (wait > 0) {
+      done(DeferRetry(id, i, service, wait));
+      return std::nullopt;
+    }
+  }
+  return permit;
+}
+
 auto StepRunner::BoundArgsHash(const StepState& st) -> std::string {
   if (!st.args_hash.empty()) return st.args_hash;
   return st.approval.is_object() ? st.approval.value("args_hash", "") : "";
 }
 
-auto StepRunner::Execute(const std::string& id, const SagaDefinition& def, const Instance& inst,
-                         int i) -> Next {
+auto StepRunner::Execute(const std::string& id, const SagaDefinitionPtr& defp,
+                         const InstancePtr& instp, int i, Done done) -> void {
+  const SagaDefinition& def = *defp;
+  const Instance& inst = *instp;
   const StepDefinition& sd = def.steps[i];
   const StepState& st = inst.step(i);
   const ServiceConfig* svc = adapter_.Service(sd.forward.service);
@@ -160,31 +166,25 @@ auto StepRunner::Execute(const std::string& id, const SagaDefinition& def, const
     std::string why = "step '" + sd.name + "' was not sent: " +
                       (!svc ? "service '" + sd.forward.service + "' is not configured"
                             : "cannot build its request: " + r.status().message());
-    return Transition(id, [&](Tx& tx) { return EscalateStep(tx, i, why); });
+    done(Transition(id, [&](Tx& tx) { return EscalateStep(tx, i, why); }));
+    return;
   }
   const std::string key = id + ":" + sd.name;
   std::string bound = BoundArgsHash(st);
   if (!bound.empty() && bound != r->hash) {
-    return Transition(id, [&](Tx& tx) {
+    done(Transition(id, [&](Tx& tx) {
       return EscalateStep(tx, i,
                           "idempotency key " + key +
                               " would be sent with a different body than it is bound to "
                               "(first send or approval); refusing");
-    });
+    }));
+    return;
   }
   // Paused, or at one of its limits: nothing is written, the step stays
   // where it is and is planned again when a permit may be had. Asked before
   // the retry budget, so that waiting spends none of it.
-  int64_t retry_ms = 0;
-  auto permit = gates_.TryAcquire(sd.forward.service, id, sd.name, &retry_ms);
-  if (!permit) {
-    driver_.schedule_after(id, retry_ms);
-    return Next::kStop;
-  }
-  if (st.attempts > 0 || st.retries > 0) {
-    int64_t wait = TakeRetryToken(sd.forward.service);
-    if (wait > 0) return DeferRetry(id, i, sd.forward.service, wait);
-  }
+  auto permit = Admit(id, i, sd.name, sd.forward.service, st.attempts > 0 || st.retries > 0, done);
+  if (!permit) return;
   CrashPoint("before_started");
   Status s = driver_.commit(id, [&](Tx& tx) -> Status {
     const Instance& cur = tx.inst();
@@ -195,67 +195,88 @@ auto StepRunner::Execute(const std::string& id, const SagaDefinition& def, const
     return tx.Step(i, StepEvent::kStart,
                    {{"key", key}, {"args_hash", r->hash}, {"attempt", cur.step(i).attempts + 1}});
   });
-  if (!s.ok()) return driver_.after_failure(id, s);
+  if (!s.ok()) {
+    done(driver_.after_failure(id, s));
+    return;
+  }
   CrashPoint("after_started");
-  return SendForward(id, def, i, std::move(*r), st.attempts + 1, std::move(permit), TraceOf(inst));
+  SendForward(id, defp, i, std::move(*r), st.attempts + 1,
+              std::make_shared<std::optional<ServiceGates::Permit>>(std::move(permit)),
+              TraceOf(inst), i, std::move(done));
 }
 
-auto StepRunner::SendForward(const std::string& id, const SagaDefinition& def, int i, Rendered r,
-                             int attempt, std::optional<ServiceGates::Permit> permit,
-                             const TraceContext& trace) -> Next {
-  const int launched = i;
-  const bool chain_only = def.IsChain();
-  while (true) {
-    // Only the worker that holds the step's mark sends it: no other worker
-    // reconciles or re-sends a request still in flight (run_table.h).
-    SAGAD_CHECK(runs_.StepUnderWay(id, i))
-        << "instance " << id << " step " << i << " sent without being marked under way";
-    const StepDefinition& sd = def.steps[i];
-    const std::string key = id + ":" + sd.name;
-    CallRequest req{sd.forward.service,   sd.forward.method, r.path, r.body, key, id, sd.name,
-                    ownership_.Token(id), attempt,           trace};
-    auto t0 = clock_.SteadyNow();
-    CallResult res;
-    Status sent = CallIfOwner(req, &res);
-    permit.reset();  // the reply is in (or nothing left): the service's slot is free
-    if (!sent.ok()) {
-      if (i != launched) runs_.UnmarkStep(id, i);
-      return driver_.after_failure(id, sent);
-    }
-    CrashPoint("before_outcome");
-    driver_.resumed(id);  // resumed: its first step after a restart was sent
-    metrics_.Call("forward", res, clock_.SteadyNow() - t0, {def.name, sd.name, sd.forward.service});
-    EngineLog(
-        {{"msg", "step call"},
-         {"instance", id},
-         {"trace_id", trace.trace_id},
-         {"step", sd.name},
-         {"key", key},
-         {"attempt", attempt},
-         {"outcome", OutcomeName(res.outcome)},
-         {"http_status", res.http_status},
-         {"ms",
-          std::chrono::duration_cast<std::chrono::milliseconds>(clock_.SteadyNow() - t0).count()}});
-    int chained = -1, marked = -1;
-    Rendered chained_request;
-    Next next = Transition(id, [&](Tx& tx) -> Status {
-      chained = -1;
-      SAGAD_RETURN_IF_ERROR(RecordForward(tx, def, i, res));
-      if (res.outcome != Outcome::kCommitted) return Status::Ok();
-      SAGAD_RETURN_IF_ERROR(Chain(tx, def, &marked, &chained, &chained_request));
-      if (chained >= 0) CrashPoint("before_started");  // the next STARTED is not durable yet
-      return Status::Ok();
-    });
-    CrashPoint("after_outcome");
-    if (marked >= 0 && (next == Next::kStop || chained != marked)) runs_.UnmarkStep(id, marked);
-    if (i != launched) runs_.UnmarkStep(id, i);
-    if (next == Next::kStop || chained < 0) return next;
-    CrashPoint("after_started");
-    if (!chain_only) driver_.schedule(id);  // siblings that became ready start beside it
-    i = chained;
-    r = std::move(chained_request);
-    attempt = 1;
+auto StepRunner::SendForward(const std::string& id, const SagaDefinitionPtr& def, int i, Rendered r,
+                             int attempt, PermitSlot permit, const TraceContext& trace,
+                             int launched, Done done) -> void {
+  // Only the action that holds the step's mark sends it: no other one
+  // reconciles or re-sends a request still in flight (run_table.h).
+  SAGAD_CHECK(runs_.StepUnderWay(id, i))
+      << "instance " << id << " step " << i << " sent without being marked under way";
+  const StepDefinition& sd = def->steps[i];
+  CallRequest req{sd.forward.service,
+                  sd.forward.method,
+                  std::move(r.path),
+                  std::move(r.body),
+                  id + ":" + sd.name,
+                  id,
+                  sd.name,
+                  ownership_.Token(id),
+                  attempt,
+                  trace};
+  auto t0 = clock_.SteadyNow();
+  CallIfOwner(req, done,
+              [this, id, def, i, launched, attempt, trace, t0, permit, done](const Status& sent,
+                                                                             CallResult res) {
+                if (permit) permit->reset();  // the reply is in (or nothing left): slot free
+                if (!sent.ok()) {
+                  if (i != launched) runs_.UnmarkStep(id, i);
+                  done(driver_.after_failure(id, sent));
+                  return;
+                }
+                AfterForward(id, def, i, launched, attempt, trace, t0, res, done);
+              });
+}
+
+auto StepRunner::AfterForward(const std::string& id, const SagaDefinitionPtr& defp, int i,
+                              int launched, int attempt, const TraceContext& trace,
+                              std::chrono::steady_clock::time_point t0, const CallResult& res,
+                              const Done& done) -> void {
+  const SagaDefinition& def = *defp;
+  const StepDefinition& sd = def.steps[i];
+  CrashPoint("before_outcome");
+  driver_.resumed(id);  // resumed: its first step after a restart was sent
+  metrics_.Call("forward", res, clock_.SteadyNow() - t0, {def.name, sd.name, sd.forward.service});
+  EngineLog(
+      {{"msg", "step call"},
+       {"instance", id},
+       {"trace_id", trace.trace_id},
+       {"step", sd.name},
+       {"key", id + ":" + sd.name},
+       {"attempt", attempt},
+       {"outcome", OutcomeName(res.outcome)},
+       {"http_status", res.http_status},
+       {"ms",
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock_.SteadyNow() - t0).count()}});
+  int chained = -1, marked = -1;
+  Rendered chained_request;
+  Next next = Transition(id, [&](Tx& tx) -> Status {
+    chained = -1;
+    SAGAD_RETURN_IF_ERROR(RecordForward(tx, def, i, res));
+    if (res.outcome != Outcome::kCommitted) return Status::Ok();
+    SAGAD_RETURN_IF_ERROR(Chain(tx, def, &marked, &chained, &chained_request));
+    if (chained >= 0) CrashPoint("before_started");  // the next STARTED is not durable yet
+    return Status::Ok();
+  });
+  CrashPoint("after_outcome");
+  if (marked >= 0 && (next == Next::kStop || chained != marked)) runs_.UnmarkStep(id, marked);
+  if (i != launched) runs_.UnmarkStep(id, i);
+  if (next == Next::kStop || chained < 0) {
+    done(next);
+    return;
   }
+  CrashPoint("after_started");
+  if (!def.IsChain()) driver_.schedule(id);  // siblings that became ready start beside it
+  SendForward(id, defp, chained, std::move(chained_request), 1, nullptr, trace, launched, done);
 }
 
 auto StepRunner::RecordForward(Tx& tx, const SagaDefinition& def, int i, const CallResult& res)
@@ -350,37 +371,45 @@ auto StepRunner::Chain(Tx& tx, const SagaDefinition& def, int* marked, int* step
   return Status::Ok();
 }
 
-auto StepRunner::Reconcile(const std::string& id, const SagaDefinition& def, const Instance& inst,
-                           int i) -> Next {
-  const StepDefinition& sd = def.steps[i];
-  const StepState& st = inst.step(i);
+auto StepRunner::Reconcile(const std::string& id, const SagaDefinitionPtr& def,
+                           const InstancePtr& inst, int i, Done done) -> void {
+  const StepDefinition& sd = def->steps[i];
+  const StepState& st = inst->step(i);
   const ServiceConfig* svc = adapter_.Service(sd.forward.service);
   if (!svc) {
-    return Transition(id, [&](Tx& tx) {
+    done(Transition(id, [&](Tx& tx) {
       return EscalateStep(
           tx, i, "outcome unknown and service '" + sd.forward.service + "' is not configured");
-    });
+    }));
+    return;
   }
   if (!QueryableFor(sd, *svc)) {
-    if (IdempotentFor(sd, *svc)) return Execute(id, def, inst, i);  // same key: deduplicated
-    return Transition(id, [&](Tx& tx) {
+    if (IdempotentFor(sd, *svc)) {
+      Execute(id, def, inst, i, std::move(done));  // same key: deduplicated
+      return;
+    }
+    done(Transition(id, [&](Tx& tx) {
       return EscalateStep(tx, i,
                           "outcome of " + st.key +
                               " is unknown and the service can neither be asked nor "
                               "deduplicates; a human must check");
-    });
+    }));
+    return;
   }
-  QueryResult q = adapter_.Query(sd.forward.service, st.key, id, ownership_.Token(id), st.attempts,
-                                 TraceOf(inst));
-  metrics_.Query("forward", q);
-  EngineLog({{"msg", "reconcile"},
-             {"instance", id},
-             {"step", sd.name},
-             {"key", st.key},
-             {"answer", QueryOutcomeName(q.outcome)}});
-  if (q.outcome == QueryOutcome::kNotHappened)
-    return Transition(id, [&](Tx& tx) { return RecordNotHappened(tx, def, i); });
-  return Transition(id, [&](Tx& tx) { return RecordAnswer(tx, def, i, q, st.key); });
+  Ask(sd.forward.service, st.key, id, st.attempts, TraceOf(*inst), done,
+      [this, id, def, i, key = st.key, done](QueryResult q) {
+        metrics_.Query("forward", q);
+        EngineLog({{"msg", "reconcile"},
+                   {"instance", id},
+                   {"step", def->steps[i].name},
+                   {"key", key},
+                   {"answer", QueryOutcomeName(q.outcome)}});
+        if (q.outcome == QueryOutcome::kNotHappened) {
+          done(Transition(id, [&](Tx& tx) { return RecordNotHappened(tx, *def, i); }));
+          return;
+        }
+        done(Transition(id, [&](Tx& tx) { return RecordAnswer(tx, *def, i, q, key); }));
+      });
 }
 
 // It never happened: back to PLANNED. Running, it is sent again with the same

@@ -14,13 +14,19 @@
 //     to review after max_reconciliations.
 //   Compensate / ReconcileCompensation: the same for the undo.
 // The caller marks the step as under way (RunTable) before calling and
-// unmarks it after; a chained step is marked here. The runner never plans:
-// the driver (its `Driver` hooks) decides what runs next.
+// unmarks it when the action is done; a chained step is marked here. The
+// runner never plans: the driver (its `Driver` hooks) decides what runs next.
+// No thread waits for a downstream: an action sends with Adapter::CallAsync
+// and ends its call; what follows the reply (record, chain, send the next)
+// is a task posted by the adapter's answer (`Driver::post`), or runs at once
+// when the adapter answered before CallAsync returned (the simulator).
 // Thread-safety: any number of actions at once, on different steps.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -67,7 +73,14 @@ class StepRunner {
     // Plan the instance again after `ms` (a step whose service refused a
     // permit: paused, or at a limit).
     std::function<void(const std::string& id, int64_t ms)> schedule_after;
+    // Runs fn as a task of the engine's executor (what follows a reply).
+    std::function<void(std::function<void()> fn)> post;
   };
+
+  // How an action ends: called exactly once, with what the driver does
+  // next, either before the action returns or later on an executor task.
+  using Done = std::function<void(Next)>;
+  using InstancePtr = std::shared_ptr<const Instance>;
 
   // How many times a commit the store refuses for what it holds is tried
   // before the saga goes to NEEDS_REVIEW (Transition).
@@ -78,11 +91,14 @@ class StepRunner {
              EngineMetrics& metrics, ServiceGates& gates, Driver driver,
              Random& random = SystemRandom::Shared());
 
-  Next Execute(const std::string& id, const SagaDefinition& def, const Instance& inst, int i);
-  Next Reconcile(const std::string& id, const SagaDefinition& def, const Instance& inst, int i);
-  Next Compensate(const std::string& id, const SagaDefinition& def, const Instance& inst, int i);
-  Next ReconcileCompensation(const std::string& id, const SagaDefinition& def, const Instance& inst,
-                             int i);
+  void Execute(const std::string& id, const SagaDefinitionPtr& def, const InstancePtr& inst, int i,
+               Done done);
+  void Reconcile(const std::string& id, const SagaDefinitionPtr& def, const InstancePtr& inst,
+                 int i, Done done);
+  void Compensate(const std::string& id, const SagaDefinitionPtr& def, const InstancePtr& inst,
+                  int i, Done done);
+  void ReconcileCompensation(const std::string& id, const SagaDefinitionPtr& def,
+                             const InstancePtr& inst, int i, Done done);
 
   // The creation of an instance of a plain list: adds to `tx` the STARTED
   // record of its first step when that may go at once (as Chain does after
@@ -92,9 +108,9 @@ class StepRunner {
   Status ChainFirst(Tx& tx, const SagaDefinition& def, int* step, StepRequest* request);
   // Sends step i, whose STARTED record (attempt 1) is durable, records its
   // outcome and goes on with chained steps, as Execute does after its
-  // STARTED commit. The caller unmarks step i afterwards.
-  Next Send(const std::string& id, const SagaDefinition& def, int i, StepRequest request,
-            const TraceContext& trace);
+  // STARTED commit. The caller unmarks step i once `done` is called.
+  void Send(const std::string& id, const SagaDefinitionPtr& def, int i, StepRequest request,
+            const TraceContext& trace, Done done);
 
  private:
   using Rendered = StepRequest;
@@ -104,22 +120,49 @@ class StepRunner {
   // is tried kRecordTries times, then the saga goes to NEEDS_REVIEW.
   Next Transition(const std::string& id, const std::function<Status(Tx&)>& fn);
   static bool RefusedWrite(const Status& s);
-  // Sends `req` into *res if driver_.may_send allows it, else returns why
-  // not (nothing left).
-  Status CallIfOwner(const CallRequest& req, CallResult* res);
+  // What follows a reply: `fn` runs at once if the reply came on this
+  // thread before the call returned, else as an executor task. An
+  // exception there is logged, the instance is planned again in 5 s and the
+  // action ends (`done`).
+  struct Handoff;
+  void Continue(const std::shared_ptr<Handoff>& h, const std::string& id, const Done& done,
+                std::function<void()> fn);
+  // Sends `req` if driver_.may_send allows it and goes on with k(Ok, reply);
+  // else k(why not, {}) at once (nothing left).
+  using AfterCall = std::function<void(const Status& sent, CallResult res)>;
+  void CallIfOwner(const CallRequest& req, const Done& done, AfterCall k);
+  // Asks about `key` (Adapter::QueryAsync) and goes on with k(answer).
+  void Ask(const std::string& service, const std::string& key, const std::string& id, int attempt,
+           const TraceContext& trace, const Done& done, std::function<void(QueryResult)> k);
 
+  // A service's reservation, held until the reply is in (or nothing left).
+  using PermitSlot = std::shared_ptr<std::optional<ServiceGates::Permit>>;
   // The STARTED record of step i is durable: send it, record the outcome,
-  // and go on with the chained step while there is one.
+  // and go on with the chained step while there is one (`launched` is the
+  // step the caller marked; chained ones are unmarked here).
   // `permit`: the first call's reservation (ServiceGates), released when
   // its reply is in; chained steps go only to services that need none.
-  Next SendForward(const std::string& id, const SagaDefinition& def, int i, Rendered r, int attempt,
-                   std::optional<ServiceGates::Permit> permit, const TraceContext& trace);
+  void SendForward(const std::string& id, const SagaDefinitionPtr& def, int i, Rendered r,
+                   int attempt, PermitSlot permit, const TraceContext& trace, int launched,
+                   Done done);
+  // What SendForward does once step i's reply is in.
+  void AfterForward(const std::string& id, const SagaDefinitionPtr& def, int i, int launched,
+                    int attempt, const TraceContext& trace,
+                    std::chrono::steady_clock::time_point t0, const CallResult& res,
+                    const Done& done);
 
   // Records the outcome of step i's forward call: COMMITTED, FAILED (and the
   // saga turns back), UNKNOWN, or not executed (retried later within the
   // policy, else the saga turns back).
   Status RecordForward(Tx& tx, const SagaDefinition& def, int i, const CallResult& res);
   Status RecordUndo(Tx& tx, const SagaDefinition& def, int i, const CallResult& res);
+  // What Compensate does once step i's undo reply is in.
+  void AfterUndo(const std::string& id, const SagaDefinition& def, int i,
+                 const std::string& trace_id, std::chrono::steady_clock::time_point t0,
+                 const CallResult& res, const Done& done);
+  // Records a reconciliation's answer about step i's compensation.
+  Next RecordUndoAnswer(const std::string& id, const SagaDefinition& def, int i,
+                        const QueryResult& q, const std::string& comp_key);
   // A "not executed" send of a step an earlier send of which is in doubt.
   Status RecordStillInDoubt(Tx& tx, const StepDefinition& sd, int i, const RetryPolicy& policy,
                             const std::string& error);
@@ -140,6 +183,13 @@ class StepRunner {
   // Retry budget: a re-send takes a token from the service's bucket. Returns
   // 0 if it may go now, else the wait in milliseconds.
   int64_t TakeRetryToken(const std::string& service);
+  // A permit of `service` for step i (ServiceGates) and, for a re-send, a
+  // token of its retry budget. Without them the action ends here (`done`):
+  // paused or at a limit, nothing is written and it is planned again when
+  // a permit may be had (no budget spent waiting); an empty budget defers.
+  std::optional<ServiceGates::Permit> Admit(const std::string& id, int i, const std::string& step,
+                                            const std::string& service, bool resend,
+                                            const Done& done);
   // Defers a re-send of step i for `wait` ms because the budget is empty.
   Next DeferRetry(const std::string& id, int i, const std::string& service, int64_t wait);
   // The args hash a step's key is bound to: that of its first send, else

@@ -9,42 +9,38 @@
 
 namespace sagad {
 
-auto StepRunner::Compensate(const std::string& id, const SagaDefinition& def, const Instance& inst,
-                            int i) -> Next {
+auto StepRunner::Compensate(const std::string& id, const SagaDefinitionPtr& defp,
+                            const InstancePtr& instp, int i, Done done) -> void {
+  const SagaDefinition& def = *defp;
   const StepDefinition& sd = def.steps[i];
-  const StepState& st = inst.step(i);
+  const StepState& st = instp->step(i);
   if (!sd.compensation) {
-    return Transition(id, [&](Tx& tx) {
+    done(Transition(id, [&](Tx& tx) {
       return EscalateStep(tx, i, "step '" + sd.name + "' committed but has no compensation");
-    });
+    }));
+    return;
   }
   const CallSpec& call = *sd.compensation;
-  auto r = RenderStepRequest(inst, call);
+  auto r = RenderStepRequest(*instp, call);
   if (!adapter_.Service(call.service) || !r.ok()) {
     std::string why = !r.ok() ? "cannot build compensation: " + r.status().message()
                               : "service '" + call.service + "' is not configured";
-    return Transition(id, [&](Tx& tx) {
+    done(Transition(id, [&](Tx& tx) {
       return tx.Saga(SagaEvent::kEscalate, {{"reason", why}, {"step", sd.name}});
-    });
+    }));
+    return;
   }
   const std::string key = id + ":" + sd.name + ":compensate";
   if (!st.comp_args_hash.empty() && st.comp_args_hash != r->hash) {
-    return Transition(id, [&](Tx& tx) {
+    done(Transition(id, [&](Tx& tx) {
       return tx.Saga(SagaEvent::kEscalate,
                      {{"reason", "compensation key " + key +
                                      " would be re-sent with a different body; refusing"}});
-    });
+    }));
+    return;
   }
-  int64_t retry_ms = 0;
-  auto permit = gates_.TryAcquire(call.service, id, sd.name, &retry_ms);
-  if (!permit) {  // paused or at a limit: nothing is written, no retry budget spent
-    driver_.schedule_after(id, retry_ms);
-    return Next::kStop;
-  }
-  if (st.comp_attempts > 0) {
-    int64_t wait = TakeRetryToken(call.service);
-    if (wait > 0) return DeferRetry(id, i, call.service, wait);
-  }
+  auto permit = Admit(id, i, sd.name, call.service, st.comp_attempts > 0, done);
+  if (!permit) return;
   CrashPoint("before_compensation_started");
   Status s = driver_.commit(id, [&](Tx& tx) -> Status {
     StepStatus ss = tx.inst().step(i).status();
@@ -52,28 +48,45 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinition& def, co
       return MovedOn("step moved on");
     return tx.Step(i, StepEvent::kBeginCompensation, {{"key", key}, {"args_hash", r->hash}});
   });
-  if (!s.ok()) return driver_.after_failure(id, s);
+  if (!s.ok()) {
+    done(driver_.after_failure(id, s));
+    return;
+  }
   CrashPoint("after_compensation_started");
   CallRequest req{
-      call.service,         call.method,          r->path,      r->body, key, id, sd.name,
-      ownership_.Token(id), st.comp_attempts + 1, TraceOf(inst)};
+      call.service,         call.method,          r->path,        r->body, key, id, sd.name,
+      ownership_.Token(id), st.comp_attempts + 1, TraceOf(*instp)};
   auto t0 = clock_.SteadyNow();
-  CallResult res;
-  Status sent = CallIfOwner(req, &res);
-  permit.reset();
-  if (!sent.ok()) return driver_.after_failure(id, sent);
+  PermitSlot slot = std::make_shared<std::optional<ServiceGates::Permit>>(std::move(permit));
+  CallIfOwner(req, done,
+              [this, id, defp, i, t0, slot, trace_id = req.trace.trace_id, done](const Status& sent,
+                                                                                 CallResult res) {
+                slot->reset();
+                if (!sent.ok()) {
+                  done(driver_.after_failure(id, sent));
+                  return;
+                }
+                AfterUndo(id, *defp, i, trace_id, t0, res, done);
+              });
+}
+
+auto StepRunner::AfterUndo(const std::string& id, const SagaDefinition& def, int i,
+                           const std::string& trace_id, std::chrono::steady_clock::time_point t0,
+                           const CallResult& res, const Done& done) -> void {
+  const StepDefinition& sd = def.steps[i];
   CrashPoint("before_compensation_outcome");
-  metrics_.Call("compensation", res, clock_.SteadyNow() - t0, {def.name, sd.name, call.service});
+  metrics_.Call("compensation", res, clock_.SteadyNow() - t0,
+                {def.name, sd.name, sd.compensation->service});
   EngineLog({{"msg", "compensation call"},
              {"instance", id},
-             {"trace_id", req.trace.trace_id},
+             {"trace_id", trace_id},
              {"step", sd.name},
-             {"key", key},
+             {"key", id + ":" + sd.name + ":compensate"},
              {"outcome", OutcomeName(res.outcome)},
              {"http_status", res.http_status}});
   Next next = Transition(id, [&](Tx& tx) { return RecordUndo(tx, def, i, res); });
   CrashPoint("after_compensation_outcome");
-  return next;
+  done(next);
 }
 
 // The outcome of step i's compensation call: COMPENSATED, refused (review),
@@ -109,17 +122,30 @@ auto StepRunner::RecordUndo(Tx& tx, const SagaDefinition& def, int i, const Call
   return Status::Ok();
 }
 
-auto StepRunner::ReconcileCompensation(const std::string& id, const SagaDefinition& def,
-                                       const Instance& inst, int i) -> Next {
-  const StepDefinition& sd = def.steps[i];
-  const StepState& st = inst.step(i);
+auto StepRunner::ReconcileCompensation(const std::string& id, const SagaDefinitionPtr& def,
+                                       const InstancePtr& inst, int i, Done done) -> void {
+  const StepDefinition& sd = def->steps[i];
+  const StepState& st = inst->step(i);
   const ServiceConfig* svc = sd.compensation ? adapter_.Service(sd.compensation->service) : nullptr;
   // Compensations are idempotent by contract: without a query, re-send.
-  if (!svc || !QueryableFor(sd, *svc)) return Compensate(id, def, inst, i);
-  QueryResult q = adapter_.Query(sd.compensation->service, st.comp_key, id, ownership_.Token(id),
-                                 st.comp_attempts, TraceOf(inst));
-  metrics_.Query("compensation", q);
-  if (q.outcome == QueryOutcome::kNotHappened) return Compensate(id, def, inst, i);
+  if (!svc || !QueryableFor(sd, *svc)) {
+    Compensate(id, def, inst, i, std::move(done));
+    return;
+  }
+  Ask(sd.compensation->service, st.comp_key, id, st.comp_attempts, TraceOf(*inst), done,
+      [this, id, def, inst, i, done](QueryResult q) {
+        metrics_.Query("compensation", q);
+        if (q.outcome == QueryOutcome::kNotHappened) {
+          Compensate(id, def, inst, i, done);
+          return;
+        }
+        done(RecordUndoAnswer(id, *def, i, q, inst->step(i).comp_key));
+      });
+}
+
+auto StepRunner::RecordUndoAnswer(const std::string& id, const SagaDefinition& def, int i,
+                                  const QueryResult& q, const std::string& comp_key) -> Next {
+  const StepDefinition& sd = def.steps[i];
   const RetryPolicy policy = RetryFor(sd, sd.compensation->service);
   return Transition(id, [&](Tx& tx) -> Status {
     if (tx.inst().step(i).status() != StepStatus::kCompensating) return MovedOn("step moved on");
@@ -140,8 +166,8 @@ auto StepRunner::ReconcileCompensation(const std::string& id, const SagaDefiniti
           tx.Note(i, "reconciled", {{"phase", "compensation"}, {"error", q.error}}));
       SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kEscalate, {{"error", q.error}}));
       return EscalateUndo(tx, def,
-                          "compensation " + st.comp_key + " still unknown after " +
-                              std::to_string(n) + " reconciliation attempts",
+                          "compensation " + comp_key + " still unknown after " + std::to_string(n) +
+                              " reconciliation attempts",
                           sd.name);
     }
     return AskAgainLater(tx, i, "compensation", q.error, policy, n);

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "coordinator/engine/instance_repository.h"
 #include "examples/examples.h"
 #include "policies/planner.h"
@@ -65,7 +67,8 @@ class StepRunnerTest : public testing::StoreFixture {
                               [this](const std::string& id) { return ownership_->ReadyToSend(id); },
                               [this](const std::string& id, int64_t ms) {
                                 later_.push_back({id, ms});
-                              }};
+                              },
+                              [](std::function<void()> fn) { fn(); }};
     gates_ = std::make_unique<ServiceGates>(*downstream_, clock_);
     runner_ = std::make_unique<StepRunner>(*downstream_, clock_, *ownership_, runs_, metrics_,
                                            *gates_, driver);
@@ -85,11 +88,31 @@ class StepRunnerTest : public testing::StoreFixture {
     ownership_->Adopt("o1", lease);
   }
   std::shared_ptr<const Instance> Now() { return *repo_->Load("o1"); }
+  // The scripted downstream answers at once: every action ends before it
+  // returns.
+  using Action = void (StepRunner::*)(const std::string&, const SagaDefinitionPtr&,
+                                      const StepRunner::InstancePtr&, int, StepRunner::Done);
+  Next Run(Action action, std::shared_ptr<const Instance> inst, int i) {
+    std::optional<Next> next;
+    (runner_.get()->*action)("o1", std::make_shared<const SagaDefinition>(def_), inst, i,
+                             [&](Next n) {
+                               EXPECT_FALSE(next) << "an action ended twice";
+                               next = n;
+                             });
+    EXPECT_TRUE(next) << "the action did not end before it returned";
+    return next.value_or(Next::kStop);
+  }
   Next Execute(int i) {
     EXPECT_TRUE(runs_.TryMarkStep("o1", i, def_.max_parallel));  // as the driver does
-    Next n = runner_->Execute("o1", def_, *Now(), i);
+    Next n = Run(&StepRunner::Execute, Now(), i);
     runs_.UnmarkStep("o1", i);
     return n;
+  }
+  Next Reconcile(std::shared_ptr<const Instance> inst, int i) {
+    return Run(&StepRunner::Reconcile, inst, i);
+  }
+  Next Compensate(std::shared_ptr<const Instance> inst, int i) {
+    return Run(&StepRunner::Compensate, inst, i);
   }
 
   SagaDefinition def_;
@@ -159,7 +182,7 @@ TEST_F(StepRunnerTest, ReconcileAsksBeforeAnyResend) {
   downstream_->answers = {Outcome::kUnknown};
   Execute(0);
   downstream_->query_answer = QueryOutcome::kHappened;
-  EXPECT_EQ(runner_->Reconcile("o1", def_, *Now(), 0), Next::kContinue);
+  EXPECT_EQ(Reconcile(Now(), 0), Next::kContinue);
   EXPECT_EQ(downstream_->queries, std::vector<std::string>{"o1:reserve_inventory"});
   EXPECT_EQ(downstream_->calls.size(), 1u);  // asked, not re-sent
   EXPECT_EQ(Now()->step(0).status(), StepStatus::kCommitted);
@@ -173,7 +196,7 @@ TEST_F(StepRunnerTest, AReconciliationThatSaysRefusedFailsTheStepWithoutAResend)
   Execute(0);
   ASSERT_EQ(Now()->step(1).status(), StepStatus::kUnknown);
   downstream_->query_answer = QueryOutcome::kRefused;
-  EXPECT_EQ(runner_->Reconcile("o1", def_, *Now(), 1), Next::kContinue);
+  EXPECT_EQ(Reconcile(Now(), 1), Next::kContinue);
   EXPECT_EQ(downstream_->calls.size(), 2u);  // asked, not re-sent
   auto inst = Now();
   EXPECT_EQ(inst->step(1).status(), StepStatus::kFailed);
@@ -201,7 +224,7 @@ TEST_F(StepRunnerTest, NeverHappenedGoesBackToPlannedWithABackoff) {
   downstream_->answers = {Outcome::kUnknown};
   Execute(0);
   downstream_->query_answer = QueryOutcome::kNotHappened;
-  runner_->Reconcile("o1", def_, *Now(), 0);
+  Reconcile(Now(), 0);
   const StepState& st = Now()->step(0);
   EXPECT_EQ(st.status(), StepStatus::kPlanned);
   // Full jitter: the wait is drawn from [0, initial_backoff_ms] (0 included).
@@ -224,7 +247,7 @@ TEST_F(StepRunnerTest, ADefiniteFailureTurnsTheSagaBackAndUndoesWhatCommitted) {
   EXPECT_EQ(inst->step(1).status(), StepStatus::kFailed);
   EXPECT_EQ(inst->status(), SagaStatus::kCompensating);
   EXPECT_TRUE(runs_.TryMarkStep("o1", 0, 8));
-  EXPECT_EQ(runner_->Compensate("o1", def_, *inst, 0), Next::kContinue);
+  EXPECT_EQ(Compensate(inst, 0), Next::kContinue);
   runs_.UnmarkStep("o1", 0);
   ASSERT_EQ(downstream_->calls.size(), 3u);
   EXPECT_EQ(downstream_->calls[2].path, "/reservations/R-reserve_inventory/release");
