@@ -1,6 +1,11 @@
-// HttpAdapter: the Adapter over HTTP/1.1 (cpp-httplib), speaking the
-// downstream protocol (docs/downstream-protocol.md). Keeps a pool of keep-alive connections
-// per service. Thread-safety: safe for concurrent Call/Query.
+// HttpAdapter: the Adapter over HTTP/1.1, speaking the downstream protocol
+// (docs/downstream-protocol.md): every call carries Idempotency-Key,
+// Saga-Instance, Saga-Step, Saga-Fencing-Token, Saga-Attempt and the trace;
+// what comes back is classified (classify.h). The exchanges run on an
+// asynchronous client (http_client.h: one event loop, a keep-alive pool per
+// service, timeout_ms the deadline of the whole attempt): CallAsync and
+// QueryAsync answer on its thread; Call and Query wait for them.
+// Thread-safety: safe for concurrent calls.
 #pragma once
 
 #include <map>
@@ -13,7 +18,7 @@
 
 namespace sagad {
 
-class DeadlineWatch;
+class AsyncHttpClient;
 
 class HttpAdapter : public Adapter {
  public:
@@ -25,16 +30,16 @@ class HttpAdapter : public Adapter {
   QueryResult Query(const std::string& service, const std::string& key,
                     const std::string& instance_id, uint64_t fencing_token, int attempt,
                     const TraceContext& trace) override;
+  void CallAsync(const CallRequest& req, CallDone done) override;
+  void QueryAsync(const std::string& service, const std::string& key,
+                  const std::string& instance_id, uint64_t fencing_token, int attempt,
+                  const TraceContext& trace, QueryDone done) override;
   const ServiceConfig* Service(const std::string& name) const override;
   std::vector<std::string> ServiceNames() const override;
 
  private:
-  struct Pool;
   std::map<std::string, ServiceConfig> services_;
-  std::map<std::string, std::unique_ptr<Pool>> pools_;
-  // timeout_ms is the deadline of a whole attempt (connect, send, the whole
-  // reply): the watch stops a client whose attempt runs past it.
-  std::unique_ptr<DeadlineWatch> watch_;
+  std::unique_ptr<AsyncHttpClient> client_;
 };
 
 }  // namespace sagad

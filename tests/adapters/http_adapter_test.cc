@@ -67,6 +67,7 @@ class HttpAdapterTest : public ::testing::Test {
         std::map<std::string, ServiceConfig>{{"svc", svc}, {"down", down}});
   }
   void TearDown() override {
+    adapter_.reset();  // its idle keep-alive connections would hold the server's threads
     server_.stop();
     thread_.join();
   }
@@ -131,6 +132,28 @@ TEST_F(HttpAdapterTest, ReconciliationAnswersCarryTheOutcome) {
   auto q = adapter_->Query("svc", "k-done", "i1", 7, 1, TraceContext{});
   EXPECT_EQ(q.outcome, QueryOutcome::kHappened);
   EXPECT_EQ(q.result["id"], "R-9");
+}
+
+TEST_F(HttpAdapterTest, AReplyLargerThanTheCapIsNotReadAndItsOutcomeIsUnknown) {
+  server_.Post("/big", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 201;
+    res.set_content("{\"ref\":\"big\",\"pad\":\"" + std::string(3 << 20, 'x') + "\"}",
+                    "application/json");
+  });
+  ServiceConfig svc;
+  svc.name = "svc";
+  svc.base_url = "http://127.0.0.1:" + std::to_string(port_);
+  svc.max_response_bytes = 1 << 20;
+  HttpAdapter capped({{"svc", svc}});
+  CallRequest req;
+  req.service = "svc";
+  req.method = "POST";
+  req.path = "/big";
+  req.idempotency_key = "k";
+  CallResult r = capped.Call(req);
+  EXPECT_EQ(r.outcome, Outcome::kUnknown);
+  EXPECT_NE(r.error.find("larger than 1048576 bytes"), std::string::npos) << r.error;
+  EXPECT_TRUE(r.result.is_null());
 }
 
 TEST_F(HttpAdapterTest, AnUnknownServiceIsNotConfigured) {

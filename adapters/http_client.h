@@ -1,0 +1,81 @@
+// AsyncHttpClient: the asynchronous HTTP/1.1 client of HttpAdapter, on
+// Boost.Beast. One event-loop thread owns every connection; no caller ever
+// waits for a downstream (Send returns at once, `done` runs on that thread
+// when the exchange is over).
+//
+// Contract:
+// - A keep-alive pool per service (at most 64 idle connections); an idle
+//   connection the peer closed is never reused.
+// - `timeout_ms` of the service is the deadline of the whole attempt:
+//   resolving, connecting, the TLS handshake, writing, and the whole reply.
+//   A downstream that drips its reply a byte at a time is cut off at it.
+// - The reply body is read up to `max_response_bytes`; a larger one is not
+//   buffered (too_large).
+// - HTTPS as the service says: its CA bundle (else the system's), host name
+//   verification unless tls_verify is false, a client certificate for
+//   mutual TLS.
+// - `sent` is false only when the request cannot have been acted on: it
+//   never left (no connection, no TLS session), or the server refused the
+//   TLS handshake (an alert that only a refused handshake sends, read on a
+//   connection this exchange opened; a connection reset there is re-judged
+//   with a probe handshake, tls_probe.h). Anything else after the request
+//   began to leave is `sent` (the outcome is unknown).
+// Thread-safety: AddService before any Send; Send from any thread.
+// Destroying the client ends the loop: an exchange still under way never
+// calls `done` (callers end their exchanges first; the engine waits for its
+// steps under way before it stops).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "adapters/adapter.h"
+
+namespace sagad {
+
+struct HttpExchangeRequest {
+  std::string service;
+  std::string method;
+  std::string target;  // path and query, with the service's prefix
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;  // sent (with Content-Length) unless empty
+};
+
+struct HttpExchangeResult {
+  bool replied = false;  // a whole reply arrived: status, body, replayed
+  int status = 0;
+  std::string body;
+  bool replayed = false;  // Idempotent-Replayed: true
+  // When !replied:
+  bool sent = true;        // false: the request cannot have been acted on
+  bool expired = false;    // timeout_ms passed
+  bool too_large = false;  // the body was larger than max_response_bytes
+  std::string error;       // what happened and where, in words
+};
+
+class AsyncHttpClient {
+ public:
+  using Done = std::function<void(HttpExchangeResult)>;
+
+  AsyncHttpClient();
+  ~AsyncHttpClient();
+  AsyncHttpClient(const AsyncHttpClient&) = delete;
+  AsyncHttpClient& operator=(const AsyncHttpClient&) = delete;
+
+  void AddService(const ServiceConfig& config);
+  // "scheme://host:port" of a service (for messages); "" if unknown.
+  std::string Origin(const std::string& service) const;
+  // The path prefix of its base URL ("" or "/prefix").
+  std::string Prefix(const std::string& service) const;
+
+  void Send(HttpExchangeRequest req, Done done);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sagad
