@@ -96,10 +96,12 @@ class Adapter {
   // Sends one attempt. Never throws; every failure is classified.
   virtual CallResult Call(const CallRequest& req) = 0;
   // Call and Query without waiting: `done` gets what they would return,
-  // exactly once, on the adapter's own thread (an adapter with an event
+  // exactly once, on a thread of the adapter's (an adapter with an event
   // loop: nothing waits for the downstream), or, by default, before
   // CallAsync returns (the blocking call made on the caller's thread: the
-  // simulator's adapter, test doubles). `done` must not block for long.
+  // simulator's adapter, test doubles). `done` may block (the engine records
+  // the outcome durably there): an adapter calls it only on a thread that
+  // other work does not wait for.
   virtual void CallAsync(const CallRequest& req, CallDone done) { done(Call(req)); }
   virtual void QueryAsync(const std::string& service, const std::string& key,
                           const std::string& instance_id, uint64_t fencing_token, int attempt,

@@ -60,8 +60,8 @@ QueryResult ToQueryResult(HttpExchangeResult r) {
 
 }  // namespace
 
-HttpAdapter::HttpAdapter(std::map<std::string, ServiceConfig> services)
-    : services_(std::move(services)), client_(std::make_unique<AsyncHttpClient>()) {
+HttpAdapter::HttpAdapter(std::map<std::string, ServiceConfig> services, int threads)
+    : services_(std::move(services)), client_(std::make_unique<AsyncHttpClient>(threads)) {
   for (const auto& [name, cfg] : services_) client_->AddService(cfg);
 }
 

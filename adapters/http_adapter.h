@@ -4,7 +4,7 @@
 // what comes back is classified (classify.h). The exchanges run on an
 // asynchronous client (http_client.h: one event loop, a keep-alive pool per
 // service, timeout_ms the deadline of the whole attempt): CallAsync and
-// QueryAsync answer on its thread; Call and Query wait for them.
+// QueryAsync answer on its loop threads; Call and Query wait for them.
 // Thread-safety: safe for concurrent calls.
 #pragma once
 
@@ -22,7 +22,9 @@ class AsyncHttpClient;
 
 class HttpAdapter : public Adapter {
  public:
-  explicit HttpAdapter(std::map<std::string, ServiceConfig> services);
+  // `threads`: how many threads run the client's event loop (replies are
+  // handled, and the engine records them, on those threads).
+  explicit HttpAdapter(std::map<std::string, ServiceConfig> services, int threads = 2);
   ~HttpAdapter() override;
 
   // Adapter

@@ -4,6 +4,8 @@
 #include <openssl/ssl.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -35,6 +37,7 @@ constexpr uint32_t kHeaderLimit = 64 * 1024;
 
 // A connection to a service: plain TCP or TLS over TCP.
 struct Conn {
+  asio::io_context* io = nullptr;  // the loop it belongs to
   std::unique_ptr<beast::tcp_stream> plain;
   std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls;
   beast::flat_buffer buffer;
@@ -91,29 +94,50 @@ struct AsyncHttpClient::Impl {
     bool tls = false;
     std::string host, port, origin, prefix;
     std::unique_ptr<ssl::context> ctx;
-    std::string tls_error;                    // the TLS files could not be loaded
-    std::vector<std::unique_ptr<Conn>> idle;  // the loop's thread only
+    std::string tls_error;  // the TLS files could not be loaded
+    Mutex mu;
+    std::vector<std::unique_ptr<Conn>> idle GUARDED_BY(mu);
   };
   struct Exchange;
 
-  Impl() : work(asio::make_work_guard(io)), thread([this] { io.run(); }) {}
+  // One event loop per thread: a reply is handled (and `done` runs) on the
+  // thread that read it, with no hand-off to another thread.
+  explicit Impl(int threads) {
+    for (int i = 0; i < std::max(1, threads); ++i) {
+      loops.push_back(std::make_unique<Loop>());
+      Loop& l = *loops.back();
+      l.thread = std::thread([&l] {
+        current_loop = &l.io;
+        l.io.run();
+      });
+    }
+  }
+  // The loop of a new connection: this thread's if it runs one (a step
+  // chained on a reply stays on its loop: no wake-up of another thread),
+  // else the next in turn.
+  asio::io_context& NextLoop() {
+    return current_loop ? *current_loop : loops[next_loop++ % loops.size()]->io;
+  }
+  static thread_local asio::io_context* current_loop;
   ~Impl() {
     {
       MutexLock l(aside_mu);
       stopping = true;
       aside_cv.Wait(aside_mu, [this]() REQUIRES(aside_mu) { return aside == 0; });
     }
-    work.reset();
-    io.stop();
-    thread.join();
+    for (auto& l : loops) {
+      l->work.reset();
+      l->io.stop();
+      l->thread.join();
+    }
   }
   // Runs a blocking `fn` (a TLS probe, bounded in time) on a thread of its
   // own, then `then` on the loop; neither if the client is going away.
-  void Aside(std::function<int()> fn, std::function<void(int)> then) {
+  void Aside(asio::io_context& io, std::function<int()> fn, std::function<void(int)> then) {
     MutexLock l(aside_mu);
     if (stopping) return;
     ++aside;
-    std::thread([this, fn = std::move(fn), then = std::move(then)]() mutable {
+    std::thread([this, &io, fn = std::move(fn), then = std::move(then)]() mutable {
       int v = fn();
       asio::post(io, [then = std::move(then), v] { then(v); });
       MutexLock l(aside_mu);
@@ -122,58 +146,111 @@ struct AsyncHttpClient::Impl {
     }).detach();
   }
 
-  asio::io_context io;
-  asio::executor_work_guard<asio::io_context::executor_type> work;
+  struct Loop {
+    asio::io_context io{1};
+    asio::executor_work_guard<asio::io_context::executor_type> work{asio::make_work_guard(io)};
+    std::thread thread;
+  };
+  std::vector<std::unique_ptr<Loop>> loops;
+  std::atomic<size_t> next_loop{0};
   std::map<std::string, std::unique_ptr<Service>> services;
   Mutex aside_mu;
   bool stopping GUARDED_BY(aside_mu) = false;
   int aside GUARDED_BY(aside_mu) = 0;  // probes running
   CondVar aside_cv;
-  std::thread thread;
 };
 
-// One attempt, from the first byte to the last (or to its deadline).
+// One attempt, from the first byte to the last (or to its deadline). Its
+// handlers may run on any loop thread: each runs under the exchange's lock
+// (so do Start, on the sender's thread, and the deadline), and `done` is
+// called after the lock is let go.
+thread_local asio::io_context* AsyncHttpClient::Impl::current_loop = nullptr;
+
 struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> {
   Exchange(Impl& c, Service& s, HttpExchangeRequest r, Done d)
-      : client(c), svc(s), in(std::move(r)), done(std::move(d)), resolver(c.io), deadline(c.io) {}
+      : client(c), svc(s), in(std::move(r)), done(std::move(d)) {}
+
+  // A completion handler that runs `f` under the lock, then delivers.
+  template <typename F>
+  auto Guard(F f) {
+    return [self = shared_from_this(), f = std::move(f)](auto&&... args) mutable {
+      MutexLock l(self->mu);
+      f(std::forward<decltype(args)>(args)...);
+      self->Deliver(l);
+    };
+  }
+  // Calls `done` once the exchange ended, without the lock.
+  void Deliver(MutexLock& l) {
+    if (!finished || !done) return;
+    Done d = std::move(done);
+    done = nullptr;
+    HttpExchangeResult r = std::move(result);
+    l.Unlock();
+    d(std::move(r));
+    l.Lock();
+  }
 
   void Start() {
-    deadline.expires_after(std::chrono::milliseconds(svc.config.timeout_ms));
-    deadline.async_wait([self = shared_from_this()](const beast::error_code& ec) {
-      if (ec || self->finished) return;
-      self->expired = true;
-      self->resolver.cancel();
-      if (self->conn) self->conn->Tcp().close();
-    });
     Build();
-    while (!svc.idle.empty()) {
-      conn = std::move(svc.idle.back());
-      svc.idle.pop_back();
-      if (conn->Reusable()) return Write();
-      conn.reset();
+    conn = Idle();
+    fresh = !conn;
+    if (fresh && svc.tls_error.empty()) {
+      conn = std::make_unique<Conn>();
+      conn->io = &client.NextLoop();
+      if (svc.tls)
+        conn->tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(*conn->io, *svc.ctx);
+      else
+        conn->plain = std::make_unique<beast::tcp_stream>(*conn->io);
     }
-    if (!svc.tls_error.empty())
-      return Fail(false, "not sent: cannot load the TLS files (ca_file, client_cert_file, "
-                         "client_key_file): " + svc.tls_error);
-    fresh = true;
-    conn = std::make_unique<Conn>();
-    if (svc.tls)
-      conn->tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(client.io, *svc.ctx);
-    else
-      conn->plain = std::make_unique<beast::tcp_stream>(client.io);
-    resolver.async_resolve(svc.host, svc.port,
-                           [self = shared_from_this()](const beast::error_code& ec,
-                                                       tcp::resolver::results_type results) {
-                             if (ec) return self->NotConnected();
-                             self->Connect(results);
-                           });
+    // Everything of this exchange lives on its connection's loop.
+    io = conn ? conn->io : &client.NextLoop();
+    resolver.emplace(*io);
+    deadline.emplace(*io);
+    deadline->expires_after(std::chrono::milliseconds(svc.config.timeout_ms));
+    deadline->async_wait(Guard([this](const beast::error_code& ec) {
+      if (ec || finished) return;
+      expired = true;
+      resolver->cancel();
+      if (conn) conn->Tcp().close();
+    }));
+    if (!conn)
+      return Fail(false,
+                  "not sent: cannot load the TLS files (ca_file, client_cert_file, "
+                  "client_key_file): " +
+                      svc.tls_error);
+    if (!fresh) return Write();
+    resolver->async_resolve(
+        svc.host, svc.port,
+        Guard([this](const beast::error_code& ec, tcp::resolver::results_type results) {
+          if (ec) return NotConnected();
+          Connect(results);
+        }));
+  }
+
+  // A pooled connection the peer still holds open, if any.
+  std::unique_ptr<Conn> Idle() {
+    while (true) {
+      std::unique_ptr<Conn> c;
+      {
+        MutexLock l(svc.mu);
+        if (svc.idle.empty()) return nullptr;
+        // One of this thread's loop if there is one, else the newest.
+        auto it = std::find_if(svc.idle.rbegin(), svc.idle.rend(),
+                               [](const auto& conn) { return conn->io == current_loop; });
+        auto at = it == svc.idle.rend() ? svc.idle.end() - 1 : std::next(it).base();
+        c = std::move(*at);
+        svc.idle.erase(at);
+      }
+      if (c->Reusable()) return c;
+    }
   }
 
   void Build() {
     req.method_string(in.method);
     req.target(in.target);
     req.version(11);
-    req.set(http::field::host, svc.host + ":" + svc.port);
+    const bool v6 = svc.host.find(':') != std::string::npos;
+    req.set(http::field::host, (v6 ? "[" + svc.host + "]" : svc.host) + ":" + svc.port);
     req.set(http::field::user_agent, "sagad");
     for (const auto& [k, v] : in.headers) req.set(k, v);
     req.body() = std::move(in.body);
@@ -189,43 +266,42 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
   }
 
   void Connect(const tcp::resolver::results_type& results) {
-    conn->Tcp().async_connect(results, [self = shared_from_this()](
-                                           const beast::error_code& ec, const tcp::endpoint&) {
-      if (ec) return self->NotConnected();
-      self->conn->Tcp().socket().set_option(tcp::no_delay(true));
-      if (self->svc.tls) return self->Handshake();
-      self->Write();
-    });
+    conn->Tcp().async_connect(results,
+                              Guard([this](const beast::error_code& ec, const tcp::endpoint&) {
+                                if (ec) return NotConnected();
+                                conn->Tcp().socket().set_option(tcp::no_delay(true));
+                                if (svc.tls) return Handshake();
+                                Write();
+                              }));
   }
 
   void Handshake() {
     SSL* ssl = conn->tls->native_handle();
     if (!IsIpLiteral(svc.host)) SSL_set_tlsext_host_name(ssl, svc.host.c_str());
-    if (svc.config.tls_verify) conn->tls->set_verify_callback(ssl::host_name_verification(svc.host));
-    conn->tls->async_handshake(
-        ssl::stream_base::client, [self = shared_from_this()](const beast::error_code& ec) {
-          if (!ec) return self->Write();
-          const std::string& origin = self->svc.origin;
-          int alert = AlertOf(ec);
-          if (RefusesTheHandshake(alert)) return self->Fail(false, Refusal(origin, alert));
-          if (VerifyFailed(ec))
-            return self->Fail(false, "not sent: the certificate of " + origin +
-                                         " could not be verified (ca_file?)");
-          if (self->expired) return self->NotConnected();
-          self->Fail(false, "not sent: the TLS handshake with " + origin + " failed (" +
-                                ec.message() + ")");
-        });
+    if (svc.config.tls_verify)
+      conn->tls->set_verify_callback(ssl::host_name_verification(svc.host));
+    conn->tls->async_handshake(ssl::stream_base::client, Guard([this](const beast::error_code& ec) {
+                                 if (!ec) return Write();
+                                 int alert = AlertOf(ec);
+                                 if (RefusesTheHandshake(alert))
+                                   return Fail(false, Refusal(svc.origin, alert));
+                                 if (VerifyFailed(ec))
+                                   return Fail(false, "not sent: the certificate of " + svc.origin +
+                                                          " could not be verified (ca_file?)");
+                                 if (expired) return NotConnected();
+                                 Fail(false, "not sent: the TLS handshake with " + svc.origin +
+                                                 " failed (" + ec.message() + ")");
+                               }));
   }
 
   void Write() {
-    began = true;
     conn->With([this](auto& stream) {
-      http::async_write(stream, req,
-                        [self = shared_from_this()](const beast::error_code& ec, size_t) {
-                          if (ec) return self->Broken(ec, "writing the request to " +
-                                                              self->svc.origin + " failed partway");
-                          self->Read();
-                        });
+      http::async_write(stream, req, Guard([this](const beast::error_code& ec, size_t) {
+                          if (ec)
+                            return Broken(
+                                ec, "writing the request to " + svc.origin + " failed partway");
+                          Read();
+                        }));
     });
   }
 
@@ -236,25 +312,24 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
     // The head first: Beast 1.74 loses the body_limit error of a head that
     // arrives with body bytes behind it when it reads both in one go.
     conn->With([this](auto& stream) {
-      http::async_read_header(
-          stream, conn->buffer, *parser,
-          [self = shared_from_this()](const beast::error_code& ec, size_t) {
-            if (ec) return self->Broken(ec, "");
-            auto length = self->parser->content_length();
-            if (length && *length > self->svc.config.max_response_bytes)
-              return self->Broken(http::error::body_limit, "");
-            self->ReadBody();
-          });
+      http::async_read_header(stream, conn->buffer, *parser,
+                              Guard([this](const beast::error_code& ec, size_t) {
+                                if (ec) return Broken(ec, "");
+                                auto length = parser->content_length();
+                                if (length && *length > svc.config.max_response_bytes)
+                                  return Broken(http::error::body_limit, "");
+                                ReadBody();
+                              }));
     });
   }
 
   void ReadBody() {
     conn->With([this](auto& stream) {
       http::async_read(stream, conn->buffer, *parser,
-                       [self = shared_from_this()](const beast::error_code& ec, size_t) {
-                         if (ec) return self->Broken(ec, "");
-                         self->Replied();
-                       });
+                       Guard([this](const beast::error_code& ec, size_t) {
+                         if (ec) return Broken(ec, "");
+                         Replied();
+                       }));
     });
   }
 
@@ -271,7 +346,8 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
                             std::to_string(svc.config.timeout_ms) +
                             " ms, the whole attempt): outcome unknown");
     int alert = AlertOf(ec);
-    if (fresh && svc.tls && RefusesTheHandshake(alert)) return Fail(false, Refusal(svc.origin, alert));
+    if (fresh && svc.tls && RefusesTheHandshake(alert))
+      return Fail(false, Refusal(svc.origin, alert));
     std::string why = !what.empty() ? "no response: " + what
                                     : "no response: the connection to " + svc.origin +
                                           " was closed or reset, or no answer came within "
@@ -283,11 +359,12 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
     ServiceConfig cfg = svc.config;
     std::string origin = svc.origin;
     client.Aside(
+        *io,
         [cfg, origin] { return TlsHandshakeAlert(cfg, origin, std::min(cfg.timeout_ms, 2000)); },
-        [self = shared_from_this(), why](int probed) {
-          if (RefusesTheHandshake(probed)) return self->Fail(false, Refusal(self->svc.origin, probed));
-          self->Fail(true, why);
-        });
+        Guard([this, why](int probed) {
+          if (RefusesTheHandshake(probed)) return Fail(false, Refusal(svc.origin, probed));
+          Fail(true, why);
+        }));
   }
 
   void Replied() {
@@ -298,7 +375,10 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
     r.replayed = res["Idempotent-Replayed"] == "true";
     bool keep = res.keep_alive();
     r.body = std::move(res.body());
-    if (keep && !expired && svc.idle.size() < kMaxIdle) svc.idle.push_back(std::move(conn));
+    if (keep && !expired) {
+      MutexLock l(svc.mu);
+      if (svc.idle.size() < kMaxIdle) svc.idle.push_back(std::move(conn));
+    }
     End(std::move(r));
   }
 
@@ -315,24 +395,26 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
   void End(HttpExchangeResult r) {
     if (finished) return;
     finished = true;
-    deadline.cancel();
-    Done d = std::move(done);
-    d(std::move(r));
+    if (deadline) deadline->cancel();
+    result = std::move(r);
   }
 
   Impl& client;
   Service& svc;
   HttpExchangeRequest in;
   Done done;
-  tcp::resolver resolver;
-  asio::steady_timer deadline;
+  Mutex mu;
+  asio::io_context* io = nullptr;  // the loop of its connection
+  std::optional<tcp::resolver> resolver;
+  std::optional<asio::steady_timer> deadline;
   std::unique_ptr<Conn> conn;
   http::request<http::string_body> req;
   std::optional<http::response_parser<http::string_body>> parser;
-  bool fresh = false, began = false, expired = false, too_large = false, finished = false;
+  HttpExchangeResult result;
+  bool fresh = false, expired = false, too_large = false, finished = false;
 };
 
-AsyncHttpClient::AsyncHttpClient() : impl_(std::make_unique<Impl>()) {}
+AsyncHttpClient::AsyncHttpClient(int threads) : impl_(std::make_unique<Impl>(threads)) {}
 AsyncHttpClient::~AsyncHttpClient() = default;
 
 void AsyncHttpClient::AddService(const ServiceConfig& config) {
@@ -395,7 +477,11 @@ void AsyncHttpClient::Send(HttpExchangeRequest req, Done done) {
     return done(std::move(r));
   }
   auto x = std::make_shared<Impl::Exchange>(*impl_, *it->second, std::move(req), std::move(done));
-  asio::post(impl_->io, [x] { x->Start(); });
+  // Started here: the request is written from this thread when the socket
+  // takes it at once (no hand-off to a loop thread).
+  MutexLock l(x->mu);
+  x->Start();
+  x->Deliver(l);
 }
 
 }  // namespace sagad

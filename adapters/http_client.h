@@ -1,7 +1,9 @@
 // AsyncHttpClient: the asynchronous HTTP/1.1 client of HttpAdapter, on
-// Boost.Beast. One event-loop thread owns every connection; no caller ever
-// waits for a downstream (Send returns at once, `done` runs on that thread
-// when the exchange is over).
+// Boost.Beast: an event loop run by `threads` threads. No caller waits for a
+// downstream: Send starts the exchange (the request is written from the
+// caller's thread when the socket takes it at once) and returns; `done`
+// runs on a loop thread when the exchange is over. `done` may block (the
+// engine records the outcome there): the other loop threads go on.
 //
 // Contract:
 // - A keep-alive pool per service (at most 64 idle connections); an idle
@@ -60,7 +62,7 @@ class AsyncHttpClient {
  public:
   using Done = std::function<void(HttpExchangeResult)>;
 
-  AsyncHttpClient();
+  explicit AsyncHttpClient(int threads = 1);
   ~AsyncHttpClient();
   AsyncHttpClient(const AsyncHttpClient&) = delete;
   AsyncHttpClient& operator=(const AsyncHttpClient&) = delete;

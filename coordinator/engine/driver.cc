@@ -39,8 +39,7 @@ Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceReposit
               [this](const std::string& id) { MarkRecovered(id); },
               [this] { return RecoveryInProgress(); },
               [this](const std::string& id) { return ownership_.ReadyToSend(id); },
-              [this](const std::string& id, int64_t ms) { ScheduleAfter(id, ms); },
-              [this](std::function<void()> fn) { executor_.Post(std::move(fn)); }},
+              [this](const std::string& id, int64_t ms) { ScheduleAfter(id, ms); }},
           random) {}
 
 auto Driver::Schedule(const std::string& id) -> void {

@@ -67,9 +67,14 @@ void RunTable::WakeFired(const std::string& id, int64_t due_ms) {
   if (it != wakes_.end() && it->second == due_ms) wakes_.erase(it);
 }
 
+void RunTable::AwaitReply(bool waiting) {
+  MutexLock l(mu_);
+  awaiting_replies_ += waiting ? 1 : -1;
+}
+
 size_t RunTable::Busy() const {
   MutexLock l(mu_);
-  return running_.size() + static_cast<size_t>(steps_under_way_);
+  return running_.size() + static_cast<size_t>(steps_under_way_ - awaiting_replies_);
 }
 
 bool RunTable::Stopping() const {

@@ -51,8 +51,12 @@ class RunTable {
   bool ClaimWake(const std::string& id, int64_t due_ms, int64_t now_ms);
   void WakeFired(const std::string& id, int64_t due_ms);
 
-  // Drivers registered (running or queued) plus steps under way: an upper
-  // bound of the tasks that hold or wait for a worker.
+  // A step action under way sent its request (true) or has its reply
+  // (false): while it waits it holds no worker.
+  void AwaitReply(bool waiting);
+  // Drivers registered (running or queued) plus steps under way that are
+  // not waiting for a reply: an upper bound of the tasks that hold or wait
+  // for a worker.
   size_t Busy() const;
 
   bool Stopping() const;
@@ -68,6 +72,7 @@ class RunTable {
   std::unordered_set<std::string> running_ GUARDED_BY(mu_), rerun_ GUARDED_BY(mu_);
   std::unordered_map<std::string, std::set<int>> steps_ GUARDED_BY(mu_);
   int steps_under_way_ GUARDED_BY(mu_) = 0;
+  int awaiting_replies_ GUARDED_BY(mu_) = 0;  // of those, waiting for a reply
   std::unordered_map<std::string, int64_t> wakes_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
   bool stopped_ GUARDED_BY(mu_) = false;

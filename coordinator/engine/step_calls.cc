@@ -1,7 +1,7 @@
 // StepRunner's calls to downstream services: Adapter::CallAsync and
-// QueryAsync, and the hand-off of what follows a reply (at once when the
-// adapter answered before it returned, else as an executor task; no thread
-// waits for a reply). The actions are in step_runner.cc and
+// QueryAsync, and what follows a reply, run on the thread that brings it
+// (the caller's when the adapter answered before it returned, else the
+// adapter's; no thread waits for a reply). The actions are in step_runner.cc and
 // step_runner_undo.cc; the contract in step_runner.h.
 #include <atomic>
 #include <thread>
@@ -12,30 +12,28 @@
 namespace sagad {
 
 // The thread that made a call and whether that call has returned: a reply
-// on that thread before it returned goes on at once (the adapter answered
-// inside CallAsync), any other is posted.
+// on that thread before it returned goes on as the call's own code would
+// (an exception reaches the caller); any other is guarded here.
 struct StepRunner::Handoff {
   std::thread::id caller = std::this_thread::get_id();
   std::atomic<bool> returned{false};
 };
 
 auto StepRunner::Continue(const std::shared_ptr<Handoff>& h, const std::string& id,
-                          const Done& done, std::function<void()> fn) -> void {
+                          const Done& done, const std::function<void()>& fn) -> void {
   if (std::this_thread::get_id() == h->caller && !h->returned.load()) {
     fn();  // an exception goes to the caller, as a blocking call's would
     return;
   }
-  driver_.post([this, id, done, fn = std::move(fn)] {
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      // A bug, not an expected failure: loud, and the instance is planned
-      // again rather than left without a driver.
-      EngineLog({{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
-      driver_.schedule_after(id, 5000);
-      done(Next::kStop);
-    }
-  });
+  try {
+    fn();  // on the adapter's thread, which may block (adapter.h)
+  } catch (const std::exception& e) {
+    // A bug, not an expected failure: loud, and the instance is planned
+    // again rather than left without a driver.
+    EngineLog({{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
+    driver_.schedule_after(id, 5000);
+    done(Next::kStop);
+  }
 }
 
 auto StepRunner::CallIfOwner(const CallRequest& req, const Done& done, AfterCall k) -> void {
@@ -50,10 +48,12 @@ auto StepRunner::CallIfOwner(const CallRequest& req, const Done& done, AfterCall
     return;
   }
   gates_.CallStarted(req.service);
+  runs_.AwaitReply(true);
   auto h = std::make_shared<Handoff>();
   adapter_.CallAsync(req, [this, h, id = req.instance_id, service = req.service, done,
                            k = std::move(k)](CallResult res) mutable {
     gates_.CallEnded(service);
+    runs_.AwaitReply(false);
     Continue(h, id, done, [k = std::move(k), res = std::move(res)]() mutable {
       k(Status::Ok(), std::move(res));
     });
@@ -65,12 +65,13 @@ auto StepRunner::Ask(const std::string& service, const std::string& key, const s
                      int attempt, const TraceContext& trace, const Done& done,
                      std::function<void(QueryResult)> k) -> void {
   auto h = std::make_shared<Handoff>();
-  adapter_.QueryAsync(service, key, id, ownership_.Token(id), attempt, trace,
-                      [this, h, id, done, k = std::move(k)](QueryResult q) mutable {
-                        Continue(h, id, done, [k = std::move(k), q = std::move(q)]() mutable {
-                          k(std::move(q));
-                        });
-                      });
+  runs_.AwaitReply(true);
+  adapter_.QueryAsync(
+      service, key, id, ownership_.Token(id), attempt, trace,
+      [this, h, id, done, k = std::move(k)](QueryResult q) mutable {
+        runs_.AwaitReply(false);
+        Continue(h, id, done, [k = std::move(k), q = std::move(q)]() mutable { k(std::move(q)); });
+      });
   h->returned = true;
 }
 

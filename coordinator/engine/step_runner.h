@@ -17,9 +17,10 @@
 // unmarks it when the action is done; a chained step is marked here. The
 // runner never plans: the driver (its `Driver` hooks) decides what runs next.
 // No thread waits for a downstream: an action sends with Adapter::CallAsync
-// and ends its call; what follows the reply (record, chain, send the next)
-// is a task posted by the adapter's answer (`Driver::post`), or runs at once
-// when the adapter answered before CallAsync returned (the simulator).
+// and returns; what follows the reply (record, chain, send the next) runs on
+// the thread that brings it (the adapter's, which may block: adapter.h), or
+// at once when the adapter answered before CallAsync returned (the
+// simulator).
 // Thread-safety: any number of actions at once, on different steps.
 #pragma once
 
@@ -73,8 +74,6 @@ class StepRunner {
     // Plan the instance again after `ms` (a step whose service refused a
     // permit: paused, or at a limit).
     std::function<void(const std::string& id, int64_t ms)> schedule_after;
-    // Runs fn as a task of the engine's executor (what follows a reply).
-    std::function<void(std::function<void()> fn)> post;
   };
 
   // How an action ends: called exactly once, with what the driver does
@@ -120,13 +119,13 @@ class StepRunner {
   // is tried kRecordTries times, then the saga goes to NEEDS_REVIEW.
   Next Transition(const std::string& id, const std::function<Status(Tx&)>& fn);
   static bool RefusedWrite(const Status& s);
-  // What follows a reply: `fn` runs at once if the reply came on this
-  // thread before the call returned, else as an executor task. An
-  // exception there is logged, the instance is planned again in 5 s and the
-  // action ends (`done`).
+  // What follows a reply: `fn`, on the thread that brought it. On the
+  // adapter's thread an exception is logged, the instance is planned again
+  // in 5 s and the action ends (`done`); on the caller's (the reply came
+  // before the call returned) it reaches the caller.
   struct Handoff;
   void Continue(const std::shared_ptr<Handoff>& h, const std::string& id, const Done& done,
-                std::function<void()> fn);
+                const std::function<void()>& fn);
   // Sends `req` if driver_.may_send allows it and goes on with k(Ok, reply);
   // else k(why not, {}) at once (nothing left).
   using AfterCall = std::function<void(const Status& sent, CallResult res)>;

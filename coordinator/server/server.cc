@@ -278,7 +278,8 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
   auto store = OpenStore(config);
   if (!store.ok()) return Fail(store.status().message());
   WarnAboutUnverifiedTls(config);
-  HttpAdapter adapter(config.services);
+  // Replies are recorded on the client's loop threads: as many as workers.
+  HttpAdapter adapter(config.services, config.workers);
   SystemClock clock;
   WebhookPublisher publisher(**store, config.webhooks);
   Engine engine(**store, adapter, clock, EngineOptionsOf(config, publisher));

@@ -135,8 +135,7 @@ TEST_F(SlowDownstreamTest, SixtyFourDrippingCallsHoldUpNoOtherSaga) {
   ASSERT_TRUE(WaitFor(
       [&] {
         step = c.Get("/v1/instances/" + stuck[0]).body["steps"][0];
-        return step.value("last_error", "").find("within timeout_ms (8000 ms") !=
-               std::string::npos;
+        return step.value("last_error", "").find("within timeout_ms (8000 ms") != std::string::npos;
       },
       std::chrono::seconds(30)))
       << step.dump();

@@ -6,6 +6,7 @@
 // under its lock) once the test waited for the instance.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <map>
@@ -50,6 +51,14 @@ class ScriptedDownstream : public Adapter {
     }
     return r;
   }
+  // With `defer` set, CallAsync keeps each call and its continuation in
+  // `deferred` (the reply is made when the test runs it, on any thread),
+  // as an adapter with an event loop does; else it answers at once.
+  void CallAsync(const CallRequest& req, CallDone done) override {
+    if (!defer) return done(Call(req));
+    std::lock_guard<std::mutex> l(mu_);
+    deferred.push_back([this, req, done] { done(Call(req)); });
+  }
   QueryResult Query(const std::string&, const std::string& key, const std::string&, uint64_t, int,
                     const TraceContext&) override {
     std::lock_guard<std::mutex> l(mu_);
@@ -77,6 +86,8 @@ class ScriptedDownstream : public Adapter {
     return durable_before_send;
   }
 
+  std::atomic<bool> defer{false};
+  std::vector<std::function<void()>> deferred;  // under mu_ while calls may come
   // Set before the first call (or under no concurrent call).
   std::deque<Outcome> answers;  // in call order; then kCommitted
   QueryOutcome query_answer = QueryOutcome::kUnknown;

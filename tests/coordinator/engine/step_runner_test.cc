@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <thread>
+#include <utility>
 
 #include "coordinator/engine/instance_repository.h"
 #include "examples/examples.h"
@@ -67,8 +69,7 @@ class StepRunnerTest : public testing::StoreFixture {
                               [this](const std::string& id) { return ownership_->ReadyToSend(id); },
                               [this](const std::string& id, int64_t ms) {
                                 later_.push_back({id, ms});
-                              },
-                              [](std::function<void()> fn) { fn(); }};
+                              }};
     gates_ = std::make_unique<ServiceGates>(*downstream_, clock_);
     runner_ = std::make_unique<StepRunner>(*downstream_, clock_, *ownership_, runs_, metrics_,
                                            *gates_, driver);
@@ -145,6 +146,32 @@ TEST_F(StepRunnerTest, EachRequestLeavesOnlyAfterItsStartedRecordIsDurableOneCom
   EXPECT_EQ(commits_, 4);
   EXPECT_FALSE(runs_.StepUnderWay("o1", 1));  // chained steps are unmarked
   EXPECT_FALSE(runs_.StepUnderWay("o1", 2));
+}
+
+// An adapter with an event loop answers later, on its own thread: the action
+// returns without waiting, its step stays marked under way, and the reply
+// (on the adapter's thread) records the outcome, chains the next steps and
+// ends the action once.
+TEST_F(StepRunnerTest, AnActionWaitingForAReplyHoldsNoThreadAndEndsOnTheReplysThread) {
+  downstream_->defer = true;
+  ASSERT_TRUE(runs_.TryMarkStep("o1", 0, def_.max_parallel));
+  int ended = 0;
+  Next next = Next::kStop;
+  runner_->Execute("o1", std::make_shared<const SagaDefinition>(def_), Now(), 0, [&](Next n) {
+    ++ended;
+    next = n;
+  });
+  EXPECT_EQ(ended, 0);  // returned without its reply
+  ASSERT_EQ(downstream_->deferred.size(), 1u);
+  EXPECT_EQ(Now()->step(0).status(), StepStatus::kStarted);  // durable before it left
+  EXPECT_TRUE(runs_.StepUnderWay("o1", 0));                  // nobody may reconcile it yet
+  downstream_->defer = false;                                // the chained steps answer at once
+  std::thread([&] { downstream_->deferred[0](); }).join();   // the reply, on another thread
+  EXPECT_EQ(ended, 1);
+  EXPECT_EQ(next, Next::kContinue);
+  EXPECT_EQ(downstream_->calls.size(), 3u);
+  EXPECT_EQ(Now()->status(), SagaStatus::kCompleted);
+  runs_.UnmarkStep("o1", 0);
 }
 
 TEST_F(StepRunnerTest, APausedServiceGetsNothingWrittenAndTheStepAsksAgainLater) {
