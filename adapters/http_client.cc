@@ -170,24 +170,27 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
   Exchange(Impl& c, Service& s, HttpExchangeRequest r, Done d)
       : client(c), svc(s), in(std::move(r)), done(std::move(d)) {}
 
-  // A completion handler that runs `f` under the lock, then delivers.
+  // A completion handler that runs `f` under the lock, then calls `done`
+  // (once the exchange ended) without it.
   template <typename F>
   auto Guard(F f) {
     return [self = shared_from_this(), f = std::move(f)](auto&&... args) mutable {
-      MutexLock l(self->mu);
-      f(std::forward<decltype(args)>(args)...);
-      self->Deliver(l);
+      Done d;
+      HttpExchangeResult r;
+      {
+        MutexLock l(self->mu);
+        f(std::forward<decltype(args)>(args)...);
+        self->TakeDone(&d, &r);
+      }
+      if (d) d(std::move(r));
     };
   }
-  // Calls `done` once the exchange ended, without the lock.
-  void Deliver(MutexLock& l) {
+  // `done` and the result, once the exchange ended (else nothing).
+  void TakeDone(Done* d, HttpExchangeResult* r) REQUIRES(mu) {
     if (!finished || !done) return;
-    Done d = std::move(done);
+    *d = std::move(done);
     done = nullptr;
-    HttpExchangeResult r = std::move(result);
-    l.Unlock();
-    d(std::move(r));
-    l.Lock();
+    *r = std::move(result);
   }
 
   void Start() {
@@ -479,9 +482,14 @@ void AsyncHttpClient::Send(HttpExchangeRequest req, Done done) {
   auto x = std::make_shared<Impl::Exchange>(*impl_, *it->second, std::move(req), std::move(done));
   // Started here: the request is written from this thread when the socket
   // takes it at once (no hand-off to a loop thread).
-  MutexLock l(x->mu);
-  x->Start();
-  x->Deliver(l);
+  Done now;  // the exchange ended as it started (no TLS files)
+  HttpExchangeResult r;
+  {
+    MutexLock l(x->mu);
+    x->Start();
+    x->TakeDone(&now, &r);
+  }
+  if (now) now(std::move(r));
 }
 
 }  // namespace sagad
