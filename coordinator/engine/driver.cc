@@ -211,7 +211,8 @@ auto Driver::StepRound(const std::string& id, const SagaDefinitionPtr& def, cons
   // another worker, as before graphs); so does any saga in recovery. If the
   // action ends here (its calls were answered at once, or it made none),
   // the driver goes on; if it waits for a reply, this drive ends and the
-  // reply's task ends the action and plans the instance again.
+  // reply (on the thread that brings it) ends the action and plans the
+  // instance again.
   struct Inline {
     Mutex mu;
     bool returned GUARDED_BY(mu) = false;
@@ -241,7 +242,7 @@ auto Driver::StepRound(const std::string& id, const SagaDefinitionPtr& def, cons
     state->returned = true;
     next = state->next;
   }
-  if (!next) return Round::kDone;  // the reply's task goes on
+  if (!next) return Round::kDone;  // the reply goes on
   runs_.UnmarkStep(id, here.step);
   return AfterRound(id, *next);
 }
