@@ -6,6 +6,7 @@
 #include "adapters/http_client.h"
 #include "adapters/sha256.h"
 #include "sagas/template.h"
+#include "util/check.h"
 #include "util/json_limits.h"
 
 namespace sagad {
@@ -133,6 +134,7 @@ void HttpAdapter::QueryAsync(const std::string& service, const std::string& key,
 }
 
 CallResult HttpAdapter::Call(const CallRequest& req) {
+  SAGAD_CHECK(!AsyncHttpClient::OnLoopThread()) << "a blocking call on an event-loop thread";
   std::promise<CallResult> p;
   auto f = p.get_future();
   CallAsync(req, [&p](CallResult r) { p.set_value(std::move(r)); });
@@ -142,6 +144,7 @@ CallResult HttpAdapter::Call(const CallRequest& req) {
 QueryResult HttpAdapter::Query(const std::string& service, const std::string& key,
                                const std::string& instance_id, uint64_t fencing_token, int attempt,
                                const TraceContext& trace) {
+  SAGAD_CHECK(!AsyncHttpClient::OnLoopThread()) << "a blocking query on an event-loop thread";
   std::promise<QueryResult> p;
   auto f = p.get_future();
   QueryAsync(service, key, instance_id, fencing_token, attempt, trace,

@@ -4,7 +4,8 @@
 // what comes back is classified (classify.h). The exchanges run on an
 // asynchronous client (http_client.h: one event loop, a keep-alive pool per
 // service, timeout_ms the deadline of the whole attempt): CallAsync and
-// QueryAsync answer on its loop threads; Call and Query wait for them.
+// QueryAsync answer on its loop threads; Call and Query wait for them (never
+// on a loop thread: that one might be the thread the answer needs).
 // Thread-safety: safe for concurrent calls.
 #pragma once
 

@@ -461,6 +461,8 @@ void AsyncHttpClient::AddService(const ServiceConfig& config) {
   impl_->services[config.name] = std::move(s);
 }
 
+bool AsyncHttpClient::OnLoopThread() { return Impl::current_loop != nullptr; }
+
 std::string AsyncHttpClient::Origin(const std::string& service) const {
   auto it = impl_->services.find(service);
   return it == impl_->services.end() ? "" : it->second->origin;

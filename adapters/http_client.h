@@ -74,6 +74,9 @@ class AsyncHttpClient {
   std::string Prefix(const std::string& service) const;
 
   void Send(HttpExchangeRequest req, Done done);
+  // True on a thread that runs one of the loops (of any client): waiting
+  // there for an exchange could wait for ever.
+  static bool OnLoopThread();
 
  private:
   struct Impl;
