@@ -88,11 +88,13 @@ auto Driver::StepEnd(const std::string& id, int step, bool recovered) -> StepRun
   auto ended = std::make_shared<std::atomic<bool>>(false);
   return [this, id, step, recovered, ended](Next next) {
     if (ended->exchange(true)) return;  // an action ends once (an exception after its end)
-    runs_.UnmarkStep(id, step);
-    if (recovered) MarkRecovered(id);
-    // Not owned any more: it finished (a terminal commit gives the lease up)
-    // or another process took it; either way nothing is left to do here.
-    if (next == Next::kContinue && ownership_.Held(id)) Schedule(id);
+    // On an adapter's thread the engine may be stopping: it waits for this.
+    runs_.UnmarkStepThen(id, step, [&] {
+      if (recovered) MarkRecovered(id);
+      // Not owned any more: it finished (a terminal commit gives the lease
+      // up) or another process took it; either way nothing is left to do.
+      if (next == Next::kContinue && ownership_.Held(id)) Schedule(id);
+    });
   };
 }
 

@@ -47,6 +47,18 @@ void RunTable::UnmarkStep(const std::string& id, int step) {
   if (IdleLocked()) idle_cv_.NotifyAll();
 }
 
+void RunTable::UnmarkStepThen(const std::string& id, int step, const std::function<void()>& then) {
+  {
+    MutexLock l(mu_);
+    ++ending_;
+  }
+  UnmarkStep(id, step);
+  then();
+  MutexLock l(mu_);
+  --ending_;
+  if (IdleLocked()) idle_cv_.NotifyAll();
+}
+
 bool RunTable::StepUnderWay(const std::string& id, int step) const {
   MutexLock l(mu_);
   auto it = steps_.find(id);

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -43,6 +44,10 @@ class RunTable {
   // `limit` steps of `id` are.
   bool TryMarkStep(const std::string& id, int step, int limit);
   void UnmarkStep(const std::string& id, int step);
+  // UnmarkStep, then `then` (what follows the step's end: plan the instance
+  // again); StopAndWait waits for `then` too, so it may use the engine's
+  // parts from a thread the engine does not join (an adapter's).
+  void UnmarkStepThen(const std::string& id, int step, const std::function<void()>& then);
   bool StepUnderWay(const std::string& id, int step) const;
 
   // A wake-up of `id` at wall time `due_ms` is wanted: true if the caller
@@ -65,7 +70,9 @@ class RunTable {
   bool StopAndWait();
 
  private:
-  bool IdleLocked() const REQUIRES(mu_) { return running_.empty() && steps_under_way_ == 0; }
+  bool IdleLocked() const REQUIRES(mu_) {
+    return running_.empty() && steps_under_way_ == 0 && ending_ == 0;
+  }
 
   mutable Mutex mu_;
   CondVar idle_cv_;
@@ -73,6 +80,7 @@ class RunTable {
   std::unordered_map<std::string, std::set<int>> steps_ GUARDED_BY(mu_);
   int steps_under_way_ GUARDED_BY(mu_) = 0;
   int awaiting_replies_ GUARDED_BY(mu_) = 0;  // of those, waiting for a reply
+  int ending_ GUARDED_BY(mu_) = 0;            // UnmarkStepThen's `then` running
   std::unordered_map<std::string, int64_t> wakes_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
   bool stopped_ GUARDED_BY(mu_) = false;
