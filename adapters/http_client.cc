@@ -388,7 +388,6 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
   void Fail(bool sent, std::string error) {
     HttpExchangeResult r;
     r.sent = sent;
-    r.expired = expired;
     r.too_large = too_large;
     r.error = std::move(error);
     conn.reset();  // a broken connection is never pooled
@@ -462,11 +461,6 @@ void AsyncHttpClient::AddService(const ServiceConfig& config) {
 }
 
 bool AsyncHttpClient::OnLoopThread() { return Impl::current_loop != nullptr; }
-
-std::string AsyncHttpClient::Origin(const std::string& service) const {
-  auto it = impl_->services.find(service);
-  return it == impl_->services.end() ? "" : it->second->origin;
-}
 
 std::string AsyncHttpClient::Prefix(const std::string& service) const {
   auto it = impl_->services.find(service);

@@ -53,7 +53,6 @@ struct HttpExchangeResult {
   bool replayed = false;  // Idempotent-Replayed: true
   // When !replied:
   bool sent = true;        // false: the request cannot have been acted on
-  bool expired = false;    // timeout_ms passed
   bool too_large = false;  // the body was larger than max_response_bytes
   std::string error;       // what happened and where, in words
 };
@@ -68,8 +67,6 @@ class AsyncHttpClient {
   AsyncHttpClient& operator=(const AsyncHttpClient&) = delete;
 
   void AddService(const ServiceConfig& config);
-  // "scheme://host:port" of a service (for messages); "" if unknown.
-  std::string Origin(const std::string& service) const;
   // The path prefix of its base URL ("" or "/prefix").
   std::string Prefix(const std::string& service) const;
 
