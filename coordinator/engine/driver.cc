@@ -39,7 +39,8 @@ Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceReposit
               [this](const std::string& id) { MarkRecovered(id); },
               [this] { return RecoveryInProgress(); },
               [this](const std::string& id) { return ownership_.ReadyToSend(id); },
-              [this](const std::string& id, int64_t ms) { ScheduleAfter(id, ms); }},
+              [this](const std::string& id, int64_t ms) { ScheduleAfter(id, ms); },
+              [this](std::function<void()> fn) { executor_.Post(std::move(fn)); }},
           random) {}
 
 auto Driver::Schedule(const std::string& id) -> void {

@@ -1,7 +1,7 @@
 // StepRunner's calls to downstream services: Adapter::CallAsync and
-// QueryAsync, and what follows a reply, run on the thread that brings it
-// (the caller's when the adapter answered before it returned, else the
-// adapter's; no thread waits for a reply). The actions are in step_runner.cc and
+// QueryAsync, and what follows a reply: at once on the caller's thread when
+// the adapter answered before it returned, else a task on the engine's
+// workers (no thread waits for a reply). The actions are in step_runner.cc and
 // step_runner_undo.cc; the contract in step_runner.h.
 #include <atomic>
 #include <thread>
@@ -25,15 +25,21 @@ auto StepRunner::Continue(const std::shared_ptr<Handoff>& h, const std::string& 
     fn();  // an exception goes to the caller, as a blocking call's would
     return;
   }
-  try {
-    fn();  // on the adapter's thread, which may block (adapter.h)
-  } catch (const std::exception& e) {
-    // A bug, not an expected failure: loud, and the instance is planned
-    // again rather than left without a driver.
-    EngineLog({{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
-    driver_.schedule_after(id, 5000);
-    done(Next::kStop);
-  }
+  auto guarded = [this, id, done, fn] {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      // A bug, not an expected failure: loud, and the instance is planned
+      // again rather than left without a driver.
+      EngineLog({{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
+      driver_.schedule_after(id, 5000);
+      done(Next::kStop);
+    }
+  };
+  if (driver_.post)
+    driver_.post(std::move(guarded));  // off the adapter's (event-loop) thread
+  else
+    guarded();
 }
 
 auto StepRunner::CallIfOwner(const CallRequest& req, const Done& done, AfterCall k) -> void {

@@ -17,10 +17,9 @@
 // unmarks it when the action is done; a chained step is marked here. The
 // runner never plans: the driver (its `Driver` hooks) decides what runs next.
 // No thread waits for a downstream: an action sends with Adapter::CallAsync
-// and returns; what follows the reply (record, chain, send the next) runs on
-// the thread that brings it (the adapter's, which may block: adapter.h), or
-// at once when the adapter answered before CallAsync returned (the
-// simulator).
+// and returns; what follows the reply (record, chain, send the next) is a
+// task on the engine's workers (Driver::post), or runs at once when the
+// adapter answered before CallAsync returned (the simulator).
 // Thread-safety: any number of actions at once, on different steps.
 #pragma once
 
@@ -74,6 +73,11 @@ class StepRunner {
     // Plan the instance again after `ms` (a step whose service refused a
     // permit: paused, or at a limit).
     std::function<void(const std::string& id, int64_t ms)> schedule_after;
+    // Runs a task on the engine's workers (Executor::Post). What follows a
+    // reply that came on an adapter's thread goes there: an event-loop
+    // thread that recorded a reply (a durable commit) would hold up every
+    // other reply of its loop meanwhile. Unset: it runs on the reply's thread.
+    std::function<void(std::function<void()>)> post;
   };
 
   // How an action ends: called exactly once, with what the driver does
@@ -119,10 +123,11 @@ class StepRunner {
   // is tried kRecordTries times, then the saga goes to NEEDS_REVIEW.
   Next Transition(const std::string& id, const std::function<Status(Tx&)>& fn);
   static bool RefusedWrite(const Status& s);
-  // What follows a reply: `fn`, on the thread that brought it. On the
-  // adapter's thread an exception is logged, the instance is planned again
-  // in 5 s and the action ends (`done`); on the caller's (the reply came
-  // before the call returned) it reaches the caller.
+  // What follows a reply: `fn`, at once on the caller's thread when the
+  // reply came before the call returned (an exception reaches the caller);
+  // else a task on the workers (driver_.post), where an exception is
+  // logged, the instance is planned again in 5 s and the action ends
+  // (`done`).
   struct Handoff;
   void Continue(const std::shared_ptr<Handoff>& h, const std::string& id, const Done& done,
                 const std::function<void()>& fn);

@@ -69,7 +69,8 @@ class StepRunnerTest : public testing::StoreFixture {
                               [this](const std::string& id) { return ownership_->ReadyToSend(id); },
                               [this](const std::string& id, int64_t ms) {
                                 later_.push_back({id, ms});
-                              }};
+                              },
+                              nullptr};  // a reply's continuation runs on its thread
     gates_ = std::make_unique<ServiceGates>(*downstream_, clock_);
     runner_ = std::make_unique<StepRunner>(*downstream_, clock_, *ownership_, runs_, metrics_,
                                            *gates_, driver);
