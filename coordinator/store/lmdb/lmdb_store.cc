@@ -33,15 +33,9 @@ static std::string ActiveEntry(const nlohmann::json& snapshot) {
          snapshot.value("status", "");
 }
 
-Status LmdbStore::WriteEvents(MDB_txn* txn, const std::string& id,
-                              const std::vector<Event>& events) {
-  for (const Event& e : events)
-    SAGAD_RETURN_IF_ERROR(PutJson(txn, events_, EventKey(id, e.seq), e.ToJson(), MDB_NOOVERWRITE));
-  return Status::Ok();
-}
-
-Status LmdbStore::PutSnapshot(MDB_txn* txn, const std::string& id, const nlohmann::json& snapshot) {
-  SAGAD_RETURN_IF_ERROR(PutJson(txn, instances_, id, snapshot));
+Status LmdbStore::PutSnapshot(MDB_txn* txn, const std::string& id, const nlohmann::json& snapshot,
+                              const std::string& text) {
+  SAGAD_RETURN_IF_ERROR(PutText(txn, instances_, id, text));
   MDB_val k = Val(id);
   if (IsTerminalName(snapshot.value("status", ""))) {
     int rc = mdb_del(txn, active_, &k, nullptr);
@@ -55,7 +49,7 @@ Status LmdbStore::PutSnapshot(MDB_txn* txn, const std::string& id, const nlohman
   return Status::Ok();
 }
 
-Status LmdbStore::AppendOutbox(MDB_txn* txn, const std::vector<nlohmann::json>& outbox) {
+Status LmdbStore::AppendOutbox(MDB_txn* txn, const std::vector<std::string>& outbox) {
   if (outbox.empty()) return Status::Ok();
   Cursor cur(txn, outbox_);
   if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
@@ -69,7 +63,7 @@ Status LmdbStore::AppendOutbox(MDB_txn* txn, const std::vector<nlohmann::json>& 
     return LmdbError("mdb_cursor_get", rc);
   }
   for (const auto& m : outbox)
-    SAGAD_RETURN_IF_ERROR(PutJson(txn, outbox_, SeqKey(++last), m, MDB_APPEND));
+    SAGAD_RETURN_IF_ERROR(PutText(txn, outbox_, SeqKey(++last), m, MDB_APPEND));
   return Status::Ok();
 }
 
@@ -117,6 +111,7 @@ Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vect
   const std::string id = snapshot.at("id").get<std::string>();
   CommitRequest r{WriteKind::kCreate, id,         0,       &snapshot, &events,
                   &operations,        submission, &outbox, lease};
+  SAGAD_RETURN_IF_ERROR(Prepare(r));
   return GroupCommit(r);
 }
 
@@ -220,12 +215,27 @@ Status LmdbStore::Write(MDB_txn* txn, const CommitRequest& r) {
     int rc = mdb_del(txn, leases_, &k, nullptr);
     if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_del", rc);
   }
-  SAGAD_RETURN_IF_ERROR(PutSnapshot(txn, id, *r.snapshot));
-  SAGAD_RETURN_IF_ERROR(WriteEvents(txn, id, *r.events));
-  if (r.operations)
-    for (const OperationRecord& op : *r.operations)
-      SAGAD_RETURN_IF_ERROR(PutJson(txn, operations_, op.key, op.ToJson()));
-  return AppendOutbox(txn, *r.outbox);
+  SAGAD_RETURN_IF_ERROR(PutSnapshot(txn, id, *r.snapshot, r.texts.snapshot));
+  for (const auto& [key, text] : r.texts.events)
+    SAGAD_RETURN_IF_ERROR(PutText(txn, events_, key, text, MDB_NOOVERWRITE));
+  for (const auto& [key, text] : r.texts.operations)
+    SAGAD_RETURN_IF_ERROR(PutText(txn, operations_, key, text));
+  return AppendOutbox(txn, r.texts.outbox);
+}
+
+Status LmdbStore::Prepare(CommitRequest& r) {
+  try {
+    r.texts.snapshot = DumpJson(*r.snapshot);
+    for (const Event& e : *r.events)
+      r.texts.events.emplace_back(EventKey(r.id, e.seq), DumpJson(e.ToJson()));
+    if (r.operations)
+      for (const OperationRecord& op : *r.operations)
+        r.texts.operations.emplace_back(op.key, DumpJson(op.ToJson()));
+    for (const auto& m : *r.outbox) r.texts.outbox.push_back(DumpJson(m));
+  } catch (const std::exception& e) {
+    return Internal(std::string("write refused: ") + e.what());
+  }
+  return Status::Ok();
 }
 
 Status LmdbStore::Commit(const std::string& id, uint64_t expected_version,
@@ -241,6 +251,7 @@ Status LmdbStore::Commit(const std::string& id, uint64_t expected_version,
                   nullptr,
                   &outbox,
                   lease};
+  SAGAD_RETURN_IF_ERROR(Prepare(r));
   return GroupCommit(r);
 }
 

@@ -98,9 +98,10 @@ class LmdbStore : public Store {
 
  private:
   LmdbStore() = default;
-  Status WriteEvents(MDB_txn* txn, const std::string& id, const std::vector<Event>& events);
-  Status PutSnapshot(MDB_txn* txn, const std::string& id, const nlohmann::json& snapshot);
-  Status AppendOutbox(MDB_txn* txn, const std::vector<nlohmann::json>& outbox);
+  // `text`: the snapshot as DumpJson wrote it.
+  Status PutSnapshot(MDB_txn* txn, const std::string& id, const nlohmann::json& snapshot,
+                     const std::string& text);
+  Status AppendOutbox(MDB_txn* txn, const std::vector<std::string>& outbox);
   // Takes the lease of id in txn (see Store::AcquireLease).
   StatusOr<Lease> TakeLease(MDB_txn* txn, const std::string& id, const std::string& owner,
                             int64_t now_ms, int64_t ttl_ms, const std::string& successor_of);
@@ -142,6 +143,14 @@ class LmdbStore : public Store {
     const std::vector<nlohmann::json>* outbox;
     const Lease* lease;
     nlohmann::json record;  // responses: the record to write, prepared by Check (null: none)
+    // Creates and transitions: the records as they are written, serialised
+    // by the writer's own thread before it queues (Prepare), so that the
+    // batch's leader only checks and copies bytes while others wait.
+    struct Texts {
+      std::string snapshot;
+      std::vector<std::pair<std::string, std::string>> events, operations;  // key, record
+      std::vector<std::string> outbox;
+    } texts;
     Status result;
     bool done = false;
     // Signalled when done or when it leads; shared so that the leader can
@@ -157,6 +166,8 @@ class LmdbStore : public Store {
   Status FindFinished(MDB_txn* txn, int64_t finished_before_ms, size_t max,
                       std::vector<std::pair<std::string, nlohmann::json>>* due);
   Status DeleteRecords(MDB_txn* txn, const std::string& id, const nlohmann::json& snap);
+  // Fills r.texts; a record that cannot be serialised refuses r alone.
+  static Status Prepare(CommitRequest& r);
   Status Write(MDB_txn* txn, const CommitRequest& r);
   // Queues r and returns once it is durable (or refused).
   Status GroupCommit(CommitRequest& r);

@@ -105,14 +105,19 @@ inline StatusOr<nlohmann::json> GetJson(MDB_txn* txn, MDB_dbi dbi, const std::st
   return j;
 }
 
-inline Status PutJson(MDB_txn* txn, MDB_dbi dbi, const std::string& key, const nlohmann::json& j,
+// Puts a record already serialised (DumpJson).
+inline Status PutText(MDB_txn* txn, MDB_dbi dbi, const std::string& key, const std::string& data,
                       unsigned flags = 0) {
-  std::string data = DumpJson(j);
   MDB_val k = Val(key), v = Val(data);
   int rc = mdb_put(txn, dbi, &k, &v, flags);
   if (rc == MDB_KEYEXIST) return AlreadyExists("key exists: " + key);
   if (rc != 0) return LmdbError("mdb_put", rc);
   return Status::Ok();
+}
+
+inline Status PutJson(MDB_txn* txn, MDB_dbi dbi, const std::string& key, const nlohmann::json& j,
+                      unsigned flags = 0) {
+  return PutText(txn, dbi, key, DumpJson(j), flags);
 }
 
 inline bool IsTerminalName(const std::string& s) { return s == "COMPLETED" || s == "COMPENSATED"; }
