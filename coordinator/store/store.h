@@ -6,6 +6,7 @@
 // Thread-safety: implementations are safe for concurrent use.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -100,6 +101,18 @@ struct InstancePage {
   std::string next_cursor;                // empty when there is no more
 };
 
+// One transition as CommitAsync takes it (what Commit's arguments say),
+// owned: it lives until the commit is done.
+struct TransitionWrite {
+  std::string id;
+  uint64_t expected_version = 0;
+  std::shared_ptr<const nlohmann::json> snapshot;
+  std::vector<Event> events;
+  std::vector<OperationRecord> operations;
+  std::vector<nlohmann::json> outbox;
+  std::optional<Lease> fence;  // Commit's `lease`
+};
+
 // One entry of the index of unfinished instances.
 struct ActiveInstance {
   std::string id;
@@ -134,6 +147,18 @@ class Store {
                         const nlohmann::json& snapshot, const std::vector<Event>& events,
                         const std::vector<OperationRecord>& operations,
                         const std::vector<nlohmann::json>& outbox, const Lease* lease) = 0;
+
+  // Commit, completing a continuation instead of blocking its caller:
+  // `done` gets what Commit would return, once the write is durable (or
+  // refused). It runs on a thread of the store's, or inside CommitAsync in
+  // a store that commits synchronously (this default: Commit, then done;
+  // a test double that overrides only Commit keeps its behaviour). `done`
+  // must not block: it hands its work on (an executor's Post).
+  virtual void CommitAsync(std::shared_ptr<const TransitionWrite> w,
+                           std::function<void(Status)> done) {
+    done(Commit(w->id, w->expected_version, *w->snapshot, w->events, w->operations, w->outbox,
+                w->fence ? &*w->fence : nullptr));
+  }
 
   // Takes or renews the lease of `id` for `owner` until now + ttl: allowed
   // if there is none, it expired, or `owner` holds it; the generation grows

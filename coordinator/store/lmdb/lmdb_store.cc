@@ -255,60 +255,6 @@ Status LmdbStore::Commit(const std::string& id, uint64_t expected_version,
   return GroupCommit(r);
 }
 
-// Group commit, leader/follower: every caller queues its write; the one at
-// the front writes everything queued in one LMDB transaction (checks first,
-// so a refused write changes nothing; no nested transactions, which cost
-// LMDB a 2 MiB allocation each) with one fsync, then marks the batch done and wakes each of its
-// writers and the next leader. A caller returns only once its own write is durable.
-Status LmdbStore::GroupCommit(CommitRequest& r) {
-  MutexLock l(group_mu_);
-  group_queue_.push_back(&r);
-  r.cv->Wait(group_mu_, [&]() REQUIRES(group_mu_) { return r.done || group_queue_.front() == &r; });
-  if (r.done) return r.result;
-  std::vector<CommitRequest*> batch(group_queue_.begin(), group_queue_.end());
-  l.Unlock();
-  // Nothing may leave this block by an exception: the batch must always be
-  // marked done and popped below, or every later writer would wait forever.
-  Status batch_status;
-  try {
-    Txn txn(env_, true, &synced_commits_);
-    batch_status = txn.rc() == 0 ? Status::Ok() : LmdbError("mdb_txn_begin", txn.rc());
-    for (CommitRequest* w : batch) {
-      if (!batch_status.ok()) break;
-      w->result = Check(txn.get(), *w);
-      if (w->result.ok()) batch_status = Write(txn.get(), *w);
-    }
-    if (batch_status.ok()) {
-      int rc = txn.Commit();  // the one fsync of the batch
-      if (rc != 0) batch_status = LmdbError("mdb_txn_commit", rc);
-    }
-  } catch (const std::exception& e) {  // the transaction is aborted: nothing was written
-    batch_status = Internal(std::string("write refused: ") + e.what());
-  }
-  // /readyz says 503 from a write refused for lack of space until a new
-  // instance fits again (or CheckWritable's probe finds room). A smaller
-  // write that fits (a step's transition rewriting its snapshot in place)
-  // does not mean a submission would.
-  if (batch_status.code() == StatusCode::kUnavailable)
-    full_ = true;
-  else if (batch_status.ok() && full_)
-    for (const CommitRequest* w : batch)
-      if (w->kind == WriteKind::kCreate && w->result.ok()) full_ = false;
-  std::vector<std::shared_ptr<CondVar>> wake;
-  wake.reserve(batch.size());
-  l.Lock();
-  for (CommitRequest* w : batch) {
-    group_queue_.pop_front();
-    if (!batch_status.ok()) w->result = batch_status;
-    w->done = true;
-    if (w != &r) wake.push_back(w->cv);
-  }
-  if (!group_queue_.empty()) wake.push_back(group_queue_.front()->cv);
-  l.Unlock();
-  for (const auto& cv : wake) cv->NotifyOne();
-  return r.result;
-}
-
 StatusOr<Lease> LmdbStore::TakeLease(MDB_txn* txn, const std::string& id, const std::string& owner,
                                      int64_t now_ms, int64_t ttl_ms,
                                      const std::string& successor_of) {

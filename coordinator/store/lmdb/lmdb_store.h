@@ -6,12 +6,15 @@
 // key, for retention) and meta (schema_version).
 // Every write is synced to disk before it returns (no MDB_NOSYNC).
 // New instances, transitions and submission responses (CreateInstance,
-// Commit, SetSubmissionResponse) are group-committed: concurrent callers
-// share one write transaction and one fsync, each returning only once its
+// Commit, CommitAsync, SetSubmissionResponse) are group-committed: queued
+// writes share one write transaction and one fsync, each done only once its
 // own write is durable (or refused: a refused check changes nothing and does
-// not affect the others of the batch). The first caller in the queue writes
-// the batch itself (leader/follower, as leveldb's DBImpl::Write), so a lone
-// caller pays no thread switch. The compare-and-swap of a transition reads
+// not affect the others of the batch). A blocking caller at the front of the
+// queue writes the batch itself (leader/follower, as leveldb's
+// DBImpl::Write), so a lone caller pays no thread switch; a batch whose front
+// is a CommitAsync is written by the store's committer thread, which then
+// calls each `done` (lmdb_group_commit.cc).
+// The compare-and-swap of a transition reads
 // the version from `active` (8 bytes, not the snapshot); listing unfinished
 // instances reads no snapshot (entries written before the index held more
 // than the id fall back to it). Several processes may open the same dir.
@@ -25,8 +28,10 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "coordinator/store/store.h"
@@ -56,6 +61,8 @@ class LmdbStore : public Store {
   Status Commit(const std::string& id, uint64_t expected_version, const nlohmann::json& snapshot,
                 const std::vector<Event>& events, const std::vector<OperationRecord>& operations,
                 const std::vector<nlohmann::json>& outbox, const Lease* lease) override;
+  void CommitAsync(std::shared_ptr<const TransitionWrite> w,
+                   std::function<void(Status)> done) override;
   StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner, const Clock& clock,
                                int64_t ttl_ms, const std::string& successor_of) override;
   StatusOr<std::map<std::string, Lease>> AcquireLeases(const std::vector<std::string>& ids,
@@ -153,6 +160,10 @@ class LmdbStore : public Store {
     } texts;
     Status result;
     bool done = false;
+    // CommitAsync: what the pointers above point into, and the continuation
+    // (called once the request is done, group_mu_ let go).
+    std::shared_ptr<const TransitionWrite> keep;
+    std::function<void(Status)> then;
     // Signalled when done or when it leads; shared so that the leader can
     // signal it after releasing group_mu_ (a woken follower then does not
     // block on the mutex the leader still holds), even if the follower
@@ -171,6 +182,18 @@ class LmdbStore : public Store {
   Status Write(MDB_txn* txn, const CommitRequest& r);
   // Queues r and returns once it is durable (or refused).
   Status GroupCommit(CommitRequest& r);
+  // Writes every queued request in one transaction (the caller leads;
+  // group_mu_ is let go meanwhile), marks them done and wakes the next
+  // leader. Returns the condition variables to signal and the CommitAsync
+  // requests to complete once group_mu_ is let go (Complete).
+  struct Finished {
+    std::vector<std::shared_ptr<CondVar>> wake;
+    std::vector<CommitRequest*> then;  // owned: deleted once completed
+  };
+  Finished LeadBatch() REQUIRES(group_mu_);
+  static void Complete(Finished& f);
+  void CommitterLoop();
+  void StopCommitter();
   StatusOr<uint64_t> StoredVersion(MDB_txn* txn, const std::string& id);
   StatusOr<ActiveInstance> IndexedState(MDB_txn* txn, const std::string& id, const MDB_val* entry);
 
@@ -178,7 +201,11 @@ class LmdbStore : public Store {
   std::atomic<bool> full_{false};
   std::atomic<int64_t> last_probe_ms_{INT64_MIN / 2};  // steady clock, see ProbeRoom
   Mutex group_mu_;
-  std::deque<CommitRequest*> group_queue_ GUARDED_BY(group_mu_);  // front: the current leader
+  std::deque<CommitRequest*> group_queue_ GUARDED_BY(group_mu_);  // front: the next leader
+  bool leading_ GUARDED_BY(group_mu_) = false;                    // a batch is being written
+  bool stopping_ GUARDED_BY(group_mu_) = false;
+  CondVar committer_cv_;   // the committer: a CommitAsync is at the front, or stop
+  std::thread committer_;  // started by the first CommitAsync (under group_mu_)
 
   MDB_env* env_ = nullptr;
   MDB_dbi instances_ = 0, events_ = 0, operations_ = 0, submissions_ = 0, active_ = 0, meta_ = 0,
