@@ -40,7 +40,11 @@ Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceReposit
               [this] { return RecoveryInProgress(); },
               [this](const std::string& id) { return ownership_.ReadyToSend(id); },
               [this](const std::string& id, int64_t ms) { ScheduleAfter(id, ms); },
-              [this](std::function<void()> fn) { executor_.Post(std::move(fn)); }},
+              [this](std::function<void()> fn) { executor_.Post(std::move(fn)); },
+              [this](const std::string& id, std::function<Status(Tx&)> fn,
+                     std::function<void(Status)> done) {
+                CommitAsOwnerAsync(id, std::move(fn), std::move(done));
+              }},
           random) {}
 
 auto Driver::Schedule(const std::string& id) -> void {
@@ -439,21 +443,6 @@ auto Driver::MarkRecovered(const std::string& id) -> void {
   EngineLog({{"msg", "recovered"}, {"instance", id}, {"ms", *secs * 1000}});
 }
 
-auto Driver::Transition(const std::string& id, const std::function<Status(Tx&)>& fn) -> Next {
-  Status s = CommitAsOwner(id, fn);
-  return s.ok() ? Next::kContinue : AfterFailedCommit(id, s);
-}
-
-auto Driver::AfterFailedCommit(const std::string& id, const Status& s) -> Next {
-  if (s.code() == StatusCode::kLeaseLost)
-    return Next::kStop;  // another process owns it now: no further calls from
-                         // here
-  if (s.code() == StatusCode::kMovedOn) return Next::kContinue;
-  EngineLog({{"msg", "transition failed"}, {"instance", id}, {"error", s.ToString()}});
-  ScheduleAfter(id, 1000);
-  return Next::kStop;
-}
-
 auto Driver::EnsureOwned(const std::string& id) -> bool {
   switch (ownership_.Acquire(id)) {
     case Ownership::Take::kAlreadyHeld:
@@ -466,17 +455,6 @@ auto Driver::EnsureOwned(const std::string& id) -> bool {
   repo_.Evict(id);  // a new generation: what another owner did since counts
   EngineLog({{"msg", "lease acquired"}, {"instance", id}, {"generation", ownership_.Token(id)}});
   return true;
-}
-
-auto Driver::CommitAsOwner(const std::string& id, const std::function<Status(Tx&)>& fn) -> Status {
-  std::optional<Lease> lease = ownership_.Held(id);
-  if (!lease) return LeaseLost("lease lost: not the owner of " + id);
-  Status s = repo_.Mutate(id, fn, &*lease);
-  if (s.code() == StatusCode::kLeaseLost) {  // fenced: drop the instance
-    ownership_.Release(id);
-    EngineLog({{"msg", "lease lost; dropping instance"}, {"instance", id}});
-  }
-  return s;
 }
 
 }  // namespace sagad

@@ -70,6 +70,9 @@ class Driver {
   // A commit as the instance's owner (fenced by the lease this process
   // holds); a fenced commit drops the instance (its lease is released here).
   Status CommitAsOwner(const std::string& id, const std::function<Status(Tx&)>& fn);
+  // The same, completing `done` (on a worker) instead of blocking.
+  void CommitAsOwnerAsync(const std::string& id, std::function<Status(Tx&)> fn,
+                          std::function<void(Status)> done);
 
  private:
   void DriveLoop(const std::string& id);
@@ -133,6 +136,8 @@ class Driver {
   // The first action of an instance found at start-up is done (or it needs
   // none): its recovery latency is known.
   void MarkRecovered(const std::string& id);
+  // A commit refused because the lease changed hands: the instance is dropped.
+  void DropFenced(const std::string& id);
   // A transition the driver wants; on a lost race it simply plans again.
   Next Transition(const std::string& id, const std::function<Status(Tx&)>& fn);
   // A driver transition that did not commit: a lost race means plan again;

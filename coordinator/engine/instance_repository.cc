@@ -29,10 +29,6 @@ InstanceRepository::InstanceRepository(Store& store, const Clock& clock, Hooks h
   if (!hooks_.log) hooks_.log = [](nlohmann::json) {};
 }
 
-Mutex& InstanceRepository::stripe(const std::string& id) {
-  return stripes_[std::hash<std::string>()(id) % kStripes];
-}
-
 void InstanceRepository::CachePut(const std::string& id, std::shared_ptr<const Instance> inst) {
   MutexLock l(cache_mu_);
   if (IsTerminal(inst->status()))
@@ -76,12 +72,12 @@ StatusOr<std::shared_ptr<const Instance>> InstanceRepository::LoadLocked(const s
 }
 
 StatusOr<std::shared_ptr<const Instance>> InstanceRepository::Load(const std::string& id) {
-  MutexLock l(stripe(id));
+  InstanceTurns::Held turn(turns_, id);
   return LoadLocked(id);
 }
 
 StatusOr<std::shared_ptr<const Instance>> InstanceRepository::Peek(const std::string& id) {
-  MutexLock l(stripe(id));
+  InstanceTurns::Held turn(turns_, id);
   return LoadLocked(id, /*keep=*/false);
 }
 
@@ -93,7 +89,7 @@ Status InstanceRepository::Create(const Instance& inst, const Event& created, Tx
     events.insert(events.end(), tx->events().begin(), tx->events().end());
     ops = tx->Operations();
   }
-  MutexLock l(stripe(inst.id()));
+  InstanceTurns::Held turn(turns_, inst.id());
   auto t0 = clock_.SteadyNow();
   auto snapshot = std::make_shared<const nlohmann::json>(inst.ToJson());
   SAGAD_RETURN_IF_ERROR(store_.CreateInstance(*snapshot, events, submission,
@@ -108,7 +104,7 @@ Status InstanceRepository::Create(const Instance& inst, const Event& created, Tx
 
 Status InstanceRepository::Mutate(const std::string& id, const std::function<Status(Tx&)>& fn,
                                   const Lease* fence) {
-  MutexLock l(stripe(id));
+  InstanceTurns::Held turn(turns_, id);
   for (int attempt = 0; attempt < 5; ++attempt) {
     auto cur = LoadLocked(id);
     if (!cur.ok()) return cur.status();
@@ -140,6 +136,85 @@ Status InstanceRepository::Mutate(const std::string& id, const std::function<Sta
     return Status::Ok();
   }
   return Unavailable("instance " + id + " keeps changing under us; try again");
+}
+
+void InstanceRepository::MutateAsync(const std::string& id, std::function<Status(Tx&)> fn,
+                                     std::optional<Lease> fence, std::function<void(Status)> done) {
+  auto p = std::make_shared<Pending>(Pending{id, std::move(fn), std::move(fence), std::move(done)});
+  turns_.TakeAsync(id, [this, p] { Attempt(p); });
+}
+
+Status InstanceRepository::Build(Pending& p, std::shared_ptr<TransitionWrite>* w,
+                                 std::shared_ptr<Instance>* next) {
+  auto cur = LoadLocked(p.id);
+  if (!cur.ok()) return cur.status();
+  *next = std::make_shared<Instance>(**cur);
+  Tx tx(**next, clock_.NowMillis());
+  SAGAD_RETURN_IF_ERROR(p.fn(tx));
+  if (tx.events().empty()) return Status::Ok();
+  (*next)->set_version((*cur)->version() + 1);
+  auto write = std::make_shared<TransitionWrite>();
+  write->id = p.id;
+  write->expected_version = (*cur)->version();
+  write->snapshot = std::make_shared<const nlohmann::json>((*next)->ToJson());
+  write->events = tx.events();
+  write->operations = tx.Operations();
+  write->outbox = hooks_.outbox(**next, write->events);
+  write->fence = p.fence;
+  *w = std::move(write);
+  return Status::Ok();
+}
+
+void InstanceRepository::Attempt(const std::shared_ptr<Pending>& p) {
+  std::shared_ptr<TransitionWrite> w;
+  std::shared_ptr<Instance> next;
+  Status s;
+  try {
+    s = Build(*p, &w, &next);
+  } catch (const std::exception& e) {  // a bug in a transition: the turn still ends
+    s = Internal(std::string("transition failed: ") + e.what());
+  }
+  if (!s.ok() || !w) {
+    Finish(p, s);
+    return;
+  }
+  auto t0 = clock_.SteadyNow();
+  store_.CommitAsync(
+      w, [this, p, w, next, t0](Status c) { AfterCommit(p, w, next, clock_.SteadyNow() - t0, c); });
+}
+
+void InstanceRepository::AfterCommit(const std::shared_ptr<Pending>& p,
+                                     const std::shared_ptr<TransitionWrite>& w,
+                                     const std::shared_ptr<Instance>& next,
+                                     std::chrono::steady_clock::duration took, const Status& s) {
+  hooks_.attempted(took);
+  if (s.code() == StatusCode::kAborted && ++p->attempt < 5) {  // lost a race: reload
+    Evict(p->id);
+    Attempt(p);
+    return;
+  }
+  if (s.code() == StatusCode::kAborted) {
+    Evict(p->id);
+    Finish(p, Unavailable("instance " + p->id + " keeps changing under us; try again"));
+    return;
+  }
+  if (!s.ok()) {  // fenced (kLeaseLost) or storage trouble
+    Evict(p->id);
+    Finish(p, s);
+    return;
+  }
+  CachePut(p->id, next);
+  hooks_.committed(Commit{p->id, next, &w->events, w->snapshot, took});
+  Finish(p, s);
+}
+
+void InstanceRepository::Finish(const std::shared_ptr<Pending>& p, const Status& s) {
+  turns_.End(p->id);
+  auto done = [p, s] { p->done(s); };
+  if (hooks_.post)
+    hooks_.post(std::move(done));
+  else
+    done();
 }
 
 }  // namespace sagad

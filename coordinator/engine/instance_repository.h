@@ -16,9 +16,13 @@
 // instance from the cache; a mutator that finds the instance moved on
 // returns kMovedOn, which is passed back unchanged.
 //
-// Transitions of one instance are serialised (a striped lock); `committed`
-// runs under that lock after each commit, before any other transition of
-// the instance can start.
+// MutateAsync is the same without blocking its caller on the commit: the
+// store's CommitAsync completes it, and `done` is handed to Hooks::post.
+//
+// Transitions of one instance are serialised (InstanceTurns: a turn per
+// instance, held from the load to the end of the commit, for blocking and
+// asynchronous transitions alike); `committed` runs in that turn after each
+// commit, before any other transition of the instance can start.
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
@@ -26,10 +30,12 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "coordinator/engine/instance_turns.h"
 #include "coordinator/engine/transition.h"
 #include "coordinator/store/store.h"
 #include "sagas/instance.h"
@@ -57,6 +63,9 @@ class InstanceRepository {
     std::function<void(std::chrono::steady_clock::duration)> attempted;
     // A line for the log (a replay, a snapshot that disagrees with its log).
     std::function<void(nlohmann::json)> log;
+    // Runs MutateAsync's `done` (an executor's Post), off the thread that
+    // completed the commit (the store's). Unset: `done` runs there.
+    std::function<void(std::function<void()>)> post;
   };
 
   InstanceRepository(Store& store, const Clock& clock, Hooks hooks);
@@ -86,29 +95,42 @@ class InstanceRepository {
   // See above. `fence`: the lease the commit must still hold (null for an
   // operator's action, which makes no downstream call).
   Status Mutate(const std::string& id, const std::function<Status(Tx&)>& fn, const Lease* fence);
+  // Mutate, completing `done` with what Mutate would return. `fn` runs in
+  // the instance's turn: inside this call when the turn is free, else when
+  // the transition before it ends; again after a lost race.
+  void MutateAsync(const std::string& id, std::function<Status(Tx&)> fn, std::optional<Lease> fence,
+                   std::function<void(Status)> done);
 
   Store& store() { return store_; }
 
  private:
-  // A stripe is held across the store's commit (its fsync): two instances
-  // sharing one wait a whole group commit for each other. With 64 stripes
-  // and 64 sagas in flight most commits met another instance's (a profile
-  // at concurrency 64: 9 % of sagad's context switches were these waits);
-  // with 4096 a collision is rare (a mutex is 40 bytes: 160 KiB).
-  static constexpr size_t kStripes = 4096;
-  Mutex& stripe(const std::string& id);
   void CachePut(const std::string& id, std::shared_ptr<const Instance> inst);
-  // REQUIRES: stripe(id) held.
+  // One MutateAsync under way (it holds the instance's turn).
+  struct Pending {
+    std::string id;
+    std::function<Status(Tx&)> fn;
+    std::optional<Lease> fence;
+    std::function<void(Status)> done;
+    int attempt = 0;
+  };
+  // Loads, applies fn, and hands the write to the store; *w stays null when
+  // fn failed or added no event (nothing to commit).
+  Status Build(Pending& p, std::shared_ptr<TransitionWrite>* w, std::shared_ptr<Instance>* next);
+  void Attempt(const std::shared_ptr<Pending>& p);
+  void AfterCommit(const std::shared_ptr<Pending>& p, const std::shared_ptr<TransitionWrite>& w,
+                   const std::shared_ptr<Instance>& next, std::chrono::steady_clock::duration took,
+                   const Status& s);
+  // Ends p's turn and completes it with s (through Hooks::post).
+  void Finish(const std::shared_ptr<Pending>& p, const Status& s);
+  // REQUIRES: the turn of id held.
   // `keep`: a copy read from the store is cached (false for Peek).
   StatusOr<std::shared_ptr<const Instance>> LoadLocked(const std::string& id, bool keep = true);
 
   Store& store_;
   const Clock& clock_;
   Hooks hooks_;
-  Mutex stripes_[kStripes];
+  InstanceTurns turns_;
   Mutex cache_mu_;
-  // The stripes guard no member: each serialises one instance's
-  // transitions (a lock on a key, which the analysis cannot name).
   std::unordered_map<std::string, std::shared_ptr<const Instance>> cache_ GUARDED_BY(cache_mu_);
 };
 

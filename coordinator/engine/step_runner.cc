@@ -34,22 +34,39 @@ StepRunner::StepRunner(Adapter& adapter, const Clock& clock, const Ownership& ow
 auto StepRunner::Transition(const std::string& id, const std::function<Status(Tx&)>& fn) -> Next {
   Status s = driver_.commit(id, fn);
   for (int tries = 1; RefusedWrite(s) && tries < kRecordTries; ++tries) s = driver_.commit(id, fn);
-  if (RefusedWrite(s)) {
-    // The store keeps refusing what this transition writes: never loop on
-    // it. The saga stops for a human (the step keeps its last recorded
-    // state: what the call did is in the log line below and the bundle).
-    EngineLog({{"msg", "outcome cannot be recorded"}, {"instance", id}, {"error", s.ToString()}});
-    Status e = driver_.commit(id, [&](Tx& tx) -> Status {
-      SagaStatus ss = tx.inst().status();
-      if (ss == SagaStatus::kNeedsReview || IsTerminal(ss)) return Status::Ok();
-      return tx.Saga(
-          SagaEvent::kEscalate,
-          {{"reason", "an outcome could not be recorded after " + std::to_string(kRecordTries) +
-                          " tries (the store refused the write: " + s.message() + ")"}});
-    });
-    if (e.ok()) return Next::kStop;
-  }
+  if (RefusedWrite(s)) return GiveUpRecording(id, s);
   return s.ok() ? Next::kContinue : driver_.after_failure(id, s);
+}
+
+auto StepRunner::TransitionAsync(const std::string& id, std::function<Status(Tx&)> fn,
+                                 std::function<void(Next)> then, int tries) -> void {
+  driver_.commit_async(id, fn, [this, id, fn, then, tries](Status s) {
+    if (RefusedWrite(s) && tries < kRecordTries) {
+      TransitionAsync(id, fn, then, tries + 1);
+      return;
+    }
+    if (RefusedWrite(s)) {
+      then(GiveUpRecording(id, s));
+      return;
+    }
+    then(s.ok() ? Next::kContinue : driver_.after_failure(id, s));
+  });
+}
+
+auto StepRunner::GiveUpRecording(const std::string& id, const Status& s) -> Next {
+  // The store keeps refusing what this transition writes: never loop on
+  // it. The saga stops for a human (the step keeps its last recorded
+  // state: what the call did is in the log line below and the bundle).
+  EngineLog({{"msg", "outcome cannot be recorded"}, {"instance", id}, {"error", s.ToString()}});
+  Status e = driver_.commit(id, [&](Tx& tx) -> Status {
+    SagaStatus ss = tx.inst().status();
+    if (ss == SagaStatus::kNeedsReview || IsTerminal(ss)) return Status::Ok();
+    return tx.Saga(
+        SagaEvent::kEscalate,
+        {{"reason", "an outcome could not be recorded after " + std::to_string(kRecordTries) +
+                        " tries (the store refused the write: " + s.message() + ")"}});
+  });
+  return e.ok() ? Next::kStop : driver_.after_failure(id, s);
 }
 
 auto StepRunner::RefusedWrite(const Status& s) -> bool {
@@ -257,26 +274,36 @@ auto StepRunner::AfterForward(const std::string& id, const SagaDefinitionPtr& de
        {"http_status", res.http_status},
        {"ms",
         std::chrono::duration_cast<std::chrono::milliseconds>(clock_.SteadyNow() - t0).count()}});
-  int chained = -1, marked = -1;
-  Rendered chained_request;
-  Next next = Transition(id, [&](Tx& tx) -> Status {
-    chained = -1;
-    SAGAD_RETURN_IF_ERROR(RecordForward(tx, def, i, res));
-    if (res.outcome != Outcome::kCommitted) return Status::Ok();
-    SAGAD_RETURN_IF_ERROR(Chain(tx, def, &marked, &chained, &chained_request));
-    if (chained >= 0) CrashPoint("before_started");  // the next STARTED is not durable yet
-    return Status::Ok();
-  });
-  CrashPoint("after_outcome");
-  if (marked >= 0 && (next == Next::kStop || chained != marked)) runs_.UnmarkStep(id, marked);
-  if (i != launched) runs_.UnmarkStep(id, i);
-  if (next == Next::kStop || chained < 0) {
-    done(next);
-    return;
-  }
-  CrashPoint("after_started");
-  if (!def.IsChain()) driver_.schedule(id);  // siblings that became ready start beside it
-  SendForward(id, defp, chained, std::move(chained_request), 1, nullptr, trace, launched, done);
+  // What the outcome's commit chained (Chain): the next step marked and
+  // started in the same commit, and its request.
+  struct Chained {
+    int step = -1, marked = -1;
+    Rendered request;
+  };
+  auto c = std::make_shared<Chained>();
+  TransitionAsync(
+      id,
+      [this, defp, i, res, c](Tx& tx) -> Status {
+        c->step = -1;
+        SAGAD_RETURN_IF_ERROR(RecordForward(tx, *defp, i, res));
+        if (res.outcome != Outcome::kCommitted) return Status::Ok();
+        SAGAD_RETURN_IF_ERROR(Chain(tx, *defp, &c->marked, &c->step, &c->request));
+        if (c->step >= 0) CrashPoint("before_started");  // the next STARTED is not durable yet
+        return Status::Ok();
+      },
+      [this, id, defp, i, launched, trace, c, done](Next next) {
+        CrashPoint("after_outcome");
+        if (c->marked >= 0 && (next == Next::kStop || c->step != c->marked))
+          runs_.UnmarkStep(id, c->marked);
+        if (i != launched) runs_.UnmarkStep(id, i);
+        if (next == Next::kStop || c->step < 0) {
+          done(next);
+          return;
+        }
+        CrashPoint("after_started");
+        if (!defp->IsChain()) driver_.schedule(id);  // siblings that became ready start beside it
+        SendForward(id, defp, c->step, std::move(c->request), 1, nullptr, trace, launched, done);
+      });
 }
 
 auto StepRunner::RecordForward(Tx& tx, const SagaDefinition& def, int i, const CallResult& res)

@@ -78,6 +78,12 @@ class StepRunner {
     // thread that recorded a reply (a durable commit) would hold up every
     // other reply of its loop meanwhile. Unset: it runs on the reply's thread.
     std::function<void(std::function<void()>)> post;
+    // `commit`, completing `done` on a worker instead of blocking (the
+    // store's CommitAsync): what follows a reply holds no thread while its
+    // outcome is made durable.
+    std::function<void(const std::string& id, std::function<Status(Tx&)> fn,
+                       std::function<void(Status)> done)>
+        commit_async;
   };
 
   // How an action ends: called exactly once, with what the driver does
@@ -122,6 +128,12 @@ class StepRunner {
   // it holds (Internal, InvalidArgument: not a lost race, lease or outage)
   // is tried kRecordTries times, then the saga goes to NEEDS_REVIEW.
   Next Transition(const std::string& id, const std::function<Status(Tx&)>& fn);
+  // The same through driver_.commit_async: `then` gets the Next.
+  void TransitionAsync(const std::string& id, std::function<Status(Tx&)> fn,
+                       std::function<void(Next)> then, int tries = 1);
+  // What a write the store refused kRecordTries times means: the saga
+  // stops for a human (NEEDS_REVIEW), or after_failure if even that fails.
+  Next GiveUpRecording(const std::string& id, const Status& s);
   static bool RefusedWrite(const Status& s);
   // What follows a reply: `fn`, at once on the caller's thread when the
   // reply came before the call returned (an exception reaches the caller);
@@ -161,7 +173,7 @@ class StepRunner {
   Status RecordForward(Tx& tx, const SagaDefinition& def, int i, const CallResult& res);
   Status RecordUndo(Tx& tx, const SagaDefinition& def, int i, const CallResult& res);
   // What Compensate does once step i's undo reply is in.
-  void AfterUndo(const std::string& id, const SagaDefinition& def, int i,
+  void AfterUndo(const std::string& id, const SagaDefinitionPtr& def, int i,
                  const std::string& trace_id, std::chrono::steady_clock::time_point t0,
                  const CallResult& res, const Done& done);
   // Records a reconciliation's answer about step i's compensation.

@@ -66,13 +66,14 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinitionPtr& defp
                   done(driver_.after_failure(id, sent));
                   return;
                 }
-                AfterUndo(id, *defp, i, trace_id, t0, res, done);
+                AfterUndo(id, defp, i, trace_id, t0, res, done);
               });
 }
 
-auto StepRunner::AfterUndo(const std::string& id, const SagaDefinition& def, int i,
+auto StepRunner::AfterUndo(const std::string& id, const SagaDefinitionPtr& defp, int i,
                            const std::string& trace_id, std::chrono::steady_clock::time_point t0,
                            const CallResult& res, const Done& done) -> void {
+  const SagaDefinition& def = *defp;
   const StepDefinition& sd = def.steps[i];
   CrashPoint("before_compensation_outcome");
   metrics_.Call("compensation", res, clock_.SteadyNow() - t0,
@@ -84,9 +85,12 @@ auto StepRunner::AfterUndo(const std::string& id, const SagaDefinition& def, int
              {"key", id + ":" + sd.name + ":compensate"},
              {"outcome", OutcomeName(res.outcome)},
              {"http_status", res.http_status}});
-  Next next = Transition(id, [&](Tx& tx) { return RecordUndo(tx, def, i, res); });
-  CrashPoint("after_compensation_outcome");
-  done(next);
+  TransitionAsync(
+      id, [this, defp, i, res](Tx& tx) { return RecordUndo(tx, *defp, i, res); },
+      [done](Next next) {
+        CrashPoint("after_compensation_outcome");
+        done(next);
+      });
 }
 
 // The outcome of step i's compensation call: COMPENSATED, refused (review),

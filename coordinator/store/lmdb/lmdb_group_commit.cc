@@ -31,8 +31,8 @@ Status LmdbStore::GroupCommit(CommitRequest& r) {
 
 void LmdbStore::CommitAsync(std::shared_ptr<const TransitionWrite> w,
                             std::function<void(Status)> done) {
-  auto* r = new CommitRequest(WriteKind::kTransition, w->id, w->expected_version,
-                              w->snapshot.get(), &w->events, &w->operations, nullptr, &w->outbox,
+  auto* r = new CommitRequest(WriteKind::kTransition, w->id, w->expected_version, w->snapshot.get(),
+                              &w->events, &w->operations, nullptr, &w->outbox,
                               w->fence ? &*w->fence : nullptr);
   r->keep = std::move(w);
   Status prepared = Prepare(*r);

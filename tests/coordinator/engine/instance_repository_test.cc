@@ -4,8 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <optional>
+#include <thread>
+
 #include "examples/examples.h"
 #include "tests/testing/store_fixture.h"
+#include "util/mutex.h"
 
 namespace sagad {
 namespace {
@@ -37,6 +42,17 @@ class InstanceRepositoryTest : public testing::StoreFixture {
   static std::function<Status(Tx&)> StartStep(int i) {
     return [i](Tx& tx) {
       return tx.Step(i, StepEvent::kStart, {{"key", "k" + std::to_string(i)}});
+    };
+  }
+
+  // Commits step 0 if it is STARTED, else notes a stale answer; counts its
+  // calls (a lost race applies it again).
+  static std::function<Status(Tx&)> CommitOnceStarted(int* calls) {
+    return [calls](Tx& tx) -> Status {
+      ++*calls;
+      if (tx.inst().step(0).status() != StepStatus::kStarted)
+        return tx.Note(0, "reconciled", {{"answer", "stale"}});
+      return tx.Step(0, StepEvent::kCommit, {{"external_ref", "T-1"}});
     };
   }
 
@@ -124,15 +140,7 @@ TEST_F(InstanceRepositoryTest, ALostRaceReloadsAndAppliesTheTransitionAgain) {
   ASSERT_TRUE(repo_->Load("i1").ok());  // cached at version 1 here
   ASSERT_TRUE(other->Mutate("i1", StartStep(0), nullptr).ok());
   int calls = 0;
-  Status s = repo_->Mutate(
-      "i1",
-      [&](Tx& tx) -> Status {
-        ++calls;
-        if (tx.inst().step(0).status() != StepStatus::kStarted)
-          return tx.Note(0, "reconciled", {{"answer", "stale"}});
-        return tx.Step(0, StepEvent::kCommit, {{"external_ref", "T-1"}});
-      },
-      nullptr);
+  Status s = repo_->Mutate("i1", CommitOnceStarted(&calls), nullptr);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(calls, 2);  // applied to version 1, refused, applied to version 2
   auto now = repo_->Load("i1");
@@ -171,6 +179,96 @@ TEST_F(InstanceRepositoryTest, AFinishedInstanceIsNotKeptInTheCache) {
   auto inst = repo_->Load("i1");
   ASSERT_TRUE(inst.ok());
   EXPECT_EQ((*inst)->status(), SagaStatus::kCompensated);
+}
+
+// MutateAsync: what Mutate does, completed by the store's CommitAsync.
+class MutateAsyncTest : public InstanceRepositoryTest {
+ protected:
+  // Waits (with a deadline) for the answer of the MutateAsync that `done`
+  // was made for.
+  struct Answer {
+    Mutex mu;
+    CondVar cv;
+    std::optional<Status> got GUARDED_BY(mu);
+    std::function<void(Status)> Done() {
+      return [this](Status s) {
+        MutexLock l(mu);
+        got = s;
+        cv.NotifyAll();
+      };
+    }
+    std::optional<Status> Wait() {
+      MutexLock l(mu);
+      cv.WaitFor(mu, std::chrono::seconds(10), [&]() REQUIRES(mu) { return got.has_value(); });
+      return got;
+    }
+  };
+};
+
+TEST_F(MutateAsyncTest, CompletesOnceTheCommitIsDurableAndRunsTheCommittedHookFirst) {
+  Answer a;
+  repo_->MutateAsync("i1", StartStep(0), std::nullopt, a.Done());
+  auto s = a.Wait();
+  ASSERT_TRUE(s) << "never completed";
+  ASSERT_TRUE(s->ok()) << s->ToString();
+  EXPECT_EQ(commits_, std::vector<std::string>{"started"});
+  EXPECT_EQ(store_->GetInstance("i1")->value("version", 0), 2);
+  EXPECT_EQ(repo_->CachedVersion("i1"), 2u);
+  EXPECT_EQ(store_->GetOperation("k0")->state, "STARTED");
+}
+
+TEST_F(MutateAsyncTest, ALostRaceReloadsAndAFenceRefuses) {
+  std::vector<std::string> other_commits;
+  auto other = Make(&other_commits);
+  ASSERT_TRUE(repo_->Load("i1").ok());  // cached at version 1 here
+  ASSERT_TRUE(other->Mutate("i1", StartStep(0), nullptr).ok());
+  int calls = 0;
+  Answer a;
+  repo_->MutateAsync("i1", CommitOnceStarted(&calls), std::nullopt, a.Done());
+  auto s = a.Wait();
+  ASSERT_TRUE(s && s->ok()) << (s ? s->ToString() : "never completed");
+  EXPECT_EQ(calls, 2);  // applied to version 1, refused, applied to version 2
+  EXPECT_EQ((*repo_->Load("i1"))->step(0).status(), StepStatus::kCommitted);
+
+  auto mine = store_->AcquireLease("i1", "east/1", clock_, 3000, "");
+  ASSERT_TRUE(mine.ok());
+  clock_.Advance(4000);
+  ASSERT_TRUE(store_->AcquireLease("i1", "west/1", clock_, 3000, "").ok());
+  Answer fenced;
+  repo_->MutateAsync("i1", StartStep(1), *mine, fenced.Done());
+  s = fenced.Wait();
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->code(), StatusCode::kLeaseLost) << s->ToString();
+  EXPECT_EQ(repo_->CachedVersion("i1"), 0u);  // dropped
+}
+
+// An instance's transitions never interleave: one that asks while another
+// holds the instance's turn waits for it, blocking or not, in order.
+TEST_F(MutateAsyncTest, TransitionsOfOneInstanceTakeTurnsInTheOrderTheyAsked) {
+  InstanceTurns turns;
+  std::vector<std::string> order;
+  turns.Take("x");
+  turns.TakeAsync("x", [&] {
+    order.push_back("async");
+    turns.End("x");
+  });
+  std::thread blocking([&] {
+    turns.Take("x");
+    order.push_back("blocking");
+    turns.End("x");
+  });
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (turns.Waiting("x") < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  ASSERT_EQ(turns.Waiting("x"), 2u);
+  EXPECT_TRUE(order.empty());  // nothing ran while the turn was held
+  turns.End("x");
+  blocking.join();
+  EXPECT_EQ(order, (std::vector<std::string>{"async", "blocking"}));
+  EXPECT_EQ(turns.Waiting("x"), 0u);
+  turns.TakeAsync("x", [&] { order.push_back("free"); });  // nobody holds it: at once
+  EXPECT_EQ(order.back(), "free");
+  turns.End("x");
 }
 
 }  // namespace

@@ -86,9 +86,9 @@ TEST_F(StoreTest, CommitAsyncIsFencedByTheLease) {
 TEST_F(StoreTest, AsyncAndBlockingWritersMixAndEachGetsItsOwnAnswerOnce) {
   constexpr int kInstances = 8, kRounds = 20;
   for (int t = 0; t < kInstances; ++t)
-    ASSERT_TRUE(store_->CreateInstance(Snap("i" + std::to_string(t), 1), {Ev(1, "c")}, nullptr,
-                                       {}, nullptr)
-                    .ok());
+    ASSERT_TRUE(
+        store_->CreateInstance(Snap("i" + std::to_string(t), 1), {Ev(1, "c")}, nullptr, {}, nullptr)
+            .ok());
   Answers answers;
   std::atomic<int> wrong{0};
   std::vector<std::thread> threads;
