@@ -56,9 +56,7 @@ class InstanceTurns {
     std::unordered_map<std::string, std::deque<Taker>> held GUARDED_BY(mu);
   };
   static constexpr size_t kShards = 64;
-  Shard& ShardOf(const std::string& id) {
-    return shards_[std::hash<std::string>()(id) % kShards];
-  }
+  Shard& ShardOf(const std::string& id) { return shards_[std::hash<std::string>()(id) % kShards]; }
   Shard shards_[kShards];
 };
 

@@ -112,7 +112,7 @@ Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vect
   CommitRequest r{WriteKind::kCreate, id,         0,       &snapshot, &events,
                   &operations,        submission, &outbox, lease};
   SAGAD_RETURN_IF_ERROR(Prepare(r));
-  return GroupCommit(r);
+  return group_.Commit(r);
 }
 
 // Version, saga and status of `id`: from its `active` entry (`entry`, may be
@@ -252,7 +252,7 @@ Status LmdbStore::Commit(const std::string& id, uint64_t expected_version,
                   &outbox,
                   lease};
   SAGAD_RETURN_IF_ERROR(Prepare(r));
-  return GroupCommit(r);
+  return group_.Commit(r);
 }
 
 StatusOr<Lease> LmdbStore::TakeLease(MDB_txn* txn, const std::string& id, const std::string& owner,

@@ -12,8 +12,8 @@
 // not affect the others of the batch). A blocking caller at the front of the
 // queue writes the batch itself (leader/follower, as leveldb's
 // DBImpl::Write), so a lone caller pays no thread switch; a batch whose front
-// is a CommitAsync is written by the store's committer thread, which then
-// calls each `done` (lmdb_group_commit.cc).
+// is a CommitAsync is written by the store's committer thread (GroupCommit,
+// coordinator/store/group_commit.h).
 // The compare-and-swap of a transition reads
 // the version from `active` (8 bytes, not the snapshot); listing unfinished
 // instances reads no snapshot (entries written before the index held more
@@ -34,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "coordinator/store/group_commit.h"
 #include "coordinator/store/store.h"
 #include "util/mutex.h"
 
@@ -127,7 +128,7 @@ class LmdbStore : public Store {
   // One queued write of the group commit: a new instance, a transition of an
   // existing one, or the response of a submission.
   enum class WriteKind { kCreate, kTransition, kSubmissionResponse };
-  struct CommitRequest {
+  struct CommitRequest : GroupCommit::Write {
     CommitRequest(WriteKind k, const std::string& i, uint64_t ev, const nlohmann::json* snap,
                   const std::vector<Event>* evs, const std::vector<OperationRecord>* ops,
                   const Submission* sub, const std::vector<nlohmann::json>* out, const Lease* l)
@@ -158,17 +159,8 @@ class LmdbStore : public Store {
       std::vector<std::pair<std::string, std::string>> events, operations;  // key, record
       std::vector<std::string> outbox;
     } texts;
-    Status result;
-    bool done = false;
-    // CommitAsync: what the pointers above point into, and the continuation
-    // (called once the request is done, group_mu_ let go).
+    // CommitAsync: what the pointers above point into.
     std::shared_ptr<const TransitionWrite> keep;
-    std::function<void(Status)> then;
-    // Signalled when done or when it leads; shared so that the leader can
-    // signal it after releasing group_mu_ (a woken follower then does not
-    // block on the mutex the leader still holds), even if the follower
-    // already saw `done` and returned.
-    std::shared_ptr<CondVar> cv = std::make_shared<CondVar>();
   };
   StatusOr<InstancePage> ListByKey(const InstanceFilter& filter, const std::string& cursor);
   Status Check(MDB_txn* txn, CommitRequest& r);
@@ -180,32 +172,16 @@ class LmdbStore : public Store {
   // Fills r.texts; a record that cannot be serialised refuses r alone.
   static Status Prepare(CommitRequest& r);
   Status Write(MDB_txn* txn, const CommitRequest& r);
-  // Queues r and returns once it is durable (or refused).
-  Status GroupCommit(CommitRequest& r);
-  // Writes every queued request in one transaction (the caller leads;
-  // group_mu_ is let go meanwhile), marks them done and wakes the next
-  // leader. Returns the condition variables to signal and the CommitAsync
-  // requests to complete once group_mu_ is let go (Complete).
-  struct Finished {
-    std::vector<std::shared_ptr<CondVar>> wake;
-    std::vector<CommitRequest*> then;  // owned: deleted once completed
-  };
-  Finished LeadBatch() REQUIRES(group_mu_);
-  static void Complete(Finished& f);
-  void CommitterLoop();
-  void StopCommitter();
+  // The group commit's Writer: one LMDB transaction, one fsync.
+  void WriteBatch(const std::vector<GroupCommit::Write*>& batch);
   StatusOr<uint64_t> StoredVersion(MDB_txn* txn, const std::string& id);
   StatusOr<ActiveInstance> IndexedState(MDB_txn* txn, const std::string& id, const MDB_val* entry);
 
   std::atomic<uint64_t> synced_commits_{0};
   std::atomic<bool> full_{false};
   std::atomic<int64_t> last_probe_ms_{INT64_MIN / 2};  // steady clock, see ProbeRoom
-  Mutex group_mu_;
-  std::deque<CommitRequest*> group_queue_ GUARDED_BY(group_mu_);  // front: the next leader
-  bool leading_ GUARDED_BY(group_mu_) = false;                    // a batch is being written
-  bool stopping_ GUARDED_BY(group_mu_) = false;
-  CondVar committer_cv_;   // the committer: a CommitAsync is at the front, or stop
-  std::thread committer_;  // started by the first CommitAsync (under group_mu_)
+  // Creates, transitions and submission responses (lmdb_group_commit.cc).
+  GroupCommit group_{[this](const std::vector<GroupCommit::Write*>& b) { WriteBatch(b); }};
 
   MDB_env* env_ = nullptr;
   MDB_dbi instances_ = 0, events_ = 0, operations_ = 0, submissions_ = 0, active_ = 0, meta_ = 0,

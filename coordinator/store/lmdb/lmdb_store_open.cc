@@ -137,7 +137,7 @@ StatusOr<std::unique_ptr<LmdbStore>> LmdbStore::OpenReadOnly(const std::string& 
 }
 
 LmdbStore::~LmdbStore() {
-  StopCommitter();  // every queued write done first
+  group_.Stop();  // every queued write done first
   if (env_) mdb_env_close(env_);
 }
 

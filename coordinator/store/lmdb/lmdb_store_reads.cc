@@ -71,7 +71,7 @@ Status LmdbStore::SetSubmissionResponse(const std::string& key, int status,
   answer.response = response;
   CommitRequest r{
       WriteKind::kSubmissionResponse, key, 0, nullptr, nullptr, nullptr, &answer, nullptr, nullptr};
-  return GroupCommit(r);  // shares the fsync of the transitions around it
+  return group_.Commit(r);  // shares the fsync of the transitions around it
 }
 
 StatusOr<InstancePage> LmdbStore::ListInstances(const InstanceFilter& filter, size_t limit,

@@ -1,5 +1,5 @@
-// PostgresStore's group commit (leader/follower, as LmdbStore's): the writer
-// at the front of the queue sends every queued write in one sagad_apply call
+// PostgresStore's group commit (GroupCommit: leader/follower, and a committer
+// thread for CommitAsync): the leader sends every queued write in one sagad_apply call
 // (one round trip, one WAL flush); a batch the server refuses for what one
 // write holds is retried write by write, so one bad write fails alone.
 #include "coordinator/store/postgres/postgres_rows.h"
@@ -57,20 +57,19 @@ Status PostgresStore::RunApply(const std::vector<Pending*>& batch, size_t from, 
   }
 }
 
-// Group commit, leader/follower as in LmdbStore::GroupCommit: the writer at
-// the front sends everything queued as one sagad_apply call.
 Status PostgresStore::Apply(nlohmann::json request) {
   Pending p;
   p.request = std::move(request);
-  MutexLock l(group_mu_);
-  group_queue_.push_back(&p);
-  p.cv->Wait(group_mu_, [&]() REQUIRES(group_mu_) { return p.done || group_queue_.front() == &p; });
-  if (p.done) return p.result;
-  std::vector<Pending*> batch(group_queue_.begin(), group_queue_.end());
-  l.Unlock();
-  // One sagad_apply call for the whole batch. If the server refuses it for
-  // what one write holds (not for connection trouble), each write is tried
-  // alone: one bad write fails alone, the others are applied.
+  return group_.Commit(p);
+}
+
+// One sagad_apply call for the whole batch. If the server refuses it for
+// what one write holds (not for connection trouble), each write is tried
+// alone: one bad write fails alone, the others are applied.
+void PostgresStore::ApplyBatch(const std::vector<GroupCommit::Write*>& writes) {
+  std::vector<Pending*> batch;
+  batch.reserve(writes.size());
+  for (GroupCommit::Write* w : writes) batch.push_back(static_cast<Pending*>(w));
   std::vector<Status> results(batch.size());
   std::vector<std::string> answers(batch.size());
   Status batch_status = RunApply(batch, 0, batch.size(), &answers);
@@ -79,43 +78,28 @@ Status PostgresStore::Apply(nlohmann::json request) {
   } else {
     for (auto& r : results) r = batch_status;
   }
-  std::vector<std::shared_ptr<CondVar>> wake;
-  wake.reserve(batch.size());
-  l.Lock();
-  for (size_t i = 0; i < batch.size(); ++i) {
-    Pending* w = batch[i];
-    group_queue_.pop_front();
-    if (!results[i].ok()) {
-      w->result = results[i];
-    } else {
-      const std::string& a = answers[i];
-      const std::string id = w->request.value("id", "");
-      if (a == "ok")
-        w->result = Status::Ok();
-      else if (a == "exists")
-        w->result = AlreadyExists("instance " + id + " exists");
-      else if (a == "key_exists")
-        w->result = AlreadyExists("key exists: " + w->request["submission"].value("key", ""));
-      else if (a == "missing")
-        w->result = NotFound("not found: " + id);
-      else if (a.rfind("version:", 0) == 0)
-        w->result = Aborted("instance " + id + " changed: version " + a.substr(8) + ", expected " +
-                            std::to_string(w->request.value("expected_version", 0)));
-      else if (a.rfind("lease:", 0) == 0) {
-        size_t colon = a.rfind(':');
-        w->result = LeaseLost("lease lost: instance " + id + " is owned by '" +
-                              a.substr(6, colon - 6) + "' generation " + a.substr(colon + 1));
-      } else {
-        w->result = Internal("sagad_apply: unexpected answer " + a);
-      }
-    }
-    w->done = true;
-    if (w != &p) wake.push_back(w->cv);
+  for (size_t i = 0; i < batch.size(); ++i)
+    batch[i]->result = results[i].ok() ? AnswerOf(*batch[i], answers[i]) : results[i];
+}
+
+Status PostgresStore::AnswerOf(const Pending& w, const std::string& a) {
+  const std::string id = w.request.value("id", "");
+  if (a == "ok") return Status::Ok();
+  if (a == "exists") return AlreadyExists("instance " + id + " exists");
+  if (a == "key_exists")
+    return AlreadyExists("key exists: " + (w.request.contains("submission")
+                                               ? w.request.at("submission").value("key", "")
+                                               : ""));
+  if (a == "missing") return NotFound("not found: " + id);
+  if (a.rfind("version:", 0) == 0)
+    return Aborted("instance " + id + " changed: version " + a.substr(8) + ", expected " +
+                   std::to_string(w.request.value("expected_version", 0)));
+  if (a.rfind("lease:", 0) == 0) {
+    size_t colon = a.rfind(':');
+    return LeaseLost("lease lost: instance " + id + " is owned by '" + a.substr(6, colon - 6) +
+                     "' generation " + a.substr(colon + 1));
   }
-  if (!group_queue_.empty()) wake.push_back(group_queue_.front()->cv);
-  l.Unlock();
-  for (const auto& cv : wake) cv->NotifyOne();
-  return p.result;
+  return Internal("sagad_apply: unexpected answer " + a);
 }
 
 }  // namespace sagad

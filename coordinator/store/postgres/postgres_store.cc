@@ -324,10 +324,10 @@ Status PostgresStore::CreateInstance(const nlohmann::json& snapshot,
   return Apply(std::move(w));
 }
 
-Status PostgresStore::Commit(const std::string& id, uint64_t expected_version,
-                             const nlohmann::json& snapshot, const std::vector<Event>& events,
-                             const std::vector<OperationRecord>& operations,
-                             const std::vector<nlohmann::json>& outbox, const Lease* lease) {
+StatusOr<nlohmann::json> PostgresStore::CommitRequest(
+    const std::string& id, uint64_t expected_version, const nlohmann::json& snapshot,
+    const std::vector<Event>& events, const std::vector<OperationRecord>& operations,
+    const std::vector<nlohmann::json>& outbox, const Lease* lease) {
   if (snapshot.value("version", uint64_t(0)) != expected_version + 1)
     return Internal("snapshot version must be expected_version + 1");
   nlohmann::json ops = nlohmann::json::array();
@@ -340,7 +340,30 @@ Status PostgresStore::Commit(const std::string& id, uint64_t expected_version,
   w["operations"] = std::move(ops);
   w["outbox"] = outbox;
   if (lease) w["lease"] = {{"owner", lease->owner}, {"generation", lease->generation}};
-  return Apply(std::move(w));
+  return w;
+}
+
+Status PostgresStore::Commit(const std::string& id, uint64_t expected_version,
+                             const nlohmann::json& snapshot, const std::vector<Event>& events,
+                             const std::vector<OperationRecord>& operations,
+                             const std::vector<nlohmann::json>& outbox, const Lease* lease) {
+  auto w = CommitRequest(id, expected_version, snapshot, events, operations, outbox, lease);
+  if (!w.ok()) return w.status();
+  return Apply(std::move(*w));
+}
+
+void PostgresStore::CommitAsync(std::shared_ptr<const TransitionWrite> t,
+                                std::function<void(Status)> done) {
+  auto w = CommitRequest(t->id, t->expected_version, *t->snapshot, t->events, t->operations,
+                         t->outbox, t->fence ? &*t->fence : nullptr);
+  if (!w.ok()) {
+    done(w.status());
+    return;
+  }
+  auto p = std::make_unique<Pending>();
+  p->request = std::move(*w);
+  p->then = std::move(done);
+  group_.CommitAsync(std::move(p));
 }
 
 Status PostgresStore::SetSubmissionResponse(const std::string& key, int status,

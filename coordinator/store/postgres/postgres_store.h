@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "coordinator/store/group_commit.h"
 #include "coordinator/store/store.h"
 #include "coordinator/store/store_fault.h"
 #include "util/mutex.h"
@@ -65,6 +66,8 @@ class PostgresStore : public Store {
   Status Commit(const std::string& id, uint64_t expected_version, const nlohmann::json& snapshot,
                 const std::vector<Event>& events, const std::vector<OperationRecord>& operations,
                 const std::vector<nlohmann::json>& outbox, const Lease* lease) override;
+  void CommitAsync(std::shared_ptr<const TransitionWrite> w,
+                   std::function<void(Status)> done) override;
   StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner, const Clock& clock,
                                int64_t ttl_ms, const std::string& successor_of) override;
   StatusOr<std::map<std::string, Lease>> AcquireLeases(const std::vector<std::string>& ids,
@@ -110,18 +113,24 @@ class PostgresStore : public Store {
   // Runs one write (a JSON object for sagad_apply) through the group commit.
   Status Apply(nlohmann::json request);
 
-  struct Pending {
+  struct Pending : GroupCommit::Write {
     nlohmann::json request;
-    Status result;
-    bool done = false;
-    // Shared so that the leader signals it after releasing group_mu_ (see
-    // LmdbStore::CommitRequest).
-    std::shared_ptr<CondVar> cv = std::make_shared<CondVar>();
   };
+  // The sagad_apply request of a transition (Commit, CommitAsync).
+  static StatusOr<nlohmann::json> CommitRequest(const std::string& id, uint64_t expected_version,
+                                                const nlohmann::json& snapshot,
+                                                const std::vector<Event>& events,
+                                                const std::vector<OperationRecord>& operations,
+                                                const std::vector<nlohmann::json>& outbox,
+                                                const Lease* lease);
+  // The group commit's Writer: one sagad_apply call for the batch.
+  void ApplyBatch(const std::vector<GroupCommit::Write*>& batch);
   // Sends batch[from, to) as one sagad_apply call; its answers go to
   // (*answers)[from, to).
   Status RunApply(const std::vector<Pending*>& batch, size_t from, size_t to,
                   std::vector<std::string>* answers);
+  // What sagad_apply's answer for `w` means.
+  static Status AnswerOf(const Pending& w, const std::string& answer);
 
   std::string uri_;
   size_t pool_size_;
@@ -133,10 +142,10 @@ class PostgresStore : public Store {
   // Holds the publisher's advisory lock when outbox_locked_.
   std::unique_ptr<Connection> outbox_conn_ GUARDED_BY(outbox_mu_);
   bool outbox_locked_ GUARDED_BY(outbox_mu_) = false;
-  Mutex group_mu_;
-  std::deque<Pending*> group_queue_ GUARDED_BY(group_mu_);  // front: the current leader
   std::atomic<uint64_t> synced_commits_{0};
   FaultWindow faults_;  // store faults, for CheckWritable
+  // Last: it is stopped (what is queued written) before the pool goes.
+  GroupCommit group_{[this](const std::vector<GroupCommit::Write*>& b) { ApplyBatch(b); }};
 };
 
 }  // namespace sagad
