@@ -31,7 +31,9 @@ class DriverTest : public testing::StoreFixture {
         *store_, std::vector<std::string>{"inventory", "payments", "shipping", "airline", "hotel",
                                           "cars", "mail"});
     reads_ = std::make_unique<testing::FailingReadsStore>(*store_);
-    repo_ = std::make_unique<InstanceRepository>(*reads_, clock_, InstanceRepository::Hooks{});
+    InstanceRepository::Hooks hooks;  // as the engine's: what follows a commit runs on a worker
+    hooks.post = [this](std::function<void()> fn) { executor_.Post(std::move(fn)); };
+    repo_ = std::make_unique<InstanceRepository>(*reads_, clock_, hooks);
     east_ = std::make_unique<Ownership>(*store_, clock_, "east", 3000);
     gates_ = std::make_unique<ServiceGates>(*downstream_, clock_);
     driver_ =
