@@ -1,7 +1,9 @@
 // StepRunner's calls to downstream services: Adapter::CallAsync and
 // QueryAsync, and what follows a reply: at once on the caller's thread when
-// the adapter answered before it returned, else a task on the engine's
-// workers (no thread waits for a reply). The actions are in step_runner.cc and
+// the adapter answered before it returned; else on the thread that brought
+// it when what follows only commits asynchronously (a call's outcome), or a
+// task on the engine's workers when it blocks on a commit (a
+// reconciliation's answer). No thread waits for a reply. The actions are in step_runner.cc and
 // step_runner_undo.cc; the contract in step_runner.h.
 #include <atomic>
 #include <thread>
@@ -20,7 +22,7 @@ struct StepRunner::Handoff {
 };
 
 auto StepRunner::Continue(const std::shared_ptr<Handoff>& h, const std::string& id,
-                          const Done& done, const std::function<void()>& fn) -> void {
+                          const Done& done, const std::function<void()>& fn, bool blocks) -> void {
   if (std::this_thread::get_id() == h->caller && !h->returned.load()) {
     fn();  // an exception goes to the caller, as a blocking call's would
     return;
@@ -36,7 +38,7 @@ auto StepRunner::Continue(const std::shared_ptr<Handoff>& h, const std::string& 
       done(Next::kStop);
     }
   };
-  if (driver_.post)
+  if (blocks && driver_.post)
     driver_.post(std::move(guarded));  // off the adapter's (event-loop) thread
   else
     guarded();
@@ -60,9 +62,12 @@ auto StepRunner::CallIfOwner(const CallRequest& req, const Done& done, AfterCall
                            k = std::move(k)](CallResult res) mutable {
     gates_.CallEnded(service);
     runs_.AwaitReply(false);
-    Continue(h, id, done, [k = std::move(k), res = std::move(res)]() mutable {
-      k(Status::Ok(), std::move(res));
-    });
+    // Recording a reply commits asynchronously (TransitionAsync): it may
+    // run on the loop thread that read it, sparing a hand-off.
+    Continue(
+        h, id, done,
+        [k = std::move(k), res = std::move(res)]() mutable { k(Status::Ok(), std::move(res)); },
+        /*blocks=*/false);
   });
   h->returned = true;
 }
@@ -72,12 +77,15 @@ auto StepRunner::Ask(const std::string& service, const std::string& key, const s
                      std::function<void(QueryResult)> k) -> void {
   auto h = std::make_shared<Handoff>();
   runs_.AwaitReply(true);
-  adapter_.QueryAsync(
-      service, key, id, ownership_.Token(id), attempt, trace,
-      [this, h, id, done, k = std::move(k)](QueryResult q) mutable {
-        runs_.AwaitReply(false);
-        Continue(h, id, done, [k = std::move(k), q = std::move(q)]() mutable { k(std::move(q)); });
-      });
+  adapter_.QueryAsync(service, key, id, ownership_.Token(id), attempt, trace,
+                      [this, h, id, done, k = std::move(k)](QueryResult q) mutable {
+                        runs_.AwaitReply(false);
+                        // A reconciliation's answer is recorded with a blocking commit.
+                        Continue(
+                            h, id, done,
+                            [k = std::move(k), q = std::move(q)]() mutable { k(std::move(q)); },
+                            /*blocks=*/true);
+                      });
   h->returned = true;
 }
 

@@ -17,9 +17,11 @@
 // unmarks it when the action is done; a chained step is marked here. The
 // runner never plans: the driver (its `Driver` hooks) decides what runs next.
 // No thread waits for a downstream: an action sends with Adapter::CallAsync
-// and returns; what follows the reply (record, chain, send the next) is a
-// task on the engine's workers (Driver::post), or runs at once when the
-// adapter answered before CallAsync returned (the simulator).
+// and returns; what follows the reply (record, chain, send the next) runs on
+// the thread that brings it, its commit completing a continuation on the
+// engine's workers (Driver::commit_async); a reconciliation's answer, whose
+// commit blocks, is a task on the workers (Driver::post). When the adapter
+// answered before CallAsync returned (the simulator) it all runs at once.
 // Thread-safety: any number of actions at once, on different steps.
 #pragma once
 
@@ -74,9 +76,9 @@ class StepRunner {
     // permit: paused, or at a limit).
     std::function<void(const std::string& id, int64_t ms)> schedule_after;
     // Runs a task on the engine's workers (Executor::Post). What follows a
-    // reply that came on an adapter's thread goes there: an event-loop
-    // thread that recorded a reply (a durable commit) would hold up every
-    // other reply of its loop meanwhile. Unset: it runs on the reply's thread.
+    // reply and blocks on a commit goes there: an event-loop thread waiting
+    // for an fsync would hold up every other reply of its loop meanwhile.
+    // Unset: it runs on the reply's thread.
     std::function<void(std::function<void()>)> post;
     // `commit`, completing `done` on a worker instead of blocking (the
     // store's CommitAsync): what follows a reply holds no thread while its
@@ -137,12 +139,13 @@ class StepRunner {
   static bool RefusedWrite(const Status& s);
   // What follows a reply: `fn`, at once on the caller's thread when the
   // reply came before the call returned (an exception reaches the caller);
-  // else a task on the workers (driver_.post), where an exception is
-  // logged, the instance is planned again in 5 s and the action ends
-  // (`done`).
+  // else on the reply's thread, or a task on the workers (driver_.post)
+  // when `blocks` (fn makes a blocking commit: an event-loop thread must not
+  // wait for an fsync while its other replies wait). There an exception is
+  // logged, the instance is planned again in 5 s and the action ends.
   struct Handoff;
   void Continue(const std::shared_ptr<Handoff>& h, const std::string& id, const Done& done,
-                const std::function<void()>& fn);
+                const std::function<void()>& fn, bool blocks);
   // Sends `req` if driver_.may_send allows it and goes on with k(Ok, reply);
   // else k(why not, {}) at once (nothing left).
   using AfterCall = std::function<void(const Status& sent, CallResult res)>;
