@@ -119,17 +119,21 @@ TEST_F(DriverTest, ARetryWaitsOnATimerThenGoesOnWithTheSameKey) {
   // The re-send's time is recorded (the outcome's commit comes after the
   // call: wait for it, not for the call, or the clock could move before the
   // time is taken from it and the re-send would never be due).
+  // A full-jitter backoff may come out as 0 ms (due at once): then the
+  // re-send may already be out before the time is seen.
   int64_t due = 0;
   ASSERT_TRUE(WaitFor([&] {
     auto j = store_->GetInstance("o1");
     if (!j.ok()) return false;
     due = (*j)["steps"][0].value("next_retry_at", int64_t(0));
-    return due > 0;
+    return due > 0 || downstream_->Calls().size() > 1;
   }));
-  EXPECT_EQ(downstream_->Calls().size(), 1u);
-  // The manual clock reaches it; the timer, set in real time for the
-  // backoff, fires and finds it due.
-  clock_.Advance(due - clock_.NowMillis() + 1);
+  if (due > clock_.NowMillis()) {
+    EXPECT_EQ(downstream_->Calls().size(), 1u);  // not due yet: nothing re-sent
+    // The manual clock reaches it; the timer, set in real time for the
+    // backoff, fires and finds it due.
+    clock_.Advance(due - clock_.NowMillis() + 1);
+  }
   ASSERT_TRUE(Reaches("o1", "COMPLETED")) << Status("o1");
   auto calls = downstream_->Calls();
   ASSERT_EQ(calls.size(), 4u);
