@@ -202,30 +202,24 @@ auto StepRunner::Execute(const std::string& id, const SagaDefinitionPtr& defp,
   // the retry budget, so that waiting spends none of it.
   auto permit = Admit(id, i, sd.name, sd.forward.service, st.attempts > 0 || st.retries > 0, done);
   if (!permit) return;
-  CrashPoint("before_started");  // the STARTED commit's continuation sends the request
-  auto slot = std::make_shared<std::optional<ServiceGates::Permit>>(std::move(permit));
-  auto request = std::make_shared<Rendered>(std::move(*r));
-  driver_.commit_async(
-      id,
-      [i, key, hash = request->hash](Tx& tx) -> Status {
-        const Instance& cur = tx.inst();
-        StepStatus ss = cur.step(i).status();
-        if (!IsRetryableSendState(ss)) return MovedOn("step moved on");
-        if (ss == StepStatus::kPlanned && cur.status() != SagaStatus::kRunning)
-          return MovedOn("saga is no longer running");
-        return tx.Step(i, StepEvent::kStart,
-                       {{"key", key}, {"args_hash", hash}, {"attempt", cur.step(i).attempts + 1}});
-      },
-      [this, id, defp, i, request, attempt = st.attempts + 1, slot, trace = TraceOf(inst),
-       done = std::move(done)](Status s) {
-        if (!s.ok()) {
-          slot->reset();  // nothing left: the service's slot is free
-          done(driver_.after_failure(id, s));
-          return;
-        }
-        CrashPoint("after_started");
-        SendForward(id, defp, i, std::move(*request), attempt, slot, trace, i, done);
-      });
+  CrashPoint("before_started");
+  Status s = driver_.commit(id, [&](Tx& tx) -> Status {
+    const Instance& cur = tx.inst();
+    StepStatus ss = cur.step(i).status();
+    if (!IsRetryableSendState(ss)) return MovedOn("step moved on");
+    if (ss == StepStatus::kPlanned && cur.status() != SagaStatus::kRunning)
+      return MovedOn("saga is no longer running");
+    return tx.Step(i, StepEvent::kStart,
+                   {{"key", key}, {"args_hash", r->hash}, {"attempt", cur.step(i).attempts + 1}});
+  });
+  if (!s.ok()) {
+    done(driver_.after_failure(id, s));
+    return;
+  }
+  CrashPoint("after_started");
+  SendForward(id, defp, i, std::move(*r), st.attempts + 1,
+              std::make_shared<std::optional<ServiceGates::Permit>>(std::move(permit)),
+              TraceOf(inst), i, std::move(done));
 }
 
 auto StepRunner::SendForward(const std::string& id, const SagaDefinitionPtr& def, int i, Rendered r,
@@ -280,7 +274,9 @@ auto StepRunner::AfterForward(const std::string& id, const SagaDefinitionPtr& de
        {"http_status", res.http_status},
        {"ms",
         std::chrono::duration_cast<std::chrono::milliseconds>(clock_.SteadyNow() - t0).count()}});
-  struct Chained {  // what the outcome's commit chained (Chain), and its request
+  // What the outcome's commit chained (Chain): the next step marked and
+  // started in the same commit, and its request.
+  struct Chained {
     int step = -1, marked = -1;
     Rendered request;
   };
