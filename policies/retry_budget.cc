@@ -30,6 +30,14 @@ int64_t RetryBudget::WaitMillis(int64_t now_ms) {
   return static_cast<int64_t>(std::ceil((1.0 - tokens_) * 1000.0 / config_.per_second));
 }
 
+int64_t RetryBudget::Reserve(int64_t now_ms) {
+  Refill(now_ms);
+  if (config_.per_second <= 0 && tokens_ < 1.0) return INT64_MAX / 4;
+  tokens_ -= 1.0;
+  if (tokens_ >= 0) return 0;
+  return static_cast<int64_t>(std::ceil(-tokens_ * 1000.0 / config_.per_second));
+}
+
 double RetryBudget::tokens(int64_t now_ms) {
   Refill(now_ms);
   return tokens_;

@@ -69,6 +69,10 @@ struct StepState {
   // a later send that was "not executed" says nothing about the earlier
   // one. Derived from the log; not part of the view.
   bool forward_in_doubt = false;
+  // The step's last event is a "retry_deferred": its re-send reserved a token
+  // of the service's retry budget and goes at retry_at without taking
+  // another. Derived from the log; not part of the view.
+  bool retry_reserved = false;
 
   StepStatus status() const { return machine.status(); }
 };

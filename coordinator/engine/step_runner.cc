@@ -129,9 +129,10 @@ auto StepRunner::TakeRetryToken(const std::string& service) -> int64_t {
   if (it == budgets_.end())
     it = budgets_.emplace(service, RetryBudget(svc ? svc->retry_budget : RetryBudgetConfig{}, now))
              .first;
-  if (it->second.TryTake(now)) return 0;
+  int64_t wait = it->second.Reserve(now);
+  if (wait == 0) return 0;
   metrics_.RetryBudgetExhausted(service);
-  return std::max<int64_t>(1, it->second.WaitMillis(now));
+  return wait;
 }
 
 auto StepRunner::DeferRetry(const std::string& id, int i, const std::string& service, int64_t wait)
@@ -200,7 +201,8 @@ auto StepRunner::Execute(const std::string& id, const SagaDefinitionPtr& defp,
   // Paused, or at one of its limits: nothing is written, the step stays
   // where it is and is planned again when a permit may be had. Asked before
   // the retry budget, so that waiting spends none of it.
-  auto permit = Admit(id, i, sd.name, sd.forward.service, st.attempts > 0 || st.retries > 0, done);
+  const bool resend = (st.attempts > 0 || st.retries > 0) && !st.retry_reserved;
+  auto permit = Admit(id, i, sd.name, sd.forward.service, resend, done);
   if (!permit) return;
   CrashPoint("before_started");
   Status s = driver_.commit(id, [&](Tx& tx) -> Status {

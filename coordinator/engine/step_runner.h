@@ -199,8 +199,9 @@ class StepRunner {
   RetryPolicy RetryFor(const StepDefinition& sd, const std::string& service);
   static bool QueryableFor(const StepDefinition& sd, const ServiceConfig& svc);
   static bool IdempotentFor(const StepDefinition& sd, const ServiceConfig& svc);
-  // Retry budget: a re-send takes a token from the service's bucket. Returns
-  // 0 if it may go now, else the wait in milliseconds.
+  // Retry budget: a re-send takes (or, when the bucket is empty, reserves) a
+  // token of the service's bucket. Returns 0 if it may go now, else the wait
+  // in milliseconds until its reserved token is due.
   int64_t TakeRetryToken(const std::string& service);
   // A permit of `service` for step i (ServiceGates) and, for a re-send, a
   // token of its retry budget. Without them the action ends here (`done`):

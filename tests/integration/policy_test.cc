@@ -289,6 +289,37 @@ TEST(RetryBudgetIntegrationTest, EmptyBudgetDefersRetriesVisibly) {
       std::string::npos);
 }
 
+// Twenty re-sends wait for a budget of one token and five a second: each
+// reserves its own token, so each is deferred (and written) at most once, and
+// none waits behind a crowd woken at every new token.
+TEST(RetryBudgetIntegrationTest, ADeferredRetryIsWrittenOnceAndGoesAtItsReservedToken) {
+  TempDir dir;
+  Downstream downstream;
+  Coordinator sagad(downstream, dir.path() + "/data",
+                    {{"inventory",
+                      {{"retry_budget", {{"capacity", 1}, {"per_second", 5}}},
+                       {"retry", {{"initial_backoff_ms", 1}, {"max_backoff_ms", 1}}}}}});
+  ASSERT_GT(sagad.Start(), 0);
+  constexpr int kSagas = 20;
+  downstream.Fault({{"path", "/reservations"}, {"action", "refuse"}, {"times", kSagas}});
+  std::vector<std::string> ids;
+  for (int i = 0; i < kSagas; ++i) {
+    Reply r = sagad.Submit("order_fulfilment", OrderInput());
+    ASSERT_EQ(r.status, 201) << r.raw;
+    ids.push_back(r.body["id"]);
+  }
+  int deferred = 0;
+  for (const auto& id : ids) {
+    ASSERT_EQ(sagad.WaitStatus(id, "COMPLETED", std::chrono::seconds(30))["status"], "COMPLETED");
+    int mine = 0;
+    for (const auto& e : Events(sagad, id)) mine += e["type"] == "retry_deferred";
+    EXPECT_LE(mine, 1) << id;
+    deferred += mine;
+  }
+  EXPECT_GE(deferred, kSagas / 2);  // the budget held most of them back
+  EXPECT_EQ(downstream.RouteCount("reserve_inventory"), kSagas);  // refusals have no effect
+}
+
 // Every role against every endpoint: 401 without/with a bad token, 403 below
 // the needed role, anything else at or above it.
 TEST(RolesTest, EveryRoleAgainstEveryEndpoint) {

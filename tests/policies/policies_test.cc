@@ -48,6 +48,18 @@ TEST(RetryBudgetTest, EmptiesThenRefillsAtItsRate) {
   EXPECT_DOUBLE_EQ(b.tokens(100000), 2.0);  // never above capacity
 }
 
+TEST(RetryBudgetTest, ReservationsAreDueOneRefillApart) {
+  RetryBudget b({/*capacity=*/1, /*per_second=*/4}, /*now_ms=*/0);
+  EXPECT_EQ(b.Reserve(0), 0);    // the token there
+  EXPECT_EQ(b.Reserve(0), 250);  // the next refill
+  EXPECT_EQ(b.Reserve(0), 500);  // the one after: not the same instant
+  EXPECT_FALSE(b.TryTake(499));  // promised tokens are not taken by others
+  EXPECT_EQ(b.WaitMillis(500), 250);
+  EXPECT_TRUE(b.TryTake(750));
+  RetryBudget never({/*capacity=*/0, /*per_second=*/0}, 0);
+  EXPECT_GT(never.Reserve(0), int64_t{1} << 60);
+}
+
 TEST(FailurePolicyTest, CompensatesBeforeThePivotAndEscalatesAfter) {
   EXPECT_EQ(OnDefiniteFailure(false), FailureDecision::kCompensate);
   EXPECT_EQ(OnDefiniteFailure(true), FailureDecision::kReview);
