@@ -39,6 +39,9 @@ struct ServiceConfig {
   RetryBudgetConfig retry_budget;  // token bucket shared by its re-sends
   // New sends at once, and per second (0: unlimited); see ServiceGates.
   int max_in_flight = 0;
+  // Connections the HTTP client opens to it at once: one request each; a
+  // request beyond waits, unsent, for one (its timeout_ms starts then).
+  int max_connections = 64;
   double max_per_second = 0;
 };
 

@@ -16,10 +16,12 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <cerrno>
+#include <deque>
 #include <map>
 #include <optional>
 #include <thread>
 
+#include "adapters/http_endpoint.h"
 #include "adapters/tls_probe.h"
 #include "util/mutex.h"
 
@@ -32,7 +34,6 @@ namespace http = beast::http;
 namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
-constexpr size_t kMaxIdle = 64;
 constexpr uint32_t kHeaderLimit = 64 * 1024;
 
 // A connection to a service: plain TCP or TLS over TCP.
@@ -89,6 +90,7 @@ bool IsIpLiteral(const std::string& host) {
 }  // namespace
 
 struct AsyncHttpClient::Impl {
+  struct Exchange;
   struct Service {
     ServiceConfig config;
     bool tls = false;
@@ -97,8 +99,9 @@ struct AsyncHttpClient::Impl {
     std::string tls_error;  // the TLS files could not be loaded
     Mutex mu;
     std::vector<std::unique_ptr<Conn>> idle GUARDED_BY(mu);
+    int active GUARDED_BY(mu) = 0;  // exchanges that hold a connection
+    std::deque<std::shared_ptr<Exchange>> waiting GUARDED_BY(mu);  // for one, in order
   };
-  struct Exchange;
 
   // One event loop per thread: a reply is handled (and `done` runs) on the
   // thread that read it, with no hand-off to another thread.
@@ -193,8 +196,23 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
     *r = std::move(result);
   }
 
+  // Takes one of the service's connections, or waits in line for one (not
+  // started: no deadline yet, nothing sent).
   void Start() {
     Build();
+    {
+      MutexLock l(svc.mu);
+      if (svc.active >= svc.config.max_connections) {
+        svc.waiting.push_back(shared_from_this());
+        return;
+      }
+      ++svc.active;
+    }
+    Begin();
+  }
+
+  // The attempt, from the connection on: timeout_ms starts here.
+  void Begin() {
     conn = Idle();
     fresh = !conn;
     if (fresh && svc.tls_error.empty()) {
@@ -380,7 +398,8 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
     r.body = std::move(res.body());
     if (keep && !expired) {
       MutexLock l(svc.mu);
-      if (svc.idle.size() < kMaxIdle) svc.idle.push_back(std::move(conn));
+      if (svc.idle.size() < static_cast<size_t>(svc.config.max_connections))
+        svc.idle.push_back(std::move(conn));
     }
     End(std::move(r));
   }
@@ -399,6 +418,24 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
     finished = true;
     if (deadline) deadline->cancel();
     result = std::move(r);
+    PassOn();
+  }
+
+  // Its connection (pooled, or closed) goes to the first in line, on this
+  // exchange's loop (where a pooled connection of the loop is found first).
+  void PassOn() {
+    std::shared_ptr<Exchange> next;
+    {
+      MutexLock l(svc.mu);
+      if (svc.waiting.empty()) {
+        --svc.active;
+        return;
+      }
+      next = std::move(svc.waiting.front());
+      svc.waiting.pop_front();
+    }
+    Exchange* n = next.get();
+    asio::post(io ? *io : client.NextLoop(), n->Guard([n] { n->Begin(); }));
   }
 
   Impl& client;
@@ -422,41 +459,13 @@ AsyncHttpClient::~AsyncHttpClient() = default;
 void AsyncHttpClient::AddService(const ServiceConfig& config) {
   auto s = std::make_unique<Impl::Service>();
   s->config = config;
-  const std::string& url = config.base_url;
-  size_t scheme = url.find("://");
-  s->tls = url.rfind("https://", 0) == 0;
-  size_t host_at = scheme == std::string::npos ? 0 : scheme + 3;
-  size_t path = url.find('/', host_at);
-  std::string authority = url.substr(host_at, path == std::string::npos ? path : path - host_at);
-  s->origin = url.substr(0, path);
-  if (path != std::string::npos) s->prefix = url.substr(path);
-  while (!s->prefix.empty() && s->prefix.back() == '/') s->prefix.pop_back();
-  size_t colon = authority.rfind(':');
-  bool bracketed = !authority.empty() && authority.front() == '[';
-  if (colon != std::string::npos && (!bracketed || authority[colon - 1] == ']')) {
-    s->host = authority.substr(0, colon);
-    s->port = authority.substr(colon + 1);
-  } else {
-    s->host = authority;
-    s->port = s->tls ? "443" : "80";
-  }
-  if (bracketed && s->host.size() >= 2) s->host = s->host.substr(1, s->host.size() - 2);
-  if (s->tls) {
-    s->ctx = std::make_unique<ssl::context>(ssl::context::tls_client);
-    try {
-      if (config.tls_verify) s->ctx->set_verify_mode(ssl::verify_peer);
-      if (!config.ca_file.empty())
-        s->ctx->load_verify_file(config.ca_file);
-      else
-        s->ctx->set_default_verify_paths();
-      if (!config.client_cert_file.empty()) {
-        s->ctx->use_certificate_chain_file(config.client_cert_file);
-        s->ctx->use_private_key_file(config.client_key_file, ssl::context::pem);
-      }
-    } catch (const std::exception& e) {
-      s->tls_error = e.what();
-    }
-  }
+  HttpEndpoint e = HttpEndpoint::Parse(config.base_url);
+  s->tls = e.tls;
+  s->host = e.host;
+  s->port = e.port;
+  s->origin = e.origin;
+  s->prefix = e.prefix;
+  if (s->tls) s->ctx = MakeClientTlsContext(config, &s->tls_error);
   impl_->services[config.name] = std::move(s);
 }
 

@@ -6,10 +6,14 @@
 // engine records the outcome there): the other loop threads go on.
 //
 // Contract:
-// - A keep-alive pool per service (at most 64 idle connections); an idle
-//   connection the peer closed is never reused.
-// - `timeout_ms` of the service is the deadline of the whole attempt:
-//   resolving, connecting, the TLS handshake, writing, and the whole reply.
+// - A keep-alive pool per service; an idle connection the peer closed is
+//   never reused. At most `max_connections` of the service's exchanges are
+//   under way at once (one connection each); the others wait in line,
+//   nothing sent and no deadline running, and take a connection in the order
+//   they came as one is let go.
+// - `timeout_ms` of the service is the deadline of the whole attempt, from
+//   when it has its connection: resolving, connecting, the TLS handshake,
+//   writing, and the whole reply.
 //   A downstream that drips its reply a byte at a time is cut off at it.
 // - The reply body is read up to `max_response_bytes`; a larger one is not
 //   buffered (too_large).

@@ -233,7 +233,10 @@ Status Instance::ApplyStepEvent(const Event& e) {
   if (i < 0) return InvalidArgument("event for unknown step " + e.step);
   StepState& st = steps_[i];
   st.retry_at = 0;
-  st.retry_reserved = e.type == "retry_deferred";
+  auto interrupted = e.data.find("interrupted");
+  st.budget_exempt =
+      e.type == "retry_deferred" ||
+      (e.type == "not_executed" && interrupted != e.data.end() && *interrupted == true);
   if (e.data.contains("retry_at") && !AsInt64(e.data["retry_at"], &st.retry_at))
     return InvalidArgument("event " + std::to_string(e.seq) + ": retry_at must be an integer");
   if (e.type == "retry_deferred" || e.type == "retry_requested") {

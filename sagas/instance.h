@@ -69,10 +69,12 @@ struct StepState {
   // a later send that was "not executed" says nothing about the earlier
   // one. Derived from the log; not part of the view.
   bool forward_in_doubt = false;
-  // The step's last event is a "retry_deferred": its re-send reserved a token
-  // of the service's retry budget and goes at retry_at without taking
-  // another. Derived from the log; not part of the view.
-  bool retry_reserved = false;
+  // The step's next send takes no token of the service's retry budget: its
+  // last event is a "retry_deferred" (the re-send reserved one and goes at
+  // retry_at), or a "not_executed" marked "interrupted" (an attempt cut off
+  // by a restart or a takeover, confirmed never received: not a failure of
+  // the service). Derived from the log; not part of the view.
+  bool budget_exempt = false;
 
   StepStatus status() const { return machine.status(); }
 };

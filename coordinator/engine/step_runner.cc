@@ -121,50 +121,6 @@ auto StepRunner::IdempotentFor(const StepDefinition& sd, const ServiceConfig& sv
   return sd.idempotent.value_or(svc.idempotent);
 }
 
-auto StepRunner::TakeRetryToken(const std::string& service) -> int64_t {
-  const ServiceConfig* svc = adapter_.Service(service);
-  MutexLock l(budget_mu_);
-  int64_t now = clock_.NowMillis();
-  auto it = budgets_.find(service);
-  if (it == budgets_.end())
-    it = budgets_.emplace(service, RetryBudget(svc ? svc->retry_budget : RetryBudgetConfig{}, now))
-             .first;
-  int64_t wait = it->second.Reserve(now);
-  if (wait == 0) return 0;
-  metrics_.RetryBudgetExhausted(service);
-  return wait;
-}
-
-auto StepRunner::DeferRetry(const std::string& id, int i, const std::string& service, int64_t wait)
-    -> Next {
-  return Transition(id, [&](Tx& tx) {
-    return tx.Note(i, "retry_deferred",
-                   {{"service", service},
-                    {"reason", "retry budget of the service is empty"},
-                    {"retry_at", clock_.NowMillis() + wait}});
-  });
-}
-
-auto StepRunner::Admit(const std::string& id, int i, const std::string& step,
-                       const std::string& service, bool resend, const Done& done)
-    -> std::optional<ServiceGates::Permit> {
-  int64_t retry_ms = 0;
-  auto permit = gates_.TryAcquire(service, id, step, &retry_ms);
-  if (!permit) {
-    driver_.schedule_after(id, retry_ms);
-    done(Next::kStop);
-    return std::nullopt;
-  }
-  if (resend) {
-    int64_t wait = TakeRetryToken(service);
-    if (wait > 0) {
-      done(DeferRetry(id, i, service, wait));
-      return std::nullopt;
-    }
-  }
-  return permit;
-}
-
 auto StepRunner::BoundArgsHash(const StepState& st) -> std::string {
   if (!st.args_hash.empty()) return st.args_hash;
   return st.approval.is_object() ? st.approval.value("args_hash", "") : "";
@@ -201,7 +157,7 @@ auto StepRunner::Execute(const std::string& id, const SagaDefinitionPtr& defp,
   // Paused, or at one of its limits: nothing is written, the step stays
   // where it is and is planned again when a permit may be had. Asked before
   // the retry budget, so that waiting spends none of it.
-  const bool resend = (st.attempts > 0 || st.retries > 0) && !st.retry_reserved;
+  const bool resend = (st.attempts > 0 || st.retries > 0) && !st.budget_exempt;
   auto permit = Admit(id, i, sd.name, sd.forward.service, resend, done);
   if (!permit) return;
   CrashPoint("before_started");
@@ -461,8 +417,11 @@ auto StepRunner::RecordNotHappened(Tx& tx, const SagaDefinition& def, int i) -> 
                   "step '" + sd.name + "' did not take effect in " + std::to_string(cur.attempts) +
                       " attempts: " + why);
   }
-  return tx.Step(i, StepEvent::kNotExecuted,
-                 {{"error", why}, {"retry_at", now + Backoff(policy, cur.attempts)}});
+  nlohmann::json data = {{"error", why}, {"retry_at", now + Backoff(policy, cur.attempts)}};
+  // STARTED with no answer: cut off by a restart or a takeover, not refused
+  // by the service; its re-send takes no retry-budget token.
+  if (cur.status() == StepStatus::kStarted) data["interrupted"] = true;
+  return tx.Step(i, StepEvent::kNotExecuted, data);
 }
 
 // Committed, refused, or still unclear (asked again later, up to the policy's

@@ -40,7 +40,7 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinitionPtr& defp
     return;
   }
   auto permit =
-      Admit(id, i, sd.name, call.service, st.comp_attempts > 0 && !st.retry_reserved, done);
+      Admit(id, i, sd.name, call.service, st.comp_attempts > 0 && !st.budget_exempt, done);
   if (!permit) return;
   CrashPoint("before_compensation_started");
   Status s = driver_.commit(id, [&](Tx& tx) -> Status {

@@ -164,9 +164,10 @@ Status ParseRetry(const nlohmann::json& s, const std::string& name, ServiceConfi
 }
 
 // max_in_flight (1..100000) and max_per_second (above 0, at most 1e6);
-// absent: unlimited.
+// absent: unlimited. max_connections (1..10000; absent: 64).
 Status ParseLimits(const nlohmann::json& s, const std::string& where, ServiceConfig* sc) {
   SAGAD_RETURN_IF_ERROR(IntField(s, "max_in_flight", 1, 100000, where, &sc->max_in_flight));
+  SAGAD_RETURN_IF_ERROR(IntField(s, "max_connections", 1, 10000, where, &sc->max_connections));
   if (!s.contains("max_per_second")) return Status::Ok();
   const nlohmann::json& r = s["max_per_second"];
   if (!r.is_number() || !(r.get<double>() > 0) || r.get<double>() > 1e6)
@@ -186,7 +187,7 @@ Status ParseService(const std::string& name, const nlohmann::json& s, ServiceCon
         s,
         {"base_url", "timeout_ms", "headers", "queryable", "idempotent", "operations_path", "retry",
          "retry_budget", "max_response_bytes", "ca_file", "client_cert_file", "client_key_file",
-         "tls_verify", "max_in_flight", "max_per_second"},
+         "tls_verify", "max_in_flight", "max_per_second", "max_connections"},
         where));
     SAGAD_RETURN_IF_ERROR(ParseServiceTls(s, where, sc));
     SAGAD_RETURN_IF_ERROR(ParseLimits(s, where, sc));

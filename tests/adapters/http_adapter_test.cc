@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "tests/testing/subprocess.h"
@@ -234,6 +235,65 @@ TEST_P(DeadlineTest, TimeoutMsEndsTheWholeAttemptOfADrippingDownstream) {
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadOrBody, DeadlineTest, ::testing::Values(true, false));
+
+// Twenty calls at once to a service of four connections, each answered after
+// 100 ms: never more than four at the downstream or four connections opened,
+// and every call is answered although the last waits longer than timeout_ms
+// (the attempt's deadline starts when it has its connection).
+TEST(ConnectionLimitTest, CallsBeyondMaxConnectionsWaitUnsentForOne) {
+  httplib::Server server;
+  server.new_task_queue = [] { return new httplib::ThreadPool(32); };
+  std::mutex mu;
+  int now = 0, most = 0;
+  std::set<int> ports;
+  server.Post("/x", [&](const httplib::Request& req, httplib::Response& res) {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      most = std::max(most, ++now);
+      ports.insert(req.remote_port);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the downstream's work
+    {
+      std::lock_guard<std::mutex> l(mu);
+      --now;
+    }
+    res.set_content(R"({"ok":true})", "application/json");
+  });
+  int port = server.bind_to_any_port("127.0.0.1");
+  std::thread t([&] { server.listen_after_bind(); });
+  ASSERT_TRUE(WaitUntil([&] { return server.is_running(); }));
+  ServiceConfig svc;
+  svc.name = "svc";
+  svc.base_url = "http://127.0.0.1:" + std::to_string(port);
+  svc.timeout_ms = 300;
+  svc.max_connections = 4;
+  auto adapter = std::make_unique<HttpAdapter>(std::map<std::string, ServiceConfig>{{"svc", svc}});
+  constexpr int kCalls = 20;
+  std::atomic<int> answered{0}, committed{0};
+  for (int i = 0; i < kCalls; ++i) {
+    CallRequest req;
+    req.service = "svc";
+    req.method = "POST";
+    req.path = "/x";
+    req.body = {{"i", i}};
+    req.idempotency_key = "k" + std::to_string(i);
+    adapter->CallAsync(req, [&](CallResult r) {
+      committed += r.outcome == Outcome::kCommitted;
+      ++answered;
+    });
+  }
+  ASSERT_TRUE(WaitUntil([&] { return answered == kCalls; }));
+  EXPECT_EQ(committed, kCalls);
+  {
+    std::lock_guard<std::mutex> l(mu);
+    EXPECT_LE(most, 4);
+    EXPECT_GE(most, 2);  // they did run side by side
+    EXPECT_LE(ports.size(), 4u);
+  }
+  adapter.reset();
+  server.stop();
+  t.join();
+}
 
 }  // namespace
 }  // namespace sagad

@@ -320,6 +320,48 @@ TEST(RetryBudgetIntegrationTest, ADeferredRetryIsWrittenOnceAndGoesAtItsReserved
   EXPECT_EQ(downstream.RouteCount("reserve_inventory"), kSagas);  // refusals have no effect
 }
 
+// Three first sends cut off by a SIGKILL (one held downstream, two waiting,
+// unsent, for the service's only connection): after the restart each is
+// asked about, and those never received go again although the budget has one
+// token and never refills: a restart is not a failure of the service.
+TEST(RetryBudgetIntegrationTest, ASendCutOffByARestartTakesNoToken) {
+  TempDir dir;
+  Downstream downstream;
+  Coordinator sagad(downstream, dir.path() + "/data",
+                    {{"inventory",
+                      {{"retry_budget", {{"capacity", 1}, {"per_second", 0}}},
+                       {"max_connections", 1},
+                       {"timeout_ms", 10000}}}});
+  ASSERT_GT(sagad.Start(), 0);
+  downstream.Fault({{"path", "/reservations"}, {"action", "delay"}, {"delay_ms", 1500}});
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    Reply r = sagad.Submit("order_fulfilment", OrderInput());
+    ASSERT_EQ(r.status, 201) << r.raw;
+    ids.push_back(r.body["id"]);
+  }
+  auto started = [&](const std::string& id) {
+    for (const auto& e : Events(sagad, id))
+      if (e["type"] == "started") return true;
+    return false;
+  };
+  ASSERT_TRUE(WaitFor([&] { return started(ids[0]) && started(ids[1]) && started(ids[2]); },
+                      std::chrono::seconds(10)));
+  sagad.Kill();
+  Http(downstream.port(), "DELETE", "/_faults");
+  ASSERT_GT(sagad.Start(), 0);
+  int interrupted = 0;
+  for (const auto& id : ids) {
+    ASSERT_EQ(sagad.WaitStatus(id, "COMPLETED", std::chrono::seconds(30))["status"], "COMPLETED");
+    for (const auto& e : Events(sagad, id))
+      interrupted += e["type"] == "not_executed" && e["data"].value("interrupted", false);
+  }
+  EXPECT_GE(interrupted, 2);  // the two that never left
+  json effects = downstream.Effects();
+  EXPECT_EQ(effects["duplicates"], 0);
+  EXPECT_EQ(downstream.RouteCount("reserve_inventory"), 3);
+}
+
 // Every role against every endpoint: 401 without/with a bad token, 403 below
 // the needed role, anything else at or above it.
 TEST(RolesTest, EveryRoleAgainstEveryEndpoint) {
