@@ -43,6 +43,13 @@
 // fault with probability P (commit_drop, commit_500, fail_before_commit,
 // refuse, delay 400 ms; reject only for forward calls) and each GET
 // /operations answers 503 with probability P/2.
+//
+// cpp-httplib serves a connection on one thread for as long as it is kept
+// alive, and listens with a queue of 5 by default. One process stands for
+// every example service here, and a client keeps up to its max_connections
+// (sagad: 64) open per service: 512 threads and a listen queue of 1024 keep
+// this double from becoming the bottleneck it would be in no real deployment.
+#define CPPHTTPLIB_LISTEN_BACKLOG 1024
 #include <httplib.h>
 
 #include <chrono>
@@ -478,7 +485,7 @@ int main(int argc, char** argv) {
     }
   }
   httplib::Server server;
-  server.new_task_queue = [] { return new httplib::ThreadPool(128); };
+  server.new_task_queue = [] { return new httplib::ThreadPool(512); };
   server.set_tcp_nodelay(true);
   server.set_keep_alive_max_count(1000);
   Services services(dedup, chaos, seed);
