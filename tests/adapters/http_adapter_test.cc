@@ -243,6 +243,7 @@ INSTANTIATE_TEST_SUITE_P(HeadOrBody, DeadlineTest, ::testing::Values(true, false
 TEST(ConnectionLimitTest, CallsBeyondMaxConnectionsWaitUnsentForOne) {
   httplib::Server server;
   server.new_task_queue = [] { return new httplib::ThreadPool(32); };
+  server.set_keep_alive_max_count(1000);  // else it closes each after 5 requests
   std::mutex mu;
   int now = 0, most = 0;
   std::set<int> ports;

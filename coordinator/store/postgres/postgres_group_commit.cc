@@ -2,6 +2,8 @@
 // thread for CommitAsync): the leader sends every queued write in one sagad_apply call
 // (one round trip, one WAL flush); a batch the server refuses for what one
 // write holds is retried write by write, so one bad write fails alone.
+#include <algorithm>
+
 #include "coordinator/store/postgres/postgres_rows.h"
 #include "coordinator/store/postgres/postgres_store.h"
 #include "util/json_limits.h"
@@ -70,6 +72,13 @@ void PostgresStore::ApplyBatch(const std::vector<GroupCommit::Write*>& writes) {
   std::vector<Pending*> batch;
   batch.reserve(writes.size());
   for (GroupCommit::Write* w : writes) batch.push_back(static_cast<Pending*>(w));
+  // In instance order (bytes, as COLLATE "C"; an instance's own writes keep
+  // theirs), so the leases the batch reads FOR SHARE are locked in the order
+  // every other statement locks them (no deadlock with another
+  // coordinator's takeover).
+  std::stable_sort(batch.begin(), batch.end(), [](const Pending* a, const Pending* b) {
+    return a->request.value("id", "") < b->request.value("id", "");
+  });
   std::vector<Status> results(batch.size());
   std::vector<std::string> answers(batch.size());
   Status batch_status = RunApply(batch, 0, batch.size(), &answers);

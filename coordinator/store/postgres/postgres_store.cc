@@ -32,10 +32,13 @@ constexpr Statement kStatements[] = {
     {"take_leases",
      "SELECT lease_id, taken, lease_owner, lease_expires, lease_generation, sagad_now_ms() "
      "FROM sagad_take_leases($1::json, $2, $3::bigint, $4)"},
+    // Locked in id order first, as sagad_take_leases takes them: a renewal
+    // and another coordinator's takeover never wait for each other in a cycle.
     {"renew_leases",
-     "UPDATE sagad_leases SET expires_at = sagad_now_ms() + $3::bigint "
-     "WHERE owner = $1 AND instance_id IN (SELECT json_array_elements_text($2::json)) "
-     "RETURNING instance_id"},
+     "WITH mine AS (SELECT instance_id FROM sagad_leases WHERE owner = $1 AND instance_id IN "
+     "(SELECT json_array_elements_text($2::json)) ORDER BY instance_id COLLATE \"C\" FOR UPDATE) "
+     "UPDATE sagad_leases l SET expires_at = sagad_now_ms() + $3::bigint FROM mine "
+     "WHERE l.instance_id = mine.instance_id RETURNING l.instance_id"},
     {"get_lease",
      "SELECT owner, expires_at, generation, sagad_now_ms() FROM sagad_leases "
      "WHERE instance_id = $1 AND owner <> ''"},
