@@ -10,6 +10,7 @@ nlohmann::json ViewJson(const ServiceGates::View& v) {
   return {{"name", v.name},
           {"max_in_flight", v.max_in_flight > 0 ? nlohmann::json(v.max_in_flight) : nullptr},
           {"max_per_second", v.max_per_second > 0 ? nlohmann::json(v.max_per_second) : nullptr},
+          {"max_connections", v.max_connections},
           {"paused", v.paused},
           {"in_flight", v.in_flight},
           {"queued", v.queued}};

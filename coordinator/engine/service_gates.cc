@@ -196,6 +196,7 @@ std::vector<ServiceGates::View> ServiceGates::Views() const {
     if (const ServiceConfig* svc = adapter_.Service(name)) {
       v.max_in_flight = svc->max_in_flight;
       v.max_per_second = svc->max_per_second;
+      v.max_connections = svc->max_connections;
     }
     auto it = gates_.find(name);
     if (it != gates_.end()) {

@@ -81,6 +81,7 @@ class ServiceGates {
     std::string name;
     int max_in_flight = 0;      // 0: unlimited
     double max_per_second = 0;  // 0: unlimited
+    int max_connections = 0;    // requests on the wire at once (the HTTP client's)
     bool paused = false;
     int in_flight = 0;  // calls under way now
     int queued = 0;     // steps waiting for a permit

@@ -90,9 +90,11 @@ TEST_F(ServicesTest, AnUnknownServiceIs404AndAMalformedBody400) {
 }
 
 TEST_F(ServicesTest, MaxInFlightBoundsWhatIsUnderWayAndEverySagaCompletes) {
-  Start({{"payments", {{"max_in_flight", 1}}}});
+  Start({{"payments", {{"max_in_flight", 1}, {"max_connections", 4}}}});
   EXPECT_EQ(Service("payments")["max_in_flight"], 1);
   EXPECT_TRUE(Service("inventory")["max_in_flight"].is_null());
+  EXPECT_EQ(Service("payments")["max_connections"], 4);
+  EXPECT_EQ(Service("inventory")["max_connections"], 64);
   downstream_.Fault({{"path", "/charges"}, {"action", "delay"}, {"delay_ms", 300}, {"times", 6}});
   std::vector<std::string> ids;
   for (int i = 0; i < 6; ++i) {

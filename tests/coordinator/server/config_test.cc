@@ -43,18 +43,22 @@ TEST(ConfigTest, AMisspeltKeyAnywhereIsRefusedByName) {
 
 TEST(ConfigTest, ServiceLimitsAreReadAndBounded) {
   auto c = ParseConfig(nlohmann::json::parse(R"({"services": {"pay": {
-      "base_url": "http://127.0.0.1:1", "max_in_flight": 20, "max_per_second": 2.5}}})"));
+      "base_url": "http://127.0.0.1:1", "max_in_flight": 20, "max_per_second": 2.5,
+      "max_connections": 8}}})"));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->services["pay"].max_in_flight, 20);
+  EXPECT_EQ(c->services["pay"].max_connections, 8);
   EXPECT_EQ(c->services["pay"].max_per_second, 2.5);
   auto unlimited =
       ParseConfig(nlohmann::json::parse(R"({"services": {"pay": "http://127.0.0.1:1"}})"));
   ASSERT_TRUE(unlimited.ok());
   EXPECT_EQ(unlimited->services["pay"].max_in_flight, 0);
   EXPECT_EQ(unlimited->services["pay"].max_per_second, 0);
+  EXPECT_EQ(unlimited->services["pay"].max_connections, 64);
   for (const char* bad :
        {R"("max_in_flight": 0)", R"("max_in_flight": 1.5)", R"("max_per_second": 0)",
-        R"("max_per_second": "5")", R"("max_per_second": 1e9)"}) {
+        R"("max_per_second": "5")", R"("max_per_second": 1e9)", R"("max_connections": 0)",
+        R"("max_connections": 10001)", R"("max_connections": "4")"}) {
     auto r = ParseConfig(nlohmann::json::parse(
         std::string(R"({"services": {"pay": {"base_url": "http://127.0.0.1:1", )") + bad + "}}}"));
     ASSERT_FALSE(r.ok()) << bad;
