@@ -32,6 +32,8 @@ void Downstreams::Configure(const std::set<std::string>& names) {
     c.retry.initial_backoff_ms = 50;
     c.retry.max_backoff_ms = 2000;
     if (r.Chance(0.3)) c.max_in_flight = 1 + static_cast<int>(r.Below(3));
+    const RetryBudgetConfig& tight = world_.scenario().retry_budget;
+    if (tight.capacity > 0) c.retry_budget = tight;
     configs_[name] = c;
   }
 }

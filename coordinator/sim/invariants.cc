@@ -69,10 +69,27 @@ std::string CheckUndoOrder(World& w, const std::string& id, const Instance& inst
   return "";
 }
 
+// A re-send deferred by an empty retry budget reserves its token: it is
+// written once, then sent (never deferred again before something happens to
+// its step).
+std::string CheckDeferrals(const std::string& id, const std::vector<Event>& events) {
+  std::map<std::string, std::string> last;  // step -> type of its last event
+  for (const Event& e : events) {
+    if (e.step.empty()) continue;
+    std::string& before = last[e.step];
+    if (e.type == "retry_deferred" && before == "retry_deferred")
+      return "instance " + id + " step " + e.step + ": a re-send deferred twice in a row (seq " +
+             std::to_string(e.seq) + ")";
+    before = e.type;
+  }
+  return "";
+}
+
 std::string CheckInstance(World& w, MemoryStore& store, const std::string& id,
                           const nlohmann::json& snap) {
   auto events = store.GetEvents(id);
   if (!events.ok()) return "instance " + id + ": events unreadable";
+  if (std::string v = CheckDeferrals(id, *events); !v.empty()) return v;
   auto inst = Instance::Replay(id, *events);
   if (!inst.ok()) return "instance " + id + ": the log does not replay: " + inst.status().message();
   inst->set_version(snap.value("version", uint64_t(0)));

@@ -54,8 +54,11 @@ namespace {
 SeedResult RunOnce(uint64_t seed, const RunOptions& options, bool trace) {
   SeededRandom draw(seed);
   Scenario scenario = DrawScenario(draw);
-  ParseBug(options.bug, &scenario.bug);       // checked by the caller
-  SeededRandom typos(seed ^ 0x7970'6f73ULL);  // a stream of its own: the others stay
+  ParseBug(options.bug, &scenario.bug);         // checked by the caller
+  SeededRandom typos(seed ^ 0x7970'6f73ULL);    // a stream of its own: the others stay
+  SeededRandom budgets(seed ^ 0x6275'6467ULL);  // so has the retry budget
+  if (budgets.Chance(0.3))
+    scenario.retry_budget = {1.0 + budgets.Below(3), 0.2 + budgets.NextDouble() * 2};
   std::set<std::string> meant_gated;
   std::vector<SagaDefinition> sagas = SagasFor(draw, typos, &meant_gated);
   World world(draw.Next(), scenario, std::move(sagas));

@@ -29,6 +29,7 @@
 #include "coordinator/sim/bugs.h"
 #include "coordinator/sim/downstream.h"
 #include "coordinator/sim/sim_store.h"
+#include "policies/retry_budget.h"
 #include "util/clock.h"
 #include "util/random.h"
 
@@ -95,6 +96,9 @@ struct Scenario {
   bool pauses = false;
   FaultRates faults;
   StoreFaultRates store_faults;
+  // Every service's retry budget when tight (capacity 0: the default), so
+  // that re-sends are deferred and reserve their tokens.
+  RetryBudgetConfig retry_budget{0, 0};
   Bug bug = Bug::kNone;  // re-introduced on purpose (bugs.h)
 };
 

@@ -13,7 +13,7 @@
 # seeds"; exit 1 if any was not found. To clean up afterwards:
 #   git worktree remove --force ${WORK:-/tmp/sagad-bug-patches}/tree
 # Measured: a first (Release) build of 20-40 min on 2 cores, then a
-# minute per patch; the three patches are found at seeds 32, 27 and 354.
+# minute per patch; the four patches are found at seeds 32, 27, 32 and 38.
 set -uo pipefail
 src="$(cd "$(dirname "$0")/../.." && pwd)"
 patches="$src/tests/sim/bugs"
