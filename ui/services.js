@@ -4,7 +4,7 @@
 import { api, answerBox, canOperate, el, poll, row, setMain, table } from './common.js';
 import { stepGraph } from './graph.js';
 
-const COLUMNS = ['Service', 'State', 'Max in flight', 'Max per second', 'In flight', 'Queued', 'Action'];
+const COLUMNS = ['Service', 'State', 'Max in flight', 'Max per second', 'Connections', 'In flight', 'Queued', 'Action'];
 
 export function servicesPage() {
   const list = table('services', COLUMNS, 'services-body');
@@ -29,6 +29,7 @@ export function servicesPage() {
       return row(COLUMNS, { 'data-service': s.name }, [
         s.name, el('td', { class: 'state' }, s.paused ? 'paused' : 'open'),
         s.max_in_flight === null ? '-' : s.max_in_flight, s.max_per_second === null ? '-' : s.max_per_second,
+        s.max_connections,
         el('td', { class: 'in-flight' }, s.in_flight), el('td', { class: 'queued' }, s.queued), button]);
     }));
   });
