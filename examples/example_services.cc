@@ -43,12 +43,9 @@
 // fault with probability P (commit_drop, commit_500, fail_before_commit,
 // refuse, delay 400 ms; reject only for forward calls) and each GET
 // /operations answers 503 with probability P/2.
-//
-// cpp-httplib serves a connection on one thread for as long as it is kept
-// alive, and listens with a queue of 5 by default. One process stands for
-// every example service here, and a client keeps up to its max_connections
-// (sagad: 64) open per service: 512 threads and a listen queue of 1024 keep
-// this double from becoming the bottleneck it would be in no real deployment.
+// cpp-httplib holds a thread per kept-alive connection and listens with a
+// queue of 5: this one process stands for every service, and sagad keeps up
+// to 64 connections per service, hence 512 threads and a queue of 1024.
 #define CPPHTTPLIB_LISTEN_BACKLOG 1024
 #include <httplib.h>
 

@@ -269,6 +269,18 @@ TEST_F(PolicyTest, SkipSuppliesAResultAndTheSagaGoesOn) {
   EXPECT_EQ(downstream_.RouteCount("create_shipment"), 0);
 }
 
+// Submits n order_fulfilment instances without waiting: the ids of those
+// answered 201 (each other answer is a failure of the test).
+std::vector<std::string> SubmitOrders(Coordinator& sagad, int n) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < n; ++i) {
+    Reply r = sagad.Submit("order_fulfilment", OrderInput());
+    EXPECT_EQ(r.status, 201) << r.raw;
+    if (r.status == 201) ids.push_back(r.body["id"]);
+  }
+  return ids;
+}
+
 TEST(RetryBudgetIntegrationTest, EmptyBudgetDefersRetriesVisibly) {
   TempDir dir;
   Downstream downstream;
@@ -302,12 +314,8 @@ TEST(RetryBudgetIntegrationTest, ADeferredRetryIsWrittenOnceAndGoesAtItsReserved
   ASSERT_GT(sagad.Start(), 0);
   constexpr int kSagas = 20;
   downstream.Fault({{"path", "/reservations"}, {"action", "refuse"}, {"times", kSagas}});
-  std::vector<std::string> ids;
-  for (int i = 0; i < kSagas; ++i) {
-    Reply r = sagad.Submit("order_fulfilment", OrderInput());
-    ASSERT_EQ(r.status, 201) << r.raw;
-    ids.push_back(r.body["id"]);
-  }
+  std::vector<std::string> ids = SubmitOrders(sagad, kSagas);
+  ASSERT_EQ(ids.size(), size_t{kSagas});
   int deferred = 0;
   for (const auto& id : ids) {
     ASSERT_EQ(sagad.WaitStatus(id, "COMPLETED", std::chrono::seconds(30))["status"], "COMPLETED");
@@ -339,12 +347,8 @@ TEST(RetryBudgetIntegrationTest, ASendCutOffByARestartTakesNoToken) {
                        {"timeout_ms", 10000}}}});
   ASSERT_GT(sagad.Start(), 0);
   downstream.Fault({{"path", "/reservations"}, {"action", "delay"}, {"delay_ms", 1500}});
-  std::vector<std::string> ids;
-  for (int i = 0; i < 3; ++i) {
-    Reply r = sagad.Submit("order_fulfilment", OrderInput());
-    ASSERT_EQ(r.status, 201) << r.raw;
-    ids.push_back(r.body["id"]);
-  }
+  std::vector<std::string> ids = SubmitOrders(sagad, 3);
+  ASSERT_EQ(ids.size(), 3u);
   auto started = [&](const std::string& id) {
     for (const auto& e : Events(sagad, id))
       if (e["type"] == "started") return true;
