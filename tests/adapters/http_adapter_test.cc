@@ -236,10 +236,13 @@ TEST_P(DeadlineTest, TimeoutMsEndsTheWholeAttemptOfADrippingDownstream) {
 
 INSTANTIATE_TEST_SUITE_P(HeadOrBody, DeadlineTest, ::testing::Values(true, false));
 
-// Twenty calls at once to a service of four connections, each answered after
-// 100 ms: never more than four at the downstream or four connections opened,
-// and every call is answered although the last waits longer than timeout_ms
-// (the attempt's deadline starts when it has its connection).
+// Twenty-four calls at once to a service of four connections, each answered
+// after 500 ms: never more than four at the downstream or four connections
+// opened, and every call is answered although the last waits 2.5 s, longer
+// than timeout_ms (the attempt's deadline starts when it has its
+// connection). The 1.5 s left to each call is for a sanitizer build on a
+// loaded machine: a call that times out closes its connection, and the next
+// opens another while the downstream still works on the first.
 TEST(ConnectionLimitTest, CallsBeyondMaxConnectionsWaitUnsentForOne) {
   httplib::Server server;
   server.new_task_queue = [] { return new httplib::ThreadPool(32); };
@@ -253,7 +256,7 @@ TEST(ConnectionLimitTest, CallsBeyondMaxConnectionsWaitUnsentForOne) {
       most = std::max(most, ++now);
       ports.insert(req.remote_port);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the downstream's work
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the downstream's work
     {
       std::lock_guard<std::mutex> l(mu);
       --now;
@@ -266,10 +269,10 @@ TEST(ConnectionLimitTest, CallsBeyondMaxConnectionsWaitUnsentForOne) {
   ServiceConfig svc;
   svc.name = "svc";
   svc.base_url = "http://127.0.0.1:" + std::to_string(port);
-  svc.timeout_ms = 300;
+  svc.timeout_ms = 2000;
   svc.max_connections = 4;
   auto adapter = std::make_unique<HttpAdapter>(std::map<std::string, ServiceConfig>{{"svc", svc}});
-  constexpr int kCalls = 20;
+  constexpr int kCalls = 24;
   std::atomic<int> answered{0}, committed{0};
   for (int i = 0; i < kCalls; ++i) {
     CallRequest req;
