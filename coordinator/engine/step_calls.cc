@@ -1,9 +1,10 @@
 // StepRunner's calls to downstream services: Adapter::CallAsync and
 // QueryAsync, and what follows a reply: at once on the caller's thread when
 // the adapter answered before it returned; else on the thread that brought
-// it when what follows only commits asynchronously (a call's outcome), or a
-// task on the engine's workers when it blocks on a commit (a
-// reconciliation's answer). No thread waits for a reply. The actions are in step_runner.cc and
+// it when what follows only commits asynchronously (a call's outcome, a
+// forward reconciliation's answer), or a task on the engine's workers when it
+// may block on a commit (a compensation's answer: "not happened" re-sends it,
+// behind a blocking STARTED). No thread waits for a reply. The actions are in step_runner.cc and
 // step_runner_undo.cc; the contract in step_runner.h.
 #include <atomic>
 #include <thread>
@@ -73,18 +74,17 @@ auto StepRunner::CallIfOwner(const CallRequest& req, const Done& done, AfterCall
 }
 
 auto StepRunner::Ask(const std::string& service, const std::string& key, const std::string& id,
-                     int attempt, const TraceContext& trace, const Done& done,
+                     int attempt, const TraceContext& trace, const Done& done, bool k_blocks,
                      std::function<void(QueryResult)> k) -> void {
   auto h = std::make_shared<Handoff>();
   runs_.AwaitReply(true);
   adapter_.QueryAsync(service, key, id, ownership_.Token(id), attempt, trace,
-                      [this, h, id, done, k = std::move(k)](QueryResult q) mutable {
+                      [this, h, id, done, k_blocks, k = std::move(k)](QueryResult q) mutable {
                         runs_.AwaitReply(false);
-                        // A reconciliation's answer is recorded with a blocking commit.
                         Continue(
                             h, id, done,
                             [k = std::move(k), q = std::move(q)]() mutable { k(std::move(q)); },
-                            /*blocks=*/true);
+                            k_blocks);
                       });
   h->returned = true;
 }

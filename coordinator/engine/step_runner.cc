@@ -381,7 +381,9 @@ auto StepRunner::Reconcile(const std::string& id, const SagaDefinitionPtr& def,
     }));
     return;
   }
-  Ask(sd.forward.service, st.key, id, st.attempts, TraceOf(*inst), done,
+  // The answer is recorded with an asynchronous commit: no thread waits for
+  // it, and `done` runs when it is durable.
+  Ask(sd.forward.service, st.key, id, st.attempts, TraceOf(*inst), done, /*k_blocks=*/false,
       [this, id, def, i, key = st.key, done](QueryResult q) {
         metrics_.Query("forward", q);
         EngineLog({{"msg", "reconcile"},
@@ -390,10 +392,12 @@ auto StepRunner::Reconcile(const std::string& id, const SagaDefinitionPtr& def,
                    {"key", key},
                    {"answer", QueryOutcomeName(q.outcome)}});
         if (q.outcome == QueryOutcome::kNotHappened) {
-          done(Transition(id, [&](Tx& tx) { return RecordNotHappened(tx, *def, i); }));
+          TransitionAsync(
+              id, [this, def, i](Tx& tx) { return RecordNotHappened(tx, *def, i); }, done);
           return;
         }
-        done(Transition(id, [&](Tx& tx) { return RecordAnswer(tx, *def, i, q, key); }));
+        TransitionAsync(
+            id, [this, def, i, q, key](Tx& tx) { return RecordAnswer(tx, *def, i, q, key); }, done);
       });
 }
 

@@ -150,9 +150,11 @@ class StepRunner {
   // else k(why not, {}) at once (nothing left).
   using AfterCall = std::function<void(const Status& sent, CallResult res)>;
   void CallIfOwner(const CallRequest& req, const Done& done, AfterCall k);
-  // Asks about `key` (Adapter::QueryAsync) and goes on with k(answer).
+  // Asks about `key` (Adapter::QueryAsync) and goes on with k(answer), as
+  // Continue does (`k_blocks`: k may make a blocking commit).
   void Ask(const std::string& service, const std::string& key, const std::string& id, int attempt,
-           const TraceContext& trace, const Done& done, std::function<void(QueryResult)> k);
+           const TraceContext& trace, const Done& done, bool k_blocks,
+           std::function<void(QueryResult)> k);
 
   // A service's reservation, held until the reply is in (or nothing left).
   using PermitSlot = std::shared_ptr<std::optional<ServiceGates::Permit>>;

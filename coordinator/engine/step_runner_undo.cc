@@ -137,8 +137,9 @@ auto StepRunner::ReconcileCompensation(const std::string& id, const SagaDefiniti
     Compensate(id, def, inst, i, std::move(done));
     return;
   }
+  // What follows the answer may block (a re-sent compensation's STARTED).
   Ask(sd.compensation->service, st.comp_key, id, st.comp_attempts, TraceOf(*inst), done,
-      [this, id, def, inst, i, done](QueryResult q) {
+      /*k_blocks=*/true, [this, id, def, inst, i, done](QueryResult q) {
         metrics_.Query("compensation", q);
         if (q.outcome == QueryOutcome::kNotHappened) {
           Compensate(id, def, inst, i, done);

@@ -74,6 +74,7 @@ class StepRunnerTest : public testing::StoreFixture {
         [this](const std::string& id, std::function<Status(Tx&)> fn,
                std::function<void(Status)> done) {
           ++commits_;
+          ++async_commits_;
           auto lease = ownership_->Held(id);
           repo_->MutateAsync(id, std::move(fn), lease, [this, done](Status s) {
             if (after_commit_) std::exchange(after_commit_, nullptr)();
@@ -136,7 +137,8 @@ class StepRunnerTest : public testing::StoreFixture {
   std::unique_ptr<ServiceGates> gates_;
   std::vector<std::pair<std::string, int64_t>> later_;  // schedule_after
   std::unique_ptr<StepRunner> runner_;
-  int commits_ = 0;
+  int commits_ = 0;        // blocking and asynchronous
+  int async_commits_ = 0;  // through commit_async
   std::vector<std::string> scheduled_;
   std::function<void()> after_commit_;  // once, after the next commit
 };
@@ -224,6 +226,23 @@ TEST_F(StepRunnerTest, ReconcileAsksBeforeAnyResend) {
   EXPECT_EQ(downstream_->calls.size(), 1u);  // asked, not re-sent
   EXPECT_EQ(Now()->step(0).status(), StepStatus::kCommitted);
   EXPECT_EQ(Now()->step(0).external_ref, "R-found");
+}
+
+// An answer about an unclear call is recorded as a reply is: with an
+// asynchronous commit (no thread waits for its fsync), whatever it says.
+TEST_F(StepRunnerTest, AnAnswerAboutAnUnclearCallIsRecordedWithAnAsynchronousCommit) {
+  downstream_->answers = {Outcome::kUnknown, Outcome::kUnknown};
+  Execute(0);
+  for (QueryOutcome answer : {QueryOutcome::kUnknown, QueryOutcome::kNotHappened}) {
+    downstream_->query_answer = answer;
+    int blocking = commits_ - async_commits_, async = async_commits_;
+    EXPECT_EQ(Reconcile(Now(), 0), Next::kContinue);
+    EXPECT_EQ(commits_ - async_commits_, blocking) << QueryOutcomeName(answer);
+    EXPECT_EQ(async_commits_, async + 1) << QueryOutcomeName(answer);
+  }
+  EXPECT_EQ(Now()->step(0).status(), StepStatus::kPlanned);  // not executed: sent again later
+  EXPECT_EQ(Now()->step(0).reconciliations, 1);
+  EXPECT_EQ(downstream_->calls.size(), 1u);
 }
 
 // Issue 21.3: a stored refusal is FAILED (the saga turns back), never
