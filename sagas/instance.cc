@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "util/check.h"
 #include "util/json_limits.h"
 
 namespace sagad {
@@ -179,6 +180,7 @@ Status Instance::Apply(const Event& e) {
     SagaEvent se;
     if (!ParseSagaEvent(e.type, &se)) return InvalidArgument("unknown saga event " + e.type);
     SAGAD_RETURN_IF_ERROR(machine_.Process(se));
+    for (StepState& st : steps_) st.view_text.reset();  // rare: no need to know what it touched
     if (se == SagaEvent::kEscalate) review_reason_ = Str(e.data, "reason");
     if (se == SagaEvent::kResume || se == SagaEvent::kStartCompensation) review_reason_.clear();
   } else {
@@ -232,6 +234,7 @@ Status Instance::ApplyStepEvent(const Event& e) {
   int i = StepIndex(e.step);
   if (i < 0) return InvalidArgument("event for unknown step " + e.step);
   StepState& st = steps_[i];
+  st.view_text.reset();
   st.retry_at = 0;
   auto interrupted = e.data.find("interrupted");
   st.budget_exempt =
@@ -264,55 +267,53 @@ Status Instance::ApplyStepEvent(const Event& e) {
   return Status::Ok();
 }
 
-nlohmann::json Instance::ToJson() const {
-  nlohmann::json steps = nlohmann::json::array();
-  for (const StepState& st : steps_) {
-    nlohmann::json after = nlohmann::json::array();
-    for (int d : st.after) after.push_back(steps_[d].name);
-    nlohmann::json j = {{"name", st.name},
-                        {"after", std::move(after)},
-                        {"status", StepStatusName(st.status())},
-                        {"key", st.key},
-                        {"attempts", st.attempts},
-                        {"reconciliations", st.reconciliations},
-                        {"result", st.result},
-                        {"external_ref", st.external_ref},
-                        {"last_error", st.last_error},
-                        {"approved", st.machine.approved()}};
-    if (!st.args_hash.empty()) j["args_hash"] = st.args_hash;
-    if (!st.approval.is_null()) j["approval"] = st.approval;
-    if (!st.resolution.is_null()) j["resolution"] = st.resolution;
-    if (st.retry_at > 0) j["next_retry_at"] = st.retry_at;
-    if (st.comp_attempts > 0 || st.machine.reviewing_compensation()) {
-      const char* cs = st.status() == StepStatus::kCompensated    ? "COMPENSATED"
-                       : st.machine.reviewing_compensation()      ? "NEEDS_REVIEW"
-                       : st.status() == StepStatus::kCompensating ? "COMPENSATING"
-                                                                  : "PENDING";
-      j["compensation"] = {{"status", cs},
-                           {"key", st.comp_key},
-                           {"attempts", st.comp_attempts},
-                           {"reconciliations", st.comp_reconciliations},
-                           {"result", st.comp_result},
-                           {"external_ref", st.comp_external_ref},
-                           {"last_error", st.comp_last_error}};
-    } else {
-      j["compensation"] = nullptr;
-    }
-    steps.push_back(std::move(j));
+nlohmann::json Instance::StepJson(const StepState& st) const {
+  nlohmann::json after = nlohmann::json::array();
+  for (int d : st.after) after.push_back(steps_[d].name);
+  nlohmann::json j = {{"name", st.name},
+                      {"after", std::move(after)},
+                      {"status", StepStatusName(st.status())},
+                      {"key", st.key},
+                      {"attempts", st.attempts},
+                      {"reconciliations", st.reconciliations},
+                      {"result", st.result},
+                      {"external_ref", st.external_ref},
+                      {"last_error", st.last_error},
+                      {"approved", st.machine.approved()}};
+  if (!st.args_hash.empty()) j["args_hash"] = st.args_hash;
+  if (!st.approval.is_null()) j["approval"] = st.approval;
+  if (!st.resolution.is_null()) j["resolution"] = st.resolution;
+  if (st.retry_at > 0) j["next_retry_at"] = st.retry_at;
+  if (st.comp_attempts > 0 || st.machine.reviewing_compensation()) {
+    const char* cs = st.status() == StepStatus::kCompensated    ? "COMPENSATED"
+                     : st.machine.reviewing_compensation()      ? "NEEDS_REVIEW"
+                     : st.status() == StepStatus::kCompensating ? "COMPENSATING"
+                                                                : "PENDING";
+    j["compensation"] = {{"status", cs},
+                         {"key", st.comp_key},
+                         {"attempts", st.comp_attempts},
+                         {"reconciliations", st.comp_reconciliations},
+                         {"result", st.comp_result},
+                         {"external_ref", st.comp_external_ref},
+                         {"last_error", st.comp_last_error}};
+  } else {
+    j["compensation"] = nullptr;
   }
+  return j;
+}
+
+// Everything of ToJson() but the input, the trace and the steps.
+nlohmann::json Instance::TopJson() const {
   nlohmann::json j = {{"id", id_},
                       {"saga", saga_},
                       {"saga_version", saga_version_},
                       {"status", SagaStatusName(status())},
-                      {"input", input_},
-                      {"steps", std::move(steps)},
                       {"created_at", created_at_},
                       {"updated_at", updated_at_},
                       {"last_seq", last_seq_},
                       {"version", version_},
                       {"schema_version", kRecordSchemaVersion}};
   if (!review_reason_.empty()) j["review_reason"] = review_reason_;
-  if (!trace_.is_null()) j["trace"] = trace_;
   std::vector<int> current = CurrentSteps();
   int cur = current.empty() ? -1 : current[0];
   nlohmann::json names = nlohmann::json::array();
@@ -323,6 +324,54 @@ nlohmann::json Instance::ToJson() const {
   j["waiting_for"] = waiting.empty() ? nlohmann::json() : nlohmann::json(waiting);
   if (cur >= 0 && steps_[cur].retry_at > 0) j["next_retry_at"] = steps_[cur].retry_at;
   return j;
+}
+
+nlohmann::json Instance::ToJson() const {
+  nlohmann::json j = TopJson();
+  nlohmann::json steps = nlohmann::json::array();
+  for (const StepState& st : steps_) steps.push_back(StepJson(st));
+  j["steps"] = std::move(steps);
+  j["input"] = input_;
+  if (!trace_.is_null()) j["trace"] = trace_;
+  return j;
+}
+
+std::string Instance::SnapshotText() {
+  if (!input_text_) input_text_ = std::make_shared<const std::string>(DumpJson(input_));
+  if (!trace_text_) trace_text_ = std::make_shared<const std::string>(DumpJson(trace_));
+  std::string steps = "[";
+  for (StepState& st : steps_) {
+    if (!st.view_text) st.view_text = std::make_shared<const std::string>(DumpJson(StepJson(st)));
+    if (steps.size() > 1) steps += ',';
+    steps += *st.view_text;
+  }
+  steps += ']';
+  // One dump of the rest, with null in the places of the kept texts. A
+  // `"input":null` there is the member's: inside a JSON string every quote
+  // is escaped, and the other members hold no objects.
+  nlohmann::json top = TopJson();
+  std::vector<std::pair<std::string, const std::string*>> kept = {
+      {"\"input\":null", input_text_.get()}, {"\"steps\":null", &steps}};
+  top["input"] = nullptr;
+  top["steps"] = nullptr;
+  if (!trace_.is_null()) {
+    top["trace"] = nullptr;
+    kept.push_back({"\"trace\":null", trace_text_.get()});
+  }
+  const std::string rest = DumpJson(top);
+  std::string out;
+  out.reserve(rest.size() + steps.size() + input_text_->size() + trace_text_->size());
+  size_t from = 0;
+  for (const auto& [placeholder, text] : kept) {  // in key order, as the map writes them
+    size_t at = rest.find(placeholder, from);
+    SAGAD_CHECK(at != std::string::npos) << "snapshot member " << placeholder;
+    size_t value = at + placeholder.size() - 4;  // the "null"
+    out.append(rest, from, value - from);
+    out += *text;
+    from = value + 4;
+  }
+  out.append(rest, from, std::string::npos);
+  return out;
 }
 
 bool Instance::IsAncestor(int a, int b) const {

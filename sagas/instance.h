@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -75,6 +76,9 @@ struct StepState {
   // by a restart or a takeover, confirmed never received: not a failure of
   // the service). Derived from the log; not part of the view.
   bool budget_exempt = false;
+  // This step's part of Instance::SnapshotText(), kept until an event of the
+  // step (shared by copies: a transition rewrites only the steps it changed).
+  std::shared_ptr<const std::string> view_text;
 
   StepStatus status() const { return machine.status(); }
 };
@@ -124,6 +128,13 @@ class Instance {
   // current_step (the first of them), waiting_for (approval | retry | review |
   // null), next_retry_at.
   nlohmann::json ToJson() const;
+  // DumpJson(ToJson()), byte for byte, without building the tree: the
+  // input's, the trace's and each step's text are kept (and shared by
+  // copies) until an event changes them, so a transition serialises only
+  // what it changed. Not const: it fills those caches; call it on a copy no
+  // other thread reads (the engine's copy of a transition, before it is
+  // committed).
+  std::string SnapshotText();
   // The steps the saga is at, lowest index first: going forward, those not
   // committed whose dependencies all committed; going back, those being
   // undone or in doubt, and the committed ones no committed dependent of
@@ -137,14 +148,18 @@ class Instance {
   std::string WaitingFor() const;
 
  private:
-  Status ApplyCreated(const Event& e);    // the first event: what the instance is
-  Status ApplyStepEvent(const Event& e);  // an event of one step
+  Status ApplyCreated(const Event& e);                 // the first event: what the instance is
+  Status ApplyStepEvent(const Event& e);               // an event of one step
+  nlohmann::json StepJson(const StepState& st) const;  // one step of ToJson()
+  nlohmann::json TopJson() const;                      // ToJson() without input, trace and steps
 
   std::string id_;
   std::string saga_;
   int saga_version_ = 0;
   nlohmann::json input_;
   nlohmann::json trace_;
+  // The texts of input_ and trace_ in SnapshotText() (set once, shared).
+  std::shared_ptr<const std::string> input_text_, trace_text_;
   SagaMachine machine_;
   std::vector<StepState> steps_;
   std::string review_reason_;

@@ -156,7 +156,7 @@ Status InstanceRepository::Build(Pending& p, std::shared_ptr<TransitionWrite>* w
   auto write = std::make_shared<TransitionWrite>();
   write->id = p.id;
   write->expected_version = (*cur)->version();
-  write->snapshot = std::make_shared<const nlohmann::json>((*next)->ToJson());
+  write->snapshot = SnapshotRecord::FromInstance(**next);  // only what changed is serialised
   write->events = tx.events();
   write->operations = tx.Operations();
   write->outbox = hooks_.outbox(**next, write->events);
@@ -204,7 +204,7 @@ void InstanceRepository::AfterCommit(const std::shared_ptr<Pending>& p,
     return;
   }
   CachePut(p->id, next);
-  hooks_.committed(Commit{p->id, next, &w->events, w->snapshot, took});
+  hooks_.committed(Commit{p->id, next, &w->events, nullptr, took});
   Finish(p, s);
 }
 

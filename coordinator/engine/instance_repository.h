@@ -49,10 +49,12 @@ class InstanceRepository {
   // One commit that happened.
   struct Commit {
     std::string id;
-    std::shared_ptr<const Instance> instance;        // as committed
-    const std::vector<Event>* events = nullptr;      // what it added
-    std::shared_ptr<const nlohmann::json> snapshot;  // as stored
-    std::chrono::steady_clock::duration took{};      // the store's commit
+    std::shared_ptr<const Instance> instance;    // as committed
+    const std::vector<Event>* events = nullptr;  // what it added
+    // As stored; null after MutateAsync (its snapshot is text: see
+    // `instance`, whose ToJson() it is).
+    std::shared_ptr<const nlohmann::json> snapshot;
+    std::chrono::steady_clock::duration took{};  // the store's commit
   };
   struct Hooks {
     // The outbox messages a transition publishes (in the same commit).

@@ -2,6 +2,7 @@
 #include "coordinator/store/store.h"
 
 #include "coordinator/store/lease_rule.h"
+#include "util/json_limits.h"
 
 namespace sagad {
 
@@ -68,6 +69,34 @@ Submission Submission::FromJson(const nlohmann::json& j) {
   s.created_at = j.value("created_at", int64_t(0));
   return s;
 }
+
+SnapshotRecord SnapshotRecord::FromJson(const nlohmann::json& snapshot) {
+  SnapshotRecord r;
+  r.text = DumpJson(snapshot);
+  r.id = snapshot.value("id", "");
+  r.saga = snapshot.value("saga", "");
+  r.status = snapshot.value("status", "");
+  auto waiting = snapshot.find("waiting_for");
+  if (waiting != snapshot.end() && waiting->is_string()) r.waiting_for = *waiting;
+  r.version = snapshot.value("version", uint64_t(0));
+  r.updated_at = snapshot.value("updated_at", int64_t(0));
+  return r;
+}
+
+SnapshotRecord SnapshotRecord::FromInstance(Instance& inst) {
+  SnapshotRecord r;
+  r.text = inst.SnapshotText();
+  r.id = inst.id();
+  r.saga = inst.saga();
+  r.status = SagaStatusName(inst.status());
+  std::string waiting = inst.WaitingFor();
+  if (!waiting.empty()) r.waiting_for = waiting;
+  r.version = inst.version();
+  r.updated_at = inst.updated_at();
+  return r;
+}
+
+nlohmann::json SnapshotRecord::Parse() const { return nlohmann::json::parse(text); }
 
 bool Matches(const InstanceFilter& filter, const nlohmann::json& j) {
   if (!filter.status.empty() && j.value("status", "") != filter.status) return false;

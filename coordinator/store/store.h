@@ -101,12 +101,32 @@ struct InstancePage {
   std::string next_cursor;                // empty when there is no more
 };
 
+// An instance's snapshot as a store writes it: the JSON text, and the
+// fields a store reads of it (its index, the version check, the lease's
+// release on a terminal status), so that it is neither built as a tree nor
+// parsed on the way.
+struct SnapshotRecord {
+  std::string text;
+  std::string id, saga, status;
+  nlohmann::json waiting_for;  // a string, or null
+  uint64_t version = 0;
+  int64_t updated_at = 0;
+
+  // From the snapshot's JSON (what Commit and CreateInstance take).
+  static SnapshotRecord FromJson(const nlohmann::json& snapshot);
+  // From the instance itself (Instance::SnapshotText: only what changed
+  // since the copy it came from is serialised again).
+  static SnapshotRecord FromInstance(Instance& inst);
+  // The JSON again, parsed (for a store that keeps trees).
+  nlohmann::json Parse() const;
+};
+
 // One transition as CommitAsync takes it (what Commit's arguments say),
 // owned: it lives until the commit is done.
 struct TransitionWrite {
   std::string id;
   uint64_t expected_version = 0;
-  std::shared_ptr<const nlohmann::json> snapshot;
+  SnapshotRecord snapshot;
   std::vector<Event> events;
   std::vector<OperationRecord> operations;
   std::vector<nlohmann::json> outbox;
@@ -156,8 +176,8 @@ class Store {
   // must not block: it hands its work on (an executor's Post).
   virtual void CommitAsync(std::shared_ptr<const TransitionWrite> w,
                            std::function<void(Status)> done) {
-    done(Commit(w->id, w->expected_version, *w->snapshot, w->events, w->operations, w->outbox,
-                w->fence ? &*w->fence : nullptr));
+    done(Commit(w->id, w->expected_version, w->snapshot.Parse(), w->events, w->operations,
+                w->outbox, w->fence ? &*w->fence : nullptr));
   }
 
   // Takes or renews the lease of `id` for `owner` until now + ttl: allowed

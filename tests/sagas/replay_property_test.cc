@@ -8,6 +8,7 @@
 
 #include "examples/examples.h"
 #include "sagas/instance.h"
+#include "util/json_limits.h"
 
 namespace sagad {
 namespace {
@@ -44,7 +45,10 @@ TEST(ReplayPropertyTest, IncrementalStateEqualsReplayOfTheSerializedLogAtEveryPr
     std::mt19937 rng(seed);
     auto pick = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
     std::vector<Event> log;
-    Event created = Instance::CreatedEvent("i" + std::to_string(seed), def, {{"title", "t"}});
+    nlohmann::json trace;  // half the instances continue a trace
+    if (seed % 2) trace = {{"trace_id", std::string(32, 'a')}, {"parent_id", std::string(16, 'b')}};
+    Event created = Instance::CreatedEvent("i" + std::to_string(seed), def,
+                                           {{"title", "t\"\n\u00e9"}, {"n", seed}}, trace);
     created.seq = 1;
     created.at_ms = 1000;
     log.push_back(created);
@@ -60,7 +64,8 @@ TEST(ReplayPropertyTest, IncrementalStateEqualsReplayOfTheSerializedLogAtEveryPr
       } else {
         e.type = step_types[pick(step_types.size())];
         e.step = def.steps[pick(def.steps.size())].name;
-        e.data = {{"error", "e" + std::to_string(pick(100))},
+        const char* odd[] = {"", "\"q\"\t\\", "caf\xc3\xa9"};  // some need escaping
+        e.data = {{"error", "e" + std::to_string(pick(100)) + odd[pick(3)]},
                   {"key", "k"},
                   {"args_hash", "h"},
                   {"result", {{"ref", std::to_string(pick(1000))}}},
@@ -78,10 +83,37 @@ TEST(ReplayPropertyTest, IncrementalStateEqualsReplayOfTheSerializedLogAtEveryPr
       for (const Event& x : log) serialized.push_back(RoundTrip(x));
       auto replayed = Instance::Replay(created.data["id"], serialized);
       ASSERT_TRUE(replayed.ok()) << replayed.status().ToString();
+      replayed->set_version(inst.version());  // the store's count, not the log's
       ASSERT_EQ(replayed->ToJson(), inst.ToJson()) << "seed " << seed << " at seq " << e.seq;
+      // The snapshot text a transition writes, with the texts kept from the
+      // copies before it, is the tree's, byte for byte.
+      inst.set_version(static_cast<uint64_t>(e.seq));
+      ASSERT_EQ(inst.SnapshotText(), DumpJson(inst.ToJson()))
+          << "seed " << seed << " at seq " << e.seq;
     }
   }
   EXPECT_GT(transitions, 1000);  // the walk really explores
+}
+
+// A downstream's text that is not UTF-8 is written replaced (U+FFFD), in the
+// snapshot text as in the tree's.
+TEST(SnapshotTextTest, BytesThatAreNotUtf8AreReplacedAsTheTreeWouldBe) {
+  Event created = Instance::CreatedEvent("i", IncidentResponse(), {{"title", "t"}});
+  created.seq = 1;
+  Instance inst;
+  ASSERT_TRUE(inst.Apply(created).ok());
+  Event e;
+  e.seq = 2;
+  e.type = "started";
+  e.step = inst.step(0).name;
+  ASSERT_TRUE(inst.Apply(e).ok());
+  e.seq = 3;
+  e.type = "outcome_unknown";
+  e.data = {{"error", "bad \xff byte"}};
+  ASSERT_TRUE(inst.Apply(e).ok());
+  std::string text = inst.SnapshotText();
+  EXPECT_EQ(text, DumpJson(inst.ToJson()));
+  EXPECT_NE(text.find("bad \xef\xbf\xbd byte"), std::string::npos);
 }
 
 // Found by the simulator (seed 5472): a send that was "not executed" after

@@ -13,7 +13,7 @@ using namespace lmdb_util;
 void LmdbStore::CommitAsync(std::shared_ptr<const TransitionWrite> w,
                             std::function<void(Status)> done) {
   auto r = std::make_unique<CommitRequest>(WriteKind::kTransition, w->id, w->expected_version,
-                                           w->snapshot.get(), &w->events, &w->operations, nullptr,
+                                           &w->snapshot, &w->events, &w->operations, nullptr,
                                            &w->outbox, w->fence ? &*w->fence : nullptr);
   r->keep = std::move(w);
   Status prepared = Prepare(*r);

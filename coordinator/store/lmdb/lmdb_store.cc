@@ -28,16 +28,24 @@ static uint64_t SeqFromKey(const MDB_val& v) {
 
 // The `active` entry of an unfinished instance: 8-byte big-endian version,
 // saga, NUL, status (read back by IndexedState).
-static std::string ActiveEntry(const nlohmann::json& snapshot) {
-  return SeqKey(snapshot.value("version", uint64_t(0))) + snapshot.value("saga", "") + '\0' +
-         snapshot.value("status", "");
+static std::string ActiveEntry(const SnapshotRecord& snapshot) {
+  return SeqKey(snapshot.version) + snapshot.saga + '\0' + snapshot.status;
 }
 
-Status LmdbStore::PutSnapshot(MDB_txn* txn, const std::string& id, const nlohmann::json& snapshot,
-                              const std::string& text) {
-  SAGAD_RETURN_IF_ERROR(PutText(txn, instances_, id, text));
+// The record of a snapshot given as a tree; one that cannot be written
+// refuses its write.
+static StatusOr<SnapshotRecord> RecordOf(const nlohmann::json& snapshot) {
+  try {
+    return SnapshotRecord::FromJson(snapshot);
+  } catch (const std::exception& e) {
+    return Internal(std::string("write refused: ") + e.what());
+  }
+}
+
+Status LmdbStore::PutSnapshot(MDB_txn* txn, const std::string& id, const SnapshotRecord& snapshot) {
+  SAGAD_RETURN_IF_ERROR(PutText(txn, instances_, id, snapshot.text));
   MDB_val k = Val(id);
-  if (IsTerminalName(snapshot.value("status", ""))) {
+  if (IsTerminalName(snapshot.status)) {
     int rc = mdb_del(txn, active_, &k, nullptr);
     if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_del", rc);
   } else {
@@ -109,7 +117,9 @@ Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vect
                                  const std::vector<nlohmann::json>& outbox, const Lease* lease,
                                  const std::vector<OperationRecord>& operations) {
   const std::string id = snapshot.at("id").get<std::string>();
-  CommitRequest r{WriteKind::kCreate, id,         0,       &snapshot, &events,
+  auto record = RecordOf(snapshot);
+  if (!record.ok()) return record.status();
+  CommitRequest r{WriteKind::kCreate, id,         0,       &*record, &events,
                   &operations,        submission, &outbox, lease};
   SAGAD_RETURN_IF_ERROR(Prepare(r));
   return group_.Commit(r);
@@ -184,7 +194,7 @@ Status LmdbStore::Check(MDB_txn* txn, CommitRequest& r) {
   if (stored != r.expected_version)
     return Aborted("instance " + id + " changed: version " + std::to_string(stored) +
                    ", expected " + std::to_string(r.expected_version));
-  if (r.snapshot->value("version", uint64_t(0)) != r.expected_version + 1)
+  if (r.snapshot->version != r.expected_version + 1)
     return Internal("snapshot version must be expected_version + 1");
   if (r.lease) {
     auto held = GetJson(txn, leases_, id);
@@ -210,12 +220,12 @@ Status LmdbStore::Write(MDB_txn* txn, const CommitRequest& r) {
     if (rc != 0) return LmdbError("mdb_put", rc);
   }
   if (create && r.lease) SAGAD_RETURN_IF_ERROR(PutJson(txn, leases_, id, r.lease->ToJson()));
-  if (!create && IsTerminalName(r.snapshot->value("status", ""))) {
+  if (!create && IsTerminalName(r.snapshot->status)) {
     MDB_val k = Val(id);
     int rc = mdb_del(txn, leases_, &k, nullptr);
     if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_del", rc);
   }
-  SAGAD_RETURN_IF_ERROR(PutSnapshot(txn, id, *r.snapshot, r.texts.snapshot));
+  SAGAD_RETURN_IF_ERROR(PutSnapshot(txn, id, *r.snapshot));
   for (const auto& [key, text] : r.texts.events)
     SAGAD_RETURN_IF_ERROR(PutText(txn, events_, key, text, MDB_NOOVERWRITE));
   for (const auto& [key, text] : r.texts.operations)
@@ -225,7 +235,6 @@ Status LmdbStore::Write(MDB_txn* txn, const CommitRequest& r) {
 
 Status LmdbStore::Prepare(CommitRequest& r) {
   try {
-    r.texts.snapshot = DumpJson(*r.snapshot);
     for (const Event& e : *r.events)
       r.texts.events.emplace_back(EventKey(r.id, e.seq), DumpJson(e.ToJson()));
     if (r.operations)
@@ -242,10 +251,12 @@ Status LmdbStore::Commit(const std::string& id, uint64_t expected_version,
                          const nlohmann::json& snapshot, const std::vector<Event>& events,
                          const std::vector<OperationRecord>& operations,
                          const std::vector<nlohmann::json>& outbox, const Lease* lease) {
+  auto record = RecordOf(snapshot);
+  if (!record.ok()) return record.status();
   CommitRequest r{WriteKind::kTransition,
                   id,
                   expected_version,
-                  &snapshot,
+                  &*record,
                   &events,
                   &operations,
                   nullptr,

@@ -106,9 +106,7 @@ class LmdbStore : public Store {
 
  private:
   LmdbStore() = default;
-  // `text`: the snapshot as DumpJson wrote it.
-  Status PutSnapshot(MDB_txn* txn, const std::string& id, const nlohmann::json& snapshot,
-                     const std::string& text);
+  Status PutSnapshot(MDB_txn* txn, const std::string& id, const SnapshotRecord& snapshot);
   Status AppendOutbox(MDB_txn* txn, const std::vector<std::string>& outbox);
   // Takes the lease of id in txn (see Store::AcquireLease).
   StatusOr<Lease> TakeLease(MDB_txn* txn, const std::string& id, const std::string& owner,
@@ -129,7 +127,7 @@ class LmdbStore : public Store {
   // existing one, or the response of a submission.
   enum class WriteKind { kCreate, kTransition, kSubmissionResponse };
   struct CommitRequest : GroupCommit::Write {
-    CommitRequest(WriteKind k, const std::string& i, uint64_t ev, const nlohmann::json* snap,
+    CommitRequest(WriteKind k, const std::string& i, uint64_t ev, const SnapshotRecord* snap,
                   const std::vector<Event>* evs, const std::vector<OperationRecord>* ops,
                   const Submission* sub, const std::vector<nlohmann::json>* out, const Lease* l)
         : kind(k),
@@ -144,7 +142,7 @@ class LmdbStore : public Store {
     WriteKind kind;
     const std::string& id;  // instance id (submission key)
     uint64_t expected_version;
-    const nlohmann::json* snapshot;
+    const SnapshotRecord* snapshot;  // creates and transitions (its text written as is)
     const std::vector<Event>* events;
     const std::vector<OperationRecord>* operations;  // transitions only
     const Submission* submission;  // creates (may be null); responses: key, status, response
@@ -155,7 +153,6 @@ class LmdbStore : public Store {
     // by the writer's own thread before it queues (Prepare), so that the
     // batch's leader only checks and copies bytes while others wait.
     struct Texts {
-      std::string snapshot;
       std::vector<std::pair<std::string, std::string>> events, operations;  // key, record
       std::vector<std::string> outbox;
     } texts;

@@ -96,7 +96,7 @@ Status LmdbStore::MigrateV0ToV1(MDB_txn* txn) {
   }
   for (auto& [id, snap] : snaps) {
     snap["schema_version"] = 1;
-    SAGAD_RETURN_IF_ERROR(PutSnapshot(txn, id, snap, DumpJson(snap)));
+    SAGAD_RETURN_IF_ERROR(PutSnapshot(txn, id, SnapshotRecord::FromJson(snap)));
   }
   return Status::Ok();
 }

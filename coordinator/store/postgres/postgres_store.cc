@@ -291,17 +291,14 @@ namespace {
 
 // The columns of an instance row, from its snapshot; the snapshot itself
 // travels as a JSON string (stored as is, never re-parsed by the server).
-nlohmann::json InstanceColumns(const nlohmann::json& snapshot) {
-  std::string status = snapshot.value("status", "");
-  auto waiting = snapshot.find("waiting_for");
-  return {
-      {"version", snapshot.value("version", uint64_t(0))},
-      {"saga", snapshot.value("saga", "")},
-      {"status", status},
-      {"waiting", waiting != snapshot.end() && waiting->is_string() ? *waiting : nlohmann::json()},
-      {"finished", status == "COMPLETED" || status == "COMPENSATED"},
-      {"updated_at", snapshot.value("updated_at", int64_t(0))},
-      {"snapshot", DumpJson(snapshot)}};
+nlohmann::json InstanceColumns(const SnapshotRecord& snapshot) {
+  return {{"version", snapshot.version},
+          {"saga", snapshot.saga},
+          {"status", snapshot.status},
+          {"waiting", snapshot.waiting_for},
+          {"finished", snapshot.status == "COMPLETED" || snapshot.status == "COMPENSATED"},
+          {"updated_at", snapshot.updated_at},
+          {"snapshot", snapshot.text}};
 }
 
 }  // namespace
@@ -310,7 +307,7 @@ Status PostgresStore::CreateInstance(const nlohmann::json& snapshot,
                                      const std::vector<Event>& events, const Submission* submission,
                                      const std::vector<nlohmann::json>& outbox, const Lease* lease,
                                      const std::vector<OperationRecord>& operations) {
-  nlohmann::json w = InstanceColumns(snapshot);
+  nlohmann::json w = InstanceColumns(SnapshotRecord::FromJson(snapshot));
   w["kind"] = "create";
   w["id"] = snapshot.at("id").get<std::string>();
   w["events"] = EventsJson(events);
@@ -328,10 +325,10 @@ Status PostgresStore::CreateInstance(const nlohmann::json& snapshot,
 }
 
 StatusOr<nlohmann::json> PostgresStore::CommitRequest(
-    const std::string& id, uint64_t expected_version, const nlohmann::json& snapshot,
+    const std::string& id, uint64_t expected_version, const SnapshotRecord& snapshot,
     const std::vector<Event>& events, const std::vector<OperationRecord>& operations,
     const std::vector<nlohmann::json>& outbox, const Lease* lease) {
-  if (snapshot.value("version", uint64_t(0)) != expected_version + 1)
+  if (snapshot.version != expected_version + 1)
     return Internal("snapshot version must be expected_version + 1");
   nlohmann::json ops = nlohmann::json::array();
   for (const auto& op : operations) ops.push_back(op.ToJson());
@@ -350,14 +347,15 @@ Status PostgresStore::Commit(const std::string& id, uint64_t expected_version,
                              const nlohmann::json& snapshot, const std::vector<Event>& events,
                              const std::vector<OperationRecord>& operations,
                              const std::vector<nlohmann::json>& outbox, const Lease* lease) {
-  auto w = CommitRequest(id, expected_version, snapshot, events, operations, outbox, lease);
+  auto w = CommitRequest(id, expected_version, SnapshotRecord::FromJson(snapshot), events,
+                         operations, outbox, lease);
   if (!w.ok()) return w.status();
   return Apply(std::move(*w));
 }
 
 void PostgresStore::CommitAsync(std::shared_ptr<const TransitionWrite> t,
                                 std::function<void(Status)> done) {
-  auto w = CommitRequest(t->id, t->expected_version, *t->snapshot, t->events, t->operations,
+  auto w = CommitRequest(t->id, t->expected_version, t->snapshot, t->events, t->operations,
                          t->outbox, t->fence ? &*t->fence : nullptr);
   if (!w.ok()) {
     done(w.status());

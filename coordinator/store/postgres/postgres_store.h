@@ -118,7 +118,7 @@ class PostgresStore : public Store {
   };
   // The sagad_apply request of a transition (Commit, CommitAsync).
   static StatusOr<nlohmann::json> CommitRequest(const std::string& id, uint64_t expected_version,
-                                                const nlohmann::json& snapshot,
+                                                const SnapshotRecord& snapshot,
                                                 const std::vector<Event>& events,
                                                 const std::vector<OperationRecord>& operations,
                                                 const std::vector<nlohmann::json>& outbox,

@@ -47,7 +47,7 @@ std::shared_ptr<TransitionWrite> Write(const std::string& id, uint64_t expected,
   auto w = std::make_shared<TransitionWrite>();
   w->id = id;
   w->expected_version = expected;
-  w->snapshot = std::make_shared<const nlohmann::json>(snap);
+  w->snapshot = SnapshotRecord::FromJson(snap);
   w->events = std::move(events);
   if (fence) w->fence = *fence;
   return w;
