@@ -4,8 +4,8 @@
 // it when what follows only commits asynchronously (a call's outcome, a
 // forward reconciliation's answer), or a task on the engine's workers when it
 // may block on a commit (a compensation's answer: "not happened" re-sends it,
-// behind a blocking STARTED). No thread waits for a reply. The actions are in step_runner.cc and
-// step_runner_undo.cc; the contract in step_runner.h.
+// behind a blocking STARTED). No thread waits for a reply. The actions are
+// in step_runner.cc and step_runner_undo.cc; the contract in step_runner.h.
 #include <atomic>
 #include <thread>
 
