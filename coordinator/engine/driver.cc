@@ -31,19 +31,15 @@ Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceReposit
       steps_(
           adapter, clock, ownership, runs, metrics, gates,
           StepRunner::Driver{
-              [this](const std::string& id, const std::function<Status(Tx&)>& fn) {
-                return CommitAsOwner(id, fn);
-              },
               [this](const std::string& id, const Status& s) { return AfterFailedCommit(id, s); },
               [this](const std::string& id) { Schedule(id); },
               [this](const std::string& id) { MarkRecovered(id); },
               [this] { return RecoveryInProgress(); },
               [this](const std::string& id) { return ownership_.ReadyToSend(id); },
               [this](const std::string& id, int64_t ms) { ScheduleAfter(id, ms); },
-              [this](std::function<void()> fn) { executor_.Post(std::move(fn)); },
               [this](const std::string& id, std::function<Status(Tx&)> fn,
-                     std::function<void(Status)> done) {
-                CommitAsOwnerAsync(id, std::move(fn), std::move(done));
+                     std::function<void(Status)> done, CommitThen then) {
+                CommitAsOwnerAsync(id, std::move(fn), std::move(done), then);
               }},
           random) {}
 
@@ -107,19 +103,32 @@ auto Driver::ScheduleAfter(const std::string& id, int64_t delay_ms) -> void {
   executor_.PostAfter(delay_ms, [this, id] { Schedule(id); });
 }
 
-auto Driver::DriveLoop(const std::string& id) -> void {
+auto Driver::DriveLoop(const std::string& id) -> void { Resume(id, 0, Round::kAgain); }
+
+auto Driver::Resume(const std::string& id, int round, Round r) -> void {
+  // Every round commits a transition, hands the instance on, or returns; a
+  // round that does none of these again and again is a livelock of ours.
+  constexpr int kMaxRounds = 10000;
   while (true) {
-    bool yield = false;
     try {
-      yield = Drive(id);
+      for (; r == Round::kAgain && !runs_.Stopping(); ++round) {
+        SAGAD_CHECK(round < kMaxRounds)
+            << "instance " << id << " went round " << round << " times without settling";
+        r = DriveRound(id, round);
+      }
     } catch (const std::exception& e) {
       // A bug, not an expected failure: say so loudly and try again later
       // rather than leave the instance without a driver.
       EngineLog({{"msg", "driver error"}, {"instance", id}, {"error", e.what()}});
       ScheduleAfter(id, 5000);
+      r = Round::kDone;
     }
-    switch (runs_.Leave(id, yield)) {
+    // A commit is under way: its continuation goes on with the next round.
+    if (r == Round::kPending) return;
+    switch (runs_.Leave(id, r == Round::kYield)) {
       case RunTable::After::kAgain:
+        round = 0;
+        r = Round::kAgain;
         continue;
       case RunTable::After::kRequeue:  // to the back of the queue
         executor_.Post([this, id] { DriveLoop(id); });
@@ -130,17 +139,22 @@ auto Driver::DriveLoop(const std::string& id) -> void {
   }
 }
 
-auto Driver::Drive(const std::string& id) -> bool {
-  // Every round commits a transition, hands the instance on, or returns; a
-  // round that does none of these again and again is a livelock of ours.
-  constexpr int kMaxRounds = 10000;
-  for (int round = 0; !runs_.Stopping(); ++round) {
-    SAGAD_CHECK(round < kMaxRounds)
-        << "instance " << id << " went round " << round << " times without settling";
-    Round r = DriveRound(id, round);
-    if (r != Round::kAgain) return r == Round::kYield;
-  }
-  return false;
+auto Driver::CommitRound(const std::string& id, int round, std::function<Status(Tx&)> fn,
+                         std::function<Round(Next)> after) -> Round {
+  CommitAsOwnerAsync(
+      id, std::move(fn),
+      [this, id, round, after = std::move(after)](Status s) {
+        Round r = Round::kDone;
+        try {
+          r = after(s.ok() ? Next::kContinue : AfterFailedCommit(id, s));
+        } catch (const std::exception& e) {
+          EngineLog({{"msg", "driver error"}, {"instance", id}, {"error", e.what()}});
+          ScheduleAfter(id, 5000);
+        }
+        Resume(id, round + 1, r);
+      },
+      CommitThen::kPosted);
+  return Round::kPending;
 }
 
 auto Driver::DriveRound(const std::string& id, int round) -> Round {
@@ -164,20 +178,17 @@ auto Driver::DriveRound(const std::string& id, int round) -> Round {
     return Round::kDone;
   }
   SagaDefinitionPtr def = defs_.Get((*inst)->saga(), (*inst)->saga_version());
-  if (!def) {
-    EscalateUnregistered(id, **inst);
-    return Round::kDone;
-  }
-  Next next = Next::kStop;
+  if (!def) return EscalateUnregistered(id, round, **inst);
   int64_t wake_at = 0;  // a deadline still ahead, for when the saga waits
-  if (Deadlines(id, *def, **inst, &next, &wake_at)) {
+  if (auto fn = Deadlines(*def, **inst, &wake_at)) {
     MarkRecovered(id);
-    return next == Next::kStop ? Round::kDone : Round::kAgain;
+    return CommitRound(id, round, std::move(fn),
+                       [](Next n) { return n == Next::kStop ? Round::kDone : Round::kAgain; });
   }
   std::vector<Action> actions = NextActions(*def, **inst);
   const Action a = actions.front();
   if (a.kind == ActionKind::kRequestApproval || IsStepAction(a.kind))
-    return StepRound(id, def, **inst, actions, wake_at);
+    return StepRound(id, round, def, **inst, actions, wake_at);
   if (a.kind == ActionKind::kNone) {
     if (wake_at > 0) WakeAt(id, wake_at);
     MarkRecovered(id);
@@ -185,28 +196,36 @@ auto Driver::DriveRound(const std::string& id, int round) -> Round {
   }
   std::function<Status(Tx&)> fn = SagaTransition(def, a);
   if (!fn) return Round::kDone;
-  return AfterRound(id, Transition(id, fn));
+  return CommitRound(id, round, std::move(fn), [this, id](Next n) { return AfterRound(id, n); });
 }
 
 // Never run an instance under a definition other than the one it started
 // with: a human decides.
-auto Driver::EscalateUnregistered(const std::string& id, const Instance& inst) -> void {
+auto Driver::EscalateUnregistered(const std::string& id, int round, const Instance& inst) -> Round {
   std::string why = "saga " + inst.saga() + " version " + std::to_string(inst.saga_version()) +
                     " is not registered in this coordinator";
   EngineLog({{"msg", "definition not registered"}, {"instance", id}, {"saga", inst.saga()}});
   SagaStatus ss = inst.status();
-  if (ss == SagaStatus::kRunning || ss == SagaStatus::kAwaitingApproval ||
-      ss == SagaStatus::kCompensating)
-    Transition(id, [&](Tx& tx) { return tx.Saga(SagaEvent::kEscalate, {{"reason", why}}); });
   MarkRecovered(id);
+  if (ss != SagaStatus::kRunning && ss != SagaStatus::kAwaitingApproval &&
+      ss != SagaStatus::kCompensating)
+    return Round::kDone;
+  return CommitRound(
+      id, round,
+      [why](Tx& tx) {
+        return tx.Saga(SagaEvent::kEscalate, {{"reason", why}});
+      },
+      [](Next) { return Round::kDone; });
 }
 
-auto Driver::StepRound(const std::string& id, const SagaDefinitionPtr& def, const Instance& inst,
-                       const std::vector<Action>& actions, int64_t wake_at) -> Round {
+auto Driver::StepRound(const std::string& id, int round, const SagaDefinitionPtr& def,
+                       const Instance& inst, const std::vector<Action>& actions, int64_t wake_at)
+    -> Round {
   if (HasApprovalRequest(actions)) {
-    Next next = Transition(id, [&](Tx& tx) { return RequestApprovals(tx, *def, actions); });
     MarkRecovered(id);
-    return next == Next::kStop ? Round::kDone : Round::kAgain;
+    return CommitRound(
+        id, round, [this, def, actions](Tx& tx) { return RequestApprovals(tx, *def, actions); },
+        [](Next n) { return n == Next::kStop ? Round::kDone : Round::kAgain; });
   }
   Action here;
   if (!LaunchSteps(id, *def, inst, actions, wake_at, &here)) {
@@ -388,23 +407,20 @@ auto Driver::WakeAt(const std::string& id, int64_t due_ms) -> void {
   });
 }
 
-auto Driver::Deadlines(const std::string& id, const SagaDefinition& def, const Instance& inst,
-                       Next* next, int64_t* wake_at) -> bool {
+auto Driver::Deadlines(const SagaDefinition& def, const Instance& inst, int64_t* wake_at)
+    -> std::function<Status(Tx&)> {
   SagaStatus ss = inst.status();
-  if (ss != SagaStatus::kRunning && ss != SagaStatus::kAwaitingApproval) return false;
+  if (ss != SagaStatus::kRunning && ss != SagaStatus::kAwaitingApproval) return nullptr;
   const int64_t now = clock_.NowMillis();
   int64_t wake = 0;
   if (def.deadline_ms > 0 && PivotInPlay(def, inst) < 0) {
     int64_t due = inst.created_at() + def.deadline_ms;
-    if (now >= due) {
-      *next = Transition(id, [&](Tx& tx) -> Status {
+    if (now >= due)
+      return [ms = def.deadline_ms](Tx& tx) -> Status {
         SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals("sagad", "saga deadline passed"));
-        return tx.Saga(
-            SagaEvent::kStartCompensation,
-            {{"reason", "saga deadline of " + std::to_string(def.deadline_ms) + " ms passed"}});
-      });
-      return true;
-    }
+        return tx.Saga(SagaEvent::kStartCompensation,
+                       {{"reason", "saga deadline of " + std::to_string(ms) + " ms passed"}});
+      };
     wake = due;
   }
   for (size_t i = 0; i < inst.steps().size(); ++i) {
@@ -419,19 +435,17 @@ auto Driver::Deadlines(const std::string& id, const SagaDefinition& def, const I
     }
     std::string why = "approval of '" + sd.name + "' timed out after " +
                       std::to_string(sd.approval_timeout_ms) + " ms";
-    *next = Transition(id, [&](Tx& tx) -> Status {
+    return [i = static_cast<int>(i), why, step = sd.name,
+            escalate = sd.approval_timeout_action == "escalate"](Tx& tx) -> Status {
       if (tx.inst().step(i).status() != StepStatus::kAwaitingApproval)
         return MovedOn("decided meanwhile");
-      if (sd.approval_timeout_action == "escalate")
-        return tx.Saga(SagaEvent::kEscalate, {{"reason", why}, {"step", sd.name}});
-      SAGAD_RETURN_IF_ERROR(
-          tx.Step(static_cast<int>(i), StepEvent::kReject, {{"by", "sagad"}, {"reason", why}}));
+      if (escalate) return tx.Saga(SagaEvent::kEscalate, {{"reason", why}, {"step", step}});
+      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kReject, {{"by", "sagad"}, {"reason", why}}));
       return tx.Saga(SagaEvent::kStartCompensation, {{"reason", why}});
-    });
-    return true;
+    };
   }
   *wake_at = wake;
-  return false;
+  return nullptr;
 }
 
 auto Driver::RecoveryInProgress() -> bool { return recovery_.InProgress(clock_.SteadyNow()); }

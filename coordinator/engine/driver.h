@@ -68,34 +68,41 @@ class Driver {
                     StepRequest* request, const TraceContext& trace, bool created);
 
   // A commit as the instance's owner (fenced by the lease this process
-  // holds); a fenced commit drops the instance (its lease is released here).
-  Status CommitAsOwner(const std::string& id, const std::function<Status(Tx&)>& fn);
-  // The same, completing `done` (on a worker) instead of blocking.
+  // holds), completing `done` (where `then` says); no thread waits for it.
+  // A fenced commit drops the instance (its lease is released here).
   void CommitAsOwnerAsync(const std::string& id, std::function<Status(Tx&)> fn,
-                          std::function<void(Status)> done);
+                          std::function<void(Status)> done, CommitThen then);
 
  private:
+  // What one round of a drive says: end the drive (kDone), end it and go to
+  // the back of the queue (kYield: while a recovery is under way, after
+  // each saga-level action, so every recovered instance is resumed before
+  // any runs to its end), go round again (kAgain), or a commit is under
+  // way whose continuation goes on with the next round (kPending).
+  enum class Round { kDone, kYield, kAgain, kPending };
   void DriveLoop(const std::string& id);
-  // Runs the instance's saga-level transitions and launches its step
-  // actions, each on a worker of its own (several branches of a graph at
-  // once). While a recovery is under way, returns true after each
-  // saga-level action: the caller puts the instance back at the end of the
-  // queue, so every recovered instance is resumed before any runs to its end.
-  bool Drive(const std::string& id);
-  // What one round of Drive says: end the drive (kDone: Drive returns false;
-  // kYield: true, to the back of the queue) or go round again.
-  enum class Round { kDone, kYield, kAgain };
+  // Runs the instance's rounds from `round` on, `r` being what the one
+  // before said: its saga-level transitions, and its step actions, each
+  // launched on a worker of its own (several branches of a graph at once).
+  // No round waits for a commit: one that makes a transition ends with
+  // kPending and the commit's continuation (a task on the workers) resumes
+  // here. Leaves the run table when the drive ends.
+  void Resume(const std::string& id, int round, Round r);
   Round DriveRound(const std::string& id, int round);
+  // Commits `fn` asynchronously and returns kPending; once it is durable
+  // (or refused) the drive resumes with after(what it means for the driver).
+  Round CommitRound(const std::string& id, int round, std::function<Status(Tx&)> fn,
+                    std::function<Round(Next)> after);
   // A round whose first action works on steps (or asks for approvals).
-  Round StepRound(const std::string& id, const SagaDefinitionPtr& def, const Instance& inst,
-                  const std::vector<Action>& actions, int64_t wake_at);
+  Round StepRound(const std::string& id, int round, const SagaDefinitionPtr& def,
+                  const Instance& inst, const std::vector<Action>& actions, int64_t wake_at);
   // The transition of a saga-level action (complete, compensate, wait for
   // approval, escalate, go forward); empty for any other.
   std::function<Status(Tx&)> SagaTransition(const SagaDefinitionPtr& def, const Action& a);
   // How a round that took a saga-level action or ran a step goes on.
   Round AfterRound(const std::string& id, Next next);
   // An instance whose definition this process does not have goes to review.
-  void EscalateUnregistered(const std::string& id, const Instance& inst);
+  Round EscalateUnregistered(const std::string& id, int round, const Instance& inst);
   // Takes the instance's lease if this process does not hold it: free,
   // expired, or held by a dead predecessor of the same coordinator id. A new
   // generation means a new owner: the state is reloaded before acting.
@@ -125,10 +132,10 @@ class Driver {
   // Schedules the instance at wall time `due_ms` unless a wake-up at or
   // before it is already pending.
   void WakeAt(const std::string& id, int64_t due_ms);
-  // Saga deadline and approval timeouts. True if it acted (`next` says how
-  // to go on); otherwise *wake_at is the nearest deadline still ahead (or 0).
-  bool Deadlines(const std::string& id, const SagaDefinition& def, const Instance& inst, Next* next,
-                 int64_t* wake_at);
+  // Saga deadline and approval timeouts: the transition of one that passed,
+  // else empty and *wake_at is the nearest deadline still ahead (or 0).
+  std::function<Status(Tx&)> Deadlines(const SagaDefinition& def, const Instance& inst,
+                                       int64_t* wake_at);
   // Round robin (and no chaining) while instances found at start-up wait to
   // be resumed; bounded in time so that an instance that is somehow never
   // marked cannot keep this process in that mode.
@@ -138,8 +145,6 @@ class Driver {
   void MarkRecovered(const std::string& id);
   // A commit refused because the lease changed hands: the instance is dropped.
   void DropFenced(const std::string& id);
-  // A transition the driver wants; on a lost race it simply plans again.
-  Next Transition(const std::string& id, const std::function<Status(Tx&)>& fn);
   // A driver transition that did not commit: a lost race means plan again;
   // anything else is storage trouble, retried later.
   Next AfterFailedCommit(const std::string& id, const Status& s);

@@ -1,15 +1,10 @@
 // Driver's commits: as the instance's owner (fenced by this process's
-// lease), blocking or completing a continuation, and what one that did not
-// happen means for the driver.
+// lease), completing a continuation, and what one that did not happen means
+// for the driver.
 #include "coordinator/engine/driver.h"
 #include "util/log.h"
 
 namespace sagad {
-
-auto Driver::Transition(const std::string& id, const std::function<Status(Tx&)>& fn) -> Next {
-  Status s = CommitAsOwner(id, fn);
-  return s.ok() ? Next::kContinue : AfterFailedCommit(id, s);
-}
 
 auto Driver::AfterFailedCommit(const std::string& id, const Status& s) -> Next {
   if (s.code() == StatusCode::kLeaseLost)
@@ -21,26 +16,20 @@ auto Driver::AfterFailedCommit(const std::string& id, const Status& s) -> Next {
   return Next::kStop;
 }
 
-auto Driver::CommitAsOwner(const std::string& id, const std::function<Status(Tx&)>& fn) -> Status {
-  std::optional<Lease> lease = ownership_.Held(id);
-  if (!lease) return LeaseLost("lease lost: not the owner of " + id);
-  Status s = repo_.Mutate(id, fn, &*lease);
-  if (s.code() == StatusCode::kLeaseLost) DropFenced(id);
-  return s;
-}
-
 auto Driver::CommitAsOwnerAsync(const std::string& id, std::function<Status(Tx&)> fn,
-                                std::function<void(Status)> done) -> void {
+                                std::function<void(Status)> done, CommitThen then) -> void {
   std::optional<Lease> lease = ownership_.Held(id);
   if (!lease) {
     done(LeaseLost("lease lost: not the owner of " + id));
     return;
   }
-  repo_.MutateAsync(id, std::move(fn), std::move(lease),
-                    [this, id, done = std::move(done)](Status s) {
-                      if (s.code() == StatusCode::kLeaseLost) DropFenced(id);
-                      done(s);
-                    });
+  repo_.MutateAsync(
+      id, std::move(fn), std::move(lease),
+      [this, id, done = std::move(done)](Status s) {
+        if (s.code() == StatusCode::kLeaseLost) DropFenced(id);
+        done(s);
+      },
+      then);
 }
 
 auto Driver::DropFenced(const std::string& id) -> void {

@@ -139,8 +139,10 @@ Status InstanceRepository::Mutate(const std::string& id, const std::function<Sta
 }
 
 void InstanceRepository::MutateAsync(const std::string& id, std::function<Status(Tx&)> fn,
-                                     std::optional<Lease> fence, std::function<void(Status)> done) {
-  auto p = std::make_shared<Pending>(Pending{id, std::move(fn), std::move(fence), std::move(done)});
+                                     std::optional<Lease> fence, std::function<void(Status)> done,
+                                     CommitThen then) {
+  auto p = std::make_shared<Pending>(
+      Pending{id, std::move(fn), std::move(fence), std::move(done), then});
   turns_.TakeAsync(id, [this, p] { Attempt(p); });
 }
 
@@ -211,7 +213,7 @@ void InstanceRepository::AfterCommit(const std::shared_ptr<Pending>& p,
 void InstanceRepository::Finish(const std::shared_ptr<Pending>& p, const Status& s) {
   turns_.End(p->id);
   auto done = [p, s] { p->done(s); };
-  if (hooks_.post)
+  if (hooks_.post && p->then == CommitThen::kPosted)
     hooks_.post(std::move(done));
   else
     done();

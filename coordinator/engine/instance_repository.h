@@ -100,8 +100,9 @@ class InstanceRepository {
   // Mutate, completing `done` with what Mutate would return. `fn` runs in
   // the instance's turn: inside this call when the turn is free, else when
   // the transition before it ends; again after a lost race.
+  // `then`: where `done` runs (kPosted: through Hooks::post).
   void MutateAsync(const std::string& id, std::function<Status(Tx&)> fn, std::optional<Lease> fence,
-                   std::function<void(Status)> done);
+                   std::function<void(Status)> done, CommitThen then = CommitThen::kPosted);
 
   Store& store() { return store_; }
 
@@ -113,6 +114,7 @@ class InstanceRepository {
     std::function<Status(Tx&)> fn;
     std::optional<Lease> fence;
     std::function<void(Status)> done;
+    CommitThen then = CommitThen::kPosted;
     int attempt = 0;
   };
   // Loads, applies fn, and hands the write to the store; *w stays null when

@@ -23,14 +23,17 @@ auto StepRunner::TakeRetryToken(const std::string& service) -> int64_t {
   return wait;
 }
 
-auto StepRunner::DeferRetry(const std::string& id, int i, const std::string& service, int64_t wait)
-    -> Next {
-  return Transition(id, [&](Tx& tx) {
-    return tx.Note(i, "retry_deferred",
-                   {{"service", service},
-                    {"reason", "retry budget of the service is empty"},
-                    {"retry_at", clock_.NowMillis() + wait}});
-  });
+auto StepRunner::DeferRetry(const std::string& id, int i, const std::string& service, int64_t wait,
+                            Done done) -> void {
+  TransitionAsync(
+      id,
+      [this, i, service, wait](Tx& tx) {
+        return tx.Note(i, "retry_deferred",
+                       {{"service", service},
+                        {"reason", "retry budget of the service is empty"},
+                        {"retry_at", clock_.NowMillis() + wait}});
+      },
+      done);
 }
 
 auto StepRunner::Admit(const std::string& id, int i, const std::string& step,
@@ -46,7 +49,7 @@ auto StepRunner::Admit(const std::string& id, int i, const std::string& step,
   if (resend) {
     int64_t wait = TakeRetryToken(service);
     if (wait > 0) {
-      done(DeferRetry(id, i, service, wait));
+      DeferRetry(id, i, service, wait, done);
       return std::nullopt;
     }
   }

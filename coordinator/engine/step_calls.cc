@@ -1,10 +1,8 @@
 // StepRunner's calls to downstream services: Adapter::CallAsync and
 // QueryAsync, and what follows a reply: at once on the caller's thread when
 // the adapter answered before it returned; else on the thread that brought
-// it when what follows only commits asynchronously (a call's outcome, a
-// forward reconciliation's answer), or a task on the engine's workers when it
-// may block on a commit (a compensation's answer: "not happened" re-sends it,
-// behind a blocking STARTED). No thread waits for a reply. The actions are
+// it (what follows only commits asynchronously). No thread waits for a
+// reply. The actions are
 // in step_runner.cc and step_runner_undo.cc; the contract in step_runner.h.
 #include <atomic>
 #include <thread>
@@ -23,7 +21,7 @@ struct StepRunner::Handoff {
 };
 
 auto StepRunner::Continue(const std::shared_ptr<Handoff>& h, const std::string& id,
-                          const Done& done, const std::function<void()>& fn, bool blocks) -> void {
+                          const Done& done, const std::function<void()>& fn) -> void {
   if (std::this_thread::get_id() == h->caller && !h->returned.load()) {
     fn();  // an exception goes to the caller, as a blocking call's would
     return;
@@ -39,10 +37,7 @@ auto StepRunner::Continue(const std::shared_ptr<Handoff>& h, const std::string& 
       done(Next::kStop);
     }
   };
-  if (blocks && driver_.post)
-    driver_.post(std::move(guarded));  // off the adapter's (event-loop) thread
-  else
-    guarded();
+  guarded();
 }
 
 auto StepRunner::CallIfOwner(const CallRequest& req, const Done& done, AfterCall k) -> void {
@@ -65,27 +60,24 @@ auto StepRunner::CallIfOwner(const CallRequest& req, const Done& done, AfterCall
     runs_.AwaitReply(false);
     // Recording a reply commits asynchronously (TransitionAsync): it may
     // run on the loop thread that read it, sparing a hand-off.
-    Continue(
-        h, id, done,
-        [k = std::move(k), res = std::move(res)]() mutable { k(Status::Ok(), std::move(res)); },
-        /*blocks=*/false);
+    Continue(h, id, done, [k = std::move(k), res = std::move(res)]() mutable {
+      k(Status::Ok(), std::move(res));
+    });
   });
   h->returned = true;
 }
 
 auto StepRunner::Ask(const std::string& service, const std::string& key, const std::string& id,
-                     int attempt, const TraceContext& trace, const Done& done, bool k_blocks,
+                     int attempt, const TraceContext& trace, const Done& done,
                      std::function<void(QueryResult)> k) -> void {
   auto h = std::make_shared<Handoff>();
   runs_.AwaitReply(true);
-  adapter_.QueryAsync(service, key, id, ownership_.Token(id), attempt, trace,
-                      [this, h, id, done, k_blocks, k = std::move(k)](QueryResult q) mutable {
-                        runs_.AwaitReply(false);
-                        Continue(
-                            h, id, done,
-                            [k = std::move(k), q = std::move(q)]() mutable { k(std::move(q)); },
-                            k_blocks);
-                      });
+  adapter_.QueryAsync(
+      service, key, id, ownership_.Token(id), attempt, trace,
+      [this, h, id, done, k = std::move(k)](QueryResult q) mutable {
+        runs_.AwaitReply(false);
+        Continue(h, id, done, [k = std::move(k), q = std::move(q)]() mutable { k(std::move(q)); });
+      });
   h->returned = true;
 }
 

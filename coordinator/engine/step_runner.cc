@@ -31,42 +31,46 @@ StepRunner::StepRunner(Adapter& adapter, const Clock& clock, const Ownership& ow
       driver_(std::move(driver)),
       rng_(random.Next()) {}
 
-auto StepRunner::Transition(const std::string& id, const std::function<Status(Tx&)>& fn) -> Next {
-  Status s = driver_.commit(id, fn);
-  for (int tries = 1; RefusedWrite(s) && tries < kRecordTries; ++tries) s = driver_.commit(id, fn);
-  if (RefusedWrite(s)) return GiveUpRecording(id, s);
-  return s.ok() ? Next::kContinue : driver_.after_failure(id, s);
-}
-
 auto StepRunner::TransitionAsync(const std::string& id, std::function<Status(Tx&)> fn,
                                  std::function<void(Next)> then, int tries) -> void {
-  driver_.commit_async(id, fn, [this, id, fn, then, tries](Status s) {
-    if (RefusedWrite(s) && tries < kRecordTries) {
-      TransitionAsync(id, fn, then, tries + 1);
-      return;
-    }
-    if (RefusedWrite(s)) {
-      then(GiveUpRecording(id, s));
-      return;
-    }
-    then(s.ok() ? Next::kContinue : driver_.after_failure(id, s));
-  });
+  driver_.commit_async(
+      id, fn,
+      [this, id, fn, then, tries](Status s) {
+        if (RefusedWrite(s) && tries < kRecordTries) {
+          TransitionAsync(id, fn, then, tries + 1);
+          return;
+        }
+        if (RefusedWrite(s)) {
+          GiveUpRecording(id, s, then);
+          return;
+        }
+        then(s.ok() ? Next::kContinue : driver_.after_failure(id, s));
+      },
+      CommitThen::kPosted);
 }
 
-auto StepRunner::GiveUpRecording(const std::string& id, const Status& s) -> Next {
+auto StepRunner::GiveUpRecording(const std::string& id, const Status& s, Done done) -> void {
   // The store keeps refusing what this transition writes: never loop on
   // it. The saga stops for a human (the step keeps its last recorded
   // state: what the call did is in the log line below and the bundle).
   EngineLog({{"msg", "outcome cannot be recorded"}, {"instance", id}, {"error", s.ToString()}});
-  Status e = driver_.commit(id, [&](Tx& tx) -> Status {
-    SagaStatus ss = tx.inst().status();
-    if (ss == SagaStatus::kNeedsReview || IsTerminal(ss)) return Status::Ok();
-    return tx.Saga(
-        SagaEvent::kEscalate,
-        {{"reason", "an outcome could not be recorded after " + std::to_string(kRecordTries) +
-                        " tries (the store refused the write: " + s.message() + ")"}});
-  });
-  return e.ok() ? Next::kStop : driver_.after_failure(id, s);
+  driver_.commit_async(
+      id,
+      [why = s.message()](Tx& tx) -> Status {
+        SagaStatus ss = tx.inst().status();
+        if (ss == SagaStatus::kNeedsReview || IsTerminal(ss)) return Status::Ok();
+        return tx.Saga(
+            SagaEvent::kEscalate,
+            {{"reason", "an outcome could not be recorded after " + std::to_string(kRecordTries) +
+                            " tries (the store refused the write: " + why + ")"}});
+      },
+      [this, id, s, done](Status e) { done(e.ok() ? Next::kStop : driver_.after_failure(id, s)); },
+      CommitThen::kPosted);
+}
+
+auto StepRunner::Escalate(const std::string& id, int i, std::string why, Done done) -> void {
+  TransitionAsync(
+      id, [i, why = std::move(why)](Tx& tx) { return EscalateStep(tx, i, why); }, std::move(done));
 }
 
 auto StepRunner::RefusedWrite(const Status& s) -> bool {
@@ -140,18 +144,17 @@ auto StepRunner::Execute(const std::string& id, const SagaDefinitionPtr& defp,
     std::string why = "step '" + sd.name + "' was not sent: " +
                       (!svc ? "service '" + sd.forward.service + "' is not configured"
                             : "cannot build its request: " + r.status().message());
-    done(Transition(id, [&](Tx& tx) { return EscalateStep(tx, i, why); }));
+    Escalate(id, i, why, std::move(done));
     return;
   }
   const std::string key = id + ":" + sd.name;
   std::string bound = BoundArgsHash(st);
   if (!bound.empty() && bound != r->hash) {
-    done(Transition(id, [&](Tx& tx) {
-      return EscalateStep(tx, i,
-                          "idempotency key " + key +
-                              " would be sent with a different body than it is bound to "
-                              "(first send or approval); refusing");
-    }));
+    Escalate(id, i,
+             "idempotency key " + key +
+                 " would be sent with a different body than it is bound to "
+                 "(first send or approval); refusing",
+             std::move(done));
     return;
   }
   // Paused, or at one of its limits: nothing is written, the step stays
@@ -160,24 +163,48 @@ auto StepRunner::Execute(const std::string& id, const SagaDefinitionPtr& defp,
   const bool resend = (st.attempts > 0 || st.retries > 0) && !st.budget_exempt;
   auto permit = Admit(id, i, sd.name, sd.forward.service, resend, done);
   if (!permit) return;
+  StartThenSend(id, defp, i, TraceOf(inst), st.attempts + 1, key, std::move(*r), std::move(*permit),
+                std::move(done));
+}
+
+auto StepRunner::StartThenSend(const std::string& id, const SagaDefinitionPtr& defp, int i,
+                               const TraceContext& trace, int attempt, const std::string& key,
+                               Rendered r, ServiceGates::Permit permit, Done done) -> void {
+  // The STARTED commit's continuation sends the request: no worker waits
+  // for that fsync. With an adapter that never waits for a downstream it
+  // runs on the thread that made the record durable (the send is a socket
+  // write: no hand-off, and nothing there blocks: a refusal only frees the
+  // service's slot and ends the action); else it is a task on the workers.
   CrashPoint("before_started");
-  Status s = driver_.commit(id, [&](Tx& tx) -> Status {
-    const Instance& cur = tx.inst();
-    StepStatus ss = cur.step(i).status();
-    if (!IsRetryableSendState(ss)) return MovedOn("step moved on");
-    if (ss == StepStatus::kPlanned && cur.status() != SagaStatus::kRunning)
-      return MovedOn("saga is no longer running");
-    return tx.Step(i, StepEvent::kStart,
-                   {{"key", key}, {"args_hash", r->hash}, {"attempt", cur.step(i).attempts + 1}});
-  });
-  if (!s.ok()) {
-    done(driver_.after_failure(id, s));
-    return;
-  }
-  CrashPoint("after_started");
-  SendForward(id, defp, i, std::move(*r), st.attempts + 1,
-              std::make_shared<std::optional<ServiceGates::Permit>>(std::move(permit)),
-              TraceOf(inst), i, std::move(done));
+  auto slot = std::make_shared<std::optional<ServiceGates::Permit>>(std::move(permit));
+  auto request = std::make_shared<Rendered>(std::move(r));
+  driver_.commit_async(
+      id,
+      [i, key, hash = request->hash](Tx& tx) -> Status {
+        const Instance& cur = tx.inst();
+        StepStatus ss = cur.step(i).status();
+        if (!IsRetryableSendState(ss)) return MovedOn("step moved on");
+        if (ss == StepStatus::kPlanned && cur.status() != SagaStatus::kRunning)
+          return MovedOn("saga is no longer running");
+        return tx.Step(i, StepEvent::kStart,
+                       {{"key", key}, {"args_hash", hash}, {"attempt", cur.step(i).attempts + 1}});
+      },
+      [this, id, defp, i, request, attempt, slot, trace, done = std::move(done)](Status s) {
+        if (!s.ok()) {
+          slot->reset();  // nothing left: the service's slot is free
+          done(driver_.after_failure(id, s));
+          return;
+        }
+        CrashPoint("after_started");
+        try {
+          SendForward(id, defp, i, std::move(*request), attempt, slot, trace, i, done);
+        } catch (const std::exception& e) {  // a bug: loud, and never on the store's thread
+          EngineLog({{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
+          driver_.schedule_after(id, 5000);
+          done(Next::kStop);
+        }
+      },
+      adapter_.SendsWithoutWaiting() ? CommitThen::kOnCommitThread : CommitThen::kPosted);
 }
 
 auto StepRunner::SendForward(const std::string& id, const SagaDefinitionPtr& def, int i, Rendered r,
@@ -362,10 +389,8 @@ auto StepRunner::Reconcile(const std::string& id, const SagaDefinitionPtr& def,
   const StepState& st = inst->step(i);
   const ServiceConfig* svc = adapter_.Service(sd.forward.service);
   if (!svc) {
-    done(Transition(id, [&](Tx& tx) {
-      return EscalateStep(
-          tx, i, "outcome unknown and service '" + sd.forward.service + "' is not configured");
-    }));
+    Escalate(id, i, "outcome unknown and service '" + sd.forward.service + "' is not configured",
+             std::move(done));
     return;
   }
   if (!QueryableFor(sd, *svc)) {
@@ -373,17 +398,16 @@ auto StepRunner::Reconcile(const std::string& id, const SagaDefinitionPtr& def,
       Execute(id, def, inst, i, std::move(done));  // same key: deduplicated
       return;
     }
-    done(Transition(id, [&](Tx& tx) {
-      return EscalateStep(tx, i,
-                          "outcome of " + st.key +
-                              " is unknown and the service can neither be asked nor "
-                              "deduplicates; a human must check");
-    }));
+    Escalate(id, i,
+             "outcome of " + st.key +
+                 " is unknown and the service can neither be asked nor deduplicates; a human "
+                 "must check",
+             std::move(done));
     return;
   }
   // The answer is recorded with an asynchronous commit: no thread waits for
   // it, and `done` runs when it is durable.
-  Ask(sd.forward.service, st.key, id, st.attempts, TraceOf(*inst), done, /*k_blocks=*/false,
+  Ask(sd.forward.service, st.key, id, st.attempts, TraceOf(*inst), done,
       [this, id, def, i, key = st.key, done](QueryResult q) {
         metrics_.Query("forward", q);
         EngineLog({{"msg", "reconcile"},

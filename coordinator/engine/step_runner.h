@@ -16,12 +16,12 @@
 // The caller marks the step as under way (RunTable) before calling and
 // unmarks it when the action is done; a chained step is marked here. The
 // runner never plans: the driver (its `Driver` hooks) decides what runs next.
-// No thread waits for a downstream: an action sends with Adapter::CallAsync
-// and returns; what follows the reply (record, chain, send the next) runs on
-// the thread that brings it, its commit completing a continuation on the
-// engine's workers (Driver::commit_async); a reconciliation's answer, whose
-// commit blocks, is a task on the workers (Driver::post). When the adapter
-// answered before CallAsync returned (the simulator) it all runs at once.
+// No thread waits, neither for a downstream nor for a commit: every commit
+// is asynchronous (Driver::commit_async) and completes a continuation; an
+// action sends with Adapter::CallAsync and returns; what follows the reply
+// (record, chain, send the next) runs on the thread that brings it. When
+// the adapter answered before CallAsync returned and the store committed
+// before CommitAsync returned (the simulator) it all runs at once.
 // Thread-safety: any number of actions at once, on different steps.
 #pragma once
 
@@ -55,8 +55,6 @@ enum class Next { kContinue, kStop };
 class StepRunner {
  public:
   struct Driver {
-    // A driver commit, fenced by this process's lease.
-    std::function<Status(const std::string& id, const std::function<Status(Tx&)>& fn)> commit;
     // What a commit that did not happen means for the driver: a lost race
     // plans again (kContinue); a lost lease or storage trouble stops.
     std::function<Next(const std::string& id, const Status& s)> after_failure;
@@ -75,16 +73,13 @@ class StepRunner {
     // Plan the instance again after `ms` (a step whose service refused a
     // permit: paused, or at a limit).
     std::function<void(const std::string& id, int64_t ms)> schedule_after;
-    // Runs a task on the engine's workers (Executor::Post). What follows a
-    // reply and blocks on a commit goes there: an event-loop thread waiting
-    // for an fsync would hold up every other reply of its loop meanwhile.
-    // Unset: it runs on the reply's thread.
-    std::function<void(std::function<void()>)> post;
-    // `commit`, completing `done` on a worker instead of blocking (the
-    // store's CommitAsync): what follows a reply holds no thread while its
-    // outcome is made durable.
+    // A commit as the instance's owner (fenced by this process's lease),
+    // completing `done` instead of blocking (the store's CommitAsync), on
+    // a worker or, for a continuation that only sends, on the thread that
+    // completed the commit (CommitThen). The runner makes no other commit:
+    // no thread waits while a STARTED record or an outcome is made durable.
     std::function<void(const std::string& id, std::function<Status(Tx&)> fn,
-                       std::function<void(Status)> done)>
+                       std::function<void(Status)> done, CommitThen then)>
         commit_async;
   };
 
@@ -126,35 +121,34 @@ class StepRunner {
  private:
   using Rendered = StepRequest;
 
-  // A commit of what an action learned. A write the store refuses for what
-  // it holds (Internal, InvalidArgument: not a lost race, lease or outage)
-  // is tried kRecordTries times, then the saga goes to NEEDS_REVIEW.
-  Next Transition(const std::string& id, const std::function<Status(Tx&)>& fn);
-  // The same through driver_.commit_async: `then` gets the Next.
-  void TransitionAsync(const std::string& id, std::function<Status(Tx&)> fn,
-                       std::function<void(Next)> then, int tries = 1);
+  // A commit of what an action learned, `then` getting what the driver does
+  // next. A write the store refuses for what it holds (Internal,
+  // InvalidArgument: not a lost race, lease or outage) is tried
+  // kRecordTries times, then the saga goes to NEEDS_REVIEW.
+  void TransitionAsync(const std::string& id, std::function<Status(Tx&)> fn, Done then,
+                       int tries = 1);
   // What a write the store refused kRecordTries times means: the saga
   // stops for a human (NEEDS_REVIEW), or after_failure if even that fails.
-  Next GiveUpRecording(const std::string& id, const Status& s);
+  void GiveUpRecording(const std::string& id, const Status& s, Done done);
+  // Step i goes to NEEDS_REVIEW for `why` (EscalateStep), then `done`.
+  void Escalate(const std::string& id, int i, std::string why, Done done);
   static bool RefusedWrite(const Status& s);
   // What follows a reply: `fn`, at once on the caller's thread when the
   // reply came before the call returned (an exception reaches the caller);
-  // else on the reply's thread, or a task on the workers (driver_.post)
-  // when `blocks` (fn makes a blocking commit: an event-loop thread must not
-  // wait for an fsync while its other replies wait). There an exception is
-  // logged, the instance is planned again in 5 s and the action ends.
+  // else on the reply's thread (fn never blocks: its commits complete
+  // continuations), where an exception is logged, the instance is planned
+  // again in 5 s and the action ends.
   struct Handoff;
   void Continue(const std::shared_ptr<Handoff>& h, const std::string& id, const Done& done,
-                const std::function<void()>& fn, bool blocks);
+                const std::function<void()>& fn);
   // Sends `req` if driver_.may_send allows it and goes on with k(Ok, reply);
   // else k(why not, {}) at once (nothing left).
   using AfterCall = std::function<void(const Status& sent, CallResult res)>;
   void CallIfOwner(const CallRequest& req, const Done& done, AfterCall k);
   // Asks about `key` (Adapter::QueryAsync) and goes on with k(answer), as
-  // Continue does (`k_blocks`: k may make a blocking commit).
+  // Continue does.
   void Ask(const std::string& service, const std::string& key, const std::string& id, int attempt,
-           const TraceContext& trace, const Done& done, bool k_blocks,
-           std::function<void(QueryResult)> k);
+           const TraceContext& trace, const Done& done, std::function<void(QueryResult)> k);
 
   // A service's reservation, held until the reply is in (or nothing left).
   using PermitSlot = std::shared_ptr<std::optional<ServiceGates::Permit>>;
@@ -166,6 +160,12 @@ class StepRunner {
   void SendForward(const std::string& id, const SagaDefinitionPtr& def, int i, Rendered r,
                    int attempt, PermitSlot permit, const TraceContext& trace, int launched,
                    Done done);
+  // Execute's write-ahead: commits step i's STARTED record (`attempt`,
+  // `key`, r's args hash) and, once it is durable, sends it (SendForward).
+  // No thread waits for the commit; a refusal frees the permit at once.
+  void StartThenSend(const std::string& id, const SagaDefinitionPtr& def, int i,
+                     const TraceContext& trace, int attempt, const std::string& key, Rendered r,
+                     ServiceGates::Permit permit, Done done);
   // What SendForward does once step i's reply is in.
   void AfterForward(const std::string& id, const SagaDefinitionPtr& def, int i, int launched,
                     int attempt, const TraceContext& trace,
@@ -181,9 +181,13 @@ class StepRunner {
   void AfterUndo(const std::string& id, const SagaDefinitionPtr& def, int i,
                  const std::string& trace_id, std::chrono::steady_clock::time_point t0,
                  const CallResult& res, const Done& done);
+  // Sends step i's compensation, whose STARTED record is durable, and
+  // records its outcome (AfterUndo).
+  void SendUndo(const std::string& id, const SagaDefinitionPtr& def, int i, const CallRequest& req,
+                const PermitSlot& slot, const Done& done);
   // Records a reconciliation's answer about step i's compensation.
-  Next RecordUndoAnswer(const std::string& id, const SagaDefinition& def, int i,
-                        const QueryResult& q, const std::string& comp_key);
+  void RecordUndoAnswer(const std::string& id, const SagaDefinitionPtr& def, int i,
+                        const QueryResult& q, const std::string& comp_key, Done done);
   // A "not executed" send of a step an earlier send of which is in doubt.
   Status RecordStillInDoubt(Tx& tx, const StepDefinition& sd, int i, const RetryPolicy& policy,
                             const std::string& error);
@@ -213,7 +217,8 @@ class StepRunner {
                                             const std::string& service, bool resend,
                                             const Done& done);
   // Defers a re-send of step i for `wait` ms because the budget is empty.
-  Next DeferRetry(const std::string& id, int i, const std::string& service, int64_t wait);
+  void DeferRetry(const std::string& id, int i, const std::string& service, int64_t wait,
+                  Done done);
   // The args hash a step's key is bound to: that of its first send, else
   // that of its approval ("" if neither).
   static std::string BoundArgsHash(const StepState& st);

@@ -15,9 +15,7 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinitionPtr& defp
   const StepDefinition& sd = def.steps[i];
   const StepState& st = instp->step(i);
   if (!sd.compensation) {
-    done(Transition(id, [&](Tx& tx) {
-      return EscalateStep(tx, i, "step '" + sd.name + "' committed but has no compensation");
-    }));
+    Escalate(id, i, "step '" + sd.name + "' committed but has no compensation", std::move(done));
     return;
   }
   const CallSpec& call = *sd.compensation;
@@ -25,40 +23,60 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinitionPtr& defp
   if (!adapter_.Service(call.service) || !r.ok()) {
     std::string why = !r.ok() ? "cannot build compensation: " + r.status().message()
                               : "service '" + call.service + "' is not configured";
-    done(Transition(id, [&](Tx& tx) {
-      return tx.Saga(SagaEvent::kEscalate, {{"reason", why}, {"step", sd.name}});
-    }));
+    TransitionAsync(
+        id,
+        [why, step = sd.name](Tx& tx) {
+          return tx.Saga(SagaEvent::kEscalate, {{"reason", why}, {"step", step}});
+        },
+        std::move(done));
     return;
   }
   const std::string key = id + ":" + sd.name + ":compensate";
   if (!st.comp_args_hash.empty() && st.comp_args_hash != r->hash) {
-    done(Transition(id, [&](Tx& tx) {
-      return tx.Saga(SagaEvent::kEscalate,
-                     {{"reason", "compensation key " + key +
-                                     " would be re-sent with a different body; refusing"}});
-    }));
+    TransitionAsync(
+        id,
+        [key](Tx& tx) {
+          return tx.Saga(SagaEvent::kEscalate,
+                         {{"reason", "compensation key " + key +
+                                         " would be re-sent with a different body; refusing"}});
+        },
+        std::move(done));
     return;
   }
   auto permit =
       Admit(id, i, sd.name, call.service, st.comp_attempts > 0 && !st.budget_exempt, done);
   if (!permit) return;
   CrashPoint("before_compensation_started");
-  Status s = driver_.commit(id, [&](Tx& tx) -> Status {
-    StepStatus ss = tx.inst().step(i).status();
-    if (ss != StepStatus::kCommitted && ss != StepStatus::kCompensating)
-      return MovedOn("step moved on");
-    return tx.Step(i, StepEvent::kBeginCompensation, {{"key", key}, {"args_hash", r->hash}});
-  });
-  if (!s.ok()) {
-    done(driver_.after_failure(id, s));
-    return;
-  }
-  CrashPoint("after_compensation_started");
+  // As Execute's: the STARTED commit's continuation sends; no thread waits
+  // for that commit.
   CallRequest req{
       call.service,         call.method,          r->path,        r->body, key, id, sd.name,
       ownership_.Token(id), st.comp_attempts + 1, TraceOf(*instp)};
+  auto slot = std::make_shared<std::optional<ServiceGates::Permit>>(std::move(permit));
+  driver_.commit_async(
+      id,
+      [i, key, hash = r->hash](Tx& tx) -> Status {
+        StepStatus ss = tx.inst().step(i).status();
+        if (ss != StepStatus::kCommitted && ss != StepStatus::kCompensating)
+          return MovedOn("step moved on");
+        return tx.Step(i, StepEvent::kBeginCompensation, {{"key", key}, {"args_hash", hash}});
+      },
+      [this, id, defp, i, req = std::move(req), slot, done](Status s) {
+        if (!s.ok()) {
+          slot->reset();  // nothing left: the service's slot is free
+          done(driver_.after_failure(id, s));
+          return;
+        }
+        CrashPoint("after_compensation_started");
+        SendUndo(id, defp, i, req, slot, done);
+      },
+      CommitThen::kPosted);
+}
+
+auto StepRunner::SendUndo(const std::string& id, const SagaDefinitionPtr& defp, int i,
+                          const CallRequest& req, const PermitSlot& slot, const Done& done)
+    -> void {
   auto t0 = clock_.SteadyNow();
-  PermitSlot slot = std::make_shared<std::optional<ServiceGates::Permit>>(std::move(permit));
   CallIfOwner(req, done,
               [this, id, defp, i, t0, slot, trace_id = req.trace.trace_id, done](const Status& sent,
                                                                                  CallResult res) {
@@ -137,47 +155,55 @@ auto StepRunner::ReconcileCompensation(const std::string& id, const SagaDefiniti
     Compensate(id, def, inst, i, std::move(done));
     return;
   }
-  // What follows the answer may block (a re-sent compensation's STARTED).
+  // What follows the answer commits asynchronously (a re-sent
+  // compensation's STARTED, or the answer): it runs on the reply's thread.
   Ask(sd.compensation->service, st.comp_key, id, st.comp_attempts, TraceOf(*inst), done,
-      /*k_blocks=*/true, [this, id, def, inst, i, done](QueryResult q) {
+      [this, id, def, inst, i, done](QueryResult q) {
         metrics_.Query("compensation", q);
         if (q.outcome == QueryOutcome::kNotHappened) {
           Compensate(id, def, inst, i, done);
           return;
         }
-        done(RecordUndoAnswer(id, *def, i, q, inst->step(i).comp_key));
+        RecordUndoAnswer(id, def, i, q, inst->step(i).comp_key, done);
       });
 }
 
-auto StepRunner::RecordUndoAnswer(const std::string& id, const SagaDefinition& def, int i,
-                                  const QueryResult& q, const std::string& comp_key) -> Next {
-  const StepDefinition& sd = def.steps[i];
+auto StepRunner::RecordUndoAnswer(const std::string& id, const SagaDefinitionPtr& defp, int i,
+                                  const QueryResult& q, const std::string& comp_key, Done done)
+    -> void {
+  const StepDefinition& sd = defp->steps[i];
   const RetryPolicy policy = RetryFor(sd, sd.compensation->service);
-  return Transition(id, [&](Tx& tx) -> Status {
-    if (tx.inst().step(i).status() != StepStatus::kCompensating) return MovedOn("step moved on");
-    if (q.outcome == QueryOutcome::kHappened)
-      return tx.Step(
-          i, StepEvent::kCompensationDone,
-          {{"result", q.result}, {"external_ref", q.external_ref}, {"reconciled", true}});
-    if (q.outcome == QueryOutcome::kRefused) {
-      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kEscalate, {{"error", q.error}}));
-      return EscalateUndo(tx, def, "compensation of '" + sd.name + "' was refused: " + q.error,
-                          sd.name);
-    }
-    if (!tx.inst().step(i).machine.compensation_in_doubt())
-      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kCompensationUnknown, {{"error", q.error}}));
-    int n = tx.inst().step(i).comp_reconciliations + 1;
-    if (n >= policy.max_reconciliations) {
-      SAGAD_RETURN_IF_ERROR(
-          tx.Note(i, "reconciled", {{"phase", "compensation"}, {"error", q.error}}));
-      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kEscalate, {{"error", q.error}}));
-      return EscalateUndo(tx, def,
-                          "compensation " + comp_key + " still unknown after " + std::to_string(n) +
-                              " reconciliation attempts",
-                          sd.name);
-    }
-    return AskAgainLater(tx, i, "compensation", q.error, policy, n);
-  });
+  TransitionAsync(
+      id,
+      [this, defp, i, q, comp_key, policy](Tx& tx) -> Status {
+        const SagaDefinition& def = *defp;
+        const StepDefinition& sd = def.steps[i];
+        if (tx.inst().step(i).status() != StepStatus::kCompensating)
+          return MovedOn("step moved on");
+        if (q.outcome == QueryOutcome::kHappened)
+          return tx.Step(
+              i, StepEvent::kCompensationDone,
+              {{"result", q.result}, {"external_ref", q.external_ref}, {"reconciled", true}});
+        if (q.outcome == QueryOutcome::kRefused) {
+          SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kEscalate, {{"error", q.error}}));
+          return EscalateUndo(tx, def, "compensation of '" + sd.name + "' was refused: " + q.error,
+                              sd.name);
+        }
+        if (!tx.inst().step(i).machine.compensation_in_doubt())
+          SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kCompensationUnknown, {{"error", q.error}}));
+        int n = tx.inst().step(i).comp_reconciliations + 1;
+        if (n >= policy.max_reconciliations) {
+          SAGAD_RETURN_IF_ERROR(
+              tx.Note(i, "reconciled", {{"phase", "compensation"}, {"error", q.error}}));
+          SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kEscalate, {{"error", q.error}}));
+          return EscalateUndo(tx, def,
+                              "compensation " + comp_key + " still unknown after " +
+                                  std::to_string(n) + " reconciliation attempts",
+                              sd.name);
+        }
+        return AskAgainLater(tx, i, "compensation", q.error, policy, n);
+      },
+      std::move(done));
 }
 
 }  // namespace sagad

@@ -15,6 +15,14 @@
 
 namespace sagad {
 
+// Where the continuation of an asynchronous commit runs. kPosted: a task on
+// the engine's workers (it may block, e.g. on a commit of its own).
+// kOnCommitThread: right on the thread that completed the commit (the
+// store's committer, or the leader of the batch), after the flush; for a
+// short continuation that never blocks (it sends a request), which then
+// costs no hand-off to another thread.
+enum class CommitThen { kPosted, kOnCommitThread };
+
 class Tx {
  public:
   Tx(Instance& inst, int64_t now) : inst_(inst), now_(now) {}

@@ -23,6 +23,71 @@ namespace {
 using testing::ScriptedDownstream;
 using testing::WaitFor;
 
+// A store that parks every commit of instance `held` that carries an event
+// of type `type` until Release(), blocking (Commit) or not (CommitAsync):
+// what the engine does meanwhile shows whether a thread waits for it.
+class HoldingStore : public testing::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  Status Commit(const std::string& id, uint64_t expected_version, const nlohmann::json& snapshot,
+                const std::vector<Event>& events, const std::vector<OperationRecord>& operations,
+                const std::vector<nlohmann::json>& outbox, const Lease* lease) override {
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      if (Holds(id, events)) {
+        ++parked_;
+        cv_.wait(l, [&] { return released_; });
+      }
+    }
+    return real_.Commit(id, expected_version, snapshot, events, operations, outbox, lease);
+  }
+  void CommitAsync(std::shared_ptr<const TransitionWrite> w,
+                   std::function<void(Status)> done) override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (Holds(w->id, w->events)) {
+        ++parked_;
+        later_.push_back([this, w, done] { real_.CommitAsync(w, done); });
+        return;
+      }
+    }
+    real_.CommitAsync(std::move(w), std::move(done));
+  }
+  void Hold(const std::string& id, const std::string& type) {
+    std::lock_guard<std::mutex> l(mu_);
+    held_ = id;
+    type_ = type;
+  }
+  int parked() {
+    std::lock_guard<std::mutex> l(mu_);
+    return parked_;
+  }
+  void Release() {
+    std::vector<std::function<void()>> later;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      released_ = true;
+      later.swap(later_);
+    }
+    cv_.notify_all();
+    for (auto& f : later) f();
+  }
+
+ private:
+  bool Holds(const std::string& id, const std::vector<Event>& events) {
+    if (released_ || id != held_) return false;
+    for (const Event& e : events)
+      if (e.type == type_) return true;
+    return false;
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string held_, type_;
+  bool released_ = false;
+  int parked_ = 0;
+  std::vector<std::function<void()>> later_;
+};
+
 class DriverTest : public testing::StoreFixture {
  protected:
   void SetUp() override {
@@ -69,6 +134,8 @@ class DriverTest : public testing::StoreFixture {
   bool Reaches(const std::string& id, const std::string& status) {
     return WaitFor([&] { return Status(id) == status; });
   }
+  // See the tests that call it, at the end of this file.
+  void NoWorkerWaitsFor(const char* type, Outcome first);
   std::vector<std::string> Paths() {
     std::vector<std::string> out;
     for (const auto& c : downstream_->Calls()) out.push_back(c.path);
@@ -268,6 +335,65 @@ TEST_F(DriverTest, AFirstStepRidesInTheCreationCommitOnlyWhileAWorkerIsFree) {
   StepRequest request;
   ASSERT_TRUE(driver_->FirstStep(tx, *trip, &step, &request).ok());
   EXPECT_EQ(step, -1);
+}
+
+// With one worker, an instance whose commit does not complete (an fsync
+// that takes long, a PostgreSQL round trip) must not hold up another: no
+// thread waits for a commit, neither a step's (`started`) nor the driver's
+// own (`compensation_finished`, after a refused first step).
+void DriverTest::NoWorkerWaitsFor(const char* type, Outcome first) {
+  ScriptedDownstream downstream(*store_, {"inventory", "payments", "shipping"});
+  downstream.answers = {first};
+  HoldingStore holding(*store_);
+  AsioExecutor one(1);
+  InstanceRepository::Hooks hooks;
+  hooks.post = [&](std::function<void()> fn) { one.Post(std::move(fn)); };
+  InstanceRepository repo(holding, clock_, hooks);
+  Ownership east(*store_, clock_, "east", 3000);
+  ServiceGates gates(downstream, clock_);
+  DefinitionRegistry defs;
+  ASSERT_TRUE(defs.Register(OrderFulfilment()).ok());
+  RunTable runs;
+  RecoveryTracker recovery;
+  EngineMetrics metrics;
+  Driver driver(downstream, defs, repo, east, runs, recovery, metrics, gates, clock_,
+                SystemRandom::Shared(), one, 1);
+  auto create = [&](const std::string& id) {
+    Instance inst;
+    Event created = Instance::CreatedEvent(id, OrderFulfilment(), Order());
+    created.seq = 1;
+    ASSERT_TRUE(inst.Apply(created).ok());
+    inst.set_version(1);
+    Lease lease = east.FirstLease();
+    ASSERT_TRUE(repo.Create(inst, created, nullptr, nullptr, &lease).ok());
+    east.Adopt(id, lease);
+  };
+  auto status = [&](const std::string& id) {
+    auto j = store_->GetInstance(id);
+    return j.ok() ? j->value("status", "") : j.status().ToString();
+  };
+  create("held");
+  holding.Hold("held", type);
+  driver.Schedule("held");
+  bool parked = WaitFor([&] { return holding.parked() > 0; });
+  EXPECT_TRUE(parked) << status("held");
+  create("free");
+  driver.Schedule("free");
+  EXPECT_TRUE(WaitFor([&] { return status("free") == "COMPLETED"; }, std::chrono::seconds(5)))
+      << "a worker waits for the held commit; free is " << status("free");
+  holding.Release();
+  const char* end = first == Outcome::kCommitted ? "COMPLETED" : "COMPENSATED";
+  EXPECT_TRUE(WaitFor([&] { return status("held") == end; })) << status("held");
+  runs.StopAndWait();
+  one.Shutdown();
+}
+
+TEST_F(DriverTest, NoWorkerWaitsForAStepsCommit) {
+  NoWorkerWaitsFor(StepEventName(StepEvent::kStart), Outcome::kCommitted);
+}
+
+TEST_F(DriverTest, NoWorkerWaitsForADriversCommit) {
+  NoWorkerWaitsFor(SagaEventName(SagaEvent::kFinishCompensation), Outcome::kFailed);
 }
 
 }  // namespace

@@ -52,35 +52,31 @@ class StepRunnerTest : public testing::StoreFixture {
     refusing_ = std::make_unique<RefusingStore>(*store_);
     repo_ = std::make_unique<InstanceRepository>(*refusing_, clock_, InstanceRepository::Hooks{});
     ownership_ = std::make_unique<Ownership>(*store_, clock_, "east", 3000);
-    StepRunner::Driver driver{
-        [this](const std::string& id, const std::function<Status(Tx&)>& fn) {
-          ++commits_;
-          auto lease = ownership_->Held(id);
-          Status s = repo_->Mutate(id, fn, lease ? &*lease : nullptr);
-          if (after_commit_) std::exchange(after_commit_, nullptr)();
-          return s;
-        },
-        [](const std::string&, const Status& s) {
-          return s.code() == StatusCode::kMovedOn ? Next::kContinue : Next::kStop;
-        },
-        [this](const std::string& id) { scheduled_.push_back(id); },
-        [](const std::string&) {},
-        [] { return false; },
-        [this](const std::string& id) { return ownership_->ReadyToSend(id); },
-        [this](const std::string& id, int64_t ms) {
-          later_.push_back({id, ms});
-        },
-        nullptr,  // a reply's continuation runs on its thread
-        [this](const std::string& id, std::function<Status(Tx&)> fn,
-               std::function<void(Status)> done) {
-          ++commits_;
-          ++async_commits_;
-          auto lease = ownership_->Held(id);
-          repo_->MutateAsync(id, std::move(fn), lease, [this, done](Status s) {
+    auto commit_async = [this](const std::string& id, std::function<Status(Tx&)> fn,
+                               std::function<void(Status)> done, CommitThen then) {
+      ++commits_;
+      ++async_commits_;
+      auto lease = ownership_->Held(id);
+      repo_->MutateAsync(
+          id, std::move(fn), lease,
+          [this, done](Status s) {
             if (after_commit_) std::exchange(after_commit_, nullptr)();
             done(s);
-          });
-        }};
+          },
+          then);
+    };
+    StepRunner::Driver driver{[](const std::string&, const Status& s) {
+                                return s.code() == StatusCode::kMovedOn ? Next::kContinue
+                                                                        : Next::kStop;
+                              },
+                              [this](const std::string& id) { scheduled_.push_back(id); },
+                              [](const std::string&) {},
+                              [] { return false; },
+                              [this](const std::string& id) { return ownership_->ReadyToSend(id); },
+                              [this](const std::string& id, int64_t ms) {
+                                later_.push_back({id, ms});
+                              },
+                              commit_async};
     gates_ = std::make_unique<ServiceGates>(*downstream_, clock_);
     runner_ = std::make_unique<StepRunner>(*downstream_, clock_, *ownership_, runs_, metrics_,
                                            *gates_, driver);
