@@ -84,6 +84,7 @@ auto Engine::Impl::Start() -> Status {
 
 auto Engine::Impl::Stop() -> void {
   if (!runs_.StopAndWait()) return;
+  repo_.WaitIdle();  // no store thread still hands a continuation to the executor
   executor_.Shutdown();
 }
 

@@ -143,7 +143,16 @@ void InstanceRepository::MutateAsync(const std::string& id, std::function<Status
                                      CommitThen then) {
   auto p = std::make_shared<Pending>(
       Pending{id, std::move(fn), std::move(fence), std::move(done), then});
+  {
+    MutexLock l(idle_mu_);
+    ++in_flight_;
+  }
   turns_.TakeAsync(id, [this, p] { Attempt(p); });
+}
+
+void InstanceRepository::WaitIdle() {
+  MutexLock l(idle_mu_);
+  idle_cv_.Wait(idle_mu_, [this]() REQUIRES(idle_mu_) { return in_flight_ == 0; });
 }
 
 Status InstanceRepository::Build(Pending& p, std::shared_ptr<TransitionWrite>* w,
@@ -212,11 +221,20 @@ void InstanceRepository::AfterCommit(const std::shared_ptr<Pending>& p,
 
 void InstanceRepository::Finish(const std::shared_ptr<Pending>& p, const Status& s) {
   turns_.End(p->id);
+  struct Completed {  // even if `done` throws
+    InstanceRepository* repo;
+    ~Completed() { repo->EndInFlight(); }
+  } completed{this};
   auto done = [p, s] { p->done(s); };
   if (hooks_.post && p->then == CommitThen::kPosted)
     hooks_.post(std::move(done));
   else
     done();
+}
+
+void InstanceRepository::EndInFlight() {
+  MutexLock l(idle_mu_);
+  if (--in_flight_ == 0) idle_cv_.NotifyAll();
 }
 
 }  // namespace sagad

@@ -104,6 +104,12 @@ class InstanceRepository {
   void MutateAsync(const std::string& id, std::function<Status(Tx&)> fn, std::optional<Lease> fence,
                    std::function<void(Status)> done, CommitThen then = CommitThen::kPosted);
 
+  // Returns once every MutateAsync begun so far has completed: its `done`
+  // returned, or its hand-off through Hooks::post returned. After a stop
+  // has let every instance go (RunTable::StopAndWait), this is what keeps
+  // the executor alive until no store thread is still posting to it.
+  void WaitIdle();
+
   Store& store() { return store_; }
 
  private:
@@ -126,6 +132,8 @@ class InstanceRepository {
                    const Status& s);
   // Ends p's turn and completes it with s (through Hooks::post).
   void Finish(const std::shared_ptr<Pending>& p, const Status& s);
+  // One MutateAsync fewer under way (WaitIdle).
+  void EndInFlight();
   // REQUIRES: the turn of id held.
   // `keep`: a copy read from the store is cached (false for Peek).
   StatusOr<std::shared_ptr<const Instance>> LoadLocked(const std::string& id, bool keep = true);
@@ -136,6 +144,9 @@ class InstanceRepository {
   InstanceTurns turns_;
   Mutex cache_mu_;
   std::unordered_map<std::string, std::shared_ptr<const Instance>> cache_ GUARDED_BY(cache_mu_);
+  Mutex idle_mu_;
+  CondVar idle_cv_;
+  int in_flight_ GUARDED_BY(idle_mu_) = 0;  // MutateAsync begun, not completed
 };
 
 }  // namespace sagad
