@@ -71,6 +71,8 @@ class InstanceRepository {
   };
 
   InstanceRepository(Store& store, const Clock& clock, Hooks hooks);
+  // Waits for the hand-offs of MutateAsync still under way (WaitIdle).
+  ~InstanceRepository() { WaitIdle(); }
 
   // The instance as last committed. NotFound if there is none.
   StatusOr<std::shared_ptr<const Instance>> Load(const std::string& id);
