@@ -3,7 +3,8 @@
 # (the operator rules and planner, the definition checks, the recording of
 # a downstream's text): each patch in tests/sim/bugs/ re-introduces one, on
 # a copy of the tree (a git worktree; this checkout is never touched), and
-# sagad-sim built from that copy must find it within BUDGET seeds.
+# sagad-sim built from that copy must find it within BUDGET seeds
+# (default 5000).
 #   tests/sim/patched_bugs.sh [--check] [BUDGET [NAME...]]
 # --check: only make sure every patch still applies to HEAD (fast; the
 # tests run this). Otherwise one worktree and one build directory under
@@ -13,7 +14,9 @@
 # seeds"; exit 1 if any was not found. To clean up afterwards:
 #   git worktree remove --force ${WORK:-/tmp/sagad-bug-patches}/tree
 # Measured: a first (Release) build of 20-40 min on 2 cores, then a
-# minute per patch; the four patches are found at seeds 32, 27, 32 and 38.
+# minute per patch; the four patches are found at seeds 15, 27, 32 and
+# 2148 (cancel-across-the-pivot, approval-typo, nul-refused-write,
+# retry-budget-storm).
 set -uo pipefail
 src="$(cd "$(dirname "$0")/../.." && pwd)"
 patches="$src/tests/sim/bugs"
@@ -27,7 +30,7 @@ if [[ "${1:-}" == "--check" ]]; then
   done
   exit $failed
 fi
-budget="${1:-2000}"
+budget="${1:-5000}"
 shift || true
 names=("$@")
 if [[ ${#names[@]} -eq 0 ]]; then
