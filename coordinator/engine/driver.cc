@@ -117,10 +117,7 @@ auto Driver::Resume(const std::string& id, int round, Round r) -> void {
         r = DriveRound(id, round);
       }
     } catch (const std::exception& e) {
-      // A bug, not an expected failure: say so loudly and try again later
-      // rather than leave the instance without a driver.
-      EngineLog({{"msg", "driver error"}, {"instance", id}, {"error", e.what()}});
-      ScheduleAfter(id, 5000);
+      DriverError(id, e);
       r = Round::kDone;
     }
     // A commit is under way: its continuation goes on with the next round.
@@ -148,13 +145,23 @@ auto Driver::CommitRound(const std::string& id, int round, std::function<Status(
         try {
           r = after(s.ok() ? Next::kContinue : AfterFailedCommit(id, s));
         } catch (const std::exception& e) {
-          EngineLog({{"msg", "driver error"}, {"instance", id}, {"error", e.what()}});
-          ScheduleAfter(id, 5000);
+          DriverError(id, e);
         }
         Resume(id, round + 1, r);
       },
       CommitThen::kPosted);
   return Round::kPending;
+}
+
+auto Driver::DriverError(const std::string& id, const std::exception& e) -> void {
+  // A bug, not an expected failure: say so loudly and try again later
+  // rather than leave the instance without a driver.
+  EngineLog({{"msg", "driver error"}, {"instance", id}, {"error", e.what()}});
+  ScheduleAfter(id, 5000);
+}
+
+auto Driver::AgainUnlessStopped(Next next) -> Round {
+  return next == Next::kStop ? Round::kDone : Round::kAgain;
 }
 
 auto Driver::DriveRound(const std::string& id, int round) -> Round {
@@ -182,8 +189,7 @@ auto Driver::DriveRound(const std::string& id, int round) -> Round {
   int64_t wake_at = 0;  // a deadline still ahead, for when the saga waits
   if (auto fn = Deadlines(*def, **inst, &wake_at)) {
     MarkRecovered(id);
-    return CommitRound(id, round, std::move(fn),
-                       [](Next n) { return n == Next::kStop ? Round::kDone : Round::kAgain; });
+    return CommitRound(id, round, std::move(fn), AgainUnlessStopped);
   }
   std::vector<Action> actions = NextActions(*def, **inst);
   const Action a = actions.front();
@@ -225,7 +231,7 @@ auto Driver::StepRound(const std::string& id, int round, const SagaDefinitionPtr
     MarkRecovered(id);
     return CommitRound(
         id, round, [this, def, actions](Tx& tx) { return RequestApprovals(tx, *def, actions); },
-        [](Next n) { return n == Next::kStop ? Round::kDone : Round::kAgain; });
+        AgainUnlessStopped);
   }
   Action here;
   if (!LaunchSteps(id, *def, inst, actions, wake_at, &here)) {

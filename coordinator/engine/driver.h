@@ -21,6 +21,7 @@
 // Thread-safety: every public method may be called from any thread.
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -93,6 +94,11 @@ class Driver {
   // (or refused) the drive resumes with after(what it means for the driver).
   Round CommitRound(const std::string& id, int round, std::function<Status(Tx&)> fn,
                     std::function<Round(Next)> after);
+  // A round after a transition that either stops the drive or plans again.
+  static Round AgainUnlessStopped(Next next);
+  // An exception out of a round (a bug): logged, the instance planned again
+  // in 5 s.
+  void DriverError(const std::string& id, const std::exception& e);
   // A round whose first action works on steps (or asks for approvals).
   Round StepRound(const std::string& id, int round, const SagaDefinitionPtr& def,
                   const Instance& inst, const std::vector<Action>& actions, int64_t wake_at);

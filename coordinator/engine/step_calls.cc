@@ -26,18 +26,20 @@ auto StepRunner::Continue(const std::shared_ptr<Handoff>& h, const std::string& 
     fn();  // an exception goes to the caller, as a blocking call's would
     return;
   }
-  auto guarded = [this, id, done, fn] {
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      // A bug, not an expected failure: loud, and the instance is planned
-      // again rather than left without a driver.
-      EngineLog({{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
-      driver_.schedule_after(id, 5000);
-      done(Next::kStop);
-    }
-  };
-  guarded();
+  Guarded(id, done, fn);
+}
+
+auto StepRunner::Guarded(const std::string& id, const Done& done, const std::function<void()>& fn)
+    -> void {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    // A bug, not an expected failure: loud, and the instance is planned
+    // again rather than left without a driver.
+    EngineLog({{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
+    driver_.schedule_after(id, 5000);
+    done(Next::kStop);
+  }
 }
 
 auto StepRunner::CallIfOwner(const CallRequest& req, const Done& done, AfterCall k) -> void {

@@ -196,13 +196,10 @@ auto StepRunner::StartThenSend(const std::string& id, const SagaDefinitionPtr& d
           return;
         }
         CrashPoint("after_started");
-        try {
+        // An exception (a bug) must not reach the store's thread.
+        Guarded(id, done, [&] {
           SendForward(id, defp, i, std::move(*request), attempt, slot, trace, i, done);
-        } catch (const std::exception& e) {  // a bug: loud, and never on the store's thread
-          EngineLog({{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
-          driver_.schedule_after(id, 5000);
-          done(Next::kStop);
-        }
+        });
       },
       adapter_.SendsWithoutWaiting() ? CommitThen::kOnCommitThread : CommitThen::kPosted);
 }

@@ -141,6 +141,9 @@ class StepRunner {
   struct Handoff;
   void Continue(const std::shared_ptr<Handoff>& h, const std::string& id, const Done& done,
                 const std::function<void()>& fn);
+  // Runs fn; an exception (a bug) is logged, the instance is planned again
+  // in 5 s and the action ends with kStop.
+  void Guarded(const std::string& id, const Done& done, const std::function<void()>& fn);
   // Sends `req` if driver_.may_send allows it and goes on with k(Ok, reply);
   // else k(why not, {}) at once (nothing left).
   using AfterCall = std::function<void(const Status& sent, CallResult res)>;

@@ -16,7 +16,8 @@
 namespace sagad {
 
 // Where the continuation of an asynchronous commit runs. kPosted: a task on
-// the engine's workers (it may block, e.g. on a commit of its own).
+// the engine's workers (any amount of work: planning, building the next
+// transition).
 // kOnCommitThread: right on the thread that completed the commit (the
 // store's committer, or the leader of the batch), after the flush; for a
 // short continuation that never blocks (it sends a request), which then
