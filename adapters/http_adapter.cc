@@ -7,6 +7,7 @@
 #include "adapters/sha256.h"
 #include "sagas/template.h"
 #include "util/check.h"
+#include "util/thread_role.h"
 #include "util/json_limits.h"
 
 namespace sagad {
@@ -135,6 +136,7 @@ void HttpAdapter::QueryAsync(const std::string& service, const std::string& key,
 
 CallResult HttpAdapter::Call(const CallRequest& req) {
   SAGAD_CHECK(!AsyncHttpClient::OnLoopThread()) << "a blocking call on an event-loop thread";
+  CheckMayBlock("a blocking downstream call");
   std::promise<CallResult> p;
   auto f = p.get_future();
   CallAsync(req, [&p](CallResult r) { p.set_value(std::move(r)); });
@@ -145,6 +147,7 @@ QueryResult HttpAdapter::Query(const std::string& service, const std::string& ke
                                const std::string& instance_id, uint64_t fencing_token, int attempt,
                                const TraceContext& trace) {
   SAGAD_CHECK(!AsyncHttpClient::OnLoopThread()) << "a blocking query on an event-loop thread";
+  CheckMayBlock("a blocking downstream query");
   std::promise<QueryResult> p;
   auto f = p.get_future();
   QueryAsync(service, key, instance_id, fencing_token, attempt, trace,

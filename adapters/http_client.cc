@@ -24,6 +24,7 @@
 #include "adapters/http_endpoint.h"
 #include "adapters/tls_probe.h"
 #include "util/mutex.h"
+#include "util/thread_role.h"
 
 namespace sagad {
 namespace {
@@ -62,25 +63,6 @@ struct Conn {
   }
 };
 
-// The alert a TLS error carries (0 if none).
-int AlertOf(const beast::error_code& ec) {
-  if (ec.category() != asio::error::get_ssl_category()) return 0;
-  int reason = ERR_GET_REASON(static_cast<unsigned long>(ec.value()));
-  if (reason >= SSL_AD_REASON_OFFSET && reason < SSL_AD_REASON_OFFSET + 256)
-    return reason - SSL_AD_REASON_OFFSET;
-  return 0;
-}
-
-bool VerifyFailed(const beast::error_code& ec) {
-  return ec.category() == asio::error::get_ssl_category() &&
-         ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == SSL_R_CERTIFICATE_VERIFY_FAILED;
-}
-
-std::string Refusal(const std::string& origin, int alert) {
-  return "not sent: " + origin + " refused the TLS handshake (alert " + std::to_string(alert) +
-         ": " + SSL_alert_desc_string_long(alert) + "; is the client certificate right?)";
-}
-
 bool IsIpLiteral(const std::string& host) {
   beast::error_code ec;
   asio::ip::make_address(host, ec);
@@ -110,6 +92,7 @@ struct AsyncHttpClient::Impl {
       loops.push_back(std::make_unique<Loop>());
       Loop& l = *loops.back();
       l.thread = std::thread([&l] {
+        MarkThread(ThreadRole::kHttpLoop);
         current_loop = &l.io;
         l.io.run();
       });
@@ -303,10 +286,10 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
       conn->tls->set_verify_callback(ssl::host_name_verification(svc.host));
     conn->tls->async_handshake(ssl::stream_base::client, Guard([this](const beast::error_code& ec) {
                                  if (!ec) return Write();
-                                 int alert = AlertOf(ec);
+                                 int alert = TlsAlertOf(ec);
                                  if (RefusesTheHandshake(alert))
-                                   return Fail(false, Refusal(svc.origin, alert));
-                                 if (VerifyFailed(ec))
+                                   return Fail(false, HandshakeRefusal(svc.origin, alert));
+                                 if (TlsVerifyFailed(ec))
                                    return Fail(false, "not sent: the certificate of " + svc.origin +
                                                           " could not be verified (ca_file?)");
                                  if (expired) return NotConnected();
@@ -366,9 +349,9 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
       return Fail(true, "no complete reply from " + svc.origin + " within timeout_ms (" +
                             std::to_string(svc.config.timeout_ms) +
                             " ms, the whole attempt): outcome unknown");
-    int alert = AlertOf(ec);
+    int alert = TlsAlertOf(ec);
     if (fresh && svc.tls && RefusesTheHandshake(alert))
-      return Fail(false, Refusal(svc.origin, alert));
+      return Fail(false, HandshakeRefusal(svc.origin, alert));
     std::string why = !what.empty() ? "no response: " + what
                                     : "no response: the connection to " + svc.origin +
                                           " was closed or reset, or no answer came within "
@@ -383,7 +366,7 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
         *io,
         [cfg, origin] { return TlsHandshakeAlert(cfg, origin, std::min(cfg.timeout_ms, 2000)); },
         Guard([this, why](int probed) {
-          if (RefusesTheHandshake(probed)) return Fail(false, Refusal(svc.origin, probed));
+          if (RefusesTheHandshake(probed)) return Fail(false, HandshakeRefusal(svc.origin, probed));
           Fail(true, why);
         }));
   }

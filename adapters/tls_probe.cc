@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <boost/asio/ssl/error.hpp>
 #include <chrono>
 #include <memory>
 
@@ -128,6 +129,24 @@ int TlsHandshakeAlert(const ServiceConfig& config, const std::string& origin, in
   ERR_clear_error();
   close(fd);
   return alert;
+}
+
+int TlsAlertOf(const boost::system::error_code& ec) {
+  if (ec.category() != boost::asio::error::get_ssl_category()) return 0;
+  int reason = ERR_GET_REASON(static_cast<unsigned long>(ec.value()));
+  if (reason >= SSL_AD_REASON_OFFSET && reason < SSL_AD_REASON_OFFSET + 256)
+    return reason - SSL_AD_REASON_OFFSET;
+  return 0;
+}
+
+bool TlsVerifyFailed(const boost::system::error_code& ec) {
+  return ec.category() == boost::asio::error::get_ssl_category() &&
+         ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == SSL_R_CERTIFICATE_VERIFY_FAILED;
+}
+
+std::string HandshakeRefusal(const std::string& origin, int alert) {
+  return "not sent: " + origin + " refused the TLS handshake (alert " + std::to_string(alert) +
+         ": " + SSL_alert_desc_string_long(alert) + "; is the client certificate right?)";
 }
 
 }  // namespace sagad

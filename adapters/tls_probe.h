@@ -14,6 +14,7 @@
 // Thread-safety: may be called from any thread.
 #pragma once
 
+#include <boost/system/error_code.hpp>
 #include <string>
 
 #include "adapters/adapter.h"
@@ -32,5 +33,12 @@ int TakeTlsAlert();
 // certificate, unknown_ca, access_denied, protocol_version,
 // insufficient_security, certificate_required): it never read a request.
 bool RefusesTheHandshake(int alert);
+
+// The alert a TLS error of a client stream carries (0 if none).
+int TlsAlertOf(const boost::system::error_code& ec);
+// Whether the error is the server's certificate failing verification.
+bool TlsVerifyFailed(const boost::system::error_code& ec);
+// "not sent: ORIGIN refused the TLS handshake (alert N: ...)".
+std::string HandshakeRefusal(const std::string& origin, int alert);
 
 }  // namespace sagad

@@ -9,7 +9,21 @@
 #include <boost/asio/thread_pool.hpp>
 #include <thread>
 
+#include "util/thread_role.h"
+
 namespace sagad {
+namespace {
+
+// A task on the pool runs as an engine worker: it must not wait for a
+// commit or a downstream call (util/thread_role.h).
+std::function<void()> Marked(std::function<void()> fn) {
+  return [fn = std::move(fn)] {
+    ScopedThreadRole role(ThreadRole::kWorker);
+    fn();
+  };
+}
+
+}  // namespace
 
 struct AsioExecutor::State {
   explicit State(int threads)
@@ -29,14 +43,14 @@ AsioExecutor::AsioExecutor(int threads) : state_(new State(threads)) {}
 AsioExecutor::~AsioExecutor() { Shutdown(); }
 
 void AsioExecutor::Post(std::function<void()> fn) {
-  boost::asio::post(state_->pool, std::move(fn));
+  boost::asio::post(state_->pool, Marked(std::move(fn)));
 }
 
 void AsioExecutor::PostAfter(int64_t delay_ms, std::function<void()> fn) {
   auto timer = std::make_shared<boost::asio::steady_timer>(state_->io);
   timer->expires_after(std::chrono::milliseconds(std::max<int64_t>(0, delay_ms)));
   timer->async_wait([this, timer, fn = std::move(fn)](const boost::system::error_code& ec) mutable {
-    if (!ec) boost::asio::post(state_->pool, std::move(fn));
+    if (!ec) boost::asio::post(state_->pool, Marked(std::move(fn)));
   });
 }
 

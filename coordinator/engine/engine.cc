@@ -85,6 +85,7 @@ auto Engine::Impl::Start() -> Status {
 auto Engine::Impl::Stop() -> void {
   if (!runs_.StopAndWait()) return;
   repo_.WaitIdle();  // no store thread still hands a continuation to the executor
+  submissions().WaitIdle();
   executor_.Shutdown();
 }
 
@@ -103,8 +104,9 @@ StatusOr<SubmitOutcome> Engine::Submit(const std::string& saga, int version,
                                        const std::string& request_hash, const TraceContext& trace) {
   return impl_->submissions().Submit(saga, version, input, client_key, request_hash, trace);
 }
-void Engine::FinishSubmission(const std::string& key, int status, const nlohmann::json& r) {
-  impl_->submissions().Finish(key, status, r);
+void Engine::FinishSubmission(const std::string& key, int status, const nlohmann::json& r,
+                              std::function<void()> then) {
+  impl_->submissions().Finish(key, status, r, std::move(then));
 }
 StatusOr<nlohmann::json> Engine::GetInstance(const std::string& id) {
   return impl_->GetInstance(id);

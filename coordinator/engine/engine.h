@@ -87,9 +87,12 @@ class Engine {
   StatusOr<SubmitOutcome> Submit(const std::string& saga, int version, const nlohmann::json& input,
                                  const std::string& client_key, const std::string& request_hash,
                                  const TraceContext& trace = TraceFromHeaders("", ""));
-  // Stores the response of a submission (first one wins) and ends its
-  // in-flight window.
-  void FinishSubmission(const std::string& client_key, int status, const nlohmann::json& response);
+  // Stores the response of a submission (first one wins; status 0: no
+  // response was given, nothing is stored) and ends its in-flight window,
+  // without waiting for the write: `then` (optional) runs once it is done,
+  // on the store's thread or inside this call; it must not block.
+  void FinishSubmission(const std::string& client_key, int status, const nlohmann::json& response,
+                        std::function<void()> then = nullptr);
 
   // The instance view; NotFound.
   StatusOr<nlohmann::json> GetInstance(const std::string& id);

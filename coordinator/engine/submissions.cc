@@ -130,11 +130,31 @@ StatusOr<SubmitOutcome> Submissions::Replay(const Submission& first,
   return out;
 }
 
-void Submissions::Finish(const std::string& key, int status, const nlohmann::json& response) {
-  if (key.empty()) return;
-  Status s = repo_.store().SetSubmissionResponse(key, status, response);
-  if (!s.ok()) EngineLog({{"msg", "cannot store submission response"}, {"error", s.ToString()}});
-  EndInflight(key);
+void Submissions::Finish(const std::string& key, int status, const nlohmann::json& response,
+                         std::function<void()> then) {
+  if (key.empty() || status == 0) {
+    if (!key.empty()) EndInflight(key);
+    if (then) then();
+    return;
+  }
+  {
+    MutexLock l(mu_);
+    ++writing_;
+  }
+  repo_.store().SetSubmissionResponseAsync(
+      key, status, response, [this, key, then = std::move(then)](Status s) {
+        if (!s.ok())
+          EngineLog({{"msg", "cannot store submission response"}, {"error", s.ToString()}});
+        EndInflight(key);
+        if (then) then();
+        MutexLock l(mu_);
+        if (--writing_ == 0) idle_cv_.NotifyAll();
+      });
+}
+
+void Submissions::WaitIdle() {
+  MutexLock l(mu_);
+  idle_cv_.Wait(mu_, [&]() REQUIRES(mu_) { return writing_ == 0; });
 }
 
 void Submissions::EndInflight(const std::string& key) {

@@ -58,9 +58,17 @@ class Submissions {
   StatusOr<SubmitOutcome> Submit(const std::string& saga, int version, const nlohmann::json& input,
                                  const std::string& client_key, const std::string& request_hash,
                                  const TraceContext& trace);
-  // Stores the response given for `key` (the first one stands) and ends
-  // its in-flight window. No-op for an empty key.
-  void Finish(const std::string& key, int status, const nlohmann::json& response);
+  // Stores the response given for `key` (the first one stands; status 0:
+  // none was given, nothing to store) and ends its in-flight window once
+  // that write is done, then runs `then` (if set): on the store's thread,
+  // or inside this call. Never waits for the write. For an empty key: `then`
+  // at once.
+  void Finish(const std::string& key, int status, const nlohmann::json& response,
+              std::function<void()> then = nullptr);
+  // Returns once every response write begun by Finish has completed (its
+  // `then` returned): what keeps this object alive for the store's thread.
+  void WaitIdle();
+  ~Submissions() { WaitIdle(); }
 
  private:
   // The answer to a repeated key: the first instance, or AlreadyExists if
@@ -80,6 +88,8 @@ class Submissions {
   Starter starter_;
   Mutex mu_;
   std::unordered_set<std::string> inflight_ GUARDED_BY(mu_);
+  int writing_ GUARDED_BY(mu_) = 0;  // response writes under way
+  CondVar idle_cv_;                  // writing_ fell to 0
 };
 
 }  // namespace sagad

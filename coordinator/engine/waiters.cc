@@ -98,7 +98,7 @@ Waiters::Done Waiters::TakeLocked(const std::shared_ptr<Async>& w) {
 }
 
 bool Waiters::Drop(const std::shared_ptr<Async>& w) {
-  MutexLock l(mu_);  // Finish calls `done` under it: none runs now
+  MutexLock l(mu_);
   return static_cast<bool>(TakeLocked(w));
 }
 
@@ -131,11 +131,16 @@ void Waiters::Arm(const std::shared_ptr<Async>& w) {
 }
 
 void Waiters::Finish(const std::shared_ptr<Async>& w, StatusOr<nlohmann::json> j) {
-  MutexLock l(mu_);
-  Done done = TakeLocked(w);
-  if (!done) return;
-  // Under the lock, so that CancelAll returns only once no `done` runs.
+  Done done;
+  {
+    MutexLock l(mu_);
+    done = TakeLocked(w);
+    if (!done) return;
+    ++running_;  // CancelAll waits for it
+  }
   done(std::move(j));
+  MutexLock l(mu_);
+  if (--running_ == 0) idle_cv_.NotifyAll();
 }
 
 void Waiters::Notify(const std::string& id, const std::shared_ptr<const nlohmann::json>& snapshot) {
@@ -158,6 +163,7 @@ void Waiters::CancelAll() {
     cancelled_ = true;
     for (auto& [id, w] : async_) w->done = nullptr;
     dropped.swap(async_);
+    idle_cv_.Wait(mu_, [&]() REQUIRES(mu_) { return running_ == 0; });
   }
 }
 

@@ -6,6 +6,12 @@
 // waiters (Notify). Another process sharing the store may commit it too, so
 // every waiter also reads the store every 200 ms; a waiter whose time is up
 // gets the instance as it is.
+//
+// No `done` runs under the lock of the waiters' table: it is taken out of
+// the table under the lock and called after (Notify runs on the thread that
+// completed a commit, the store's committer: a `done` that did anything
+// under the table's lock would hold every other waiter, and every commit,
+// behind it). `done` must not block.
 // Thread-safety: all methods are thread-safe.
 #pragma once
 
@@ -34,8 +40,9 @@ class Waiters {
   StatusOr<nlohmann::json> Wait(const std::string& id, std::chrono::milliseconds timeout);
   // Calls `done` once, from some thread (possibly before this returns), as
   // Wait would return; unless CancelAll comes first, or the returned
-  // function (which drops this wait: once it returns, `done` has run or
-  // never will; true when it never will). Call it only while the Waiters exist.
+  // function (which drops this wait: true when `done` never will run; false
+  // when it was already taken to run: it runs or has run). Call it only
+  // while the Waiters exist.
   std::function<bool()> WaitAsync(const std::string& id, std::chrono::milliseconds timeout,
                                   Done done);
   // Answers every asynchronous waiter with `why` now, and every later one at
@@ -44,7 +51,8 @@ class Waiters {
   // A commit settled `id`: wake its waiters with the snapshot it wrote.
   void Notify(const std::string& id, const std::shared_ptr<const nlohmann::json>& snapshot);
   // Drops every asynchronous waiter without calling it, and every later
-  // one. When it returns no `done` runs or will run.
+  // one. When it returns no `done` runs or will run (it waits for those
+  // already taken to run).
   void CancelAll();
 
   // True when the instance needs nothing more from the engine right now.
@@ -62,7 +70,9 @@ class Waiters {
   Executor& executor_;
   Mutex mu_;
   bool cancelled_ GUARDED_BY(mu_) = false;
-  Status closing_ GUARDED_BY(mu_);  // not ok once FinishAll ran
+  int running_ GUARDED_BY(mu_) = 0;  // `done`s taken and not yet returned
+  CondVar idle_cv_;                  // running_ fell to 0
+  Status closing_ GUARDED_BY(mu_);   // not ok once FinishAll ran
   std::unordered_multimap<std::string, Blocking*> blocking_ GUARDED_BY(mu_);
   std::unordered_multimap<std::string, std::shared_ptr<Async>> async_ GUARDED_BY(mu_);
 };

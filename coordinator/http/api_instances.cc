@@ -145,37 +145,35 @@ bool ApiServer::Impl::InputMatches(const HttpRequest& req, HttpResponse& res,
 
 void ApiServer::Impl::AnswerSubmission(const HttpRequest& req, HttpResponse& res,
                                        const std::string& key, const std::string& id, double wait) {
-  // The key must never stay "in progress": every path out finishes it.
-  auto answer = [this, key, wait](const HttpRequest& req, HttpResponse& res,
-                                  const StatusOr<nlohmann::json>& j) {
+  // The key must never stay "in progress": every path out finishes it. The
+  // answer goes out once the response it gives is stored (a replay right
+  // after it gets the same answer), from the store's continuation: no
+  // thread waits for that commit, and none for the wait. A client gone
+  // before the answer: the instance runs on; a replay of the key gets what
+  // this request would have.
+  auto drop = std::make_shared<std::function<bool()>>([] { return false; });
+  auto answer = DeferredAnswer::Start(res, [this, drop, key] {
+    if ((*drop)()) engine_.FinishSubmission(key, 0, nullptr);  // never answered
+  });
+  auto give = [this, &req, key, wait, answer](const StatusOr<nlohmann::json>& j) {
     try {
       if (!j.ok()) {
         engine_.FinishSubmission(key, 0, nullptr);
-        return ProblemFromStatus(req, res, j.status());
+        answer->Give([&](HttpResponse& res) { ProblemFromStatus(req, res, j.status()); });
+        return;
       }
       int status = (wait > 0 && Engine::IsSettled(j->value("status", ""))) ? 200 : 201;
-      engine_.FinishSubmission(key, status, *j);
-      Json(res, status, *j);
+      auto body = std::make_shared<const nlohmann::json>(*j);
+      engine_.FinishSubmission(key, status, *body, [answer, status, body] {
+        answer->Give([&](HttpResponse& res) { Json(res, status, *body); });
+      });
     } catch (const std::exception& e) {
       engine_.FinishSubmission(key, 0, nullptr);
-      ProblemFromStatus(req, res, Internal(e.what()));
+      answer->Give([&](HttpResponse& res) { ProblemFromStatus(req, res, Internal(e.what())); });
     }
   };
-  if (wait <= 0) return answer(req, res, engine_.GetInstance(id));
-  // Held until settled or the time is up, without a thread. A client gone
-  // before the answer: the instance runs on; a replay of the key gets what
-  // this request would have. Registered before the wait starts: once it
-  // answers, res is not ours.
-  auto complete = res.Defer();
-  auto drop = std::make_shared<std::function<bool()>>();
-  res.OnAbandon([this, drop, key] {
-    if ((*drop)()) engine_.FinishSubmission(key, 0, nullptr);  // never answered
-  });
-  *drop = engine_.WaitSettledAsync(id, std::chrono::milliseconds(int64_t(wait * 1000)),
-                                   [&req, &res, complete, answer](StatusOr<nlohmann::json> j) {
-                                     answer(req, res, j);
-                                     complete();
-                                   });
+  if (wait <= 0) return give(engine_.GetInstance(id));
+  *drop = engine_.WaitSettledAsync(id, std::chrono::milliseconds(int64_t(wait * 1000)), give);
 }
 
 void ApiServer::Impl::List(const HttpRequest& req, HttpResponse& res) {
@@ -198,18 +196,18 @@ void ApiServer::Impl::Get(const HttpRequest& req, HttpResponse& res) {
   if (!WaitParam(req, res, &wait)) return;
   std::string id = req.matches[1];
   if (wait > 0) {  // a long poll: no thread waits for it
-    auto complete = res.Defer();
-    // Registered before the wait starts: once it answers, res is not ours.
-    auto drop = std::make_shared<std::function<bool()>>();
-    res.OnAbandon([drop] { (*drop)(); });
-    *drop = engine_.WaitSettledAsync(id, std::chrono::milliseconds(int64_t(wait * 1000)),
-                                     [&req, &res, complete](StatusOr<nlohmann::json> j) {
-                                       if (!j.ok())
-                                         ProblemFromStatus(req, res, j.status());
-                                       else
-                                         Json(res, 200, *j);
-                                       complete();
-                                     });
+    auto drop = std::make_shared<std::function<bool()>>([] { return false; });
+    auto answer = DeferredAnswer::Start(res, [drop] { (*drop)(); });
+    *drop = engine_.WaitSettledAsync(
+        id, std::chrono::milliseconds(int64_t(wait * 1000)),
+        [&req, answer](StatusOr<nlohmann::json> j) {
+          answer->Give([&](HttpResponse& res) {
+            if (!j.ok())
+              ProblemFromStatus(req, res, j.status());
+            else
+              Json(res, 200, *j);
+          });
+        });
     return;
   }
   auto j = engine_.GetInstance(id);

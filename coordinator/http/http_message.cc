@@ -58,6 +58,38 @@ void Abandonment::Fire() {
   if (f) f();
 }
 
+std::shared_ptr<DeferredAnswer> DeferredAnswer::Start(HttpResponse& res,
+                                                      std::function<void()> on_abandon) {
+  auto d = std::make_shared<DeferredAnswer>();
+  d->res_ = &res;
+  {
+    MutexLock l(d->mu_);
+    d->complete_ = res.Defer();
+  }
+  // Weakly: the exchange owns its abandonment, and `complete_` owns the
+  // exchange's connection; a strong reference here would be a cycle that
+  // keeps every deferred connection alive (found by LeakSanitizer).
+  res.OnAbandon([weak = std::weak_ptr<DeferredAnswer>(d), on_abandon = std::move(on_abandon)] {
+    if (auto d = weak.lock()) {
+      MutexLock l(d->mu_);
+      d->over_ = true;
+      d->complete_ = nullptr;
+    }
+    if (on_abandon) on_abandon();
+  });
+  return d;
+}
+
+bool DeferredAnswer::Give(const std::function<void(HttpResponse&)>& fill) {
+  MutexLock l(mu_);
+  if (over_) return false;
+  over_ = true;
+  fill(*res_);
+  complete_();
+  complete_ = nullptr;  // what it holds (the connection) is not ours to keep
+  return true;
+}
+
 std::string PercentDecode(const std::string& s, bool plus_is_space) {
   auto hex = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';

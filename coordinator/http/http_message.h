@@ -95,6 +95,28 @@ class HttpResponse {
   std::function<void()> on_defer_;
 };
 
+// A deferred response answered from whatever thread finishes the work (a
+// waiter, a commit's continuation): Give fills and completes it once,
+// unless its client went away first; after the abandonment nothing touches
+// the response. Its lock guards only this one response: no table's lock is
+// held while it is filled.
+// Thread-safety: Give and the abandonment may race from any threads.
+class DeferredAnswer {
+ public:
+  // Defers `res`. `on_abandon` runs (once, from the server's thread) if the
+  // client goes away before the answer is given; it must not block.
+  static std::shared_ptr<DeferredAnswer> Start(HttpResponse& res, std::function<void()> on_abandon);
+  // Fills the response with `fill` and completes it; false when the client
+  // was gone or the answer was given already (`fill` is not called).
+  bool Give(const std::function<void(HttpResponse&)>& fill);
+
+ private:
+  Mutex mu_;
+  bool over_ GUARDED_BY(mu_) = false;
+  HttpResponse* res_ = nullptr;
+  std::function<void()> complete_ GUARDED_BY(mu_);  // empty once given or abandoned
+};
+
 // %XX decoded; '+' as a space too when `plus_is_space` (query strings).
 std::string PercentDecode(const std::string& s, bool plus_is_space);
 

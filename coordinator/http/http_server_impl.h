@@ -17,6 +17,7 @@
 
 #include "coordinator/http/http_server.h"
 #include "util/mutex.h"
+#include "util/thread_role.h"
 
 namespace sagad {
 
@@ -104,7 +105,12 @@ class HttpServer::Impl {
   void Serve() {
     Accept();
     std::vector<std::thread> extra;
-    for (int i = 1; i < options_.io_threads; ++i) extra.emplace_back([this] { io_.run(); });
+    for (int i = 1; i < options_.io_threads; ++i)
+      extra.emplace_back([this] {
+        MarkThread(ThreadRole::kHttpLoop);
+        io_.run();
+      });
+    ScopedThreadRole role(ThreadRole::kHttpLoop);
     io_.run();
     for (auto& t : extra) t.join();
   }

@@ -1,10 +1,12 @@
 #include "coordinator/store/group_commit.h"
 
 #include "util/check.h"
+#include "util/thread_role.h"
 
 namespace sagad {
 
 Status GroupCommit::Commit(Write& w) {
+  CheckMayBlock("a blocking store commit");
   MutexLock l(mu_);
   queue_.push_back(&w);
   w.cv->Wait(mu_, [&]() REQUIRES(mu_) { return w.done || (!leading_ && queue_.front() == &w); });
@@ -28,6 +30,7 @@ void GroupCommit::CommitAsync(std::unique_ptr<Write> w) {
 // Leads every batch whose front is a CommitAsync; ends once stopping with
 // nothing queued.
 void GroupCommit::CommitterLoop() {
+  MarkThread(ThreadRole::kCommitter);
   MutexLock l(mu_);
   for (;;) {
     committer_cv_.Wait(mu_, [&]() REQUIRES(mu_) {

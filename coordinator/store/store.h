@@ -222,6 +222,14 @@ class Store {
   // Records the response given for a submission key (for replays).
   virtual Status SetSubmissionResponse(const std::string& key, int status,
                                        const nlohmann::json& response) = 0;
+  // SetSubmissionResponse, completing `done` instead of blocking its caller
+  // (as CommitAsync: on a thread of the store's, or inside this call in a
+  // store that writes synchronously, this default). `done` must not block.
+  virtual void SetSubmissionResponseAsync(const std::string& key, int status,
+                                          const nlohmann::json& response,
+                                          std::function<void(Status)> done) {
+    done(SetSubmissionResponse(key, status, response));
+  }
 
   // Newest first. `cursor` is the next_cursor of the previous page.
   virtual StatusOr<InstancePage> ListInstances(const InstanceFilter& filter, size_t limit,

@@ -61,6 +61,15 @@ class ForwardingStore : public Store {
                                const nlohmann::json& response) override {
     return real_.SetSubmissionResponse(key, status, response);
   }
+  void CommitAsync(std::shared_ptr<const TransitionWrite> w,
+                   std::function<void(Status)> done) override {
+    real_.CommitAsync(std::move(w), std::move(done));
+  }
+  void SetSubmissionResponseAsync(const std::string& key, int status,
+                                  const nlohmann::json& response,
+                                  std::function<void(Status)> done) override {
+    real_.SetSubmissionResponseAsync(key, status, response, std::move(done));
+  }
   StatusOr<InstancePage> ListInstances(const InstanceFilter& filter, size_t limit,
                                        const std::string& cursor) override {
     return real_.ListInstances(filter, limit, cursor);

@@ -83,6 +83,9 @@ class LmdbStore : public Store {
   StatusOr<Submission> GetSubmission(const std::string& key) override;
   Status SetSubmissionResponse(const std::string& key, int status,
                                const nlohmann::json& response) override;
+  void SetSubmissionResponseAsync(const std::string& key, int status,
+                                  const nlohmann::json& response,
+                                  std::function<void(Status)> done) override;
   StatusOr<InstancePage> ListInstances(const InstanceFilter& filter, size_t limit,
                                        const std::string& cursor) override;
   StatusOr<std::vector<ActiveInstance>> ListActive() override;
@@ -156,8 +159,9 @@ class LmdbStore : public Store {
       std::vector<std::pair<std::string, std::string>> events, operations;  // key, record
       std::vector<std::string> outbox;
     } texts;
-    // CommitAsync: what the pointers above point into.
-    std::shared_ptr<const TransitionWrite> keep;
+    // CommitAsync, SetSubmissionResponseAsync: what the pointers above (and
+    // `id`) point into.
+    std::shared_ptr<const void> keep;
   };
   StatusOr<InstancePage> ListByKey(const InstanceFilter& filter, const std::string& cursor);
   Status Check(MDB_txn* txn, CommitRequest& r);

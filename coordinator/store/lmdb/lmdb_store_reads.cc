@@ -74,6 +74,20 @@ Status LmdbStore::SetSubmissionResponse(const std::string& key, int status,
   return group_.Commit(r);  // shares the fsync of the transitions around it
 }
 
+void LmdbStore::SetSubmissionResponseAsync(const std::string& key, int status,
+                                           const nlohmann::json& response,
+                                           std::function<void(Status)> done) {
+  auto answer = std::make_shared<Submission>();
+  answer->key = key;
+  answer->response_status = status;
+  answer->response = response;
+  auto r = std::make_unique<CommitRequest>(WriteKind::kSubmissionResponse, answer->key, 0, nullptr,
+                                           nullptr, nullptr, answer.get(), nullptr, nullptr);
+  r->keep = std::move(answer);
+  r->then = std::move(done);
+  group_.CommitAsync(std::move(r));
+}
+
 StatusOr<InstancePage> LmdbStore::ListInstances(const InstanceFilter& filter, size_t limit,
                                                 const std::string& cursor) {
   if (!filter.idempotency_key.empty()) return ListByKey(filter, cursor);

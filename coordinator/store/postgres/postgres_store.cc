@@ -367,12 +367,27 @@ void PostgresStore::CommitAsync(std::shared_ptr<const TransitionWrite> t,
   group_.CommitAsync(std::move(p));
 }
 
+namespace {
+nlohmann::json ResponseRequest(const std::string& key, int status, const nlohmann::json& response) {
+  return {{"kind", "response"},
+          {"id", key},
+          {"response_status", status},
+          {"response", DumpJson(response)}};
+}
+}  // namespace
+
 Status PostgresStore::SetSubmissionResponse(const std::string& key, int status,
                                             const nlohmann::json& response) {
-  return Apply({{"kind", "response"},
-                {"id", key},
-                {"response_status", status},
-                {"response", DumpJson(response)}});
+  return Apply(ResponseRequest(key, status, response));
+}
+
+void PostgresStore::SetSubmissionResponseAsync(const std::string& key, int status,
+                                               const nlohmann::json& response,
+                                               std::function<void(Status)> done) {
+  auto p = std::make_unique<Pending>();
+  p->request = ResponseRequest(key, status, response);
+  p->then = std::move(done);
+  group_.CommitAsync(std::move(p));
 }
 
 StatusOr<std::map<std::string, Lease>> PostgresStore::AcquireLeases(

@@ -87,6 +87,9 @@ class PostgresStore : public Store {
   StatusOr<Submission> GetSubmission(const std::string& key) override;
   Status SetSubmissionResponse(const std::string& key, int status,
                                const nlohmann::json& response) override;
+  void SetSubmissionResponseAsync(const std::string& key, int status,
+                                  const nlohmann::json& response,
+                                  std::function<void(Status)> done) override;
   StatusOr<InstancePage> ListInstances(const InstanceFilter& filter, size_t limit,
                                        const std::string& cursor) override;
   StatusOr<std::vector<ActiveInstance>> ListActive() override;

@@ -40,6 +40,12 @@ class RefusingStore : public testing::ForwardingStore {
       }
     return real_.Commit(id, expected_version, snapshot, events, operations, outbox, lease);
   }
+  // Synchronously, through Commit above (Store's default): the runner's
+  // actions end before they return, as these tests expect.
+  void CommitAsync(std::shared_ptr<const TransitionWrite> w,
+                   std::function<void(Status)> done) override {
+    Store::CommitAsync(std::move(w), std::move(done));
+  }
 };
 
 class StepRunnerTest : public testing::StoreFixture {

@@ -83,6 +83,7 @@ TEST_F(SubmissionsTest, AKeyReplaysTheSameRequestAndRefusesAnother) {
   // Still being answered: a concurrent duplicate is told to wait.
   EXPECT_EQ(Submit("key-1", "h1").status().code(), StatusCode::kFailedPrecondition);
   subs_->Finish("key-1", 201, {{"id", first->instance_id}});
+  subs_->WaitIdle();  // the response is stored asynchronously
   auto again = Submit("key-1", "h1");
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->replayed);

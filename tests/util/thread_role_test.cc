@@ -1,0 +1,69 @@
+// The rule "a thread that serves everyone never waits" is an assertion that
+// stays on: a blocking commit or downstream call on such a thread aborts,
+// naming the thread's role.
+#include "util/thread_role.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "coordinator/store/group_commit.h"
+
+namespace sagad {
+namespace {
+
+TEST(ThreadRoleTest, AThreadIsUnmarkedUntilItIsMarked) {
+  std::thread([] {
+    EXPECT_EQ(CurrentThreadRole(), ThreadRole::kUnmarked);
+    CheckMayBlock("a wait");  // allowed
+    {
+      ScopedThreadRole role(ThreadRole::kWorker);
+      EXPECT_EQ(CurrentThreadRole(), ThreadRole::kWorker);
+    }
+    EXPECT_EQ(CurrentThreadRole(), ThreadRole::kUnmarked);
+  }).join();
+}
+
+TEST(ThreadRoleDeathTest, ABlockingWaitOnAThreadThatMustNotBlockAbortsNamingTheRole) {
+  for (ThreadRole role : {ThreadRole::kCommitter, ThreadRole::kHttpLoop, ThreadRole::kWorker}) {
+    EXPECT_DEATH(
+        {
+          MarkThread(role);
+          CheckMayBlock("a blocking store commit");
+        },
+        std::string("a blocking store commit on a thread that must not block \\(") +
+            ThreadRoleName(role) + " thread\\)");
+  }
+}
+
+TEST(ThreadRoleDeathTest, ABlockingCommitFromACommitsContinuationAborts) {
+  // The hang of issue 40: a continuation, on the committer thread, commits
+  // with a blocking write that only the committer could lead.
+  EXPECT_DEATH(
+      {
+        GroupCommit* group = nullptr;
+        GroupCommit g([](const std::vector<GroupCommit::Write*>& batch) {
+          for (auto* w : batch) w->result = Status::Ok();
+        });
+        group = &g;
+        auto first = std::make_unique<GroupCommit::Write>();
+        first->then = [group](Status) {
+          GroupCommit::Write again;
+          (void)group->Commit(again);
+        };
+        g.CommitAsync(std::move(first));
+        g.Stop();
+      },
+      "a blocking store commit on a thread that must not block \\(store committer thread\\)");
+}
+
+TEST(ThreadRoleTest, ABlockingCommitOnAnUnmarkedThreadIsWritten) {
+  GroupCommit g([](const std::vector<GroupCommit::Write*>& batch) {
+    for (auto* w : batch) w->result = Status::Ok();
+  });
+  GroupCommit::Write w;
+  EXPECT_TRUE(g.Commit(w).ok());
+}
+
+}  // namespace
+}  // namespace sagad
