@@ -15,6 +15,7 @@
 #include "adapters/trace_context.h"
 #include "policies/retry_budget.h"
 #include "policies/retry_policy.h"
+#include "util/status.h"
 
 namespace sagad {
 
@@ -64,6 +65,12 @@ struct CallRequest {
   uint64_t fencing_token = 0;
   int attempt = 1;     // sent as Saga-Attempt (1 for the first send of the key)
   TraceContext trace;  // sent as traceparent (a new span id per attempt) + tracestate
+  // Optional: asked immediately before the request is written to the
+  // socket (after any wait in the service's connection line); not ok: the
+  // request is never written and the call ends withheld (CallResult). The
+  // engine's lease rule: a request that waited in line while its lease ran
+  // out must not leave. Called on the adapter's thread; must not block.
+  std::function<Status()> may_write;
 };
 
 struct CallResult {
@@ -73,6 +80,9 @@ struct CallResult {
   std::string external_ref;  // "ref" or "id" of the result
   std::string error;         // human-readable reason when not committed
   bool replayed = false;     // downstream said Idempotent-Replayed: true
+  // CallRequest::may_write refused it: nothing was written (outcome
+  // kNotExecuted, error says why).
+  bool withheld = false;
 };
 
 enum class QueryOutcome {

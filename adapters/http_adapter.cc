@@ -35,6 +35,7 @@ CallResult ToCallResult(HttpExchangeResult r) {
   CallResult out;
   if (!r.replied) {
     out.outcome = r.too_large ? Outcome::kUnknown : ClassifyTransportError(r.sent);
+    out.withheld = r.withheld;
     out.error = std::move(r.error);
     return out;
   }
@@ -99,6 +100,7 @@ void HttpAdapter::CallAsync(const CallRequest& req, CallDone done) {
   x.headers.emplace_back("Saga-Fencing-Token", std::to_string(req.fencing_token));
   x.headers.emplace_back("Saga-Attempt", std::to_string(req.attempt));
   AddTraceHeaders(req.trace, &x);
+  x.may_write = req.may_write;
   if (!req.body.is_null()) {
     x.body = CanonicalJson(req.body);
     x.headers.emplace_back("Content-Type", "application/json");

@@ -299,6 +299,13 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
   }
 
   void Write() {
+    if (in.may_write) {
+      Status may = in.may_write();
+      if (!may.ok()) {
+        withheld = true;
+        return Fail(false, "not sent: " + may.message());
+      }
+    }
     conn->With([this](auto& stream) {
       http::async_write(stream, req, Guard([this](const beast::error_code& ec, size_t) {
                           if (ec)
@@ -391,6 +398,7 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
     HttpExchangeResult r;
     r.sent = sent;
     r.too_large = too_large;
+    r.withheld = withheld;
     r.error = std::move(error);
     conn.reset();  // a broken connection is never pooled
     End(std::move(r));
@@ -433,7 +441,7 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
   http::request<http::string_body> req;
   std::optional<http::response_parser<http::string_body>> parser;
   HttpExchangeResult result;
-  bool fresh = false, expired = false, too_large = false, finished = false;
+  bool fresh = false, expired = false, too_large = false, finished = false, withheld = false;
 };
 
 AsyncHttpClient::AsyncHttpClient(int threads) : impl_(std::make_unique<Impl>(threads)) {}

@@ -48,6 +48,10 @@ struct HttpExchangeRequest {
   std::string target;  // path and query, with the service's prefix
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;  // sent (with Content-Length) unless empty
+  // Optional: asked right before the first byte is written (the connection
+  // is taken: any wait in line is over); not ok: nothing is written, the
+  // exchange ends with sent false and withheld true.
+  std::function<Status()> may_write;
 };
 
 struct HttpExchangeResult {
@@ -58,6 +62,7 @@ struct HttpExchangeResult {
   // When !replied:
   bool sent = true;        // false: the request cannot have been acted on
   bool too_large = false;  // the body was larger than max_response_bytes
+  bool withheld = false;   // may_write refused it: never written
   std::string error;       // what happened and where, in words
 };
 

@@ -76,6 +76,15 @@ Status Ownership::ReadyToSend(const std::string& id) {
   return Status::Ok();
 }
 
+Status Ownership::SendableNow(const std::string& id) const {
+  auto held = Held(id);
+  if (!held) return LeaseLost("lease lost: not the owner of " + id);
+  const int64_t left = held->expires_at - clock_.NowMillis();
+  if (left >= lease_ms_ / 3) return Status::Ok();
+  return LeaseLost("lease of " + id + " has " + std::to_string(left) +
+                   " ms left, under lease_ms/3: withheld at the connection line");
+}
+
 void Ownership::Adopt(const std::string& id, const Lease& lease) {
   MutexLock l(mu_);
   auto it = held_.find(id);

@@ -15,9 +15,13 @@
 // counted from a time read before the store transaction that granted or
 // renewed it, so it never outlives the lease as stored (whose time base is
 // read inside that transaction); a pause or a slow store shortens it, never
-// lengthens it. What remains: a pause between ReadyToSend and the write of
-// the request on the socket. Only a downstream that refuses a
-// Saga-Fencing-Token lower than one it has seen closes that window.
+// lengthens it. A request that waits for a connection of its service (the
+// adapter's line, max_connections) is checked again when it leaves the
+// line, right before its first byte is written (SendableNow: no renewal,
+// which would be a store transaction on the adapter's loop): one whose
+// lease ran low meanwhile is withheld. What remains: a pause between that
+// check and the write of the request on the socket. Only a downstream that
+// refuses a Saga-Fencing-Token lower than one it has seen closes that window.
 //
 // Ownership knows nothing of instances: whoever takes a lease with a new
 // generation (Acquire returns kTaken) must reload the instance before acting.
@@ -74,6 +78,10 @@ class Ownership {
   // it now (it is forgotten here); Unavailable if it could not be renewed
   // in time (the store failed or took too long). Never send otherwise.
   Status ReadyToSend(const std::string& id);
+  // Ok if the lease of `id` is held with at least lease_ms/3 left now,
+  // without renewing it (no store access: for the adapter's thread, right
+  // before a request that waited in line is written). LeaseLost otherwise.
+  Status SendableNow(const std::string& id) const;
   // Renews every lease held, in one store transaction; forgets and returns
   // those held by another process now. On a store error nothing is renewed
   // or forgotten (the next round tries again) and the error is returned.

@@ -56,10 +56,22 @@ auto StepRunner::CallIfOwner(const CallRequest& req, const Done& done, AfterCall
   gates_.CallStarted(req.service);
   runs_.AwaitReply(true);
   auto h = std::make_shared<Handoff>();
-  adapter_.CallAsync(req, [this, h, id = req.instance_id, service = req.service, done,
-                           k = std::move(k)](CallResult res) mutable {
+  // The lease rule again when the request leaves the service's connection
+  // line: a request that waited there while the lease ran low never leaves.
+  CallRequest sent = req;
+  sent.may_write = [&ownership = ownership_, id = req.instance_id] {
+    return ownership.SendableNow(id);
+  };
+  adapter_.CallAsync(sent, [this, h, id = req.instance_id, key = req.idempotency_key,
+                            service = req.service, done, k = std::move(k)](CallResult res) mutable {
     gates_.CallEnded(service);
     runs_.AwaitReply(false);
+    if (res.withheld) {
+      metrics_.SendWithheld();
+      EngineLog({{"msg", "not sent: lease"}, {"instance", id}, {"key", key}, {"error", res.error}});
+      Status lost = Unavailable(res.error);  // planned again: reconciled before any re-send
+      return Continue(h, id, done, [k = std::move(k), lost]() mutable { k(lost, CallResult{}); });
+    }
     // Recording a reply commits asynchronously (TransitionAsync): it may
     // run on the loop thread that read it, sparing a hand-off.
     Continue(h, id, done, [k = std::move(k), res = std::move(res)]() mutable {

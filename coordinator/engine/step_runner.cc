@@ -221,7 +221,8 @@ auto StepRunner::SendForward(const std::string& id, const SagaDefinitionPtr& def
                   sd.name,
                   ownership_.Token(id),
                   attempt,
-                  trace};
+                  trace,
+                  {}};
   auto t0 = clock_.SteadyNow();
   CallIfOwner(req, done,
               [this, id, def, i, launched, attempt, trace, t0, permit, done](const Status& sent,

@@ -50,8 +50,8 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinitionPtr& defp
   // As Execute's: the STARTED commit's continuation sends; no thread waits
   // for that commit.
   CallRequest req{
-      call.service,         call.method,          r->path,        r->body, key, id, sd.name,
-      ownership_.Token(id), st.comp_attempts + 1, TraceOf(*instp)};
+      call.service,         call.method,          r->path,         r->body, key, id, sd.name,
+      ownership_.Token(id), st.comp_attempts + 1, TraceOf(*instp), {}};
   auto slot = std::make_shared<std::optional<ServiceGates::Permit>>(std::move(permit));
   driver_.commit_async(
       id,

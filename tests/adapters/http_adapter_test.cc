@@ -299,5 +299,53 @@ TEST(ConnectionLimitTest, CallsBeyondMaxConnectionsWaitUnsentForOne) {
   t.join();
 }
 
+// Issue 41 (HIGH), at the adapter: a request that waited in the service's
+// connection line is asked again, right before its first byte is written,
+// whether it may still leave; refused, it is never written (withheld).
+TEST(ConnectionLimitTest, ARequestWaitingInLineIsWithheldWhenItMayNoLongerLeave) {
+  httplib::Server server;
+  std::atomic<int> arrived{0};
+  std::atomic<bool> release{false};
+  server.Post("/x", [&](const httplib::Request&, httplib::Response& res) {
+    ++arrived;
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    res.set_content(R"({"ok":true})", "application/json");
+  });
+  int port = server.bind_to_any_port("127.0.0.1");
+  std::thread t([&] { server.listen_after_bind(); });
+  ASSERT_TRUE(WaitUntil([&] { return server.is_running(); }));
+  ServiceConfig svc;
+  svc.name = "svc";
+  svc.base_url = "http://127.0.0.1:" + std::to_string(port);
+  svc.timeout_ms = 10000;
+  svc.max_connections = 1;
+  auto adapter = std::make_unique<HttpAdapter>(std::map<std::string, ServiceConfig>{{"svc", svc}});
+  std::atomic<bool> lease_held{true};
+  std::atomic<int> answered{0}, withheld{0};
+  for (int i = 0; i < 3; ++i) {
+    CallRequest req;
+    req.service = "svc";
+    req.method = "POST";
+    req.path = "/x";
+    req.idempotency_key = "k" + std::to_string(i);
+    req.may_write = [&] { return lease_held ? Status::Ok() : LeaseLost("lease gone"); };
+    adapter->CallAsync(req, [&](CallResult r) {
+      withheld += r.withheld;
+      if (r.withheld) {
+        EXPECT_EQ(r.outcome, Outcome::kNotExecuted);
+      }
+      ++answered;
+    });
+  }
+  ASSERT_TRUE(WaitUntil([&] { return arrived == 1; }));  // one in, two in line
+  lease_held = false;                                     // the lease runs out meanwhile
+  release = true;
+  ASSERT_TRUE(WaitUntil([&] { return answered == 3; }));
+  EXPECT_EQ(arrived, 1);   // the two in line never reached the downstream
+  EXPECT_EQ(withheld, 2);
+  adapter.reset();
+  server.stop();
+  t.join();
+}
 }  // namespace
 }  // namespace sagad

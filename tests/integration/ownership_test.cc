@@ -2,10 +2,14 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <map>
+#include <mutex>
 #include <thread>
 
+#include "coordinator/http/http_message.h"
 #include "coordinator/store/lmdb/lmdb_store.h"
 #include "tests/testing/cluster.h"
+#include "tests/testing/rogue_downstream.h"
 
 namespace sagad::testing {
 namespace {
@@ -174,6 +178,71 @@ TEST(PauseTest, OwnersPausedLongerThanALeaseUnderLoadNeverDuplicateAnEffect) {
               << (at == std::string::npos ? "?" : m.substr(from, m.find('\n', from) - from))
               << "\n";
   }
+}
+
+// Issue 41 (HIGH): the lease rule holds at the service's connection line.
+// With max_connections 2 and a first step answered after 1 s, most of 30
+// requests wait in line, already past the first check of the lease. The
+// owner is paused (SIGSTOP) for two leases; the other coordinator takes its
+// instances over, asks the downstream (nothing happened) and sends them
+// again. When the paused one continues, the requests still in its line must
+// not leave with the old fencing token. The downstream neither deduplicates
+// nor fences (it keeps no highest token), so each such request would be a
+// second reservation. Before the fix, 20-26 of 30 keys were executed twice.
+TEST(PauseTest, RequestsWaitingForAConnectionAreWithheldOnceTheLeaseIsGone) {
+  TempDir dir;
+  Downstream downstream(/*dedup=*/false);
+  std::mutex mu;
+  std::map<std::string, int> reserved;  // key -> effects
+  RogueDownstream inventory([&](const RawRequest& r) {
+    size_t at = r.head.find("Idempotency-Key: ");
+    std::string key =
+        at == std::string::npos ? "" : r.head.substr(at + 17, r.head.find("\r\n", at) - at - 17);
+    if (r.method == "GET" && r.path.rfind("/operations/", 0) == 0) {
+      std::string asked = r.path.substr(12);
+      std::lock_guard<std::mutex> l(mu);
+      for (const auto& [k, n] : reserved)
+        if (n > 0 && (k == asked || PercentDecode(asked, false) == k))
+          return RawAnswer(200, json{{"id", "R-" + k}}.dump());
+      return RawAnswer(404, "{}");
+    }
+    if (r.method == "POST" && r.path == "/reservations") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // the service's work
+      std::lock_guard<std::mutex> l(mu);
+      ++reserved[key];
+      return RawAnswer(201, json{{"id", "R-" + key}}.dump());
+    }
+    return RawAnswer(200, "{}");  // a release
+  });
+  json services = NonDeduplicating({"inventory", "payments", "shipping"});
+  services["inventory"]["base_url"] = inventory.url();
+  services["inventory"]["max_connections"] = 2;
+  services["inventory"]["timeout_ms"] = 5000;
+  auto make = [&](const std::string& name) {
+    auto c = std::make_unique<Coordinator>(downstream, dir.path() + "/data", services);
+    c->Configure({{"coordinator_id", name}, {"lease_ms", 3000}});
+    return c;
+  };
+  auto a = make("line-a"), b = make("line-b");
+  ASSERT_GT(a->Start(), 0);
+  ASSERT_GT(b->Start(), 0);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 30; ++i) {
+    Reply r = a->Submit("order_fulfilment", OrderInput(), 0, "line-" + std::to_string(i));
+    ASSERT_TRUE(r.status == 201 || r.status == 200) << r.raw;
+    ids.push_back(r.body["id"]);
+  }
+  // The fault being injected: a pause of two leases while the line is full.
+  a->process().Kill(SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(6000));
+  a->process().Kill(SIGCONT);
+  for (const auto& id : ids) {
+    json done = b->WaitStatus(id, "COMPLETED", std::chrono::seconds(90));
+    EXPECT_EQ(done["status"], "COMPLETED") << id << ": " << done.dump();
+  }
+  std::lock_guard<std::mutex> l(mu);
+  EXPECT_EQ(reserved.size(), 30u);
+  for (const auto& [key, n] : reserved) EXPECT_EQ(n, 1) << key << " reserved " << n << " times";
 }
 
 }  // namespace
