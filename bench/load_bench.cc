@@ -4,6 +4,10 @@
 // over the same kind of keep-alive connections.
 //
 //   load_bench [--sagas N] [--levels 1,16,64] [--workers W (sagad workers, 32)]
+//       [--keyed]   the client the README shows: an Idempotency-Key per
+//       submission (with ?wait on keep-alive connections), then a replay of
+//       a third of them, each checked to answer the first instance with
+//       Idempotent-Replayed (the replays are not timed)
 //   load_bench --preload 1000000 [--levels 64]   store-size: the same levels
 //       on an empty store, then with N finished instances stored (best of
 //       two runs per level on each side)
@@ -204,6 +208,7 @@ struct Bench {
   Coordinator* second = nullptr;  // a second sagad on the same store: clients alternate
   int64_t total = 0;              // sagas driven through sagad (each also once in the baseline)
   bool ok = true;
+  bool keyed = false;  // an Idempotency-Key per submission, then replays of a third
 
   void Header() {
     std::cout << std::left << std::setw(6) << "conc" << std::setw(12) << "sagas/s" << std::setw(11)
@@ -248,9 +253,16 @@ struct Bench {
     double tx0 = Metric(sp, "sagad_store_commit_seconds_count");
     double sync0 = Metric(sp, "sagad_store_synced_commits_total");
     std::atomic<int> failures{0};
-    Result r = Drive(n, c, [&](int t, int) {
-      auto res = clients[t]->Post("/v1/sagas/order_fulfilment/instances?wait=30", body,
+    static std::atomic<int> keys{0};
+    const int first_key = keys.fetch_add(n);
+    std::vector<std::string> ids(n);
+    auto key_of = [&](int i) { return "bench-key-" + std::to_string(first_key + i); };
+    Result r = Drive(n, c, [&](int t, int i) {
+      httplib::Headers h;
+      if (keyed) h.emplace("Idempotency-Key", key_of(i));
+      auto res = clients[t]->Post("/v1/sagas/order_fulfilment/instances?wait=30", h, body,
                                   "application/json");
+      if (res && keyed) ids[i] = json::parse(res->body, nullptr, false).value("id", "");
       if (!res || res->status != 200 || res->body.find("\"COMPLETED\"") == std::string::npos) {
         if (++failures <= 3)
           std::cerr << "failure: "
@@ -266,6 +278,22 @@ struct Bench {
       txns = syncs = std::nan("");
     }
     total += n;
+    if (keyed) {  // a third again: the same instance, said to be a replay
+      std::atomic<int> wrong{0};
+      Drive((n + 2) / 3, c, [&](int t, int j) {
+        const int i = j * 3;
+        auto res = clients[t]->Post("/v1/sagas/order_fulfilment/instances?wait=30",
+                                    {{"Idempotency-Key", key_of(i)}}, body, "application/json");
+        if (!res || res->status != 200 || res->get_header_value("Idempotent-Replayed") != "true" ||
+            json::parse(res->body, nullptr, false).value("id", "") != ids[i])
+          if (++wrong <= 3)
+            std::cerr << "replay of " << key_of(i) << " wrong: "
+                      << (res ? std::to_string(res->status) + " " + res->body.substr(0, 300)
+                              : std::string("no response"))
+                      << "\n";
+      });
+      failures += wrong.load();
+    }
     if (failures) ok = false;
     std::cout << std::left << std::fixed << std::setprecision(1) << std::setw(6) << c
               << std::setw(12) << r.per_sec << std::setw(11) << r.p50 << std::setw(11) << r.p99
@@ -499,9 +527,17 @@ int main(int argc, char** argv) {
   std::string store;  // "postgres" (a server of the bench's own) or a postgresql:// URI
   int64_t pg_list = 0, soak = 0, retention_ms = 60000;
   int graph = 0;
+  bool keyed = false;
   std::vector<int> levels;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i], v = argv[i + 1];
+  for (int i = 1; i < argc; i += 2) {
+    std::string a = argv[i];
+    if (a == "--keyed") {
+      keyed = true;
+      --i;  // a flag: no value
+      continue;
+    }
+    if (i + 1 >= argc) a = "--usage";
+    std::string v = a == "--usage" ? "" : argv[i + 1];
     if (a == "--sagas")
       sagas = std::stoi(v);
     else if (a == "--workers")
@@ -525,7 +561,7 @@ int main(int argc, char** argv) {
       for (std::string x; std::getline(ss, x, ',');) levels.push_back(std::stoi(x));
     } else {
       std::cerr
-          << "usage: load_bench [--sagas N] [--levels 1,16,64] [--workers W] "
+          << "usage: load_bench [--sagas N] [--levels 1,16,64] [--workers W] [--keyed] "
              "[--preload N | --recovery N | --store postgres|postgresql://... | --pg-list N |\n"
              " --soak N [--retention-ms MS] | --graph N]\n";
       return 2;
@@ -546,6 +582,8 @@ int main(int argc, char** argv) {
   if (pg_list > 0) return PgListMode(downstream, data, pg_list);
   if (soak > 0) return SoakMode(sagad, data, soak, retention_ms);
   Bench b{downstream, sagad, sagas};
+  b.keyed = keyed;
+  if (keyed) std::cout << "keyed clients: an Idempotency-Key per submission, a third replayed\n";
   b.Header();
   std::vector<std::pair<double, double>> empty;
   // Store-size mode compares two runs minutes apart on a shared machine: the
@@ -590,6 +628,7 @@ int main(int argc, char** argv) {
     if (pg.Start() < 0) return 1;
     std::cout << "PostgreSQL store (synchronous_commit=on):\n";
     Bench p{downstream, pg, sagas};
+    p.keyed = keyed;
     p.Header();
     for (size_t i = 0; i < levels.size(); ++i) {
       auto r = p.Level(levels[i]);

@@ -132,6 +132,7 @@ StatusOr<nlohmann::json> Engine::Approvals() { return impl_->Approvals(); }
 StatusOr<nlohmann::json> Engine::Counts() { return impl_->Counts(); }
 std::string Engine::MetricsText() { return impl_->MetricsText(); }
 Status Engine::CheckWritable() { return impl_->store().CheckWritable(); }
+std::chrono::milliseconds Engine::WritesStalled() const { return impl_->store().WritesStalled(); }
 StatusOr<nlohmann::json> Engine::Bundle(const std::string& id) { return impl_->Bundle(id); }
 nlohmann::json Engine::Services() { return impl_->Services(); }
 StatusOr<bool> Engine::Deploy(const std::string& name, int version, const nlohmann::json& body,

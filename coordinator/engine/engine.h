@@ -122,6 +122,9 @@ class Engine {
   // compensations...), replays detected, recovery and step latency.
   // Whether the store could commit a write now (see Store::CheckWritable).
   Status CheckWritable();
+  // How long the store's writes have been queued with none finished
+  // (Store::WritesStalled: the watchdog's measure).
+  std::chrono::milliseconds WritesStalled() const;
   std::string MetricsText();
   // Recovery bundle for a human (any status; meant for NEEDS_REVIEW).
   StatusOr<nlohmann::json> Bundle(const std::string& id);

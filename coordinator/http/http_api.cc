@@ -26,7 +26,13 @@ ApiServer::Impl::Impl(Engine& engine, const ApiOptions& options)
       options_(options),
       auth_(options.tokens),
       server_(
-          ServerOptions(options, auth_),
+          [this, &options] {
+            HttpServerOptions o = ServerOptions(options, auth_);
+            o.on_loop = [this](const HttpRequest& req, HttpResponse& res) {
+              return OnLoop(req, res);
+            };
+            return o;
+          }(),
           [this](HttpRequest& req, HttpResponse& res) { router_.Dispatch(req, res); },
           [](const HttpRequest& req, HttpResponse& res, int status, const std::string& detail) {
             if (status == 500) return ProblemFromStatus(req, res, Internal(detail));
@@ -34,6 +40,31 @@ ApiServer::Impl::Impl(Engine& engine, const ApiOptions& options)
             Problem(req, res, status, detail);
           }) {
   Routes();
+}
+
+// /healthz on the event loop: it takes no lock of the engine or the store
+// and needs no handler thread, so it answers while every handler is busy
+// (a stalled store holds the ones that commit). So does /readyz when the
+// watchdog sees a stall. Any other form of them (a query, another method, a
+// readiness that must ask the store) goes to the router.
+bool ApiServer::Impl::OnLoop(const HttpRequest& req, HttpResponse& res) {
+  if ((req.method != "GET" && req.method != "HEAD") || !req.params.empty() || !req.body.empty())
+    return false;
+  if (req.path == "/healthz") {
+    Json(res, 200, {{"status", "ok"}});
+    return true;
+  }
+  return req.path == "/readyz" && ready_ && StalledAnswer(req, res);
+}
+
+bool ApiServer::Impl::StalledAnswer(const HttpRequest& req, HttpResponse& res) {
+  const auto stalled = engine_.WritesStalled();
+  if (stalled.count() < options_.watchdog_ms) return false;
+  res.set_header("Retry-After", "1");
+  Problem(req, res, 503,
+          "the store is stalled: writes have been queued for " + std::to_string(stalled.count()) +
+              " ms with none finished (watchdog_ms " + std::to_string(options_.watchdog_ms) + ")");
+  return true;
 }
 
 HttpServerOptions ApiServer::Impl::ServerOptions(const ApiOptions& options, const ApiAuth& auth) {
@@ -169,6 +200,7 @@ void ApiServer::Impl::ConsoleRoutes() {
 
 void ApiServer::Impl::Readyz(const HttpRequest& req, HttpResponse& res) {
   if (!ready_) return Problem(req, res, 503, "recovery in progress");
+  if (StalledAnswer(req, res)) return;
   Status writable = engine_.CheckWritable();
   if (!writable.ok()) {
     res.set_header("Retry-After", "1");
@@ -185,7 +217,11 @@ void ApiServer::Impl::Metrics(const HttpRequest&, HttpResponse& res) {
       std::string(ready_ ? "1" : "0") + "\n" +
       "# HELP sagad_http_connections_open API connections open now.\n"
       "# TYPE sagad_http_connections_open gauge\nsagad_http_connections_open " +
-      std::to_string(server_.open_connections()) + "\n" + engine_.MetricsText();
+      std::to_string(server_.open_connections()) + "\n" +
+      "# HELP sagad_store_stalled 1 while the store has had writes queued for watchdog_ms with "
+      "none finished.\n# TYPE sagad_store_stalled gauge\nsagad_store_stalled " +
+      std::string(engine_.WritesStalled().count() >= options_.watchdog_ms ? "1" : "0") + "\n" +
+      engine_.MetricsText();
   res.set_content(out, "text/plain; version=0.0.4");
 }
 

@@ -31,6 +31,10 @@ class ApiServer::Impl {
 
  private:
   static HttpServerOptions ServerOptions(const ApiOptions& options, const ApiAuth& auth);
+  // The probes answered on the event loop (HttpServerOptions::on_loop).
+  bool OnLoop(const HttpRequest& req, HttpResponse& res);
+  // 503 if the store watchdog sees a stall (no lock held across a write).
+  bool StalledAnswer(const HttpRequest& req, HttpResponse& res);
   void Routes();
   void ProbeRoutes();
   void InstanceRoutes();

@@ -57,6 +57,12 @@ struct HttpServerOptions {
   // Judges a request from its head alone, before a 100 Continue: false (and
   // `res` filled) refuses it and closes the connection. Empty: all pass.
   std::function<bool(const HttpRequest& req, HttpResponse& res)> head_check;
+  // Answers a request on the event loop itself, before any handler thread
+  // sees it: true when it filled `res` (a liveness probe, answered even
+  // while every handler thread is busy). It must not block or take a lock
+  // that anything holds across a wait. Empty: every request goes to a
+  // handler.
+  std::function<bool(const HttpRequest& req, HttpResponse& res)> on_loop;
 };
 
 class HttpServer {

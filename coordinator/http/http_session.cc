@@ -213,6 +213,9 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
     res_.set_on_complete(complete);
     res_.set_on_defer([state] { state->deferred = true; });
     res_.set_abandonment(state->abandon);
+    // A probe answered on the loop: it needs no handler thread, so it is
+    // answered even when every handler is busy.
+    if (server_.options().on_loop && server_.options().on_loop(req_, res_)) return complete();
     net::post(server_.handlers(), [self, state, complete] {
       std::string error;
       try {

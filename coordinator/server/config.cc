@@ -27,6 +27,7 @@ ApiOptions ApiOptionsOf(const Config& config) {
   o.request_timeout_ms = config.request_timeout_ms;
   o.idle_timeout_ms = config.idle_timeout_ms;
   o.api_threads = config.api_threads;
+  o.watchdog_ms = config.watchdog_ms;
   return o;
 }
 
@@ -268,6 +269,7 @@ Status ParseProcess(const nlohmann::json& j, Config* c) {
   }
   c->coordinator_id = j.value("coordinator_id", c->coordinator_id);
   SAGAD_RETURN_IF_ERROR(IntField(j, "lease_ms", 100, kMaxMs, "the config", &c->lease_ms));
+  SAGAD_RETURN_IF_ERROR(IntField(j, "watchdog_ms", 100, kMaxMs, "the config", &c->watchdog_ms));
   if (c->coordinator_id.find('/') != std::string::npos)
     return InvalidArgument("coordinator_id must not contain '/'");
   return Status::Ok();
@@ -299,7 +301,7 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
       OnlyKnownKeys(j,
                     {"listen", "data_dir", "store", "lmdb_map_size_mb", "tls", "retention",
                      "workers", "api", "definitions_dir", "examples", "coordinator_id", "lease_ms",
-                     "services", "tokens", "webhooks"},
+                     "watchdog_ms", "services", "tokens", "webhooks"},
                     "the config"));
   try {
     SAGAD_RETURN_IF_ERROR(ParseProcess(j, &c));

@@ -50,6 +50,9 @@ struct Config {
   // its leases back at once. Empty: "sagad@HOST:PORT" (random if PORT is 0).
   std::string coordinator_id;
   int64_t lease_ms = 10000;
+  // The store watchdog: writes queued this long with none finished make
+  // /readyz answer 503 naming the stall, and one log line say so.
+  int64_t watchdog_ms = 10000;
   // "api": the HTTP front end (coordinator/http/http_server.h): open
   // connections in all and per client address (beyond: 503 and close), the
   // time a request's head and body have to arrive, a kept-alive

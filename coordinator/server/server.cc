@@ -12,6 +12,8 @@
 #include "coordinator/engine/engine.h"
 #include "coordinator/http/http_api.h"
 #include "coordinator/server/definitions_dir.h"
+#include "coordinator/server/stop_deadline.h"
+#include "coordinator/server/store_watchdog.h"
 #include "coordinator/server/webhooks.h"
 #include "coordinator/store/lmdb/lmdb_store.h"
 #include "coordinator/store/postgres/postgres_store.h"
@@ -240,8 +242,13 @@ int BadDefinition(const std::string& msg) {
   return 2;
 }
 
-// Serves until SIGTERM/SIGINT, then drains.
-int Serve(const Config& config, Engine& engine, WebhookPublisher& publisher, sigset_t sigs) {
+// The stop's bound: the drain (answers owed: 2 s) plus 5 s.
+constexpr std::chrono::milliseconds kStopLimit{7000};
+
+// Serves until SIGTERM/SIGINT, then drains, within kStopLimit (`deadline`
+// also covers what the caller closes after: the engine, the store).
+int Serve(const Config& config, Engine& engine, WebhookPublisher& publisher, sigset_t sigs,
+          StopDeadline& deadline) {
   ApiServer api(engine, ApiOptionsOf(config));
   auto port = api.Bind(config.listen_host, config.listen_port);
   if (!port.ok()) return Fail(port.status().message());
@@ -257,10 +264,15 @@ int Serve(const Config& config, Engine& engine, WebhookPublisher& publisher, sig
   std::cout << "LISTENING " << *port << std::endl;
   int sig = WaitForStop(sigs);
   std::cerr << "{\"msg\":\"draining\",\"signal\":" << sig << "}" << std::endl;
+  deadline.Arm(kStopLimit);
+  deadline.Phase("HTTP server: answers owed");
   api.Stop();
   server.join();
+  deadline.Phase("engine: steps under way");
   engine.Stop();
+  deadline.Phase("webhook publisher");
   publisher.Stop();
+  deadline.Phase("store: queued writes");
   return 0;
 }
 
@@ -275,9 +287,11 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
   RaiseFileLimit();
   InitCrashPointsFromEnv();
   sigset_t sigs = BlockStopSignals();
+  StopDeadline deadline;  // destroyed last: it bounds the store's close too
   auto store = OpenStore(config);
   if (!store.ok()) return Fail(store.status().message());
   WarnAboutUnverifiedTls(config);
+  StoreWatchdog watchdog(**store, config.watchdog_ms);
   // Replies are recorded on the client's loop threads: as many as workers.
   HttpAdapter adapter(config.services, config.workers);
   SystemClock clock;
@@ -287,7 +301,7 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
     Status s = engine.Register(def);
     if (!s.ok()) return BadDefinition(s.message());
   }
-  return Serve(config, engine, publisher, sigs);
+  return Serve(config, engine, publisher, sigs, deadline);
 }
 
 }  // namespace sagad

@@ -8,6 +8,7 @@ namespace sagad {
 Status GroupCommit::Commit(Write& w) {
   CheckMayBlock("a blocking store commit");
   MutexLock l(mu_);
+  if (queue_.empty()) progress_ = std::chrono::steady_clock::now();
   queue_.push_back(&w);
   w.cv->Wait(mu_, [&]() REQUIRES(mu_) { return w.done || (!leading_ && queue_.front() == &w); });
   if (w.done) return w.result;
@@ -23,6 +24,7 @@ void GroupCommit::CommitAsync(std::unique_ptr<Write> w) {
   SAGAD_CHECK(!stopping_) << "CommitAsync on a store that is closing";
   if (!committer_.joinable()) committer_ = std::thread([this] { CommitterLoop(); });
   Write* raw = w.release();
+  if (queue_.empty()) progress_ = std::chrono::steady_clock::now();
   queue_.push_back(raw);
   if (!leading_ && queue_.front() == raw) committer_cv_.NotifyOne();
 }
@@ -62,6 +64,7 @@ auto GroupCommit::LeadBatch() -> Finished {
       f.wake.push_back(w->cv);  // the leader's own too: harmless, it is not waiting
   }
   leading_ = false;
+  progress_ = std::chrono::steady_clock::now();
   if (!queue_.empty() && !queue_.front()->then)
     f.wake.push_back(queue_.front()->cv);
   else if (!queue_.empty() || stopping_)
@@ -78,6 +81,13 @@ void GroupCommit::Complete(Finished& f) {
     owned.reset();  // the write's data goes before its continuation runs
     then(result);
   }
+}
+
+std::chrono::milliseconds GroupCommit::Stalled() const {
+  MutexLock l(mu_);
+  if (queue_.empty()) return std::chrono::milliseconds(0);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               progress_);
 }
 
 void GroupCommit::Stop() {

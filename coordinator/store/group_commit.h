@@ -9,6 +9,7 @@
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -50,6 +51,10 @@ class GroupCommit {
   // Writes what is queued, then ends the committer thread. No CommitAsync
   // may come after.
   void Stop();
+  // How long writes have waited with none finished: 0 when nothing is
+  // queued, else the time since the later of the last batch's end and the
+  // moment the queue stopped being empty (the store watchdog).
+  std::chrono::milliseconds Stalled() const;
 
  private:
   struct Finished {
@@ -63,10 +68,12 @@ class GroupCommit {
   void CommitterLoop();
 
   const Writer writer_;
-  Mutex mu_;
+  mutable Mutex mu_;
   std::deque<Write*> queue_ GUARDED_BY(mu_);  // front: the next leader
   bool leading_ GUARDED_BY(mu_) = false;      // a batch is being written
   bool stopping_ GUARDED_BY(mu_) = false;
+  // The last batch's end, or when the queue stopped being empty (Stalled).
+  std::chrono::steady_clock::time_point progress_ GUARDED_BY(mu_);
   CondVar committer_cv_;   // a CommitAsync is at the front, or stop
   std::thread committer_;  // started by the first CommitAsync (under mu_)
 };

@@ -6,6 +6,7 @@
 // Thread-safety: implementations are safe for concurrent use.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -250,6 +251,10 @@ class Store {
   // Ok if a write could be committed now (the database is reachable and
   // not read-only); Unavailable otherwise. /readyz answers 503 meanwhile.
   virtual Status CheckWritable() { return Status::Ok(); }
+  // How long writes have been queued with none finished (0: none queued,
+  // or the last batch just ended): the watchdog's measure of a stalled
+  // store. Takes no lock held across a write.
+  virtual std::chrono::milliseconds WritesStalled() const { return std::chrono::milliseconds(0); }
 
   // The downstream services an operator paused (new sends held), sorted;
   // durable, and shared by every coordinator of the store.

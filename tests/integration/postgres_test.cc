@@ -8,6 +8,7 @@
 #include <libpq-fe.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <future>
 
 #include "tests/testing/cluster.h"
@@ -173,6 +174,61 @@ TEST_F(PostgresCoordinatorTest, ACutOffCoordinatorCommitsNothingAfterLosingItsLe
   EXPECT_EQ(RepeatedEffects(downstream_), "");
   EXPECT_EQ(downstream_.Effects()["total"], 3);
   EXPECT_EQ(b->Get("/v1/instances/" + id).body["status"], "COMPLETED");
+}
+
+// Issue 40.3: a database link that freezes (bytes held, nothing closed)
+// stalls the store's writes, and with them every API handler thread that
+// commits (two here, both taken by submissions). The watchdog says so
+// (/readyz 503 naming the stall, one log line), /healthz still answers at
+// once (both are answered on the event loop), and SIGTERM ends the process
+// within the drain time plus 5 s, whatever is stuck.
+TEST_F(PostgresCoordinatorTest, AFrozenDatabaseLinkIsNamedByTheWatchdogAndSigtermStillEndsSagad) {
+  TcpProxy proxy(PostgresServer::Shared().port());
+  std::string via_proxy = uri_;
+  via_proxy.replace(via_proxy.find(":" + std::to_string(PostgresServer::Shared().port())),
+                    std::to_string(PostgresServer::Shared().port()).size() + 1,
+                    ":" + std::to_string(proxy.port()));
+  auto a = Make("pg-stall");
+  a->Configure({{"store", via_proxy}, {"watchdog_ms", 1000}, {"api", {{"threads", 2}}}});
+  const std::string log = dir_.path() + "/stall.log";
+  a->LogTo(log);
+  ASSERT_GT(a->Start(), 0);
+  ASSERT_EQ(a->Submit("order_fulfilment", OrderInput(), 10).status, 200);
+  // Three sagas whose first call is inside the downstream when the link
+  // freezes: their outcomes are the writes that queue behind it.
+  downstream_.Fault(
+      {{"path", "/reservations"}, {"action", "delay"}, {"delay_ms", 1500}, {"times", 3}});
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(a->Submit("order_fulfilment", OrderInput()).status, 201);
+  ASSERT_TRUE(WaitFor([&] { return downstream_.Effects()["pending"] == 3; }));
+  proxy.Freeze();
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        std::ifstream in(log);
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        return text.find("store stalled") != std::string::npos;
+      },
+      std::chrono::seconds(15)));
+  // Submissions stuck behind the frozen link hold both handler threads
+  // (their clients wait; answered or cut off at the end).
+  std::vector<std::future<int>> stuck;
+  for (int i = 0; i < 3; ++i)
+    stuck.push_back(std::async(std::launch::async, [&, i] {
+      return a->Submit("order_fulfilment", OrderInput(), 0, "stuck-" + std::to_string(i)).status;
+    }));
+  auto h0 = std::chrono::steady_clock::now();
+  Reply ready = a->Get("/readyz");
+  EXPECT_EQ(ready.status, 503) << ready.raw;
+  EXPECT_NE(ready.raw.find("store is stalled"), std::string::npos) << ready.raw;
+  EXPECT_EQ(a->Get("/healthz").status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - h0, std::chrono::seconds(2));
+  auto t0 = std::chrono::steady_clock::now();
+  a->process().Kill(SIGTERM);
+  int code = a->process().Wait(std::chrono::seconds(10));
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_NE(code, -1) << "SIGTERM did not end sagad within 10 s";
+  EXPECT_LT(took, std::chrono::seconds(10));
+  proxy.Thaw();
+  for (auto& s : stuck) s.wait();
 }
 
 // One statement on the database, as an administrator would run it.

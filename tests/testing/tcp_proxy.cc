@@ -62,6 +62,10 @@ void TcpProxy::Pump(int a, int b) {
   char buf[65536];
   while (!stop_ && !cut_) {
     pollfd p[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
+    if (frozen_) {  // bytes stay in the sockets' buffers until Thaw
+      poll(nullptr, 0, 20);
+      continue;
+    }
     if (poll(p, 2, 50) <= 0) continue;
     for (int i = 0; i < 2; ++i) {
       if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;

@@ -83,6 +83,7 @@ class LmdbStore : public Store {
   StatusOr<Submission> GetSubmission(const std::string& key) override;
   Status SetSubmissionResponse(const std::string& key, int status,
                                const nlohmann::json& response) override;
+  std::chrono::milliseconds WritesStalled() const override { return group_.Stalled(); }
   void SetSubmissionResponseAsync(const std::string& key, int status,
                                   const nlohmann::json& response,
                                   std::function<void(Status)> done) override;

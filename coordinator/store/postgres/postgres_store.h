@@ -87,6 +87,7 @@ class PostgresStore : public Store {
   StatusOr<Submission> GetSubmission(const std::string& key) override;
   Status SetSubmissionResponse(const std::string& key, int status,
                                const nlohmann::json& response) override;
+  std::chrono::milliseconds WritesStalled() const override { return group_.Stalled(); }
   void SetSubmissionResponseAsync(const std::string& key, int status,
                                   const nlohmann::json& response,
                                   std::function<void(Status)> done) override;

@@ -1,0 +1,41 @@
+#include "coordinator/server/store_watchdog.h"
+
+#include <algorithm>
+#include <iostream>
+
+#include "util/json_limits.h"
+
+namespace sagad {
+
+StoreWatchdog::StoreWatchdog(const Store& store, int64_t watchdog_ms)
+    : store_(store), watchdog_ms_(watchdog_ms), thread_([this] { Run(); }) {}
+
+StoreWatchdog::~StoreWatchdog() {
+  {
+    MutexLock l(mu_);
+    stop_ = true;
+  }
+  cv_.NotifyAll();
+  thread_.join();
+}
+
+void StoreWatchdog::Run() {
+  const auto every = std::chrono::milliseconds(std::clamp<int64_t>(watchdog_ms_ / 10, 100, 1000));
+  bool stalled = false;
+  MutexLock l(mu_);
+  while (!cv_.WaitFor(mu_, every, [&]() REQUIRES(mu_) { return stop_; })) {
+    const int64_t ms = store_.WritesStalled().count();
+    if (ms >= watchdog_ms_ && !stalled) {
+      stalled = true;
+      std::cerr << DumpJson({{"msg", "store stalled: writes queued and none finished"},
+                             {"stalled_ms", ms},
+                             {"watchdog_ms", watchdog_ms_}})
+                << std::endl;
+    } else if (ms < watchdog_ms_ && stalled) {
+      stalled = false;
+      std::cerr << DumpJson({{"msg", "store moving again"}}) << std::endl;
+    }
+  }
+}
+
+}  // namespace sagad
