@@ -7,8 +7,8 @@
 #include "adapters/sha256.h"
 #include "sagas/template.h"
 #include "util/check.h"
-#include "util/thread_role.h"
 #include "util/json_limits.h"
+#include "util/thread_role.h"
 
 namespace sagad {
 namespace {
@@ -56,6 +56,14 @@ QueryResult ToQueryResult(HttpExchangeResult r) {
     QueryResult out;
     out.error =
         (r.too_large ? "reconciliation query: " : "reconciliation query failed: ") + r.error;
+    return out;
+  }
+  if (r.status == 200 && !r.body.empty() &&
+      (!JsonDepthWithin(r.body) ||
+       nlohmann::json::parse(r.body, nullptr, /*allow_exceptions=*/false).is_discarded())) {
+    // Not an answer sagad can read: it says nothing about what happened.
+    QueryResult out;
+    out.error = "reconciliation query: HTTP 200 whose body is not JSON; still unclear";
     return out;
   }
   return ClassifyQueryAnswer(r.status, r.status == 200 ? ParseBody(r.body) : nlohmann::json());

@@ -12,6 +12,13 @@
 namespace sagad {
 namespace {
 
+// Timeouts and deadlines: up to ten years (added to a time in ms, never
+// overflowing 64 bits).
+constexpr int64_t kMaxDurationMs = int64_t(10) * 365 * 24 * 3600 * 1000;
+// The size of a saga's graph (docs/defining-sagas.md).
+constexpr size_t kMaxSteps = 256;
+constexpr size_t kMaxEdges = 4096;
+
 bool IsName(const std::string& s) {
   if (s.empty() || s.size() > 64) return false;
   return std::all_of(s.begin(), s.end(),
@@ -30,6 +37,19 @@ Status ValidateCall(const SagaDefinition& def, const StepGraph* graph, size_t in
     return InvalidArgument(where + ": unsupported method '" + call.method + "'");
   if (call.path.empty() || call.path[0] != '/')
     return InvalidArgument(where + ": path must start with '/'");
+  // The literal text is written to the request line as it is: a CR, LF,
+  // space or other control byte would end the line (and start a second
+  // request, without a key); non-ASCII is not a path. Values put in by
+  // templates are percent-encoded, so only the literal text is checked.
+  for (unsigned char c : call.path)
+    if (c <= 0x20 || c >= 0x7F || c == '"' || c == '<' || c == '>' || c == '\\' || c == '^' ||
+        c == '`' || c == '|')
+      return InvalidArgument(where + ": path holds a character a request line cannot carry (" +
+                             (c < 0x20 || c == 0x7F ? "control byte " + std::to_string(c)
+                              : c == ' '            ? std::string("space")
+                              : c >= 0x80           ? std::string("non-ASCII byte")
+                                                    : std::string("'") + char(c) + "'") +
+                             "); percent-encode it");
   TemplateRefs refs;
   Status s = CollectRefs(call.path, &refs);
   if (s.ok()) s = CollectRefs(call.body, &refs);
@@ -185,6 +205,16 @@ Status ValidateNames(const SagaDefinition& def) {
     return InvalidArgument("saga name must be 1-64 of [A-Za-z0-9_-], got '" + def.name + "'");
   if (def.version < 1) return InvalidArgument("saga '" + def.name + "': version must be >= 1");
   if (def.steps.empty()) return InvalidArgument("saga '" + def.name + "' has no steps");
+  // Views and plans walk the graph: its size is bounded at registration.
+  if (def.steps.size() > kMaxSteps)
+    return InvalidArgument("saga '" + def.name + "' has " + std::to_string(def.steps.size()) +
+                           " steps; at most " + std::to_string(kMaxSteps) + " are allowed");
+  size_t edges = 0;
+  for (const StepDefinition& st : def.steps) edges += st.after ? st.after->size() : 0;
+  if (edges > kMaxEdges)
+    return InvalidArgument("saga '" + def.name + "' has " + std::to_string(edges) +
+                           " dependencies (\"after\" entries); at most " +
+                           std::to_string(kMaxEdges) + " are allowed");
   std::set<std::string> names;
   for (size_t i = 0; i < def.steps.size(); ++i) {
     const StepDefinition& st = def.steps[i];
@@ -354,7 +384,7 @@ Status StepPoliciesFromJson(const nlohmann::json& js, const std::string& where,
                                    a.at("value")};
   }
   SAGAD_RETURN_IF_ERROR(
-      IntField(js, "approval_timeout_ms", 0, INT64_MAX, where, &st->approval_timeout_ms));
+      IntField(js, "approval_timeout_ms", 0, kMaxDurationMs, where, &st->approval_timeout_ms));
   st->approval_timeout_action = js.value("approval_timeout_action", std::string("reject"));
   if (js.contains("retry")) {
     auto r = RetryPolicy::FromJson(js["retry"]);
@@ -363,7 +393,7 @@ Status StepPoliciesFromJson(const nlohmann::json& js, const std::string& where,
   }
   if (js.contains("idempotent")) st->idempotent = js["idempotent"].get<bool>();
   if (js.contains("queryable")) st->queryable = js["queryable"].get<bool>();
-  SAGAD_RETURN_IF_ERROR(IntField(js, "deadline_ms", 0, INT64_MAX, where, &st->deadline_ms));
+  SAGAD_RETURN_IF_ERROR(IntField(js, "deadline_ms", 0, kMaxDurationMs, where, &st->deadline_ms));
   if (js.contains("after")) {
     if (!js["after"].is_array())
       return InvalidArgument(where + ": after must be an array of step names");
@@ -412,7 +442,7 @@ Status SagaFieldsFromJson(const nlohmann::json& j, SagaDefinition* def) {
   // of range is undefined behaviour).
   const std::string where = "saga definition";
   SAGAD_RETURN_IF_ERROR(IntField(j, "version", 1, INT32_MAX, where, &def->version));
-  SAGAD_RETURN_IF_ERROR(IntField(j, "deadline_ms", 0, INT64_MAX, where, &def->deadline_ms));
+  SAGAD_RETURN_IF_ERROR(IntField(j, "deadline_ms", 0, kMaxDurationMs, where, &def->deadline_ms));
   SAGAD_RETURN_IF_ERROR(IntField(j, "max_parallel", 1, kMaxMaxParallel, where, &def->max_parallel));
   if (j.contains("compensation_order")) {
     std::string order = j["compensation_order"].get<std::string>();
@@ -439,6 +469,8 @@ StatusOr<SagaDefinition> SagaDefinition::FromJson(const nlohmann::json& j) {
                                         {"name", "version", "steps", "deadline_ms", "max_parallel",
                                          "compensation_order", "input", "input_schema"},
                                         "the saga definition"));
+    if (!j.contains("steps"))
+      return InvalidArgument("the saga definition has no \"steps\" (an array of steps)");
     SAGAD_RETURN_IF_ERROR(SagaFieldsFromJson(j, &def));
     if (!j.at("steps").is_array()) return InvalidArgument("'steps' must be an array");
     for (const auto& js : j.at("steps")) {
@@ -447,7 +479,7 @@ StatusOr<SagaDefinition> SagaDefinition::FromJson(const nlohmann::json& j) {
       def.steps.push_back(std::move(*st));
     }
   } catch (const nlohmann::json::exception& e) {
-    return InvalidArgument(std::string("saga definition: ") + e.what());
+    return InvalidArgument("saga definition: " + JsonErrorText(e));
   }
   SAGAD_RETURN_IF_ERROR(Validate(def));
   return def;

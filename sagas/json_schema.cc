@@ -1,9 +1,11 @@
 #include "sagas/json_schema.h"
 
+#include <re2/re2.h>
+
 #include <cmath>
 #include <map>
+#include <memory>
 #include <optional>
-#include <regex>
 #include <set>
 
 #include "util/json_limits.h"
@@ -19,16 +21,18 @@ struct InputSchema::Node {
   std::optional<nlohmann::json> enum_values, const_value;
   std::optional<double> minimum, maximum, exclusive_minimum, exclusive_maximum;
   std::optional<int64_t> min_length, max_length, min_items, max_items;
-  std::optional<std::regex> pattern;
+  std::shared_ptr<const re2::RE2> pattern;
   std::string pattern_source;
   std::shared_ptr<const Node> items;
 };
 
 namespace {
 
-// std::regex compiles and matches by recursion: a long pattern or subject
-// could exhaust the stack. A pattern is written by whoever deploys the saga;
-// the subject comes from any submitter.
+// A pattern is written by whoever deploys the saga; the subject comes from
+// any submitter. RE2 matches in time linear in the subject whatever the
+// pattern (no backtracking: `^(a+)+$` costs what `^a+$` does), and refuses
+// at registration what needs backtracking (backreferences, lookaround).
+// Both lengths stay bounded: the pattern's compiled size, the subject's work.
 constexpr size_t kMaxPatternLength = 512;
 constexpr size_t kMaxPatternSubject = 1024;
 
@@ -135,11 +139,14 @@ Status CompileValueKeywords(const nlohmann::json& s, const std::string& at, Node
     if (!it->is_string()) return Bad(at, "pattern must be a string");
     if (it->get_ref<const std::string&>().size() > kMaxPatternLength)
       return Bad(at, "pattern is longer than " + std::to_string(kMaxPatternLength) + " characters");
-    try {
-      n->pattern.emplace(it->get<std::string>(), std::regex::ECMAScript);
-    } catch (const std::regex_error&) {
-      return Bad(at, "pattern is not a regular expression sagad can use");
-    }
+    re2::RE2::Options options;
+    options.set_log_errors(false);
+    options.set_max_mem(int64_t(1) << 20);
+    auto re = std::make_shared<const re2::RE2>(it->get<std::string>(), options);
+    if (!re->ok())
+      return Bad(at, "pattern is not a regular expression sagad can use (" + re->error() +
+                         "; backreferences and lookaround are not supported)");
+    n->pattern = std::move(re);
     n->pattern_source = it->get<std::string>();
   }
   if (auto it = s.find("items"); it != s.end()) {
@@ -267,7 +274,7 @@ class Checker {
       Fail(at, "is longer than " + std::to_string(kMaxPatternSubject) +
                    " bytes, too long to be checked against the pattern " +
                    DumpJson(n.pattern_source));
-    else if (n.pattern && !std::regex_search(s, *n.pattern))
+    else if (n.pattern && !re2::RE2::PartialMatch(s, *n.pattern))
       Fail(at, "must match the pattern " + DumpJson(n.pattern_source));
   }
   void Arrays(const Node& n, const nlohmann::json& a, const std::string& at) {

@@ -6,6 +6,9 @@
 #include "util/json_limits.h"
 
 namespace sagad {
+namespace {
+constexpr int64_t kTenYearsMs = int64_t(10) * 365 * 24 * 3600 * 1000;
+}  // namespace
 
 nlohmann::json RetryPolicy::ToJson() const {
   return {{"max_attempts", max_attempts},
@@ -28,17 +31,15 @@ StatusOr<RetryPolicy> RetryPolicy::FromJson(const nlohmann::json& j) {
     // Integers checked before conversion (a float out of range is undefined
     // behaviour to convert).
     const std::string where = "retry policy";
+    SAGAD_RETURN_IF_ERROR(IntField(j, "max_attempts", 1, 1000000, where, &p.max_attempts));
     SAGAD_RETURN_IF_ERROR(
-        IntField(j, "max_attempts", INT32_MIN, INT32_MAX, where, &p.max_attempts));
-    SAGAD_RETURN_IF_ERROR(
-        IntField(j, "initial_backoff_ms", INT64_MIN, INT64_MAX, where, &p.initial_backoff_ms));
-    SAGAD_RETURN_IF_ERROR(
-        IntField(j, "max_backoff_ms", INT64_MIN, INT64_MAX, where, &p.max_backoff_ms));
+        IntField(j, "initial_backoff_ms", 0, kTenYearsMs, where, &p.initial_backoff_ms));
+    SAGAD_RETURN_IF_ERROR(IntField(j, "max_backoff_ms", 0, kTenYearsMs, where, &p.max_backoff_ms));
     p.multiplier = j.value("multiplier", p.multiplier);
     SAGAD_RETURN_IF_ERROR(
-        IntField(j, "max_reconciliations", INT32_MIN, INT32_MAX, where, &p.max_reconciliations));
+        IntField(j, "max_reconciliations", 1, 1000000, where, &p.max_reconciliations));
   } catch (const nlohmann::json::exception& e) {
-    return InvalidArgument(std::string("retry policy: ") + e.what());
+    return InvalidArgument("retry policy: " + JsonErrorText(e));
   }
   if (p.max_attempts < 1) return InvalidArgument("retry.max_attempts must be >= 1");
   if (p.initial_backoff_ms < 0 || p.max_backoff_ms < p.initial_backoff_ms)

@@ -47,6 +47,9 @@ Status ParseExpr(const std::string& expr, TemplateRefs* refs) {
   std::vector<std::string> parts = Split(expr, '.');
   for (const auto& p : parts)
     if (p.empty()) return InvalidArgument("malformed template reference '{{" + expr + "}}'");
+  if (expr.find_first_of("{}") != std::string::npos)
+    return InvalidArgument("template reference '{{" + expr +
+                           "}}' holds a brace: a template inside a template is not supported");
   if (parts[0] == "input") {
     if (parts.size() < 2) return InvalidArgument("'{{input}}' needs a field: '{{input.<field>}}'");
     refs->input_fields.insert(parts[1]);

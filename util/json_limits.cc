@@ -253,4 +253,13 @@ bool AsInt64(const nlohmann::json& j, int64_t* out) {
   return true;
 }
 
+std::string JsonErrorText(const std::exception& e) {
+  std::string what = e.what();
+  if (!what.empty() && what[0] == '[') {
+    size_t end = what.find("] ");
+    if (end != std::string::npos) what = what.substr(end + 2);
+  }
+  return what;
+}
+
 }  // namespace sagad

@@ -47,6 +47,20 @@ bool Targets(const HttpRequest& req, HttpResponse& res, const nlohmann::json& bo
     Problem(req, res, 400, keys.ok() ? "\"filter\" must be an object of strings" : keys.message());
     return false;
   }
+  const std::string status = f.value("status", ""), waiting = f.value("waiting", "");
+  if (!status.empty() && !IsSagaStatus(status)) {
+    Problem(req, res, 400, "the filter's status '" + status + "' is not a saga status");
+    return false;
+  }
+  if (!waiting.empty() && !IsWaitingFor(waiting)) {
+    Problem(req, res, 400, "the filter's waiting must be retry, approval or review");
+    return false;
+  }
+  if (status.empty() && waiting.empty() && f.value("saga", "").empty()) {
+    Problem(req, res, 400,
+            "the filter names nothing: give a saga, a status or what the instances wait for");
+    return false;
+  }
   size_t limit = kDefaultBulkLimit;
   if (body.contains("limit")) {
     int64_t n = 0;

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <limits>
+#include <set>
 
 #include "coordinator/store/store_fault.h"
 #include "util/json_limits.h"
@@ -98,6 +99,14 @@ void ProblemFromStatus(const HttpRequest& req, HttpResponse& res, const Status& 
   Problem(req, res, code, s.message());
 }
 
+bool IsSagaStatus(const std::string& s) {
+  static const std::set<std::string> kStatuses = {
+      "RUNNING", "AWAITING_APPROVAL", "COMPLETED", "COMPENSATING", "COMPENSATED", "NEEDS_REVIEW"};
+  return kStatuses.count(s) > 0;
+}
+
+bool IsWaitingFor(const std::string& s) { return s == "retry" || s == "approval" || s == "review"; }
+
 void Json(HttpResponse& res, int status, const nlohmann::json& j) {
   res.status = status;
   res.set_content(DumpJson(j), "application/json");
@@ -114,10 +123,19 @@ bool IsJsonContentType(const std::string& value) {
 // Parses the request body as a JSON object ({} when empty). False (and a
 // problem response) when it is not.
 bool BodyObject(const HttpRequest& req, HttpResponse& res, nlohmann::json* out, bool allow_empty) {
-  // Every POST says it is JSON, even with an empty body: a cross-site form
-  // or no-cors fetch cannot, so no other site can ride a loopback sagad.
-  if (!IsJsonContentType(req.get_header_value("Content-Type"))) {
-    Problem(req, res, 415, "Content-Type must be application/json");
+  // A POST says it is JSON, even with an empty body: a cross-site form or
+  // no-cors fetch cannot, so no other site can ride a loopback sagad. A
+  // bodiless request that carries a bearer token (which no cross-site
+  // request can) needs no Content-Type.
+  const bool bodiless_with_token = req.body.empty() && allow_empty &&
+                                   !req.has_header("Content-Type") &&
+                                   req.get_header_value("Authorization").rfind("Bearer ", 0) == 0;
+  if (!bodiless_with_token && !IsJsonContentType(req.get_header_value("Content-Type"))) {
+    Problem(req, res, 415,
+            req.body.empty() ? "Content-Type must be application/json (with no body too, unless "
+                               "the request carries a bearer token: it keeps other web sites "
+                               "from posting to sagad)"
+                             : "Content-Type must be application/json");
     return false;
   }
   if (req.body.empty() && allow_empty) {

@@ -46,5 +46,9 @@ std::string RefuseBeforeRouting(const HttpRequest& req);
 bool ValidCursor(const std::string& c);
 // A positive 32-bit version from text; false when it is anything else.
 bool ParseVersion(const std::string& v, int* out);
+// The filters of a listing and a bulk action: a saga status (RUNNING, ...,
+// NEEDS_REVIEW) and what an instance waits for (retry, approval, review).
+bool IsSagaStatus(const std::string& s);
+bool IsWaitingFor(const std::string& s);
 
 }  // namespace sagad

@@ -1,7 +1,5 @@
 // The API's handlers of instances: submit, list, read, wait, act
 // (http_api_impl.h).
-#include <set>
-
 #include "adapters/sha256.h"
 #include "adapters/trace_context.h"
 #include "coordinator/http/api_exchange.h"
@@ -46,6 +44,13 @@ bool InputFilter(const HttpRequest& req, HttpResponse& res, InstanceFilter* filt
     }
     filter->input_field = k.substr(6);
     filter->input_value = v;
+    if (filter->input_field.empty() || filter->input_field.find('.') != std::string::npos) {
+      Problem(req, res, 400,
+              "'" + k +
+                  "': search by a top-level input field (input.FIELD=VALUE); a path into "
+                  "the input is not supported");
+      return false;
+    }
   }
   return true;
 }
@@ -54,26 +59,23 @@ bool InputFilter(const HttpRequest& req, HttpResponse& res, InstanceFilter* filt
 // Idempotency-Key, an input field, and the cursor; false with a 400.
 bool ListFilters(const HttpRequest& req, HttpResponse& res, InstanceFilter* filter,
                  std::string* cursor) {
-  static const std::set<std::string> kStatuses = {"",
-                                                  "RUNNING",
-                                                  "AWAITING_APPROVAL",
-                                                  "COMPLETED",
-                                                  "COMPENSATING",
-                                                  "COMPENSATED",
-                                                  "NEEDS_REVIEW"};
   filter->status = req.get_param_value("status");
-  if (!kStatuses.count(filter->status)) {
+  if (!filter->status.empty() && !IsSagaStatus(filter->status)) {
     Problem(req, res, 400, "unknown status '" + filter->status + "'");
     return false;
   }
   filter->saga = req.get_param_value("saga");
   filter->waiting = req.get_param_value("waiting");
   const std::string& waiting = filter->waiting;
-  if (!waiting.empty() && waiting != "retry" && waiting != "approval" && waiting != "review") {
+  if (!waiting.empty() && !IsWaitingFor(waiting)) {
     Problem(req, res, 400, "waiting must be retry, approval or review");
     return false;
   }
   filter->idempotency_key = req.get_param_value("idempotency_key");
+  if (req.has_param("idempotency_key") && filter->idempotency_key.empty()) {
+    Problem(req, res, 400, "idempotency_key is empty: give the key to look for, or leave it out");
+    return false;
+  }
   if (!InputFilter(req, res, filter)) return false;
   *cursor = req.get_param_value("cursor");
   if (!ValidCursor(*cursor)) {
@@ -198,16 +200,15 @@ void ApiServer::Impl::Get(const HttpRequest& req, HttpResponse& res) {
   if (wait > 0) {  // a long poll: no thread waits for it
     auto drop = std::make_shared<std::function<bool()>>([] { return false; });
     auto answer = DeferredAnswer::Start(res, [drop] { (*drop)(); });
-    *drop = engine_.WaitSettledAsync(
-        id, std::chrono::milliseconds(int64_t(wait * 1000)),
-        [&req, answer](StatusOr<nlohmann::json> j) {
-          answer->Give([&](HttpResponse& res) {
-            if (!j.ok())
-              ProblemFromStatus(req, res, j.status());
-            else
-              Json(res, 200, *j);
-          });
-        });
+    *drop = engine_.WaitSettledAsync(id, std::chrono::milliseconds(int64_t(wait * 1000)),
+                                     [&req, answer](StatusOr<nlohmann::json> j) {
+                                       answer->Give([&](HttpResponse& res) {
+                                         if (!j.ok())
+                                           ProblemFromStatus(req, res, j.status());
+                                         else
+                                           Json(res, 200, *j);
+                                       });
+                                     });
     return;
   }
   auto j = engine_.GetInstance(id);
@@ -261,10 +262,20 @@ bool ApiServer::Impl::OperatorWithReason(const HttpRequest& req, HttpResponse& r
   *who = auth_.Authorize(req, res, Role::kOperator);
   if (who->empty()) return false;
   nlohmann::json body;
-  return BodyObject(req, res, &body, true) && OptionalString(req, res, body, "reason", reason);
+  if (!BodyObject(req, res, &body, true)) return false;
+  if (Status keys = OnlyKnownKeys(body, {"reason"}, "the body"); !keys.ok()) {
+    Problem(req, res, 400, keys.message());
+    return false;
+  }
+  return OptionalString(req, res, body, "reason", reason);
 }
 
 void ApiServer::Impl::CancelOrCompensate(const HttpRequest& req, HttpResponse& res) {
+  if (req.matches[1] == "actions")  // not an instance: a bulk action that does not exist
+    return Problem(req, res, 404,
+                   "there is no bulk action '" + req.matches[2] +
+                       "' (bulk actions: retry, cancel, approve, reject); to compensate one "
+                       "instance: POST /v1/instances/{id}/compensate");
   std::string who, reason;
   if (!OperatorWithReason(req, res, &who, &reason)) return;
   std::string id = req.matches[1];

@@ -5,16 +5,20 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "adapters/sha256.h"
 #include "util/json_limits.h"
 
 namespace sagad {
 namespace {
 // Durations in milliseconds: up to about 24 days (what a timer takes).
 constexpr int64_t kMaxMs = 2147483647;
+// Durations that may be long (retention): 64-bit, up to ten years.
+constexpr int64_t kMaxLongMs = int64_t(10) * 365 * 24 * 3600 * 1000;
 }  // namespace
 
 ApiOptions ApiOptionsOf(const Config& config) {
@@ -177,6 +181,24 @@ Status ParseLimits(const nlohmann::json& s, const std::string& where, ServiceCon
   return Status::Ok();
 }
 
+// A header the adapter writes as it is: a name of token characters (RFC
+// 9110), a value without CR, LF or other control bytes (which would end the
+// header block and start a second request).
+Status CheckHeader(const std::string& where, const std::string& name, const std::string& value) {
+  static const std::string kTokenChars = "!#$%&'*+-.^_`|~";
+  if (name.empty()) return InvalidArgument(where + ": a header name is empty");
+  for (unsigned char c : name)
+    if (!std::isalnum(c) && kTokenChars.find(static_cast<char>(c)) == std::string::npos)
+      return InvalidArgument(where + ": header name " + DumpJson(name) +
+                             " holds a character a header name cannot carry");
+  for (unsigned char c : value)
+    if ((c < 0x20 && c != '\t') || c == 0x7F)
+      return InvalidArgument(
+          where + "." + name +
+          ": the value holds a control byte (CR, LF, ...) a header cannot carry");
+  return Status::Ok();
+}
+
 // "services": {"NAME": "URL" | {...}}.
 Status ParseService(const std::string& name, const nlohmann::json& s, ServiceConfig* sc) {
   sc->name = name;
@@ -199,11 +221,25 @@ Status ParseService(const std::string& name, const nlohmann::json& s, ServiceCon
     sc->queryable = s.value("queryable", sc->queryable);
     sc->idempotent = s.value("idempotent", sc->idempotent);
     sc->operations_path = s.value("operations_path", sc->operations_path);
+    // Every operation must be asked about by its own key: a path without
+    // {key} would answer every question with one answer (and a 200 there
+    // would turn every unclear step COMMITTED).
+    const std::string& op = sc->operations_path;
+    if (op.empty() || op[0] != '/' || op.find("{key}") == std::string::npos)
+      return InvalidArgument(where + ".operations_path must start with '/' and contain {key}");
+    for (unsigned char c : op)
+      if (c <= 0x20 || c >= 0x7F)
+        return InvalidArgument(where +
+                               ".operations_path holds a control byte, a space or non-ASCII");
     SAGAD_RETURN_IF_ERROR(
         IntField(s, "max_response_bytes", 1024, int64_t(1) << 30, where, &sc->max_response_bytes));
     SAGAD_RETURN_IF_ERROR(ParseRetry(s, name, sc));
     if (s.contains("headers"))
-      for (const auto& [k, v] : s["headers"].items()) sc->headers[k] = v.get<std::string>();
+      for (const auto& [k, v] : s["headers"].items()) {
+        if (!v.is_string()) return InvalidArgument(where + ".headers." + k + " must be a string");
+        SAGAD_RETURN_IF_ERROR(CheckHeader(where + ".headers", k, v.get<std::string>()));
+        sc->headers[k] = v.get<std::string>();
+      }
   }
   SAGAD_RETURN_IF_ERROR(CheckUrl("service '" + name + "': base_url", sc->base_url));
   if (sc->timeout_ms < 1) return InvalidArgument("service '" + name + "': timeout_ms must be > 0");
@@ -254,7 +290,7 @@ Status ParseProcess(const nlohmann::json& j, Config* c) {
     const auto& r = j["retention"];
     SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(r, {"finished_after_ms"}, "retention"));
     SAGAD_RETURN_IF_ERROR(
-        IntField(r, "finished_after_ms", 0, kMaxMs, "retention", &c->retention_ms));
+        IntField(r, "finished_after_ms", 0, kMaxLongMs, "retention", &c->retention_ms));
   }
   // Integers are checked before conversion: a float out of range (1e300)
   // must be refused, not converted (undefined behaviour).
@@ -282,8 +318,21 @@ Status ParseLists(const nlohmann::json& j, Config* c) {
       SAGAD_RETURN_IF_ERROR(ParseService(name, s, &c->services[name]));
   }
   if (j.contains("tokens"))
-    for (const auto& t : j["tokens"])
+    for (const auto& t : j["tokens"]) {
       SAGAD_RETURN_IF_ERROR(ParseToken(t, &c->tokens.emplace_back()));
+      const Token& added = c->tokens.back();
+      for (size_t i = 0; i + 1 < c->tokens.size(); ++i) {
+        const Token& other = c->tokens[i];
+        if (other.name == added.name)
+          return InvalidArgument("two tokens are named '" + added.name +
+                                 "': each name must say who acted, once");
+        const std::string a = added.token.empty() ? added.token_sha256 : Sha256Hex(added.token);
+        const std::string b = other.token.empty() ? other.token_sha256 : Sha256Hex(other.token);
+        if (a == b)
+          return InvalidArgument("tokens '" + other.name + "' and '" + added.name +
+                                 "' are the same secret: a caller could not be told apart");
+      }
+    }
   if (j.contains("webhooks")) {
     if (!j["webhooks"].is_array()) return InvalidArgument("'webhooks' must be an array");
     for (const auto& w : j["webhooks"])

@@ -299,6 +299,21 @@ TEST(ConnectionLimitTest, CallsBeyondMaxConnectionsWaitUnsentForOne) {
   t.join();
 }
 
+// Issue 41: a 200 whose body is not JSON was read as "it happened".
+TEST_F(HttpAdapterTest, AnAnswerThatIsNotJsonLeavesTheOutcomeUnclear) {
+  server_.Get("/operations-text/(.+)", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("<html>OK</html>", "text/html");
+  });
+  ServiceConfig svc;
+  svc.name = "svc";
+  svc.base_url = "http://127.0.0.1:" + std::to_string(port_);
+  svc.operations_path = "/operations-text/{key}";
+  HttpAdapter adapter(std::map<std::string, ServiceConfig>{{"svc", svc}});
+  auto q = adapter.Query("svc", "k-1", "i1", 7, 1, TraceContext{});
+  EXPECT_EQ(q.outcome, QueryOutcome::kUnknown);
+  EXPECT_NE(q.error.find("not JSON"), std::string::npos) << q.error;
+}
+
 // Issue 41 (HIGH), at the adapter: a request that waited in the service's
 // connection line is asked again, right before its first byte is written,
 // whether it may still leave; refused, it is never written (withheld).
@@ -338,10 +353,10 @@ TEST(ConnectionLimitTest, ARequestWaitingInLineIsWithheldWhenItMayNoLongerLeave)
     });
   }
   ASSERT_TRUE(WaitUntil([&] { return arrived == 1; }));  // one in, two in line
-  lease_held = false;                                     // the lease runs out meanwhile
+  lease_held = false;                                    // the lease runs out meanwhile
   release = true;
   ASSERT_TRUE(WaitUntil([&] { return answered == 3; }));
-  EXPECT_EQ(arrived, 1);   // the two in line never reached the downstream
+  EXPECT_EQ(arrived, 1);  // the two in line never reached the downstream
   EXPECT_EQ(withheld, 2);
   adapter.reset();
   server.stop();

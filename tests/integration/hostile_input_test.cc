@@ -371,5 +371,57 @@ TEST_F(HostileInputTest, EveryByteFromADownstreamLeavesSagadUpAndWritable) {
   EXPECT_EQ(sagad_->Terminate(), 0);
 }
 
+// Issue 41: what a new user tried and got silence or a wrong answer for.
+TEST_F(HostileInputTest, FiltersBodiesAndRoutesThatCannotMeanAnythingAreRefusedByName) {
+  Start();
+  const int p = sagad_->port();
+  const std::string json_type = "Content-Type: application/json\r\n";
+  // A path into the input, or an empty key: 400, never an empty or full list.
+  std::string raw = Raw(p, "GET", "/v1/instances?input.a.b=x");
+  ExpectProblem(raw, {400});
+  EXPECT_NE(BodyOf(raw).value("detail", "").find("top-level input field"), std::string::npos);
+  ExpectProblem(Raw(p, "GET", "/v1/instances?idempotency_key="), {400});
+  // A bulk filter that names nothing, or an unknown status.
+  ExpectProblem(Raw(p, "POST", "/v1/instances/actions/cancel", json_type, R"({"filter":{}})"),
+                {400});
+  raw = Raw(p, "POST", "/v1/instances/actions/retry", json_type, R"({"filter":{"status":"DONE"}})");
+  ExpectProblem(raw, {400});
+  EXPECT_NE(BodyOf(raw).value("detail", "").find("'DONE'"), std::string::npos) << raw;
+  // A bulk action that does not exist is not an instance called "actions".
+  raw = Raw(p, "POST", "/v1/instances/actions/compensate", json_type, "{}");
+  ExpectProblem(raw, {404});
+  EXPECT_NE(BodyOf(raw).value("detail", "").find("no bulk action 'compensate'"), std::string::npos)
+      << raw;
+  // An unknown key in an operator's body.
+  std::string id = sagad_->Submit("incident_response", IncidentInput(), 10).body.value("id", "");
+  ASSERT_FALSE(id.empty());
+  raw = Raw(p, "POST", "/v1/instances/" + id + "/cancel", json_type, R"({"reasn":"typo"})");
+  ExpectProblem(raw, {400});
+  EXPECT_NE(BodyOf(raw).value("detail", "").find("'reasn'"), std::string::npos) << raw;
+  raw = Raw(p, "POST", "/v1/services/mail/pause", json_type, R"({"why":"x"})");
+  ExpectProblem(raw, {400});
+  // Without tokens a bodiless POST still says it is JSON (other web sites
+  // cannot); the answer says why.
+  raw = Raw(p, "POST", "/v1/instances/" + id + "/cancel");
+  ExpectProblem(raw, {415});
+  EXPECT_NE(BodyOf(raw).value("detail", "").find("bearer token"), std::string::npos) << raw;
+  ExpectServingAndWritable();
+}
+
+TEST_F(HostileInputTest, ABodilessPostWithABearerTokenNeedsNoContentType) {
+  sagad_ = std::make_unique<Coordinator>(
+      downstream_, dir_.path() + "/data", json::object(),
+      json::array({{{"name", "ops"}, {"token", "ops-secret"}, {"role", "operator"}}}));
+  ASSERT_GT(sagad_->Start(), 0);
+  std::string body = json{{"input", IncidentInput()}}.dump();
+  std::string created =
+      Raw(sagad_->port(), "POST", "/v1/sagas/incident_response/instances?wait=10",
+          "Content-Type: application/json\r\nAuthorization: Bearer ops-secret\r\n", body);
+  std::string id = BodyOf(created).value("id", "");
+  ASSERT_FALSE(id.empty()) << created;
+  std::string raw = Raw(sagad_->port(), "POST", "/v1/instances/" + id + "/cancel",
+                        "Authorization: Bearer ops-secret\r\n");
+  EXPECT_EQ(StatusOf(raw), 200) << raw;
+}
 }  // namespace
 }  // namespace sagad::testing

@@ -259,5 +259,65 @@ TEST(DefinitionTest, JsonLoadingValidatesLikeTheBuilder) {
   EXPECT_FALSE(SagaDefinition::FromJson("not an object").ok());
 }
 
+// Issue 41: a CR/LF (or a space, a control byte, non-ASCII) in a literal
+// path was written raw into the request line: a second request, without a
+// key, followed. Refused at registration, naming the step.
+TEST(DefinitionTest, APathThatWouldSplitTheRequestLineIsRefused) {
+  for (std::string path :
+       {std::string("/a\r\nPOST /b HTTP/1.1"), std::string("/a b"), std::string("/a\x01"),
+        std::string("/caf\xc3\xa9"), std::string("/a\"b")}) {
+    auto d = SagaBuilder("s", 1).Step("a").Call("svc", "POST", path).Irreversible().Build();
+    ASSERT_FALSE(d.ok()) << path;
+    EXPECT_NE(d.status().message().find("step 'a' forward: path holds a character"),
+              std::string::npos)
+        << d.status().message();
+  }
+  // A template's value is percent-encoded when rendered: allowed.
+  EXPECT_TRUE(SagaBuilder("s", 1)
+                  .Step("a")
+                  .Call("svc", "POST", "/a/{{input.x}}")
+                  .Irreversible()
+                  .Build()
+                  .ok());
+}
+
+TEST(DefinitionTest, AGraphLargerThanTheLimitIsRefused) {
+  SagaBuilder b("big", 1);
+  for (int i = 0; i < 257; ++i)
+    b.Step("s" + std::to_string(i)).Call("svc", "POST", "/x").Compensate("svc", "POST", "/u");
+  auto d = b.Build();
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("257 steps; at most 256"), std::string::npos)
+      << d.status().message();
+}
+
+TEST(DefinitionTest, ADeadlineOverTenYearsIsRefused) {
+  auto j = nlohmann::json::parse(R"({"name": "s", "version": 1, "deadline_ms": 9223372036854775807,
+      "steps": [{"name": "a", "forward": {"service": "svc", "method": "POST", "path": "/a"},
+                 "irreversible": true}]})");
+  auto d = SagaDefinition::FromJson(j);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("deadline_ms must be an integer from 0 to"),
+            std::string::npos)
+      << d.status().message();
+}
+TEST(DefinitionTest, AJsonDefinitionWithoutStepsOrWithANestedTemplateIsRefusedPlainly) {
+  auto none = SagaDefinition::FromJson({{"name", "s"}, {"version", 1}});
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message(), "the saga definition has no \"steps\" (an array of steps)");
+  auto nested = SagaBuilder("s", 1)
+                    .Step("a")
+                    .Call("svc", "POST", "/a/{{input.{{input.b}}}}")
+                    .Irreversible()
+                    .Build();
+  ASSERT_FALSE(nested.ok());
+  EXPECT_NE(nested.status().message().find("a template inside a template"), std::string::npos)
+      << nested.status().message();
+  auto typed =
+      SagaDefinition::FromJson({{"name", 5}, {"version", 1}, {"steps", nlohmann::json::array()}});
+  ASSERT_FALSE(typed.ok());
+  EXPECT_EQ(typed.status().message().find("[json.exception"), std::string::npos)
+      << typed.status().message();
+}
 }  // namespace
 }  // namespace sagad

@@ -156,5 +156,45 @@ TEST(ConfigTest, AKeyGivenTwiceInTheConfigFileIsRefused) {
       << c.status().message();
 }
 
+// Issue 41: a header name or value with CR/LF was written raw (request
+// splitting); an operations_path without {key} answered every question
+// with one answer; the documented 30-day retention was over a 32-bit bound.
+TEST(ConfigTest, AHeaderThatWouldSplitTheRequestIsRefusedNamingIt) {
+  json svc = {{"base_url", "http://x"}, {"headers", {{"X-Token", "a\r\nX-Evil: 1"}}}};
+  EXPECT_NE(Refusal({{"services", {{"pay", svc}}}}).find("services.pay.headers.X-Token"),
+            std::string::npos)
+      << Refusal({{"services", {{"pay", svc}}}});
+  svc = {{"base_url", "http://x"}, {"headers", {{"X Token", "a"}}}};
+  EXPECT_NE(Refusal({{"services", {{"pay", svc}}}}).find("header name \"X Token\""),
+            std::string::npos)
+      << Refusal({{"services", {{"pay", svc}}}});
+  svc = {{"base_url", "http://x"}, {"headers", {{"Authorization", "Bearer t"}}}};
+  EXPECT_EQ(Refusal({{"services", {{"pay", svc}}}}), "");
+}
+
+TEST(ConfigTest, AnOperationsPathWithoutItsKeyIsRefused) {
+  json svc = {{"base_url", "http://x"}, {"operations_path", "/ops/status"}};
+  EXPECT_NE(Refusal({{"services", {{"pay", svc}}}})
+                .find("services.pay.operations_path must start with '/' and contain {key}"),
+            std::string::npos);
+  svc = {{"base_url", "http://x"}, {"operations_path", "/ops/{key}"}};
+  EXPECT_EQ(Refusal({{"services", {{"pay", svc}}}}), "");
+}
+
+TEST(ConfigTest, ThirtyDaysOfRetentionAreAccepted) {
+  auto c = ParseConfig({{"retention", {{"finished_after_ms", 2592000000LL}}}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->retention_ms, 2592000000LL);
+}
+TEST(ConfigTest, ATokenNameOrSecretGivenTwiceIsRefused) {
+  json twice_named = json::array({{{"name", "a"}, {"token", "s1"}, {"role", "viewer"}},
+                                  {{"name", "a"}, {"token", "s2"}, {"role", "admin"}}});
+  EXPECT_NE(Refusal({{"tokens", twice_named}}).find("two tokens are named 'a'"), std::string::npos)
+      << Refusal({{"tokens", twice_named}});
+  json same_secret = json::array({{{"name", "a"}, {"token", "s1"}, {"role", "viewer"}},
+                                  {{"name", "b"}, {"token_sha256", Sha256Hex("s1")}}});
+  EXPECT_NE(Refusal({{"tokens", same_secret}}).find("are the same secret"), std::string::npos)
+      << Refusal({{"tokens", same_secret}});
+}
 }  // namespace
 }  // namespace sagad
