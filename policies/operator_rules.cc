@@ -82,9 +82,11 @@ Status MaySkip(const Instance& inst, int step) {
              (ss == SagaStatus::kRunning || ss == SagaStatus::kNeedsReview)) ||
             (st.status() == StepStatus::kNeedsReview && !st.machine.reviewing_compensation());
   if (ok) return Status::Ok();
-  return FailedPrecondition("step '" + st.name + "' cannot be skipped now (" + Is(st) + ", saga " +
-                            SagaStatusName(ss) +
-                            "); only a step not yet sent, or under review, can be");
+  return FailedPrecondition(
+      "step '" + st.name + "' cannot be skipped now (" + Is(st) + ", saga " + SagaStatusName(ss) +
+      "); a skip takes a step that is PLANNED while the saga is RUNNING or in NEEDS_REVIEW, or "
+      "a step whose forward outcome is under review (a step waiting for its approval is "
+      "approved or rejected instead)");
 }
 
 Status MayForceCompensate(const SagaDefinition& def, const Instance& inst) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <set>
 
+#include "sagas/definition_keys.h"
 #include "sagas/graph.h"
 #include "sagas/template.h"
 #include "util/json_limits.h"
@@ -363,7 +364,7 @@ namespace {
 
 StatusOr<CallSpec> CallFromJson(const nlohmann::json& c, const std::string& where) {
   if (!c.is_object()) return InvalidArgument(where + " must be an object");
-  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(c, {"service", "method", "path", "body"}, where));
+  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(c, CallKeys().keys, where));
   CallSpec cs;
   cs.service = c.at("service").get<std::string>();
   cs.method = c.value("method", std::string("POST"));
@@ -379,7 +380,7 @@ Status StepPoliciesFromJson(const nlohmann::json& js, const std::string& where,
   st->requires_approval = js.value("requires_approval", false);
   if (js.contains("approval_if")) {
     const auto& a = js["approval_if"];
-    SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(a, {"field", "op", "value"}, where + " approval_if"));
+    SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(a, ApprovalIfKeys().keys, where + " approval_if"));
     st->approval_if = ApprovalRule{a.at("field").get<std::string>(), a.at("op").get<std::string>(),
                                    a.at("value")};
   }
@@ -405,12 +406,7 @@ Status StepPoliciesFromJson(const nlohmann::json& js, const std::string& where,
 StatusOr<StepDefinition> StepFromJson(const nlohmann::json& js) {
   if (!js.is_object()) return InvalidArgument("each step must be a JSON object");
   std::string where = "step '" + SanitizeUtf8(js.value("name", std::string("?"))) + "'";
-  SAGAD_RETURN_IF_ERROR(
-      OnlyKnownKeys(js,
-                    {"name", "forward", "compensation", "irreversible", "requires_approval",
-                     "approval_if", "approval_timeout_ms", "approval_timeout_action", "retry",
-                     "idempotent", "queryable", "deadline_ms", "after"},
-                    where));
+  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(js, StepKeys().keys, where));
   StepDefinition st;
   st.name = js.at("name").get<std::string>();
   auto forward = CallFromJson(js.at("forward"), where + " forward");
@@ -465,10 +461,7 @@ StatusOr<SagaDefinition> SagaDefinition::FromJson(const nlohmann::json& j) {
   SagaDefinition def;
   try {
     if (!j.is_object()) return InvalidArgument("saga definition must be a JSON object");
-    SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(j,
-                                        {"name", "version", "steps", "deadline_ms", "max_parallel",
-                                         "compensation_order", "input", "input_schema"},
-                                        "the saga definition"));
+    SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(j, SagaKeys().keys, "the saga definition"));
     if (!j.contains("steps"))
       return InvalidArgument("the saga definition has no \"steps\" (an array of steps)");
     SAGAD_RETURN_IF_ERROR(SagaFieldsFromJson(j, &def));

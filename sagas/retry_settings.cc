@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "sagas/definition_keys.h"
 #include "util/json_limits.h"
 
 namespace sagad {
@@ -21,12 +22,10 @@ nlohmann::json RetryPolicy::ToJson() const {
 StatusOr<RetryPolicy> RetryPolicy::FromJson(const nlohmann::json& j) {
   RetryPolicy p;
   if (!j.is_object()) return InvalidArgument("retry policy must be an object");
-  for (const auto& item : j.items()) {
-    static const char* const kKnown[] = {"max_attempts", "initial_backoff_ms", "max_backoff_ms",
-                                         "multiplier", "max_reconciliations"};
-    if (std::find(std::begin(kKnown), std::end(kKnown), item.key()) == std::end(kKnown))
+  const auto& known = RetryKeys().keys;
+  for (const auto& item : j.items())
+    if (std::find(known.begin(), known.end(), item.key()) == known.end())
       return InvalidArgument("unknown key '" + item.key() + "' in a retry policy");
-  }
   try {
     // Integers checked before conversion (a float out of range is undefined
     // behaviour to convert).

@@ -1,5 +1,7 @@
 // The instances list: filters, search by Idempotency-Key or a business key,
-// paging, and bulk actions on everything the filter lists.
+// paging, and bulk actions on the rows selected (a checkbox per row, one for
+// the whole page; kept across the list's refreshes) or on everything the
+// filter lists.
 import { api, answerBox, canOperate, el, field, poll, row, setMain, statusBadge, table,
          when } from './common.js';
 
@@ -9,12 +11,30 @@ const BULK_MAX = 1000;  // the API's bound on one bulk request
 export function instancesPage(params) {
   const f = filters(params);
   const counts = el('div', { id: 'counts', class: 'counts card', 'aria-label': 'Unfinished instances by status' });
-  const list = table('instances', COLUMNS, 'instances-body');
+  const operate = canOperate();
+  const cols = operate ? ['Select', ...COLUMNS] : COLUMNS;
+  const list = table('instances', cols, 'instances-body');
+  const selected = new Set();  // instance ids, across refreshes and pages
+  let pageIds = [];
   const empty = el('p', { id: 'instances-empty', class: 'muted', hidden: true }, 'No instance matches.');
   const more = el('div', { class: 'row' });
   const query = new URLSearchParams(params);
   query.delete('cursor');
-  const bulk = canOperate() ? bulkActions(query) : null;
+  const bulk = operate ? bulkActions(query, selected) : null;
+  const selectPage = el('input', { id: 'select-page', type: 'checkbox', 'aria-label': 'Select every instance on this page',
+    onchange: () => {
+      for (const id of pageIds) { if (selectPage.checked) selected.add(id); else selected.delete(id); }
+      for (const box of list.body.querySelectorAll('input.row-select')) box.checked = selected.has(box.dataset.id);
+      bulk.update();
+    } });
+  if (operate) list.table.querySelector('th').replaceChildren(selectPage);
+  const selectBox = (id) => el('input', { type: 'checkbox', class: 'row-select', 'data-id': id,
+    'aria-label': 'Select ' + id, checked: selected.has(id),
+    onchange: (e) => {
+      if (e.target.checked) selected.add(id); else selected.delete(id);
+      selectPage.checked = pageIds.length > 0 && pageIds.every((x) => selected.has(x));
+      bulk.update();
+    } });
   setMain(el('h1', {}, 'Instances'), counts,
     el('form', { class: 'row card filters', onsubmit: (e) => { e.preventDefault(); f.apply(); } },
       ...f.controls, el('button', { id: 'f-apply', type: 'submit' }, 'Filter')),
@@ -29,10 +49,13 @@ export function instancesPage(params) {
         el('span', { 'data-status': s }, statusBadge(s), ' ' + n)));
     }
     if (r.status !== 200) { more.replaceChildren(answerBox(r)); return; }
-    list.body.replaceChildren(...r.body.instances.map((i) => row(COLUMNS, { 'data-id': i.id }, [
+    pageIds = r.body.instances.map((i) => i.id);
+    list.body.replaceChildren(...r.body.instances.map((i) => row(cols, { 'data-id': i.id }, [
+      ...(operate ? [selectBox(i.id)] : []),
       el('a', { href: '#/instance/' + encodeURIComponent(i.id), class: 'long' }, i.id),
       i.saga + ' v' + i.saga_version, statusBadge(i.status), i.waiting_for || '-',
       (i.current_steps || []).join(', ') || i.current_step || '-', when(i.updated_at)])));
+    selectPage.checked = pageIds.length > 0 && pageIds.every((x) => selected.has(x));
     list.table.hidden = r.body.instances.length === 0;
     empty.hidden = r.body.instances.length > 0;
     more.replaceChildren();
@@ -87,14 +110,27 @@ async function listedIds(query) {
   return { ids: ids.slice(0, BULK_MAX), more: !!cursor };
 }
 
-// Bulk retry / cancel / approve / reject: the operator picks the action, is
-// told how many instances the filter lists, confirms, and sees each one's
-// result (each is judged as its single action would be).
-function bulkActions(query) {
+// Bulk retry / cancel / approve / reject: the operator picks the action and
+// what it acts on (the rows selected, or everything the filter lists), is
+// told how many instances that is, confirms, and sees each one's result
+// (each is judged as its single action would be).
+function bulkActions(query, selected) {
   const action = el('select', { id: 'bulk-action' },
     ['retry', 'cancel', 'approve', 'reject'].map((a) => el('option', { value: a }, a)));
   const text = el('input', { id: 'bulk-text', type: 'text' });
   const out = el('div', { id: 'bulk-out' });
+  const confirmFor = (ids, what) => {
+    const verb = action.value;
+    const n = ids.length + ' instance' + (ids.length === 1 ? '' : 's');
+    const Verb = verb[0].toUpperCase() + verb.slice(1);
+    const confirm = el('button', { id: 'bulk-confirm', type: 'button', class: verb === 'retry' || verb === 'approve' ? '' : 'danger',
+      onclick: () => runBulk(verb, ids, text.value, out) }, Verb + ' ' + n);
+    const back = el('button', { type: 'button', class: 'secondary', onclick: () => out.replaceChildren() }, 'Back');
+    out.replaceChildren(el('div', { class: 'confirm', role: 'alertdialog', 'aria-label': 'Confirm the bulk action' },
+      el('p', { id: 'bulk-question' }, Verb + ' ' + n + ' ' + what + '?'),
+      el('div', { class: 'row' }, confirm, back)));
+    confirm.focus();
+  };
   const prepare = el('button', { id: 'bulk-prepare', type: 'button', onclick: async () => {
     out.replaceChildren(el('div', { class: 'answer', role: 'status' }, 'Counting…'));
     const t = await listedIds(query);
@@ -102,20 +138,22 @@ function bulkActions(query) {
     if (t.ids.length === 0) {
       out.replaceChildren(el('div', { class: 'answer error', role: 'status' }, 'No instance is listed.')); return;
     }
-    const verb = action.value;
-    const confirm = el('button', { id: 'bulk-confirm', type: 'button', class: verb === 'retry' || verb === 'approve' ? '' : 'danger',
-      onclick: () => runBulk(verb, t.ids, text.value, out) },
-      verb[0].toUpperCase() + verb.slice(1) + ' ' + t.ids.length + ' instance' + (t.ids.length === 1 ? '' : 's'));
-    const back = el('button', { type: 'button', class: 'secondary', onclick: () => out.replaceChildren() }, 'Back');
-    out.replaceChildren(el('div', { class: 'confirm', role: 'alertdialog', 'aria-label': 'Confirm the bulk action' },
-      el('p', { id: 'bulk-question' }, verb[0].toUpperCase() + verb.slice(1) + ' ' + t.ids.length + ' instance' + (t.ids.length === 1 ? '' : 's') +
-        ' listed by this filter' + (t.more ? ' (the first ' + BULK_MAX + ')' : '') + '?'),
-      el('div', { class: 'row' }, confirm, back)));
-    confirm.focus();
+    confirmFor(t.ids, 'listed by this filter' + (t.more ? ' (the first ' + BULK_MAX + ')' : ''));
   } }, 'Act on all listed…');
-  return el('section', { class: 'card bulk', 'aria-labelledby': 'bulk-title' },
+  const count = el('span', { id: 'bulk-selected-count', class: 'muted', role: 'status' }, 'None selected');
+  const prepareSelected = el('button', { id: 'bulk-prepare-selected', type: 'button', disabled: true,
+    onclick: () => {
+      const ids = [...selected].slice(0, BULK_MAX);
+      if (ids.length > 0) confirmFor(ids, 'selected');
+    } }, 'Act on selected…');
+  const section = el('section', { class: 'card bulk', 'aria-labelledby': 'bulk-title' },
     el('h2', { id: 'bulk-title' }, 'Bulk action'),
-    el('div', { class: 'row' }, field('Action', action), field('Comment or reason', text), prepare), out);
+    el('div', { class: 'row' }, field('Action', action), field('Comment or reason', text), prepareSelected, prepare, count), out);
+  section.update = () => {
+    prepareSelected.disabled = selected.size === 0;
+    count.textContent = selected.size === 0 ? 'None selected' : selected.size + ' selected';
+  };
+  return section;
 }
 
 async function runBulk(verb, ids, text, out) {

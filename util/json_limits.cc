@@ -224,6 +224,11 @@ std::string DumpJson(const nlohmann::json& j, int indent) {
 
 Status OnlyKnownKeys(const nlohmann::json& obj, std::initializer_list<const char*> known,
                      const std::string& where) {
+  return OnlyKnownKeys(obj, std::vector<const char*>(known), where);
+}
+
+Status OnlyKnownKeys(const nlohmann::json& obj, const std::vector<const char*>& known,
+                     const std::string& where) {
   if (!obj.is_object()) return Status::Ok();
   for (const auto& item : obj.items()) {
     bool ok = false;

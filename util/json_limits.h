@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "util/status.h"
 
@@ -76,15 +77,17 @@ Status IntField(const nlohmann::json& obj, const char* key, int64_t lo, int64_t 
   return Status::Ok();
 }
 
-// InvalidArgument naming the first key of `obj` that is not in `known`
-// ("unknown key 'x' in <where> (known: a, b)"): a misspelt setting must not
-// be silently ignored. Non-objects pass (their type is checked elsewhere).
 // The text of a JSON library exception without the library's own prefix
 // ("[json.exception.out_of_range.403] key 'x' not found" -> "key 'x' not
 // found"): what a definition's author can act on.
 std::string JsonErrorText(const std::exception& e);
 
+// InvalidArgument naming the first key of `obj` that is not in `known`
+// ("unknown key 'x' in <where> (known: a, b)"): a misspelt setting must not
+// be silently ignored. Non-objects pass (their type is checked elsewhere).
 Status OnlyKnownKeys(const nlohmann::json& obj, std::initializer_list<const char*> known,
+                     const std::string& where);
+Status OnlyKnownKeys(const nlohmann::json& obj, const std::vector<const char*>& known,
                      const std::string& where);
 
 }  // namespace sagad

@@ -150,15 +150,17 @@ auto Engine::Impl::Bundle(const std::string& id) -> StatusOr<nlohmann::json> {
     auto events_inst = Instance::Replay(id, *def, *events);
     if (events_inst.ok()) plan = CompensationPlan(*def, *events_inst);
   }
-  return nlohmann::json{{"instance", *j},
-                        {"definition", def ? def->ToJson() : nlohmann::json()},
-                        {"compensations", plan},
-                        {"reason", j->value("review_reason", "")},
-                        {"events", evs},
-                        {"operations", ops},
-                        {"confirmed_effects", confirmed},
-                        {"unknown_effects", unknown},
-                        {"recommended_action", recommendation}};
+  return nlohmann::json{
+      {"instance", *j},
+      {"definition", def ? def->ToJson() : nlohmann::json()},
+      {"compensations", plan},
+      {"reason", j->value("review_reason", "")},
+      {"review_reason", j->contains("review_reason") ? (*j)["review_reason"] : nlohmann::json()},
+      {"events", evs},
+      {"operations", ops},
+      {"confirmed_effects", confirmed},
+      {"unknown_effects", unknown},
+      {"recommended_action", recommendation}};
 }
 
 }  // namespace sagad

@@ -69,6 +69,7 @@ class Tx {
         op.external_ref = st.external_ref;
         op.result = st.result;
         op.last_error = st.last_error;
+        op.created_at = st.first_sent_at > 0 ? st.first_sent_at : now_;
         op.updated_at = now_;
         ops.push_back(std::move(op));
       }

@@ -428,6 +428,36 @@ class Console(unittest.TestCase):
         self.wait(lambda d: "0 of 4 accepted, 4 refused" in self.text_of("#bulk-summary"))
         self.assertIn("already completed", self.text_of("#bulk-results-body"))
 
+    def test_9c2_rows_selected_one_by_one_or_by_page_are_what_a_bulk_action_takes(self):
+        self.sign_in(OPERATOR)
+        ids = [self.submit("incident_response", dict(INCIDENT, title="batch-9c2"))["id"]
+               for _ in range(3)]
+        for id_ in ids:
+            self.await_status(id_, "AWAITING_APPROVAL")
+        self.go("#/instances")
+        self.wait(lambda d: self.css("#f-field"))
+        self.css("#f-field")[0].send_keys("title=batch-9c2")
+        self.css("#f-apply")[0].click()
+        self.wait(lambda d: len(self.css("#instances-body tr")) == 3, what="three listed")
+        self.assertFalse(self.css("#bulk-prepare-selected")[0].is_enabled())
+        # Two rows by hand; the selection outlives the list's refreshes.
+        for id_ in ids[:2]:
+            self.css('#instances-body input.row-select[data-id="%s"]' % id_)[0].click()
+        self.wait(lambda d: "2 selected" in self.text_of("#bulk-selected-count"), what="count")
+        Select(self.css("#bulk-action")[0]).select_by_value("approve")
+        self.css("#bulk-prepare-selected")[0].click()
+        self.wait(lambda d: "Approve 2 instances selected" in self.text_of("#bulk-question"),
+                  what="count named")
+        self.axe("a confirmation of selected rows")
+        self.css("#bulk-confirm")[0].click()
+        self.wait(lambda d: "2 of 2 accepted" in self.text_of("#bulk-summary"), what="answered")
+        for id_ in ids[:2]:
+            self.await_status(id_, "COMPLETED")
+        self.assertEqual(self.instance_status(ids[2]), "AWAITING_APPROVAL")
+        # The page's box selects every row shown.
+        self.css("#select-page")[0].click()
+        self.wait(lambda d: "3 selected" in self.text_of("#bulk-selected-count"), what="page")
+
     def test_9d_the_graph_colours_each_step_and_the_timeline_has_milliseconds(self):
         self.sign_in(OPERATOR)
         inst = self.trip()
