@@ -29,8 +29,9 @@ const DefinitionKeys& ApprovalIfKeys() {
 }
 
 const DefinitionKeys& RetryKeys() {
-  static const DefinitionKeys k{"retry", {"max_attempts", "initial_backoff_ms", "max_backoff_ms",
-                                          "multiplier", "max_reconciliations"}};
+  static const DefinitionKeys k{"retry",
+                                {"max_attempts", "initial_backoff_ms", "max_backoff_ms",
+                                 "multiplier", "max_reconciliations"}};
   return k;
 }
 

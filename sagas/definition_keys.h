@@ -10,7 +10,7 @@
 namespace sagad {
 
 struct DefinitionKeys {
-  const char* level;               // as the docs' reference names it
+  const char* level;              // as the docs' reference names it
   std::vector<const char*> keys;  // every key the parser takes there
 };
 

@@ -2,14 +2,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include <map>
-#include <mutex>
 #include <thread>
 
-#include "coordinator/http/http_message.h"
 #include "coordinator/store/lmdb/lmdb_store.h"
 #include "tests/testing/cluster.h"
-#include "tests/testing/rogue_downstream.h"
+#include "tests/testing/non_fencing_service.h"
 
 namespace sagad::testing {
 namespace {
@@ -192,28 +189,7 @@ TEST(PauseTest, OwnersPausedLongerThanALeaseUnderLoadNeverDuplicateAnEffect) {
 TEST(PauseTest, RequestsWaitingForAConnectionAreWithheldOnceTheLeaseIsGone) {
   TempDir dir;
   Downstream downstream(/*dedup=*/false);
-  std::mutex mu;
-  std::map<std::string, int> reserved;  // key -> effects
-  RogueDownstream inventory([&](const RawRequest& r) {
-    size_t at = r.head.find("Idempotency-Key: ");
-    std::string key =
-        at == std::string::npos ? "" : r.head.substr(at + 17, r.head.find("\r\n", at) - at - 17);
-    if (r.method == "GET" && r.path.rfind("/operations/", 0) == 0) {
-      std::string asked = r.path.substr(12);
-      std::lock_guard<std::mutex> l(mu);
-      for (const auto& [k, n] : reserved)
-        if (n > 0 && (k == asked || PercentDecode(asked, false) == k))
-          return RawAnswer(200, json{{"id", "R-" + k}}.dump());
-      return RawAnswer(404, "{}");
-    }
-    if (r.method == "POST" && r.path == "/reservations") {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // the service's work
-      std::lock_guard<std::mutex> l(mu);
-      ++reserved[key];
-      return RawAnswer(201, json{{"id", "R-" + key}}.dump());
-    }
-    return RawAnswer(200, "{}");  // a release
-  });
+  NonFencingService inventory("/reservations", 1000);
   json services = NonDeduplicating({"inventory", "payments", "shipping"});
   services["inventory"]["base_url"] = inventory.url();
   services["inventory"]["max_connections"] = 2;
@@ -240,7 +216,7 @@ TEST(PauseTest, RequestsWaitingForAConnectionAreWithheldOnceTheLeaseIsGone) {
     json done = b->WaitStatus(id, "COMPLETED", std::chrono::seconds(90));
     EXPECT_EQ(done["status"], "COMPLETED") << id << ": " << done.dump();
   }
-  std::lock_guard<std::mutex> l(mu);
+  auto reserved = inventory.Effects();
   EXPECT_EQ(reserved.size(), 30u);
   for (const auto& [key, n] : reserved) EXPECT_EQ(n, 1) << key << " reserved " << n << " times";
 }

@@ -10,8 +10,10 @@
 
 #include <fstream>
 #include <future>
+#include <thread>
 
 #include "tests/testing/cluster.h"
+#include "tests/testing/non_fencing_service.h"
 #include "tests/testing/tcp_proxy.h"
 
 namespace sagad::testing {
@@ -229,6 +231,50 @@ TEST_F(PostgresCoordinatorTest, AFrozenDatabaseLinkIsNamedByTheWatchdogAndSigter
   EXPECT_LT(took, std::chrono::seconds(10));
   proxy.Thaw();
   for (auto& s : stuck) s.wait();
+}
+
+// Issue 41 (HIGH) on PostgreSQL, with no pause: only the owner's link to
+// the database freezes for 8 s (three leases) while most of its 30 first
+// calls wait for one of the service's two connections. It cannot renew;
+// the other coordinator takes the instances over, asks (nothing happened)
+// and sends them again. When the link comes back, the requests still in
+// the first owner's line must not leave: the service neither deduplicates
+// nor fences, so each would be a second reservation.
+TEST_F(PostgresCoordinatorTest, AFrozenDatabaseLinkLetsNoQueuedRequestLeaveAfterItsLease) {
+  NonFencingService inventory("/reservations", 1000);
+  TcpProxy proxy(PostgresServer::Shared().port());
+  std::string via_proxy = uri_;
+  via_proxy.replace(via_proxy.find(":" + std::to_string(PostgresServer::Shared().port())),
+                    std::to_string(PostgresServer::Shared().port()).size() + 1,
+                    ":" + std::to_string(proxy.port()));
+  json services = NonDeduplicating({"inventory", "payments", "shipping"});
+  services["inventory"]["base_url"] = inventory.url();
+  services["inventory"]["max_connections"] = 2;
+  services["inventory"]["timeout_ms"] = 5000;
+  auto make = [&](const std::string& name, const std::string& store) {
+    auto c = std::make_unique<Coordinator>(downstream_, dir_.path() + "/unused-" + name, services);
+    c->Configure({{"coordinator_id", name}, {"lease_ms", 3000}, {"store", store}});
+    return c;
+  };
+  auto a = make("pg-line-a", via_proxy), b = make("pg-line-b", uri_);
+  ASSERT_GT(a->Start(), 0);
+  ASSERT_GT(b->Start(), 0);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 30; ++i) {
+    Reply r = a->Submit("order_fulfilment", OrderInput(), 0, "pg-line-" + std::to_string(i));
+    ASSERT_EQ(r.status, 201) << r.raw;
+    ids.push_back(r.body["id"]);
+  }
+  proxy.Freeze();  // the fault being injected: the link, not the process
+  std::this_thread::sleep_for(std::chrono::milliseconds(8000));
+  proxy.Thaw();
+  for (const auto& id : ids) {
+    json done = b->WaitStatus(id, "COMPLETED", std::chrono::seconds(90));
+    EXPECT_EQ(done["status"], "COMPLETED") << id << ": " << done.dump();
+  }
+  auto reserved = inventory.Effects();
+  EXPECT_EQ(reserved.size(), 30u);
+  for (const auto& [key, n] : reserved) EXPECT_EQ(n, 1) << key << " reserved " << n << " times";
 }
 
 // One statement on the database, as an administrator would run it.
