@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <string>
+#include <unordered_map>
 
 #include "util/json_limits.h"
 #include "util/mutex.h"
@@ -19,10 +21,51 @@ std::function<void(nlohmann::json&)>& Sink() {
 
 void SetLogSink(std::function<void(nlohmann::json&)> sink) { Sink() = std::move(sink); }
 
+namespace {
+
+// Repeats of one error within the current second, per msg + error text.
+struct Repeats {
+  int64_t second = 0;
+  int written = 0;
+  int64_t suppressed = 0;
+};
+constexpr int kRepeatsPerSecond = 10;
+
+// False if the line is a repeat over the limit (counted); else true, with
+// "suppressed" added when repeats were left out before it.
+bool LetThrough(nlohmann::json& line, int64_t second) {
+  if (!line.contains("error") || !line.contains("msg")) return true;
+  static Mutex mu;
+  static auto* seen = new std::unordered_map<std::string, Repeats>();
+  const std::string key = DumpJson(line["msg"]) + DumpJson(line["error"]);
+  MutexLock l(mu);
+  if (seen->size() > 10000) seen->clear();  // bounded: a flood of distinct errors
+  Repeats& r = (*seen)[key];
+  if (r.second != second) {
+    r.second = second;
+    r.written = 0;
+  }
+  if (r.written >= kRepeatsPerSecond) {
+    ++r.suppressed;
+    return false;
+  }
+  ++r.written;
+  if (r.suppressed > 0) {
+    line["suppressed"] = r.suppressed;
+    r.suppressed = 0;
+  }
+  return true;
+}
+
+}  // namespace
+
 void EngineLog(nlohmann::json line) {
   if (Sink()) return Sink()(line);
   static Mutex mu;
   auto now = std::chrono::system_clock::now();
+  if (!LetThrough(line,
+                  std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count()))
+    return;
   time_t t = std::chrono::system_clock::to_time_t(now);
   int ms = static_cast<int>(
       std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);

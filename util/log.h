@@ -1,6 +1,9 @@
 // EngineLog: one structured JSON line per significant event on stderr
 // ({"ts","level","msg",...}), written with one write so that lines from
 // several threads never interleave. Never tokens or request bodies.
+// Lines that repeat one error (the same "msg" and "error": a full disk seen
+// by every instance at once) are written at most 10 times a second; the
+// next one written says how many were left out ("suppressed": n).
 // Thread-safety: may be called from any thread.
 #pragma once
 

@@ -33,6 +33,9 @@ TEST(StorageFullTest, AFullStoreAnswers503UntilThereIsRoomThenEverythingResumes)
   ASSERT_EQ(full.status, 503) << full.raw;
   EXPECT_EQ(full.header("Retry-After"), "1");
   EXPECT_NE(full.body.value("detail", "").find("the store is full"), std::string::npos) << full.raw;
+  // In the operator's terms only: no library text (issue 41).
+  EXPECT_EQ(full.body.value("detail", "").find("MDB_"), std::string::npos) << full.raw;
+  EXPECT_EQ(full.body.value("detail", "").find("mdb_txn"), std::string::npos) << full.raw;
   Reply ready = sagad.Get("/readyz");
   EXPECT_EQ(ready.status, 503);
   EXPECT_NE(ready.body.value("detail", "").find("full"), std::string::npos) << ready.raw;

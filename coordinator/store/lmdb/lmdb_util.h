@@ -25,9 +25,15 @@ namespace lmdb_util {
 inline bool IsFullRc(int rc) { return rc == MDB_MAP_FULL || rc == ENOSPC || rc == EDQUOT; }
 
 inline Status LmdbError(const char* what, int rc) {
+  // Said in the operator's terms: no library text reaches a client.
+  if (rc == MDB_MAP_FULL)
+    return Unavailable(
+        "the store is full (its map, lmdb_map_size_mb, is used up): raise lmdb_map_size_mb or "
+        "let retention delete finished instances, then writes resume");
   if (IsFullRc(rc))
-    return Unavailable(std::string("the store is full (") + what + ": " + mdb_strerror(rc) +
-                       "): free disk space or raise lmdb_map_size_mb, then writes resume");
+    return Unavailable(
+        "the store is full (the disk or the quota has no space left): free disk space, then "
+        "writes resume");
   if (rc == EIO || rc == EROFS || rc == ENOMEM || rc == EAGAIN || rc == MDB_READERS_FULL)
     return StoreFault("LMDB", std::string(what) + ": " + mdb_strerror(rc));
   return Internal(std::string(what) + ": " + mdb_strerror(rc));
