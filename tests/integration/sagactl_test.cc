@@ -226,6 +226,13 @@ TEST_F(SagactlTest, RefusesWhatWouldActOnTheWrongThing) {
     struct stat st;
     EXPECT_NE(stat(missing.c_str(), &st), 0) << cmd << " created " << missing;
   }
+  // A zero-length data.mdb (a failed copy) is named as such (issue 41).
+  std::string empty = dir_.path() + "/empty-dir";
+  ASSERT_EQ(mkdir(empty.c_str(), 0755), 0);
+  std::ofstream(empty + "/data.mdb").close();
+  CtlRun zero = Ctl({"inspect", "--data-dir", empty});
+  EXPECT_EQ(zero.code, 1) << zero.out;
+  EXPECT_NE(zero.err.find("data.mdb is empty (0 bytes)"), std::string::npos) << zero.err;
   CtlRun ftp = Ctl({"--url", "ftp://x", "show", "abc"});
   EXPECT_EQ(ftp.code, 2) << ftp.err;
   EXPECT_NE(ftp.err.find("--url"), std::string::npos) << ftp.err;
