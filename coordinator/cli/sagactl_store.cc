@@ -28,7 +28,8 @@ std::unique_ptr<sagad::Store> OpenExisting(const Args& a) {
   if (stat((dir + "/data.mdb").c_str(), &st) != 0 || !S_ISREG(st.st_mode))
     Die("no sagad data dir at " + dir + " (no data.mdb there)");
   if (st.st_size == 0)
-    Die(dir + "/data.mdb is empty (0 bytes): not a store sagad wrote (a failed copy?); restore "
+    Die(dir +
+        "/data.mdb is empty (0 bytes): not a store sagad wrote (a failed copy?); restore "
         "the data dir from a backup");
   auto store = sagad::LmdbStore::OpenReadOnly(dir);
   if (!store.ok()) Die(store.status().message());

@@ -24,6 +24,7 @@
 #include <exception>
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "coordinator/engine/definition_registry.h"
@@ -36,6 +37,7 @@
 #include "coordinator/engine/step_runner.h"
 #include "policies/planner.h"
 #include "util/clock.h"
+#include "util/mutex.h"
 #include "util/random.h"
 
 namespace sagad {
@@ -152,8 +154,16 @@ class Driver {
   // A commit refused because the lease changed hands: the instance is dropped.
   void DropFenced(const std::string& id);
   // A driver transition that did not commit: a lost race means plan again;
-  // anything else is storage trouble, retried later.
+  // anything else is storage trouble, retried later: after 1 s, then 2, 4
+  // and 8 s while the store keeps refusing the instance's writes (a full
+  // store must not turn every stuck instance into a question a second to
+  // its downstream). A commit that succeeds resets the count.
   Next AfterFailedCommit(const std::string& id, const Status& s);
+  // The delay before the next try after `id`'s latest refused commit.
+  int64_t NextRetryDelay(const std::string& id);
+  // A commit of `id` went through, or its lease went elsewhere: its count
+  // starts again.
+  void ResetRefusals(const std::string& id);
 
   const DefinitionRegistry& defs_;
   InstanceRepository& repo_;
@@ -164,6 +174,9 @@ class Driver {
   const Clock& clock_;
   Executor& executor_;
   const int workers_;
+  Mutex refused_mu_;
+  // Consecutive refused commits per instance (AfterFailedCommit).
+  std::unordered_map<std::string, int> refused_ GUARDED_BY(refused_mu_);
   StepRunner steps_;
 };
 

@@ -1,6 +1,8 @@
 // Driver's commits: as the instance's owner (fenced by this process's
 // lease), completing a continuation, and what one that did not happen means
 // for the driver.
+#include <algorithm>
+
 #include "coordinator/engine/driver.h"
 #include "util/log.h"
 
@@ -12,8 +14,19 @@ auto Driver::AfterFailedCommit(const std::string& id, const Status& s) -> Next {
                          // here
   if (s.code() == StatusCode::kMovedOn) return Next::kContinue;
   EngineLog({{"msg", "transition failed"}, {"instance", id}, {"error", s.ToString()}});
-  ScheduleAfter(id, 1000);
+  ScheduleAfter(id, NextRetryDelay(id));
   return Next::kStop;
+}
+
+auto Driver::NextRetryDelay(const std::string& id) -> int64_t {
+  MutexLock l(refused_mu_);
+  const int n = std::min(++refused_[id], 4);
+  return int64_t(1000) << (n - 1);  // 1, 2, 4, 8 s
+}
+
+auto Driver::ResetRefusals(const std::string& id) -> void {
+  MutexLock l(refused_mu_);
+  if (!refused_.empty()) refused_.erase(id);
 }
 
 auto Driver::CommitAsOwnerAsync(const std::string& id, std::function<Status(Tx&)> fn,
@@ -27,6 +40,7 @@ auto Driver::CommitAsOwnerAsync(const std::string& id, std::function<Status(Tx&)
       id, std::move(fn), std::move(lease),
       [this, id, done = std::move(done)](Status s) {
         if (s.code() == StatusCode::kLeaseLost) DropFenced(id);
+        if (s.ok() || s.code() == StatusCode::kLeaseLost) ResetRefusals(id);
         done(s);
       },
       then);
