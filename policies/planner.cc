@@ -14,6 +14,16 @@ bool ReviewingUndo(const StepState& st) {
   return st.status() == StepStatus::kNeedsReview && st.machine.reviewing_compensation();
 }
 
+// A committed step with something to undo: it has a compensation and was
+// not skipped by an operator before it was ever sent (a step never sent
+// took no effect: it is never undone).
+bool Undoable(const SagaDefinition& def, const StepState& st, int i) {
+  if (!def.steps[i].compensation) return false;
+  const bool skipped_unsent = st.attempts == 0 && st.resolution.is_object() &&
+                              st.resolution.value("outcome", "") == "skipped";
+  return !skipped_unsent;
+}
+
 std::vector<Action> Forward(const SagaDefinition& def, const Instance& inst) {
   const int n = static_cast<int>(inst.steps().size());
   std::vector<Action> out;
@@ -85,7 +95,7 @@ std::vector<Action> Backward(const SagaDefinition& def, const Instance& inst) {
   auto pending_undo = [&](int k) {
     const StepState& st = inst.step(k);
     StepStatus s = st.status();
-    return (s == StepStatus::kCommitted && def.steps[k].compensation) ||
+    return (s == StepStatus::kCommitted && Undoable(def, st, k)) ||
            s == StepStatus::kCompensating || ReviewingUndo(st) || forward_review(k);
   };
   int active = 0;
@@ -106,7 +116,7 @@ std::vector<Action> Backward(const SagaDefinition& def, const Instance& inst) {
     int next = -1;
     for (int i = 0; i < n; ++i) {
       const StepState& st = inst.step(i);
-      if (st.status() != StepStatus::kCommitted || !def.steps[i].compensation) continue;
+      if (st.status() != StepStatus::kCommitted || !Undoable(def, st, i)) continue;
       if (next < 0 || st.commit_seq > inst.step(next).commit_seq) next = i;
     }
     if (active == 0 && next >= 0 && inst.step(next).commit_seq > blocked_below)
@@ -114,7 +124,7 @@ std::vector<Action> Backward(const SagaDefinition& def, const Instance& inst) {
   } else {
     for (int i = n - 1; i >= 0 && active < def.max_parallel; --i) {
       const StepState& st = inst.step(i);
-      if (st.status() != StepStatus::kCommitted || !def.steps[i].compensation) continue;
+      if (st.status() != StepStatus::kCommitted || !Undoable(def, st, i)) continue;
       bool blocked = false;
       for (int k = 0; k < n && !blocked; ++k)
         blocked = k != i && pending_undo(k) && inst.IsAncestor(i, k);
@@ -208,7 +218,7 @@ nlohmann::json CompensationPlan(const SagaDefinition& def, const Instance& inst)
   auto pending_undo = [&](int k) {
     const StepState& st = inst.step(k);
     StepStatus s = st.status();
-    return (s == StepStatus::kCommitted && def.steps[k].compensation) ||
+    return (s == StepStatus::kCommitted && Undoable(def, st, k)) ||
            s == StepStatus::kCompensating || ReviewingUndo(st);
   };
   bool back = inst.status() == SagaStatus::kCompensating || inst.reviewing_compensation();
@@ -229,7 +239,7 @@ nlohmann::json CompensationPlan(const SagaDefinition& def, const Instance& inst)
       state = "in_progress";
     else if (ReviewingUndo(st))
       state = "needs_review";
-    else if (!def.steps[i].compensation)
+    else if (!Undoable(def, st, i))
       state = "none";
     else if (!back)
       state = "not_started";

@@ -107,6 +107,37 @@ TEST_F(PlannerTest, AStepInReviewHoldsUpTheUndoOfWhatItDependsOn) {
   EXPECT_EQ(Next().step, 1);  // undone first
 }
 
+// Issue 41: a step an operator skipped before it was ever sent took no
+// effect; turning back never undoes it. One skipped after a send (its
+// outcome in review) is undone like any committed step.
+TEST_F(PlannerTest, AStepSkippedBeforeItWasSentIsNeverUndone) {
+  Step("create_ticket", StepEvent::kStart);
+  Step("create_ticket", StepEvent::kCommit);
+  Step("isolate_host", StepEvent::kSkip);  // never sent
+  Step("disable_account", StepEvent::kStart);
+  Step("disable_account", StepEvent::kFail);
+  Saga(SagaEvent::kStartCompensation);
+  EXPECT_EQ(Next().kind, ActionKind::kCompensate);
+  EXPECT_EQ(Next().step, 0);  // isolate_host is passed over
+  Step("create_ticket", StepEvent::kBeginCompensation);
+  Step("create_ticket", StepEvent::kCompensationDone);
+  EXPECT_EQ(Next().kind, ActionKind::kFinishCompensation);
+}
+
+TEST_F(PlannerTest, AStepSkippedAfterASendIsUndoneLikeAnyCommittedStep) {
+  Step("create_ticket", StepEvent::kStart);
+  Step("create_ticket", StepEvent::kCommit);
+  Step("isolate_host", StepEvent::kStart);
+  Step("isolate_host", StepEvent::kOutcomeUnknown);
+  Step("isolate_host", StepEvent::kEscalate);
+  Step("isolate_host", StepEvent::kSkip);  // in review: it may have happened
+  Step("disable_account", StepEvent::kStart);
+  Step("disable_account", StepEvent::kFail);
+  Saga(SagaEvent::kStartCompensation);
+  EXPECT_EQ(Next().kind, ActionKind::kCompensate);
+  EXPECT_EQ(Next().step, 1);
+}
+
 TEST_F(PlannerTest, ReplayRebuildsTheSameState) {
   Step("create_ticket", StepEvent::kStart);
   Step("create_ticket", StepEvent::kOutcomeUnknown);
