@@ -17,6 +17,16 @@ std::map<std::string, int> NonFencingService::Effects() {
   return effects_;
 }
 
+std::string NonFencingService::NotOnce(size_t keys) {
+  std::string out;
+  auto effects = Effects();
+  if (effects.size() != keys)
+    out = std::to_string(effects.size()) + " keys took effect, not " + std::to_string(keys) + "; ";
+  for (const auto& [key, n] : effects)
+    if (n != 1) out += key + ": " + std::to_string(n) + " times; ";
+  return out;
+}
+
 RawReply NonFencingService::Answer(const RawRequest& r) {
   if (r.method == "GET" && r.path.rfind("/operations/", 0) == 0) {
     const std::string asked = PercentDecode(r.path.substr(12), false);

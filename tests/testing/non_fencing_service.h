@@ -20,6 +20,9 @@ class NonFencingService {
   std::string url() const { return server_.url(); }
   // Effects by idempotency key.
   std::map<std::string, int> Effects();
+  // "" when exactly `keys` keys took effect, each once; else what differs
+  // ("K: 2 times; ...").
+  std::string NotOnce(size_t keys);
 
  private:
   RawReply Answer(const RawRequest& r);
