@@ -13,9 +13,6 @@
 namespace sagad {
 namespace {
 
-// Timeouts and deadlines: up to ten years (added to a time in ms, never
-// overflowing 64 bits).
-constexpr int64_t kMaxDurationMs = int64_t(10) * 365 * 24 * 3600 * 1000;
 // The size of a saga's graph (docs/defining-sagas.md).
 constexpr size_t kMaxSteps = 256;
 constexpr size_t kMaxEdges = 4096;

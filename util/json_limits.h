@@ -2,6 +2,7 @@
 // the one way sagad turns JSON into text.
 #pragma once
 
+#include <cstdint>
 #include <exception>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -61,6 +62,11 @@ std::string DumpJson(const nlohmann::json& j, int indent = -1);
 // float is undefined behaviour, which nlohmann's get<int64_t> does; found by
 // fuzz_replay).
 bool AsInt64(const nlohmann::json& j, int64_t* out);
+
+// The longest timeout, deadline, backoff or retention a definition or the
+// config may set: ten years in ms (added to a time in ms, it never
+// overflows 64 bits).
+constexpr int64_t kMaxDurationMs = int64_t(10) * 365 * 24 * 3600 * 1000;
 
 // obj[key] as an integer in [lo, hi] into *out (left as it is when absent);
 // InvalidArgument "<where>: <key> must be an integer from lo to hi".

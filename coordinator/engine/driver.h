@@ -21,6 +21,7 @@
 // Thread-safety: every public method may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <exception>
 #include <functional>
 #include <string>
@@ -175,8 +176,11 @@ class Driver {
   Executor& executor_;
   const int workers_;
   Mutex refused_mu_;
-  // Consecutive refused commits per instance (AfterFailedCommit).
+  // Consecutive refused commits per instance (AfterFailedCommit), and
+  // whether any is counted: every commit asks, and only one after a
+  // refusal takes the lock.
   std::unordered_map<std::string, int> refused_ GUARDED_BY(refused_mu_);
+  std::atomic<bool> any_refused_{false};
   StepRunner steps_;
 };
 

@@ -20,13 +20,16 @@ auto Driver::AfterFailedCommit(const std::string& id, const Status& s) -> Next {
 
 auto Driver::NextRetryDelay(const std::string& id) -> int64_t {
   MutexLock l(refused_mu_);
+  any_refused_ = true;
   const int n = std::min(++refused_[id], 4);
   return int64_t(1000) << (n - 1);  // 1, 2, 4, 8 s
 }
 
 auto Driver::ResetRefusals(const std::string& id) -> void {
+  if (!any_refused_) return;  // the usual case: no lock
   MutexLock l(refused_mu_);
-  if (!refused_.empty()) refused_.erase(id);
+  refused_.erase(id);
+  any_refused_ = !refused_.empty();
 }
 
 auto Driver::CommitAsOwnerAsync(const std::string& id, std::function<Status(Tx&)> fn,

@@ -60,10 +60,9 @@ size_t Ownership::AcquireAll(const std::vector<std::string>& ids) {
 }
 
 Status Ownership::ReadyToSend(const std::string& id) {
-  auto held = Held(id);
-  if (!held) return LeaseLost("lease lost: not the owner of " + id);
+  Status now = SendableNow(id);
+  if (now.ok() || !Held(id)) return now;  // enough left, or not the owner
   const int64_t margin = lease_ms_ / 3;
-  if (held->expires_at - clock_.NowMillis() >= margin) return Status::Ok();
   const int64_t asked_at = clock_.NowMillis();
   auto lost = RenewIds({id});
   if (!lost.ok())

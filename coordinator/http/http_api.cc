@@ -57,12 +57,17 @@ bool ApiServer::Impl::OnLoop(const HttpRequest& req, HttpResponse& res) {
   return req.path == "/readyz" && ready_ && StalledAnswer(req, res);
 }
 
+int64_t ApiServer::Impl::StalledMs() const {
+  const int64_t ms = engine_.WritesStalled().count();
+  return ms >= options_.watchdog_ms ? ms : 0;
+}
+
 bool ApiServer::Impl::StalledAnswer(const HttpRequest& req, HttpResponse& res) {
-  const auto stalled = engine_.WritesStalled();
-  if (stalled.count() < options_.watchdog_ms) return false;
+  const int64_t stalled = StalledMs();
+  if (stalled == 0) return false;
   res.set_header("Retry-After", "1");
   Problem(req, res, 503,
-          "the store is stalled: writes have been queued for " + std::to_string(stalled.count()) +
+          "the store is stalled: writes have been queued for " + std::to_string(stalled) +
               " ms with none finished (watchdog_ms " + std::to_string(options_.watchdog_ms) + ")");
   return true;
 }
@@ -220,8 +225,7 @@ void ApiServer::Impl::Metrics(const HttpRequest&, HttpResponse& res) {
       std::to_string(server_.open_connections()) + "\n" +
       "# HELP sagad_store_stalled 1 while the store has had writes queued for watchdog_ms with "
       "none finished.\n# TYPE sagad_store_stalled gauge\nsagad_store_stalled " +
-      std::string(engine_.WritesStalled().count() >= options_.watchdog_ms ? "1" : "0") + "\n" +
-      engine_.MetricsText();
+      std::string(StalledMs() > 0 ? "1" : "0") + "\n" + engine_.MetricsText();
   res.set_content(out, "text/plain; version=0.0.4");
 }
 

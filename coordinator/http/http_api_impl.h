@@ -33,7 +33,10 @@ class ApiServer::Impl {
   static HttpServerOptions ServerOptions(const ApiOptions& options, const ApiAuth& auth);
   // The probes answered on the event loop (HttpServerOptions::on_loop).
   bool OnLoop(const HttpRequest& req, HttpResponse& res);
-  // 503 if the store watchdog sees a stall (no lock held across a write).
+  // How long the store has been stalled, 0 while under watchdog_ms (no lock
+  // held across a write).
+  int64_t StalledMs() const;
+  // 503 if the store watchdog sees a stall.
   bool StalledAnswer(const HttpRequest& req, HttpResponse& res);
   void Routes();
   void ProbeRoutes();

@@ -17,8 +17,6 @@ namespace sagad {
 namespace {
 // Durations in milliseconds: up to about 24 days (what a timer takes).
 constexpr int64_t kMaxMs = 2147483647;
-// Durations that may be long (retention): 64-bit, up to ten years.
-constexpr int64_t kMaxLongMs = int64_t(10) * 365 * 24 * 3600 * 1000;
 }  // namespace
 
 ApiOptions ApiOptionsOf(const Config& config) {
@@ -290,7 +288,7 @@ Status ParseProcess(const nlohmann::json& j, Config* c) {
     const auto& r = j["retention"];
     SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(r, {"finished_after_ms"}, "retention"));
     SAGAD_RETURN_IF_ERROR(
-        IntField(r, "finished_after_ms", 0, kMaxLongMs, "retention", &c->retention_ms));
+        IntField(r, "finished_after_ms", 0, kMaxDurationMs, "retention", &c->retention_ms));
   }
   // Integers are checked before conversion: a float out of range (1e300)
   // must be refused, not converted (undefined behaviour).

@@ -236,6 +236,17 @@ TEST_P(DeadlineTest, TimeoutMsEndsTheWholeAttemptOfADrippingDownstream) {
 
 INSTANTIATE_TEST_SUITE_P(HeadOrBody, DeadlineTest, ::testing::Values(true, false));
 
+// An adapter for one service "svc" on loopback `port`, whose line of
+// requests waiting for a connection the ConnectionLimitTests exercise.
+std::unique_ptr<HttpAdapter> LineAdapter(int port, int timeout_ms, int max_connections) {
+  ServiceConfig svc;
+  svc.name = "svc";
+  svc.base_url = "http://127.0.0.1:" + std::to_string(port);
+  svc.timeout_ms = timeout_ms;
+  svc.max_connections = max_connections;
+  return std::make_unique<HttpAdapter>(std::map<std::string, ServiceConfig>{{"svc", svc}});
+}
+
 // Twenty-four calls at once to a service of four connections, each answered
 // after 500 ms: never more than four at the downstream or four connections
 // opened, and every call is answered although the last waits 2.5 s, longer
@@ -266,12 +277,7 @@ TEST(ConnectionLimitTest, CallsBeyondMaxConnectionsWaitUnsentForOne) {
   int port = server.bind_to_any_port("127.0.0.1");
   std::thread t([&] { server.listen_after_bind(); });
   ASSERT_TRUE(WaitUntil([&] { return server.is_running(); }));
-  ServiceConfig svc;
-  svc.name = "svc";
-  svc.base_url = "http://127.0.0.1:" + std::to_string(port);
-  svc.timeout_ms = 2000;
-  svc.max_connections = 4;
-  auto adapter = std::make_unique<HttpAdapter>(std::map<std::string, ServiceConfig>{{"svc", svc}});
+  auto adapter = LineAdapter(port, /*timeout_ms=*/2000, /*max_connections=*/4);
   constexpr int kCalls = 24;
   std::atomic<int> answered{0}, committed{0};
   for (int i = 0; i < kCalls; ++i) {
@@ -329,12 +335,7 @@ TEST(ConnectionLimitTest, ARequestWaitingInLineIsWithheldWhenItMayNoLongerLeave)
   int port = server.bind_to_any_port("127.0.0.1");
   std::thread t([&] { server.listen_after_bind(); });
   ASSERT_TRUE(WaitUntil([&] { return server.is_running(); }));
-  ServiceConfig svc;
-  svc.name = "svc";
-  svc.base_url = "http://127.0.0.1:" + std::to_string(port);
-  svc.timeout_ms = 10000;
-  svc.max_connections = 1;
-  auto adapter = std::make_unique<HttpAdapter>(std::map<std::string, ServiceConfig>{{"svc", svc}});
+  auto adapter = LineAdapter(port, /*timeout_ms=*/10000, /*max_connections=*/1);
   std::atomic<bool> lease_held{true};
   std::atomic<int> answered{0}, withheld{0};
   for (int i = 0; i < 3; ++i) {
