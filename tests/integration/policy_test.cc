@@ -64,7 +64,7 @@ std::vector<json> TestSagas() {
   out.push_back({{"name", "approval_escalates"}, {"steps", {reserve, timed}}});
   json waits = charge;
   waits["requires_approval"] = true;
-  out.push_back({{"name", "with_deadline"}, {"deadline_ms", 400}, {"steps", {reserve, waits}}});
+  out.push_back({{"name", "with_deadline"}, {"deadline_ms", 8000}, {"steps", {reserve, waits}}});
   json unrendered = Step("charge", "payments", "/charges",
                          {{"amount", "{{reserve.result.no_such_field}}"}, {"customer", "c"}},
                          Undo("payments", "/charges/{{charge.ref}}/refund"));
@@ -235,10 +235,20 @@ TEST_F(PolicyTest, ApprovalTimeoutRejectsOrEscalatesAsDeclared) {
   EXPECT_NE(escalated["review_reason"].get<std::string>().find("timed out"), std::string::npos);
 }
 
+// The deadline (8 s) passes while the charge waits for an approval that
+// never comes; the reservation made before it is released. The deadline is
+// long because a sanitizer build on a loaded machine can take seconds to
+// reserve; the test first checks that the charge waits with the reservation
+// made.
 TEST_F(PolicyTest, SagaDeadlineCompensates) {
-  json done = sagad_->WaitStatus(Submit("with_deadline")["id"], "COMPENSATED");
+  Reply r = sagad_->Submit("with_deadline", Input(), 0);
+  ASSERT_EQ(r.status / 100, 2) << r.raw;
+  std::string id = r.body["id"];
+  json waiting = sagad_->WaitStatus(id, "AWAITING_APPROVAL", std::chrono::seconds(8));
+  ASSERT_EQ(waiting["status"], "AWAITING_APPROVAL") << waiting.dump();
+  json done = sagad_->WaitStatus(id, "COMPENSATED");
   EXPECT_EQ(done["status"], "COMPENSATED") << done.dump();
-  EXPECT_EQ(downstream_.RouteCount("release_reservation"), 1);
+  EXPECT_EQ(downstream_.RouteCount("release_reservation"), 1) << done.dump();
 }
 
 TEST_F(PolicyTest, OperatorActionsAreRefusedWhereUnsafe) {

@@ -19,6 +19,10 @@ class StoreFixture : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(*s);
   }
+  // Ends the store's committer after its last continuations ran. A fixture
+  // with executors calls it once they are shut down and before they are
+  // destroyed: a continuation still running on the committer posts to them.
+  void CloseStore() { store_.reset(); }
 
   TempDir dir_;
   std::unique_ptr<LmdbStore> store_;

@@ -108,6 +108,7 @@ class DriverTest : public testing::StoreFixture {
   void TearDown() override {
     runs_.StopAndWait();
     executor_.Shutdown();
+    CloseStore();
   }
 
   // A new instance as Submissions writes it, its lease held by `owner`.
@@ -386,6 +387,7 @@ void DriverTest::NoWorkerWaitsFor(const char* type, Outcome first) {
   EXPECT_TRUE(WaitFor([&] { return status("held") == end; })) << status("held");
   runs.StopAndWait();
   one.Shutdown();
+  CloseStore();  // before `one` goes: the committer may still post to it
 }
 
 TEST_F(DriverTest, NoWorkerWaitsForAStepsCommit) {

@@ -27,6 +27,7 @@ class WaitersTest : public testing::StoreFixture {
   // point at them (as Engine::Impl::Stop does it).
   void TearDown() override {
     executor_.Shutdown();
+    CloseStore();
     waiters_.reset();
   }
   static nlohmann::json Snap(const std::string& status) {
