@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "policies/approval_policy.h"
+#include "sagas/ancestors.h"
 #include "util/check.h"
 
 namespace sagad {
@@ -122,13 +123,11 @@ std::vector<Action> Backward(const SagaDefinition& def, const Instance& inst) {
     if (active == 0 && next >= 0 && inst.step(next).commit_seq > blocked_below)
       out.push_back({ActionKind::kCompensate, next});
   } else {
+    std::vector<char> blocked = AncestorsOfAny(inst.steps(), pending_undo);
     for (int i = n - 1; i >= 0 && active < def.max_parallel; --i) {
       const StepState& st = inst.step(i);
       if (st.status() != StepStatus::kCommitted || !Undoable(def, st, i)) continue;
-      bool blocked = false;
-      for (int k = 0; k < n && !blocked; ++k)
-        blocked = k != i && pending_undo(k) && inst.IsAncestor(i, k);
-      if (blocked) continue;
+      if (blocked[i]) continue;
       out.push_back({ActionKind::kCompensate, i});
       ++active;
     }
@@ -222,6 +221,15 @@ nlohmann::json CompensationPlan(const SagaDefinition& def, const Instance& inst)
            s == StepStatus::kCompensating || ReviewingUndo(st);
   };
   bool back = inst.status() == SagaStatus::kCompensating || inst.reviewing_compensation();
+  // waits_for[i]: the undos still to come of the steps that ran after i, one
+  // walk up the dependencies per such undo.
+  std::vector<nlohmann::json> waits_for(n, nlohmann::json::array());
+  for (int k = 0; k < n; ++k) {
+    if (!pending_undo(k)) continue;
+    std::vector<char> before = AncestorsOfAny(inst.steps(), [k](int b) { return b == k; });
+    for (int i = 0; i < n; ++i)
+      if (before[i]) waits_for[i].push_back(inst.step(k).name);
+  }
   nlohmann::json out = nlohmann::json::array();
   for (int i = 0; i < n; ++i) {
     const StepState& st = inst.step(i);
@@ -229,9 +237,7 @@ nlohmann::json CompensationPlan(const SagaDefinition& def, const Instance& inst)
     if (st.commit_seq == 0 && s != StepStatus::kCompensating && s != StepStatus::kCompensated &&
         !ReviewingUndo(st))
       continue;  // never committed: nothing to undo
-    nlohmann::json waits = nlohmann::json::array();
-    for (int k = 0; k < n; ++k)
-      if (k != i && pending_undo(k) && inst.IsAncestor(i, k)) waits.push_back(inst.step(k).name);
+    const nlohmann::json& waits = waits_for[i];
     std::string state;
     if (s == StepStatus::kCompensated)
       state = "done";

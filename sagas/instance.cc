@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "sagas/ancestors.h"
 #include "util/check.h"
 #include "util/json_limits.h"
 
@@ -401,6 +402,7 @@ std::vector<int> Instance::CurrentSteps() const {
       return s == StepStatus::kCommitted || s == StepStatus::kCompensating ||
              (s == StepStatus::kNeedsReview && steps_[k].machine.reviewing_compensation());
     };
+    std::vector<char> blocked = AncestorsOfAny(steps_, pending_undo);
     for (int i = 0; i < n; ++i) {
       StepStatus s = steps_[i].status();
       if (s == StepStatus::kCompensating || s == StepStatus::kNeedsReview ||
@@ -408,11 +410,7 @@ std::vector<int> Instance::CurrentSteps() const {
         out.push_back(i);
         continue;
       }
-      if (s != StepStatus::kCommitted) continue;
-      bool blocked = false;
-      for (int k = 0; k < n && !blocked; ++k)
-        blocked = k != i && pending_undo(k) && IsAncestor(i, k);
-      if (!blocked) out.push_back(i);
+      if (s == StepStatus::kCommitted && !blocked[i]) out.push_back(i);
     }
     return out;
   }

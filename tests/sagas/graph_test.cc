@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "examples/examples.h"
 #include "policies/planner.h"
+#include "sagas/ancestors.h"
 #include "tests/testing/instance_events.h"
 
 namespace sagad {
@@ -330,6 +333,37 @@ TEST_F(GraphPlannerTest, ALinearSagaGetsTodaysOrderEitherWay) {
     Step("charge_payment", StepEvent::kBeginCompensation);
     Step("charge_payment", StepEvent::kCompensationDone);
     EXPECT_EQ(Plan(), (V{"compensate:reserve_inventory"}));
+  }
+}
+
+// One walk gives what a test of every pair gives: over random DAGs of up to
+// 40 steps, out[a] is set exactly when some chosen b != a has a among its
+// ancestors (checked against a plain transitive closure).
+TEST(AncestorsTest, OneWalkMarksExactlyTheStrictAncestorsOfTheChosenSteps) {
+  struct Node {
+    std::vector<int> after;
+  };
+  std::mt19937 rng(7);
+  for (int round = 0; round < 300; ++round) {
+    int n = 1 + static_cast<int>(rng() % 40);
+    std::vector<Node> g(n);
+    std::vector<std::vector<char>> before(n, std::vector<char>(n, 0));  // before[b][a]
+    for (int b = 0; b < n; ++b)
+      for (int a = 0; a < b; ++a)
+        if (rng() % 4 == 0) {
+          g[b].after.push_back(a);
+          before[b][a] = 1;
+          for (int x = 0; x < n; ++x)
+            if (before[a][x]) before[b][x] = 1;
+        }
+    std::vector<char> chosen(n);
+    for (int b = 0; b < n; ++b) chosen[b] = rng() % 3 == 0;
+    std::vector<char> got = AncestorsOfAny(g, [&](int b) { return chosen[b] != 0; });
+    for (int a = 0; a < n; ++a) {
+      bool want = false;
+      for (int b = 0; b < n; ++b) want = want || (chosen[b] && b != a && before[b][a]);
+      ASSERT_EQ(got[a] != 0, want) << "round " << round << " step " << a;
+    }
   }
 }
 
