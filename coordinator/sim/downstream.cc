@@ -166,8 +166,28 @@ CallResult SimAdapter::Call(const CallRequest& req) {
   dead.outcome = ClassifyTransportError(false);
   dead.error = "simulated process is dead";
   if (dead_) return dead;
-  CheckLease(req);
   const FaultRates& f = world_.scenario().faults;
+  if (world_.lines().Chance(f.line_wait)) {  // no connection free: it waits in line
+    int64_t wait = 1 + static_cast<int64_t>(world_.lines().Below(2 * world_.scenario().lease_ms));
+    SIM_TRACE(world_, req.idempotency_key + " waits " + std::to_string(wait) + " ms in line at " +
+                          req.service + ", process " + std::to_string(proc_) + " standing still");
+    ++world_.downstreams().Op(req.idempotency_key).held;
+    world_.RunOthers(proc_, world_.now() + wait);
+    --world_.downstreams().Op(req.idempotency_key).held;
+    if (dead_) return dead;
+  }
+  if (req.may_write) {  // as the HTTP client asks it, right before the socket
+    Status may = req.may_write();
+    if (!may.ok()) {
+      SIM_TRACE(world_, "withheld " + req.idempotency_key + ": " + may.message());
+      CallResult withheld;
+      withheld.outcome = ClassifyTransportError(false);
+      withheld.withheld = true;
+      withheld.error = may.message();
+      return withheld;
+    }
+  }
+  CheckLease(req);  // the rule, judged when the request is written
   SeededRandom& r = world_.random();
   SIM_TRACE(world_, "send " + req.idempotency_key + " attempt " + std::to_string(req.attempt) +
                         " token " + std::to_string(req.fencing_token) + " from " +

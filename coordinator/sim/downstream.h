@@ -14,8 +14,10 @@
 //
 // Faults of one call (drawn per call): lost before the service (503), lost
 // after the effect (the reply never comes), 429, connection refused,
-// delayed (the request arrives later, as a task of the World), and a pause
-// of the calling process right before its request leaves.
+// delayed (the request arrives later, as a task of the World), a wait in
+// the service's connection line (after which the request's may_write is
+// asked, as the HTTP client asks it, and a refusal withholds it), and a
+// pause of the calling process right before its request leaves.
 // Thread-safety: none (the World's one thread).
 #pragma once
 
@@ -38,6 +40,11 @@ struct FaultRates {
   double refused_conn = 0;  // nothing left the process
   double delayed = 0;       // arrives 1-3000 ms later; the caller times out
   double pause = 0;         // the caller pauses up to 2 leases before it sends
+  // The request waits in its service's connection line up to 2 leases
+  // before it may be written, its process standing still meanwhile (as
+  // when its database link is frozen: no lease is renewed). Drawn from a
+  // stream of its own (World::lines), so that other draws stay.
+  double line_wait = 0;
   double unclear_answer = 0;
   double refusals = 0;  // share of forward keys a service refuses (422)
 };

@@ -57,6 +57,9 @@ SeedResult RunOnce(uint64_t seed, const RunOptions& options, bool trace) {
   ParseBug(options.bug, &scenario.bug);         // checked by the caller
   SeededRandom typos(seed ^ 0x7970'6f73ULL);    // a stream of its own: the others stay
   SeededRandom budgets(seed ^ 0x6275'6467ULL);  // so has the retry budget
+  SeededRandom lines(seed ^ 0x6c69'6e65ULL);    // and the connection lines
+  if (scenario.coordinators == 2 && lines.Chance(0.5))
+    scenario.faults.line_wait = lines.NextDouble() * 0.1;
   if (budgets.Chance(0.3))
     scenario.retry_budget = {1.0 + budgets.Below(3), 0.2 + budgets.NextDouble() * 2};
   std::set<std::string> meant_gated;

@@ -26,6 +26,7 @@ void SimExecutor::PostAfter(int64_t delay_ms, std::function<void()> fn) {
 
 World::World(uint64_t seed, Scenario scenario, std::vector<SagaDefinition> sagas)
     : random_(seed),
+      lines_(seed ^ 0x6c69'6e65ULL),
       scenario_(scenario),
       sagas_(std::move(sagas)),
       data_(MemoryStore().data()),

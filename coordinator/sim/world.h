@@ -115,6 +115,8 @@ class World {
 
   int64_t now() const { return now_; }
   SeededRandom& random() { return random_; }
+  // Waits in connection lines (FaultRates::line_wait): a stream of its own.
+  SeededRandom& lines() { return lines_; }
   Downstreams& downstreams() { return downstreams_; }
   const std::shared_ptr<MemoryData>& data() const { return data_; }
   const Scenario& scenario() const { return scenario_; }
@@ -177,6 +179,7 @@ class World {
   bool Stale(const Task& t) const;
 
   SeededRandom random_;
+  SeededRandom lines_;
   Scenario scenario_;
   std::vector<SagaDefinition> sagas_;
   std::set<std::string> meant_gated_;
