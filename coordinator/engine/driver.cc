@@ -447,6 +447,7 @@ auto Driver::Deadlines(const SagaDefinition& def, const Instance& inst, int64_t*
         return MovedOn("decided meanwhile");
       if (escalate) return tx.Saga(SagaEvent::kEscalate, {{"reason", why}, {"step", step}});
       SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kReject, {{"by", "sagad"}, {"reason", why}}));
+      SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals("sagad", "not needed: " + why));
       return tx.Saga(SagaEvent::kStartCompensation, {{"reason", why}});
     };
   }

@@ -83,8 +83,10 @@ Status OperatorActions::Reject(const std::string& id, const std::string& step,
     if (tx.inst().step(i).status() == StepStatus::kRejected) return Status::Ok();
     SAGAD_RETURN_IF_ERROR(MayReject(tx.inst(), i));
     SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kReject, {{"by", actor}, {"reason", reason}}));
-    return tx.Saga(SagaEvent::kStartCompensation,
-                   {{"by", actor}, {"reason", "step '" + step + "' rejected: " + reason}});
+    // The saga turns back: approvals other branches wait for are withdrawn.
+    const std::string why = "step '" + step + "' rejected: " + reason;
+    SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals(actor, "not needed: " + why));
+    return tx.Saga(SagaEvent::kStartCompensation, {{"by", actor}, {"reason", why}});
   });
 }
 

@@ -97,6 +97,44 @@ TEST_F(OperatorActionsTest, RejectTurnsTheSagaBackOnce) {
   EXPECT_EQ(Now()->version(), version);
 }
 
+// Two branches wait for approval; an operator rejects one. The saga turns
+// back, and the other approval is withdrawn with it (REJECTED, "not
+// needed"): nothing lists it as waiting any more, and no approval of it
+// could send a request for a saga going back.
+TEST_F(OperatorActionsTest, RejectingOneBranchWithdrawsTheApprovalTheOtherWaitsFor) {
+  SagaBuilder b("twin", 1);
+  b.Step("left").Call("svc", "POST", "/l").Compensate("svc", "POST", "/l/undo").RequiresApproval();
+  b.Step("right")
+      .Call("svc", "POST", "/r")
+      .Compensate("svc", "POST", "/r/undo")
+      .RequiresApproval()
+      .AfterSteps({});
+  auto def = b.Build();
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  ASSERT_TRUE(defs_.Register(*def).ok());
+  Instance inst;
+  Event created = Instance::CreatedEvent("t1", *def, nlohmann::json::object());
+  created.seq = 1;
+  ASSERT_TRUE(inst.Apply(created).ok());
+  inst.set_version(1);
+  ASSERT_TRUE(repo_->Create(inst, created, nullptr, nullptr, nullptr).ok());
+  ASSERT_TRUE(repo_
+                  ->Mutate(
+                      "t1",
+                      [](Tx& tx) -> Status {
+                        SAGAD_RETURN_IF_ERROR(tx.Step(0, StepEvent::kRequestApproval));
+                        SAGAD_RETURN_IF_ERROR(tx.Step(1, StepEvent::kRequestApproval));
+                        return tx.Saga(SagaEvent::kWaitForApproval);
+                      },
+                      nullptr)
+                  .ok());
+  ASSERT_TRUE(ops_->Reject("t1", "left", "ann", "no").ok());
+  auto now = *repo_->Load("t1");
+  EXPECT_EQ(now->status(), SagaStatus::kCompensating);
+  EXPECT_EQ(now->step(0).status(), StepStatus::kRejected);
+  EXPECT_EQ(now->step(1).status(), StepStatus::kRejected) << "the other approval still waits";
+}
+
 // Found by the simulator (seed 294841): another process rejected the step;
 // here, the owner, a refused action then loaded that newer version into the
 // cache, and the heartbeat (which compares the cache with the store) never
