@@ -25,4 +25,10 @@ RetryPolicy EffectiveRetry(const StepDefinition& step, const RetryPolicy& servic
 bool MayRetry(const StepDefinition& step, const RetryPolicy& policy, int failed_sends,
               int64_t first_sent_ms, int64_t now_ms);
 
+// An instance whose transitions the store refused `refusals_in_a_row` times
+// in a row (1 or more: a full disk, a database away) is planned again after
+// 1, 2, 4, then 8 s: stuck instances neither hammer their downstreams nor
+// flood the log while the store cannot take their writes.
+int64_t RefusedCommitDelayMs(int refusals_in_a_row);
+
 }  // namespace sagad

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "coordinator/engine/driver.h"
+#include "policies/failure_policy.h"
 #include "util/log.h"
 
 namespace sagad {
@@ -21,8 +22,9 @@ auto Driver::AfterFailedCommit(const std::string& id, const Status& s) -> Next {
 auto Driver::NextRetryDelay(const std::string& id) -> int64_t {
   MutexLock l(refused_mu_);
   any_refused_ = true;
-  const int n = std::min(++refused_[id], 4);
-  return int64_t(1000) << (n - 1);  // 1, 2, 4, 8 s
+  int& n = refused_[id];
+  n = std::min(n + 1, 4);  // the delay grows no further
+  return RefusedCommitDelayMs(n);
 }
 
 auto Driver::ResetRefusals(const std::string& id) -> void {

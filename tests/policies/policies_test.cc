@@ -60,6 +60,18 @@ TEST(RetryBudgetTest, ReservationsAreDueOneRefillApart) {
   EXPECT_GT(never.Reserve(0), int64_t{1} << 60);
 }
 
+// A store that refuses an instance's writes: 1, 2, 4 s, then 8 s for as
+// long as it goes on (the third probe saw 295 stuck instances ask their
+// downstreams 2,400 times a second without it).
+TEST(FailurePolicyTest, RefusedCommitsAreTriedAgainAfterADoublingDelayUpTo8s) {
+  EXPECT_EQ(RefusedCommitDelayMs(1), 1000);
+  EXPECT_EQ(RefusedCommitDelayMs(2), 2000);
+  EXPECT_EQ(RefusedCommitDelayMs(3), 4000);
+  EXPECT_EQ(RefusedCommitDelayMs(4), 8000);
+  EXPECT_EQ(RefusedCommitDelayMs(40), 8000);
+  EXPECT_EQ(RefusedCommitDelayMs(0), 1000);  // never less than a second
+}
+
 TEST(FailurePolicyTest, CompensatesBeforeThePivotAndEscalatesAfter) {
   EXPECT_EQ(OnDefiniteFailure(false), FailureDecision::kCompensate);
   EXPECT_EQ(OnDefiniteFailure(true), FailureDecision::kReview);
