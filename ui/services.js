@@ -1,10 +1,10 @@
 // Downstream services (limits, calls in flight, steps queued, paused) with
 // pause and resume for operators; and the sagas this sagad runs, each drawn
 // as its graph.
-import { api, answerBox, canOperate, el, poll, row, setMain, table } from './common.js';
+import { api, answerBox, canOperate, el, poll, row, setMain, table, when } from './common.js';
 import { stepGraph } from './graph.js';
 
-const COLUMNS = ['Service', 'State', 'Max in flight', 'Max per second', 'Connections', 'In flight', 'Queued', 'Action'];
+const COLUMNS = ['Service', 'State', 'Paused by', 'Max in flight', 'Max per second', 'Connections', 'In flight', 'Queued', 'Action'];
 
 export function servicesPage() {
   const list = table('services', COLUMNS, 'services-body');
@@ -28,11 +28,19 @@ export function servicesPage() {
         : el('button', { class: 'pause danger', onclick: () => act(s.name, 'pause') }, 'Pause ' + s.name);
       return row(COLUMNS, { 'data-service': s.name }, [
         s.name, el('td', { class: 'state' }, s.paused ? 'paused' : 'open'),
+        el('td', { class: 'pause-note' }, pauseNote(s)),
         s.max_in_flight === null ? '-' : s.max_in_flight, s.max_per_second === null ? '-' : s.max_per_second,
         s.max_connections,
         el('td', { class: 'in-flight' }, s.in_flight), el('td', { class: 'queued' }, s.queued), button]);
     }));
   });
+}
+
+// Who paused a service, since when and why ("-" while it is open).
+function pauseNote(s) {
+  if (!s.paused || !s.pause) return '-';
+  const why = s.pause.reason ? ' (' + s.pause.reason + ')' : '';
+  return (s.pause.by || '?') + ' since ' + when(s.pause.since) + why;
 }
 
 export async function sagasPage() {

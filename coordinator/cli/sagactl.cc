@@ -259,10 +259,17 @@ bool ServiceCommand(const std::string& cmd, const Args& a, Client& c, bool as_js
   if (as_json) return true;
   json list = out->contains("services") ? (*out)["services"] : json::array({*out});
   std::vector<std::vector<std::string>> rows;
-  for (const auto& s : list)
-    rows.push_back({Str(s["name"]), s.value("paused", false) ? "paused" : "open",
-                    Str(s["max_in_flight"]), Str(s["max_per_second"]),
+  for (const auto& s : list) {
+    // A pause says who, since when and why: "paused by ann since 10:02 (why)".
+    std::string state = s.value("paused", false) ? "paused" : "open";
+    const json& p = s.value("pause", json());
+    if (p.is_object()) {
+      state += " by " + Str(p.value("by", json())) + " since " + Time(p.value("since", int64_t(0)));
+      if (!Str(p.value("reason", json())).empty()) state += " (" + Str(p["reason"]) + ")";
+    }
+    rows.push_back({Str(s["name"]), state, Str(s["max_in_flight"]), Str(s["max_per_second"]),
                     std::to_string(s.value("in_flight", 0)), std::to_string(s.value("queued", 0))});
+  }
   Table({"SERVICE", "STATE", "MAX IN FLIGHT", "MAX/S", "IN FLIGHT", "QUEUED"}, rows);
   return true;
 }

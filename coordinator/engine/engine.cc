@@ -140,8 +140,8 @@ StatusOr<bool> Engine::Deploy(const std::string& name, int version, const nlohma
   return impl_->Deploy(name, version, body, actor);
 }
 StatusOr<nlohmann::json> Engine::PauseService(const std::string& service, bool paused,
-                                              const std::string& actor) {
-  return impl_->PauseService(service, paused, actor);
+                                              const std::string& actor, const std::string& reason) {
+  return impl_->PauseService(service, paused, actor, reason);
 }
 Status Engine::Approve(const std::string& id, const std::string& step, const std::string& actor,
                        const std::string& comment) {

@@ -145,9 +145,11 @@ class Engine {
   // An operator pauses (new sends held; calls in flight finish,
   // reconciliation goes on) or resumes a service, durably and for every
   // coordinator of the store (others see it within a heartbeat).
+  // A pause keeps who, why and since when (shown in the services' views as
+  // "pause": {"by", "reason", "since"}) until the resume.
   // NotFound if no such service is configured; the service's view.
   StatusOr<nlohmann::json> PauseService(const std::string& service, bool paused,
-                                        const std::string& actor);
+                                        const std::string& actor, const std::string& reason);
 
   // Operator actions. NotFound (instance/step), FailedPrecondition (not
   // allowed in the current state; message says why). Repeating an action that

@@ -123,8 +123,9 @@ class Engine::Impl {
 
   // ---- downstream services (engine_services.cc) ----
   nlohmann::json Services();
+  nlohmann::json PauseNotes();
   StatusOr<nlohmann::json> PauseService(const std::string& service, bool paused,
-                                        const std::string& actor);
+                                        const std::string& actor, const std::string& reason);
   // Reads the paused set from the store (start-up, heartbeat).
   Status RefreshPaused();
   // Names, in the view of each step waiting for a permit, the service.

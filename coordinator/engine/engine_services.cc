@@ -6,34 +6,47 @@ namespace sagad {
 
 namespace {
 
-nlohmann::json ViewJson(const ServiceGates::View& v) {
+nlohmann::json ViewJson(const ServiceGates::View& v, const nlohmann::json& notes) {
+  auto note = notes.find(v.name);
   return {{"name", v.name},
           {"max_in_flight", v.max_in_flight > 0 ? nlohmann::json(v.max_in_flight) : nullptr},
           {"max_per_second", v.max_per_second > 0 ? nlohmann::json(v.max_per_second) : nullptr},
           {"max_connections", v.max_connections},
           {"paused", v.paused},
+          {"pause", v.paused && note != notes.end() ? *note : nlohmann::json()},
           {"in_flight", v.in_flight},
           {"queued", v.queued}};
 }
 
 }  // namespace
 
+// Who paused each service, why and since when: read from the store (another
+// coordinator may have paused it); none when the store cannot say now.
+auto Engine::Impl::PauseNotes() -> nlohmann::json {
+  auto notes = store_.PauseNotes();
+  return notes.ok() ? *notes : nlohmann::json::object();
+}
+
 auto Engine::Impl::Services() -> nlohmann::json {
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& v : gates_.Views()) out.push_back(ViewJson(v));
+  const nlohmann::json notes = PauseNotes();
+  for (const auto& v : gates_.Views()) out.push_back(ViewJson(v, notes));
   return out;
 }
 
-auto Engine::Impl::PauseService(const std::string& service, bool paused, const std::string& actor)
-    -> StatusOr<nlohmann::json> {
+auto Engine::Impl::PauseService(const std::string& service, bool paused, const std::string& actor,
+                                const std::string& reason) -> StatusOr<nlohmann::json> {
   if (!adapter_.Service(service)) return NotFound("no service '" + service + "' is configured");
-  SAGAD_RETURN_IF_ERROR(store_.SetServicePaused(service, paused));
+  const nlohmann::json note = {{"by", actor}, {"reason", reason}, {"since", clock_.NowMillis()}};
+  SAGAD_RETURN_IF_ERROR(store_.SetServicePaused(service, paused, note));
   gates_.Pause(service, paused);
   EngineLog({{"msg", paused ? "service paused" : "service resumed"},
              {"service", service},
-             {"by", actor}});
+             {"by", actor},
+             {"reason", reason}});
+  const nlohmann::json notes = PauseNotes();
   for (const auto& v : gates_.Views())
-    if (v.name == service) return ViewJson(v);
+    if (v.name == service) return ViewJson(v, notes);
   return NotFound("no service '" + service + "' is configured");
 }
 

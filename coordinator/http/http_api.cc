@@ -289,7 +289,7 @@ void ApiServer::Impl::WhoAmI(const HttpRequest& req, HttpResponse& res) {
 void ApiServer::Impl::PauseOrResume(const HttpRequest& req, HttpResponse& res) {
   std::string who, reason;
   if (!OperatorWithReason(req, res, &who, &reason)) return;
-  auto view = engine_.PauseService(req.matches[1], req.matches[2] == "pause", who);
+  auto view = engine_.PauseService(req.matches[1], req.matches[2] == "pause", who, reason);
   if (!view.ok()) return ProblemFromStatus(req, res, view.status());
   Json(res, 200, *view);
 }

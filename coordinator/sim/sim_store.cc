@@ -167,9 +167,11 @@ StatusOr<std::vector<std::string>> SimStore::DeleteFinished(int64_t finished_bef
   SAGAD_SIM_READ(DeleteFinished(finished_before_ms, max));
 }
 StatusOr<std::vector<std::string>> SimStore::PausedServices() { SAGAD_SIM_READ(PausedServices()); }
-Status SimStore::SetServicePaused(const std::string& service, bool paused) {
-  SAGAD_SIM_READ(SetServicePaused(service, paused));
+Status SimStore::SetServicePaused(const std::string& service, bool paused,
+                                  const nlohmann::json& note) {
+  SAGAD_SIM_READ(SetServicePaused(service, paused, note));
 }
+StatusOr<nlohmann::json> SimStore::PauseNotes() { SAGAD_SIM_READ(PauseNotes()); }
 StatusOr<bool> SimStore::PutDefinition(const std::string& name, int version,
                                        const nlohmann::json& body) {
   SAGAD_SIM_READ(PutDefinition(name, version, body));

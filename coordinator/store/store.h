@@ -259,8 +259,14 @@ class Store {
   // The downstream services an operator paused (new sends held), sorted;
   // durable, and shared by every coordinator of the store.
   virtual StatusOr<std::vector<std::string>> PausedServices() = 0;
-  // Pauses or resumes `service`, durably (idempotent).
-  virtual Status SetServicePaused(const std::string& service, bool paused) = 0;
+  // Pauses or resumes `service`, durably (idempotent). A pause keeps
+  // `note` (who paused it, why, since when: {"by", "reason", "since"});
+  // pausing a paused service keeps its first note; a resume drops it.
+  virtual Status SetServicePaused(const std::string& service, bool paused,
+                                  const nlohmann::json& note) = 0;
+  // The notes of the paused services, {"service": note}; a service paused
+  // by an older sagad has none.
+  virtual StatusOr<nlohmann::json> PauseNotes() = 0;
 
   // Saga definitions deployed over the API, immutable per version: true if
   // stored now, false if the same body was there already, AlreadyExists if

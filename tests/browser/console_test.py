@@ -299,6 +299,8 @@ class Console(unittest.TestCase):
                                    row + " button.pause")
         self.wait(lambda d: self.text_of("#services-answer") == "200 OK", what="pause answered")
         self.wait(lambda d: self.text_of(row + " .state") == "paused", what="payments paused")
+        # Who paused it and since when.
+        self.wait(lambda d: " since " in self.text_of(row + " .pause-note"), what="pause note shown")
         self.axe("services")
         self.shot("console-services.png")
         services = {s["name"]: s for s in

@@ -98,6 +98,7 @@ TEST_F(SagactlTest, PausesListsAndResumesAService) {
   ASSERT_EQ(paused.code, 0) << paused.err;
   EXPECT_NE(paused.out.find("payments"), std::string::npos) << paused.out;
   EXPECT_NE(paused.out.find("paused"), std::string::npos) << paused.out;
+  EXPECT_NE(paused.out.find("(incident)"), std::string::npos) << paused.out;  // why
   CtlRun list = Ctl({"--json", "services"});
   ASSERT_EQ(list.code, 0) << list.err;
   bool seen = false;

@@ -46,6 +46,10 @@ TEST_F(ServicesTest, APausedServiceGetsNoNewRequestAcrossARestartUntilResumed) {
   Reply paused = coordinator_->Post("/v1/services/payments/pause", {{"reason", "incident 7"}});
   ASSERT_EQ(paused.status, 200) << paused.raw;
   EXPECT_EQ(paused.body["paused"], true);
+  // Who paused it, why and since when, as every coordinator reads it.
+  EXPECT_EQ(paused.body["pause"]["reason"], "incident 7") << paused.raw;
+  EXPECT_TRUE(paused.body["pause"]["by"].is_string()) << paused.raw;
+  EXPECT_GT(paused.body["pause"]["since"].get<int64_t>(), 0) << paused.raw;
   EXPECT_EQ(Service("payments")["paused"], true);
   EXPECT_EQ(Service("inventory")["paused"], false);
 
@@ -64,6 +68,7 @@ TEST_F(ServicesTest, APausedServiceGetsNoNewRequestAcrossARestartUntilResumed) {
   coordinator_->Kill();
   ASSERT_GT(coordinator_->Start(), 0);
   EXPECT_EQ(Service("payments")["paused"], true);
+  EXPECT_EQ(Service("payments")["pause"], paused.body["pause"]);  // kept across the restart
   ASSERT_TRUE(WaitFor(
       [&] { return StepView(id, "charge_payment").value("waiting_for", "") == "payments"; }));
   EXPECT_EQ(downstream_.RouteCount("charge_payment"), 0);
@@ -71,6 +76,7 @@ TEST_F(ServicesTest, APausedServiceGetsNoNewRequestAcrossARestartUntilResumed) {
   Reply resumed = coordinator_->Post("/v1/services/payments/resume");
   ASSERT_EQ(resumed.status, 200) << resumed.raw;
   EXPECT_EQ(resumed.body["paused"], false);
+  EXPECT_TRUE(resumed.body["pause"].is_null()) << resumed.raw;
   coordinator_->WaitStatus(id, "COMPLETED");
   EXPECT_EQ(downstream_.RouteCount("charge_payment"), 1);
   EXPECT_EQ(RepeatedEffects(downstream_), "");

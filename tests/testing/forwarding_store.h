@@ -82,9 +82,11 @@ class ForwardingStore : public Store {
   }
   Status CheckWritable() override { return real_.CheckWritable(); }
   StatusOr<std::vector<std::string>> PausedServices() override { return real_.PausedServices(); }
-  Status SetServicePaused(const std::string& service, bool paused) override {
-    return real_.SetServicePaused(service, paused);
+  Status SetServicePaused(const std::string& service, bool paused,
+                          const nlohmann::json& note) override {
+    return real_.SetServicePaused(service, paused, note);
   }
+  StatusOr<nlohmann::json> PauseNotes() override { return real_.PauseNotes(); }
   StatusOr<bool> PutDefinition(const std::string& name, int version,
                                const nlohmann::json& body) override {
     return real_.PutDefinition(name, version, body);

@@ -102,7 +102,9 @@ class LmdbStore : public Store {
   // call) finds room: a transition that still fits says nothing about a
   // submission.
   StatusOr<std::vector<std::string>> PausedServices() override;
-  Status SetServicePaused(const std::string& service, bool paused) override;
+  Status SetServicePaused(const std::string& service, bool paused,
+                          const nlohmann::json& note) override;
+  StatusOr<nlohmann::json> PauseNotes() override;
   StatusOr<bool> PutDefinition(const std::string& name, int version,
                                const nlohmann::json& body) override;
   StatusOr<std::vector<StoredDefinition>> ListDefinitions() override;

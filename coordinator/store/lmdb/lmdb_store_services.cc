@@ -1,5 +1,6 @@
 // LmdbStore: which downstream services an operator paused (one record in
-// the meta database, a sorted JSON array of names), and the saga
+// the meta database, a sorted JSON array of names, and beside it one JSON
+// object of their notes: who, why, since when), and the saga
 // definitions deployed over the API (one meta record each, keyed
 // "definition" NUL name NUL version, the version as 10 digits).
 #include <algorithm>
@@ -15,6 +16,7 @@ using namespace lmdb_util;
 
 namespace {
 const char kPausedKey[] = "paused_services";
+const char kNotesKey[] = "paused_notes";
 
 std::string DefinitionPrefix() { return std::string("definition") + '\0'; }
 
@@ -38,7 +40,18 @@ StatusOr<std::vector<std::string>> LmdbStore::PausedServices() {
   return out;
 }
 
-Status LmdbStore::SetServicePaused(const std::string& service, bool paused) {
+StatusOr<nlohmann::json> LmdbStore::PauseNotes() {
+  Txn txn(env_, false);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  auto j = GetJson(txn.get(), meta_, kNotesKey);
+  if (j.status().code() == StatusCode::kNotFound) return nlohmann::json::object();
+  if (!j.ok()) return j.status();
+  if (!j->is_object()) return Internal("corrupt record under key paused_notes");
+  return *j;
+}
+
+Status LmdbStore::SetServicePaused(const std::string& service, bool paused,
+                                   const nlohmann::json& note) {
   Txn txn(env_, true, &synced_commits_);
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
   auto j = GetJson(txn.get(), meta_, kPausedKey);
@@ -55,6 +68,14 @@ Status LmdbStore::SetServicePaused(const std::string& service, bool paused) {
     names.erase(it);
   std::sort(names.begin(), names.end());
   SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), meta_, kPausedKey, names));
+  auto notes = GetJson(txn.get(), meta_, kNotesKey);
+  if (!notes.ok() && notes.status().code() != StatusCode::kNotFound) return notes.status();
+  nlohmann::json kept = notes.ok() && notes->is_object() ? *notes : nlohmann::json::object();
+  if (paused && note.is_object())
+    kept[service] = note;
+  else
+    kept.erase(service);
+  SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), meta_, kNotesKey, kept));
   int rc = txn.Commit();
   return rc == 0 ? Status::Ok() : LmdbError("mdb_txn_commit", rc);
 }

@@ -20,6 +20,7 @@ struct MemoryData {
   std::map<uint64_t, nlohmann::json> outbox GUARDED_BY(mu);
   uint64_t outbox_seq GUARDED_BY(mu) = 0;
   std::vector<std::string> paused GUARDED_BY(mu);  // sorted
+  nlohmann::json pause_notes GUARDED_BY(mu) = nlohmann::json::object();
   std::map<std::pair<std::string, int>, nlohmann::json> definitions GUARDED_BY(mu);
 };
 
@@ -300,7 +301,13 @@ StatusOr<std::vector<std::string>> MemoryStore::PausedServices() {
   return data_->paused;
 }
 
-Status MemoryStore::SetServicePaused(const std::string& service, bool paused) {
+StatusOr<nlohmann::json> MemoryStore::PauseNotes() {
+  MutexLock l(data_->mu);
+  return data_->pause_notes;
+}
+
+Status MemoryStore::SetServicePaused(const std::string& service, bool paused,
+                                     const nlohmann::json& note) {
   MutexLock l(data_->mu);
   auto& names = data_->paused;
   auto it = std::find(names.begin(), names.end(), service);
@@ -309,6 +316,10 @@ Status MemoryStore::SetServicePaused(const std::string& service, bool paused) {
     names.insert(std::upper_bound(names.begin(), names.end(), service), service);
   else
     names.erase(it);
+  if (paused && note.is_object())
+    data_->pause_notes[service] = note;
+  else
+    data_->pause_notes.erase(service);
   ++synced_;
   return Status::Ok();
 }

@@ -47,6 +47,8 @@ CREATE INDEX IF NOT EXISTS sagad_operations_instance ON sagad_operations (instan
 CREATE INDEX IF NOT EXISTS sagad_submissions_instance ON sagad_submissions (instance_id);
 -- Downstream services an operator paused (shared by every coordinator).
 CREATE TABLE IF NOT EXISTS sagad_services (name text PRIMARY KEY, paused boolean NOT NULL);
+-- Who paused a service, why and since when (JSON; null once resumed).
+ALTER TABLE sagad_services ADD COLUMN IF NOT EXISTS note text;
 -- Saga definitions deployed over the API: immutable per version.
 CREATE TABLE IF NOT EXISTS sagad_definitions (
   name text NOT NULL,

@@ -65,8 +65,12 @@ constexpr Statement kStatements[] = {
     {"list_definitions",
      "SELECT name, version, body FROM sagad_definitions ORDER BY name, version"},
     {"set_paused",
-     "INSERT INTO sagad_services VALUES ($1, $2::boolean) "
-     "ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused"},
+     "INSERT INTO sagad_services (name, paused, note) VALUES ($1, $2::boolean, NULLIF($3, '')) "
+     "ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, note = CASE "
+     "WHEN sagad_services.paused AND EXCLUDED.paused THEN sagad_services.note "
+     "ELSE EXCLUDED.note END"},
+    {"pause_notes",
+     "SELECT name, note FROM sagad_services WHERE paused AND note IS NOT NULL ORDER BY name"},
 };
 
 bool IsConnectionTrouble(const char* sqlstate) {

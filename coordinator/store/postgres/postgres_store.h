@@ -98,7 +98,9 @@ class PostgresStore : public Store {
   StatusOr<std::vector<std::string>> DeleteFinished(int64_t finished_before_ms,
                                                     size_t max) override;
   StatusOr<std::vector<std::string>> PausedServices() override;
-  Status SetServicePaused(const std::string& service, bool paused) override;
+  Status SetServicePaused(const std::string& service, bool paused,
+                          const nlohmann::json& note) override;
+  StatusOr<nlohmann::json> PauseNotes() override;
   StatusOr<bool> PutDefinition(const std::string& name, int version,
                                const nlohmann::json& body) override;
   StatusOr<std::vector<StoredDefinition>> ListDefinitions() override;

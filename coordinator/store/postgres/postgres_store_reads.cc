@@ -140,9 +140,22 @@ StatusOr<std::vector<std::string>> PostgresStore::PausedServices() {
   return out;
 }
 
-Status PostgresStore::SetServicePaused(const std::string& service, bool paused) {
-  auto r = Query("set_paused", {service, paused ? "true" : "false"});
+Status PostgresStore::SetServicePaused(const std::string& service, bool paused,
+                                       const nlohmann::json& note) {
+  const bool kept = paused && note.is_object();
+  auto r = Query("set_paused", {service, paused ? "true" : "false", kept ? DumpJson(note) : ""});
   return r.ok() ? Status::Ok() : r.status();
+}
+
+StatusOr<nlohmann::json> PostgresStore::PauseNotes() {
+  auto r = Query("pause_notes", {});
+  if (!r.ok()) return r.status();
+  nlohmann::json out = nlohmann::json::object();
+  for (int i = 0; i < r->rows(); ++i) {
+    nlohmann::json note = nlohmann::json::parse(r->get(i, 1), nullptr, false);
+    if (note.is_object()) out[r->get(i, 0)] = std::move(note);
+  }
+  return out;
 }
 
 StatusOr<bool> PostgresStore::PutDefinition(const std::string& name, int version,

@@ -38,7 +38,7 @@ class LmdbStoreTest : public ::testing::Test {
 };
 
 TEST_F(LmdbStoreTest, APauseSurvivesARestartAndIsReadReadOnly) {
-  ASSERT_TRUE(store_->SetServicePaused("payments", true).ok());
+  ASSERT_TRUE(store_->SetServicePaused("payments", true, {{"by", "ann"}}).ok());
   store_.reset();
   auto again = LmdbStore::Open(dir_.path());
   ASSERT_TRUE(again.ok());
@@ -47,6 +47,7 @@ TEST_F(LmdbStoreTest, APauseSurvivesARestartAndIsReadReadOnly) {
   auto ro = LmdbStore::OpenReadOnly(dir_.path());
   ASSERT_TRUE(ro.ok()) << ro.status().ToString();
   EXPECT_EQ(*(*ro)->PausedServices(), std::vector<std::string>{"payments"});
+  EXPECT_EQ((*(*ro)->PauseNotes())["payments"]["by"], "ann");
 }
 
 TEST_F(LmdbStoreTest, SurvivesReopenAndRefusesANewerSchema) {

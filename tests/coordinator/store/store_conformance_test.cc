@@ -260,17 +260,28 @@ TEST_F(StoreTest, ADeployedDefinitionIsImmutablePerVersionAndSeenByEveryProcess)
   EXPECT_EQ((*all)[2].body, other);
 }
 
-TEST_F(StoreTest, APauseIsDurableSharedAndIdempotent) {
+// A pause keeps who, why and since when: the first note while it lasts
+// (pausing again changes nothing), none once resumed.
+TEST_F(StoreTest, APauseIsDurableSharedAndIdempotentAndKeepsItsNote) {
+  const nlohmann::json ann = {{"by", "ann"}, {"reason", "provider incident"}, {"since", 1000}};
+  const nlohmann::json bob = {{"by", "bob"}, {"reason", ""}, {"since", 2000}};
   EXPECT_TRUE(store_->PausedServices()->empty());
-  ASSERT_TRUE(store_->SetServicePaused("payments", true).ok());
-  ASSERT_TRUE(store_->SetServicePaused("payments", true).ok());  // again: no change
-  ASSERT_TRUE(store_->SetServicePaused("email", true).ok());
+  EXPECT_EQ(*store_->PauseNotes(), nlohmann::json::object());
+  ASSERT_TRUE(store_->SetServicePaused("payments", true, ann).ok());
+  ASSERT_TRUE(store_->SetServicePaused("payments", true, bob).ok());  // again: no change
+  ASSERT_TRUE(store_->SetServicePaused("email", true, bob).ok());
   EXPECT_EQ(*store_->PausedServices(), (std::vector<std::string>{"email", "payments"}));
+  EXPECT_EQ(*store_->PauseNotes(), (nlohmann::json{{"email", bob}, {"payments", ann}}));
   // Another process on the same store sees it.
   EXPECT_EQ(*Second().PausedServices(), (std::vector<std::string>{"email", "payments"}));
-  ASSERT_TRUE(Second().SetServicePaused("payments", false).ok());
-  ASSERT_TRUE(store_->SetServicePaused("never-paused", false).ok());
+  EXPECT_EQ((*Second().PauseNotes())["payments"], ann);
+  ASSERT_TRUE(Second().SetServicePaused("payments", false, nullptr).ok());
+  ASSERT_TRUE(store_->SetServicePaused("never-paused", false, nullptr).ok());
   EXPECT_EQ(*store_->PausedServices(), (std::vector<std::string>{"email"}));
+  EXPECT_EQ(*store_->PauseNotes(), (nlohmann::json{{"email", bob}}));
+  // Paused again: the new note, not the one of the pause that ended.
+  ASSERT_TRUE(store_->SetServicePaused("payments", true, bob).ok());
+  EXPECT_EQ((*Second().PauseNotes())["payments"], bob);
 }
 
 TEST_F(StoreTest, OutboxRecordsCommitWithTheTransitionAndComeOutInOrder) {
