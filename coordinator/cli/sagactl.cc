@@ -202,6 +202,20 @@ bool ReadCommand(const std::string& cmd, const Args& a, Client& c, bool* as_json
   return true;
 }
 
+// The past tense of an action, as the first line of its answer.
+std::string Done(const std::string& cmd) {
+  static const std::map<std::string, std::string> kDone = {
+      {"approve", "approved"},
+      {"reject", "rejected"},
+      {"resolve", "resolved"},
+      {"retry", "retried"},
+      {"skip", "skipped"},
+      {"cancel", "cancelled"},
+      {"compensate", "compensation forced for"}};
+  auto it = kDone.find(cmd);
+  return it == kDone.end() ? cmd : it->second;
+}
+
 // approve, reject, resolve, retry, skip, cancel, compensate; false for
 // another command.
 bool ActionCommand(const std::string& cmd, const Args& a, Client& c, json* out) {
@@ -311,7 +325,14 @@ int Main(int argc, char** argv) {
   Client c = ClientFromArgs(a);
   json out;
   if (ActionCommand(cmd, a, c, &out)) {
-    if (!as_json) PrintInstance(out);
+    // The answer is the instance as the action left it (committed with it);
+    // say first what was done, so that it is never read as the state before.
+    if (!as_json) {
+      const auto& p = a.positional;
+      std::cout << Done(cmd) << (p.size() > 2 ? " " + p[2] + " of" : std::string()) << " " << p[1]
+                << "\n";
+      PrintInstance(out);
+    }
   } else if (ServiceCommand(cmd, a, c, as_json, &out) || DeployCommand(cmd, a, c, as_json, &out) ||
              GraphCommand(cmd, a, c, as_json, &out)) {
   } else if (!ReadCommand(cmd, a, c, &as_json, &out)) {

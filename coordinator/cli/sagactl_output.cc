@@ -74,7 +74,14 @@ void PrintInstance(const json& i) {
     std::string after;
     if (s.contains("after") && s["after"].is_array())
       for (const auto& n : s["after"]) after += (after.empty() ? "" : ",") + Str(n);
-    rows.push_back({Str(s["name"]), after.empty() ? "-" : after, Str(s["status"]),
+    // What an operator did to the step shows beside its status.
+    std::string status = Str(s["status"]);
+    if (s.value("approved", false) && (status == "PLANNED" || status == "STARTED"))
+      status += " (approved)";  // approved, not yet answered
+    const json& resolution = s.value("resolution", json());
+    if (resolution.is_object())
+      status += " (resolved " + Str(resolution.value("outcome", json())) + ")";
+    rows.push_back({Str(s["name"]), after.empty() ? "-" : after, status,
                     std::to_string(s.value("attempts", 0)), Str(s["external_ref"]), comp,
                     Str(s["last_error"])});
   }

@@ -138,6 +138,10 @@ TEST_F(SagactlTest, DrivesAnIncidentFromSubmitToCompletion) {
 
   CtlRun approve = Ctl({"approve", id, "notify_user", "--comment", "from the cli"});
   ASSERT_EQ(approve.code, 0) << approve.err;
+  // The answer says what was done and shows the instance as it left it:
+  // never the approval still awaited.
+  EXPECT_EQ(approve.out.rfind("approved notify_user of " + id + "\n", 0), 0u) << approve.out;
+  EXPECT_EQ(approve.out.find("AWAITING_APPROVAL"), std::string::npos) << approve.out;
   EXPECT_EQ(sagad_->WaitStatus(id, "COMPLETED")["status"], "COMPLETED");
 
   CtlRun events = Ctl({"events", id});
