@@ -118,14 +118,14 @@ int main(int argc, char** argv) {
     Apply(inst, name, StepEventName(StepEvent::kCompensationDone));
     ++undos;
   }
-  nlohmann::json out = {{"steps", steps},
-                        {"dependencies", static_cast<int>(def.steps.size()) * deps -
-                                             deps * (deps + 1) / 2},
-                        {"undos", undos},
-                        {"one_walk_ms_per_undo", 1000 * Seconds(now) / std::max(undos, 1)},
-                        {"walk_per_pair_ms_per_undo", 1000 * Seconds(before) / std::max(undos, 1)},
-                        {"ratio", Seconds(now) / Seconds(before)},
-                        {"checksum", checksum}};
+  nlohmann::json out = {
+      {"steps", steps},
+      {"dependencies", static_cast<int>(def.steps.size()) * deps - deps * (deps + 1) / 2},
+      {"undos", undos},
+      {"one_walk_ms_per_undo", 1000 * Seconds(now) / std::max(undos, 1)},
+      {"walk_per_pair_ms_per_undo", 1000 * Seconds(before) / std::max(undos, 1)},
+      {"ratio", Seconds(now) / Seconds(before)},
+      {"checksum", checksum}};
   std::cout << out.dump() << "\n";
   return undos == steps ? 0 : 1;
 }
