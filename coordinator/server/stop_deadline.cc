@@ -2,9 +2,7 @@
 
 #include <unistd.h>
 
-#include <iostream>
-
-#include "util/json_limits.h"
+#include "util/log.h"
 
 namespace sagad {
 
@@ -32,10 +30,9 @@ void StopDeadline::Watch(std::chrono::steady_clock::time_point deadline,
                          std::chrono::milliseconds limit) {
   MutexLock l(mu_);
   if (cv_.WaitUntil(mu_, deadline, [&]() REQUIRES(mu_) { return over_; })) return;
-  std::cerr << DumpJson({{"msg", "stop did not finish in time; exiting 1"},
-                         {"unfinished", phase_},
-                         {"limit_ms", static_cast<int64_t>(limit.count())}})
-            << std::endl;
+  EngineLog({{"msg", "stop did not finish in time; exiting 1"},
+             {"unfinished", phase_},
+             {"limit_ms", static_cast<int64_t>(limit.count())}});
   _exit(1);
 }
 

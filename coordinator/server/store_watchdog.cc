@@ -1,9 +1,8 @@
 #include "coordinator/server/store_watchdog.h"
 
 #include <algorithm>
-#include <iostream>
 
-#include "util/json_limits.h"
+#include "util/log.h"
 
 namespace sagad {
 
@@ -27,13 +26,12 @@ void StoreWatchdog::Run() {
     const int64_t ms = store_.WritesStalled().count();
     if (ms >= watchdog_ms_ && !stalled) {
       stalled = true;
-      std::cerr << DumpJson({{"msg", "store stalled: writes queued and none finished"},
-                             {"stalled_ms", ms},
-                             {"watchdog_ms", watchdog_ms_}})
-                << std::endl;
+      EngineLog({{"msg", "store stalled: writes queued and none finished"},
+                 {"stalled_ms", ms},
+                 {"watchdog_ms", watchdog_ms_}});
     } else if (ms < watchdog_ms_ && stalled) {
       stalled = false;
-      std::cerr << DumpJson({{"msg", "store moving again"}}) << std::endl;
+      EngineLog({{"msg", "store moving again"}});
     }
   }
 }
