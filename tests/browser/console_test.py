@@ -400,17 +400,23 @@ class Console(unittest.TestCase):
         self.wait(lambda d: not self.css("#approve")[0].is_enabled(), what="approve withdrawn")
         self.assertFalse(self.css("#cancel")[0].is_enabled())
 
-    def test_9c_a_bulk_approval_names_the_count_and_answers_for_each(self):
-        self.sign_in(OPERATOR)
-        ids = [self.submit("incident_response", dict(INCIDENT, title="batch-9c"))["id"]
-               for _ in range(4)]
+    def list_awaiting_batch(self, title, n):
+        """Submits n incidents titled `title`, waits until each awaits its
+        approval, and lists exactly them in the console; their ids."""
+        ids = [self.submit("incident_response", dict(INCIDENT, title=title))["id"]
+               for _ in range(n)]
         for id_ in ids:
             self.await_status(id_, "AWAITING_APPROVAL")
         self.go("#/instances")
         self.wait(lambda d: self.css("#f-field"))
-        self.css("#f-field")[0].send_keys("title=batch-9c")
+        self.css("#f-field")[0].send_keys("title=" + title)
         self.css("#f-apply")[0].click()
-        self.wait(lambda d: len(self.css("#instances-body tr")) == 4, what="four listed")
+        self.wait(lambda d: len(self.css("#instances-body tr")) == n, what="%d listed" % n)
+        return ids
+
+    def test_9c_a_bulk_approval_names_the_count_and_answers_for_each(self):
+        self.sign_in(OPERATOR)
+        ids = self.list_awaiting_batch("batch-9c", 4)
         Select(self.css("#bulk-action")[0]).select_by_value("approve")
         self.css("#bulk-text")[0].send_keys("batch approved")
         self.css("#bulk-prepare")[0].click()
@@ -432,15 +438,7 @@ class Console(unittest.TestCase):
 
     def test_9c2_rows_selected_one_by_one_or_by_page_are_what_a_bulk_action_takes(self):
         self.sign_in(OPERATOR)
-        ids = [self.submit("incident_response", dict(INCIDENT, title="batch-9c2"))["id"]
-               for _ in range(3)]
-        for id_ in ids:
-            self.await_status(id_, "AWAITING_APPROVAL")
-        self.go("#/instances")
-        self.wait(lambda d: self.css("#f-field"))
-        self.css("#f-field")[0].send_keys("title=batch-9c2")
-        self.css("#f-apply")[0].click()
-        self.wait(lambda d: len(self.css("#instances-body tr")) == 3, what="three listed")
+        ids = self.list_awaiting_batch("batch-9c2", 3)
         self.assertFalse(self.css("#bulk-prepare-selected")[0].is_enabled())
         # Two rows by hand; the selection outlives the list's refreshes.
         for id_ in ids[:2]:
