@@ -318,15 +318,18 @@ Status ParseLists(const nlohmann::json& j, Config* c) {
   if (j.contains("tokens"))
     for (const auto& t : j["tokens"]) {
       SAGAD_RETURN_IF_ERROR(ParseToken(t, &c->tokens.emplace_back()));
+      // The secret as its SHA-256, however it was configured.
+      auto digest = [](const Token& k) {
+        return k.token.empty() ? k.token_sha256 : Sha256Hex(k.token);
+      };
       const Token& added = c->tokens.back();
+      const std::string a = digest(added);
       for (size_t i = 0; i + 1 < c->tokens.size(); ++i) {
         const Token& other = c->tokens[i];
         if (other.name == added.name)
           return InvalidArgument("two tokens are named '" + added.name +
                                  "': each name must say who acted, once");
-        const std::string a = added.token.empty() ? added.token_sha256 : Sha256Hex(added.token);
-        const std::string b = other.token.empty() ? other.token_sha256 : Sha256Hex(other.token);
-        if (a == b)
+        if (digest(other) == a)
           return InvalidArgument("tokens '" + other.name + "' and '" + added.name +
                                  "' are the same secret: a caller could not be told apart");
       }
