@@ -2,9 +2,9 @@
 
 #include <cctype>
 #include <limits>
-#include <set>
 
 #include "coordinator/store/store_fault.h"
+#include "sagas/saga_machine.h"
 #include "util/json_limits.h"
 #include "util/log.h"
 
@@ -100,9 +100,8 @@ void ProblemFromStatus(const HttpRequest& req, HttpResponse& res, const Status& 
 }
 
 bool IsSagaStatus(const std::string& s) {
-  static const std::set<std::string> kStatuses = {
-      "RUNNING", "AWAITING_APPROVAL", "COMPLETED", "COMPENSATING", "COMPENSATED", "NEEDS_REVIEW"};
-  return kStatuses.count(s) > 0;
+  SagaStatus parsed;
+  return ParseSagaStatus(s, &parsed);  // the machine's own names
 }
 
 bool IsWaitingFor(const std::string& s) { return s == "retry" || s == "approval" || s == "review"; }
