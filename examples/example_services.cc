@@ -137,7 +137,7 @@ class Services {
       traces_.clear();
       total_ = seq_ = 0;
       tickets_.clear(), messages_.clear(), reservations_.clear(), charges_.clear();
-      shipments_.clear(), hosts_.clear(), accounts_.clear();
+      shipments_.clear(), hosts_.clear(), accounts_.clear(), ips_.clear();
       res.set_content("{}", "application/json");
     });
     s.Get(R"(/operations/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
@@ -262,7 +262,28 @@ class Services {
       it->second["status"] = state;
       return {200, it->second};
     };
-    if (path == "/tickets") return create("create_ticket", "T-", {"title", "severity"}, &tickets_);
+    if (path == "/tickets") {
+      auto made = create("create_ticket", "T-", {"title", "severity"}, &tickets_);
+      // What the ticket system knows of the source (an agent decides on it):
+      // private ranges are internal, anything else external.
+      if (made.first == 201 && body.contains("source_ip") && body["source_ip"].is_string()) {
+        const std::string ip = body["source_ip"].get<std::string>();
+        bool internal =
+            ip.rfind("10.", 0) == 0 || ip.rfind("192.168.", 0) == 0 || ip.rfind("127.", 0) == 0;
+        made.second["source"] = internal ? "internal" : "external";
+        tickets_[made.second["ref"].get<std::string>()] = made.second;
+      }
+      return made;
+    }
+    if (path == "/ips/block" || path == "/ips/unblock") {
+      bool block = path == "/ips/block";
+      *route = block ? "block_ip" : "unblock_ip";
+      std::string miss = need({"ip"});
+      if (!miss.empty()) return missing(miss);
+      std::string ip = body["ip"].is_string() ? body["ip"].get<std::string>() : body["ip"].dump();
+      ips_[ip] = block ? "blocked" : "unblocked";
+      return {200, json{{"ref", "ip-" + ip}, {"ip", ip}, {"status", ips_[ip]}}};
+    }
     if (std::regex_match(path, m, kClose)) return undo("close_ticket", &tickets_, "closed");
     if (path == "/hosts/isolate" || path == "/hosts/release") {
       bool iso = path == "/hosts/isolate";
@@ -436,6 +457,7 @@ class Services {
   std::map<std::string, Stored> ops_;
   std::map<std::string, int> by_key_;
   std::map<std::string, int> by_route_;
+  std::map<std::string, std::string> ips_;  // ip -> blocked | unblocked
   std::map<std::string, long long> fencing_;
   std::map<std::string, std::vector<json>> traces_;  // key -> trace headers of each request
   std::map<std::string, int> pending_;               // keys of requests being processed

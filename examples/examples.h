@@ -2,6 +2,7 @@
 #pragma once
 
 #include "sagas/definition.h"
+#include "sagas/toolbox.h"
 
 namespace sagad {
 
@@ -14,5 +15,9 @@ SagaDefinition OrderFulfilment();
 // then charge_card after all three, issue_tickets (irreversible, waits for
 // approval), send_itinerary.
 SagaDefinition TripBooking();
+// soc_tools v1, a toolbox for an incident agent (docs/agents.md):
+// create_ticket (undo close), block_ip (undo unblock), disable_account
+// (undo enable), notify_user (irreversible: an operator approves each mail).
+ToolboxDefinition SocTools();
 
 }  // namespace sagad

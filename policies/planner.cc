@@ -25,7 +25,39 @@ bool Undoable(const SagaDefinition& def, const StepState& st, int i) {
   return !skipped_unsent;
 }
 
+// A run's calls go one at a time, in the order appended: the first one not
+// settled is the only one planned. A failed or rejected call does not turn
+// the run back (its agent decides what comes next), and a run with nothing
+// to do waits for its agent: only finish completes it.
+std::vector<Action> RunForward(const SagaDefinition& def, const Instance& inst) {
+  const int n = static_cast<int>(inst.steps().size());
+  for (int i = 0; i < n; ++i) {
+    const StepState& st = inst.step(i);
+    switch (st.status()) {
+      case StepStatus::kCommitted:
+      case StepStatus::kFailed:
+      case StepStatus::kRejected:
+        continue;
+      case StepStatus::kStarted:
+      case StepStatus::kUnknown:
+        return {{ActionKind::kReconcile, i}};
+      case StepStatus::kNeedsReview:
+        return {{ActionKind::kEscalate, i}};
+      case StepStatus::kAwaitingApproval:
+        return {{ActionKind::kAwaitApproval, -1}};
+      case StepStatus::kPlanned:
+        if (NeedsApproval(def.steps[i], inst.input()) && !st.machine.approved())
+          return {{ActionKind::kRequestApproval, i}};
+        return {{ActionKind::kExecute, i}};
+      default:
+        return {{ActionKind::kNone, i}};
+    }
+  }
+  return {{ActionKind::kNone, -1}};
+}
+
 std::vector<Action> Forward(const SagaDefinition& def, const Instance& inst) {
+  if (def.run) return RunForward(def, inst);
   const int n = static_cast<int>(inst.steps().size());
   std::vector<Action> out;
   for (int i = 0; i < n; ++i) {
@@ -140,6 +172,12 @@ std::vector<Action> Backward(const SagaDefinition& def, const Instance& inst) {
   return {{ActionKind::kFinishCompensation, -1}};
 }
 
+// A run's definition grows with its calls: a caller's copy may predate a
+// call the instance has; the instance's own is never behind it.
+const SagaDefinition& Current(const SagaDefinition& def, const Instance& inst) {
+  return def.run && inst.is_run() ? *inst.run_definition() : def;
+}
+
 }  // namespace
 
 const char* ActionKindName(ActionKind k) {
@@ -177,13 +215,15 @@ bool IsStepAction(ActionKind k) {
          k == ActionKind::kReconcileCompensation;
 }
 
-bool PivotCommitted(const SagaDefinition& def, const Instance& inst) {
+bool PivotCommitted(const SagaDefinition& given, const Instance& inst) {
+  const SagaDefinition& def = Current(given, inst);
   for (size_t i = 0; i < def.steps.size(); ++i)
     if (def.steps[i].irreversible && inst.step(i).status() == StepStatus::kCommitted) return true;
   return false;
 }
 
-int PivotInPlay(const SagaDefinition& def, const Instance& inst) {
+int PivotInPlay(const SagaDefinition& given, const Instance& inst) {
+  const SagaDefinition& def = Current(given, inst);
   for (size_t i = 0; i < def.steps.size(); ++i) {
     if (!def.steps[i].irreversible) continue;
     const StepState& st = inst.step(i);
@@ -195,7 +235,8 @@ int PivotInPlay(const SagaDefinition& def, const Instance& inst) {
   return -1;
 }
 
-std::vector<Action> NextActions(const SagaDefinition& def, const Instance& inst) {
+std::vector<Action> NextActions(const SagaDefinition& given, const Instance& inst) {
+  const SagaDefinition& def = Current(given, inst);
   std::vector<Action> out;
   switch (inst.status()) {
     case SagaStatus::kRunning:
@@ -212,7 +253,8 @@ std::vector<Action> NextActions(const SagaDefinition& def, const Instance& inst)
   return out;
 }
 
-nlohmann::json CompensationPlan(const SagaDefinition& def, const Instance& inst) {
+nlohmann::json CompensationPlan(const SagaDefinition& given, const Instance& inst) {
+  const SagaDefinition& def = Current(given, inst);
   const int n = static_cast<int>(inst.steps().size());
   auto pending_undo = [&](int k) {
     const StepState& st = inst.step(k);

@@ -29,25 +29,7 @@ Status ValidateCall(const SagaDefinition& def, const StepGraph* graph, size_t in
                     std::set<std::string>* input_fields) {
   const std::string& step = def.steps[index].name;
   std::string where = "step '" + step + "' " + what;
-  if (!IsName(call.service)) return InvalidArgument(where + ": service name missing or invalid");
-  static const std::set<std::string> kMethods = {"POST", "PUT", "PATCH", "DELETE", "GET"};
-  if (!kMethods.count(call.method))
-    return InvalidArgument(where + ": unsupported method '" + call.method + "'");
-  if (call.path.empty() || call.path[0] != '/')
-    return InvalidArgument(where + ": path must start with '/'");
-  // The literal text is written to the request line as it is: a CR, LF,
-  // space or other control byte would end the line (and start a second
-  // request, without a key); non-ASCII is not a path. Values put in by
-  // templates are percent-encoded, so only the literal text is checked.
-  for (unsigned char c : call.path)
-    if (c <= 0x20 || c >= 0x7F || c == '"' || c == '<' || c == '>' || c == '\\' || c == '^' ||
-        c == '`' || c == '|')
-      return InvalidArgument(where + ": path holds a character a request line cannot carry (" +
-                             (c < 0x20 || c == 0x7F ? "control byte " + std::to_string(c)
-                              : c == ' '            ? std::string("space")
-                              : c >= 0x80           ? std::string("non-ASCII byte")
-                                                    : std::string("'") + char(c) + "'") +
-                             "); percent-encode it");
+  SAGAD_RETURN_IF_ERROR(CheckCallShape(call, where));
   TemplateRefs refs;
   Status s = CollectRefs(call.path, &refs);
   if (s.ok()) s = CollectRefs(call.body, &refs);
@@ -69,6 +51,31 @@ Status ValidateCall(const SagaDefinition& def, const StepGraph* graph, size_t in
 }
 
 }  // namespace
+
+bool IsDefinitionName(const std::string& s) { return IsName(s); }
+
+Status CheckCallShape(const CallSpec& call, const std::string& where) {
+  if (!IsName(call.service)) return InvalidArgument(where + ": service name missing or invalid");
+  static const std::set<std::string> kMethods = {"POST", "PUT", "PATCH", "DELETE", "GET"};
+  if (!kMethods.count(call.method))
+    return InvalidArgument(where + ": unsupported method '" + call.method + "'");
+  if (call.path.empty() || call.path[0] != '/')
+    return InvalidArgument(where + ": path must start with '/'");
+  // The literal text is written to the request line as it is: a CR, LF,
+  // space or other control byte would end the line (and start a second
+  // request, without a key); non-ASCII is not a path. Values put in by
+  // templates are percent-encoded, so only the literal text is checked.
+  for (unsigned char c : call.path)
+    if (c <= 0x20 || c >= 0x7F || c == '"' || c == '<' || c == '>' || c == '\\' || c == '^' ||
+        c == '`' || c == '|')
+      return InvalidArgument(where + ": path holds a character a request line cannot carry (" +
+                             (c < 0x20 || c == 0x7F ? "control byte " + std::to_string(c)
+                              : c == ' '            ? std::string("space")
+                              : c >= 0x80           ? std::string("non-ASCII byte")
+                                                    : std::string("'") + char(c) + "'") +
+                             "); percent-encode it");
+  return Status::Ok();
+}
 
 nlohmann::json CallSpec::ToJson() const {
   nlohmann::json j = {{"service", service}, {"method", method}, {"path", path}};
@@ -328,25 +335,27 @@ const CallSpec* FirstUnconfiguredCall(const SagaDefinition& def,
   return nullptr;
 }
 
+nlohmann::json StepToJson(const StepDefinition& st) {
+  nlohmann::json j = {{"name", st.name}, {"forward", st.forward.ToJson()}};
+  if (st.compensation) j["compensation"] = st.compensation->ToJson();
+  j["irreversible"] = st.irreversible;
+  j["requires_approval"] = st.requires_approval;
+  if (st.approval_if) j["approval_if"] = st.approval_if->ToJson();
+  if (st.approval_timeout_ms > 0) {
+    j["approval_timeout_ms"] = st.approval_timeout_ms;
+    j["approval_timeout_action"] = st.approval_timeout_action;
+  }
+  if (st.retry) j["retry"] = st.retry->ToJson();
+  if (st.idempotent) j["idempotent"] = *st.idempotent;
+  if (st.queryable) j["queryable"] = *st.queryable;
+  if (st.deadline_ms > 0) j["deadline_ms"] = st.deadline_ms;
+  if (st.after) j["after"] = *st.after;
+  return j;
+}
+
 nlohmann::json SagaDefinition::ToJson() const {
   nlohmann::json js = nlohmann::json::array();
-  for (const auto& st : steps) {
-    nlohmann::json j = {{"name", st.name}, {"forward", st.forward.ToJson()}};
-    if (st.compensation) j["compensation"] = st.compensation->ToJson();
-    j["irreversible"] = st.irreversible;
-    j["requires_approval"] = st.requires_approval;
-    if (st.approval_if) j["approval_if"] = st.approval_if->ToJson();
-    if (st.approval_timeout_ms > 0) {
-      j["approval_timeout_ms"] = st.approval_timeout_ms;
-      j["approval_timeout_action"] = st.approval_timeout_action;
-    }
-    if (st.retry) j["retry"] = st.retry->ToJson();
-    if (st.idempotent) j["idempotent"] = *st.idempotent;
-    if (st.queryable) j["queryable"] = *st.queryable;
-    if (st.deadline_ms > 0) j["deadline_ms"] = st.deadline_ms;
-    if (st.after) j["after"] = *st.after;
-    js.push_back(j);
-  }
+  for (const auto& st : steps) js.push_back(StepToJson(st));
   nlohmann::json out = {{"name", name}, {"version", version}, {"steps", js}};
   if (deadline_ms > 0) out["deadline_ms"] = deadline_ms;
   if (max_parallel != kDefaultMaxParallel) out["max_parallel"] = max_parallel;
@@ -400,24 +409,6 @@ Status StepPoliciesFromJson(const nlohmann::json& js, const std::string& where,
   return Status::Ok();
 }
 
-StatusOr<StepDefinition> StepFromJson(const nlohmann::json& js) {
-  if (!js.is_object()) return InvalidArgument("each step must be a JSON object");
-  std::string where = "step '" + SanitizeUtf8(js.value("name", std::string("?"))) + "'";
-  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(js, StepKeys().keys, where));
-  StepDefinition st;
-  st.name = js.at("name").get<std::string>();
-  auto forward = CallFromJson(js.at("forward"), where + " forward");
-  if (!forward.ok()) return forward.status();
-  st.forward = *forward;
-  if (js.contains("compensation") && !js["compensation"].is_null()) {
-    auto comp = CallFromJson(js["compensation"], where + " compensation");
-    if (!comp.ok()) return comp.status();
-    st.compensation = *comp;
-  }
-  SAGAD_RETURN_IF_ERROR(StepPoliciesFromJson(js, where, &st));
-  return st;
-}
-
 // Everything but the steps.
 Status SagaFieldsFromJson(const nlohmann::json& j, SagaDefinition* def) {
   if (j.contains("input")) {
@@ -453,6 +444,24 @@ Status SagaFieldsFromJson(const nlohmann::json& j, SagaDefinition* def) {
 }
 
 }  // namespace
+
+StatusOr<StepDefinition> StepFromJson(const nlohmann::json& js) {
+  if (!js.is_object()) return InvalidArgument("each step must be a JSON object");
+  std::string where = "step '" + SanitizeUtf8(js.value("name", std::string("?"))) + "'";
+  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(js, StepKeys().keys, where));
+  StepDefinition st;
+  st.name = js.at("name").get<std::string>();
+  auto forward = CallFromJson(js.at("forward"), where + " forward");
+  if (!forward.ok()) return forward.status();
+  st.forward = *forward;
+  if (js.contains("compensation") && !js["compensation"].is_null()) {
+    auto comp = CallFromJson(js["compensation"], where + " compensation");
+    if (!comp.ok()) return comp.status();
+    st.compensation = *comp;
+  }
+  SAGAD_RETURN_IF_ERROR(StepPoliciesFromJson(js, where, &st));
+  return st;
+}
 
 StatusOr<SagaDefinition> SagaDefinition::FromJson(const nlohmann::json& j) {
   SagaDefinition def;

@@ -105,6 +105,14 @@ struct SagaDefinition {
   // builder and FromJson; compiled on use when a caller set input_schema).
   nlohmann::json input_schema;
   std::shared_ptr<const InputSchema> schema;
+  // A run of a toolbox (sagas/toolbox.h): its steps are the calls appended
+  // so far, one at a time, and a failed or rejected call does not turn it
+  // back; only the agent ends it (finish, abort), or its silence past
+  // idle_timeout_ms (to review, or aborted when idle_abort). Built by the
+  // Instance from its log, never registered nor stored.
+  bool run = false;
+  int64_t idle_timeout_ms = 0;
+  bool idle_abort = false;
 
   // Index of the step named `name`, or -1.
   int StepIndex(const std::string& name) const;
@@ -147,6 +155,17 @@ Status Validate(const SagaDefinition& def);
 const CallSpec* FirstUnconfiguredCall(const SagaDefinition& def,
                                       const std::function<bool(const std::string&)>& configured,
                                       const StepDefinition** step);
+
+// 1-64 of [A-Za-z0-9_-]: a saga, step, tool, toolbox or service name.
+bool IsDefinitionName(const std::string& s);
+// A call's service name, method and literal path text; `where` starts the
+// message (e.g. "step 'x' forward").
+Status CheckCallShape(const CallSpec& call, const std::string& where);
+// One step as JSON (the form SagaDefinition::ToJson lists), and back: only
+// the keys of a step (sagas/definition_keys.h) are taken. StepFromJson may
+// throw nlohmann::json::exception on a value of the wrong type.
+nlohmann::json StepToJson(const StepDefinition& st);
+StatusOr<StepDefinition> StepFromJson(const nlohmann::json& js);
 
 class SagaBuilder;
 

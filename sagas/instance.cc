@@ -39,7 +39,8 @@ StatusOr<Event> Event::FromJson(const nlohmann::json& j) {
 }
 
 Event Instance::CreatedEvent(const std::string& id, const SagaDefinition& def,
-                             const nlohmann::json& input, const nlohmann::json& trace) {
+                             const nlohmann::json& input, const nlohmann::json& trace,
+                             const nlohmann::json& metadata) {
   Event e;
   e.type = "instance_created";
   nlohmann::json names = nlohmann::json::array();
@@ -51,6 +52,11 @@ Event Instance::CreatedEvent(const std::string& id, const SagaDefinition& def,
   e.data = {{"id", id},       {"saga", def.name}, {"version", def.version},
             {"input", input}, {"steps", names},   {"after", after}};
   if (!trace.is_null()) e.data["trace"] = trace;
+  if (def.run) {
+    e.data["kind"] = "run";
+    e.data["run"] = {{"idle_timeout_ms", def.idle_timeout_ms}, {"idle_abort", def.idle_abort}};
+    e.data["metadata"] = metadata.is_object() ? metadata : nlohmann::json::object();
+  }
   return e;
 }
 
@@ -177,6 +183,8 @@ Status Instance::Apply(const Event& e) {
     SAGAD_RETURN_IF_ERROR(ApplyCreated(e));
   } else if (last_seq_ == 0) {
     return FailedPrecondition("first event must be instance_created, got " + e.type);
+  } else if (e.type == "call_appended") {
+    SAGAD_RETURN_IF_ERROR(ApplyCallAppended(e));
   } else if (e.step.empty()) {
     SagaEvent se;
     if (!ParseSagaEvent(e.type, &se)) return InvalidArgument("unknown saga event " + e.type);
@@ -224,6 +232,7 @@ Status Instance::ApplyCreated(const Event& e) {
         steps_[i].after.push_back(d);
       }
     }
+    if (e.data.value("kind", "") == "run") SAGAD_RETURN_IF_ERROR(ApplyRunCreated(e));
   } catch (const nlohmann::json::exception& ex) {
     return InvalidArgument(std::string("malformed instance_created: ") + ex.what());
   }
@@ -282,6 +291,8 @@ nlohmann::json Instance::StepJson(const StepState& st) const {
                       {"last_error", st.last_error},
                       {"approved", st.machine.approved()}};
   if (!st.args_hash.empty()) j["args_hash"] = st.args_hash;
+  if (st.call.is_object())
+    for (const auto& item : st.call.items()) j[item.key()] = item.value();
   if (!st.approval.is_null()) j["approval"] = st.approval;
   if (!st.resolution.is_null()) j["resolution"] = st.resolution;
   if (st.retry_at > 0) j["next_retry_at"] = st.retry_at;
@@ -308,13 +319,14 @@ nlohmann::json Instance::TopJson() const {
   nlohmann::json j = {{"id", id_},
                       {"saga", saga_},
                       {"saga_version", saga_version_},
-                      {"status", SagaStatusName(status())},
+                      {"status", StatusName()},
                       {"created_at", created_at_},
                       {"updated_at", updated_at_},
                       {"last_seq", last_seq_},
                       {"version", version_},
                       {"schema_version", kRecordSchemaVersion}};
   if (!review_reason_.empty()) j["review_reason"] = review_reason_;
+  if (run_) j["kind"] = "run";
   std::vector<int> current = CurrentSteps();
   int cur = current.empty() ? -1 : current[0];
   nlohmann::json names = nlohmann::json::array();
@@ -331,6 +343,10 @@ nlohmann::json Instance::ToJson() const {
   nlohmann::json j = TopJson();
   nlohmann::json steps = nlohmann::json::array();
   for (const StepState& st : steps_) steps.push_back(StepJson(st));
+  if (run_) {
+    j["calls"] = steps;  // a run's steps are its calls
+    j["metadata"] = metadata_;
+  }
   j["steps"] = std::move(steps);
   j["input"] = input_;
   if (!trace_.is_null()) j["trace"] = trace_;
@@ -340,6 +356,7 @@ nlohmann::json Instance::ToJson() const {
 std::string Instance::SnapshotText() {
   if (!input_text_) input_text_ = std::make_shared<const std::string>(DumpJson(input_));
   if (!trace_text_) trace_text_ = std::make_shared<const std::string>(DumpJson(trace_));
+  if (!metadata_text_) metadata_text_ = std::make_shared<const std::string>(DumpJson(metadata_));
   std::string steps = "[";
   for (StepState& st : steps_) {
     if (!st.view_text) st.view_text = std::make_shared<const std::string>(DumpJson(StepJson(st)));
@@ -351,8 +368,17 @@ std::string Instance::SnapshotText() {
   // `"input":null` there is the member's: inside a JSON string every quote
   // is escaped, and the other members hold no objects.
   nlohmann::json top = TopJson();
-  std::vector<std::pair<std::string, const std::string*>> kept = {
-      {"\"input\":null", input_text_.get()}, {"\"steps\":null", &steps}};
+  std::vector<std::pair<std::string, const std::string*>> kept;
+  if (run_) {  // "calls" comes before "input", "metadata" after it
+    kept.push_back({"\"calls\":null", &steps});
+    top["calls"] = nullptr;
+  }
+  kept.push_back({"\"input\":null", input_text_.get()});
+  if (run_) {
+    kept.push_back({"\"metadata\":null", metadata_text_.get()});
+    top["metadata"] = nullptr;
+  }
+  kept.push_back({"\"steps\":null", &steps});
   top["input"] = nullptr;
   top["steps"] = nullptr;
   if (!trace_.is_null()) {
@@ -361,7 +387,8 @@ std::string Instance::SnapshotText() {
   }
   const std::string rest = DumpJson(top);
   std::string out;
-  out.reserve(rest.size() + steps.size() + input_text_->size() + trace_text_->size());
+  out.reserve(rest.size() + 2 * steps.size() + input_text_->size() + trace_text_->size() +
+              metadata_text_->size());
   size_t from = 0;
   for (const auto& [placeholder, text] : kept) {  // in key order, as the map writes them
     size_t at = rest.find(placeholder, from);
@@ -412,6 +439,11 @@ std::vector<int> Instance::CurrentSteps() const {
       }
       if (s == StepStatus::kCommitted && !blocked[i]) out.push_back(i);
     }
+    return out;
+  }
+  if (run_) {  // a run's calls go one at a time: the first not settled
+    for (int i = 0; i < n; ++i)
+      if (!CallSettled(steps_[i].status())) return {i};
     return out;
   }
   for (int i = 0; i < n; ++i) {

@@ -79,9 +79,16 @@ struct StepState {
   // This step's part of Instance::SnapshotText(), kept until an event of the
   // step (shared by copies: a transition rewrites only the steps it changed).
   std::shared_ptr<const std::string> view_text;
+  // A run's call (from its "call_appended" event): tool, arguments, reason,
+  // evidence, model, prompt_version; null for a saga's step.
+  nlohmann::json call;
 
   StepStatus status() const { return machine.status(); }
 };
+
+// A run's call needs nothing more going forward: COMMITTED, FAILED or
+// REJECTED (the agent decides what comes next).
+bool CallSettled(StepStatus s);
 
 class Instance {
  public:
@@ -89,9 +96,12 @@ class Instance {
 
   // The first event of every instance. `trace` (optional): the W3C trace
   // context the instance's downstream calls continue ({"trace_id", ...}).
+  // A run (def.run: a toolbox's settings, no steps) records that it is one
+  // and the agent's `metadata` (an object: agent, model, prompt_version...).
   static Event CreatedEvent(const std::string& id, const SagaDefinition& def,
                             const nlohmann::json& input,
-                            const nlohmann::json& trace = nlohmann::json());
+                            const nlohmann::json& trace = nlohmann::json(),
+                            const nlohmann::json& metadata = nlohmann::json());
   // Rebuilds an instance by replaying its log with no side effects.
   // InvalidArgument if the log is not a valid history for `def`.
   static StatusOr<Instance> Replay(const std::string& id, const SagaDefinition& def,
@@ -110,6 +120,19 @@ class Instance {
   // The trace context from the submission (null for instances from before).
   const nlohmann::json& trace() const { return trace_; }
   SagaStatus status() const { return machine_.status(); }
+  // The status as views, stores and searches name it: SagaStatusName, but
+  // "OPEN" for a run that is RUNNING (it waits for its agent's next call).
+  const char* StatusName() const;
+  // Needs nothing more from the engine right now: COMPLETED, COMPENSATED,
+  // AWAITING_APPROVAL, NEEDS_REVIEW; or an OPEN run with no call under way
+  // (each COMMITTED, FAILED or REJECTED).
+  bool Settled() const;
+  // A run of a toolbox (sagas/toolbox.h): saga() names the toolbox, the
+  // steps are its calls (event "call_appended"), run_definition() what the
+  // planner and the engine run them by.
+  bool is_run() const { return run_ != nullptr; }
+  const SagaDefinitionPtr& run_definition() const { return run_; }
+  const nlohmann::json& metadata() const { return metadata_; }
   bool reviewing_compensation() const { return machine_.reviewing_compensation(); }
   const std::string& review_reason() const { return review_reason_; }
   int64_t created_at() const { return created_at_; }
@@ -150,6 +173,8 @@ class Instance {
  private:
   Status ApplyCreated(const Event& e);                 // the first event: what the instance is
   Status ApplyStepEvent(const Event& e);               // an event of one step
+  Status ApplyRunCreated(const Event& e);              // instance_created of a run
+  Status ApplyCallAppended(const Event& e);            // a run's new call (a new step)
   nlohmann::json StepJson(const StepState& st) const;  // one step of ToJson()
   nlohmann::json TopJson() const;                      // ToJson() without input, trace and steps
 
@@ -158,8 +183,10 @@ class Instance {
   int saga_version_ = 0;
   nlohmann::json input_;
   nlohmann::json trace_;
+  SagaDefinitionPtr run_;    // a run's definition (its calls so far); null for a saga
+  nlohmann::json metadata_;  // a run's metadata (null for a saga)
   // The texts of input_ and trace_ in SnapshotText() (set once, shared).
-  std::shared_ptr<const std::string> input_text_, trace_text_;
+  std::shared_ptr<const std::string> input_text_, trace_text_, metadata_text_;
   SagaMachine machine_;
   std::vector<StepState> steps_;
   std::string review_reason_;

@@ -91,8 +91,9 @@ std::string AsText(const nlohmann::json& v) {
   return v.is_string() ? v.get<std::string>() : DumpJson(v);
 }
 
-StatusOr<std::string> Interpolate(const std::string& text, const TemplateContext& ctx,
-                                  bool encode) {
+// The text with each {{expr}} replaced by what `fn` makes of it.
+StatusOr<std::string> MapExprs(const std::string& text,
+                               const std::function<StatusOr<std::string>(const std::string&)>& fn) {
   std::string out;
   size_t pos = 0;
   while (true) {
@@ -102,13 +103,22 @@ StatusOr<std::string> Interpolate(const std::string& text, const TemplateContext
     if (close == std::string::npos)
       return InvalidArgument("unterminated '{{' in template \"" + text + "\"");
     out += text.substr(pos, open - pos);
-    auto v = Resolve(Trim(text.substr(open + 2, close - open - 2)), ctx);
+    auto v = fn(Trim(text.substr(open + 2, close - open - 2)));
     if (!v.ok()) return v.status();
-    out += encode ? PercentEncode(AsText(*v)) : AsText(*v);
+    out += *v;
     pos = close + 2;
   }
   out += text.substr(pos);
   return out;
+}
+
+StatusOr<std::string> Interpolate(const std::string& text, const TemplateContext& ctx,
+                                  bool encode) {
+  return MapExprs(text, [&](const std::string& expr) -> StatusOr<std::string> {
+    auto v = Resolve(expr, ctx);
+    if (!v.ok()) return v.status();
+    return encode ? PercentEncode(AsText(*v)) : AsText(*v);
+  });
 }
 
 bool IsWholeExpr(const std::string& s) {
@@ -198,6 +208,30 @@ StatusOr<nlohmann::json> RenderBody(const nlohmann::json& body, const TemplateCo
     return out;
   }
   return body;
+}
+
+StatusOr<std::string> RewriteRefs(const std::string& text, const RefMap& map) {
+  return MapExprs(text, [&](const std::string& expr) -> StatusOr<std::string> {
+    auto mapped = map(expr);
+    if (!mapped.ok()) return mapped.status();
+    return "{{" + *mapped + "}}";
+  });
+}
+
+StatusOr<nlohmann::json> RewriteRefs(const nlohmann::json& body, const RefMap& map) {
+  if (body.is_string()) {
+    auto s = RewriteRefs(body.get<std::string>(), map);
+    if (!s.ok()) return s.status();
+    return nlohmann::json(*s);
+  }
+  if (!body.is_object() && !body.is_array()) return body;
+  nlohmann::json out = body;
+  for (auto& item : out.items()) {
+    auto v = RewriteRefs(item.value(), map);
+    if (!v.ok()) return v.status();
+    item.value() = std::move(*v);
+  }
+  return out;
 }
 
 }  // namespace sagad

@@ -9,6 +9,7 @@
 // path, each value is interpolated and percent-encoded.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -42,5 +43,14 @@ StatusOr<std::string> RenderPath(const std::string& path, const TemplateContext&
 StatusOr<nlohmann::json> RenderBody(const nlohmann::json& body, const TemplateContext& ctx);
 
 std::string PercentEncode(const std::string& s);
+
+// Rewrites each {{expr}} of a text, or of the string values of a body (not
+// its keys, which are never rendered), to {{map(expr)}}; `map` gets the
+// expression trimmed and may refuse it. Used to turn a tool's references
+// (sagas/toolbox.h) into the form above. InvalidArgument on an unterminated
+// '{{' or whatever `map` refuses.
+using RefMap = std::function<StatusOr<std::string>(const std::string& expr)>;
+StatusOr<std::string> RewriteRefs(const std::string& text, const RefMap& map);
+StatusOr<nlohmann::json> RewriteRefs(const nlohmann::json& body, const RefMap& map);
 
 }  // namespace sagad

@@ -1,7 +1,7 @@
-// DefinitionRegistry: the saga definitions this process runs, by name and
-// version. A definition is validated when registered; registering the same
-// name and version again is accepted only with an identical definition (two
-// coordinators, or a restart, must never run one version two ways). An
+// DefinitionRegistry: the saga and toolbox definitions this process runs,
+// by name and version (one name space: a name is a saga's or a toolbox's). A definition is
+// validated when registered; registering the same name and version again is accepted only with an
+// identical definition (two coordinators, or a restart, must never run one version two ways). An
 // instance always runs under the version it started with.
 // Thread-safety: every method may be called from any thread; a definition,
 // once registered, is immutable and shared.
@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "sagas/definition.h"
+#include "sagas/instance.h"
+#include "sagas/toolbox.h"
 #include "util/mutex.h"
 #include "util/status.h"
 
@@ -26,10 +28,21 @@ class DefinitionRegistry {
   SagaDefinitionPtr Get(const std::string& name, int version) const;
   // Every definition, by name then version.
   std::vector<SagaDefinitionPtr> All() const;
+  // What `inst` runs by: a run's own definition (its calls), else the saga
+  // at the instance's version (null if not registered).
+  SagaDefinitionPtr For(const Instance& inst) const {
+    return inst.is_run() ? inst.run_definition() : Get(inst.saga(), inst.saga_version());
+  }
+
+  // The same for toolboxes (sagas/toolbox.h).
+  Status RegisterToolbox(const ToolboxDefinition& tb);
+  ToolboxDefinitionPtr GetToolbox(const std::string& name, int version) const;
+  std::vector<ToolboxDefinitionPtr> AllToolboxes() const;
 
  private:
   mutable Mutex mu_;
   std::map<std::string, std::map<int, SagaDefinitionPtr>> defs_ GUARDED_BY(mu_);
+  std::map<std::string, std::map<int, ToolboxDefinitionPtr>> toolboxes_ GUARDED_BY(mu_);
 };
 
 }  // namespace sagad

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <optional>
 
+#include "coordinator/engine/agent_runs.h"
 #include "coordinator/engine/saga_turns.h"
 #include "policies/approval_policy.h"
 #include "util/check.h"
@@ -184,7 +185,7 @@ auto Driver::DriveRound(const std::string& id, int round) -> Round {
     if (inst.status().code() != StatusCode::kNotFound) ScheduleAfter(id, 1000);
     return Round::kDone;
   }
-  SagaDefinitionPtr def = defs_.Get((*inst)->saga(), (*inst)->saga_version());
+  SagaDefinitionPtr def = defs_.For(**inst);
   if (!def) return EscalateUnregistered(id, round, **inst);
   int64_t wake_at = 0;  // a deadline still ahead, for when the saga waits
   if (auto fn = Deadlines(*def, **inst, &wake_at)) {
@@ -383,7 +384,7 @@ auto Driver::RunStep(const std::string& id, const Action& a, const StepRunner::D
   if (runs_.Stopping() || !ownership_.Held(id)) return done(Next::kStop);
   auto inst = repo_.Load(id);
   if (!inst.ok()) return done(Next::kContinue);  // the driver says why
-  SagaDefinitionPtr def = defs_.Get((*inst)->saga(), (*inst)->saga_version());
+  SagaDefinitionPtr def = defs_.For(**inst);
   if (!def) return done(Next::kContinue);
   // Still wanted? The instance may have moved on since it was planned.
   bool wanted = false;
@@ -429,6 +430,7 @@ auto Driver::Deadlines(const SagaDefinition& def, const Instance& inst, int64_t*
       };
     wake = due;
   }
+  if (auto idle = IdleRun(def, inst, now, &wake)) return idle;  // agent_runs.h
   for (size_t i = 0; i < inst.steps().size(); ++i) {
     const StepState& st = inst.step(i);
     if (st.status() != StepStatus::kAwaitingApproval) continue;
@@ -447,6 +449,9 @@ auto Driver::Deadlines(const SagaDefinition& def, const Instance& inst, int64_t*
         return MovedOn("decided meanwhile");
       if (escalate) return tx.Saga(SagaEvent::kEscalate, {{"reason", why}, {"step", step}});
       SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kReject, {{"by", "sagad"}, {"reason", why}}));
+      if (tx.inst().is_run())  // a run's call refused: its agent decides what next
+        return tx.inst().status() == SagaStatus::kAwaitingApproval ? tx.Saga(SagaEvent::kResume)
+                                                                   : Status::Ok();
       SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals("sagad", "not needed: " + why));
       return tx.Saga(SagaEvent::kStartCompensation, {{"reason", why}});
     };

@@ -143,6 +143,35 @@ StatusOr<nlohmann::json> Engine::PauseService(const std::string& service, bool p
                                               const std::string& actor, const std::string& reason) {
   return impl_->PauseService(service, paused, actor, reason);
 }
+Status Engine::RegisterToolbox(const ToolboxDefinition& tb) {
+  return impl_->defs().RegisterToolbox(tb);
+}
+std::vector<ToolboxDefinitionPtr> Engine::Toolboxes() const { return impl_->defs().AllToolboxes(); }
+ToolboxDefinitionPtr Engine::Toolbox(const std::string& name, int version) const {
+  return impl_->defs().GetToolbox(name, version);
+}
+StatusOr<SubmitOutcome> Engine::StartRun(const std::string& toolbox, int version,
+                                         const nlohmann::json& input,
+                                         const nlohmann::json& metadata,
+                                         const std::string& client_key,
+                                         const std::string& request_hash,
+                                         const TraceContext& trace) {
+  if (!metadata.is_object()) return InvalidArgument("metadata must be a JSON object");
+  return impl_->submissions().Submit(toolbox, version, input, client_key, request_hash, trace,
+                                     &metadata);
+}
+StatusOr<bool> Engine::AppendCall(const std::string& id, const nlohmann::json& call,
+                                  const std::string& actor) {
+  return impl_->agent_runs().Append(id, call, actor);
+}
+Status Engine::FinishRun(const std::string& id, const std::string& actor) {
+  return impl_->agent_runs().Finish(id, actor);
+}
+Status Engine::AbortRun(const std::string& id, const std::string& actor,
+                        const std::string& reason) {
+  return impl_->agent_runs().Abort(id, actor, reason);
+}
+
 Status Engine::Approve(const std::string& id, const std::string& step, const std::string& actor,
                        const std::string& comment) {
   return impl_->operators().Approve(id, step, actor, comment);

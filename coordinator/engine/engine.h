@@ -30,6 +30,7 @@
 #include "coordinator/engine/submit_outcome.h"
 #include "coordinator/store/store.h"
 #include "sagas/definition.h"
+#include "sagas/toolbox.h"
 #include "util/clock.h"
 #include "util/status.h"
 
@@ -129,7 +130,8 @@ class Engine {
   // Recovery bundle for a human (any status; meant for NEEDS_REVIEW).
   StatusOr<nlohmann::json> Bundle(const std::string& id);
 
-  // Deploys a saga definition (JSON) as `name` version `version`, durably
+  // Deploys a saga definition (JSON; a toolbox's when it says "kind":
+  // "toolbox") as `name` version `version`, durably
   // and for every coordinator of the store (others load it within a
   // heartbeat); versions are immutable. True: deployed now; false: the same
   // definition was deployed already. InvalidArgument with the reason (a bad
@@ -176,6 +178,28 @@ class Engine {
   Status Resolve(const std::string& id, const std::string& step, const std::string& outcome,
                  const std::string& external_ref, const std::string& actor,
                  const std::string& comment);
+
+  // ---- agent runs (docs/agents.md, sagas/toolbox.h) ----
+  // Registers a toolbox (as Register does a saga; one name space for both).
+  Status RegisterToolbox(const ToolboxDefinition& tb);
+  std::vector<ToolboxDefinitionPtr> Toolboxes() const;
+  // `version` 0: the newest; null if not registered.
+  ToolboxDefinitionPtr Toolbox(const std::string& name, int version) const;
+  // Opens a run of `toolbox` (OPEN, no calls), keeping `metadata` (agent,
+  // model, prompt_version...); the key and hash as for Submit.
+  StatusOr<SubmitOutcome> StartRun(const std::string& toolbox, int version,
+                                   const nlohmann::json& input, const nlohmann::json& metadata,
+                                   const std::string& client_key, const std::string& request_hash,
+                                   const TraceContext& trace = TraceFromHeaders("", ""));
+  // An agent's call (coordinator/engine/agent_runs.h): true when recorded
+  // now, false when the same call was made before (its first outcome
+  // answers). InvalidArgument (nothing recorded), AlreadyExists (the
+  // call_id was used for another call), FailedPrecondition (the run takes
+  // no calls now), NotFound.
+  StatusOr<bool> AppendCall(const std::string& id, const nlohmann::json& call,
+                            const std::string& actor);
+  Status FinishRun(const std::string& id, const std::string& actor);
+  Status AbortRun(const std::string& id, const std::string& actor, const std::string& reason);
 
   // True when the instance needs nothing more from the engine right now.
   static bool IsSettled(const std::string& status);

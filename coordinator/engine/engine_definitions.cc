@@ -26,9 +26,12 @@ auto Engine::Impl::Deploy(const std::string& name, int version, const nlohmann::
                            std::to_string(version));
   j["name"] = name;
   j["version"] = version;
+  if (IsToolboxJson(j)) return DeployToolbox(name, version, j, actor);
   auto def = SagaDefinition::FromJson(j);
   if (!def.ok()) return InvalidArgument(def.status().message());
   SAGAD_RETURN_IF_ERROR(ServicesConfigured(*def));
+  if (defs_.GetToolbox(name, 0))
+    return AlreadyExists("'" + name + "' names a toolbox; a saga needs another name");
   const nlohmann::json canonical = def->ToJson();
   if (SagaDefinitionPtr here = defs_.Get(name, version);
       here && here->version == version && here->ToJson() != canonical)
@@ -45,6 +48,51 @@ auto Engine::Impl::Deploy(const std::string& name, int version, const nlohmann::
   return *stored;
 }
 
+auto Engine::Impl::ToolboxServicesConfigured(const ToolboxDefinition& tb) const -> Status {
+  const ToolDefinition* t = nullptr;
+  const CallSpec* c = FirstUnconfiguredCall(
+      tb, [this](const std::string& service) { return adapter_.Service(service) != nullptr; }, &t);
+  if (!c) return Status::Ok();
+  return InvalidArgument("toolbox '" + tb.name + "' tool '" + t->name() + "' calls service '" +
+                         c->service + "', which is not configured");
+}
+
+auto Engine::Impl::DeployToolbox(const std::string& name, int version, const nlohmann::json& j,
+                                 const std::string& actor) -> StatusOr<bool> {
+  auto tb = ToolboxDefinition::FromJson(j);
+  if (!tb.ok()) return InvalidArgument(tb.status().message());
+  SAGAD_RETURN_IF_ERROR(ToolboxServicesConfigured(*tb));
+  if (defs_.Get(name, 0))
+    return AlreadyExists("'" + name + "' names a saga; a toolbox needs another name");
+  const nlohmann::json canonical = tb->ToJson();
+  if (ToolboxDefinitionPtr here = defs_.GetToolbox(name, version);
+      here && here->ToJson() != canonical)
+    return AlreadyExists("toolbox '" + name + "' version " + std::to_string(version) +
+                         " is registered with another definition; deploy a new version");
+  auto stored = store_.PutDefinition(name, version, canonical);
+  if (!stored.ok()) return stored.status();
+  SAGAD_RETURN_IF_ERROR(defs_.RegisterToolbox(*tb));
+  EngineLog({{"msg", *stored ? "toolbox deployed" : "toolbox deployed again"},
+             {"toolbox", name},
+             {"version", version},
+             {"by", actor}});
+  return *stored;
+}
+
+// A stored toolbox: registered here unless this process has it already.
+auto Engine::Impl::LoadToolbox(const StoredDefinition& d) -> Status {
+  ToolboxDefinitionPtr here = defs_.GetToolbox(d.name, d.version);
+  if (here && here->ToJson() == d.body) return Status::Ok();
+  auto tb = ToolboxDefinition::FromJson(d.body);
+  Status s = !tb.ok() ? tb.status()
+             : here
+                 ? AlreadyExists("toolbox '" + d.name + "' version " + std::to_string(d.version) +
+                                 " is deployed with another definition than the one given "
+                                 "here (a file or C++)")
+                 : ToolboxServicesConfigured(*tb);
+  return s.ok() ? defs_.RegisterToolbox(*tb) : s;
+}
+
 auto Engine::Impl::LoadDeployed(bool starting) -> Status {
   auto deployed = store_.ListDefinitions();
   if (!deployed.ok()) return deployed.status();
@@ -53,6 +101,14 @@ auto Engine::Impl::LoadDeployed(bool starting) -> Status {
     {
       MutexLock l(deployed_mu_);
       if (!handled_.insert(key).second) continue;  // decided at an earlier round
+    }
+    if (IsToolboxJson(d.body)) {
+      Status s = LoadToolbox(d);
+      if (s.ok()) continue;
+      if (starting && s.code() == StatusCode::kAlreadyExists) return s;
+      EngineLog(
+          {{"msg", "deployed toolbox not loaded"}, {"toolbox", key}, {"error", s.ToString()}});
+      continue;
     }
     SagaDefinitionPtr here = defs_.Get(d.name, d.version);
     if (here && here->version == d.version && here->ToJson() == d.body) continue;

@@ -37,6 +37,7 @@
 #include <set>
 #include <thread>
 
+#include "coordinator/engine/agent_runs.h"
 #include "coordinator/engine/definition_registry.h"
 #include "coordinator/engine/driver.h"
 #include "coordinator/engine/engine.h"
@@ -118,6 +119,10 @@ class Engine::Impl {
   // heartbeat). At start-up a deployed version that differs from one given
   // here (a file, C++) is an error; later it is logged and skipped.
   Status LoadDeployed(bool starting);
+  StatusOr<bool> DeployToolbox(const std::string& name, int version, const nlohmann::json& j,
+                               const std::string& actor);
+  Status LoadToolbox(const StoredDefinition& d);
+  Status ToolboxServicesConfigured(const ToolboxDefinition& tb) const;
   // InvalidArgument naming a service `def` calls that is not configured.
   Status ServicesConfigured(const SagaDefinition& def) const;
 
@@ -134,6 +139,8 @@ class Engine::Impl {
 
   // ---- operator actions ----
   OperatorActions& operators() { return operators_; }
+  AgentRuns& agent_runs() { return agent_runs_; }
+  DefinitionRegistry& defs() { return defs_; }
 
  private:
   // Plans the instance (Driver::Schedule).
@@ -202,6 +209,7 @@ class Engine::Impl {
   // body registered here: logged once). Each is looked at once.
   std::set<std::string> handled_ GUARDED_BY(deployed_mu_);
   OperatorActions operators_;
+  AgentRuns agent_runs_{defs_, operators_};
   Submissions submissions_;
 
   Driver driver_;

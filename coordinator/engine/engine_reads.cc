@@ -1,5 +1,6 @@
 // Engine: reads (instance views, events, lists, approvals, counts, the
 // recovery bundle).
+#include "adapters/sha256.h"
 #include "coordinator/engine/engine_impl.h"
 #include "policies/operator_rules.h"
 
@@ -20,7 +21,7 @@ auto Engine::Impl::AnnotateActions(nlohmann::json* view) -> void {
   const std::string id = view->value("id", "");
   auto inst = Load(id);
   if (!inst.ok()) return;
-  SagaDefinitionPtr def = Definition((*inst)->saga(), (*inst)->saga_version());
+  SagaDefinitionPtr def = defs_.For(**inst);
   (*view)["actions"] =
       AllowedActions(def.get(), **inst, [&](int step) { return runs_.StepUnderWay(id, step); });
 }
@@ -61,7 +62,7 @@ auto Engine::Impl::Approvals() -> StatusOr<nlohmann::json> {
     if (a.status != "AWAITING_APPROVAL" && a.status != "NEEDS_REVIEW") continue;
     auto inst = Load(id);
     if (!inst.ok()) continue;
-    SagaDefinitionPtr def = Definition((*inst)->saga(), (*inst)->saga_version());
+    SagaDefinitionPtr def = defs_.For(**inst);
     for (size_t i = 0; i < (*inst)->steps().size(); ++i) {
       const StepState& st = (*inst)->step(i);
       if (st.status() != StepStatus::kAwaitingApproval) continue;
@@ -76,18 +77,27 @@ auto Engine::Impl::Approvals() -> StatusOr<nlohmann::json> {
                      {"url", (svc ? svc->base_url : std::string()) + r->path},
                      {"body", r->body},
                      {"idempotency_key", id + ":" + st.name},
-                     {"args_hash", r->hash}};
+                     {"args_hash", r->hash},
+                     {"body_sha256", Sha256Hex(CanonicalJson(r->body))}};
         else
           request = {{"error", r.status().message()}};
       }
-      out.push_back({{"instance_id", id},
-                     {"saga", (*inst)->saga()},
-                     {"saga_version", (*inst)->saga_version()},
-                     {"step", st.name},
-                     {"key", id + ":" + st.name},
-                     {"input", (*inst)->input()},
-                     {"since", st.approval_requested_at},
-                     {"request", request}});
+      nlohmann::json card = {{"instance_id", id},
+                             {"saga", (*inst)->saga()},
+                             {"saga_version", (*inst)->saga_version()},
+                             {"step", st.name},
+                             {"key", id + ":" + st.name},
+                             {"input", (*inst)->input()},
+                             {"since", st.approval_requested_at},
+                             {"request", request}};
+      // A run's call: what the agent asked for and why (tool, arguments,
+      // reason, evidence, model, prompt_version) and who it is.
+      if (st.call.is_object()) {
+        card["kind"] = "run";
+        card["call"] = st.call;
+        card["metadata"] = (*inst)->metadata();
+      }
+      out.push_back(std::move(card));
     }
   }
   std::stable_sort(out.begin(), out.end(), [](const nlohmann::json& x, const nlohmann::json& y) {
@@ -144,12 +154,11 @@ auto Engine::Impl::Bundle(const std::string& id) -> StatusOr<nlohmann::json> {
   } else {
     recommendation = "inspect review_reason; resolve the step it names";
   }
-  SagaDefinitionPtr def = Definition(j->value("saga", ""), j->value("saga_version", 0));
+  auto events_inst = Instance::Replay(id, *events);
+  SagaDefinitionPtr def = events_inst.ok() ? defs_.For(*events_inst) : nullptr;
   nlohmann::json plan = nlohmann::json::array();
-  if (def) {
-    auto events_inst = Instance::Replay(id, *def, *events);
-    if (events_inst.ok()) plan = CompensationPlan(*def, *events_inst);
-  }
+  if (def && events_inst->steps().size() == def->steps.size())
+    plan = CompensationPlan(*def, *events_inst);
   return nlohmann::json{
       {"instance", *j},
       {"definition", def ? def->ToJson() : nlohmann::json()},

@@ -21,7 +21,7 @@ auto Engine::Impl::OutboxMessages(const Instance& inst, const std::vector<Event>
                         {"saga_version", inst.saga_version()},
                         {"seq", e.seq},
                         {"at", e.at_ms},
-                        {"status", SagaStatusName(inst.status())}};
+                        {"status", inst.StatusName()}};
     if (!e.step.empty()) m["step"] = e.step;
     if (inst.trace().is_object()) m["trace_id"] = inst.trace().value("trace_id", "");
     for (const char* f : {"external_ref", "reason", "by", "error", "comment"})
@@ -106,7 +106,7 @@ auto Engine::Impl::Committed(const InstanceRepository::Commit& c) -> void {
   if (IsTerminal(c.instance->status())) ownership_.Release(c.id);
   if (options_.on_outbox && options_.outbox) options_.on_outbox();
   metrics_.Committed(*c.events);
-  if (!Engine::IsSettled(SagaStatusName(c.instance->status()))) return;
+  if (!c.instance->Settled()) return;
   waiters_.Notify(
       c.id, c.snapshot ? c.snapshot : std::make_shared<const nlohmann::json>(c.instance->ToJson()));
 }

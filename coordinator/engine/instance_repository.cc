@@ -7,7 +7,7 @@ namespace {
 // comparison is `sagactl verify`, offline): saga and step states.
 bool AgreesWithSnapshot(const Instance& inst, const nlohmann::json& snap) {
   const nlohmann::json& steps = snap.contains("steps") ? snap["steps"] : nlohmann::json();
-  if (snap.value("status", "") != SagaStatusName(inst.status()) ||
+  if (snap.value("status", "") != inst.StatusName() ||
       snap.value("last_seq", int64_t(0)) != inst.last_seq() || !steps.is_array() ||
       steps.size() != inst.steps().size())
     return false;

@@ -61,7 +61,7 @@ Status OperatorActions::Approve(const std::string& id, const std::string& step,
       return Status::Ok();  // already approved: nothing to do
     SAGAD_RETURN_IF_ERROR(MayApprove(tx.inst(), i));
     // The approval binds to the exact request: key and args hash.
-    SagaDefinitionPtr def = defs_.Get(tx.inst().saga(), tx.inst().saga_version());
+    SagaDefinitionPtr def = defs_.For(tx.inst());
     if (!def)
       return FailedPrecondition("saga " + tx.inst().saga() + " version " +
                                 std::to_string(tx.inst().saga_version()) + " is not registered");
@@ -83,6 +83,11 @@ Status OperatorActions::Reject(const std::string& id, const std::string& step,
     if (tx.inst().step(i).status() == StepStatus::kRejected) return Status::Ok();
     SAGAD_RETURN_IF_ERROR(MayReject(tx.inst(), i));
     SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kReject, {{"by", actor}, {"reason", reason}}));
+    // A run's call refused: the run goes on, its agent decides what next.
+    if (tx.inst().is_run())
+      return tx.inst().status() == SagaStatus::kAwaitingApproval
+                 ? tx.Saga(SagaEvent::kResume, {{"by", actor}})
+                 : Status::Ok();
     // The saga turns back: approvals other branches wait for are withdrawn.
     const std::string why = "step '" + step + "' rejected: " + reason;
     SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals(actor, "not needed: " + why));
@@ -95,7 +100,7 @@ Status OperatorActions::Cancel(const std::string& id, const std::string& actor,
   SagaDefinitionPtr def;
   return Act(id, [&](Tx& tx) -> Status {
     const Instance& inst = tx.inst();
-    def = defs_.Get(inst.saga(), inst.saga_version());
+    def = defs_.For(inst);
     if (!def) return Internal("definition of " + inst.saga() + " is not registered");
     SagaStatus ss = inst.status();
     if (ss == SagaStatus::kCompensating || ss == SagaStatus::kCompensated) return Status::Ok();
@@ -135,7 +140,7 @@ Status OperatorActions::ForceCompensate(const std::string& id, const std::string
                                         const std::string& reason) {
   return Act(id, [&](Tx& tx) -> Status {
     const Instance& inst = tx.inst();
-    SagaDefinitionPtr def = defs_.Get(inst.saga(), inst.saga_version());
+    SagaDefinitionPtr def = defs_.For(inst);
     if (!def) return Internal("definition of " + inst.saga() + " is not registered");
     SAGAD_RETURN_IF_ERROR(MayForceCompensate(*def, inst));
     return TurnBack(tx, actor, "forced", "compensation forced: " + reason);

@@ -57,8 +57,12 @@ class OperatorActions {
                  const std::string& external_ref, const std::string& actor,
                  const std::string& comment);
 
- private:
+  // One transition of a client's making (the actions above, an agent's
+  // calls: agent_runs.h): `fn` builds it on the instance as stored now;
+  // then the owner is woken as described above.
   Status Act(const std::string& id, const std::function<Status(Tx&)>& fn);
+
+ private:
   // Act on `step` of the instance: NotFound if it has no such step.
   Status ActOnStep(const std::string& id, const std::string& step,
                    const std::function<Status(Tx&, int)>& fn);

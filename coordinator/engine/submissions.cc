@@ -49,12 +49,37 @@ StatusOr<SagaDefinitionPtr> Submissions::DefinitionFor(const std::string& saga, 
   return def;
 }
 
+StatusOr<SagaDefinitionPtr> Submissions::RunDefinitionFor(const std::string& toolbox, int version,
+                                                          const nlohmann::json& input) const {
+  ToolboxDefinitionPtr tb = defs_.GetToolbox(toolbox, version);
+  if (!tb && version > 0 && defs_.GetToolbox(toolbox, 0))
+    return NotFound("toolbox '" + toolbox + "' has no registered version " +
+                    std::to_string(version));
+  if (!tb) return NotFound("toolbox '" + toolbox + "' is not registered");
+  std::vector<SchemaError> errors = tb->InputErrors(input);
+  if (!errors.empty()) {
+    std::string m;
+    for (const auto& e : errors) m += (m.empty() ? "" : "; ") + e.path + " " + e.message;
+    return InvalidArgument("input does not match toolbox '" + toolbox + "': " + m);
+  }
+  auto def = std::make_shared<SagaDefinition>();
+  def->name = tb->name;
+  def->version = tb->version;
+  def->run = true;
+  def->max_parallel = 1;
+  def->idle_timeout_ms = tb->idle_timeout_s * 1000;
+  def->idle_abort = tb->on_idle == "abort";
+  return SagaDefinitionPtr(std::move(def));
+}
+
 StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga, int version,
                                             const nlohmann::json& input,
                                             const std::string& client_key,
                                             const std::string& request_hash,
-                                            const TraceContext& trace) {
-  auto checked = DefinitionFor(saga, version, input);
+                                            const TraceContext& trace,
+                                            const nlohmann::json* run_metadata) {
+  auto checked =
+      run_metadata ? RunDefinitionFor(saga, version, input) : DefinitionFor(saga, version, input);
   if (!checked.ok()) return checked.status();
   const SagaDefinitionPtr def = *checked;
   SubmitOutcome out;
@@ -74,7 +99,8 @@ StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga, int version
   int64_t now = clock_.NowMillis();
   std::string id = NewInstanceId(now, random_);
   Instance inst;
-  Event created = Instance::CreatedEvent(id, *def, input, trace.ToJson());
+  Event created = Instance::CreatedEvent(id, *def, input, trace.ToJson(),
+                                         run_metadata ? *run_metadata : nlohmann::json());
   created.seq = 1;
   created.at_ms = now;
   Status s = inst.Apply(created);

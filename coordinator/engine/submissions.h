@@ -55,9 +55,12 @@ class Submissions {
 
   // `version` 0: the newest registered. NotFound (unknown saga or version),
   // InvalidArgument (input not an object, or missing required fields).
+  // With `run_metadata`: a run of the toolbox `saga` (sagas/toolbox.h),
+  // OPEN with no calls, keeping the metadata (an object) the agent gave.
   StatusOr<SubmitOutcome> Submit(const std::string& saga, int version, const nlohmann::json& input,
                                  const std::string& client_key, const std::string& request_hash,
-                                 const TraceContext& trace);
+                                 const TraceContext& trace,
+                                 const nlohmann::json* run_metadata = nullptr);
   // Stores the response given for `key` (the first one stands; status 0:
   // none was given, nothing to store) and ends its in-flight window once
   // that write is done, then runs `then` (if set): on the store's thread,
@@ -77,6 +80,9 @@ class Submissions {
   void EndInflight(const std::string& key);
   // The definition `saga`@`version` (0: the newest), with `input` checked
   // against it: NotFound or InvalidArgument naming what is wrong.
+  // A run's definition: the toolbox's settings, no steps.
+  StatusOr<SagaDefinitionPtr> RunDefinitionFor(const std::string& toolbox, int version,
+                                               const nlohmann::json& input) const;
   StatusOr<SagaDefinitionPtr> DefinitionFor(const std::string& saga, int version,
                                             const nlohmann::json& input) const;
 

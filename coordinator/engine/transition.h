@@ -39,6 +39,10 @@ class Tx {
   Status Note(int i, const char* type, nlohmann::json data) {
     return Add(inst_.step(i).name, type, std::move(data), i);
   }
+  // A run's new call: a new step named `call_id` (Instance::Apply checks it).
+  Status Call(const std::string& call_id, nlohmann::json data) {
+    return Add(call_id, "call_appended", std::move(data), -1);
+  }
   // Rejects every step awaiting approval (the saga turns back or waits on
   // something else: those requests will not be sent).
   Status RejectAwaitingApprovals(const std::string& by, const std::string& reason) {

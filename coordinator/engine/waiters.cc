@@ -27,6 +27,15 @@ Waiters::~Waiters() { CancelAll(); }
 
 bool Waiters::Settled(const nlohmann::json& view) {
   std::string s = view.value("status", "");
+  if (s == "OPEN") {  // a run (Instance::Settled): no call under way
+    const nlohmann::json& calls = view.contains("calls") ? view["calls"] : nlohmann::json();
+    if (!calls.is_array()) return false;
+    for (const auto& c : calls) {
+      const std::string cs = c.value("status", "");
+      if (cs != "COMMITTED" && cs != "FAILED" && cs != "REJECTED") return false;
+    }
+    return true;
+  }
   return s == "COMPLETED" || s == "COMPENSATED" || s == "AWAITING_APPROVAL" || s == "NEEDS_REVIEW";
 }
 

@@ -57,6 +57,20 @@ void Problem(const HttpRequest& req, HttpResponse& res, int status, const std::s
   res.set_content(DumpJson(p), "application/problem+json");
 }
 
+void SchemaProblem(const HttpRequest& req, HttpResponse& res, int status, const std::string& what,
+                   const std::string& whole, const std::vector<SchemaError>& errors) {
+  std::string detail;
+  nlohmann::json list = nlohmann::json::array();
+  for (size_t i = 0; i < errors.size(); ++i) {
+    list.push_back({{"path", errors[i].path}, {"message", errors[i].message}});
+    if (i < 8)
+      detail += (i ? "; " : "") + (errors[i].path.empty() ? whole : errors[i].path) + " " +
+                errors[i].message;
+  }
+  if (errors.size() > 8) detail += "; ...";
+  Problem(req, res, status, what + ": " + detail, {{"errors", list}});
+}
+
 int HttpStatusOf(const Status& s) {
   switch (s.code()) {
     case StatusCode::kOk:
@@ -101,7 +115,7 @@ void ProblemFromStatus(const HttpRequest& req, HttpResponse& res, const Status& 
 
 bool IsSagaStatus(const std::string& s) {
   SagaStatus parsed;
-  return ParseSagaStatus(s, &parsed);  // the machine's own names
+  return s == "OPEN" || ParseSagaStatus(s, &parsed);  // the machine's own names; a run's OPEN
 }
 
 bool IsWaitingFor(const std::string& s) { return s == "retry" || s == "approval" || s == "review"; }

@@ -8,8 +8,10 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "coordinator/http/http_message.h"
+#include "sagas/json_schema.h"
 #include "util/status.h"
 
 namespace sagad {
@@ -22,6 +24,11 @@ const char* Title(int status);
 // `extra` members (an object) are added to the problem (e.g. "errors").
 void Problem(const HttpRequest& req, HttpResponse& res, int status, const std::string& detail,
              const nlohmann::json& extra = nullptr);
+// A problem naming each schema error: detail "<what>: <path> <message>; ..."
+// (the first few; `whole` names the value itself), and "errors": [{path,
+// message}] (all of them).
+void SchemaProblem(const HttpRequest& req, HttpResponse& res, int status, const std::string& what,
+                   const std::string& whole, const std::vector<SchemaError>& errors);
 // The HTTP status a Status maps to: 200 (ok), 400, 404, 409, 422, 503, 500.
 int HttpStatusOf(const Status& s);
 // The problem a Status maps to (400, 404, 409, 422, 503 with Retry-After, 500).

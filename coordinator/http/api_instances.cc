@@ -9,16 +9,6 @@
 namespace sagad {
 namespace {
 
-// "path message; ..." for the first few errors (all are in "errors").
-std::string ErrorList(const std::vector<SchemaError>& errors) {
-  std::string out;
-  for (size_t i = 0; i < errors.size() && i < 8; ++i)
-    out += (i ? "; " : "") + (errors[i].path.empty() ? "input" : errors[i].path) + " " +
-           errors[i].message;
-  if (errors.size() > 8) out += "; ...";
-  return out;
-}
-
 // ?limit=N, 1..500 (50 when absent); false with a 400.
 bool LimitParam(const HttpRequest& req, HttpResponse& res, size_t* limit) {
   *limit = 50;
@@ -106,6 +96,12 @@ void ApiServer::Impl::Submit(const HttpRequest& req, HttpResponse& res) {
   auto sub = engine_.Submit(
       saga, version, body["input"], key, hash,
       TraceFromHeaders(req.get_header_value("traceparent"), req.get_header_value("tracestate")));
+  AnswerCreated(req, res, key, sub, wait);
+}
+
+void ApiServer::Impl::AnswerCreated(const HttpRequest& req, HttpResponse& res,
+                                    const std::string& key, const StatusOr<SubmitOutcome>& sub,
+                                    double wait) {
   if (!sub.ok()) return ProblemFromStatus(req, res, sub.status());
   res.set_header("Location", "/v1/instances/" + sub->instance_id);
   if (sub->replayed) {
@@ -136,12 +132,10 @@ bool ApiServer::Impl::InputMatches(const HttpRequest& req, HttpResponse& res,
   if (!def) return true;  // the engine answers for an unknown saga
   std::vector<SchemaError> errors = def->InputErrors(input);
   if (errors.empty()) return true;
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& e : errors) list.push_back({{"path", e.path}, {"message", e.message}});
   // 422 for an input_schema; a saga with only required fields answers 400,
   // as it always did.
-  Problem(req, res, def->input_schema.is_null() ? 400 : 422,
-          "input does not match saga '" + saga + "': " + ErrorList(errors), {{"errors", list}});
+  SchemaProblem(req, res, def->input_schema.is_null() ? 400 : 422,
+                "input does not match saga '" + saga + "'", "input", errors);
   return false;
 }
 

@@ -107,13 +107,10 @@ void ApiServer::Impl::Stop() {
   engine_.CancelWaits();  // whatever raced in after the drain
 }
 
-// A handler of this object, as a route handler.
-#define SAGAD_HANDLER(method) \
-  [this](const HttpRequest& req, HttpResponse& res) { method(req, res); }
-
 void ApiServer::Impl::Routes() {
   ProbeRoutes();
   InstanceRoutes();
+  RunRoutes();
   ServiceRoutes();
   ConsoleRoutes();
 }

@@ -14,6 +14,10 @@
 #include "coordinator/http/http_api.h"
 #include "coordinator/http/http_server.h"
 
+// A handler of ApiServer::Impl, as a route handler.
+#define SAGAD_HANDLER(method) \
+  [this](const HttpRequest& req, HttpResponse& res) { method(req, res); }
+
 namespace sagad {
 
 class ApiServer::Impl {
@@ -43,6 +47,7 @@ class ApiServer::Impl {
   void InstanceRoutes();
   void ServiceRoutes();
   void ConsoleRoutes();
+  void RunRoutes();
 
   // http_api.cc
   void Readyz(const HttpRequest& req, HttpResponse& res);
@@ -63,6 +68,10 @@ class ApiServer::Impl {
   // False with a 400/422 naming each error when the input does not match.
   bool InputMatches(const HttpRequest& req, HttpResponse& res, const std::string& saga, int version,
                     const nlohmann::json& input);
+  // A new instance (a submission, a run): its problem, or its Location and
+  // the stored answer of a replay, or AnswerSubmission.
+  void AnswerCreated(const HttpRequest& req, HttpResponse& res, const std::string& key,
+                     const StatusOr<SubmitOutcome>& sub, double wait);
   // Answers a submission now or once settled (?wait); finishes its key.
   void AnswerSubmission(const HttpRequest& req, HttpResponse& res, const std::string& key,
                         const std::string& id, double wait);
@@ -71,6 +80,15 @@ class ApiServer::Impl {
   void Events(const HttpRequest& req, HttpResponse& res);
   void StepAction(const HttpRequest& req, HttpResponse& res);
   void CancelOrCompensate(const HttpRequest& req, HttpResponse& res);
+  // api_runs.cc: toolboxes and agent runs (docs/agents.md).
+  void GetToolbox(const HttpRequest& req, HttpResponse& res);
+  void PutToolbox(const HttpRequest& req, HttpResponse& res);
+  void OpenRun(const HttpRequest& req, HttpResponse& res);
+  // POST /v1/instances/{id}/calls[?wait=S]: 202 with the call, 200 once it
+  // settled (COMMITTED, FAILED, REJECTED, AWAITING_APPROVAL, NEEDS_REVIEW).
+  void AppendCall(const HttpRequest& req, HttpResponse& res);
+  // POST /v1/instances/{id}/finish | abort.
+  void EndRun(const HttpRequest& req, HttpResponse& res);
   // api_bulk.cc: POST /v1/instances/actions/{retry|cancel|approve|reject}.
   void Bulk(const HttpRequest& req, HttpResponse& res);
   // One instance of a bulk action; *done says what was done.

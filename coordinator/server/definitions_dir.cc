@@ -9,7 +9,8 @@
 
 namespace sagad {
 
-StatusOr<std::vector<SagaDefinition>> LoadDefinitionsDir(const std::string& dir) {
+StatusOr<std::vector<SagaDefinition>> LoadDefinitionsDir(
+    const std::string& dir, std::vector<ToolboxDefinition>* toolboxes) {
   std::error_code ec;
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
@@ -26,6 +27,13 @@ StatusOr<std::vector<SagaDefinition>> LoadDefinitionsDir(const std::string& dir)
     if (j.is_discarded()) return InvalidArgument(f.string() + ": not valid JSON");
     if (std::string at = DuplicateKey(ss.str()); !at.empty())
       return InvalidArgument(f.string() + ": key " + at + " appears twice");
+    if (IsToolboxJson(j)) {
+      if (!toolboxes) return InvalidArgument(f.string() + ": a toolbox is not taken here");
+      auto tb = ToolboxDefinition::FromJson(j);
+      if (!tb.ok()) return InvalidArgument(f.string() + ": " + tb.status().message());
+      toolboxes->push_back(std::move(*tb));
+      continue;
+    }
     auto def = SagaDefinition::FromJson(j);
     if (!def.ok()) return InvalidArgument(f.string() + ": " + def.status().message());
     out.push_back(std::move(*def));

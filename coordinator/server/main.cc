@@ -21,7 +21,11 @@ int main(int argc, char** argv) {
   auto config = sagad::ConfigFromArgs(argc, argv);
   if (!config.ok()) return sagad::ReportUsageError(config.status());
   std::vector<sagad::SagaDefinition> sagas;
-  if (config->examples)
+  std::vector<sagad::ToolboxDefinition> toolboxes;
+  if (config->examples) {
     sagas = {sagad::IncidentResponse(), sagad::OrderFulfilment(), sagad::TripBooking()};
-  return check ? sagad::CheckMain(*config, sagas) : sagad::RunServer(*config, sagas);
+    toolboxes = {sagad::SocTools()};
+  }
+  return check ? sagad::CheckMain(*config, sagas, toolboxes)
+               : sagad::RunServer(*config, sagas, toolboxes);
 }

@@ -111,11 +111,32 @@ StatusOr<StorePtr> OpenStore(const Config& config) {
   return StorePtr(std::move(*lmdb));
 }
 
-StatusOr<std::vector<SagaDefinition>> CollectDefinitions(const Config& config,
-                                                         const std::vector<SagaDefinition>& sagas) {
+namespace {
+
+Status ToolboxesConfigured(const Config& config, const std::vector<ToolboxDefinition>& toolboxes) {
+  for (const ToolboxDefinition& tb : toolboxes) {
+    SAGAD_RETURN_IF_ERROR(Validate(tb));
+    const ToolDefinition* t = nullptr;
+    const CallSpec* c = FirstUnconfiguredCall(
+        tb, [&](const std::string& service) { return config.services.count(service) > 0; }, &t);
+    if (c)
+      return InvalidArgument("toolbox '" + tb.name + "' tool '" + t->name() + "' calls service '" +
+                             c->service + "', which is not configured (pass --service " +
+                             c->service + "=URL)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::vector<SagaDefinition>> CollectDefinitions(
+    const Config& config, const std::vector<SagaDefinition>& sagas,
+    std::vector<ToolboxDefinition>* toolboxes) {
   std::vector<SagaDefinition> all = sagas;
+  std::vector<ToolboxDefinition> none;
+  if (!toolboxes) toolboxes = &none;
   if (!config.definitions_dir.empty()) {
-    auto defs = LoadDefinitionsDir(config.definitions_dir);
+    auto defs = LoadDefinitionsDir(config.definitions_dir, toolboxes);
     if (!defs.ok()) return defs.status();
     all.insert(all.end(), defs->begin(), defs->end());
   }
@@ -132,6 +153,7 @@ StatusOr<std::vector<SagaDefinition>> CollectDefinitions(const Config& config,
                              "\"services\" or pass --service " +
                              c->service + "=URL)");
   }
+  SAGAD_RETURN_IF_ERROR(ToolboxesConfigured(config, *toolboxes));
   return all;
 }
 
@@ -140,9 +162,10 @@ static int PrintUsage() {
   return 0;
 }
 
-int CheckMain(const Config& config, const std::vector<SagaDefinition>& sagas) {
+int CheckMain(const Config& config, const std::vector<SagaDefinition>& sagas,
+              std::vector<ToolboxDefinition> toolboxes) {
   if (config.help) return PrintUsage();
-  auto all = CollectDefinitions(config, sagas);
+  auto all = CollectDefinitions(config, sagas, &toolboxes);
   if (!all.ok()) {
     std::cerr << "sagad check: " << all.status().message() << "\n";
     return 2;
@@ -165,7 +188,21 @@ int CheckMain(const Config& config, const std::vector<SagaDefinition>& sagas) {
       std::cout << "\n";
     }
   }
-  std::cout << "ok: " << all->size() << " saga(s), " << config.services.size() << " service(s)\n";
+  for (const ToolboxDefinition& tb : toolboxes) {
+    std::cout << tb.name << " v" << tb.version << " (toolbox)\n";
+    for (const ToolDefinition& t : tb.tools) {
+      const StepDefinition& st = t.step;
+      std::cout << "  " << t.name() << ": " << st.forward.method << " " << st.forward.service << " "
+                << st.forward.path;
+      if (st.compensation)
+        std::cout << "; undo " << st.compensation->method << " " << st.compensation->service << " "
+                  << st.compensation->path;
+      if (st.irreversible) std::cout << "; irreversible, waits for an operator";
+      std::cout << "\n";
+    }
+  }
+  std::cout << "ok: " << all->size() << " saga(s), " << toolboxes.size() << " toolbox(es), "
+            << config.services.size() << " service(s)\n";
   return 0;
 }
 
@@ -278,11 +315,12 @@ int Serve(const Config& config, Engine& engine, WebhookPublisher& publisher, sig
 
 }  // namespace
 
-int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
+int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas,
+              std::vector<ToolboxDefinition> toolboxes) {
   if (config.help) return PrintUsage();
   // Definitions (and the services they name) are checked before anything
   // is opened: nothing is touched when one is bad.
-  auto collected = CollectDefinitions(config, sagas);
+  auto collected = CollectDefinitions(config, sagas, &toolboxes);
   if (!collected.ok()) return BadDefinition(collected.status().message());
   RaiseFileLimit();
   InitCrashPointsFromEnv();
@@ -299,6 +337,10 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas) {
   Engine engine(**store, adapter, clock, EngineOptionsOf(config, publisher));
   for (const SagaDefinition& def : *collected) {
     Status s = engine.Register(def);
+    if (!s.ok()) return BadDefinition(s.message());
+  }
+  for (const ToolboxDefinition& tb : toolboxes) {
+    Status s = engine.RegisterToolbox(tb);
     if (!s.ok()) return BadDefinition(s.message());
   }
   return Serve(config, engine, publisher, sigs, deadline);

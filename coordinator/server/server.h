@@ -14,6 +14,7 @@
 #include "coordinator/server/config.h"
 #include "coordinator/store/store.h"
 #include "sagas/definition.h"
+#include "sagas/toolbox.h"
 
 namespace sagad {
 
@@ -35,19 +36,23 @@ StatusOr<StorePtr> OpenStore(const Config& config);
 
 // `sagas` and the JSON ones of config.definitions_dir, each validated, with
 // every service they call configured; InvalidArgument naming the file, or
-// the saga, step and service.
-StatusOr<std::vector<SagaDefinition>> CollectDefinitions(const Config& config,
-                                                         const std::vector<SagaDefinition>& sagas);
+// the saga, step and service. The toolboxes of that dir are added to
+// *toolboxes (if given), which are checked the same way.
+StatusOr<std::vector<SagaDefinition>> CollectDefinitions(
+    const Config& config, const std::vector<SagaDefinition>& sagas,
+    std::vector<ToolboxDefinition>* toolboxes = nullptr);
 
 // `sagad check`: validates the config and every definition and service
-// reference, prints each saga's steps; 0, or 2 with the problem on stderr.
-// Opens no store, listens on nothing, writes nothing.
-int CheckMain(const Config& config, const std::vector<SagaDefinition>& sagas);
+// reference, prints each saga's steps and each toolbox's tools; 0, or 2 with
+// the problem on stderr. Opens no store, listens on nothing, writes nothing.
+int CheckMain(const Config& config, const std::vector<SagaDefinition>& sagas,
+              std::vector<ToolboxDefinition> toolboxes = {});
 
-// Opens the store, registers `sagas` (and the JSON ones of
+// Opens the store, registers `sagas` and `toolboxes` (and the JSON ones of
 // config.definitions_dir), recovers, serves the HTTP API, prints
 // "LISTENING <port>", and runs until SIGTERM/SIGINT; then drains and returns
 // 0. Returns 1 (with a message on stderr) if it cannot start.
-int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas);
+int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas,
+              std::vector<ToolboxDefinition> toolboxes = {});
 
 }  // namespace sagad

@@ -88,7 +88,7 @@ SnapshotRecord SnapshotRecord::FromInstance(Instance& inst) {
   r.text = inst.SnapshotText();
   r.id = inst.id();
   r.saga = inst.saga();
-  r.status = SagaStatusName(inst.status());
+  r.status = inst.StatusName();
   std::string waiting = inst.WaitingFor();
   if (!waiting.empty()) r.waiting_for = waiting;
   r.version = inst.version();

@@ -11,12 +11,21 @@ namespace sagad {
 namespace {
 
 TEST(DefinitionsDirTest, ShippedJsonExamplesEqualTheCppDeclarations) {
-  auto defs = LoadDefinitionsDir(SAGAD_SOURCE_DIR "/examples/definitions");
+  std::vector<ToolboxDefinition> toolboxes;
+  auto defs = LoadDefinitionsDir(SAGAD_SOURCE_DIR "/examples/definitions", &toolboxes);
   ASSERT_TRUE(defs.ok()) << defs.status().ToString();
   ASSERT_EQ(defs->size(), 3u);
   EXPECT_EQ((*defs)[0], IncidentResponse());
   EXPECT_EQ((*defs)[1], OrderFulfilment());
   EXPECT_EQ((*defs)[2], TripBooking());
+  ASSERT_EQ(toolboxes.size(), 1u);
+  EXPECT_EQ(toolboxes[0], SocTools());
+}
+
+TEST(DefinitionsDirTest, AToolboxFileIsRefusedWhereToolboxesAreNotTaken) {
+  auto defs = LoadDefinitionsDir(SAGAD_SOURCE_DIR "/examples/definitions");
+  ASSERT_FALSE(defs.ok());
+  EXPECT_NE(defs.status().message().find("soc_tools.json"), std::string::npos);
 }
 
 TEST(DefinitionsDirTest, ABadFileIsNamedInTheError) {

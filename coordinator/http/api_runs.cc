@@ -1,0 +1,212 @@
+// The API's handlers of toolboxes and agent runs (docs/agents.md): deploy
+// and read toolboxes, open a run, append a call (and wait for it), finish
+// and abort. An agent needs a submitter's token; approving its calls stays
+// an operator's act (the step routes).
+#include "adapters/sha256.h"
+#include "adapters/trace_context.h"
+#include "coordinator/http/api_exchange.h"
+#include "coordinator/http/http_api_impl.h"
+#include "util/json_limits.h"
+
+namespace sagad {
+namespace {
+
+bool CallSettledName(const std::string& s) {
+  return s == "COMMITTED" || s == "FAILED" || s == "REJECTED" || s == "AWAITING_APPROVAL" ||
+         s == "NEEDS_REVIEW" || s == "COMPENSATING" || s == "COMPENSATED";
+}
+
+// The call `call_id` as the run's view shows it, with the run's id and
+// status; null if the view has no such call.
+nlohmann::json CallOf(const nlohmann::json& view, const std::string& call_id) {
+  if (!view.contains("calls") || !view["calls"].is_array()) return nullptr;
+  for (const auto& c : view["calls"]) {
+    if (c.value("call_id", "") != call_id) continue;
+    nlohmann::json out = c;
+    out["instance_id"] = view.value("id", "");
+    out["run_status"] = view.value("status", "");
+    out["idempotency_key"] = view.value("id", "") + ":" + call_id;
+    return out;
+  }
+  return nullptr;
+}
+
+// {version} of a toolbox's path; false with a 400.
+bool ToolboxVersion(const HttpRequest& req, HttpResponse& res, int* version) {
+  if (ParseVersion(req.matches[2], version)) return true;
+  Problem(req, res, 400, "version must be an integer from 1 to 2147483647");
+  return false;
+}
+
+}  // namespace
+
+void ApiServer::Impl::RunRoutes() {
+  router_.Route("GET", {"/v1/toolboxes"}, "/v1/toolboxes",
+                [this](const HttpRequest& req, HttpResponse& res) {
+                  if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
+                  nlohmann::json out = nlohmann::json::array();
+                  for (const auto& tb : engine_.Toolboxes()) out.push_back(tb->ToJson());
+                  Json(res, 200, {{"toolboxes", out}});
+                });
+  router_.Route("GET", {"/v1/toolboxes/{toolbox}/versions/{version}"},
+                R"(/v1/toolboxes/([^/]+)/versions/([^/]+))", SAGAD_HANDLER(GetToolbox));
+  router_.Route("PUT", {"/v1/toolboxes/{toolbox}/versions/{version}"},
+                R"(/v1/toolboxes/([^/]+)/versions/([^/]+))", SAGAD_HANDLER(PutToolbox));
+  router_.Route("POST", {"/v1/toolboxes/{toolbox}/runs"}, R"(/v1/toolboxes/([^/]+)/runs)",
+                SAGAD_HANDLER(OpenRun));
+  router_.Route("POST", {"/v1/instances/{id}/calls"}, R"(/v1/instances/([^/]+)/calls)",
+                SAGAD_HANDLER(AppendCall));
+  router_.Route("POST", {"/v1/instances/{id}/finish", "/v1/instances/{id}/abort"},
+                R"(/v1/instances/([^/]+)/(finish|abort))", SAGAD_HANDLER(EndRun));
+  router_.TakesParams("POST", "/v1/toolboxes/{toolbox}/runs", {"wait", "version"});
+  router_.TakesParams("POST", "/v1/instances/{id}/calls", {"wait"});
+}
+
+void ApiServer::Impl::GetToolbox(const HttpRequest& req, HttpResponse& res) {
+  if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
+  int version = 0;
+  if (!ToolboxVersion(req, res, &version)) return;
+  ToolboxDefinitionPtr tb = engine_.Toolbox(req.matches[1], version);
+  if (!tb || tb->version != version)
+    return Problem(
+        req, res, 404,
+        "toolbox '" + SanitizeUtf8(req.matches[1]) + "' has no version " + std::to_string(version));
+  Json(res, 200, tb->ToJson());
+}
+
+void ApiServer::Impl::PutToolbox(const HttpRequest& req, HttpResponse& res) {
+  std::string who = auth_.Authorize(req, res, Role::kAdmin);
+  if (who.empty()) return;
+  int version = 0;
+  if (!ToolboxVersion(req, res, &version)) return;
+  nlohmann::json body;
+  if (!BodyObject(req, res, &body, false)) return;
+  if (body.contains("kind") && body["kind"] != "toolbox")
+    return Problem(req, res, 400,
+                   "this path deploys toolboxes (\"kind\": \"toolbox\"); a saga goes to "
+                   "PUT /v1/sagas/{saga}/versions/{version}");
+  body["kind"] = "toolbox";
+  auto deployed = engine_.Deploy(req.matches[1], version, body, who);
+  if (!deployed.ok() && deployed.status().code() == StatusCode::kAlreadyExists)
+    return Problem(req, res, 409, deployed.status().message());
+  if (!deployed.ok()) return ProblemFromStatus(req, res, deployed.status());
+  res.set_header("Location",
+                 "/v1/toolboxes/" + req.matches[1] + "/versions/" + std::to_string(version));
+  Json(res, *deployed ? 201 : 200, engine_.Toolbox(req.matches[1], version)->ToJson());
+}
+
+void ApiServer::Impl::OpenRun(const HttpRequest& req, HttpResponse& res) {
+  if (auth_.Authorize(req, res, Role::kSubmitter).empty()) return;
+  std::string toolbox = req.matches[1];
+  double wait;
+  if (!WaitParam(req, res, &wait)) return;
+  nlohmann::json body;
+  if (!BodyObject(req, res, &body, true)) return;
+  if (Status keys = OnlyKnownKeys(body, {"input", "metadata", "version"}, "the body"); !keys.ok())
+    return Problem(req, res, 400, keys.message());
+  nlohmann::json input = body.value("input", nlohmann::json::object());
+  nlohmann::json metadata = body.value("metadata", nlohmann::json::object());
+  if (!input.is_object() || !metadata.is_object())
+    return Problem(req, res, 400, "input and metadata must be JSON objects");
+  std::string key = req.get_header_value("Idempotency-Key");
+  if (key.size() > 255)
+    return Problem(req, res, 400, "Idempotency-Key is longer than 255 characters");
+  int version = 0;
+  if (!SubmittedVersion(req, res, body, &version)) return;
+  if (ToolboxDefinitionPtr tb = engine_.Toolbox(toolbox, version)) {
+    std::vector<SchemaError> errors = tb->InputErrors(input);
+    if (!errors.empty()) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& e : errors) list.push_back({{"path", e.path}, {"message", e.message}});
+      return Problem(req, res, 422,
+                     "input does not match toolbox '" + toolbox +
+                         "': " + (errors[0].path.empty() ? "input" : errors[0].path) + " " +
+                         errors[0].message,
+                     {{"errors", list}});
+    }
+  }
+  std::string hash = Sha256Hex("run\n" + toolbox + "\n" + CanonicalJson(body));
+  auto sub = engine_.StartRun(
+      toolbox, version, input, metadata, key, hash,
+      TraceFromHeaders(req.get_header_value("traceparent"), req.get_header_value("tracestate")));
+  if (!sub.ok()) return ProblemFromStatus(req, res, sub.status());
+  res.set_header("Location", "/v1/instances/" + sub->instance_id);
+  if (sub->replayed) {
+    res.set_header("Idempotent-Replayed", "true");
+    if (sub->stored_status != 0) return Json(res, sub->stored_status, sub->stored_response);
+  }
+  AnswerSubmission(req, res, key, sub->instance_id, wait);
+}
+
+void ApiServer::Impl::AppendCall(const HttpRequest& req, HttpResponse& res) {
+  std::string who = auth_.Authorize(req, res, Role::kSubmitter);
+  if (who.empty()) return;
+  const std::string id = req.matches[1];
+  double wait;
+  if (!WaitParam(req, res, &wait)) return;
+  nlohmann::json call;
+  if (!BodyObject(req, res, &call, false)) return;
+  // Arguments the tool's schema refuses: 422 naming each error.
+  auto view = engine_.GetInstance(id);
+  if (!view.ok()) return ProblemFromStatus(req, res, view.status());
+  if (ToolboxDefinitionPtr tb =
+          engine_.Toolbox(view->value("saga", ""), view->value("saga_version", 0));
+      tb && view->value("kind", "") == "run" && call.value("tool", nlohmann::json()).is_string()) {
+    const ToolDefinition* tool = tb->Tool(call["tool"].get<std::string>());
+    nlohmann::json args = call.value("arguments", nlohmann::json::object());
+    std::vector<SchemaError> errors =
+        tool ? tool->ArgumentErrors(args) : std::vector<SchemaError>{};
+    if (!errors.empty())
+      return SchemaProblem(req, res, 422, "arguments do not match tool '" + tool->name() + "'",
+                           "arguments", errors);
+  }
+  auto appended = engine_.AppendCall(id, call, who);
+  if (!appended.ok()) {
+    const Status& s = appended.status();
+    // A call that cannot be made (nothing recorded) is unprocessable; a
+    // call_id already used for another call is a conflict.
+    if (s.code() == StatusCode::kInvalidArgument) return Problem(req, res, 422, s.message());
+    if (s.code() == StatusCode::kAlreadyExists) return Problem(req, res, 409, s.message());
+    return ProblemFromStatus(req, res, s);
+  }
+  if (!*appended) res.set_header("Idempotent-Replayed", "true");
+  const std::string call_id = call["call_id"].get<std::string>();
+  res.set_header("Location", "/v1/instances/" + id);
+  auto give = [call_id](HttpResponse& res, const StatusOr<nlohmann::json>& j) {
+    nlohmann::json c = j.ok() ? CallOf(*j, call_id) : nlohmann::json();
+    if (c.is_null()) return Json(res, 202, {{"call_id", call_id}});
+    Json(res, CallSettledName(c.value("status", "")) ? 200 : 202, c);
+  };
+  if (wait <= 0) {
+    auto j = engine_.GetInstance(id);
+    if (!j.ok()) return ProblemFromStatus(req, res, j.status());
+    nlohmann::json c = CallOf(*j, call_id);
+    return Json(res, 202, c.is_null() ? nlohmann::json{{"call_id", call_id}} : c);
+  }
+  auto drop = std::make_shared<std::function<bool()>>([] { return false; });
+  auto answer = DeferredAnswer::Start(res, [drop] { (*drop)(); });
+  *drop = engine_.WaitSettledAsync(id, std::chrono::milliseconds(int64_t(wait * 1000)),
+                                   [&req, answer, give](StatusOr<nlohmann::json> j) {
+                                     answer->Give([&](HttpResponse& res) {
+                                       if (!j.ok()) return ProblemFromStatus(req, res, j.status());
+                                       give(res, j);
+                                     });
+                                   });
+}
+
+void ApiServer::Impl::EndRun(const HttpRequest& req, HttpResponse& res) {
+  std::string who = auth_.Authorize(req, res, Role::kSubmitter);
+  if (who.empty()) return;
+  nlohmann::json body;
+  if (!BodyObject(req, res, &body, true)) return;
+  if (Status keys = OnlyKnownKeys(body, {"reason"}, "the body"); !keys.ok())
+    return Problem(req, res, 400, keys.message());
+  std::string reason;
+  if (!OptionalString(req, res, body, "reason", &reason)) return;
+  const std::string id = req.matches[1];
+  Status s = std::string(req.matches[2]) == "finish" ? engine_.FinishRun(id, who)
+                                                     : engine_.AbortRun(id, who, reason);
+  AnswerAction(req, res, id, s);
+}
+
+}  // namespace sagad

@@ -1,0 +1,85 @@
+// The parts of Instance only a run has (sagas/instance.h): its creation, its
+// calls appended at run time, its OPEN status.
+#include "sagas/instance.h"
+#include "sagas/toolbox.h"
+#include "util/json_limits.h"
+
+namespace sagad {
+
+bool CallSettled(StepStatus s) {
+  return s == StepStatus::kCommitted || s == StepStatus::kFailed || s == StepStatus::kRejected;
+}
+
+const char* Instance::StatusName() const {
+  if (run_ && status() == SagaStatus::kRunning) return "OPEN";
+  return SagaStatusName(status());
+}
+
+bool Instance::Settled() const {
+  switch (status()) {
+    case SagaStatus::kCompleted:
+    case SagaStatus::kCompensated:
+    case SagaStatus::kAwaitingApproval:
+    case SagaStatus::kNeedsReview:
+      return true;
+    case SagaStatus::kRunning:
+      if (!run_) return false;
+      for (const StepState& st : steps_)
+        if (!CallSettled(st.status())) return false;
+      return true;
+    default:
+      return false;
+  }
+}
+
+Status Instance::ApplyRunCreated(const Event& e) {
+  auto def = std::make_shared<SagaDefinition>();
+  def->name = saga_;
+  def->version = saga_version_;
+  def->run = true;
+  def->max_parallel = 1;
+  def->compensation_order = CompensationOrder::kReverseCompletion;
+  const nlohmann::json run = e.data.value("run", nlohmann::json::object());
+  if (!run.is_object() ||
+      !AsInt64(run.value("idle_timeout_ms", nlohmann::json(0)), &def->idle_timeout_ms))
+    return InvalidArgument("malformed instance_created: run.idle_timeout_ms must be an integer");
+  def->idle_abort = run.value("idle_abort", false);
+  if (!steps_.empty())
+    return InvalidArgument("malformed instance_created: a run starts with no calls");
+  metadata_ = e.data.value("metadata", nlohmann::json::object());
+  run_ = std::move(def);
+  return Status::Ok();
+}
+
+Status Instance::ApplyCallAppended(const Event& e) {
+  if (!run_) return FailedPrecondition("call_appended: " + id_ + " is not a run");
+  SagaStatus ss = status();
+  if (ss != SagaStatus::kRunning && ss != SagaStatus::kAwaitingApproval)
+    return FailedPrecondition(std::string("call_appended: the run is ") + StatusName());
+  if (!IsCallId(e.step)) return InvalidArgument("call_appended: bad call_id '" + e.step + "'");
+  if (StepIndex(e.step) >= 0)
+    return InvalidArgument("call_appended: the run has a call '" + e.step + "' already");
+  if (steps_.size() >= static_cast<size_t>(kMaxMaxCalls))
+    return FailedPrecondition("call_appended: the run has " + std::to_string(steps_.size()) +
+                              " calls, the most a run may make");
+  auto def = std::make_shared<SagaDefinition>(*run_);
+  try {
+    auto step = StepFromJson(e.data.at("definition"));
+    if (!step.ok()) return step.status();
+    if (step->name != e.step) return InvalidArgument("call_appended: definition of another call");
+    def->steps.push_back(std::move(*step));
+  } catch (const nlohmann::json::exception& ex) {
+    return InvalidArgument(std::string("malformed call_appended: ") + ex.what());
+  }
+  StepState st;
+  st.name = e.step;
+  st.call = e.data;
+  st.call.erase("definition");
+  st.call["call_id"] = e.step;
+  st.call["appended_at"] = e.at_ms;
+  steps_.push_back(std::move(st));
+  run_ = std::move(def);
+  return Status::Ok();
+}
+
+}  // namespace sagad
