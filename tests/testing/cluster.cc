@@ -117,15 +117,20 @@ Reply Coordinator::Submit(const std::string& saga, const nlohmann::json& input, 
                           const std::string& key) {
   std::string path = "/v1/sagas/" + saga + "/instances";
   if (wait > 0) path += "?wait=" + std::to_string(wait);
-  std::map<std::string, std::string> h;
+  std::map<std::string, std::string> h = Auth();
   if (!key.empty()) h["Idempotency-Key"] = key;
   return Http(port_, "POST", path, nlohmann::json{{"input", input}}.dump(), h);
 }
 
-Reply Coordinator::Get(const std::string& path) { return Http(port_, "GET", path); }
+std::map<std::string, std::string> Coordinator::Auth() const {
+  if (token_.empty()) return {};
+  return {{"Authorization", "Bearer " + token_}};
+}
+
+Reply Coordinator::Get(const std::string& path) { return Http(port_, "GET", path, "", Auth()); }
 
 Reply Coordinator::Post(const std::string& path, const nlohmann::json& body) {
-  return Http(port_, "POST", path, body.dump());
+  return Http(port_, "POST", path, body.dump(), Auth());
 }
 
 nlohmann::json Coordinator::WaitStatus(const std::string& id, const std::string& status,

@@ -62,6 +62,8 @@ class Coordinator {
   void Kill();      // SIGKILL and reap
   int Terminate();  // SIGTERM, returns exit code
 
+  // The bearer token Submit, Get, Post and WaitStatus send (none: empty).
+  void UseToken(std::string token) { token_ = std::move(token); }
   Reply Submit(const std::string& saga, const nlohmann::json& input, double wait = 0,
                const std::string& idempotency_key = "");
   Reply Get(const std::string& path);
@@ -71,6 +73,8 @@ class Coordinator {
                             std::chrono::milliseconds timeout = std::chrono::seconds(20));
 
  private:
+  std::map<std::string, std::string> Auth() const;
+  std::string token_;
   std::string config_path_;
   nlohmann::json config_;
   std::string data_dir_;
