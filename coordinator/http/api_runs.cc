@@ -60,6 +60,8 @@ void ApiServer::Impl::RunRoutes() {
                 R"(/v1/instances/([^/]+)/(finish|abort))", SAGAD_HANDLER(EndRun));
   router_.TakesParams("POST", "/v1/toolboxes/{toolbox}/runs", {"wait", "version"});
   router_.TakesParams("POST", "/v1/instances/{id}/calls", {"wait"});
+  router_.Route("POST", {"/mcp"}, "/mcp", SAGAD_HANDLER(Mcp));
+  router_.TakesParams("POST", "/mcp", {"toolbox", "run", "wait", "input.*"});
 }
 
 void ApiServer::Impl::GetToolbox(const HttpRequest& req, HttpResponse& res) {
@@ -146,9 +148,33 @@ void ApiServer::Impl::AppendCall(const HttpRequest& req, HttpResponse& res) {
   if (!WaitParam(req, res, &wait)) return;
   nlohmann::json call;
   if (!BodyObject(req, res, &call, false)) return;
-  // Arguments the tool's schema refuses: 422 naming each error.
+  res.set_header("Location", "/v1/instances/" + id);
+  AppendAndWait(res, id, call, who, wait, [&req](HttpResponse& res, const CallAnswer& a) {
+    if (!a.refused.ok()) {
+      if (!a.errors.empty())
+        return SchemaProblem(req, res, 422, a.refused.message(), "arguments", a.errors);
+      // A call that cannot be made (nothing recorded) is unprocessable; a
+      // call_id already used for another call is a conflict.
+      StatusCode c = a.refused.code();
+      if (c == StatusCode::kInvalidArgument) return Problem(req, res, 422, a.refused.message());
+      if (c == StatusCode::kAlreadyExists) return Problem(req, res, 409, a.refused.message());
+      return ProblemFromStatus(req, res, a.refused);
+    }
+    if (a.replayed) res.set_header("Idempotent-Replayed", "true");
+    Json(res, CallSettledName(a.call.value("status", "")) ? 200 : 202, a.call);
+  });
+}
+
+void ApiServer::Impl::AppendAndWait(HttpResponse& res, const std::string& id,
+                                    const nlohmann::json& call, const std::string& who, double wait,
+                                    std::function<void(HttpResponse&, const CallAnswer&)> give) {
+  CallAnswer out;
+  // Arguments the tool's schema refuses: each error named.
   auto view = engine_.GetInstance(id);
-  if (!view.ok()) return ProblemFromStatus(req, res, view.status());
+  if (!view.ok()) {
+    out.refused = view.status();
+    return give(res, out);
+  }
   if (ToolboxDefinitionPtr tb =
           engine_.Toolbox(view->value("saga", ""), view->value("saga_version", 0));
       tb && view->value("kind", "") == "run" && call.value("tool", nlohmann::json()).is_string()) {
@@ -156,41 +182,31 @@ void ApiServer::Impl::AppendCall(const HttpRequest& req, HttpResponse& res) {
     nlohmann::json args = call.value("arguments", nlohmann::json::object());
     std::vector<SchemaError> errors =
         tool ? tool->ArgumentErrors(args) : std::vector<SchemaError>{};
-    if (!errors.empty())
-      return SchemaProblem(req, res, 422, "arguments do not match tool '" + tool->name() + "'",
-                           "arguments", errors);
+    if (!errors.empty()) {
+      out.refused = InvalidArgument("arguments do not match tool '" + tool->name() + "'");
+      out.errors = std::move(errors);
+      return give(res, out);
+    }
   }
   auto appended = engine_.AppendCall(id, call, who);
   if (!appended.ok()) {
-    const Status& s = appended.status();
-    // A call that cannot be made (nothing recorded) is unprocessable; a
-    // call_id already used for another call is a conflict.
-    if (s.code() == StatusCode::kInvalidArgument) return Problem(req, res, 422, s.message());
-    if (s.code() == StatusCode::kAlreadyExists) return Problem(req, res, 409, s.message());
-    return ProblemFromStatus(req, res, s);
+    out.refused = appended.status();
+    return give(res, out);
   }
-  if (!*appended) res.set_header("Idempotent-Replayed", "true");
+  out.replayed = !*appended;
   const std::string call_id = call["call_id"].get<std::string>();
-  res.set_header("Location", "/v1/instances/" + id);
-  auto give = [call_id](HttpResponse& res, const StatusOr<nlohmann::json>& j) {
-    nlohmann::json c = j.ok() ? CallOf(*j, call_id) : nlohmann::json();
-    if (c.is_null()) return Json(res, 202, {{"call_id", call_id}});
-    Json(res, CallSettledName(c.value("status", "")) ? 200 : 202, c);
+  auto fill = [call_id, out, give](HttpResponse& res, const StatusOr<nlohmann::json>& j) mutable {
+    if (!j.ok()) out.refused = j.status();
+    out.call = j.ok() ? CallOf(*j, call_id) : nlohmann::json();
+    if (out.call.is_null()) out.call = {{"call_id", call_id}};
+    give(res, out);
   };
-  if (wait <= 0) {
-    auto j = engine_.GetInstance(id);
-    if (!j.ok()) return ProblemFromStatus(req, res, j.status());
-    nlohmann::json c = CallOf(*j, call_id);
-    return Json(res, 202, c.is_null() ? nlohmann::json{{"call_id", call_id}} : c);
-  }
+  if (wait <= 0) return fill(res, engine_.GetInstance(id));
   auto drop = std::make_shared<std::function<bool()>>([] { return false; });
   auto answer = DeferredAnswer::Start(res, [drop] { (*drop)(); });
   *drop = engine_.WaitSettledAsync(id, std::chrono::milliseconds(int64_t(wait * 1000)),
-                                   [&req, answer, give](StatusOr<nlohmann::json> j) {
-                                     answer->Give([&](HttpResponse& res) {
-                                       if (!j.ok()) return ProblemFromStatus(req, res, j.status());
-                                       give(res, j);
-                                     });
+                                   [answer, fill](StatusOr<nlohmann::json> j) mutable {
+                                     answer->Give([&](HttpResponse& res) { fill(res, j); });
                                    });
 }
 

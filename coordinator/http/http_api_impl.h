@@ -20,6 +20,16 @@
 
 namespace sagad {
 
+// What became of an agent's call: refused (with each schema error of its
+// arguments, if that was why), or its view in the run (replayed: the same
+// call was made before).
+struct CallAnswer {
+  Status refused;
+  std::vector<SchemaError> errors;
+  nlohmann::json call;
+  bool replayed = false;
+};
+
 class ApiServer::Impl {
  public:
   Impl(Engine& engine, const ApiOptions& options);
@@ -87,6 +97,21 @@ class ApiServer::Impl {
   // POST /v1/instances/{id}/calls[?wait=S]: 202 with the call, 200 once it
   // settled (COMMITTED, FAILED, REJECTED, AWAITING_APPROVAL, NEEDS_REVIEW).
   void AppendCall(const HttpRequest& req, HttpResponse& res);
+  // Appends `call` to run `id` as `who`; `give` answers once, with the call
+  // as it is now (wait <= 0) or once the run settles or `wait` seconds
+  // pass: a deferred answer, no thread waits for it.
+  void AppendAndWait(HttpResponse& res, const std::string& id, const nlohmann::json& call,
+                     const std::string& who, double wait,
+                     std::function<void(HttpResponse&, const CallAnswer&)> give);
+  // api_mcp.cc: POST /mcp, sagad as an MCP server (Streamable HTTP).
+  void Mcp(const HttpRequest& req, HttpResponse& res);
+  // tools/call in the session of `run`: append the call, answer its outcome.
+  void McpToolCall(const HttpRequest& req, HttpResponse& res, const nlohmann::json& id,
+                   const nlohmann::json& params, const std::string& run,
+                   const ToolboxDefinition& tb, const std::string& who);
+  // initialize: a new run of ?toolbox=NAME, or the run the session names.
+  void McpInitialize(const HttpRequest& req, HttpResponse& res, const nlohmann::json& id,
+                     const nlohmann::json& params, const std::string& who);
   // POST /v1/instances/{id}/finish | abort.
   void EndRun(const HttpRequest& req, HttpResponse& res);
   // api_bulk.cc: POST /v1/instances/actions/{retry|cancel|approve|reject}.
