@@ -77,12 +77,14 @@ function approvalCard(a) {
       ' · instance ', el('a', { href: '#/instance/' + encodeURIComponent(a.instance_id), class: 'instance-link long' }, a.instance_id),
       el('span', { class: 'muted' }, ' waiting since ' + when(a.since))),
     el('h2', {}, 'Input'), pre(json(a.input), { class: 'input' }),
+    a.call ? agentCall(a) : '',
     el('h2', {}, 'The request that will be sent on approval'),
     el('div', { class: 'kv request' },
       el('span', {}, 'service'), el('code', {}, req.service || '-'),
       el('span', {}, 'method, URL'), el('code', { class: 'url long' }, (req.method || '') + ' ' + (req.url || '')),
       el('span', {}, 'Idempotency-Key'), longValue(req.idempotency_key || a.key, 'idem-key', 'Idempotency-Key'),
-      el('span', {}, 'args hash'), longValue(req.args_hash, 'args-hash', 'args hash')),
+      el('span', {}, 'args hash'), longValue(req.args_hash, 'args-hash', 'args hash'),
+      el('span', {}, 'body SHA-256'), longValue(req.body_sha256 || '-', 'body-sha256', 'body SHA-256')),
     pre(json(req.body !== undefined ? req.body : req), { class: 'body' }),
     out);
   if (canOperate()) {
@@ -99,7 +101,7 @@ function approvalCard(a) {
         card.dataset.answered = '1';
         card.classList.add('answered');
         out.append(el('div', { class: 'muted' }, action === 'approve' ? 'Approved: the request goes out now.'
-          : 'Rejected: the saga turns back.'));
+          : a.call ? 'Rejected: the agent decides what comes next.' : 'Rejected: the saga turns back.'));
       } else {
         approve.disabled = reject.disabled = false;
       }
@@ -110,6 +112,22 @@ function approvalCard(a) {
       field('Comment', comment), approve, field('Reason', reason), reject));
   }
   return card;
+}
+
+// What an agent asked for, and why: the call of a run awaiting approval.
+function agentCall(a) {
+  const c = a.call;
+  const meta = a.metadata || {};
+  return el('div', { class: 'agent-call' },
+    el('h2', {}, 'The agent\'s call'),
+    el('div', { class: 'kv' },
+      el('span', {}, 'tool'), el('code', { class: 'tool' }, c.tool || '-'),
+      el('span', {}, 'call id'), el('code', { class: 'call-id long' }, c.call_id || a.step),
+      el('span', {}, 'reason'), el('span', { class: 'call-reason' }, c.reason || '-'),
+      el('span', {}, 'evidence'), el('span', { class: 'call-evidence' }, (c.evidence || []).map(String).join(', ') || '-'),
+      el('span', {}, 'model'), el('span', { class: 'call-model' }, c.model || meta.model || '-'),
+      el('span', {}, 'agent'), el('span', {}, meta.agent || '-')),
+    pre(json(c.arguments || {}), { class: 'call-arguments' }));
 }
 
 // ---- routing ----

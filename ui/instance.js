@@ -5,6 +5,20 @@ import { api, answerBox, canOperate, el, field, json, longValue, poll, pre, row,
          statusBadge, table, when } from './common.js';
 import { stepGraph } from './graph.js';
 
+// A run's calls, in the order its agent made them.
+const CALL_COLUMNS = ['Call', 'Tool', 'Status', 'Arguments', 'Result', 'Reason', 'Evidence', 'Model'];
+
+function callRow(c) {
+  return row(CALL_COLUMNS, { 'data-call': c.call_id }, [
+    c.call_id, el('td', { class: 'call-tool' }, c.tool || '-'),
+    el('td', { class: 'call-status' }, statusBadge(c.status)),
+    pre(json(c.arguments || {}), { class: 'call-arguments' }),
+    c.result === null || c.result === undefined ? '-' : pre(json(c.result), { class: 'call-result' }),
+    el('td', { class: 'call-reason' }, c.reason || '-'),
+    el('td', { class: 'call-evidence' }, (c.evidence || []).map(String).join(', ') || '-'),
+    el('td', { class: 'call-model' }, c.model || '-')]);
+}
+
 const STEP_COLUMNS = ['Step', 'After', 'Status', 'Attempts', 'Last error', 'Next retry',
                       'External ref', 'Compensation', 'Approval'];
 
@@ -15,7 +29,9 @@ export function instancePage(id) {
   const timeline = el('ol', { id: 'timeline', class: 'timeline' });
   const bundle = el('div', { id: 'bundle' });
   const forms = el('div', { id: 'forms' });
-  setMain(el('h1', {}, 'Instance ', longValue(id, 'instance-id', 'instance id')), head,
+  const calls = table('calls', CALL_COLUMNS, 'calls-body');
+  const callsBox = el('div', { id: 'calls-box', hidden: true }, el('h2', {}, 'Calls'), calls.table);
+  setMain(el('h1', {}, 'Instance ', longValue(id, 'instance-id', 'instance id')), head, callsBox,
     el('h2', {}, 'Graph'), graph, el('h2', {}, 'Steps'), steps.table,
     forms, bundle, el('h2', {}, 'Timeline'), timeline);
   let built = null;  // the operator forms, built once (typing survives refreshes)
@@ -27,6 +43,8 @@ export function instancePage(id) {
     head.replaceChildren(instanceHead(inst));
     graph.replaceChildren(stepGraph(inst.steps, 'Steps of ' + inst.saga));
     steps.body.replaceChildren(...inst.steps.map((s) => stepRow(s)));
+    callsBox.hidden = inst.kind !== 'run';
+    if (inst.kind === 'run') calls.body.replaceChildren(...(inst.calls || []).map(callRow));
     const ev = await api('GET', path + '/events');
     if (ev.status === 200) timeline.replaceChildren(...ev.body.events.map(timelineItem));
     await showBundle(bundle, path, inst);
@@ -39,7 +57,10 @@ export function instancePage(id) {
 
 function instanceHead(inst) {
   return el('div', { class: 'kv' },
-    el('span', {}, 'saga'), el('span', {}, el('a', { href: '#/sagas' }, inst.saga + ' v' + inst.saga_version)),
+    el('span', {}, inst.kind === 'run' ? 'toolbox (a run)' : 'saga'),
+    el('span', {}, el('a', { href: '#/sagas' }, inst.saga + ' v' + inst.saga_version)),
+    inst.kind === 'run' ? el('span', {}, 'agent') : '',
+    inst.kind === 'run' ? pre(json(inst.metadata || {}), { id: 'run-metadata' }) : '',
     el('span', {}, 'status'), el('span', { id: 'instance-status' }, statusBadge(inst.status)),
     el('span', {}, 'waiting for'), el('span', {}, inst.waiting_for || '-'),
     el('span', {}, 'current steps'), el('span', { id: 'current-steps' }, (inst.current_steps || []).join(', ') || '-'),

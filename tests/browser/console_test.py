@@ -9,6 +9,8 @@ Waits on conditions with deadlines (WebDriverWait), never on sleeps.
 """
 import argparse
 import concurrent.futures
+import hashlib
+import json
 import os
 import sys
 import time
@@ -478,6 +480,53 @@ class Console(unittest.TestCase):
         self.go("#/sagas")
         self.wait(lambda d: self.css('section[data-saga="trip_booking@1"] svg g.node'))
         self.assertEqual(len(self.css('section[data-saga="trip_booking@1"] svg g.node')), 6)
+
+    def test_9f_a_run_shows_its_calls_and_the_agents_call_on_its_approval_card(self):
+        self.sign_in(OPERATOR)
+        status, run = http(self.port, "POST", "/v1/toolboxes/soc_tools/runs",
+                           {"input": {"incident": "INC-UI"}, "metadata": {"agent": "soc-bot"}},
+                           OPERATOR)
+        self.assertEqual(status, 201, run)
+        calls = "/v1/instances/%s/calls?wait=10" % run["id"]
+        status, ticket = http(self.port, "POST", calls, {
+            "call_id": "ticket", "tool": "create_ticket", "reason": "alert 42",
+            "evidence": ["siem:alert-42"], "model": "m-ui",
+            "arguments": {"title": "Phishing", "severity": "high", "source_ip": "203.0.113.9"}},
+            OPERATOR)
+        self.assertEqual(ticket["status"], "COMMITTED", ticket)
+        status, mail = http(self.port, "POST", calls, {
+            "call_id": "mail", "tool": "notify_user", "reason": "tell the user",
+            "evidence": ["ticket:" + ticket["result"]["ref"]], "model": "m-ui",
+            "arguments": {"to": "bob@example.com", "body": "we blocked it"}}, OPERATOR)
+        self.assertEqual(mail["status"], "AWAITING_APPROVAL", mail)
+        self.go("#/inbox")
+        card = self.approval_card(run["id"] + ":mail")
+        self.assertEqual(card.find_element(By.CSS_SELECTOR, ".tool").text, "notify_user")
+        self.assertEqual(card.find_element(By.CSS_SELECTOR, ".call-reason").text, "tell the user")
+        self.assertIn("ticket:T-", card.find_element(By.CSS_SELECTOR, ".call-evidence").text)
+        self.assertEqual(card.find_element(By.CSS_SELECTOR, ".call-model").text, "m-ui")
+        body = {"body": "we blocked it", "to": "bob@example.com"}
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"))
+                                .encode()).hexdigest()
+        self.assertEqual(card.find_element(By.CSS_SELECTOR, ".body-sha256").text, digest)
+        self.axe("an agent's call awaiting approval")
+        self.shot("console-run-approval.png", ".agent-call")
+        self.go("#/instance/" + run["id"])
+        self.wait(lambda d: self.css('#calls-body tr[data-call="mail"]'), what="the calls")
+        self.assertEqual(self.text_of('#calls-body tr[data-call="ticket"] .call-tool'), "create_ticket")
+        self.assertEqual(self.text_of('#calls-body tr[data-call="ticket"] .call-reason'), "alert 42")
+        self.assertEqual(self.text_of('#calls-body tr[data-call="mail"] .call-status'),
+                         "AWAITING_APPROVAL")
+        self.axe("a run")
+        self.driver.set_window_size(*PHONE)
+        try:
+            self.go("#/instance/" + run["id"])
+            self.wait(lambda d: self.css('#calls-body tr[data-call="mail"]'), what="phone calls")
+            self.no_sideways_scroll("phone run")
+            self.axe("phone run")
+        finally:
+            self.driver.set_window_size(*DESKTOP)
+        self.shot("console-run.png", "#calls")
 
     def test_9e_an_operator_approves_with_the_keyboard_alone(self):
         self.sign_in(OPERATOR)

@@ -50,7 +50,7 @@ class Client:
     """A connection to one sagad.
 
     `retries` network errors and 503s are retried (with a backoff from
-    `backoff_s`, doubling), each time with the same keys; `timeout_s` bounds
+    `backoff_s`, doubling up to 2 s), each time with the same keys; `timeout_s` bounds
     one HTTP exchange (a long poll adds its wait)."""
 
     def __init__(self, url: str, token: Optional[str] = None, *, timeout_s: float = 30.0,
@@ -72,7 +72,7 @@ class Client:
         last: Optional[SagadError] = None
         for attempt in range(self.retries + 1):
             if attempt:
-                time.sleep(self.backoff_s * (2 ** (attempt - 1)))
+                time.sleep(min(self.backoff_s * (2 ** (attempt - 1)), 2.0))
             req = urllib.request.Request(self.url + path, data=data, method=method)
             req.add_header("Accept", "application/json")
             if data is not None:
