@@ -172,13 +172,15 @@ std::vector<Action> Backward(const SagaDefinition& def, const Instance& inst) {
   return {{ActionKind::kFinishCompensation, -1}};
 }
 
-// A run's definition grows with its calls: a caller's copy may predate a
-// call the instance has; the instance's own is never behind it.
 const SagaDefinition& Current(const SagaDefinition& def, const Instance& inst) {
-  return def.run && inst.is_run() ? *inst.run_definition() : def;
+  return CurrentDefinition(def, inst);
 }
 
 }  // namespace
+
+const SagaDefinition& CurrentDefinition(const SagaDefinition& def, const Instance& inst) {
+  return def.run && inst.is_run() ? *inst.run_definition() : def;
+}
 
 const char* ActionKindName(ActionKind k) {
   switch (k) {

@@ -48,6 +48,11 @@ struct Action {
   int step = -1;
 };
 
+// What `inst` runs by: `def`, or for a run the instance's own definition,
+// which is never behind a copy a caller kept (a run's calls are appended
+// as it goes). Index steps of actions planned on `inst` in this one.
+const SagaDefinition& CurrentDefinition(const SagaDefinition& def, const Instance& inst);
+
 // Everything that may be done now, forward steps in index order. Never
 // empty: {kNone} when nothing is to be done.
 std::vector<Action> NextActions(const SagaDefinition& def, const Instance& inst);

@@ -262,6 +262,7 @@ auto StepRunner::AfterForward(const std::string& id, const SagaDefinitionPtr& de
   struct Chained {
     int step = -1, marked = -1;
     Rendered request;
+    SagaDefinitionPtr def;  // the chained step's (a run's may have grown since defp)
   };
   auto c = std::make_shared<Chained>();
   TransitionAsync(
@@ -271,6 +272,7 @@ auto StepRunner::AfterForward(const std::string& id, const SagaDefinitionPtr& de
         SAGAD_RETURN_IF_ERROR(RecordForward(tx, *defp, i, res));
         if (res.outcome != Outcome::kCommitted) return Status::Ok();
         SAGAD_RETURN_IF_ERROR(Chain(tx, *defp, &c->marked, &c->step, &c->request));
+        c->def = defp->run && tx.inst().is_run() ? tx.inst().run_definition() : defp;
         if (c->step >= 0) CrashPoint("before_started");  // the next STARTED is not durable yet
         return Status::Ok();
       },
@@ -285,7 +287,7 @@ auto StepRunner::AfterForward(const std::string& id, const SagaDefinitionPtr& de
         }
         CrashPoint("after_started");
         if (!defp->IsChain()) driver_.schedule(id);  // siblings that became ready start beside it
-        SendForward(id, defp, c->step, std::move(c->request), 1, nullptr, trace, launched, done);
+        SendForward(id, c->def, c->step, std::move(c->request), 1, nullptr, trace, launched, done);
       });
 }
 
@@ -342,9 +344,11 @@ auto StepRunner::RecordStillInDoubt(Tx& tx, const StepDefinition& sd, int i,
                  {{"error", why}, {"retry_at", now + Backoff(policy, cur.attempts)}});
 }
 
-auto StepRunner::Chain(Tx& tx, const SagaDefinition& def, int* marked, int* step, Rendered* request)
-    -> Status {
+auto StepRunner::Chain(Tx& tx, const SagaDefinition& given, int* marked, int* step,
+                       Rendered* request) -> Status {
   const Instance& inst = tx.inst();
+  // A run may have a call more than the definition this step started with.
+  const SagaDefinition& def = CurrentDefinition(given, inst);
   std::vector<Action> actions = NextActions(def, inst);
   if (actions.front().kind == ActionKind::kComplete) return tx.Saga(SagaEvent::kComplete);
   if (driver_.recovering()) return Status::Ok();  // others wait to be resumed first

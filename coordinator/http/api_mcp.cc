@@ -137,7 +137,7 @@ void ApiServer::Impl::Mcp(const HttpRequest& req, HttpResponse& res) {
                      {{"supported", Versions()}, {"requested", asked}}));
   // JSON only: no other web site can post to sagad with a simple form.
   if (!IsJsonContentType(req.get_header_value("Content-Type")))
-    return Rpc(res, 415, Error(nullptr, -32600, "Content-Type must be application/json"));
+    return Problem(req, res, 415, "Content-Type must be application/json");
   if (!JsonDepthWithin(req.body))
     return Rpc(res, 400, Error(nullptr, -32700, "Parse error: nested too deep"));
   nlohmann::json m = nlohmann::json::parse(req.body, nullptr, false);

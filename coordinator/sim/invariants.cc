@@ -31,6 +31,8 @@ std::string CheckStep(World& w, const std::string& id, const SagaDefinition& def
     return Where(id, st) + " is COMMITTED but its service has no effect of it";
   if (happened && w.MeantGated(def.name, st.name) && !st.machine.approved())
     return Where(id, st) + " took effect without the approval its author asked for";
+  if (happened && def.run && sd.requires_approval && !st.machine.approved() && !operator_said)
+    return Where(id, st) + ": a call that waits for an operator took effect unapproved";
   if ((s == StepStatus::kPlanned || s == StepStatus::kFailed || s == StepStatus::kRejected) &&
       happened)
     return Where(id, st) + " is recorded as never done but its service applied it";
@@ -41,7 +43,9 @@ std::string CheckStep(World& w, const std::string& id, const SagaDefinition& def
     return "instance " + id + " is COMPENSATED with irreversible step " + st.name + " done";
   if (ss == SagaStatus::kCompensated && happened && sd.compensation && !undone && !operator_said)
     return "instance " + id + " is COMPENSATED but step " + st.name + " was never undone";
-  if (ss == SagaStatus::kCompleted && !happened && !operator_said)
+  // A finished run may hold calls that failed or were refused: never sent.
+  if (ss == SagaStatus::kCompleted && !happened && !operator_said &&
+      (!def.run || s == StepStatus::kCommitted))
     return "instance " + id + " is COMPLETED without the effect of step " + st.name;
   return "";
 }
@@ -115,9 +119,9 @@ std::string CheckInstance(World& w, MemoryStore& store, const std::string& id,
   }
   if (ss == SagaStatus::kNeedsReview && inst->review_reason().empty())
     return "instance " + id + " is in NEEDS_REVIEW without a reason";
-  const SagaDefinition* def = nullptr;
+  const SagaDefinition* def = inst->is_run() ? inst->run_definition().get() : nullptr;
   for (const auto& d : w.sagas())
-    if (d.name == inst->saga()) def = &d;
+    if (!def && d.name == inst->saga()) def = &d;
   if (!def) return "instance " + id + ": unknown saga " + inst->saga();
   for (size_t i = 0; i < inst->steps().size(); ++i) {
     std::string v = CheckStep(w, id, *def, *inst, i);

@@ -3,6 +3,7 @@
 #include <regex>
 #include <set>
 
+#include "coordinator/sim/agents.h"
 #include "coordinator/sim/invariants.h"
 #include "coordinator/sim/workload.h"
 #include "coordinator/sim/world.h"
@@ -54,10 +55,11 @@ namespace {
 SeedResult RunOnce(uint64_t seed, const RunOptions& options, bool trace) {
   SeededRandom draw(seed);
   Scenario scenario = DrawScenario(draw);
-  ParseBug(options.bug, &scenario.bug);         // checked by the caller
-  SeededRandom typos(seed ^ 0x7970'6f73ULL);    // a stream of its own: the others stay
-  SeededRandom budgets(seed ^ 0x6275'6467ULL);  // so has the retry budget
-  SeededRandom lines(seed ^ 0x6c69'6e65ULL);    // and the connection lines
+  ParseBug(options.bug, &scenario.bug);             // checked by the caller
+  SeededRandom typos(seed ^ 0x7970'6f73ULL);        // a stream of its own: the others stay
+  SeededRandom budgets(seed ^ 0x6275'6467ULL);      // so has the retry budget
+  SeededRandom lines(seed ^ 0x6c69'6e65ULL);        // and the connection lines
+  SeededRandom agent_draws(seed ^ 0x6167'656eULL);  // and the agents (half the seeds)
   if (scenario.coordinators == 2 && lines.Chance(0.5))
     scenario.faults.line_wait = lines.NextDouble() * 0.1;
   if (budgets.Chance(0.3))
@@ -73,21 +75,27 @@ SeedResult RunOnce(uint64_t seed, const RunOptions& options, bool trace) {
       int p = world.running_proc();
       world.Trace((p < 0 ? "log " : "log p" + std::to_string(p) + " ") + line.dump());
     });
+  Agents agents(world, agent_draws,
+                agent_draws.Chance(0.5) ? 1 + static_cast<int>(agent_draws.Below(4)) : 0);
   world.Boot();
   work.Plan(kBusyMs);
+  agents.Plan(kBusyMs);
   bool ok = world.RunUntil(world.now() + kBusyMs);
   if (ok) {  // quiet: no faults, every process up, operators still answer
     world.Quiet();
-    for (int64_t t = 0; ok && t < kQuietMs && !(AllSettled(world) && work.Done()); t += 5000) {
+    for (int64_t t = 0; ok && t < kQuietMs && !(AllSettled(world) && work.Done() && agents.Done());
+         t += 5000) {
       work.Tend();
       ok = world.RunUntil(world.now() + 5000);
     }
   }
   SeedResult r;
-  r.sagas = work.submitted();
+  r.sagas = work.submitted() + static_cast<int>(agents.keys().size());
   r.events = world.events();
   if (ok) {
-    std::string v = CheckEnd(world, work.keys());
+    std::set<std::string> keys = work.keys();
+    keys.insert(agents.keys().begin(), agents.keys().end());
+    std::string v = CheckEnd(world, keys);
     if (!v.empty() && v.rfind("liveness", 0) == 0)  // what each process thinks
       for (auto& p : world.processes())
         if (p.engine)

@@ -1,5 +1,6 @@
 #include "coordinator/sim/world.h"
 
+#include "coordinator/sim/agents.h"
 #include "util/check.h"
 
 namespace sagad::sim {
@@ -94,6 +95,8 @@ void World::Restart(int proc) {
   o.random = p.random.get();
   p.engine = std::make_unique<Engine>(*p.store, *p.adapter, *p.clock, o);
   for (const auto& def : sagas_) SAGAD_CHECK(p.engine->Register(def).ok());
+  static const ToolboxDefinition kTools = SimTools();
+  SAGAD_CHECK(p.engine->RegisterToolbox(kTools).ok());
   SIM_TRACE(*this, "process " + std::to_string(proc) + " starts (incarnation " +
                        std::to_string(p.incarnation) + ")");
   Status s = p.engine->Start();

@@ -203,6 +203,58 @@ class Conformance(unittest.TestCase):
         self.call("GET", "/v1/sagas/conformance_saga/versions/x", token=VIEWER, expect=400)
         self.call("GET", "/v1/sagas/conformance_saga/versions/9", token=VIEWER, expect=404)
 
+    def test_6_toolboxes_runs_calls_and_mcp(self):
+        _, tbs = self.call("GET", "/v1/toolboxes", token=VIEWER, expect=200)
+        self.assertIn("soc_tools", [t["name"] for t in tbs["toolboxes"]])
+        _, tb = self.call("GET", "/v1/toolboxes/soc_tools/versions/1", token=VIEWER, expect=200)
+        self.call("GET", "/v1/toolboxes/soc_tools/versions/9", token=VIEWER, expect=404)
+        tb["version"] = 2
+        self.call("PUT", "/v1/toolboxes/soc_tools/versions/2", tb, token=ADMIN, expect=201)
+        self.call("PUT", "/v1/toolboxes/soc_tools/versions/2", tb, token=ADMIN, expect=200)
+        tb["tools"] = tb["tools"][:1]
+        self.call("PUT", "/v1/toolboxes/soc_tools/versions/2", tb, token=ADMIN, expect=409)
+        self.call("PUT", "/v1/toolboxes/soc_tools/versions/3", tb, token=OPERATOR, expect=403)
+        runs = "/v1/toolboxes/soc_tools/runs"
+        self.call("POST", runs, {"input": {}}, expect=422)
+        self.call("POST", "/v1/toolboxes/nope/runs", {"input": {}}, expect=404)
+        _, run = self.call("POST", runs, {"input": {"incident": "conf-6"},
+                                          "metadata": {"agent": "conformance"}}, expect=201)
+        self.assertEqual(run["status"], "OPEN")
+        calls = "/v1/instances/%s/calls" % run["id"]
+        block = {"call_id": "b1", "tool": "block_ip", "arguments": {"ip": "203.0.113.1"}}
+        _, c = self.call("POST", calls + "?wait=10", block, expect=200)
+        self.assertEqual(c["status"], "COMMITTED")
+        self.call("POST", calls, block, expect=200)  # the same call: its first outcome
+        self.call("POST", calls, dict(block, arguments={"ip": "203.0.113.2"}), expect=409)
+        self.call("POST", calls, {"call_id": "b2", "tool": "block_ip", "arguments": {}},
+                  expect=422)
+        self.call("POST", calls, {"call_id": "b3", "tool": "block_ip",
+                                  "arguments": {"ip": "203.0.113.3"}}, token=VIEWER, expect=403)
+        _, mail = self.call("POST", calls + "?wait=10", {"call_id": "m1", "tool": "notify_user",
+                            "arguments": {"to": "x", "body": "y"}}, expect=200)
+        self.assertEqual(mail["status"], "AWAITING_APPROVAL")
+        self.call("POST", "/v1/instances/%s/finish" % run["id"], {}, expect=409)
+        self.call("POST", "/v1/instances/%s/abort" % run["id"], {"reason": "t"}, expect=200)
+        self.wait_status(run["id"], "COMPENSATED")
+        self.call("POST", "/v1/instances/nope/finish", {}, expect=404)
+        _, other = self.call("POST", runs, {"input": {"incident": "conf-6b"}}, expect=201)
+        self.call("POST", "/v1/instances/%s/finish" % other["id"], {}, expect=200)
+        self.call("POST", "/v1/instances/%s/abort" % other["id"], {}, expect=409)
+        mcp = "/mcp?toolbox=soc_tools&input.incident=conf-6"
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "conformance", "version": "1"}}}
+        self.call("POST", mcp, init, expect=200)
+        self.call("POST", "/mcp", {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                  expect=202)
+        self.call("POST", "/mcp", {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                  expect=400)
+        self.call("POST", "/mcp", {"jsonrpc": "2.0", "id": 3, "method": "ping"},
+                  headers={"Mcp-Session-Id": "nope"}, expect=404)
+        self.call("POST", "/mcp", init, token=VIEWER, expect=403)
+        self.call("POST", "/mcp", raw=b"x=1", content_type="application/x-www-form-urlencoded",
+                  expect=415)
+
     def test_8_the_dashboard_and_alerts_use_only_exported_metrics(self):
         status, text = self.call("GET", "/metrics", token=None, expect=200)
         exported = set()

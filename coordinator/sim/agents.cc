@@ -1,0 +1,203 @@
+#include "coordinator/sim/agents.h"
+
+#include <cstdio>
+
+#include "adapters/trace_context.h"
+#include "coordinator/store/memory/memory_store.h"
+#include "util/check.h"
+
+namespace sagad::sim {
+namespace {
+
+constexpr int kMaxTries = 300;  // requests of one step before an agent gives up
+
+// A stable draw for (key, n): the same call is the same every time it is sent.
+uint64_t Mix(const std::string& key, int n) {
+  uint64_t h = 1469598103934665603ULL;
+  for (char c : key + "#" + std::to_string(n))
+    h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  return h;
+}
+
+}  // namespace
+
+ToolboxDefinition SimTools() {
+  const nlohmann::json args = {{"type", "object"},
+                               {"required", {"order"}},
+                               {"properties", {{"order", {{"type", "string"}}}}}};
+  const nlohmann::json body = {{"order", "{{args.order}}"}};
+  auto tb = ToolboxBuilder("sim_tools", 1)
+                .IdleTimeout(20, "review")
+                .MaxCalls(16)
+                .Tool("op", "", args)
+                .Call("alpha", "POST", "/ops", body)
+                .Compensate("alpha", "POST", "/ops/{{result.ref}}/undo")
+                .Tool("op2", "", args)
+                .Call("beta", "POST", "/ops", body)
+                .Compensate("beta", "POST", "/ops/{{result.ref}}/undo")
+                .Tool("gated", "", args)
+                .Call("gamma", "POST", "/ops", body)
+                .Compensate("gamma", "POST", "/ops/{{result.ref}}/undo")
+                .RequiresApproval()
+                .Tool("pivot", "", args)
+                .Call("delta", "POST", "/pivot", body)
+                .Irreversible()
+                .Build();
+  SAGAD_CHECK(tb.ok()) << tb.status().ToString();
+  return *tb;
+}
+
+void Agents::Plan(int64_t busy_ms) {
+  const int64_t start = world_.now();
+  for (int n = 0; n < agents_; ++n) {
+    Agent g;
+    g.key = "agent-" + std::to_string(n);
+    g.calls = 1 + static_cast<int>(r_.Below(4));
+    const uint64_t end = r_.Below(10);
+    g.end = end < 6 ? End::kFinish : end < 9 ? End::kAbort : End::kSilent;
+    keys_.insert(g.key);
+    all_.push_back(g);
+    const int64_t at = start + static_cast<int64_t>(r_.Below(busy_ms / 2));
+    world_.At(at, [this, n] { Step(static_cast<size_t>(n)); });
+  }
+}
+
+bool Agents::Done() const {
+  for (const Agent& g : all_)
+    if (!g.done) return false;
+  return true;
+}
+
+// As World::AnyLive, from the agents' own draws: a process that is up, not
+// paused and not inside a store or downstream call of its own.
+Process* Agents::Live() {
+  std::vector<Process*> live;
+  for (auto& p : world_.processes())
+    if (p.alive && p.engine && !p.inside_call && p.paused_until <= world_.now()) live.push_back(&p);
+  return live.empty() ? nullptr : live[r_.Below(live.size())];
+}
+
+void Agents::Later(size_t a, int64_t min_ms, int64_t max_ms) {
+  Agent& g = all_[a];
+  if (++g.tries > kMaxTries) {  // the agent gives up: its run goes idle, then to review
+    SIM_TRACE(world_, g.key + " gives up");
+    g.done = true;
+    return;
+  }
+  world_.At(world_.now() + min_ms + static_cast<int64_t>(r_.Below(max_ms - min_ms)),
+            [this, a] { Step(a); });
+}
+
+// An operator, now and then, on the call of this run that waits for one:
+// approves it, or (one time in four) rejects it.
+void Agents::Operate(const Agent& g) {
+  if (g.run.empty() || world_.quiet() || !r_.Chance(0.3)) return;
+  Process* p = Live();
+  if (!p) return;
+  auto view = MemoryStore(world_.data()).GetInstance(g.run);
+  if (!view.ok()) return;
+  for (const auto& c : view->value("calls", nlohmann::json::array())) {
+    if (c.value("status", "") != "AWAITING_APPROVAL") continue;
+    const std::string call = c.value("call_id", "");
+    Status s = r_.Chance(0.75) ? p->engine->Approve(g.run, call, "sim", "")
+                               : p->engine->Reject(g.run, call, "sim", "no");
+    SIM_TRACE(world_, "operator on " + g.run + "/" + call + ": " + s.ToString());
+    return;
+  }
+}
+
+void Agents::Step(size_t a) {
+  Agent& g = all_[a];
+  Operate(g);
+  if (g.done) return;
+  if (g.run.empty()) {
+    Open(g);
+    return g.run.empty() ? Later(a, 200, 2000) : Later(a, 100, 1500);
+  }
+  if (g.next < g.calls) return Call(g, a);
+  if (g.end == End::kSilent) {  // its run must go to review by itself
+    g.done = true;
+    return;
+  }
+  Finish(g);
+  if (!g.done) Later(a, 300, 3000);
+}
+
+void Agents::Open(Agent& g) {
+  Process* p = Live();
+  if (!p) return;
+  // A traceparent of the seed's own (one drawn by sagad would not replay).
+  char parent[64];
+  snprintf(parent, sizeof parent, "00-%016llx%016llx-%016llx-01",
+           static_cast<unsigned long long>(Mix(g.key, 0) | 1), 0x6167656eULL,
+           static_cast<unsigned long long>(Mix(g.key, 1) | 1));
+  auto out = p->engine->StartRun("sim_tools", 0, {{"order", g.key}}, {{"agent", g.key}}, g.key,
+                                 "hash-" + g.key, TraceFromHeaders(parent, ""));
+  if (!out.ok()) {
+    if (out.status().code() == StatusCode::kInvalidArgument ||
+        out.status().code() == StatusCode::kNotFound)
+      world_.Violation("run of " + g.key + " refused: " + out.status().ToString());
+    return;
+  }
+  p->engine->FinishSubmission(g.key, 201, {{"id", out->instance_id}});
+  if (!g.run.empty() && g.run != out->instance_id)
+    world_.Violation("key " + g.key + " opened two runs: " + g.run + ", " + out->instance_id);
+  g.run = out->instance_id;
+  g.tries = 0;
+  SIM_TRACE(world_, g.key + " opened " + g.run);
+}
+
+nlohmann::json Agents::CallOf(const Agent& g, int n) {
+  static const char* const kTools[] = {"op",  "op",    "op",    "op",    "op2",
+                                       "op2", "gated", "gated", "pivot", "op"};
+  const uint64_t h = Mix(g.key, n);
+  return {{"call_id", "c" + std::to_string(n)},
+          {"tool", kTools[h % 10]},
+          {"arguments", {{"order", g.key + "-" + std::to_string(n)}}}};
+}
+
+void Agents::Call(Agent& g, size_t a) {
+  Process* p = Live();
+  if (!p) return Later(a, 200, 2000);
+  // Now and then a call its tool's schema refuses: nothing may be recorded.
+  if (Mix(g.key, 100 + g.next) % 20 == 0 && g.tries == 0) {
+    nlohmann::json bad = {
+        {"call_id", "bad" + std::to_string(g.next)}, {"tool", "op"}, {"arguments", {{"order", 7}}}};
+    auto refused = p->engine->AppendCall(g.run, bad, g.key);
+    if (refused.ok()) world_.Violation(g.key + ": a call its schema refuses was recorded");
+  }
+  const nlohmann::json call = CallOf(g, g.next);
+  auto out = p->engine->AppendCall(g.run, call, g.key);
+  SIM_TRACE(world_,
+            g.key + " calls " + call.dump() + ": " +
+                (out.ok() ? (*out ? "appended" : "answered again") : out.status().ToString()));
+  if (!out.ok()) {
+    StatusCode c = out.status().code();
+    if (c == StatusCode::kInvalidArgument || c == StatusCode::kAlreadyExists)
+      world_.Violation(g.key + ": call " + call.dump() + " refused: " + out.status().ToString());
+    return Later(a, 200, 3000);
+  }
+  // Recorded. Now and then the agent "crashes" before it learns so, and
+  // sends the same call again later.
+  if (r_.Chance(0.2)) return Later(a, 100, 4000);
+  ++g.next;
+  g.tries = 0;
+  Later(a, 100, 2500);
+}
+
+void Agents::Finish(Agent& g) {
+  Process* p = Live();
+  if (!p) return;
+  Status s = g.end == End::kAbort ? p->engine->AbortRun(g.run, g.key, "the agent gives up")
+                                  : p->engine->FinishRun(g.run, g.key);
+  SIM_TRACE(world_, g.key + (g.end == End::kAbort ? " aborts: " : " finishes: ") + s.ToString());
+  if (s.ok()) {
+    g.done = true;
+    return;
+  }
+  // Abort is refused once an irreversible call is in play: finish instead.
+  if (g.end == End::kAbort && s.message().find("irreversible") != std::string::npos)
+    g.end = End::kFinish;
+}
+
+}  // namespace sagad::sim
