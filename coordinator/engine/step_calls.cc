@@ -57,10 +57,19 @@ auto StepRunner::CallIfOwner(const CallRequest& req, const Done& done, AfterCall
   runs_.AwaitReply(true);
   auto h = std::make_shared<Handoff>();
   // The lease rule again when the request leaves the service's connection
-  // line: a request that waited there while the lease ran low never leaves.
+  // line: a request that waited there while the lease ran low never leaves,
+  // nor one made under another lease than the one held now (its fencing
+  // token is not the live lease's: found by the simulator, seed 6806, a
+  // request made before its process stood still, whose instance another
+  // process finished meanwhile and this one took again).
   CallRequest sent = req;
-  sent.may_write = [&ownership = ownership_, id = req.instance_id] {
-    return ownership.SendableNow(id);
+  sent.may_write = [&ownership = ownership_, id = req.instance_id, token = req.fencing_token] {
+    SAGAD_RETURN_IF_ERROR(ownership.SendableNow(id));
+    const uint64_t now = ownership.Token(id);
+    if (now == token) return Status::Ok();
+    return LeaseLost("the lease of " + id + " is another one than the request was made under " +
+                     "(fencing token " + std::to_string(token) + ", now " + std::to_string(now) +
+                     "): withheld at the connection line");
   };
   adapter_.CallAsync(sent, [this, h, id = req.instance_id, key = req.idempotency_key,
                             service = req.service, done, k = std::move(k)](CallResult res) mutable {
