@@ -24,15 +24,19 @@ bool LimitParam(const HttpRequest& req, HttpResponse& res, size_t* limit) {
   return true;
 }
 
-// ?input.FIELD=VALUE (one field); false with a 400.
+// ?input.FIELD=VALUE or (a run's) ?metadata.FIELD=VALUE (one field); false
+// with a 400.
 bool InputFilter(const HttpRequest& req, HttpResponse& res, InstanceFilter* filter) {
   for (const auto& [k, v] : req.params) {
-    if (k.rfind("input.", 0) != 0) continue;
+    const bool metadata = k.rfind("metadata.", 0) == 0;
+    if (k.rfind("input.", 0) != 0 && !metadata) continue;
     if (!filter->input_field.empty()) {
-      Problem(req, res, 400, "search by one input field at a time (input.FIELD=VALUE)");
+      Problem(req, res, 400,
+              "search by one field at a time (input.FIELD=VALUE or metadata.FIELD=VALUE)");
       return false;
     }
-    filter->input_field = k.substr(6);
+    filter->in_metadata = metadata;
+    filter->input_field = k.substr(metadata ? 9 : 6);
     filter->input_value = v;
     if (filter->input_field.empty() || filter->input_field.find('.') != std::string::npos) {
       Problem(req, res, 400,

@@ -173,7 +173,7 @@ void ApiServer::Impl::InstanceRoutes() {
                 R"(/v1/instances/([^/]+)/(cancel|compensate))", SAGAD_HANDLER(CancelOrCompensate));
   router_.TakesParams(
       "GET", "/v1/instances",
-      {"status", "saga", "waiting", "limit", "cursor", "idempotency_key", "input.*"});
+      {"status", "saga", "waiting", "limit", "cursor", "idempotency_key", "input.*", "metadata.*"});
   router_.TakesParams("GET", "/v1/instances/{id}", {"wait"});
   router_.TakesParams("POST", "/v1/sagas/{saga}/instances", {"wait", "version"});
 }

@@ -104,7 +104,7 @@ bool Matches(const InstanceFilter& filter, const nlohmann::json& j) {
   if (!filter.waiting.empty() && !(j.contains("waiting_for") && j["waiting_for"] == filter.waiting))
     return false;
   if (filter.input_field.empty()) return true;
-  auto input = j.find("input");
+  auto input = j.find(filter.in_metadata ? "metadata" : "input");
   if (input == j.end() || !input->is_object()) return false;
   auto v = input->find(filter.input_field);
   if (v == input->end()) return false;

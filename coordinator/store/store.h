@@ -65,8 +65,10 @@ struct InstanceFilter {
   // The instance a client's Idempotency-Key created (at most one).
   std::string idempotency_key;
   // A top-level input field equal to `input_value` (a string field's value,
-  // or the JSON text of a number, boolean or null).
+  // or the JSON text of a number, boolean or null); with `in_metadata`, a
+  // field of a run's metadata (agent, model...) instead.
   std::string input_field, input_value;
+  bool in_metadata = false;
 };
 
 // A saga definition deployed over the API (Store::PutDefinition).

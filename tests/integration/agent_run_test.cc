@@ -125,9 +125,15 @@ TEST_F(AgentRunTest, TheIncidentAgentDecidesEachCallFromTheLastResult) {
   EXPECT_EQ(finished.body["calls"][0]["reason"], "incident INC-7");
   EXPECT_EQ(RepeatedEffects(downstream_), "");
   EXPECT_EQ(downstream_.Effects()["total"], 4);
-  // Search finds runs by toolbox.
+  // Search finds runs by toolbox and by a field of their metadata.
   Reply found = sagad_.Get("/v1/instances?saga=soc_tools");
   EXPECT_EQ(found.body["instances"].size(), 1u) << found.raw;
+  Reply by_agent = sagad_.Get("/v1/instances?metadata.agent=soc-bot");
+  ASSERT_EQ(by_agent.body["instances"].size(), 1u) << by_agent.raw;
+  EXPECT_EQ(by_agent.body["instances"][0]["id"], agent.run);
+  EXPECT_EQ(sagad_.Get("/v1/instances?metadata.agent=other").body["instances"].size(), 0u);
+  EXPECT_EQ(
+      sagad_.Get("/v1/instances?metadata.model=m-1&status=COMPLETED").body["instances"].size(), 1u);
 }
 
 TEST_F(AgentRunTest, ACallIdSentAgainAnswersTheFirstOutcomeAndNeverASecondEffect) {

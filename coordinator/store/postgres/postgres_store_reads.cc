@@ -69,7 +69,10 @@ StatusOr<InstancePage> PostgresStore::ListInstances(const InstanceFilter& filter
   }
   if (!filter.input_field.empty()) {
     params.push_back(filter.input_field);
-    const std::string value = "snapshot::jsonb -> 'input' -> $" + std::to_string(params.size());
+    // The object searched: the input, or a run's metadata (a literal).
+    const std::string root = filter.in_metadata ? "'metadata'" : "'input'";
+    const std::string value =
+        "snapshot::jsonb -> " + root + " -> $" + std::to_string(params.size());
     // A string field's value, or the JSON text of a number, boolean or null
     // (Matches in store.cc says the same for LMDB).
     const std::string cond = "(CASE jsonb_typeof(" + value + ") WHEN 'string' THEN " + value +
@@ -79,7 +82,7 @@ StatusOr<InstancePage> PostgresStore::ListInstances(const InstanceFilter& filter
     // The same, as containment the GIN index sagad_instances_input answers:
     // the field holds the string, or (when the value is JSON) that value.
     const std::string field = "$" + std::to_string(params.size() - 1);
-    const std::string input = "((snapshot::jsonb) -> 'input') @> jsonb_build_object(" + field;
+    const std::string input = "((snapshot::jsonb) -> " + root + ") @> jsonb_build_object(" + field;
     sql += " AND (" + input + "::text, $" + std::to_string(params.size()) + "::text)";
     nlohmann::json scalar = nlohmann::json::parse(filter.input_value, nullptr, false);
     if (!scalar.is_discarded() && !scalar.is_string() && !scalar.is_structured()) {
