@@ -192,10 +192,17 @@ bool ReadCommand(const std::string& cmd, const Args& a, Client& c, bool* as_json
     *out = Must(c.Approvals());
     if (*as_json) return true;
     std::vector<std::vector<std::string>> rows;
-    for (const auto& x : (*out)["approvals"])
+    // A run's call shows its tool; every request its body's SHA-256 (what
+    // the approval is bound to), in full: compare it with the console's.
+    for (const auto& x : (*out)["approvals"]) {
+      const json call = x.value("call", json::object());
+      const json req = x.value("request", json::object());
       rows.push_back({Str(x["instance_id"]), Str(x["saga"]), Str(x["step"]),
-                      Time(x.value("since", int64_t(0)))});
-    Table({"INSTANCE", "SAGA", "STEP", "SINCE"}, rows);
+                      call.is_object() ? call.value("tool", "-") : "-",
+                      Time(x.value("since", int64_t(0))),
+                      req.is_object() ? req.value("body_sha256", "-") : "-"});
+    }
+    Table({"INSTANCE", "SAGA", "STEP", "TOOL", "SINCE", "BODY SHA-256"}, rows);
   } else {
     return false;
   }
