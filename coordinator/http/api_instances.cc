@@ -32,7 +32,8 @@ bool InputFilter(const HttpRequest& req, HttpResponse& res, InstanceFilter* filt
     if (k.rfind("input.", 0) != 0 && !metadata) continue;
     if (!filter->input_field.empty()) {
       Problem(req, res, 400,
-              "search by one field at a time (input.FIELD=VALUE or metadata.FIELD=VALUE)");
+              "search by one input field at a time (input.FIELD=VALUE), or one field of "
+              "a run's metadata (metadata.FIELD=VALUE)");
       return false;
     }
     filter->in_metadata = metadata;
