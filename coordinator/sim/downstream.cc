@@ -1,7 +1,9 @@
 #include "coordinator/sim/downstream.h"
 
 #include "adapters/classify.h"
+#include "adapters/sha256.h"
 #include "coordinator/sim/world.h"
+#include "util/json_limits.h"
 
 namespace sagad::sim {
 namespace {
@@ -85,8 +87,10 @@ std::pair<int, nlohmann::json> Downstreams::Apply(const CallRequest& req, Operat
     world_.Violation("second effect of " + req.idempotency_key + " at " + req.service +
                      " (does not deduplicate)");
   ++op.effects;
-  if (op.effects == 1)
+  if (op.effects == 1) {
     op.result = {{"ref", req.service + "-" + std::to_string(++refs_)}, {"ok", true}};
+    op.request_hash = Sha256Hex(req.method + " " + req.path + "\n" + CanonicalJson(req.body));
+  }
   effects_.push_back(
       {world_.now(), req.service, req.idempotency_key, req.instance_id, req.step, compensation});
   SIM_TRACE(world_, "effect " + req.idempotency_key + " at " + req.service);

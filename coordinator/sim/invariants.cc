@@ -33,6 +33,10 @@ std::string CheckStep(World& w, const std::string& id, const SagaDefinition& def
     return Where(id, st) + " took effect without the approval its author asked for";
   if (happened && def.run && sd.requires_approval && !st.machine.approved() && !operator_said)
     return Where(id, st) + ": a call that waits for an operator took effect unapproved";
+  // What an operator approved is exactly what was sent.
+  if (happened && st.approval.is_object() && st.approval.value("decision", "") == "approved" &&
+      st.approval.contains("args_hash") && st.approval["args_hash"] != fwd->request_hash)
+    return Where(id, st) + " sent another request than the one approved";
   if ((s == StepStatus::kPlanned || s == StepStatus::kFailed || s == StepStatus::kRejected) &&
       happened)
     return Where(id, st) + " is recorded as never done but its service applied it";
