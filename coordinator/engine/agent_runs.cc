@@ -155,6 +155,9 @@ Status AgentRuns::Finish(const std::string& id, const std::string& actor) {
     if (tx.inst().status() == SagaStatus::kCompleted) return Status::Ok();
     SAGAD_RETURN_IF_ERROR(ResumeIfSilent(tx, actor));
     const Instance& inst = tx.inst();
+    if (inst.status() == SagaStatus::kCompensating || inst.status() == SagaStatus::kCompensated)
+      return FailedPrecondition("run " + id + " was aborted (" + inst.StatusName() +
+                                "); it cannot finish");
     for (const StepState& st : inst.steps())
       if (!CallSettled(st.status()))
         return FailedPrecondition("call '" + st.name + "' is " + StepStatusName(st.status()) +
