@@ -60,6 +60,8 @@
 #include <string>
 #include <thread>
 
+#include "examples/example_routes.h"
+
 namespace {
 
 using nlohmann::json;
@@ -128,16 +130,14 @@ class Services {
       std::lock_guard<std::mutex> l(mu_);
       faults_.clear();
       requests_ = json::array();
-      flights_.clear(), hotels_.clear(), cars_.clear();
       ops_.clear();
       by_key_.clear();
       by_route_.clear();
       fencing_.clear();
       fenced_.clear();
       traces_.clear();
-      total_ = seq_ = 0;
-      tickets_.clear(), messages_.clear(), reservations_.clear(), charges_.clear();
-      shipments_.clear(), hosts_.clear(), accounts_.clear(), ips_.clear();
+      total_ = 0;
+      routes_ = sagad::ExampleRoutes();
       res.set_content("{}", "application/json");
     });
     s.Get(R"(/operations/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
@@ -223,116 +223,6 @@ class Services {
   }
 
   // Applies the business effect; returns status + body. REQUIRES: mu_ held.
-  std::pair<int, json> Execute(const std::string& path, const json& body, std::string* route) {
-    static const std::regex kClose(R"(/tickets/([^/]+)/close)");
-    static const std::regex kRelease(R"(/reservations/([^/]+)/release)");
-    static const std::regex kRefund(R"(/charges/([^/]+)/refund)");
-    static const std::regex kCancel(R"(/shipments/([^/]+)/cancel)");
-    static const std::regex kFlightCancel(R"(/flights/holds/([^/]+)/cancel)");
-    static const std::regex kFlightIssue(R"(/flights/holds/([^/]+)/issue)");
-    static const std::regex kHotelCancel(R"(/hotels/bookings/([^/]+)/cancel)");
-    static const std::regex kCarCancel(R"(/cars/rentals/([^/]+)/cancel)");
-    static const std::regex kRecall(R"(/messages/([^/]+)/recall)");
-    auto need = [&](std::initializer_list<const char*> fields) -> std::string {
-      for (const char* f : fields)
-        if (!body.is_object() || !body.contains(f) || body[f].is_null()) return f;
-      return "";
-    };
-    auto missing = [](const std::string& f) {
-      return std::make_pair(422, json{{"error", "missing field '" + f + "'"}});
-    };
-    std::smatch m;
-    auto create = [&](const char* kind, const char* prefix, std::initializer_list<const char*> f,
-                      std::map<std::string, json>* table) -> std::pair<int, json> {
-      *route = kind;
-      std::string miss = need(f);
-      if (!miss.empty()) return missing(miss);
-      std::string ref = std::string(prefix) + std::to_string(++seq_);
-      json obj = body;
-      obj["ref"] = ref;
-      obj["status"] = "active";
-      (*table)[ref] = obj;
-      return {201, obj};
-    };
-    auto undo = [&](const char* kind, std::map<std::string, json>* table,
-                    const char* state) -> std::pair<int, json> {
-      *route = kind;
-      auto it = table->find(m[1].str());
-      if (it == table->end()) return {404, json{{"error", "no such " + std::string(kind)}}};
-      it->second["status"] = state;
-      return {200, it->second};
-    };
-    if (path == "/tickets") {
-      auto made = create("create_ticket", "T-", {"title", "severity"}, &tickets_);
-      // What the ticket system knows of the source (an agent decides on it):
-      // private ranges are internal, anything else external.
-      if (made.first == 201 && body.contains("source_ip") && body["source_ip"].is_string()) {
-        const std::string ip = body["source_ip"].get<std::string>();
-        bool internal =
-            ip.rfind("10.", 0) == 0 || ip.rfind("192.168.", 0) == 0 || ip.rfind("127.", 0) == 0;
-        made.second["source"] = internal ? "internal" : "external";
-        tickets_[made.second["ref"].get<std::string>()] = made.second;
-      }
-      return made;
-    }
-    if (path == "/ips/block" || path == "/ips/unblock") {
-      bool block = path == "/ips/block";
-      *route = block ? "block_ip" : "unblock_ip";
-      std::string miss = need({"ip"});
-      if (!miss.empty()) return missing(miss);
-      std::string ip = body["ip"].is_string() ? body["ip"].get<std::string>() : body["ip"].dump();
-      ips_[ip] = block ? "blocked" : "unblocked";
-      return {200, json{{"ref", "ip-" + ip}, {"ip", ip}, {"status", ips_[ip]}}};
-    }
-    if (std::regex_match(path, m, kClose)) return undo("close_ticket", &tickets_, "closed");
-    if (path == "/hosts/isolate" || path == "/hosts/release") {
-      bool iso = path == "/hosts/isolate";
-      *route = iso ? "isolate_host" : "release_host";
-      std::string miss = need({"host"});
-      if (!miss.empty()) return missing(miss);
-      std::string host =
-          body["host"].is_string() ? body["host"].get<std::string>() : body["host"].dump();
-      hosts_[host] = iso ? "isolated" : "released";
-      return {200, json{{"ref", "host-" + host}, {"host", host}, {"status", hosts_[host]}}};
-    }
-    if (path == "/accounts/disable" || path == "/accounts/restore") {
-      bool dis = path == "/accounts/disable";
-      *route = dis ? "disable_account" : "restore_account";
-      std::string miss = need({"user"});
-      if (!miss.empty()) return missing(miss);
-      std::string user =
-          body["user"].is_string() ? body["user"].get<std::string>() : body["user"].dump();
-      accounts_[user] = dis ? "disabled" : "active";
-      return {200, json{{"ref", "acct-" + user}, {"user", user}, {"status", accounts_[user]}}};
-    }
-    if (path == "/messages") return create("send_message", "M-", {"to", "body"}, &messages_);
-    if (path == "/reservations")
-      return create("reserve_inventory", "R-", {"sku", "qty"}, &reservations_);
-    if (std::regex_match(path, m, kRelease))
-      return undo("release_reservation", &reservations_, "released");
-    if (path == "/charges")
-      return create("charge_payment", "C-", {"amount", "currency", "customer"}, &charges_);
-    if (std::regex_match(path, m, kRefund)) return undo("refund_charge", &charges_, "refunded");
-    if (path == "/shipments") return create("create_shipment", "S-", {"address"}, &shipments_);
-    if (std::regex_match(path, m, kCancel))
-      return undo("cancel_shipment", &shipments_, "cancelled");
-    if (std::regex_match(path, m, kRecall)) return undo("recall_message", &messages_, "recalled");
-    if (path == "/flights/holds")
-      return create("reserve_flight", "F-", {"flight", "passenger"}, &flights_);
-    if (std::regex_match(path, m, kFlightCancel))
-      return undo("cancel_flight", &flights_, "cancelled");
-    if (std::regex_match(path, m, kFlightIssue))
-      return undo("issue_tickets", &flights_, "ticketed");
-    if (path == "/hotels/bookings")
-      return create("reserve_hotel", "H-", {"hotel", "nights", "guest"}, &hotels_);
-    if (std::regex_match(path, m, kHotelCancel)) return undo("cancel_hotel", &hotels_, "cancelled");
-    if (path == "/cars/rentals")
-      return create("reserve_car", "K-", {"pickup", "days", "driver"}, &cars_);
-    if (std::regex_match(path, m, kCarCancel)) return undo("cancel_car", &cars_, "cancelled");
-    *route = "";
-    return {404, json{{"error", "no such route " + path}}};
-  }
-
   static long long NowMicros() {
     return std::chrono::duration_cast<std::chrono::microseconds>(
                std::chrono::steady_clock::now().time_since_epoch())
@@ -415,7 +305,7 @@ class Services {
       }
     }
     std::string route;
-    auto [status, out] = Execute(req.path, body, &route);
+    auto [status, out] = routes_.Execute(req.path, body, &route);
     Refused(key, status, out);
     if (status >= 200 && status < 300) {
       ++total_;
@@ -457,7 +347,6 @@ class Services {
   std::map<std::string, Stored> ops_;
   std::map<std::string, int> by_key_;
   std::map<std::string, int> by_route_;
-  std::map<std::string, std::string> ips_;  // ip -> blocked | unblocked
   std::map<std::string, long long> fencing_;
   std::map<std::string, std::vector<json>> traces_;  // key -> trace headers of each request
   std::map<std::string, int> pending_;               // keys of requests being processed
@@ -465,11 +354,8 @@ class Services {
   std::map<std::string, int> fenced_;                // key -> highest attempt a query fenced
   json webhooks_ = json::array();
   long long total_ = 0;
-  long long seq_ = 0;
-  std::map<std::string, json> tickets_, messages_, reservations_, charges_, shipments_;
-  std::map<std::string, json> flights_, hotels_, cars_;
   json requests_ = json::array();  // GET /_requests
-  std::map<std::string, std::string> hosts_, accounts_;
+  sagad::ExampleRoutes routes_;    // what each service does (example_routes.h)
 };
 
 }  // namespace

@@ -7,31 +7,23 @@ import json
 import os
 import signal
 import socket
-import subprocess
+import sys
 import tempfile
 import threading
 import time
 import unittest
 
-import sagad_client
+# The repository's helper that starts a process printing "LISTENING <port>".
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                "tests", "testing"))
+from live import start  # noqa: E402
+
+import sagad_client  # noqa: E402
 from sagad_client import Client, Conflict, Forbidden, NotFound, TransportError, Unprocessable
 
 SERVICES = ("ticketing", "edr", "iam", "mail", "inventory", "payments", "shipping", "airline",
             "hotel", "cars")
 AGENT, OPERATOR = "agent-s3cret", "op-s3cret"
-
-
-def start(argv, log):
-    """Starts a process that prints "LISTENING <port>"; (process, port)."""
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = p.stdout.readline()
-        if line.startswith("LISTENING "):
-            return p, int(line.split()[1])
-        if not line and p.poll() is not None:
-            break
-    raise RuntimeError("did not start: %s" % argv)
 
 
 class Sandbox:
