@@ -30,6 +30,12 @@ class PostgresCoordinatorTest : public ::testing::Test {
     c->Configure({{"coordinator_id", name}, {"lease_ms", lease_ms}, {"store", uri_}});
     return c;
   }
+  // This test's database, reached through `proxy`.
+  std::string Through(const TcpProxy& proxy) const {
+    std::string uri = uri_;
+    const std::string port = ":" + std::to_string(PostgresServer::Shared().port());
+    return uri.replace(uri.find(port), port.size(), ":" + std::to_string(proxy.port()));
+  }
   std::vector<std::string> SubmitMany(Coordinator& c, int n,
                                       const std::string& saga = "order_fulfilment") {
     std::vector<std::string> ids;
@@ -152,10 +158,7 @@ TEST_F(PostgresCoordinatorTest, ADatabaseRestartLosesNothingAndDoesNothingTwice)
 TEST_F(PostgresCoordinatorTest, ACutOffCoordinatorCommitsNothingAfterLosingItsLease) {
   downstream_.Fault({{"path", "/charges"}, {"action", "delay"}, {"delay_ms", 2500}});
   TcpProxy proxy(PostgresServer::Shared().port());
-  std::string via_proxy = uri_;
-  via_proxy.replace(via_proxy.find(":" + std::to_string(PostgresServer::Shared().port())),
-                    std::to_string(PostgresServer::Shared().port()).size() + 1,
-                    ":" + std::to_string(proxy.port()));
+  const std::string via_proxy = Through(proxy);
   auto a = Make("pg-a", 1000), b = Make("pg-b", 1000);
   a->Configure({{"store", via_proxy}});
   ASSERT_GT(a->Start(), 0);
@@ -178,6 +181,44 @@ TEST_F(PostgresCoordinatorTest, ACutOffCoordinatorCommitsNothingAfterLosingItsLe
   EXPECT_EQ(b->Get("/v1/instances/" + id).body["status"], "COMPLETED");
 }
 
+// The connection to the database breaks while a submission's instance is
+// being committed: after the server committed it (its answer lost), and
+// before the server saw it. sagad reads back what happened on a new
+// connection: the first client is answered its instance (not a 503, not a
+// second instance), the second gets 503 and its retry with the same key
+// makes the one instance.
+TEST_F(PostgresCoordinatorTest, ASubmissionWhoseCommitIsCutOffIsReadBackNeverMadeTwice) {
+  TcpProxy proxy(PostgresServer::Shared().port());
+  auto a = Make("pg-drop");
+  a->Configure({{"store", Through(proxy)}});
+  ASSERT_GT(a->Start(), 0);
+  auto count = [&](const std::string& customer) {
+    return a->Get("/v1/instances?input.customer=" + customer).body["instances"].size();
+  };
+  json input = OrderInput();
+  input["customer"] = "MARK-ANSWER-LOST";
+  proxy.DropOn("MARK-ANSWER-LOST", /*deliver=*/true);
+  Reply made = a->Submit("order_fulfilment", input, 10, "drop-1");
+  EXPECT_EQ(proxy.dropped(), 1);
+  ASSERT_EQ(made.status, 200) << made.raw;
+  EXPECT_EQ(made.body["status"], "COMPLETED") << made.raw;
+  Reply replay = a->Submit("order_fulfilment", input, 0, "drop-1");
+  EXPECT_EQ(replay.body["id"], made.body["id"]);
+  EXPECT_EQ(count("MARK-ANSWER-LOST"), 1u);
+
+  input["customer"] = "MARK-NEVER-SENT";
+  proxy.DropOn("MARK-NEVER-SENT", /*deliver=*/false);
+  Reply refused = a->Submit("order_fulfilment", input, 10, "drop-2");
+  EXPECT_EQ(proxy.dropped(), 2);
+  EXPECT_EQ(refused.status, 503) << refused.raw;
+  EXPECT_EQ(count("MARK-NEVER-SENT"), 0u);
+  Reply retried = a->Submit("order_fulfilment", input, 10, "drop-2");
+  ASSERT_EQ(retried.status, 200) << retried.raw;
+  EXPECT_EQ(retried.body["status"], "COMPLETED");
+  EXPECT_EQ(count("MARK-NEVER-SENT"), 1u);
+  EXPECT_EQ(RepeatedEffects(downstream_), "");
+}
+
 // Issue 40.3: a database link that freezes (bytes held, nothing closed)
 // stalls the store's writes, and with them every API handler thread that
 // commits (two here, both taken by submissions). The watchdog says so
@@ -186,10 +227,7 @@ TEST_F(PostgresCoordinatorTest, ACutOffCoordinatorCommitsNothingAfterLosingItsLe
 // within the drain time plus 5 s, whatever is stuck.
 TEST_F(PostgresCoordinatorTest, AFrozenDatabaseLinkIsNamedByTheWatchdogAndSigtermStillEndsSagad) {
   TcpProxy proxy(PostgresServer::Shared().port());
-  std::string via_proxy = uri_;
-  via_proxy.replace(via_proxy.find(":" + std::to_string(PostgresServer::Shared().port())),
-                    std::to_string(PostgresServer::Shared().port()).size() + 1,
-                    ":" + std::to_string(proxy.port()));
+  const std::string via_proxy = Through(proxy);
   auto a = Make("pg-stall");
   a->Configure({{"store", via_proxy}, {"watchdog_ms", 1000}, {"api", {{"threads", 2}}}});
   const std::string log = dir_.path() + "/stall.log";
@@ -243,10 +281,7 @@ TEST_F(PostgresCoordinatorTest, AFrozenDatabaseLinkIsNamedByTheWatchdogAndSigter
 TEST_F(PostgresCoordinatorTest, AFrozenDatabaseLinkLetsNoQueuedRequestLeaveAfterItsLease) {
   NonFencingService inventory("/reservations", 1000);
   TcpProxy proxy(PostgresServer::Shared().port());
-  std::string via_proxy = uri_;
-  via_proxy.replace(via_proxy.find(":" + std::to_string(PostgresServer::Shared().port())),
-                    std::to_string(PostgresServer::Shared().port()).size() + 1,
-                    ":" + std::to_string(proxy.port()));
+  const std::string via_proxy = Through(proxy);
   json services = NonDeduplicating({"inventory", "payments", "shipping"});
   services["inventory"]["base_url"] = inventory.url();
   services["inventory"]["max_connections"] = 2;

@@ -38,14 +38,16 @@ std::string PgBinDir() {
 }  // namespace
 
 PostgresServer& PostgresServer::Shared() {
-  static PostgresServer* server = new PostgresServer();
+  static PostgresServer* server = new PostgresServer("");
   static struct Stopper {
     ~Stopper() { delete server; }
   } stopper;
   return *server;
 }
 
-PostgresServer::PostgresServer() : bin_(PgBinDir()) {
+PostgresServer::PostgresServer(const std::string& conf, const PostgresServer* standby_of,
+                               const std::string& standby_name)
+    : bin_(PgBinDir()) {
   char tmpl[] = "/tmp/sagad-pg-XXXXXX";
   dir_ = mkdtemp(tmpl);
   if (getuid() == 0) {
@@ -57,18 +59,30 @@ PostgresServer::PostgresServer() : bin_(PgBinDir()) {
     if (chown(dir_.c_str(), pw->pw_uid, pw->pw_gid) != 0) std::abort();
     as_user_ = "runuser -u postgres -- ";
   }
-  Run(bin_ + "/initdb -D " + dir_ + "/data -U postgres -A trust -E UTF8 --no-sync >" + dir_ +
-      "/initdb.log 2>&1");
+  if (standby_of) {
+    Run(bin_ + "/pg_basebackup -h 127.0.0.1 -p " + std::to_string(standby_of->port()) +
+        " -U postgres -D " + dir_ + "/data -X stream -R >" + dir_ + "/initdb.log 2>&1");
+  } else {
+    Run(bin_ + "/initdb -D " + dir_ + "/data -U postgres -A trust -E UTF8 --no-sync >" + dir_ +
+        "/initdb.log 2>&1");
+  }
   port_ = FreePort();
-  std::ofstream(dir_ + "/data/postgresql.auto.conf", std::ios::app)
-      << "port = " << port_ << "\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '"
-      << dir_ << "'\nmax_connections = 300\nfsync = on\nsynchronous_commit = on\n";
+  // Later lines win: a standby's copy of its primary's settings is overridden.
+  std::ofstream out(dir_ + "/data/postgresql.auto.conf", std::ios::app);
+  out << "port = " << port_ << "\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '"
+      << dir_ << "'\nmax_connections = 300\nfsync = on\nsynchronous_commit = on\n"
+      << conf << "\n";
+  if (standby_of)
+    out << "primary_conninfo = 'host=127.0.0.1 port=" << standby_of->port()
+        << " user=postgres application_name=" << standby_name << "'\n";
+  out.close();
   Start();
 }
 
 PostgresServer::~PostgresServer() {
-  std::system(
-      (as_user_ + bin_ + "/pg_ctl -D " + dir_ + "/data -m immediate stop >/dev/null 2>&1").c_str());
+  if (!killed_)
+    std::system((as_user_ + bin_ + "/pg_ctl -D " + dir_ + "/data -m immediate stop >/dev/null 2>&1")
+                    .c_str());
   std::system(("rm -rf " + dir_).c_str());
 }
 
@@ -95,6 +109,42 @@ void PostgresServer::Start() {
 
 void PostgresServer::Stop() {
   Run(bin_ + "/pg_ctl -D " + dir_ + "/data -m immediate -w stop >>" + dir_ + "/pg_ctl.log 2>&1");
+}
+
+void PostgresServer::Kill() {
+  std::ifstream pidfile(dir_ + "/data/postmaster.pid");
+  pid_t pid = 0;
+  pidfile >> pid;
+  if (pid <= 0) return;
+  // The postmaster first, so that it starts no process in its children's
+  // place; then the children (backends, WAL writer...) it leaves behind.
+  std::system(("kill -KILL " + std::to_string(pid) + "; pkill -KILL -P " + std::to_string(pid) +
+               " 2>/dev/null")
+                  .c_str());
+  killed_ = true;
+}
+
+void PostgresServer::Promote() {
+  Run(bin_ + "/pg_ctl -D " + dir_ + "/data -w -t 60 promote >>" + dir_ + "/pg_ctl.log 2>&1");
+}
+
+std::string PostgresServer::QueryValue(const std::string& db, const std::string& sql) const {
+  std::string uri =
+      "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/" + db + "?connect_timeout=5";
+  PGconn* c = PQconnectdb(uri.c_str());
+  std::string out;
+  if (PQstatus(c) != CONNECTION_OK) {
+    out = std::string("error: ") + PQerrorMessage(c);
+  } else {
+    PGresult* r = PQexec(c, sql.c_str());
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+      out = std::string("error: ") + PQerrorMessage(c);
+    else if (PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
+      out = PQgetvalue(r, 0, 0);
+    PQclear(r);
+  }
+  PQfinish(c);
+  return out;
 }
 
 void PostgresServer::RestartImmediately() {

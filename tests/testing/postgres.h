@@ -14,6 +14,11 @@ class PostgresServer {
   // The server of this test binary, started on first use. Aborts the test
   // binary (with the server's log) if it cannot start.
   static PostgresServer& Shared();
+  // A server of the test's own. `conf` is added to its configuration. With
+  // `standby_of` (a running server), a streaming standby of it, made by
+  // pg_basebackup, that connects as `application_name` `standby_name`.
+  explicit PostgresServer(const std::string& conf = "", const PostgresServer* standby_of = nullptr,
+                          const std::string& standby_name = "");
   ~PostgresServer();
 
   int port() const { return port_; }
@@ -24,13 +29,21 @@ class PostgresServer {
   void RestartImmediately();
   void Stop();
   void Start();
+  // SIGKILL of every process of the server (its host dying). It is not
+  // started again.
+  void Kill();
+  // pg_ctl promote of a standby; returns once it takes writes.
+  void Promote();
+  // The first column of the first row of `sql` in database `db` ("" if
+  // none; the query's error if it failed, prefixed "error: ").
+  std::string QueryValue(const std::string& db, const std::string& sql) const;
 
  private:
-  PostgresServer();
   std::string Run(const std::string& cmd);  // as the server's user; aborts on failure
   std::string dir_, bin_, as_user_;
   int port_ = -1;
   int databases_ = 0;
+  bool killed_ = false;
 };
 
 }  // namespace sagad::testing

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <stdexcept>
+#include <string>
 
 #include "tests/testing/subprocess.h"
 
@@ -26,7 +27,57 @@ int ConnectTo(int port) {
   return fd;
 }
 
+bool WriteAll(int fd, const char* buf, ssize_t n) {
+  for (ssize_t off = 0; off < n;) {
+    ssize_t w = send(fd, buf + off, n - off, MSG_NOSIGNAL);
+    if (w <= 0) return false;
+    off += w;
+  }
+  return true;
+}
+
+// Reads the server's answer until it ends with ReadyForQuery ('Z', length
+// 5, a status byte): the transaction is over. False on end of stream.
+bool AwaitReadyForQuery(int server) {
+  std::string got;
+  char buf[65536];
+  while (true) {
+    pollfd p{server, POLLIN, 0};
+    if (poll(&p, 1, 30000) <= 0) return false;
+    ssize_t n = read(server, buf, sizeof buf);
+    if (n <= 0) return false;
+    got.append(buf, n);
+    if (got.size() >= 6 && got[got.size() - 6] == 'Z' &&
+        got.compare(got.size() - 5, 4, std::string("\0\0\0\5", 4)) == 0)
+      return true;
+  }
+}
+
 }  // namespace
+
+void TcpProxy::DropOn(const std::string& marker, bool deliver) {
+  std::lock_guard<std::mutex> l(drop_mu_);
+  marker_ = marker;
+  deliver_ = deliver;
+}
+
+bool TcpProxy::FromClient(int a, int b, const char* buf, ssize_t n) {
+  bool drop = false, deliver = false;
+  {
+    std::lock_guard<std::mutex> l(drop_mu_);
+    if (!marker_.empty() && std::string(buf, n).find(marker_) != std::string::npos) {
+      drop = true;
+      deliver = deliver_;
+      marker_.clear();
+    }
+  }
+  if (!drop) return WriteAll(b, buf, n);
+  if (deliver && WriteAll(b, buf, n)) AwaitReadyForQuery(b);
+  ++dropped_;
+  shutdown(a, SHUT_RDWR);
+  shutdown(b, SHUT_RDWR);
+  return false;
+}
 
 TcpProxy::TcpProxy(int target_port) : target_(target_port) {
   listen_fd_ = ListenOnLoopback(&port_);
@@ -75,12 +126,8 @@ void TcpProxy::Pump(int a, int b) {
         shutdown(b, SHUT_RDWR);
         return;
       }
-      int to = i == 0 ? b : a;
-      for (ssize_t off = 0; off < n;) {
-        ssize_t w = write(to, buf + off, n - off);
-        if (w <= 0) return;
-        off += w;
-      }
+      if (i == 0 && !FromClient(a, b, buf, n)) return;
+      if (i == 1 && !WriteAll(a, buf, n)) return;
     }
   }
   shutdown(a, SHUT_RDWR);

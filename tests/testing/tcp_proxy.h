@@ -2,11 +2,14 @@
 // them (every open connection closed, new ones closed at once) and restore
 // them: a network partition between one process and a server it uses. Or
 // freeze them: bytes are held (connections stay open) until Thaw, as a
-// frozen link or a paused server looks to the other side.
+// frozen link or a paused server looks to the other side. Or break one
+// connection at the moment a request goes by (DropOn): a connection lost
+// during a commit.
 #pragma once
 
 #include <atomic>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -21,13 +24,27 @@ class TcpProxy {
   void Restore();
   void Freeze() { frozen_ = true; }
   void Thaw() { frozen_ = false; }
+  // Once: the first client-to-server bytes that contain `marker` end their
+  // connection (both sides closed). With `deliver`, they reach the server
+  // first and its reply is awaited (a PostgreSQL ReadyForQuery: the
+  // transaction has ended) and dropped: the client never hears that its
+  // commit happened. Without, they are dropped: the server never sees them.
+  void DropOn(const std::string& marker, bool deliver);
+  // How many connections DropOn broke.
+  int dropped() const { return dropped_; }
 
  private:
   void Pump(int a, int b);
   int target_;
   int listen_fd_ = -1;
   int port_ = -1;
+  // Handles bytes read from the client; false if the connection is dropped.
+  bool FromClient(int a, int b, const char* buf, ssize_t n);
   std::atomic<bool> stop_{false}, cut_{false}, frozen_{false};
+  std::mutex drop_mu_;
+  std::string marker_;  // armed when not empty (drop_mu_)
+  bool deliver_ = false;
+  std::atomic<int> dropped_{0};
   std::thread acceptor_;
   std::mutex mu_;
   std::vector<std::thread> pumps_;

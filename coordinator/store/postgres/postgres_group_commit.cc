@@ -3,10 +3,13 @@
 // (one round trip, one WAL flush); a batch the server refuses for what one
 // write holds is retried write by write, so one bad write fails alone.
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 
 #include "coordinator/store/postgres/postgres_rows.h"
 #include "coordinator/store/postgres/postgres_store.h"
 #include "util/json_limits.h"
+#include "util/log.h"
 
 namespace sagad {
 namespace {
@@ -47,16 +50,68 @@ Status PostgresStore::RunApply(const std::vector<Pending*>& batch, size_t from, 
   try {
     nlohmann::json writes = nlohmann::json::array();
     for (size_t i = from; i < to; ++i) writes.push_back(batch[i]->request);
-    auto r = Query("apply", {DumpJson(writes)});
-    if (!r.ok()) return r.status();
+    char id[40];
+    std::snprintf(id, sizeof id, "%016llx%016llx", static_cast<unsigned long long>(RandomU64()),
+                  static_cast<unsigned long long>(RandomU64()));
+    const std::string batch_id = id;
+    bool sent = false;
+    auto r = Query("apply", {batch_id, DumpJson(writes)}, &sent);
+    std::string got;
+    if (r.ok()) {
+      got = r->get(0, 0);
+    } else if (r.status().code() != StatusCode::kUnavailable || !sent) {
+      return r.status();  // refused by the server, or never sent: nothing applied
+    } else {              // no answer: it may have been committed
+      auto back = ReadBack(batch_id, r.status());
+      if (!back.ok()) return back.status();
+      got = *back;
+    }
     ++synced_commits_;
-    std::vector<std::string> got = ParseTextArray(r->get(0, 0));
-    if (got.size() != to - from) return Internal("sagad_apply answered " + r->get(0, 0));
-    for (size_t i = from; i < to; ++i) (*answers)[i] = got[i - from];
+    if (++batches_ % 1024 == 0) (void)Query("prune_batches", {"3600000"});  // an hour
+    std::vector<std::string> parsed = ParseTextArray(got);
+    if (parsed.size() != to - from) return Internal("sagad_apply answered " + got);
+    for (size_t i = from; i < to; ++i) (*answers)[i] = parsed[i - from];
     return Status::Ok();
   } catch (const std::exception& e) {
     return Internal(std::string("write refused: ") + e.what());
   }
+}
+
+StatusOr<std::string> PostgresStore::ReadBack(const std::string& batch_id, const Status& why) {
+  EngineLog({{"msg", "the database connection broke during a commit; reading its outcome back"},
+             {"batch", batch_id},
+             {"error", why.message()}});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(readback_ms_);
+  std::chrono::milliseconds pause(50);
+  Status last = why;
+  do {
+    auto r = Query("batch_outcome", {batch_id});
+    if (r.ok() && r->null(0, 0)) {
+      EngineLog({{"msg", "read back: the batch was not committed"}, {"batch", batch_id}});
+      return Unavailable("the database connection broke before this write was committed (" +
+                         why.message() + "); retry");
+    }
+    if (r.ok()) {
+      EngineLog({{"msg", "read back: the batch was committed"}, {"batch", batch_id}});
+      return r->get(0, 0);
+    }
+    if (r.status().code() != StatusCode::kUnavailable) return r.status();
+    last = r.status();
+    pause = std::min(2 * pause, std::chrono::milliseconds(1000));
+  } while (std::chrono::steady_clock::now() + pause < deadline && Pause(pause));
+  EngineLog({{"msg", "read back failed: the outcome of the batch is unknown"},
+             {"batch", batch_id},
+             {"error", last.message()}});
+  return Unavailable(
+      "the database connection broke while this write was being committed and whether it was "
+      "cannot be learnt now (" +
+      last.message() + "); the instance is read again before anything is decided");
+}
+
+bool PostgresStore::Pause(std::chrono::milliseconds d) {
+  MutexLock l(close_mu_);
+  close_cv_.WaitFor(close_mu_, d, [this]() REQUIRES(close_mu_) { return closing_; });
+  return !closing_;
 }
 
 Status PostgresStore::Apply(nlohmann::json request) {

@@ -206,3 +206,45 @@ BEGIN
   DELETE FROM sagad_instances WHERE id = ANY (ids);
   RETURN QUERY SELECT unnest(ids);
 END $$;
+
+-- Every group commit carries an id (sagad_apply_batch), recorded with its
+-- answers in the same transaction. When the connection breaks while a batch
+-- is being committed (a failover, a network cut), its outcome is unknown to
+-- sagad; sagad_batch_outcome then says what happened, and makes sure it
+-- stays so: if the batch is not there, it records the id as dead (answers
+-- NULL), so a batch still in flight that arrives later fails on the unique
+-- id and changes nothing. Rows are pruned an hour after they were written.
+CREATE TABLE IF NOT EXISTS sagad_batches (
+  id text PRIMARY KEY,
+  answers text[],
+  at bigint NOT NULL);
+CREATE INDEX IF NOT EXISTS sagad_batches_at ON sagad_batches (at);
+
+CREATE OR REPLACE FUNCTION sagad_apply_batch(batch_id text, batch json)
+RETURNS text[] LANGUAGE plpgsql AS $$
+DECLARE
+  got text[];
+BEGIN
+  got := sagad_apply(batch);
+  -- A unique violation if sagad_batch_outcome declared the id dead first:
+  -- the whole transaction (the writes above included) is refused.
+  INSERT INTO sagad_batches (id, answers, at) VALUES (batch_id, got, sagad_now_ms());
+  RETURN got;
+END $$;
+
+-- What became of batch `batch_id`: its answers if it was committed, NULL if
+-- it was not (and now never will be). If the batch's transaction is still
+-- running, the INSERT waits for it to end.
+CREATE OR REPLACE FUNCTION sagad_batch_outcome(batch_id text)
+RETURNS text[] LANGUAGE plpgsql AS $$
+DECLARE
+  got text[];
+BEGIN
+  INSERT INTO sagad_batches (id, answers, at) VALUES (batch_id, NULL, sagad_now_ms())
+    ON CONFLICT DO NOTHING;
+  IF FOUND THEN
+    RETURN NULL;
+  END IF;
+  SELECT answers INTO got FROM sagad_batches WHERE id = batch_id;
+  RETURN got;
+END $$;

@@ -2,10 +2,12 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <set>
 
+#include "coordinator/store/postgres/postgres_connection.h"
 #include "coordinator/store/postgres/postgres_rows.h"
 #include "coordinator/store/store_fault.h"
 #include "postgres_schema_sql.h"  // kPostgresSchema, from coordinator/store/postgres/postgres_schema.sql
@@ -20,64 +22,6 @@ int64_t WallMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// Statements prepared on every connection.
-struct Statement {
-  const char* name;
-  const char* sql;
-};
-constexpr Statement kStatements[] = {
-    {"apply", "SELECT sagad_apply($1::json)"},
-    {"take_leases",
-     "SELECT lease_id, taken, lease_owner, lease_expires, lease_generation, sagad_now_ms() "
-     "FROM sagad_take_leases($1::json, $2, $3::bigint, $4)"},
-    // Locked in id order first, as sagad_take_leases takes them: a renewal
-    // and another coordinator's takeover never wait for each other in a cycle.
-    {"renew_leases",
-     "WITH mine AS (SELECT instance_id FROM sagad_leases WHERE owner = $1 AND instance_id IN "
-     "(SELECT json_array_elements_text($2::json)) ORDER BY instance_id COLLATE \"C\" FOR UPDATE) "
-     "UPDATE sagad_leases l SET expires_at = sagad_now_ms() + $3::bigint FROM mine "
-     "WHERE l.instance_id = mine.instance_id RETURNING l.instance_id"},
-    {"get_lease",
-     "SELECT owner, expires_at, generation, sagad_now_ms() FROM sagad_leases "
-     "WHERE instance_id = $1 AND owner <> ''"},
-    {"get_instance", "SELECT snapshot FROM sagad_instances WHERE id = $1"},
-    {"get_events", "SELECT data FROM sagad_events WHERE instance_id = $1 ORDER BY seq"},
-    {"get_operation", "SELECT data FROM sagad_operations WHERE key = $1"},
-    {"get_submission",
-     "SELECT key, request_hash, instance_id, response_status, response, created_at "
-     "FROM sagad_submissions WHERE key = $1"},
-    {"list_active",
-     "SELECT id, saga, status, version FROM sagad_instances WHERE NOT finished ORDER BY id"},
-    {"peek_outbox", "SELECT seq, message FROM sagad_outbox ORDER BY seq LIMIT $1::bigint"},
-    {"ack_outbox", "DELETE FROM sagad_outbox WHERE seq = $1::bigint"},
-    {"outbox_size", "SELECT count(*) FROM sagad_outbox"},
-    {"writable", "SELECT pg_is_in_recovery()"},
-    {"delete_finished", "SELECT sagad_delete_finished($1::bigint, $2::int)"},
-    {"paused_services", "SELECT name FROM sagad_services WHERE paused ORDER BY name"},
-    {"put_definition",
-     "WITH ins AS (INSERT INTO sagad_definitions VALUES ($1, $2::int, $3) "
-     "ON CONFLICT (name, version) DO NOTHING RETURNING body) "
-     "SELECT true, body FROM ins UNION ALL "
-     "SELECT false, body FROM sagad_definitions WHERE name = $1 AND version = $2::int "
-     "AND NOT EXISTS (SELECT 1 FROM ins)"},
-    {"list_definitions",
-     "SELECT name, version, body FROM sagad_definitions ORDER BY name, version"},
-    {"set_paused",
-     "INSERT INTO sagad_services (name, paused, note) VALUES ($1, $2::boolean, NULLIF($3, '')) "
-     "ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, note = CASE "
-     "WHEN sagad_services.paused AND EXCLUDED.paused THEN sagad_services.note "
-     "ELSE EXCLUDED.note END"},
-    {"pause_notes",
-     "SELECT name, note FROM sagad_services WHERE paused AND note IS NOT NULL ORDER BY name"},
-};
-
-bool IsConnectionTrouble(const char* sqlstate) {
-  if (!sqlstate) return true;  // no server answer at all
-  std::string s = sqlstate;
-  return s.rfind("08", 0) == 0 || s == "57P01" || s == "57P02" || s == "57P03" ||
-         s == "25006" /* read-only transaction: a standby */ || s == "53300" /* too many */;
 }
 
 }  // namespace
@@ -105,95 +49,19 @@ std::string RedactUri(const std::string& uri) {
   return out;
 }
 
-// One connection with the statements prepared.
-class PostgresStore::Connection {
- public:
-  ~Connection() {
-    if (conn_) PQfinish(conn_);
-  }
-  static StatusOr<std::unique_ptr<Connection>> Open(const std::string& uri) {
-    std::unique_ptr<Connection> c(new Connection());
-    // Keywords after "dbname" override what the URI says; the URI (and so
-    // PGPASSWORD, ~/.pgpass) supplies the rest.
-    const char* keys[] = {"dbname",
-                          "connect_timeout",
-                          "keepalives",
-                          "keepalives_idle",
-                          "keepalives_interval",
-                          "keepalives_count",
-                          "application_name",
-                          nullptr};
-    const char* values[] = {uri.c_str(), "5", "1", "5", "2", "3", "sagad", nullptr};
-    c->conn_ = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
-    if (!c->conn_ || PQstatus(c->conn_) != CONNECTION_OK) {
-      std::string why = c->conn_ ? PQerrorMessage(c->conn_) : "out of memory";
-      while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-      return Unavailable("cannot connect to " + RedactUri(uri) + ": " + why);
-    }
-    auto set = c->Exec(
-        "SET statement_timeout = '30s'; SET lock_timeout = '10s'; "
-        "SET idle_in_transaction_session_timeout = '60s'");
-    if (!set.ok()) return set.status();
-    return c;
-  }
-  bool Broken() const { return !conn_ || PQstatus(conn_) != CONNECTION_OK; }
+PostgresStore::PostgresStore(std::string uri, size_t pool_size, int64_t readback_ms)
+    : uri_(std::move(uri)), pool_size_(pool_size < 2 ? 2 : pool_size), readback_ms_(readback_ms) {}
 
-  // A statement without parameters (several allowed).
-  StatusOr<PgRows> Exec(const std::string& sql) { return Check(PQexec(conn_, sql.c_str())); }
-
-  // A statement with text parameters: prepared once per connection when it
-  // is one of kStatements, else sent as is.
-  StatusOr<PgRows> Run(const char* name, const std::vector<std::string>& params) {
-    std::vector<const char*> values;
-    for (const auto& p : params) values.push_back(p.c_str());
-    const Statement* st = nullptr;
-    for (const auto& s : kStatements)
-      if (std::strcmp(s.name, name) == 0) st = &s;
-    if (st && !prepared_) {
-      for (const auto& s : kStatements) {
-        auto r = Check(PQprepare(conn_, s.name, s.sql, 0, nullptr));
-        if (!r.ok()) return r.status();
-      }
-      prepared_ = true;
-    }
-    PGresult* r =
-        st ? PQexecPrepared(conn_, name, int(values.size()), values.data(), nullptr, nullptr, 0)
-           : PQexecParams(conn_, name, int(values.size()), nullptr, values.data(), nullptr, nullptr,
-                          0);
-    return Check(r);
-  }
-
- private:
-  Connection() = default;
-  StatusOr<PgRows> Check(PGresult* raw) {
-    PgRows r(raw);
-    ExecStatusType st = raw ? PQresultStatus(raw) : PGRES_FATAL_ERROR;
-    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return r;
-    const char* state = raw ? PQresultErrorField(raw, PG_DIAG_SQLSTATE) : nullptr;
-    std::string msg = raw ? PQresultErrorMessage(raw) : PQerrorMessage(conn_);
-    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
-    if (Broken() || IsConnectionTrouble(state)) return Unavailable("postgresql: " + msg);
-    // A value the database refused (a data exception, a constraint): the
-    // write's own content, which retrying cannot change.
-    if (state && (std::strncmp(state, "22", 2) == 0 || std::strncmp(state, "23", 2) == 0))
-      return Internal("postgresql: " + msg);
-    // Anything else is the database's side (a schema changed under sagad, a
-    // resource or server failure): 503, with the SQL in the log only.
-    return StoreFault("PostgreSQL", std::string("SQLSTATE ") + (state ? state : "?") + ": " + msg);
-  }
-
-  PGconn* conn_ = nullptr;
-  bool prepared_ = false;
-};
-
-PostgresStore::PostgresStore(std::string uri, size_t pool_size)
-    : uri_(std::move(uri)), pool_size_(pool_size < 2 ? 2 : pool_size) {}
-
-PostgresStore::~PostgresStore() = default;
+PostgresStore::~PostgresStore() {
+  MutexLock l(close_mu_);
+  closing_ = true;  // a read-back in progress gives up (the group commit stops next)
+  close_cv_.NotifyAll();
+}
 
 StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& uri,
-                                                             size_t pool_size) {
-  std::unique_ptr<PostgresStore> s(new PostgresStore(uri, pool_size));
+                                                             size_t pool_size,
+                                                             int64_t readback_ms) {
+  std::unique_ptr<PostgresStore> s(new PostgresStore(uri, pool_size, readback_ms));
   auto c = Connection::Open(uri);
   if (!c.ok()) return c.status();
   Connection& conn = **c;
@@ -245,7 +113,7 @@ StatusOr<std::unique_ptr<PostgresStore::Connection>> PostgresStore::Acquire() {
     }
     ++open_;
   }
-  auto c = Connection::Open(uri_);
+  auto c = Connect();
   if (!c.ok()) {
     MutexLock l(pool_mu_);
     --open_;
@@ -254,10 +122,29 @@ StatusOr<std::unique_ptr<PostgresStore::Connection>> PostgresStore::Acquire() {
   return c;
 }
 
-StatusOr<PgRows> PostgresStore::Query(const char* statement,
-                                      const std::vector<std::string>& params) {
+StatusOr<std::unique_ptr<PostgresStore::Connection>> PostgresStore::Connect() {
+  {
+    MutexLock l(connect_mu_);
+    if (std::chrono::steady_clock::now() < connect_again_at_) return connect_error_;
+  }
+  auto c = Connection::Open(uri_);
+  MutexLock l(connect_mu_);
+  if (c.ok()) {
+    connect_backoff_ = std::chrono::milliseconds(0);
+  } else {  // no server takes connections: wait longer each time, up to 1 s
+    connect_backoff_ = std::clamp(2 * connect_backoff_, std::chrono::milliseconds(50),
+                                  std::chrono::milliseconds(1000));
+    connect_again_at_ = std::chrono::steady_clock::now() + connect_backoff_;
+    connect_error_ = c.status();
+  }
+  return c;
+}
+
+StatusOr<PgRows> PostgresStore::Query(const char* statement, const std::vector<std::string>& params,
+                                      bool* sent) {
   auto c = Acquire();
   if (!c.ok()) return c.status();
+  if (sent) *sent = true;
   auto r = (*c)->Run(statement, params);
   Release(std::move(*c));
   if (!r.ok() && r.status().code() == StatusCode::kUnavailable) faults_.Note(r.status());
@@ -460,7 +347,7 @@ StatusOr<std::vector<OutboxRecord>> PostgresStore::PeekOutbox(size_t max) {
   MutexLock l(outbox_mu_);
   if (outbox_conn_ && outbox_conn_->Broken()) outbox_conn_.reset();
   if (!outbox_conn_) {
-    auto c = Connection::Open(uri_);
+    auto c = Connect();
     if (!c.ok()) return c.status();
     outbox_conn_ = std::move(*c);
     outbox_locked_ = false;

@@ -23,13 +23,28 @@
 // session advisory lock on its outbox connection (released by the server
 // when that process or its connection dies).
 // Connections: a small fixed pool, opened lazily and re-opened after a
-// failure; statement_timeout, lock_timeout and TCP keepalives bound every
-// wait. A lost connection or an unreachable server is Unavailable (the
-// engine retries; the API answers 503), never a crash.
+// failure (with a backoff: 50 ms doubling up to 1 s while no server takes
+// connections); statement_timeout, lock_timeout and TCP keepalives bound
+// every wait. A lost connection or an unreachable server is Unavailable
+// (the engine retries; the API answers 503), never a crash. The URI may
+// name several hosts (libpq's postgresql://h1:p1,h2:p2/db): unless it says
+// otherwise, target_session_attrs=read-write picks the primary among them,
+// so after a failover the next connection finds the promoted standby.
+// Commits whose outcome is unknown: every group commit carries a random
+// batch id, recorded with its answers in the same transaction. If the
+// connection breaks while a batch is committed, the store asks the database
+// (on a new connection, whichever host is the primary by then) what became
+// of that id, for up to readback_ms: committed, the writes' answers are the
+// recorded ones; not committed, the id is recorded as dead first (so the
+// batch can never land later) and the writes are Unavailable. If the
+// database cannot be asked in time, the writes are Unavailable with the
+// outcome unknown: the engine then reloads the instance from the store
+// before it decides anything, and never re-sends the write as it was.
 // Thread-safety: safe for concurrent use.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <string>
@@ -53,9 +68,11 @@ class PostgresStore : public Store {
  public:
   // Connects, creates or migrates the schema. FailedPrecondition if the
   // database holds a newer schema_version; Unavailable if it cannot be
-  // reached. `pool_size` connections at most.
-  static StatusOr<std::unique_ptr<PostgresStore>> Open(const std::string& uri,
-                                                       size_t pool_size = 8);
+  // reached. `pool_size` connections at most. `readback_ms`: how long a
+  // write whose connection broke during its commit is read back for (see
+  // "Commits whose outcome is unknown" above) before the store gives up.
+  static StatusOr<std::unique_ptr<PostgresStore>> Open(const std::string& uri, size_t pool_size = 8,
+                                                       int64_t readback_ms = 20000);
   ~PostgresStore() override;
 
   // Store
@@ -109,13 +126,19 @@ class PostgresStore : public Store {
   class Connection;  // one libpq connection (postgres_store.cc)
 
  private:
-  explicit PostgresStore(std::string uri, size_t pool_size);
+  PostgresStore(std::string uri, size_t pool_size, int64_t readback_ms);
   // A pooled connection, (re)connected; Unavailable if the server cannot be
   // reached. Give it back with Release.
   StatusOr<std::unique_ptr<Connection>> Acquire();
+  // A new connection; after a failed one, none is tried for a while (50 ms,
+  // doubling up to 1 s) and the last failure is the answer meanwhile.
+  StatusOr<std::unique_ptr<Connection>> Connect();
   void Release(std::unique_ptr<Connection> c);
   // One statement (a prepared one's name, or SQL) on a pooled connection.
-  StatusOr<PgRows> Query(const char* statement, const std::vector<std::string>& params);
+  // `sent` (if given) is set once a connection was had: from then on the
+  // statement may have reached the server, whatever the answer.
+  StatusOr<PgRows> Query(const char* statement, const std::vector<std::string>& params,
+                         bool* sent = nullptr);
   // Runs one write (a JSON object for sagad_apply) through the group commit.
   Status Apply(nlohmann::json request);
 
@@ -135,6 +158,13 @@ class PostgresStore : public Store {
   // (*answers)[from, to).
   Status RunApply(const std::vector<Pending*>& batch, size_t from, size_t to,
                   std::vector<std::string>* answers);
+  // What became of batch `batch_id`, whose connection broke while it was
+  // being committed (`why`): its answers (text[] text form) if it was
+  // committed; Unavailable if it was not (and now never will be), or if
+  // that could not be learnt within readback_ms_ (the outcome is unknown).
+  StatusOr<std::string> ReadBack(const std::string& batch_id, const Status& why);
+  // Sleeps `d` unless the store is closing; false if it is.
+  bool Pause(std::chrono::milliseconds d);
   // What sagad_apply's answer for `w` means.
   static Status AnswerOf(const Pending& w, const std::string& answer);
 
@@ -148,8 +178,17 @@ class PostgresStore : public Store {
   // Holds the publisher's advisory lock when outbox_locked_.
   std::unique_ptr<Connection> outbox_conn_ GUARDED_BY(outbox_mu_);
   bool outbox_locked_ GUARDED_BY(outbox_mu_) = false;
+  const int64_t readback_ms_;
+  Mutex connect_mu_;
+  std::chrono::steady_clock::time_point connect_again_at_ GUARDED_BY(connect_mu_);
+  std::chrono::milliseconds connect_backoff_ GUARDED_BY(connect_mu_){0};
+  Status connect_error_ GUARDED_BY(connect_mu_);
+  Mutex close_mu_;
+  CondVar close_cv_;
+  bool closing_ GUARDED_BY(close_mu_) = false;
   std::atomic<uint64_t> synced_commits_{0};
-  FaultWindow faults_;  // store faults, for CheckWritable
+  uint64_t batches_ = 0;  // written by the group commit's leader only
+  FaultWindow faults_;    // store faults, for CheckWritable
   // Last: it is stopped (what is queued written) before the pool goes.
   GroupCommit group_{[this](const std::vector<GroupCommit::Write*>& b) { ApplyBatch(b); }};
 };

@@ -7,6 +7,7 @@
 
 #include "tests/testing/postgres.h"
 #include "tests/testing/subprocess.h"
+#include "tests/testing/tcp_proxy.h"
 
 namespace sagad {
 namespace {
@@ -48,7 +49,7 @@ TEST(PostgresStoreTest, AnUnreachableServerIsUnavailableAndThePasswordNeverShows
 TEST(PostgresStoreTest, ARestartOfTheServerIsUnavailableThenResumes) {
   auto& server = testing::PostgresServer::Shared();
   std::string uri = server.NewDatabase();
-  auto s = PostgresStore::Open(uri, 2);
+  auto s = PostgresStore::Open(uri, 2, /*readback_ms=*/500);
   ASSERT_TRUE(s.ok());
   PostgresStore& store = **s;
   nlohmann::json snap = {{"id", "a"}, {"version", 1}, {"status", "RUNNING"}, {"saga", "s"}};
@@ -66,6 +67,120 @@ TEST(PostgresStoreTest, ARestartOfTheServerIsUnavailableThenResumes) {
   EXPECT_TRUE(testing::WaitFor([&] { return store.CheckWritable().ok(); }));
   EXPECT_TRUE(store.Commit("a", 1, snap, {e}, {}, {}, nullptr).ok());
   EXPECT_EQ(store.GetInstance("a")->value("version", 0), 2);
+}
+
+// The same database reached through a proxy on `proxy_port`.
+std::string Through(const std::string& uri, int server_port, int proxy_port) {
+  std::string from = ":" + std::to_string(server_port) + "/";
+  size_t at = uri.find(from);
+  return uri.substr(0, at) + ":" + std::to_string(proxy_port) + "/" + uri.substr(at + from.size());
+}
+
+int64_t Count(const std::string& uri, const std::string& sql) {
+  PGconn* c = PQconnectdb(uri.c_str());
+  PGresult* r = PQexec(c, sql.c_str());
+  int64_t n = PQresultStatus(r) == PGRES_TUPLES_OK ? std::atoll(PQgetvalue(r, 0, 0)) : -1;
+  PQclear(r);
+  PQfinish(c);
+  return n;
+}
+
+// A connection that breaks during a commit, the two ways it can: with the
+// commit made (its answer lost) or not. The store reads back what happened,
+// on a new connection, and neither writes it again nor calls it failed.
+class CommitDropTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto& server = testing::PostgresServer::Shared();
+    uri_ = server.NewDatabase();
+    proxy_ = std::make_unique<testing::TcpProxy>(server.port());
+    auto s = PostgresStore::Open(Through(uri_, server.port(), proxy_->port()), 2, 10000);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(*s);
+    ASSERT_TRUE(store_->CreateInstance(Snap(1, "RUNNING"), {Ev(1)}, nullptr, {}, nullptr).ok());
+  }
+  static nlohmann::json Snap(int version, const std::string& status) {
+    return {{"id", "a"}, {"version", version}, {"status", status}, {"saga", "s"}};
+  }
+  static Event Ev(uint64_t seq) {
+    Event e;
+    e.seq = seq;
+    e.type = "e" + std::to_string(seq);
+    return e;
+  }
+  int64_t Events() { return Count(uri_, "SELECT count(*) FROM sagad_events"); }
+  std::string uri_;
+  std::unique_ptr<testing::TcpProxy> proxy_;
+  std::unique_ptr<PostgresStore> store_;
+};
+
+TEST_F(CommitDropTest, ACommitWhoseAnswerIsLostIsReadBackAsMade) {
+  proxy_->DropOn("MARK-ANSWER-LOST", /*deliver=*/true);
+  Status s = store_->Commit("a", 1, Snap(2, "MARK-ANSWER-LOST"), {Ev(2)}, {}, {}, nullptr);
+  EXPECT_EQ(proxy_->dropped(), 1);
+  EXPECT_TRUE(s.ok()) << s.ToString();  // not "version changed", not "unavailable"
+  EXPECT_EQ(store_->GetInstance("a")->value("version", 0), 2);
+  EXPECT_EQ(Events(), 2);
+  // The store goes on as the instance's writer.
+  EXPECT_TRUE(store_->Commit("a", 2, Snap(3, "RUNNING"), {Ev(3)}, {}, {}, nullptr).ok());
+  EXPECT_EQ(Events(), 3);
+}
+
+TEST_F(CommitDropTest, ACommitThatNeverArrivedIsReadBackAsNotMade) {
+  proxy_->DropOn("MARK-NEVER-SENT", /*deliver=*/false);
+  Status s = store_->Commit("a", 1, Snap(2, "MARK-NEVER-SENT"), {Ev(2)}, {}, {}, nullptr);
+  EXPECT_EQ(proxy_->dropped(), 1);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("before this write was committed"), std::string::npos) << s.message();
+  EXPECT_EQ(store_->GetInstance("a")->value("version", 0), 1);
+  EXPECT_EQ(Events(), 1);
+  // Decided again by its writer, it is made once.
+  EXPECT_TRUE(store_->Commit("a", 1, Snap(2, "RUNNING"), {Ev(2)}, {}, {}, nullptr).ok());
+  EXPECT_EQ(Events(), 2);
+}
+
+TEST_F(CommitDropTest, ACreateWithAKeyWhoseAnswerIsLostIsReadBackAsCreated) {
+  Submission sub;
+  sub.key = "k1";
+  sub.request_hash = "h";
+  sub.instance_id = "b";
+  sub.created_at = 1;
+  nlohmann::json snap = {{"id", "b"}, {"version", 1}, {"status", "MARK-CREATE"}, {"saga", "s"}};
+  proxy_->DropOn("MARK-CREATE", /*deliver=*/true);
+  Status s = store_->CreateInstance(snap, {Ev(1)}, &sub, {}, nullptr);
+  EXPECT_EQ(proxy_->dropped(), 1);
+  EXPECT_TRUE(s.ok()) << s.ToString();  // not "exists"
+  EXPECT_EQ(store_->GetSubmission("k1")->instance_id, "b");
+}
+
+// A batch declared dead by a read-back can never land afterwards (one that
+// was still on its way when the read-back ran).
+TEST_F(CommitDropTest, ABatchReadBackAsNotMadeCanNeverLandLater) {
+  EXPECT_EQ(Count(uri_, "SELECT count(*) FROM sagad_batch_outcome('late') AS o WHERE o IS NULL"),
+            1);
+  nlohmann::json w = {{"kind", "commit"},
+                      {"id", "a"},
+                      {"expected_version", 1},
+                      {"version", 2},
+                      {"saga", "s"},
+                      {"status", "RUNNING"},
+                      {"finished", false},
+                      {"updated_at", 0},
+                      {"snapshot", "{}"},
+                      {"events", {Ev(2).ToJson()}},
+                      {"operations", nlohmann::json::array()},
+                      {"outbox", nlohmann::json::array()}};
+  PGconn* c = PQconnectdb(uri_.c_str());
+  const std::string batch = nlohmann::json::array({w}).dump();
+  const char* params[] = {"late", batch.c_str()};
+  PGresult* r = PQexecParams(c, "SELECT sagad_apply_batch($1, $2::json)", 2, nullptr, params,
+                             nullptr, nullptr, 0);
+  EXPECT_EQ(PQresultStatus(r), PGRES_FATAL_ERROR);
+  EXPECT_STREQ(PQresultErrorField(r, PG_DIAG_SQLSTATE), "23505");
+  PQclear(r);
+  PQfinish(c);
+  EXPECT_EQ(store_->GetInstance("a")->value("version", 0), 1);
+  EXPECT_EQ(Events(), 1);
 }
 
 }  // namespace

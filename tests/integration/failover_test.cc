@@ -1,0 +1,200 @@
+// The database's failover under load (label failover): a primary and a
+// synchronous standby (streaming replication), sagad on a URI naming both,
+// clients submitting with keys and ?wait to services that do not
+// deduplicate; the primary is SIGKILLed (every process of it, as its host
+// dying) and the standby promoted. Whatever was in flight when it died —
+// a commit whose answer never came included — must end with 0 duplicate
+// effects, 0 lost instances, every acknowledged submission present and
+// every instance finished. The time from the kill to the first commit on
+// the new primary is reported.
+//
+// SAGAD_FAILOVER_KILL_AFTER (default 40) sets how many submissions are
+// acknowledged before the kill: run it with several values.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "tests/testing/cluster.h"
+#include "tests/testing/postgres.h"
+
+namespace sagad::testing {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int KillAfter() {
+  const char* v = std::getenv("SAGAD_FAILOVER_KILL_AFTER");
+  return v && std::atoi(v) > 0 ? std::atoi(v) : 40;
+}
+
+// What a client learnt of one submission.
+struct Submitted {
+  std::string key, id, status;
+};
+
+// A client as a real one behaves: keep-alive, a key per submission, ?wait;
+// an answer that does not say what became of the submission (no answer, a
+// 503) is asked again with the same key until one does.
+class Client {
+ public:
+  explicit Client(int port) : cli_("127.0.0.1", port) {
+    cli_.set_keep_alive(true);
+    cli_.set_read_timeout(30, 0);
+    cli_.set_connection_timeout(2, 0);
+  }
+  Submitted Submit(const std::string& key, const json& input, Clock::time_point give_up) {
+    Submitted out{key, "", ""};
+    while (Clock::now() < give_up) {
+      auto res =
+          cli_.Post("/v1/sagas/order_fulfilment/instances?wait=20", {{"Idempotency-Key", key}},
+                    json{{"input", input}}.dump(), "application/json");
+      if (res && (res->status == 200 || res->status == 201 || res->status == 202)) {
+        json body = json::parse(res->body, nullptr, false);
+        out.id = body.value("id", "");
+        out.status = body.value("status", "");
+        return out;
+      }
+      // No answer or 503 (the store is failing over): the same key again,
+      // a little later (a client's backoff, not a synchronisation).
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return out;
+  }
+
+ private:
+  httplib::Client cli_;
+};
+
+TEST(FailoverTest, PrimaryKilledStandbyPromotedNothingLostNothingDoubled) {
+  const int kill_after = KillAfter();
+  const int kClients = 8, kEach = 15;
+  PostgresServer primary(
+      "wal_level = replica\nmax_wal_senders = 5\n"
+      "synchronous_standby_names = 'sagad_standby'\n");
+  // The standby must not wait for a standby of its own once promoted.
+  PostgresServer standby("synchronous_standby_names = ''\n", &primary, "sagad_standby");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return primary.QueryValue("postgres",
+                                  "SELECT sync_state FROM pg_stat_replication WHERE "
+                                  "application_name = 'sagad_standby'") == "sync";
+      },
+      std::chrono::seconds(60)))
+      << "the standby never became synchronous";
+  const std::string primary_uri = primary.NewDatabase();
+  const std::string db = primary_uri.substr(primary_uri.rfind('/') + 1);
+  const std::string uri = "postgresql://postgres@127.0.0.1:" + std::to_string(primary.port()) +
+                          ",127.0.0.1:" + std::to_string(standby.port()) + "/" + db;
+
+  TempDir dir;
+  Downstream downstream(/*dedup=*/false);
+  json services = NonDeduplicating({"inventory", "payments", "shipping"});
+  for (auto& [name, s] : services.items()) s["timeout_ms"] = 15000;
+  Coordinator sagad(downstream, dir.path() + "/data", services);
+  sagad.Configure({{"store", uri}});
+  sagad.LogTo(dir.path() + "/sagad.log");
+  ASSERT_GT(sagad.Start(), 0);
+  const int port = sagad.port();
+
+  std::mutex mu;
+  std::vector<Submitted> answers;
+  std::atomic<int> acknowledged{0};
+  const auto give_up = Clock::now() + std::chrono::minutes(4);
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c)
+    clients.emplace_back([&, c] {
+      Client cli(port);
+      for (int i = 0; i < kEach; ++i) {
+        json input = OrderInput();
+        input["customer"] = "c-" + std::to_string(c) + "-" + std::to_string(i);
+        Submitted s =
+            cli.Submit("fo-" + std::to_string(c) + "-" + std::to_string(i), input, give_up);
+        if (!s.id.empty()) ++acknowledged;
+        std::lock_guard<std::mutex> l(mu);
+        answers.push_back(s);
+      }
+    });
+
+  ASSERT_TRUE(WaitFor([&] { return acknowledged >= kill_after; }, std::chrono::seconds(120)))
+      << "only " << acknowledged << " submissions acknowledged before the kill";
+  const int64_t killed_at = WallMs();
+  primary.Kill();
+  const int64_t dead_at = WallMs();  // what it committed until now may be on the standby
+  // No primary: not ready (the standby is read-only).
+  EXPECT_TRUE(WaitFor([&] { return Http(port, "GET", "/readyz").status == 503; }))
+      << "/readyz kept answering 200 with no primary";
+  standby.Promote();
+  std::string first_commit;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        first_commit = standby.QueryValue(
+            db, "SELECT min(at) FROM sagad_batches WHERE answers IS NOT NULL AND at > " +
+                    std::to_string(dead_at));
+        return !first_commit.empty() && first_commit.rfind("error", 0) != 0;
+      },
+      std::chrono::seconds(120)))
+      << "no commit on the new primary: " << first_commit;
+  const int64_t to_first_commit = std::atoll(first_commit.c_str()) - killed_at;
+  std::cout << "[failover] killed after " << acknowledged << " acknowledged; first commit on the "
+            << "new primary " << to_first_commit << " ms after the kill\n";
+  RecordProperty("kill_to_first_commit_ms", std::to_string(to_first_commit));
+  EXPECT_TRUE(
+      WaitFor([&] { return Http(port, "GET", "/readyz").status == 200; }, std::chrono::seconds(30)))
+      << "/readyz never said ready again on the new primary";
+  for (auto& t : clients) t.join();
+
+  // Every submission was acknowledged (a client keeps asking until it is),
+  // and its key names one instance, which finished.
+  ASSERT_EQ(answers.size(), size_t(kClients * kEach));
+  std::set<std::string> ids;
+  for (const auto& a : answers) {
+    ASSERT_FALSE(a.id.empty()) << a.key << " was never acknowledged";
+    EXPECT_TRUE(ids.insert(a.id).second) << a.key << " shares instance " << a.id;
+    json view = sagad.WaitStatus(a.id, "COMPLETED", std::chrono::seconds(60));
+    EXPECT_EQ(view.value("status", ""), "COMPLETED") << a.key << " " << a.id << ": " << view.dump();
+  }
+  // A replay of every key names the same instance.
+  Client again(port);
+  for (size_t i = 0; i < answers.size(); i += 7) {
+    json input = OrderInput();
+    const std::string& key = answers[i].key;
+    input["customer"] = "c-" + key.substr(3);
+    EXPECT_EQ(again.Submit(key, input, Clock::now() + std::chrono::seconds(30)).id, answers[i].id)
+        << key;
+  }
+  // No instance the clients were not told of: each was acknowledged.
+  EXPECT_EQ(standby.QueryValue(db, "SELECT count(*) FROM sagad_instances"),
+            std::to_string(ids.size()));
+  EXPECT_EQ(RepeatedEffects(downstream), "");
+  // What the kill caught in flight, from sagad's log.
+  std::ifstream log(dir.path() + "/sagad.log");
+  std::map<std::string, int> seen;
+  for (std::string line; std::getline(log, line);)
+    for (const char* what : {"reading its outcome back", "the batch was committed",
+                             "the batch was not committed", "outcome of the batch is unknown"})
+      if (line.find(what) != std::string::npos) ++seen[what];
+  std::cout << "[failover] commits cut by the kill:";
+  for (const auto& [what, n] : seen) std::cout << " " << what << " x" << n << ";";
+  std::cout << "\n";
+  sagad.process().Kill(SIGTERM);
+  EXPECT_EQ(sagad.process().Wait(std::chrono::seconds(15)), 0);
+}
+
+}  // namespace
+}  // namespace sagad::testing
