@@ -104,6 +104,13 @@ StatusOr<SubmitOutcome> Engine::Submit(const std::string& saga, int version,
                                        const std::string& request_hash, const TraceContext& trace) {
   return impl_->submissions().Submit(saga, version, input, client_key, request_hash, trace);
 }
+void Engine::SubmitAsync(const std::string& saga, int version, const nlohmann::json& input,
+                         const std::string& client_key, const std::string& request_hash,
+                         const TraceContext& trace,
+                         std::function<void(StatusOr<SubmitOutcome>)> done) {
+  impl_->submissions().SubmitAsync(saga, version, input, client_key, request_hash, trace, nullptr,
+                                   std::move(done));
+}
 void Engine::FinishSubmission(const std::string& key, int status, const nlohmann::json& r,
                               std::function<void()> then) {
   impl_->submissions().Finish(key, status, r, std::move(then));
@@ -159,6 +166,14 @@ StatusOr<SubmitOutcome> Engine::StartRun(const std::string& toolbox, int version
   if (!metadata.is_object()) return InvalidArgument("metadata must be a JSON object");
   return impl_->submissions().Submit(toolbox, version, input, client_key, request_hash, trace,
                                      &metadata);
+}
+void Engine::StartRunAsync(const std::string& toolbox, int version, const nlohmann::json& input,
+                           const nlohmann::json& metadata, const std::string& client_key,
+                           const std::string& request_hash, const TraceContext& trace,
+                           std::function<void(StatusOr<SubmitOutcome>)> done) {
+  if (!metadata.is_object()) return done(InvalidArgument("metadata must be a JSON object"));
+  impl_->submissions().SubmitAsync(toolbox, version, input, client_key, request_hash, trace,
+                                   &metadata, std::move(done));
 }
 StatusOr<bool> Engine::AppendCall(const std::string& id, const nlohmann::json& call,
                                   const std::string& actor) {

@@ -88,6 +88,12 @@ class Engine {
   StatusOr<SubmitOutcome> Submit(const std::string& saga, int version, const nlohmann::json& input,
                                  const std::string& client_key, const std::string& request_hash,
                                  const TraceContext& trace = TraceFromHeaders("", ""));
+  // Submit, without waiting for the creation's commit: `done` gets what
+  // Submit would return, on a worker (or inside this call when the
+  // submission is refused or replayed before anything is written).
+  void SubmitAsync(const std::string& saga, int version, const nlohmann::json& input,
+                   const std::string& client_key, const std::string& request_hash,
+                   const TraceContext& trace, std::function<void(StatusOr<SubmitOutcome>)> done);
   // Stores the response of a submission (first one wins; status 0: no
   // response was given, nothing is stored) and ends its in-flight window,
   // without waiting for the write: `then` (optional) runs once it is done,
@@ -191,6 +197,11 @@ class Engine {
                                    const nlohmann::json& input, const nlohmann::json& metadata,
                                    const std::string& client_key, const std::string& request_hash,
                                    const TraceContext& trace = TraceFromHeaders("", ""));
+  // StartRun, completing `done` as SubmitAsync does.
+  void StartRunAsync(const std::string& toolbox, int version, const nlohmann::json& input,
+                     const nlohmann::json& metadata, const std::string& client_key,
+                     const std::string& request_hash, const TraceContext& trace,
+                     std::function<void(StatusOr<SubmitOutcome>)> done);
   // An agent's call (coordinator/engine/agent_runs.h): true when recorded
   // now, false when the same call was made before (its first outcome
   // answers). InvalidArgument (nothing recorded), AlreadyExists (the

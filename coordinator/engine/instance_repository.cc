@@ -81,14 +81,9 @@ StatusOr<std::shared_ptr<const Instance>> InstanceRepository::Peek(const std::st
   return LoadLocked(id, /*keep=*/false);
 }
 
-Status InstanceRepository::Create(const Instance& inst, const Event& created, Tx* tx,
+Status InstanceRepository::Create(const Instance& inst, const std::vector<Event>& events,
+                                  const std::vector<OperationRecord>& ops,
                                   const Submission* submission, const Lease* lease) {
-  std::vector<Event> events{created};
-  std::vector<OperationRecord> ops;
-  if (tx) {
-    events.insert(events.end(), tx->events().begin(), tx->events().end());
-    ops = tx->Operations();
-  }
   InstanceTurns::Held turn(turns_, inst.id());
   auto t0 = clock_.SteadyNow();
   auto snapshot = std::make_shared<const nlohmann::json>(inst.ToJson());
@@ -100,6 +95,38 @@ Status InstanceRepository::Create(const Instance& inst, const Event& created, Tx
   CachePut(inst.id(), ptr);
   hooks_.committed(Commit{inst.id(), ptr, &events, snapshot, took});
   return Status::Ok();
+}
+
+void InstanceRepository::CreateAsync(const Instance& inst, const std::vector<Event>& events,
+                                     const std::vector<OperationRecord>& ops,
+                                     const Submission* submission, const Lease* lease,
+                                     std::function<void(Status)> done) {
+  auto w = std::make_shared<CreationWrite>();
+  w->snapshot = inst.ToJson();
+  w->events = events;
+  w->operations = ops;
+  w->outbox = hooks_.outbox(inst, events);
+  if (submission) w->submission = *submission;
+  if (lease) w->lease = *lease;
+  auto ptr = std::make_shared<const Instance>(inst);
+  auto p = std::make_shared<Pending>(Pending{inst.id(), nullptr, std::nullopt, std::move(done)});
+  {
+    MutexLock l(idle_mu_);
+    ++in_flight_;
+  }
+  turns_.TakeAsync(p->id, [this, p, w, ptr] {
+    auto t0 = clock_.SteadyNow();
+    store_.CreateInstanceAsync(w, [this, p, w, ptr, t0](Status s) {
+      auto took = clock_.SteadyNow() - t0;
+      hooks_.attempted(took);
+      if (s.ok()) {
+        CachePut(p->id, ptr);
+        auto snapshot = std::make_shared<const nlohmann::json>(w->snapshot);
+        hooks_.committed(Commit{p->id, ptr, &w->events, snapshot, took});
+      }
+      Finish(p, s);
+    });
+  });
 }
 
 Status InstanceRepository::Mutate(const std::string& id, const std::function<Status(Tx&)>& fn,

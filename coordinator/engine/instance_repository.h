@@ -89,12 +89,18 @@ class InstanceRepository {
   // Drops the cached copy: the next Load reads the store.
   void Evict(const std::string& id);
 
-  // Creates an instance (version 1) from its first events (`created` and
-  // what rode with it: the transition `tx` applied to `inst` after it), with
-  // the submission record and first lease when given, in one durable write;
-  // then `committed` runs as after any commit. `tx` may be null.
-  Status Create(const Instance& inst, const Event& created, Tx* tx, const Submission* submission,
+  // Creates an instance (version 1) from its first events (the creation
+  // and what rode with it) and their operation records, with the
+  // submission record and first lease when given, in one durable write;
+  // then `committed` runs as after any commit.
+  Status Create(const Instance& inst, const std::vector<Event>& events,
+                const std::vector<OperationRecord>& ops, const Submission* submission,
                 const Lease* lease);
+  // Create, completing `done` (through Hooks::post) instead of blocking its
+  // caller on the commit.
+  void CreateAsync(const Instance& inst, const std::vector<Event>& events,
+                   const std::vector<OperationRecord>& ops, const Submission* submission,
+                   const Lease* lease, std::function<void(Status)> done);
 
   // See above. `fence`: the lease the commit must still hold (null for an
   // operator's action, which makes no downstream call).

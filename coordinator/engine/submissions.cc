@@ -72,73 +72,106 @@ StatusOr<SagaDefinitionPtr> Submissions::RunDefinitionFor(const std::string& too
   return SagaDefinitionPtr(std::move(def));
 }
 
+Status Submissions::Begin(const std::string& saga, int version, const nlohmann::json& input,
+                          const std::string& client_key, const std::string& request_hash,
+                          const TraceContext& trace, const nlohmann::json* run_metadata,
+                          Creation* c) {
+  auto checked =
+      run_metadata ? RunDefinitionFor(saga, version, input) : DefinitionFor(saga, version, input);
+  if (!checked.ok()) return checked.status();
+  c->def = *checked;
+  c->saga = saga;
+  c->key = client_key;
+  c->hash = request_hash;
+  c->trace = trace;
+  if (!client_key.empty()) {
+    MutexLock l(mu_);
+    if (inflight_.count(client_key))
+      return FailedPrecondition("a request with this Idempotency-Key is still in progress");
+    auto existing = repo_.store().GetSubmission(client_key);
+    if (existing.ok()) {
+      auto replay = Replay(*existing, request_hash);
+      if (!replay.ok()) return replay.status();
+      c->replay = *replay;
+      return Status::Ok();
+    }
+    if (existing.status().code() != StatusCode::kNotFound) return existing.status();
+    inflight_.insert(client_key);
+    c->sub.emplace();
+    c->sub->key = client_key;
+    c->sub->request_hash = request_hash;
+  }
+  int64_t now = clock_.NowMillis();
+  c->id = NewInstanceId(now, random_);
+  Event created = Instance::CreatedEvent(c->id, *c->def, input, trace.ToJson(),
+                                         run_metadata ? *run_metadata : nlohmann::json());
+  created.seq = 1;
+  created.at_ms = now;
+  c->events.push_back(created);
+  Status s = c->inst.Apply(created);
+  // The first step's STARTED record may ride in the creation commit.
+  Tx tx(c->inst, now);
+  if (s.ok() && starter_.chain) s = starter_.chain(tx, *c->def, &c->first, &c->request);
+  if (!s.ok()) return End(*c, s).status();
+  c->events.insert(c->events.end(), tx.events().begin(), tx.events().end());
+  c->ops = tx.Operations();
+  c->inst.set_version(1);
+  if (c->sub) {
+    c->sub->instance_id = c->id;
+    c->sub->created_at = now;
+  }
+  c->lease = ownership_.FirstLease();
+  if (c->first >= 0) CrashPoint("before_started");  // nothing is durable yet
+  return Status::Ok();
+}
+
+StatusOr<SubmitOutcome> Submissions::End(Creation& c, const Status& s) {
+  if (s.ok()) ownership_.Adopt(c.id, c.lease);
+  if (!s.ok()) {
+    starter_.start(c.id, c.def, c.first, &c.request, c.trace, false);
+    if (c.sub) EndInflight(c.key);
+    if (c.sub && s.code() == StatusCode::kAlreadyExists) {
+      // Another process sharing the data dir took this key first.
+      auto existing = repo_.store().GetSubmission(c.key);
+      if (existing.ok()) return Replay(*existing, c.hash);
+    }
+    return s;
+  }
+  EngineLog({{"msg", "instance created"},
+             {"instance", c.id},
+             {"saga", c.saga},
+             {"trace_id", c.trace.trace_id}});
+  CrashPoint("after_create");
+  if (c.first >= 0) CrashPoint("after_started");
+  starter_.start(c.id, c.def, c.first, &c.request, c.trace, true);
+  SubmitOutcome out;
+  out.instance_id = c.id;
+  return out;
+}
+
 StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga, int version,
                                             const nlohmann::json& input,
                                             const std::string& client_key,
                                             const std::string& request_hash,
                                             const TraceContext& trace,
                                             const nlohmann::json* run_metadata) {
-  auto checked =
-      run_metadata ? RunDefinitionFor(saga, version, input) : DefinitionFor(saga, version, input);
-  if (!checked.ok()) return checked.status();
-  const SagaDefinitionPtr def = *checked;
-  SubmitOutcome out;
-  std::optional<Submission> sub;
-  if (!client_key.empty()) {
-    MutexLock l(mu_);
-    if (inflight_.count(client_key))
-      return FailedPrecondition("a request with this Idempotency-Key is still in progress");
-    auto existing = repo_.store().GetSubmission(client_key);
-    if (existing.ok()) return Replay(*existing, request_hash);
-    if (existing.status().code() != StatusCode::kNotFound) return existing.status();
-    inflight_.insert(client_key);
-    sub.emplace();
-    sub->key = client_key;
-    sub->request_hash = request_hash;
-  }
-  int64_t now = clock_.NowMillis();
-  std::string id = NewInstanceId(now, random_);
-  Instance inst;
-  Event created = Instance::CreatedEvent(id, *def, input, trace.ToJson(),
-                                         run_metadata ? *run_metadata : nlohmann::json());
-  created.seq = 1;
-  created.at_ms = now;
-  Status s = inst.Apply(created);
-  // The first step's STARTED record may ride in the creation commit.
-  Tx tx(inst, now);
-  int first = -1;
-  StepRequest request;
-  if (s.ok() && starter_.chain) s = starter_.chain(tx, *def, &first, &request);
-  if (s.ok()) {
-    inst.set_version(1);
-    if (sub) {
-      sub->instance_id = id;
-      sub->created_at = now;
-    }
-    Lease lease = ownership_.FirstLease();
-    if (first >= 0) CrashPoint("before_started");  // nothing is durable yet
-    s = repo_.Create(inst, created, &tx, sub ? &*sub : nullptr, &lease);
-    if (s.ok()) ownership_.Adopt(id, lease);
-  }
-  if (!s.ok()) {
-    starter_.start(id, def, first, &request, trace, false);
-    if (sub) EndInflight(client_key);
-    if (sub && s.code() == StatusCode::kAlreadyExists) {
-      // Another process sharing the data dir took this key first.
-      auto existing = repo_.store().GetSubmission(client_key);
-      if (existing.ok()) return Replay(*existing, request_hash);
-    }
-    return s;
-  }
-  EngineLog({{"msg", "instance created"},
-             {"instance", id},
-             {"saga", saga},
-             {"trace_id", trace.trace_id}});
-  CrashPoint("after_create");
-  if (first >= 0) CrashPoint("after_started");
-  starter_.start(id, def, first, &request, trace, true);
-  out.instance_id = id;
-  return out;
+  Creation c;
+  SAGAD_RETURN_IF_ERROR(
+      Begin(saga, version, input, client_key, request_hash, trace, run_metadata, &c));
+  if (c.replay) return *c.replay;
+  return End(c, repo_.Create(c.inst, c.events, c.ops, c.sub ? &*c.sub : nullptr, &c.lease));
+}
+
+void Submissions::SubmitAsync(const std::string& saga, int version, const nlohmann::json& input,
+                              const std::string& client_key, const std::string& request_hash,
+                              const TraceContext& trace, const nlohmann::json* run_metadata,
+                              std::function<void(StatusOr<SubmitOutcome>)> done) {
+  auto c = std::make_shared<Creation>();
+  Status begun = Begin(saga, version, input, client_key, request_hash, trace, run_metadata, &*c);
+  if (!begun.ok()) return done(begun);
+  if (c->replay) return done(*c->replay);
+  repo_.CreateAsync(c->inst, c->events, c->ops, c->sub ? &*c->sub : nullptr, &c->lease,
+                    [this, c, done = std::move(done)](Status s) { done(End(*c, s)); });
 }
 
 StatusOr<SubmitOutcome> Submissions::Replay(const Submission& first,

@@ -15,13 +15,16 @@
 
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <unordered_set>
 
 #include "adapters/trace_context.h"
+#include "coordinator/engine/step_request.h"
 #include "coordinator/engine/submit_outcome.h"
 #include "coordinator/store/store.h"
 #include "sagas/definition.h"
+#include "sagas/instance.h"
 #include "util/clock.h"
 #include "util/mutex.h"
 #include "util/random.h"
@@ -32,7 +35,6 @@ class DefinitionRegistry;
 class InstanceRepository;
 class Ownership;
 class Tx;
-struct StepRequest;
 
 class Submissions {
  public:
@@ -61,6 +63,13 @@ class Submissions {
                                  const std::string& client_key, const std::string& request_hash,
                                  const TraceContext& trace,
                                  const nlohmann::json* run_metadata = nullptr);
+  // Submit, without waiting for the creation's commit: `done` gets what
+  // Submit would return, through the repository's hand-off (a worker), or
+  // inside this call when it fails or replays before any write.
+  void SubmitAsync(const std::string& saga, int version, const nlohmann::json& input,
+                   const std::string& client_key, const std::string& request_hash,
+                   const TraceContext& trace, const nlohmann::json* run_metadata,
+                   std::function<void(StatusOr<SubmitOutcome>)> done);
   // Stores the response given for `key` (the first one stands; status 0:
   // none was given, nothing to store) and ends its in-flight window once
   // that write is done, then runs `then` (if set): on the store's thread,
@@ -74,6 +83,28 @@ class Submissions {
   ~Submissions() { WaitIdle(); }
 
  private:
+  // One submission from its checks to the end of its creation's commit.
+  struct Creation {
+    std::string saga, key, hash, id;
+    SagaDefinitionPtr def;
+    TraceContext trace;
+    std::optional<SubmitOutcome> replay;  // the key's first instance: nothing to write
+    std::optional<Submission> sub;        // with a key
+    Instance inst;
+    std::vector<Event> events;  // the creation, and what rode with it
+    std::vector<OperationRecord> ops;
+    int first = -1;  // a first step whose STARTED rides in the creation
+    StepRequest request;
+    Lease lease;
+  };
+  // The checks (a replay ends there: c->replay) and the first events of
+  // the new instance; an error ends the submission (End has run).
+  Status Begin(const std::string& saga, int version, const nlohmann::json& input,
+               const std::string& client_key, const std::string& request_hash,
+               const TraceContext& trace, const nlohmann::json* run_metadata, Creation* c);
+  // After the creation's commit (`s`): the driver started, or what was
+  // taken released; the outcome.
+  StatusOr<SubmitOutcome> End(Creation& c, const Status& s);
   // The answer to a repeated key: the first instance, or AlreadyExists if
   // the key came with another request.
   static StatusOr<SubmitOutcome> Replay(const Submission& first, const std::string& request_hash);

@@ -98,24 +98,38 @@ void ApiServer::Impl::Submit(const HttpRequest& req, HttpResponse& res) {
   int version = 0;
   if (!SubmittedVersion(req, res, body, &version)) return;
   if (!InputMatches(req, res, saga, version, body["input"])) return;
-  auto sub = engine_.Submit(
+  // No thread waits for the creation's commit: the answer is given from
+  // its continuation.
+  auto pending = PendingSubmission::Start(res, [this, key] {
+    engine_.FinishSubmission(key, 0, nullptr);  // never answered
+  });
+  engine_.SubmitAsync(
       saga, version, body["input"], key, hash,
-      TraceFromHeaders(req.get_header_value("traceparent"), req.get_header_value("tracestate")));
-  AnswerCreated(req, res, key, sub, wait);
+      TraceFromHeaders(req.get_header_value("traceparent"), req.get_header_value("tracestate")),
+      [this, &req, key, wait, pending](const StatusOr<SubmitOutcome>& sub) {
+        AnswerCreated(req, pending, key, sub, wait);
+      });
 }
 
-void ApiServer::Impl::AnswerCreated(const HttpRequest& req, HttpResponse& res,
+void ApiServer::Impl::AnswerCreated(const HttpRequest& req,
+                                    const std::shared_ptr<PendingSubmission>& pending,
                                     const std::string& key, const StatusOr<SubmitOutcome>& sub,
                                     double wait) {
-  if (!sub.ok()) return ProblemFromStatus(req, res, sub.status());
-  res.set_header("Location", "/v1/instances/" + sub->instance_id);
-  if (sub->replayed) {
-    res.set_header("Idempotent-Replayed", "true");
-    if (sub->stored_status != 0) return Json(res, sub->stored_status, sub->stored_response);
-    // The first request never got its answer (sagad died before replying):
-    // answer this one as the first would have been, waiting if asked to.
+  if (!sub.ok()) {
+    pending->answer()->Give([&](HttpResponse& res) { ProblemFromStatus(req, res, sub.status()); });
+    return;
   }
-  AnswerSubmission(req, res, key, sub->instance_id, wait);
+  if (sub->replayed && sub->stored_status != 0) {
+    pending->answer()->Give([&](HttpResponse& res) {
+      res.set_header("Location", "/v1/instances/" + sub->instance_id);
+      res.set_header("Idempotent-Replayed", "true");
+      Json(res, sub->stored_status, sub->stored_response);
+    });
+    return;
+  }
+  // A replay whose first request never got its answer (sagad died before
+  // replying) is answered as the first would have been, waiting if asked.
+  AnswerSubmission(req, pending, key, sub->instance_id, sub->replayed, wait);
 }
 
 bool ApiServer::Impl::SubmittedVersion(const HttpRequest& req, HttpResponse& res,
@@ -144,19 +158,24 @@ bool ApiServer::Impl::InputMatches(const HttpRequest& req, HttpResponse& res,
   return false;
 }
 
-void ApiServer::Impl::AnswerSubmission(const HttpRequest& req, HttpResponse& res,
-                                       const std::string& key, const std::string& id, double wait) {
+void ApiServer::Impl::AnswerSubmission(const HttpRequest& req,
+                                       const std::shared_ptr<PendingSubmission>& pending,
+                                       const std::string& key, const std::string& id, bool replayed,
+                                       double wait) {
   // The key must never stay "in progress": every path out finishes it. The
   // answer goes out once the response it gives is stored (a replay right
   // after it gets the same answer), from the store's continuation: no
   // thread waits for that commit, and none for the wait. A client gone
   // before the answer: the instance runs on; a replay of the key gets what
   // this request would have.
-  auto drop = std::make_shared<std::function<bool()>>([] { return false; });
-  auto answer = DeferredAnswer::Start(res, [this, drop, key] {
-    if ((*drop)()) engine_.FinishSubmission(key, 0, nullptr);  // never answered
-  });
-  auto give = [this, &req, key, wait, answer](const StatusOr<nlohmann::json>& j) {
+  // The wait holds `pending`: while it lasts, a client that goes away
+  // reaches it (the connection holds it only weakly).
+  auto headers = [id, replayed](HttpResponse& res) {
+    res.set_header("Location", "/v1/instances/" + id);
+    if (replayed) res.set_header("Idempotent-Replayed", "true");
+  };
+  auto give = [this, &req, key, wait, pending, headers](const StatusOr<nlohmann::json>& j) {
+    const std::shared_ptr<DeferredAnswer>& answer = pending->answer();
     try {
       if (!j.ok()) {
         engine_.FinishSubmission(key, 0, nullptr);
@@ -165,8 +184,11 @@ void ApiServer::Impl::AnswerSubmission(const HttpRequest& req, HttpResponse& res
       }
       int status = (wait > 0 && Engine::IsSettled(j->value("status", ""))) ? 200 : 201;
       auto body = std::make_shared<const nlohmann::json>(*j);
-      engine_.FinishSubmission(key, status, *body, [answer, status, body] {
-        answer->Give([&](HttpResponse& res) { Json(res, status, *body); });
+      engine_.FinishSubmission(key, status, *body, [answer, status, body, headers] {
+        answer->Give([&](HttpResponse& res) {
+          headers(res);
+          Json(res, status, *body);
+        });
       });
     } catch (const std::exception& e) {
       engine_.FinishSubmission(key, 0, nullptr);
@@ -174,7 +196,39 @@ void ApiServer::Impl::AnswerSubmission(const HttpRequest& req, HttpResponse& res
     }
   };
   if (wait <= 0) return give(engine_.GetInstance(id));
-  *drop = engine_.WaitSettledAsync(id, std::chrono::milliseconds(int64_t(wait * 1000)), give);
+  pending->Waiting(
+      engine_.WaitSettledAsync(id, std::chrono::milliseconds(int64_t(wait * 1000)), give));
+}
+
+std::shared_ptr<PendingSubmission> PendingSubmission::Start(HttpResponse& res,
+                                                            std::function<void()> never_answered) {
+  auto p = std::make_shared<PendingSubmission>();
+  p->never_answered_ = std::move(never_answered);
+  p->answer_ = DeferredAnswer::Start(res, [weak = std::weak_ptr<PendingSubmission>(p)] {
+    if (auto p = weak.lock()) p->Abandoned();
+  });
+  return p;
+}
+
+void PendingSubmission::Waiting(std::function<bool()> cancel) {
+  {
+    MutexLock l(mu_);
+    if (!gone_) {
+      cancel_ = std::move(cancel);
+      return;
+    }
+  }
+  if (cancel()) never_answered_();  // the client left before the wait began
+}
+
+void PendingSubmission::Abandoned() {
+  std::function<bool()> cancel;
+  {
+    MutexLock l(mu_);
+    gone_ = true;
+    cancel = std::move(cancel_);
+  }
+  if (cancel && cancel()) never_answered_();
 }
 
 void ApiServer::Impl::List(const HttpRequest& req, HttpResponse& res) {

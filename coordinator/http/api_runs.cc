@@ -128,16 +128,15 @@ void ApiServer::Impl::OpenRun(const HttpRequest& req, HttpResponse& res) {
     }
   }
   std::string hash = Sha256Hex("run\n" + toolbox + "\n" + CanonicalJson(body));
-  auto sub = engine_.StartRun(
+  auto pending = PendingSubmission::Start(res, [this, key] {
+    engine_.FinishSubmission(key, 0, nullptr);  // never answered
+  });
+  engine_.StartRunAsync(
       toolbox, version, input, metadata, key, hash,
-      TraceFromHeaders(req.get_header_value("traceparent"), req.get_header_value("tracestate")));
-  if (!sub.ok()) return ProblemFromStatus(req, res, sub.status());
-  res.set_header("Location", "/v1/instances/" + sub->instance_id);
-  if (sub->replayed) {
-    res.set_header("Idempotent-Replayed", "true");
-    if (sub->stored_status != 0) return Json(res, sub->stored_status, sub->stored_response);
-  }
-  AnswerSubmission(req, res, key, sub->instance_id, wait);
+      TraceFromHeaders(req.get_header_value("traceparent"), req.get_header_value("tracestate")),
+      [this, &req, key, wait, pending](const StatusOr<SubmitOutcome>& sub) {
+        AnswerCreated(req, pending, key, sub, wait);
+      });
 }
 
 void ApiServer::Impl::AppendCall(const HttpRequest& req, HttpResponse& res) {

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "coordinator/http/api_router.h"
 #include "coordinator/http/http_api.h"
 #include "coordinator/http/http_server.h"
+#include "util/mutex.h"
 
 // A handler of ApiServer::Impl, as a route handler.
 #define SAGAD_HANDLER(method) \
@@ -28,6 +31,28 @@ struct CallAnswer {
   std::vector<SchemaError> errors;
   nlohmann::json call;
   bool replayed = false;
+};
+
+// A submission's answer while it is deferred (its creation's commit, then
+// ?wait): given once, from whichever continuation settles it. If the
+// client goes away, the wait is cancelled and the key finished unanswered
+// (`never_answered`), even when the wait began after the client left.
+// Thread-safety: every method may be called from any thread.
+class PendingSubmission {
+ public:
+  static std::shared_ptr<PendingSubmission> Start(HttpResponse& res,
+                                                  std::function<void()> never_answered);
+  const std::shared_ptr<DeferredAnswer>& answer() const { return answer_; }
+  // The wait began; `cancel` ends it (true if it had not answered yet).
+  void Waiting(std::function<bool()> cancel);
+
+ private:
+  void Abandoned();  // the client went away
+  std::shared_ptr<DeferredAnswer> answer_;
+  std::function<void()> never_answered_;
+  Mutex mu_;
+  bool gone_ GUARDED_BY(mu_) = false;
+  std::function<bool()> cancel_ GUARDED_BY(mu_);
 };
 
 class ApiServer::Impl {
@@ -78,13 +103,13 @@ class ApiServer::Impl {
   // False with a 400/422 naming each error when the input does not match.
   bool InputMatches(const HttpRequest& req, HttpResponse& res, const std::string& saga, int version,
                     const nlohmann::json& input);
-  // A new instance (a submission, a run): its problem, or its Location and
-  // the stored answer of a replay, or AnswerSubmission.
-  void AnswerCreated(const HttpRequest& req, HttpResponse& res, const std::string& key,
-                     const StatusOr<SubmitOutcome>& sub, double wait);
+  // A new instance (a submission, a run), once created: its problem, or its
+  // Location and the stored answer of a replay, or AnswerSubmission.
+  void AnswerCreated(const HttpRequest& req, const std::shared_ptr<PendingSubmission>& pending,
+                     const std::string& key, const StatusOr<SubmitOutcome>& sub, double wait);
   // Answers a submission now or once settled (?wait); finishes its key.
-  void AnswerSubmission(const HttpRequest& req, HttpResponse& res, const std::string& key,
-                        const std::string& id, double wait);
+  void AnswerSubmission(const HttpRequest& req, const std::shared_ptr<PendingSubmission>& pending,
+                        const std::string& key, const std::string& id, bool replayed, double wait);
   void List(const HttpRequest& req, HttpResponse& res);
   void Get(const HttpRequest& req, HttpResponse& res);
   void Events(const HttpRequest& req, HttpResponse& res);

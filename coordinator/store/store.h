@@ -136,6 +136,17 @@ struct TransitionWrite {
   std::optional<Lease> fence;  // Commit's `lease`
 };
 
+// One new instance as CreateInstanceAsync takes it (what CreateInstance's
+// arguments say), owned: it lives until the write is done.
+struct CreationWrite {
+  nlohmann::json snapshot;
+  std::vector<Event> events;
+  std::optional<Submission> submission;
+  std::vector<nlohmann::json> outbox;
+  std::optional<Lease> lease;
+  std::vector<OperationRecord> operations;
+};
+
 // One entry of the index of unfinished instances.
 struct ActiveInstance {
   std::string id;
@@ -158,6 +169,15 @@ class Store {
                                 const Submission* submission,
                                 const std::vector<nlohmann::json>& outbox, const Lease* lease,
                                 const std::vector<OperationRecord>& operations = {}) = 0;
+
+  // CreateInstance, completing `done` instead of blocking its caller (as
+  // CommitAsync: on a thread of the store's, or inside this call in a store
+  // that writes synchronously, this default). `done` must not block.
+  virtual void CreateInstanceAsync(std::shared_ptr<const CreationWrite> w,
+                                   std::function<void(Status)> done) {
+    done(CreateInstance(w->snapshot, w->events, w->submission ? &*w->submission : nullptr,
+                        w->outbox, w->lease ? &*w->lease : nullptr, w->operations));
+  }
 
   // Commits one transition: snapshot, events, operation records and outbox
   // records (appended in order), atomically. Aborted if the stored

@@ -197,7 +197,7 @@ TEST_F(EdgesTest, AnAbandonedWaitingSubmissionLeavesItsKeyUsable) {
         return replay.status == 201;
       },
       std::chrono::seconds(5)))
-      << replay.raw;
+      << replay.status << " " << replay.raw;
   EXPECT_EQ(replay.header("Idempotent-Replayed"), "true") << replay.raw;
 }
 

@@ -16,6 +16,10 @@ void LmdbStore::CommitAsync(std::shared_ptr<const TransitionWrite> w,
                                            &w->snapshot, &w->events, &w->operations, nullptr,
                                            &w->outbox, w->fence ? &*w->fence : nullptr);
   r->keep = std::move(w);
+  QueueAsync(std::move(r), std::move(done));
+}
+
+void LmdbStore::QueueAsync(std::unique_ptr<CommitRequest> r, std::function<void(Status)> done) {
   Status prepared = Prepare(*r);
   if (!prepared.ok()) {
     r.reset();

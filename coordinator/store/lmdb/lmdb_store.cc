@@ -125,6 +125,26 @@ Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vect
   return group_.Commit(r);
 }
 
+void LmdbStore::CreateInstanceAsync(std::shared_ptr<const CreationWrite> w,
+                                    std::function<void(Status)> done) {
+  struct Kept {
+    std::shared_ptr<const CreationWrite> w;
+    SnapshotRecord record;
+  };
+  auto record = RecordOf(w->snapshot);
+  if (!record.ok()) {
+    done(record.status());
+    return;
+  }
+  auto kept = std::make_shared<Kept>(Kept{std::move(w), std::move(*record)});
+  const CreationWrite& c = *kept->w;
+  auto r = std::make_unique<CommitRequest>(
+      WriteKind::kCreate, kept->record.id, 0, &kept->record, &c.events, &c.operations,
+      c.submission ? &*c.submission : nullptr, &c.outbox, c.lease ? &*c.lease : nullptr);
+  r->keep = kept;
+  QueueAsync(std::move(r), std::move(done));
+}
+
 // Version, saga and status of `id`: from its `active` entry (`entry`, may be
 // null) when that is a full one, else (a finished instance, or an entry
 // written before the index held more than the id) from its snapshot.

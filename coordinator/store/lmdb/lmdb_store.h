@@ -62,6 +62,8 @@ class LmdbStore : public Store {
   Status Commit(const std::string& id, uint64_t expected_version, const nlohmann::json& snapshot,
                 const std::vector<Event>& events, const std::vector<OperationRecord>& operations,
                 const std::vector<nlohmann::json>& outbox, const Lease* lease) override;
+  void CreateInstanceAsync(std::shared_ptr<const CreationWrite> w,
+                           std::function<void(Status)> done) override;
   void CommitAsync(std::shared_ptr<const TransitionWrite> w,
                    std::function<void(Status)> done) override;
   StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner, const Clock& clock,
@@ -162,7 +164,8 @@ class LmdbStore : public Store {
       std::vector<std::pair<std::string, std::string>> events, operations;  // key, record
       std::vector<std::string> outbox;
     } texts;
-    // CommitAsync, SetSubmissionResponseAsync: what the pointers above (and
+    // CommitAsync, CreateInstanceAsync, SetSubmissionResponseAsync: what the
+    // pointers above (and
     // `id`) point into.
     std::shared_ptr<const void> keep;
   };
@@ -173,6 +176,9 @@ class LmdbStore : public Store {
   Status FindFinished(MDB_txn* txn, int64_t finished_before_ms, size_t max,
                       std::vector<std::pair<std::string, nlohmann::json>>* due);
   Status DeleteRecords(MDB_txn* txn, const std::string& id, const nlohmann::json& snap);
+  // Prepares r and queues it for the committer, which completes `done`
+  // (or completes it now, if r cannot be prepared).
+  void QueueAsync(std::unique_ptr<CommitRequest> r, std::function<void(Status)> done);
   // Fills r.texts; a record that cannot be serialised refuses r alone.
   static Status Prepare(CommitRequest& r);
   Status Write(MDB_txn* txn, const CommitRequest& r);

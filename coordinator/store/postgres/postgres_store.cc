@@ -194,10 +194,12 @@ nlohmann::json InstanceColumns(const SnapshotRecord& snapshot) {
 
 }  // namespace
 
-Status PostgresStore::CreateInstance(const nlohmann::json& snapshot,
-                                     const std::vector<Event>& events, const Submission* submission,
-                                     const std::vector<nlohmann::json>& outbox, const Lease* lease,
-                                     const std::vector<OperationRecord>& operations) {
+nlohmann::json PostgresStore::CreateRequest(const nlohmann::json& snapshot,
+                                            const std::vector<Event>& events,
+                                            const Submission* submission,
+                                            const std::vector<nlohmann::json>& outbox,
+                                            const Lease* lease,
+                                            const std::vector<OperationRecord>& operations) {
   nlohmann::json w = InstanceColumns(SnapshotRecord::FromJson(snapshot));
   w["kind"] = "create";
   w["id"] = snapshot.at("id").get<std::string>();
@@ -212,7 +214,32 @@ Status PostgresStore::CreateInstance(const nlohmann::json& snapshot,
                        {"request_hash", submission->request_hash},
                        {"instance_id", submission->instance_id},
                        {"created_at", submission->created_at}};
-  return Apply(std::move(w));
+  return w;
+}
+
+Status PostgresStore::CreateInstance(const nlohmann::json& snapshot,
+                                     const std::vector<Event>& events, const Submission* submission,
+                                     const std::vector<nlohmann::json>& outbox, const Lease* lease,
+                                     const std::vector<OperationRecord>& operations) {
+  try {
+    return Apply(CreateRequest(snapshot, events, submission, outbox, lease, operations));
+  } catch (const std::exception& e) {
+    return Internal(std::string("write refused: ") + e.what());
+  }
+}
+
+void PostgresStore::CreateInstanceAsync(std::shared_ptr<const CreationWrite> c,
+                                        std::function<void(Status)> done) {
+  auto p = std::make_unique<Pending>();
+  try {
+    p->request = CreateRequest(c->snapshot, c->events, c->submission ? &*c->submission : nullptr,
+                               c->outbox, c->lease ? &*c->lease : nullptr, c->operations);
+  } catch (const std::exception& e) {
+    done(Internal(std::string("write refused: ") + e.what()));
+    return;
+  }
+  p->then = std::move(done);
+  group_.CommitAsync(std::move(p));
 }
 
 StatusOr<nlohmann::json> PostgresStore::CommitRequest(

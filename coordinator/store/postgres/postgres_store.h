@@ -83,6 +83,8 @@ class PostgresStore : public Store {
   Status Commit(const std::string& id, uint64_t expected_version, const nlohmann::json& snapshot,
                 const std::vector<Event>& events, const std::vector<OperationRecord>& operations,
                 const std::vector<nlohmann::json>& outbox, const Lease* lease) override;
+  void CreateInstanceAsync(std::shared_ptr<const CreationWrite> w,
+                           std::function<void(Status)> done) override;
   void CommitAsync(std::shared_ptr<const TransitionWrite> w,
                    std::function<void(Status)> done) override;
   StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner, const Clock& clock,
@@ -145,6 +147,12 @@ class PostgresStore : public Store {
   struct Pending : GroupCommit::Write {
     nlohmann::json request;
   };
+  // The sagad_apply request of a new instance (CreateInstance, and Async).
+  static nlohmann::json CreateRequest(const nlohmann::json& snapshot,
+                                      const std::vector<Event>& events,
+                                      const Submission* submission,
+                                      const std::vector<nlohmann::json>& outbox, const Lease* lease,
+                                      const std::vector<OperationRecord>& operations);
   // The sagad_apply request of a transition (Commit, CommitAsync).
   static StatusOr<nlohmann::json> CommitRequest(const std::string& id, uint64_t expected_version,
                                                 const SnapshotRecord& snapshot,

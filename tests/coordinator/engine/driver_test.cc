@@ -121,7 +121,7 @@ class DriverTest : public testing::StoreFixture {
     ASSERT_TRUE(inst.Apply(created).ok());
     inst.set_version(1);
     Lease lease = owner.FirstLease();
-    ASSERT_TRUE(repo_->Create(inst, created, nullptr, nullptr, &lease).ok());
+    ASSERT_TRUE(repo_->Create(inst, {created}, {}, nullptr, &lease).ok());
     owner.Adopt(id, lease);
   }
   static nlohmann::json Order() {
@@ -366,7 +366,7 @@ void DriverTest::NoWorkerWaitsFor(const char* type, Outcome first) {
     ASSERT_TRUE(inst.Apply(created).ok());
     inst.set_version(1);
     Lease lease = east.FirstLease();
-    ASSERT_TRUE(repo.Create(inst, created, nullptr, nullptr, &lease).ok());
+    ASSERT_TRUE(repo.Create(inst, {created}, {}, nullptr, &lease).ok());
     east.Adopt(id, lease);
   };
   auto status = [&](const std::string& id) {

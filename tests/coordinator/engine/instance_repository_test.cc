@@ -27,7 +27,7 @@ class InstanceRepositoryTest : public testing::StoreFixture {
     created.at_ms = clock_.NowMillis();
     ASSERT_TRUE(inst.Apply(created).ok());
     inst.set_version(1);
-    ASSERT_TRUE(repo_->Create(inst, created, nullptr, nullptr, nullptr).ok());
+    ASSERT_TRUE(repo_->Create(inst, {created}, {}, nullptr, nullptr).ok());
     EXPECT_EQ(commits_, std::vector<std::string>{"instance_created"});  // hooks run for it too
     commits_.clear();
   }

@@ -26,7 +26,7 @@ class OperatorActionsTest : public testing::StoreFixture {
     created.seq = 1;
     ASSERT_TRUE(inst.Apply(created).ok());
     inst.set_version(1);
-    ASSERT_TRUE(repo_->Create(inst, created, nullptr, nullptr, nullptr).ok());
+    ASSERT_TRUE(repo_->Create(inst, {created}, {}, nullptr, nullptr).ok());
   }
   void Do(const std::function<Status(Tx&)>& fn) {
     Status s = repo_->Mutate("i1", fn, nullptr);
@@ -117,7 +117,7 @@ TEST_F(OperatorActionsTest, RejectingOneBranchWithdrawsTheApprovalTheOtherWaitsF
   created.seq = 1;
   ASSERT_TRUE(inst.Apply(created).ok());
   inst.set_version(1);
-  ASSERT_TRUE(repo_->Create(inst, created, nullptr, nullptr, nullptr).ok());
+  ASSERT_TRUE(repo_->Create(inst, {created}, {}, nullptr, nullptr).ok());
   ASSERT_TRUE(repo_
                   ->Mutate(
                       "t1",

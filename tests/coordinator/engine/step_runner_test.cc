@@ -98,7 +98,7 @@ class StepRunnerTest : public testing::StoreFixture {
     ASSERT_TRUE(inst.Apply(created).ok());
     inst.set_version(1);
     Lease lease = ownership_->FirstLease();
-    ASSERT_TRUE(repo_->Create(inst, created, nullptr, nullptr, &lease).ok());
+    ASSERT_TRUE(repo_->Create(inst, {created}, {}, nullptr, &lease).ok());
     ownership_->Adopt("o1", lease);
   }
   std::shared_ptr<const Instance> Now() { return *repo_->Load("o1"); }

@@ -67,6 +67,36 @@ TEST_F(StoreTest, CommitAsyncAnswersAsCommitWouldOnceTheWriteIsDurable) {
   EXPECT_EQ(store_->GetEvents("a")->size(), 2u);  // the losing write wrote nothing
 }
 
+// CreateInstanceAsync: the instance, its key and first lease in one write,
+// answered as CreateInstance would; a second instance under the same key
+// (or the same id) is AlreadyExists and writes nothing.
+TEST_F(StoreTest, CreateInstanceAsyncAnswersAsCreateInstanceWould) {
+  auto create = [this](const std::string& id, const std::string& key) {
+    auto w = std::make_shared<CreationWrite>();
+    w->snapshot = Snap(id, 1);
+    w->events = {Ev(1, "c")};
+    w->submission.emplace();
+    w->submission->key = key;
+    w->submission->request_hash = "h";
+    w->submission->instance_id = id;
+    w->submission->created_at = 1;
+    return w;
+  };
+  Answers answers;
+  store_->CreateInstanceAsync(create("a", "k1"), answers.Slot(0));
+  store_->CreateInstanceAsync(create("b", "k1"), answers.Slot(1));  // the key again
+  store_->CreateInstanceAsync(create("a", "k2"), answers.Slot(2));  // the id again
+  ASSERT_TRUE(answers.Wait(3));
+  ASSERT_EQ(answers.Of(0).size(), 1u);
+  EXPECT_TRUE(answers.Of(0)[0].ok()) << answers.Of(0)[0].ToString();
+  EXPECT_EQ(answers.Of(1)[0].code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(answers.Of(2)[0].code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_->GetSubmission("k1")->instance_id, "a");
+  EXPECT_EQ(store_->GetInstance("b").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetSubmission("k2").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetEvents("a")->size(), 1u);
+}
+
 TEST_F(StoreTest, CommitAsyncIsFencedByTheLease) {
   ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {}, nullptr).ok());
   auto held = store_->AcquireLease("a", "east", clock_, 60000, "");
