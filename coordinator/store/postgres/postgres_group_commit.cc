@@ -78,7 +78,9 @@ Status PostgresStore::RunApply(const std::vector<Pending*>& batch, size_t from, 
 }
 
 StatusOr<std::string> PostgresStore::ReadBack(const std::string& batch_id, const Status& why) {
-  EngineLog({{"msg", "the database connection broke during a commit; reading its outcome back"},
+  EngineLog({{"msg",
+              "no answer to a commit (the connection broke, or the server gave up on it); reading "
+              "its outcome back"},
              {"batch", batch_id},
              {"error", why.message()}});
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(readback_ms_);
@@ -88,8 +90,7 @@ StatusOr<std::string> PostgresStore::ReadBack(const std::string& batch_id, const
     auto r = Query("batch_outcome", {batch_id});
     if (r.ok() && r->null(0, 0)) {
       EngineLog({{"msg", "read back: the batch was not committed"}, {"batch", batch_id}});
-      return Unavailable("the database connection broke before this write was committed (" +
-                         why.message() + "); retry");
+      return Unavailable("this write was not committed (" + why.message() + "); retry");
     }
     if (r.ok()) {
       EngineLog({{"msg", "read back: the batch was committed"}, {"batch", batch_id}});

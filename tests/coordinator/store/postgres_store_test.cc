@@ -131,7 +131,7 @@ TEST_F(CommitDropTest, ACommitThatNeverArrivedIsReadBackAsNotMade) {
   Status s = store_->Commit("a", 1, Snap(2, "MARK-NEVER-SENT"), {Ev(2)}, {}, {}, nullptr);
   EXPECT_EQ(proxy_->dropped(), 1);
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
-  EXPECT_NE(s.message().find("before this write was committed"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("this write was not committed"), std::string::npos) << s.message();
   EXPECT_EQ(store_->GetInstance("a")->value("version", 0), 1);
   EXPECT_EQ(Events(), 1);
   // Decided again by its writer, it is made once.
