@@ -188,33 +188,35 @@ Status Engine::AbortRun(const std::string& id, const std::string& actor,
 }
 
 Status Engine::Approve(const std::string& id, const std::string& step, const std::string& actor,
-                       const std::string& comment) {
-  return impl_->operators().Approve(id, step, actor, comment);
+                       const std::string& comment, ActionDone done) {
+  return impl_->operators().Approve(id, step, actor, comment, std::move(done));
 }
 Status Engine::Reject(const std::string& id, const std::string& step, const std::string& actor,
-                      const std::string& reason) {
-  return impl_->operators().Reject(id, step, actor, reason);
+                      const std::string& reason, ActionDone done) {
+  return impl_->operators().Reject(id, step, actor, reason, std::move(done));
 }
-Status Engine::Cancel(const std::string& id, const std::string& actor, const std::string& reason) {
-  return impl_->operators().Cancel(id, actor, reason);
+Status Engine::Cancel(const std::string& id, const std::string& actor, const std::string& reason,
+                      ActionDone done) {
+  return impl_->operators().Cancel(id, actor, reason, std::move(done));
 }
 Status Engine::RetryNow(const std::string& id, const std::string& step, const std::string& actor,
-                        const std::string& comment) {
-  return impl_->operators().RetryNow(id, step, actor, comment);
+                        const std::string& comment, ActionDone done) {
+  return impl_->operators().RetryNow(id, step, actor, comment, std::move(done));
 }
 Status Engine::Skip(const std::string& id, const std::string& step, const nlohmann::json& result,
                     const std::string& external_ref, const std::string& actor,
-                    const std::string& comment) {
-  return impl_->operators().Skip(id, step, result, external_ref, actor, comment);
+                    const std::string& comment, ActionDone done) {
+  return impl_->operators().Skip(id, step, result, external_ref, actor, comment, std::move(done));
 }
 Status Engine::ForceCompensate(const std::string& id, const std::string& actor,
-                               const std::string& reason) {
-  return impl_->operators().ForceCompensate(id, actor, reason);
+                               const std::string& reason, ActionDone done) {
+  return impl_->operators().ForceCompensate(id, actor, reason, std::move(done));
 }
 Status Engine::Resolve(const std::string& id, const std::string& step, const std::string& outcome,
                        const std::string& external_ref, const std::string& actor,
-                       const std::string& comment) {
-  return impl_->operators().Resolve(id, step, outcome, external_ref, actor, comment);
+                       const std::string& comment, ActionDone done) {
+  return impl_->operators().Resolve(id, step, outcome, external_ref, actor, comment,
+                                    std::move(done));
 }
 
 }  // namespace sagad

@@ -161,29 +161,33 @@ class Engine {
 
   // Operator actions. NotFound (instance/step), FailedPrecondition (not
   // allowed in the current state; message says why). Repeating an action that
-  // already took effect is OK and changes nothing.
+  // already took effect is OK and changes nothing. With `done`, the action
+  // does not wait for its commit: a refusal found first is returned at once
+  // (`done` is not called), else Ok, and `done` gets the outcome on a worker.
+  using ActionDone = std::function<void(Status)>;
   Status Approve(const std::string& id, const std::string& step, const std::string& actor,
-                 const std::string& comment);
+                 const std::string& comment, ActionDone done = nullptr);
   Status Reject(const std::string& id, const std::string& step, const std::string& actor,
-                const std::string& reason);
-  Status Cancel(const std::string& id, const std::string& actor, const std::string& reason);
+                const std::string& reason, ActionDone done = nullptr);
+  Status Cancel(const std::string& id, const std::string& actor, const std::string& reason,
+                ActionDone done = nullptr);
   // Retries a step waiting on a retry timer, or whose retries ran out (saga in
   // review), now and with the same key; resets its backoff.
   Status RetryNow(const std::string& id, const std::string& step, const std::string& actor,
-                  const std::string& comment);
+                  const std::string& comment, ActionDone done = nullptr);
   // Records `result` as the step's result without sending it (operator
   // decision); only for a step not yet sent, or under review.
   Status Skip(const std::string& id, const std::string& step, const nlohmann::json& result,
-              const std::string& external_ref, const std::string& actor,
-              const std::string& comment);
+              const std::string& external_ref, const std::string& actor, const std::string& comment,
+              ActionDone done = nullptr);
   // Starts the reverse path of an instance in NEEDS_REVIEW (no unknown
   // outcome may remain).
-  Status ForceCompensate(const std::string& id, const std::string& actor,
-                         const std::string& reason);
+  Status ForceCompensate(const std::string& id, const std::string& actor, const std::string& reason,
+                         ActionDone done = nullptr);
   // outcome: "committed" (with external_ref) or "not_executed".
   Status Resolve(const std::string& id, const std::string& step, const std::string& outcome,
                  const std::string& external_ref, const std::string& actor,
-                 const std::string& comment);
+                 const std::string& comment, ActionDone done = nullptr);
 
   // ---- agent runs (docs/agents.md, sagas/toolbox.h) ----
   // Registers a toolbox (as Register does a saga; one name space for both).

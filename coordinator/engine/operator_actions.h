@@ -30,32 +30,39 @@ namespace sagad {
 
 class OperatorActions {
  public:
+  // With `done`, an action below commits asynchronously: a refusal found
+  // before any commit is returned at once (`done` is not called); else Ok,
+  // and `done` gets the outcome once the commit is done (on a worker).
+  // Without, the action blocks until then.
+  using Done = std::function<void(Status)>;
+
   OperatorActions(const DefinitionRegistry& defs, InstanceRepository& repo, const RunTable& runs,
                   std::function<void(const std::string&)> wake);
 
   Status Approve(const std::string& id, const std::string& step, const std::string& actor,
-                 const std::string& comment);
+                 const std::string& comment, Done done = nullptr);
   // The saga turns back (compensation of what committed).
   Status Reject(const std::string& id, const std::string& step, const std::string& actor,
-                const std::string& reason);
+                const std::string& reason, Done done = nullptr);
   // Refused once the irreversible step committed, or in NEEDS_REVIEW.
-  Status Cancel(const std::string& id, const std::string& actor, const std::string& reason);
+  Status Cancel(const std::string& id, const std::string& actor, const std::string& reason,
+                Done done = nullptr);
   // A step waiting on a retry timer (or whose retries ran out and sent the
   // saga to review) is tried again at once with the same key.
   Status RetryNow(const std::string& id, const std::string& step, const std::string& actor,
-                  const std::string& comment);
+                  const std::string& comment, Done done = nullptr);
   // An operator supplies the result of a step that has not been sent (or
   // whose unknown outcome is under review); the saga goes on with it.
   Status Skip(const std::string& id, const std::string& step, const nlohmann::json& result,
-              const std::string& external_ref, const std::string& actor,
-              const std::string& comment);
+              const std::string& external_ref, const std::string& actor, const std::string& comment,
+              Done done = nullptr);
   // The reverse path of an instance in NEEDS_REVIEW.
-  Status ForceCompensate(const std::string& id, const std::string& actor,
-                         const std::string& reason);
+  Status ForceCompensate(const std::string& id, const std::string& actor, const std::string& reason,
+                         Done done = nullptr);
   // The outcome of a step under review: "committed" or "not_executed".
   Status Resolve(const std::string& id, const std::string& step, const std::string& outcome,
                  const std::string& external_ref, const std::string& actor,
-                 const std::string& comment);
+                 const std::string& comment, Done done = nullptr);
 
   // One transition of a client's making (the actions above, an agent's
   // calls: agent_runs.h): `fn` builds it on the instance as stored now;
@@ -63,9 +70,16 @@ class OperatorActions {
   Status Act(const std::string& id, const std::function<Status(Tx&)>& fn);
 
  private:
-  // Act on `step` of the instance: NotFound if it has no such step.
-  Status ActOnStep(const std::string& id, const std::string& step,
-                   const std::function<Status(Tx&, int)>& fn);
+  // Act, or (with `done`) its asynchronous form.
+  Status Run(const std::string& id, std::function<Status(Tx&)> fn, Done done);
+  // What Act and Run do after the commit: wake the owner (see above).
+  void Acted(const std::string& id, uint64_t cached, bool terminal, const Status& s);
+  // `fn` with the instance's definition: Internal if it is not registered.
+  std::function<Status(Tx&)> WithDefinition(
+      std::function<Status(Tx&, const SagaDefinition&)> fn) const;
+  // `fn` on `step` of the instance: NotFound if it has no such step.
+  static std::function<Status(Tx&)> OnStep(const std::string& id, const std::string& step,
+                                           std::function<Status(Tx&, int)> fn);
 
   const DefinitionRegistry& defs_;
   InstanceRepository& repo_;

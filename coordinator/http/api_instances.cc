@@ -290,24 +290,25 @@ void ApiServer::Impl::StepAction(const HttpRequest& req, HttpResponse& res) {
       !OptionalString(req, res, body, "outcome", &outcome) ||
       !OptionalString(req, res, body, "external_ref", &ref))
     return;
+  auto result = body.find("result");
+  if (action == "skip" && (result == body.end() || !result->is_object()))
+    return Problem(req, res, 400, "'result' (a JSON object) is required to skip a step");
+  if (action == "resolve" && outcome.empty())
+    return Problem(req, res, 400, "'outcome' is required: \"committed\" or \"not_executed\"");
+  Engine::ActionDone done = DeferAction(req, res, id);
   Status s;
   if (action == "approve") {
-    s = engine_.Approve(id, step, who, comment);
+    s = engine_.Approve(id, step, who, comment, done);
   } else if (action == "reject") {
-    s = engine_.Reject(id, step, who, reason.empty() ? comment : reason);
+    s = engine_.Reject(id, step, who, reason.empty() ? comment : reason, done);
   } else if (action == "retry") {
-    s = engine_.RetryNow(id, step, who, comment);
+    s = engine_.RetryNow(id, step, who, comment, done);
   } else if (action == "skip") {
-    auto it = body.find("result");
-    if (it == body.end() || !it->is_object())
-      return Problem(req, res, 400, "'result' (a JSON object) is required to skip a step");
-    s = engine_.Skip(id, step, *it, ref, who, comment);
+    s = engine_.Skip(id, step, *result, ref, who, comment, done);
   } else {
-    if (outcome.empty())
-      return Problem(req, res, 400, "'outcome' is required: \"committed\" or \"not_executed\"");
-    s = engine_.Resolve(id, step, outcome, ref, who, comment);
+    s = engine_.Resolve(id, step, outcome, ref, who, comment, done);
   }
-  AnswerAction(req, res, id, s);
+  if (!s.ok()) done(s);  // refused before any commit
 }
 
 bool ApiServer::Impl::OperatorWithReason(const HttpRequest& req, HttpResponse& res,
@@ -332,9 +333,25 @@ void ApiServer::Impl::CancelOrCompensate(const HttpRequest& req, HttpResponse& r
   std::string who, reason;
   if (!OperatorWithReason(req, res, &who, &reason)) return;
   std::string id = req.matches[1];
-  Status s = std::string(req.matches[2]) == "cancel" ? engine_.Cancel(id, who, reason)
-                                                     : engine_.ForceCompensate(id, who, reason);
-  AnswerAction(req, res, id, s);
+  Engine::ActionDone done = DeferAction(req, res, id);
+  Status s = std::string(req.matches[2]) == "cancel"
+                 ? engine_.Cancel(id, who, reason, done)
+                 : engine_.ForceCompensate(id, who, reason, done);
+  if (!s.ok()) done(s);  // refused before any commit
+}
+
+Engine::ActionDone ApiServer::Impl::DeferAction(const HttpRequest& req, HttpResponse& res,
+                                                const std::string& id) {
+  // No thread waits for the action's commit: its continuation answers,
+  // with the instance as it is then (read before the answer is taken).
+  auto answer = DeferredAnswer::Start(res, nullptr);
+  return [this, &req, id, answer](Status s) {
+    StatusOr<nlohmann::json> view = s.ok() ? engine_.GetInstance(id) : StatusOr<nlohmann::json>(s);
+    answer->Give([&](HttpResponse& res) {
+      if (!view.ok()) return ProblemFromStatus(req, res, view.status());
+      Json(res, 200, *view);
+    });
+  };
 }
 
 void ApiServer::Impl::AnswerAction(const HttpRequest& req, HttpResponse& res, const std::string& id,

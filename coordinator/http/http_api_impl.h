@@ -114,6 +114,9 @@ class ApiServer::Impl {
   void Get(const HttpRequest& req, HttpResponse& res);
   void Events(const HttpRequest& req, HttpResponse& res);
   void StepAction(const HttpRequest& req, HttpResponse& res);
+  // Defers `res` until an operator action on instance `id` is done; what
+  // to call with its outcome (a refusal, or Ok: the instance's view).
+  Engine::ActionDone DeferAction(const HttpRequest& req, HttpResponse& res, const std::string& id);
   void CancelOrCompensate(const HttpRequest& req, HttpResponse& res);
   // api_runs.cc: toolboxes and agent runs (docs/agents.md).
   void GetToolbox(const HttpRequest& req, HttpResponse& res);
