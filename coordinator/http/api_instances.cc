@@ -100,15 +100,20 @@ void ApiServer::Impl::Submit(const HttpRequest& req, HttpResponse& res) {
   if (!InputMatches(req, res, saga, version, body["input"])) return;
   // No thread waits for the creation's commit: the answer is given from
   // its continuation.
-  auto pending = PendingSubmission::Start(res, [this, key] {
-    engine_.FinishSubmission(key, 0, nullptr);  // never answered
-  });
+  auto pending = DeferSubmission(res, key);
   engine_.SubmitAsync(
       saga, version, body["input"], key, hash,
       TraceFromHeaders(req.get_header_value("traceparent"), req.get_header_value("tracestate")),
       [this, &req, key, wait, pending](const StatusOr<SubmitOutcome>& sub) {
         AnswerCreated(req, pending, key, sub, wait);
       });
+}
+
+std::shared_ptr<PendingSubmission> ApiServer::Impl::DeferSubmission(HttpResponse& res,
+                                                                    const std::string& key) {
+  return PendingSubmission::Start(res, [this, key] {
+    engine_.FinishSubmission(key, 0, nullptr);  // never answered
+  });
 }
 
 void ApiServer::Impl::AnswerCreated(const HttpRequest& req,

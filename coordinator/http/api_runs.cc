@@ -128,9 +128,7 @@ void ApiServer::Impl::OpenRun(const HttpRequest& req, HttpResponse& res) {
     }
   }
   std::string hash = Sha256Hex("run\n" + toolbox + "\n" + CanonicalJson(body));
-  auto pending = PendingSubmission::Start(res, [this, key] {
-    engine_.FinishSubmission(key, 0, nullptr);  // never answered
-  });
+  auto pending = DeferSubmission(res, key);
   engine_.StartRunAsync(
       toolbox, version, input, metadata, key, hash,
       TraceFromHeaders(req.get_header_value("traceparent"), req.get_header_value("tracestate")),

@@ -103,6 +103,9 @@ class ApiServer::Impl {
   // False with a 400/422 naming each error when the input does not match.
   bool InputMatches(const HttpRequest& req, HttpResponse& res, const std::string& saga, int version,
                     const nlohmann::json& input);
+  // Defers a submission's answer (key `key`, may be empty): a client that
+  // goes away leaves the key finished unanswered.
+  std::shared_ptr<PendingSubmission> DeferSubmission(HttpResponse& res, const std::string& key);
   // A new instance (a submission, a run), once created: its problem, or its
   // Location and the stored answer of a replay, or AnswerSubmission.
   void AnswerCreated(const HttpRequest& req, const std::shared_ptr<PendingSubmission>& pending,

@@ -1,10 +1,7 @@
 #include "coordinator/store/postgres/postgres_store.h"
 
-#include <libpq-fe.h>
-
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <set>
 
 #include "coordinator/store/postgres/postgres_connection.h"
