@@ -115,19 +115,22 @@ std::function<Status(Tx&)> IdleRun(const SagaDefinition& def, const Instance& in
   };
 }
 
-StatusOr<bool> AgentRuns::Append(const std::string& id, const nlohmann::json& call,
-                                 const std::string& actor) {
+StatusOr<std::function<Status(Tx&)>> AgentRuns::Appending(const std::string& id,
+                                                          const nlohmann::json& call,
+                                                          const std::string& actor,
+                                                          std::shared_ptr<bool> appended) const {
   auto record = CallRecord(call);
   if (!record.ok()) return record.status();
   const std::string call_id = call["call_id"].get<std::string>();
-  bool appended = false;
-  Status s = act_.Act(id, [&](Tx& tx) -> Status {
+  return std::function<Status(Tx&)>([this, id, call_id, record = *record, actor,
+                                     appended](Tx& tx) -> Status {
+    *appended = false;  // a lost race applies it again
     const Instance& inst = tx.inst();
     SAGAD_RETURN_IF_ERROR(NotARun(inst));
     if (int i = inst.StepIndex(call_id); i >= 0) {
       const nlohmann::json& first = inst.step(i).call;
-      if (first.value("tool", "") == (*record)["tool"] &&
-          first.value("arguments", nlohmann::json()) == (*record)["arguments"])
+      if (first.value("tool", "") == record["tool"] &&
+          first.value("arguments", nlohmann::json()) == record["arguments"])
         return Status::Ok();  // the agent asking again: the first call answers
       return AlreadyExists("call '" + call_id + "' of run " + id + " was made with tool '" +
                            first.value("tool", "") +
@@ -142,53 +145,79 @@ StatusOr<bool> AgentRuns::Append(const std::string& id, const nlohmann::json& ca
     if (!tb)
       return FailedPrecondition("toolbox '" + inst.saga() + "' version " +
                                 std::to_string(inst.saga_version()) + " is not registered here");
-    appended = true;
-    return AddCall(tx, *tb, call_id, *record);
-  });
-  if (!s.ok()) return s;
-  return appended;
-}
-
-Status AgentRuns::Finish(const std::string& id, const std::string& actor) {
-  return act_.Act(id, [&](Tx& tx) -> Status {
-    SAGAD_RETURN_IF_ERROR(NotARun(tx.inst()));
-    if (tx.inst().status() == SagaStatus::kCompleted) return Status::Ok();
-    SAGAD_RETURN_IF_ERROR(ResumeIfSilent(tx, actor));
-    const Instance& inst = tx.inst();
-    if (inst.status() == SagaStatus::kCompensating || inst.status() == SagaStatus::kCompensated)
-      return FailedPrecondition("run " + id + " was aborted (" + inst.StatusName() +
-                                "); it cannot finish");
-    for (const StepState& st : inst.steps())
-      if (!CallSettled(st.status()))
-        return FailedPrecondition("call '" + st.name + "' is " + StepStatusName(st.status()) +
-                                  "; a run finishes once every call is settled");
-    if (inst.status() != SagaStatus::kRunning)
-      return FailedPrecondition("run " + id + " is " + inst.StatusName() + "; only an OPEN run " +
-                                "finishes");
-    return tx.Saga(SagaEvent::kComplete, {{"by", actor}, {"finished", true}});
+    *appended = true;
+    return AddCall(tx, *tb, call_id, record);
   });
 }
 
-Status AgentRuns::Abort(const std::string& id, const std::string& actor,
-                        const std::string& reason) {
-  return act_.Act(id, [&](Tx& tx) -> Status {
-    SAGAD_RETURN_IF_ERROR(NotARun(tx.inst()));
-    SagaStatus ss = tx.inst().status();
-    if (ss == SagaStatus::kCompensating || ss == SagaStatus::kCompensated) return Status::Ok();
-    SAGAD_RETURN_IF_ERROR(ResumeIfSilent(tx, actor));
-    const Instance& inst = tx.inst();
-    const SagaDefinition& def = *inst.run_definition();
-    if (int p = PivotInPlay(def, inst); p >= 0)
-      return FailedPrecondition("call '" + inst.step(p).name + "' (tool '" +
-                                inst.step(p).call.value("tool", "") + "') is irreversible and " +
-                                StepStatusName(inst.step(p).status()) +
-                                ": the run can no longer be undone");
-    SAGAD_RETURN_IF_ERROR(MayCancel(def, inst));
-    const std::string why = "run aborted: " + reason;
-    SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals(actor, why));
-    return tx.Saga(SagaEvent::kStartCompensation,
-                   {{"by", actor}, {"aborted", true}, {"reason", why}});
+StatusOr<bool> AgentRuns::Append(const std::string& id, const nlohmann::json& call,
+                                 const std::string& actor) {
+  auto appended = std::make_shared<bool>(false);
+  auto fn = Appending(id, call, actor, appended);
+  if (!fn.ok()) return fn.status();
+  SAGAD_RETURN_IF_ERROR(act_.Act(id, *fn));
+  return *appended;
+}
+
+void AgentRuns::AppendAsync(const std::string& id, const nlohmann::json& call,
+                            const std::string& actor, std::function<void(StatusOr<bool>)> done) {
+  auto appended = std::make_shared<bool>(false);
+  auto fn = Appending(id, call, actor, appended);
+  if (!fn.ok()) return done(fn.status());
+  // With a continuation Run refuses nothing before its commit: always Ok.
+  (void)act_.Run(id, std::move(*fn), [appended, done](Status s) {
+    if (!s.ok()) return done(s);
+    done(*appended);
   });
+}
+
+Status AgentRuns::Finish(const std::string& id, const std::string& actor,
+                         OperatorActions::Done done) {
+  return act_.Run(
+      id,
+      [id, actor](Tx& tx) -> Status {
+        SAGAD_RETURN_IF_ERROR(NotARun(tx.inst()));
+        if (tx.inst().status() == SagaStatus::kCompleted) return Status::Ok();
+        SAGAD_RETURN_IF_ERROR(ResumeIfSilent(tx, actor));
+        const Instance& inst = tx.inst();
+        if (inst.status() == SagaStatus::kCompensating || inst.status() == SagaStatus::kCompensated)
+          return FailedPrecondition("run " + id + " was aborted (" + inst.StatusName() +
+                                    "); it cannot finish");
+        for (const StepState& st : inst.steps())
+          if (!CallSettled(st.status()))
+            return FailedPrecondition("call '" + st.name + "' is " + StepStatusName(st.status()) +
+                                      "; a run finishes once every call is settled");
+        if (inst.status() != SagaStatus::kRunning)
+          return FailedPrecondition("run " + id + " is " + inst.StatusName() +
+                                    "; only an OPEN run " + "finishes");
+        return tx.Saga(SagaEvent::kComplete, {{"by", actor}, {"finished", true}});
+      },
+      std::move(done));
+}
+
+Status AgentRuns::Abort(const std::string& id, const std::string& actor, const std::string& reason,
+                        OperatorActions::Done done) {
+  return act_.Run(
+      id,
+      [id, actor, reason](Tx& tx) -> Status {
+        SAGAD_RETURN_IF_ERROR(NotARun(tx.inst()));
+        SagaStatus ss = tx.inst().status();
+        if (ss == SagaStatus::kCompensating || ss == SagaStatus::kCompensated) return Status::Ok();
+        SAGAD_RETURN_IF_ERROR(ResumeIfSilent(tx, actor));
+        const Instance& inst = tx.inst();
+        const SagaDefinition& def = *inst.run_definition();
+        if (int p = PivotInPlay(def, inst); p >= 0)
+          return FailedPrecondition(
+              "call '" + inst.step(p).name + "' (tool '" + inst.step(p).call.value("tool", "") +
+              "') is irreversible and " + StepStatusName(inst.step(p).status()) +
+              ": the run can no longer be undone");
+        SAGAD_RETURN_IF_ERROR(MayCancel(def, inst));
+        const std::string why = "run aborted: " + reason;
+        SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals(actor, why));
+        return tx.Saga(SagaEvent::kStartCompensation,
+                       {{"by", actor}, {"aborted", true}, {"reason", why}});
+      },
+      std::move(done));
 }
 
 }  // namespace sagad

@@ -45,15 +45,27 @@ class AgentRuns {
   // call was appended before.
   StatusOr<bool> Append(const std::string& id, const nlohmann::json& call,
                         const std::string& actor);
+  // Append without blocking: `done` gets what Append returns, once its
+  // commit is done (or at once when refused before any commit).
+  void AppendAsync(const std::string& id, const nlohmann::json& call, const std::string& actor,
+                   std::function<void(StatusOr<bool>)> done);
   // COMPLETED once every call is settled; FailedPrecondition naming the call
   // that is not. Finishing a finished run is OK.
-  Status Finish(const std::string& id, const std::string& actor);
+  // With `done`: as OperatorActions' actions (asynchronous, see there).
+  Status Finish(const std::string& id, const std::string& actor,
+                OperatorActions::Done done = nullptr);
   // The committed calls are undone in reverse order (the run ends
   // COMPENSATED); FailedPrecondition naming the irreversible call once one
   // is under way or done. Aborting an aborted run is OK.
-  Status Abort(const std::string& id, const std::string& actor, const std::string& reason);
+  Status Abort(const std::string& id, const std::string& actor, const std::string& reason,
+               OperatorActions::Done done = nullptr);
 
  private:
+  // The transition of Append; *appended says whether it added the call.
+  StatusOr<std::function<Status(Tx&)>> Appending(const std::string& id, const nlohmann::json& call,
+                                                 const std::string& actor,
+                                                 std::shared_ptr<bool> appended) const;
+
   const DefinitionRegistry& defs_;
   OperatorActions& act_;
 };

@@ -179,12 +179,16 @@ StatusOr<bool> Engine::AppendCall(const std::string& id, const nlohmann::json& c
                                   const std::string& actor) {
   return impl_->agent_runs().Append(id, call, actor);
 }
-Status Engine::FinishRun(const std::string& id, const std::string& actor) {
-  return impl_->agent_runs().Finish(id, actor);
+void Engine::AppendCallAsync(const std::string& id, const nlohmann::json& call,
+                             const std::string& actor, std::function<void(StatusOr<bool>)> done) {
+  impl_->agent_runs().AppendAsync(id, call, actor, std::move(done));
 }
-Status Engine::AbortRun(const std::string& id, const std::string& actor,
-                        const std::string& reason) {
-  return impl_->agent_runs().Abort(id, actor, reason);
+Status Engine::FinishRun(const std::string& id, const std::string& actor, ActionDone done) {
+  return impl_->agent_runs().Finish(id, actor, std::move(done));
+}
+Status Engine::AbortRun(const std::string& id, const std::string& actor, const std::string& reason,
+                        ActionDone done) {
+  return impl_->agent_runs().Abort(id, actor, reason, std::move(done));
 }
 
 Status Engine::Approve(const std::string& id, const std::string& step, const std::string& actor,

@@ -213,8 +213,14 @@ class Engine {
   // no calls now), NotFound.
   StatusOr<bool> AppendCall(const std::string& id, const nlohmann::json& call,
                             const std::string& actor);
-  Status FinishRun(const std::string& id, const std::string& actor);
-  Status AbortRun(const std::string& id, const std::string& actor, const std::string& reason);
+  // AppendCall, completing `done` (once its commit is done, or at once when
+  // refused first) instead of blocking.
+  void AppendCallAsync(const std::string& id, const nlohmann::json& call, const std::string& actor,
+                       std::function<void(StatusOr<bool>)> done);
+  // With `done`: asynchronous, as the operator actions above.
+  Status FinishRun(const std::string& id, const std::string& actor, ActionDone done = nullptr);
+  Status AbortRun(const std::string& id, const std::string& actor, const std::string& reason,
+                  ActionDone done = nullptr);
 
   // True when the instance needs nothing more from the engine right now.
   static bool IsSettled(const std::string& status);

@@ -72,13 +72,17 @@ StatusOr<std::shared_ptr<const Instance>> InstanceRepository::LoadLocked(const s
 }
 
 StatusOr<std::shared_ptr<const Instance>> InstanceRepository::Load(const std::string& id) {
-  InstanceTurns::Held turn(turns_, id);
-  return LoadLocked(id);
+  // A transition under way holds the turn across its commit: the cached
+  // copy is the last one committed; without one, the store's is read and
+  // not cached (it may be older than what that commit is about to cache).
+  if (!turns_.TryTake(id)) return LoadLocked(id, /*keep=*/false);
+  auto inst = LoadLocked(id);
+  turns_.End(id);
+  return inst;
 }
 
 StatusOr<std::shared_ptr<const Instance>> InstanceRepository::Peek(const std::string& id) {
-  InstanceTurns::Held turn(turns_, id);
-  return LoadLocked(id, /*keep=*/false);
+  return LoadLocked(id, /*keep=*/false);  // caches nothing: needs no turn
 }
 
 Status InstanceRepository::Create(const Instance& inst, const std::vector<Event>& events,

@@ -22,7 +22,9 @@
 // Transitions of one instance are serialised (InstanceTurns: a turn per
 // instance, held from the load to the end of the commit, for blocking and
 // asynchronous transitions alike); `committed` runs in that turn after each
-// commit, before any other transition of the instance can start.
+// commit, before any other transition of the instance can start. Load and
+// Peek never wait for a turn: while one is held they answer the copy last
+// committed (a thread that waited there would wait for a commit).
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
@@ -142,7 +144,7 @@ class InstanceRepository {
   void Finish(const std::shared_ptr<Pending>& p, const Status& s);
   // One MutateAsync fewer under way (WaitIdle).
   void EndInFlight();
-  // REQUIRES: the turn of id held.
+  // REQUIRES: the turn of id held when `keep` (a copy read is cached).
   // `keep`: a copy read from the store is cached (false for Peek).
   StatusOr<std::shared_ptr<const Instance>> LoadLocked(const std::string& id, bool keep = true);
 

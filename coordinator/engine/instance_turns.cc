@@ -15,6 +15,12 @@ void InstanceTurns::Take(const std::string& id) {
   cv->Wait(s.mu, [&]() REQUIRES(s.mu) { return *go; });
 }
 
+bool InstanceTurns::TryTake(const std::string& id) {
+  Shard& s = ShardOf(id);
+  MutexLock l(s.mu);
+  return s.held.try_emplace(id).second;
+}
+
 void InstanceTurns::TakeAsync(const std::string& id, std::function<void()> run) {
   Shard& s = ShardOf(id);
   {

@@ -21,6 +21,8 @@ class InstanceTurns {
  public:
   // Blocks until the caller has the turn of `id`.
   void Take(const std::string& id);
+  // Takes the turn of `id` if nobody holds it; never waits.
+  bool TryTake(const std::string& id);
   // Runs `run` once the caller has the turn: inside TakeAsync when nobody
   // holds it, else inside the End that hands it over. `run` (or what it
   // starts) must End the turn.

@@ -68,10 +68,10 @@ class OperatorActions {
   // calls: agent_runs.h): `fn` builds it on the instance as stored now;
   // then the owner is woken as described above.
   Status Act(const std::string& id, const std::function<Status(Tx&)>& fn);
-
- private:
   // Act, or (with `done`) its asynchronous form.
   Status Run(const std::string& id, std::function<Status(Tx&)> fn, Done done);
+
+ private:
   // What Act and Run do after the commit: wake the owner (see above).
   void Acted(const std::string& id, uint64_t cached, bool terminal, const Status& s);
   // `fn` with the instance's definition: Internal if it is not registered.

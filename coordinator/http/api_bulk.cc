@@ -1,7 +1,8 @@
 // Bulk actions (http_api_impl.h): POST /v1/instances/actions/{action} with
 // {"ids": [...]} or {"filter": {"saga", "status", "waiting"}, "limit": N},
 // and "comment" / "reason". Each instance is judged as its single action
-// would be and gets its own result; the answer is 200 with every result.
+// would be and gets its own result; the answer is 200 with every result,
+// given by the continuation of the last action to commit.
 #include <algorithm>
 
 #include "coordinator/http/api_exchange.h"
@@ -80,39 +81,85 @@ bool Targets(const HttpRequest& req, HttpResponse& res, const nlohmann::json& bo
   return true;
 }
 
+// Counts the actions of a bulk request down; the one that ends last runs
+// `then` (at once when there are none). Thread-safety: the actions end on
+// any thread.
+class Countdown {
+ public:
+  static std::shared_ptr<Countdown> Start(size_t n, std::function<void()> then) {
+    auto c = std::make_shared<Countdown>(n, std::move(then));
+    if (n == 0) c->then_();
+    return c;
+  }
+  Countdown(size_t n, std::function<void()> then) : left_(n), then_(std::move(then)) {}
+  void One() {
+    {
+      MutexLock l(mu_);
+      if (--left_ > 0) return;
+    }
+    then_();
+  }
+
+ private:
+  Mutex mu_;
+  size_t left_ GUARDED_BY(mu_);
+  const std::function<void()> then_;
+};
+
+// What the actions on the steps of one instance came to: ok once one did.
+struct Tally {
+  Mutex mu;
+  int acted GUARDED_BY(mu) = 0;
+  Status first_error GUARDED_BY(mu);
+};
+
 }  // namespace
 
-Status ApiServer::Impl::BulkOne(const std::string& action, const std::string& id,
-                                const std::string& who, const std::string& text,
-                                std::string* done) {
+void ApiServer::Impl::BulkOne(const std::string& action, const std::string& id,
+                              const std::string& who, const std::string& text, BulkDone done) {
   if (action == "cancel") {
-    *done = "cancelled";
-    return engine_.Cancel(id, who, text);
+    Status s = engine_.Cancel(id, who, text, [done](Status s) { done(s, "cancelled"); });
+    if (!s.ok()) done(s, "");  // refused before any commit
+    return;
   }
   auto view = engine_.GetInstance(id);
-  if (!view.ok()) return view.status();
+  if (!view.ok()) return done(view.status(), "");
   // approve / reject: every step awaiting approval; retry: every step the
   // saga is at (those waiting on a timer or in review take it).
   std::vector<std::string> steps = action == "retry"
                                        ? view->value("current_steps", std::vector<std::string>{})
                                        : StepsIn(*view, "AWAITING_APPROVAL");
   if (steps.empty())
-    return FailedPrecondition(action == "retry" ? "no step of the instance can be retried now"
-                                                : "no step of the instance awaits approval");
-  Status first_error;
-  int acted = 0;
+    return done(FailedPrecondition(action == "retry" ? "no step of the instance can be retried now"
+                                                     : "no step of the instance awaits approval"),
+                "");
+  auto tally = std::make_shared<Tally>();
+  auto all = Countdown::Start(steps.size(), [tally, action, done] {
+    Status s;
+    std::string what;
+    {
+      MutexLock l(tally->mu);
+      s = tally->acted == 0 ? tally->first_error : Status::Ok();
+      what = action + ": " + std::to_string(tally->acted) + " step(s)";
+    }
+    done(s, what);
+  });
   for (const auto& step : steps) {
-    Status s = action == "approve"  ? engine_.Approve(id, step, who, text)
-               : action == "reject" ? engine_.Reject(id, step, who, text)
-                                    : engine_.RetryNow(id, step, who, text);
-    if (s.ok())
-      ++acted;
-    else if (first_error.ok())
-      first_error = s;
+    auto one = [tally, all](Status s) {
+      {
+        MutexLock l(tally->mu);
+        if (s.ok())
+          ++tally->acted;
+        else if (tally->first_error.ok())
+          tally->first_error = s;
+      }
+      all->One();
+    };
+    Status s = action == "approve"  ? engine_.Approve(id, step, who, text, one)
+               : action == "reject" ? engine_.Reject(id, step, who, text, one)
+                                    : engine_.RetryNow(id, step, who, text, one);
+    if (!s.ok()) one(s);  // refused before any commit
   }
-  if (acted == 0) return first_error;
-  *done = action + ": " + std::to_string(acted) + " step(s)";
-  return Status::Ok();
 }
 
 void ApiServer::Impl::Bulk(const HttpRequest& req, HttpResponse& res) {
@@ -129,14 +176,19 @@ void ApiServer::Impl::Bulk(const HttpRequest& req, HttpResponse& res) {
   std::vector<std::string> ids;
   if (!Targets(req, res, body, engine_, &ids)) return;
   const std::string text = reason.empty() ? comment : reason;
-  nlohmann::json results = nlohmann::json::array();
-  for (const auto& id : ids) {
-    std::string done;
-    Status s = BulkOne(action, id, who, text, &done);
-    results.push_back(
-        {{"id", id}, {"http_status", HttpStatusOf(s)}, {"detail", s.ok() ? done : s.message()}});
-  }
-  Json(res, 200, {{"results", results}});
+  // Every instance's actions at once; no thread waits for their commits:
+  // the last to end answers, with each result in the order asked.
+  auto answer = DeferredAnswer::Start(res, nullptr);
+  auto results = std::make_shared<std::vector<nlohmann::json>>(ids.size());
+  auto all = Countdown::Start(ids.size(), [answer, results] {
+    answer->Give([&](HttpResponse& res) { Json(res, 200, {{"results", *results}}); });
+  });
+  for (size_t i = 0; i < ids.size(); ++i)
+    BulkOne(action, ids[i], who, text, [results, i, id = ids[i], all](Status s, std::string what) {
+      (*results)[i] = {
+          {"id", id}, {"http_status", HttpStatusOf(s)}, {"detail", s.ok() ? what : s.message()}};
+      all->One();
+    });
 }
 
 }  // namespace sagad

@@ -359,12 +359,4 @@ Engine::ActionDone ApiServer::Impl::DeferAction(const HttpRequest& req, HttpResp
   };
 }
 
-void ApiServer::Impl::AnswerAction(const HttpRequest& req, HttpResponse& res, const std::string& id,
-                                   const Status& s) {
-  if (!s.ok()) return ProblemFromStatus(req, res, s);
-  auto j = engine_.GetInstance(id);
-  if (!j.ok()) return ProblemFromStatus(req, res, j.status());
-  Json(res, 200, *j);
-}
-
 }  // namespace sagad

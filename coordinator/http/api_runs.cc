@@ -165,12 +165,18 @@ void ApiServer::Impl::AppendCall(const HttpRequest& req, HttpResponse& res) {
 void ApiServer::Impl::AppendAndWait(HttpResponse& res, const std::string& id,
                                     const nlohmann::json& call, const std::string& who, double wait,
                                     std::function<void(HttpResponse&, const CallAnswer&)> give) {
+  // No thread waits for the call's commit or for the run to settle: the
+  // answer is deferred now and given from whichever continuation ends it.
+  auto pending = PendingSubmission::Start(res, [] {});
+  auto answer = [pending, give](const CallAnswer& out) {
+    pending->answer()->Give([&](HttpResponse& res) { give(res, out); });
+  };
   CallAnswer out;
   // Arguments the tool's schema refuses: each error named.
   auto view = engine_.GetInstance(id);
   if (!view.ok()) {
     out.refused = view.status();
-    return give(res, out);
+    return answer(out);
   }
   if (ToolboxDefinitionPtr tb =
           engine_.Toolbox(view->value("saga", ""), view->value("saga_version", 0));
@@ -182,29 +188,28 @@ void ApiServer::Impl::AppendAndWait(HttpResponse& res, const std::string& id,
     if (!errors.empty()) {
       out.refused = InvalidArgument("arguments do not match tool '" + tool->name() + "'");
       out.errors = std::move(errors);
-      return give(res, out);
+      return answer(out);
     }
   }
-  auto appended = engine_.AppendCall(id, call, who);
-  if (!appended.ok()) {
-    out.refused = appended.status();
-    return give(res, out);
-  }
-  out.replayed = !*appended;
-  const std::string call_id = call["call_id"].get<std::string>();
-  auto fill = [call_id, out, give](HttpResponse& res, const StatusOr<nlohmann::json>& j) mutable {
-    if (!j.ok()) out.refused = j.status();
-    out.call = j.ok() ? CallOf(*j, call_id) : nlohmann::json();
-    if (out.call.is_null()) out.call = {{"call_id", call_id}};
-    give(res, out);
-  };
-  if (wait <= 0) return fill(res, engine_.GetInstance(id));
-  auto drop = std::make_shared<std::function<bool()>>([] { return false; });
-  auto answer = DeferredAnswer::Start(res, [drop] { (*drop)(); });
-  *drop = engine_.WaitSettledAsync(id, std::chrono::milliseconds(int64_t(wait * 1000)),
-                                   [answer, fill](StatusOr<nlohmann::json> j) mutable {
-                                     answer->Give([&](HttpResponse& res) { fill(res, j); });
-                                   });
+  engine_.AppendCallAsync(
+      id, call, who, [this, id, call, wait, pending, answer](StatusOr<bool> appended) {
+        CallAnswer out;
+        if (!appended.ok()) {
+          out.refused = appended.status();
+          return answer(out);
+        }
+        out.replayed = !*appended;
+        const std::string call_id = call["call_id"].get<std::string>();
+        auto settled = [call_id, out, answer](const StatusOr<nlohmann::json>& j) mutable {
+          if (!j.ok()) out.refused = j.status();
+          out.call = j.ok() ? CallOf(*j, call_id) : nlohmann::json();
+          if (out.call.is_null()) out.call = {{"call_id", call_id}};
+          answer(out);
+        };
+        if (wait <= 0) return settled(engine_.GetInstance(id));
+        pending->Waiting(engine_.WaitSettledAsync(
+            id, std::chrono::milliseconds(int64_t(wait * 1000)), std::move(settled)));
+      });
 }
 
 void ApiServer::Impl::EndRun(const HttpRequest& req, HttpResponse& res) {
@@ -217,9 +222,10 @@ void ApiServer::Impl::EndRun(const HttpRequest& req, HttpResponse& res) {
   std::string reason;
   if (!OptionalString(req, res, body, "reason", &reason)) return;
   const std::string id = req.matches[1];
-  Status s = std::string(req.matches[2]) == "finish" ? engine_.FinishRun(id, who)
-                                                     : engine_.AbortRun(id, who, reason);
-  AnswerAction(req, res, id, s);
+  Engine::ActionDone done = DeferAction(req, res, id);
+  Status s = std::string(req.matches[2]) == "finish" ? engine_.FinishRun(id, who, done)
+                                                     : engine_.AbortRun(id, who, reason, done);
+  if (!s.ok()) done(s);  // refused before any commit
 }
 
 }  // namespace sagad

@@ -34,7 +34,8 @@ struct CallAnswer {
 };
 
 // A submission's answer while it is deferred (its creation's commit, then
-// ?wait): given once, from whichever continuation settles it. If the
+// ?wait), or an agent call's: given once, from whichever continuation
+// settles it. If the
 // client goes away, the wait is cancelled and the key finished unanswered
 // (`never_answered`), even when the wait began after the client left.
 // Thread-safety: every method may be called from any thread.
@@ -147,16 +148,15 @@ class ApiServer::Impl {
   void EndRun(const HttpRequest& req, HttpResponse& res);
   // api_bulk.cc: POST /v1/instances/actions/{retry|cancel|approve|reject}.
   void Bulk(const HttpRequest& req, HttpResponse& res);
-  // One instance of a bulk action; *done says what was done.
-  Status BulkOne(const std::string& action, const std::string& id, const std::string& who,
-                 const std::string& text, std::string* done);
+  // One instance of a bulk action: `done` gets its outcome and what was
+  // done, once its commits are (or at once when refused before any).
+  using BulkDone = std::function<void(Status, std::string)>;
+  void BulkOne(const std::string& action, const std::string& id, const std::string& who,
+               const std::string& text, BulkDone done);
   // An operator's request with an optional {"reason"}: false with its 401,
   // 403 or 400 answered.
   bool OperatorWithReason(const HttpRequest& req, HttpResponse& res, std::string* who,
                           std::string* reason);
-  // The instance's view after an operator's action (or the action's error).
-  void AnswerAction(const HttpRequest& req, HttpResponse& res, const std::string& id,
-                    const Status& s);
 
   Engine& engine_;
   ApiOptions options_;

@@ -98,10 +98,12 @@ void Agents::Operate(const Agent& g) {
   if (!view.ok()) return;
   for (const auto& c : view->value("calls", nlohmann::json::array())) {
     if (c.value("status", "") != "AWAITING_APPROVAL") continue;
+    const std::string what = "operator on " + g.run + "/" + c.value("call_id", "") + ": ";
+    auto traced = [this, what](Status s) { SIM_TRACE(world_, what + s.ToString()); };
     const std::string call = c.value("call_id", "");
-    Status s = r_.Chance(0.75) ? p->engine->Approve(g.run, call, "sim", "")
-                               : p->engine->Reject(g.run, call, "sim", "no");
-    SIM_TRACE(world_, "operator on " + g.run + "/" + call + ": " + s.ToString());
+    Status s = r_.Chance(0.75) ? p->engine->Approve(g.run, call, "sim", "", traced)
+                               : p->engine->Reject(g.run, call, "sim", "no", traced);
+    if (!s.ok()) traced(s);
     return;
   }
 }
@@ -110,41 +112,47 @@ void Agents::Step(size_t a) {
   Agent& g = all_[a];
   Operate(g);
   if (g.done) return;
-  if (g.run.empty()) {
-    Open(g);
-    return g.run.empty() ? Later(a, 200, 2000) : Later(a, 100, 1500);
-  }
-  if (g.next < g.calls) return Call(g, a);
+  if (g.run.empty()) return Open(a);
+  if (g.next < g.calls) return Call(a);
   if (g.end == End::kSilent) {  // its run must go to review by itself
     g.done = true;
     return;
   }
-  Finish(g);
-  if (!g.done) Later(a, 300, 3000);
+  Finish(a);
 }
 
-void Agents::Open(Agent& g) {
+void Agents::Open(size_t a) {
+  Agent& g = all_[a];
   Process* p = Live();
-  if (!p) return;
+  if (!p) return Later(a, 200, 2000);
   // A traceparent of the seed's own (one drawn by sagad would not replay).
   char parent[64];
   snprintf(parent, sizeof parent, "00-%016llx%016llx-%016llx-01",
            static_cast<unsigned long long>(Mix(g.key, 0) | 1), 0x6167656eULL,
            static_cast<unsigned long long>(Mix(g.key, 1) | 1));
-  auto out = p->engine->StartRun("sim_tools", 0, {{"order", g.key}}, {{"agent", g.key}}, g.key,
-                                 "hash-" + g.key, TraceFromHeaders(parent, ""));
+  Engine* e = p->engine.get();
+  e->StartRunAsync("sim_tools", 0, {{"order", g.key}}, {{"agent", g.key}}, g.key, "hash-" + g.key,
+                   TraceFromHeaders(parent, ""), [this, a, e](const StatusOr<SubmitOutcome>& out) {
+                     if (out.ok())
+                       e->FinishSubmission(all_[a].key, 201, {{"id", out->instance_id}});
+                     Opened(a, out);
+                   });
+}
+
+void Agents::Opened(size_t a, const StatusOr<SubmitOutcome>& out) {
+  Agent& g = all_[a];
   if (!out.ok()) {
     if (out.status().code() == StatusCode::kInvalidArgument ||
         out.status().code() == StatusCode::kNotFound)
       world_.Violation("run of " + g.key + " refused: " + out.status().ToString());
-    return;
+    return Later(a, 200, 2000);
   }
-  p->engine->FinishSubmission(g.key, 201, {{"id", out->instance_id}});
   if (!g.run.empty() && g.run != out->instance_id)
     world_.Violation("key " + g.key + " opened two runs: " + g.run + ", " + out->instance_id);
   g.run = out->instance_id;
   g.tries = 0;
   SIM_TRACE(world_, g.key + " opened " + g.run);
+  Later(a, 100, 1500);
 }
 
 nlohmann::json Agents::CallOf(const Agent& g, int n) {
@@ -156,18 +164,25 @@ nlohmann::json Agents::CallOf(const Agent& g, int n) {
           {"arguments", {{"order", g.key + "-" + std::to_string(n)}}}};
 }
 
-void Agents::Call(Agent& g, size_t a) {
+void Agents::Call(size_t a) {
+  Agent& g = all_[a];
   Process* p = Live();
   if (!p) return Later(a, 200, 2000);
   // Now and then a call its tool's schema refuses: nothing may be recorded.
   if (Mix(g.key, 100 + g.next) % 20 == 0 && g.tries == 0) {
     nlohmann::json bad = {
         {"call_id", "bad" + std::to_string(g.next)}, {"tool", "op"}, {"arguments", {{"order", 7}}}};
-    auto refused = p->engine->AppendCall(g.run, bad, g.key);
-    if (refused.ok()) world_.Violation(g.key + ": a call its schema refuses was recorded");
+    p->engine->AppendCallAsync(g.run, bad, g.key, [this, key = g.key](StatusOr<bool> refused) {
+      if (refused.ok()) world_.Violation(key + ": a call its schema refuses was recorded");
+    });
   }
   const nlohmann::json call = CallOf(g, g.next);
-  auto out = p->engine->AppendCall(g.run, call, g.key);
+  p->engine->AppendCallAsync(g.run, call, g.key,
+                             [this, a, call](StatusOr<bool> out) { Called(a, call, out); });
+}
+
+void Agents::Called(size_t a, const nlohmann::json& call, const StatusOr<bool>& out) {
+  Agent& g = all_[a];
   SIM_TRACE(world_,
             g.key + " calls " + call.dump() + ": " +
                 (out.ok() ? (*out ? "appended" : "answered again") : out.status().ToString()));
@@ -185,19 +200,25 @@ void Agents::Call(Agent& g, size_t a) {
   Later(a, 100, 2500);
 }
 
-void Agents::Finish(Agent& g) {
+void Agents::Finish(size_t a) {
+  Agent& g = all_[a];
   Process* p = Live();
-  if (!p) return;
-  Status s = g.end == End::kAbort ? p->engine->AbortRun(g.run, g.key, "the agent gives up")
-                                  : p->engine->FinishRun(g.run, g.key);
-  SIM_TRACE(world_, g.key + (g.end == End::kAbort ? " aborts: " : " finishes: ") + s.ToString());
-  if (s.ok()) {
-    g.done = true;
-    return;
-  }
-  // Abort is refused once an irreversible call is in play: finish instead.
-  if (g.end == End::kAbort && s.message().find("irreversible") != std::string::npos)
-    g.end = End::kFinish;
+  if (!p) return Later(a, 300, 3000);
+  auto ended = [this, a](Status s) {
+    Agent& g = all_[a];
+    SIM_TRACE(world_, g.key + (g.end == End::kAbort ? " aborts: " : " finishes: ") + s.ToString());
+    if (s.ok()) {
+      g.done = true;
+      return;
+    }
+    // Abort is refused once an irreversible call is in play: finish instead.
+    if (g.end == End::kAbort && s.message().find("irreversible") != std::string::npos)
+      g.end = End::kFinish;
+    Later(a, 300, 3000);
+  };
+  Status s = g.end == End::kAbort ? p->engine->AbortRun(g.run, g.key, "the agent gives up", ended)
+                                  : p->engine->FinishRun(g.run, g.key, ended);
+  if (!s.ok()) ended(s);
 }
 
 }  // namespace sagad::sim

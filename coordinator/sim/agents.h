@@ -48,10 +48,15 @@ class Agents {
 
   Process* Live();
   void Later(size_t a, int64_t min_ms, int64_t max_ms);
+  // Each request goes through the engine's asynchronous entry points (the
+  // API's): its answer comes from the commit's continuation, and the agent's
+  // next step is planned from there.
   void Step(size_t a);
-  void Open(Agent& g);
-  void Call(Agent& g, size_t a);
-  void Finish(Agent& g);
+  void Open(size_t a);
+  void Opened(size_t a, const StatusOr<SubmitOutcome>& out);
+  void Call(size_t a);
+  void Called(size_t a, const nlohmann::json& call, const StatusOr<bool>& out);
+  void Finish(size_t a);
   void Operate(const Agent& g);
   nlohmann::json CallOf(const Agent& g, int n);
 

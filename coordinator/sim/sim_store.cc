@@ -2,6 +2,7 @@
 
 #include "coordinator/sim/world.h"
 #include "util/json_limits.h"
+#include "util/thread_role.h"
 
 namespace sagad::sim {
 
@@ -63,20 +64,80 @@ Status SimStore::Write(const char* what, const std::function<Status()>& apply) {
   return s;
 }
 
+void SimStore::CheckMayBlock(const char* what) {
+  if (dead_ || !MustNotBlock(CurrentThreadRole())) return;
+  world_.Violation(std::string("a blocking store ") + what + " on a thread that must not block (" +
+                   ThreadRoleName(CurrentThreadRole()) +
+                   " thread): production aborts there, and a committer waiting for a commit "
+                   "waits for itself");
+}
+
+void SimStore::Committer(std::function<void()> write) {
+  const auto& p = world_.processes()[static_cast<size_t>(proc_)];
+  world_.Schedule(world_.now() + static_cast<int64_t>(world_.random().Below(3)), proc_,
+                  p.incarnation, false, [write = std::move(write)] {
+                    ScopedThreadRole role(ThreadRole::kCommitter);
+                    write();
+                  });
+}
+
+void SimStore::CreateInstanceAsync(std::shared_ptr<const CreationWrite> w,
+                                   std::function<void(Status)> done) {
+  if (dead_) return done(Dead());
+  Committer([this, w, done = std::move(done)] {
+    done(Create(w->snapshot, w->events, w->submission ? &*w->submission : nullptr, w->outbox,
+                w->lease ? &*w->lease : nullptr, w->operations));
+  });
+}
+
+void SimStore::CommitAsync(std::shared_ptr<const TransitionWrite> w,
+                           std::function<void(Status)> done) {
+  if (dead_) return done(Dead());
+  Committer([this, w, done = std::move(done)] {
+    done(Transition(w->id, w->expected_version, w->snapshot.Parse(), w->events, w->operations,
+                    w->outbox, w->fence ? &*w->fence : nullptr));
+  });
+}
+
+void SimStore::SetSubmissionResponseAsync(const std::string& key, int status,
+                                          const nlohmann::json& response,
+                                          std::function<void(Status)> done) {
+  if (dead_) return done(Dead());
+  Committer([this, key, status, response, done = std::move(done)] {
+    done(Write("submission response",
+               [&] { return inner_.SetSubmissionResponse(key, status, response); }));
+  });
+}
+
 Status SimStore::CreateInstance(const nlohmann::json& snapshot, const std::vector<Event>& events,
                                 const Submission* submission,
                                 const std::vector<nlohmann::json>& outbox, const Lease* lease,
                                 const std::vector<OperationRecord>& operations) {
-  if (!dead_) SAGAD_RETURN_IF_ERROR(RefuseNul(snapshot, events));
-  return Write("create", [&] {
-    return inner_.CreateInstance(snapshot, events, submission, outbox, lease, operations);
-  });
+  CheckMayBlock("creation");
+  return Create(snapshot, events, submission, outbox, lease, operations);
 }
 
 Status SimStore::Commit(const std::string& id, uint64_t expected_version,
                         const nlohmann::json& snapshot, const std::vector<Event>& events,
                         const std::vector<OperationRecord>& operations,
                         const std::vector<nlohmann::json>& outbox, const Lease* lease) {
+  CheckMayBlock("commit");
+  return Transition(id, expected_version, snapshot, events, operations, outbox, lease);
+}
+
+Status SimStore::Create(const nlohmann::json& snapshot, const std::vector<Event>& events,
+                        const Submission* submission, const std::vector<nlohmann::json>& outbox,
+                        const Lease* lease, const std::vector<OperationRecord>& operations) {
+  if (!dead_) SAGAD_RETURN_IF_ERROR(RefuseNul(snapshot, events));
+  return Write("create", [&] {
+    return inner_.CreateInstance(snapshot, events, submission, outbox, lease, operations);
+  });
+}
+
+Status SimStore::Transition(const std::string& id, uint64_t expected_version,
+                            const nlohmann::json& snapshot, const std::vector<Event>& events,
+                            const std::vector<OperationRecord>& operations,
+                            const std::vector<nlohmann::json>& outbox, const Lease* lease) {
   if (world_.scenario().bug == Bug::kLyingFsync && !dead_ && world_.random().Chance(0.02))
     return Status::Ok();  // the bug: "durable", never written
   if (!dead_) SAGAD_RETURN_IF_ERROR(RefuseNul(snapshot, events));
@@ -130,6 +191,7 @@ StatusOr<std::vector<std::string>> SimStore::RenewLeases(const std::string& owne
 
 Status SimStore::SetSubmissionResponse(const std::string& key, int status,
                                        const nlohmann::json& response) {
+  CheckMayBlock("submission response");
   return Write("submission response",
                [&] { return inner_.SetSubmissionResponse(key, status, response); });
 }

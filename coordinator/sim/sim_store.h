@@ -7,7 +7,8 @@
 // judged by true time (the database's clock, as on PostgreSQL). As
 // PostgreSQL does, a write holding a raw NUL in any string is refused
 // (InvalidArgument), whatever the faults. A commit that makes an instance's
-// log longer than World::kMaxLog events is reported as a runaway.
+// log longer than World::kMaxLog events is reported as a runaway. The
+// asynchronous writes complete later, from the process's committer.
 // Once its process is dead every call fails with Unavailable.
 // Thread-safety: none (the World's one thread).
 #pragma once
@@ -38,6 +39,18 @@ class SimStore final : public Store {
   Status Commit(const std::string& id, uint64_t expected_version, const nlohmann::json& snapshot,
                 const std::vector<Event>& events, const std::vector<OperationRecord>& operations,
                 const std::vector<nlohmann::json>& outbox, const Lease* lease) override;
+  // The asynchronous writes are the committer's, as in production: a task
+  // of the process 0-2 ms after the caller's (whose task is over by then)
+  // makes the write, faults drawn then, and runs `done` there, marked as
+  // the committer's. A crash first loses the write (a process dies with the
+  // batch it had queued); the teardown's drain completes it as failed.
+  void CreateInstanceAsync(std::shared_ptr<const CreationWrite> w,
+                           std::function<void(Status)> done) override;
+  void CommitAsync(std::shared_ptr<const TransitionWrite> w,
+                   std::function<void(Status)> done) override;
+  void SetSubmissionResponseAsync(const std::string& key, int status,
+                                  const nlohmann::json& response,
+                                  std::function<void(Status)> done) override;
   StatusOr<Lease> AcquireLease(const std::string& id, const std::string& owner, const Clock& clock,
                                int64_t ttl_ms, const std::string& successor_of) override;
   StatusOr<std::map<std::string, Lease>> AcquireLeases(const std::vector<std::string>& ids,
@@ -74,6 +87,20 @@ class SimStore final : public Store {
  private:
   // A write: `apply` runs unless a fault drawn here stops it first.
   Status Write(const char* what, const std::function<Status()>& apply);
+  // CreateInstance and Commit, whoever calls them.
+  Status Create(const nlohmann::json& snapshot, const std::vector<Event>& events,
+                const Submission* submission, const std::vector<nlohmann::json>& outbox,
+                const Lease* lease, const std::vector<OperationRecord>& operations);
+  Status Transition(const std::string& id, uint64_t expected_version,
+                    const nlohmann::json& snapshot, const std::vector<Event>& events,
+                    const std::vector<OperationRecord>& operations,
+                    const std::vector<nlohmann::json>& outbox, const Lease* lease);
+  // Queues `write` as the committer's task (see CommitAsync).
+  void Committer(std::function<void()> write);
+  // A blocking write on a task whose thread must not block (a worker's, the
+  // committer's: util/thread_role.h) is a violation: production aborts
+  // there, and a committer that waits for a commit waits for itself.
+  void CheckMayBlock(const char* what);
   Status Dead() const;
 
   // The database's clock: true time.

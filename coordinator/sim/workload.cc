@@ -146,8 +146,20 @@ void Workload::Submit(int n, int attempt) {
   snprintf(parent, sizeof parent, "00-%016llx%016llx-%016llx-01",
            static_cast<unsigned long long>(n + 1), static_cast<unsigned long long>(attempt),
            static_cast<unsigned long long>(n + 1));
-  auto out = p->engine->Submit(def.name, 0, input, key, "hash-" + std::to_string(n),
-                               TraceFromHeaders(parent, ""));
+  Engine* e = p->engine.get();
+  e->SubmitAsync(
+      def.name, 0, input, key, "hash-" + std::to_string(n), TraceFromHeaders(parent, ""),
+      [this, n, attempt, e](const StatusOr<SubmitOutcome>& out) { Submitted(e, n, attempt, out); });
+}
+
+void Workload::Submitted(Engine* e, int n, int attempt, const StatusOr<SubmitOutcome>& out) {
+  const std::string key = "key-" + std::to_string(n);
+  const SagaDefinition& def = world_.sagas()[static_cast<size_t>(n) % world_.sagas().size()];
+  auto again = [this, n, attempt] {
+    if (attempt < 200)
+      world_.At(world_.now() + 200 + static_cast<int64_t>(world_.random().Below(2000)),
+                [this, n, attempt] { Submit(n, attempt + 1); });
+  };
   if (!out.ok()) {
     if (out.status().code() == StatusCode::kInvalidArgument ||
         out.status().code() == StatusCode::kNotFound)
@@ -164,7 +176,7 @@ void Workload::Submit(int n, int attempt) {
     ++answered_;
     SIM_TRACE(world_, "submitted " + key + " -> " + out->instance_id);
   }
-  p->engine->FinishSubmission(key, 201, {{"id", out->instance_id}});
+  e->FinishSubmission(key, 201, {{"id", out->instance_id}});
   if (attempt == 1 && world_.random().Chance(0.2))  // a client that sends it again
     world_.At(world_.now() + static_cast<int64_t>(world_.random().Below(5000)),
               [this, n] { Submit(n, 2); });
@@ -203,34 +215,41 @@ void Workload::ActOn(Process& p, const std::string& id, const nlohmann::json& vi
   for (const auto& st : view.value("steps", nlohmann::json::array())) {
     const std::string name = st.value("name", ""), status = st.value("status", "");
     if (status == "AWAITING_APPROVAL") {
-      Status s =
-          quiet || r.Chance(0.8) ? e.Approve(id, name, "sim", "") : e.Reject(id, name, "sim", "no");
+      const std::string what = "operator on " + id + "/" + name + ": ";
+      auto traced = [this, what](Status s) { SIM_TRACE(world_, what + s.ToString()); };
+      if (!quiet && r.Chance(0.2)) return Refused(e.Reject(id, name, "sim", "no", traced), traced);
       // One that cannot be approved (a value its request needs is missing)
       // is rejected in the end.
-      if (quiet && s.code() == StatusCode::kFailedPrecondition)
-        s = e.Reject(id, name, "sim", "cannot be approved");
-      SIM_TRACE(world_, "operator on " + id + "/" + name + ": " + s.ToString());
-      return;
+      Engine* ep = &e;
+      auto approved = [this, ep, id, name, quiet, traced](Status s) {
+        if (quiet && s.code() == StatusCode::kFailedPrecondition)
+          return Refused(ep->Reject(id, name, "sim", "cannot be approved", traced), traced);
+        traced(s);
+      };
+      return Refused(e.Approve(id, name, "sim", "", approved), approved);
     }
     if (status == "NEEDS_REVIEW" && r.Chance(0.5)) return Resolve(p, id, name);
   }
   if (quiet) return;
-  Status s;
+  auto traced = [this, id](Status s) {
+    SIM_TRACE(world_, "operator on " + id + ": " + s.ToString());
+  };
   switch (r.Below(6)) {
     case 0:
-      s = e.Cancel(id, "sim", "changed my mind");
-      break;
+      return Refused(e.Cancel(id, "sim", "changed my mind", traced), traced);
     case 1:
-      s = e.ForceCompensate(id, "sim", "undo it");
-      break;
+      return Refused(e.ForceCompensate(id, "sim", "undo it", traced), traced);
     case 2:
       if (!view.value("steps", nlohmann::json::array()).empty())
-        s = e.RetryNow(id, view["steps"][0].value("name", ""), "sim", "");
-      break;
+        Refused(e.RetryNow(id, view["steps"][0].value("name", ""), "sim", "", traced), traced);
+      return;
     default:
       return;
   }
-  SIM_TRACE(world_, "operator on " + id + ": " + s.ToString());
+}
+
+void Workload::Refused(const Status& s, const std::function<void(Status)>& done) {
+  if (!s.ok()) done(s);  // refused before any commit: `done` is not called
 }
 
 void Workload::Resolve(Process& p, const std::string& id, const std::string& step) {
@@ -248,10 +267,12 @@ void Workload::Resolve(Process& p, const std::string& id, const std::string& ste
   const bool done = truth && truth->effects > 0;
   // As a human would: with the reference the service gave.
   std::string ref = done ? truth->result.value("ref", "") : "";
-  Status s =
-      p.engine->Resolve(id, step, done ? "committed" : "not_executed", ref, "sim", "checked");
-  SIM_TRACE(world_, "operator resolves " + id + "/" + step +
-                        (done ? " committed: " : " not_executed: ") + s.ToString());
+  const std::string what =
+      "operator resolves " + id + "/" + step + (done ? " committed: " : " not_executed: ");
+  auto traced = [this, what](Status s) { SIM_TRACE(world_, what + s.ToString()); };
+  Refused(p.engine->Resolve(id, step, done ? "committed" : "not_executed", ref, "sim", "checked",
+                            traced),
+          traced);
 }
 
 void Workload::Disrupt(int64_t until) {

@@ -44,7 +44,12 @@ class Workload {
   const std::set<std::string>& keys() const { return keys_; }
 
  private:
+  // Requests go through the engine's asynchronous entry points (the API's):
+  // their answers come from the commits' continuations.
   void Submit(int n, int attempt);
+  void Submitted(Engine* e, int n, int attempt, const StatusOr<SubmitOutcome>& out);
+  // An action refused before any commit answers now (its `done` is not called).
+  void Refused(const Status& s, const std::function<void(Status)>& done);
   void Operate();
   void ActOn(Process& p, const std::string& id, const nlohmann::json& view);
   void Resolve(Process& p, const std::string& id, const std::string& step);

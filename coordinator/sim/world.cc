@@ -2,6 +2,7 @@
 
 #include "coordinator/sim/agents.h"
 #include "util/check.h"
+#include "util/thread_role.h"
 
 namespace sagad::sim {
 
@@ -14,15 +15,27 @@ std::chrono::steady_clock::time_point ProcClock::SteadyNow() const {
   return std::chrono::steady_clock::time_point(std::chrono::milliseconds(NowMillis()));
 }
 
+namespace {
+
+// A task of the executor runs as a worker's (util/thread_role.h).
+std::function<void()> AsWorker(std::function<void()> fn) {
+  return [fn = std::move(fn)] {
+    ScopedThreadRole role(ThreadRole::kWorker);
+    fn();
+  };
+}
+
+}  // namespace
+
 void SimExecutor::Post(std::function<void()> fn) {
   // A worker picks it up within a millisecond or two.
   world_.Schedule(world_.now() + static_cast<int64_t>(world_.random().Below(3)), proc_,
-                  incarnation_, false, std::move(fn));
+                  incarnation_, false, AsWorker(std::move(fn)));
 }
 
 void SimExecutor::PostAfter(int64_t delay_ms, std::function<void()> fn) {
   world_.Schedule(world_.now() + std::max<int64_t>(0, delay_ms), proc_, incarnation_, true,
-                  std::move(fn));
+                  AsWorker(std::move(fn)));
 }
 
 World::World(uint64_t seed, Scenario scenario, std::vector<SagaDefinition> sagas)
@@ -164,6 +177,9 @@ void World::RunTask(Task& t) {
   ++events_;
   const int outer = running_proc_;
   running_proc_ = t.proc;
+  // A task marks its own role (a worker's, the committer's); one run inside
+  // another's RunOthers must not inherit the outer task's.
+  ScopedThreadRole role(ThreadRole::kUnmarked);
   t.fn();
   running_proc_ = outer;
 }

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "examples/examples.h"
+#include "tests/testing/forwarding_store.h"
 #include "tests/testing/store_fixture.h"
 #include "util/mutex.h"
 
@@ -269,6 +270,51 @@ TEST_F(MutateAsyncTest, TransitionsOfOneInstanceTakeTurnsInTheOrderTheyAsked) {
   turns.TakeAsync("x", [&] { order.push_back("free"); });  // nobody holds it: at once
   EXPECT_EQ(order.back(), "free");
   turns.End("x");
+}
+
+// A store whose asynchronous commits wait until the test lets them go.
+class HeldCommitsStore : public testing::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  void CommitAsync(std::shared_ptr<const TransitionWrite> w,
+                   std::function<void(Status)> done) override {
+    held_.push_back([this, w, done] { ForwardingStore::CommitAsync(w, done); });
+  }
+  size_t held() const { return held_.size(); }
+  void Release() {
+    auto held = std::move(held_);
+    for (auto& f : held) f();
+  }
+
+ private:
+  std::vector<std::function<void()>> held_;
+};
+
+// A reader of an instance whose transition holds its turn across a commit
+// does not wait for that commit (it would be a thread waiting for a commit,
+// and on one thread a deadlock): it gets the copy last committed, and a
+// copy it reads from the store is not cached over what the commit caches.
+TEST_F(MutateAsyncTest, ALoadWhileATransitionCommitsAnswersTheLastCommittedCopyWithoutWaiting) {
+  HeldCommitsStore held(*store_);
+  InstanceRepository repo(held, clock_, {});
+  ASSERT_EQ((*repo.Load("i1"))->version(), 1u);  // cached
+  Answer a;
+  repo.MutateAsync("i1", StartStep(0), std::nullopt, a.Done());
+  ASSERT_EQ(held.held(), 1u);     // the turn is held across the commit
+  auto during = repo.Load("i1");  // on this same thread: must not wait
+  ASSERT_TRUE(during.ok()) << during.status().ToString();
+  EXPECT_EQ((*during)->version(), 1u);
+  EXPECT_EQ((*during)->step(0).status(), StepStatus::kPlanned);
+  repo.Evict("i1");  // uncached: read from the store, not cached
+  during = repo.Load("i1");
+  ASSERT_TRUE(during.ok());
+  EXPECT_EQ((*during)->version(), 1u);
+  EXPECT_EQ(repo.CachedVersion("i1"), 0u);
+  held.Release();
+  auto s = a.Wait();
+  ASSERT_TRUE(s && s->ok()) << (s ? s->ToString() : "never completed");
+  EXPECT_EQ(repo.CachedVersion("i1"), 2u);
+  EXPECT_EQ((*repo.Load("i1"))->step(0).status(), StepStatus::kStarted);
 }
 
 }  // namespace
