@@ -125,6 +125,20 @@ nlohmann::json McpCallResult(const CallAnswer& a) {
   return {{"content", Text(text)}, {"structuredContent", structured}, {"isError", error}};
 }
 
+// The answer to initialize: the session is the run.
+void Initialized(HttpResponse& res, const nlohmann::json& id, const std::string& version,
+                 const std::string& run) {
+  res.set_header("Mcp-Session-Id", run);
+  Rpc(res, 200,
+      Result(id, {{"protocolVersion", version},
+                  {"capabilities", {{"tools", {{"listChanged", false}}}}},
+                  {"serverInfo", {{"name", "sagad"}, {"version", "4"}}},
+                  {"instructions",
+                   "Each tool call takes a call_id: your name for that one call. Sending the "
+                   "same call_id again (after a lost reply, a restart) never acts twice: it "
+                   "answers the first outcome. Irreversible tools wait for an operator."}}));
+}
+
 }  // namespace
 
 void ApiServer::Impl::Mcp(const HttpRequest& req, HttpResponse& res) {
@@ -231,22 +245,23 @@ void ApiServer::Impl::McpInitialize(const HttpRequest& req, HttpResponse& res,
     nlohmann::json metadata = {{"agent", who}, {"via", "mcp"}, {"protocol_version", version}};
     if (client.is_object() && client.contains("name")) metadata["mcp_client"] = client["name"];
     const std::string key = req.get_header_value("Idempotency-Key");
-    auto sub = engine_.StartRun(toolbox, 0, input, metadata, key,
-                                Sha256Hex("mcp\n" + toolbox + "\n" + CanonicalJson(input)));
-    if (!sub.ok())
-      return Rpc(res, 200, Error(id, -32602, "cannot open a run: " + sub.status().message()));
-    if (!key.empty()) engine_.FinishSubmission(key, 0, nullptr);
-    run = sub->instance_id;
+    // No thread waits for the run's creation: its continuation answers.
+    auto answer = DeferredAnswer::Start(res, nullptr);
+    engine_.StartRunAsync(
+        toolbox, 0, input, metadata, key,
+        Sha256Hex("mcp\n" + toolbox + "\n" + CanonicalJson(input)), TraceFromHeaders("", ""),
+        [this, answer, id, version, key](const StatusOr<SubmitOutcome>& sub) {
+          if (sub.ok() && !key.empty()) engine_.FinishSubmission(key, 0, nullptr);
+          answer->Give([&](HttpResponse& res) {
+            if (!sub.ok())
+              return Rpc(res, 200,
+                         Error(id, -32602, "cannot open a run: " + sub.status().message()));
+            Initialized(res, id, version, sub->instance_id);
+          });
+        });
+    return;
   }
-  res.set_header("Mcp-Session-Id", run);
-  Rpc(res, 200,
-      Result(id, {{"protocolVersion", version},
-                  {"capabilities", {{"tools", {{"listChanged", false}}}}},
-                  {"serverInfo", {{"name", "sagad"}, {"version", "4"}}},
-                  {"instructions",
-                   "Each tool call takes a call_id: your name for that one call. Sending the "
-                   "same call_id again (after a lost reply, a restart) never acts twice: it "
-                   "answers the first outcome. Irreversible tools wait for an operator."}}));
+  Initialized(res, id, version, run);
 }
 
 }  // namespace sagad

@@ -107,6 +107,28 @@ void ApiServer::Impl::Stop() {
   engine_.CancelWaits();  // whatever raced in after the drain
 }
 
+void ApiServer::Impl::Exchange(HttpRequest& req, HttpResponse& res,
+                               std::shared_ptr<Abandonment> gone, std::function<void()> done) {
+  ParseTarget(req.target, &req);
+  auto sent = std::make_shared<std::atomic<bool>>(false);
+  auto deferred = std::make_shared<bool>(false);  // set on this thread only
+  auto complete = [sent, done = std::move(done)] {
+    if (!sent->exchange(true)) done();
+  };
+  res.set_on_complete(complete);
+  res.set_on_defer([deferred] { *deferred = true; });
+  res.set_abandonment(std::move(gone));
+  if (OnLoop(req, res)) return complete();
+  try {
+    router_.Dispatch(req, res);
+  } catch (const std::exception& e) {  // as the server answers a handler that throws
+    if (*deferred) throw;
+    res.headers.clear();
+    ProblemFromStatus(req, res, Internal(std::string("internal error: ") + e.what()));
+  }
+  if (!*deferred) complete();
+}
+
 void ApiServer::Impl::Routes() {
   ProbeRoutes();
   InstanceRoutes();
@@ -311,6 +333,10 @@ StatusOr<int> ApiServer::Bind(const std::string& host, int port) { return impl_-
 void ApiServer::Serve() { impl_->Serve(); }
 void ApiServer::Stop() { impl_->Stop(); }
 void ApiServer::SetReady(bool r) { impl_->SetReady(r); }
+void ApiServer::Exchange(HttpRequest& req, HttpResponse& res, std::shared_ptr<Abandonment> gone,
+                         std::function<void()> done) {
+  impl_->Exchange(req, res, std::move(gone), std::move(done));
+}
 std::vector<std::string> ApiServer::RegisteredRoutes() const { return impl_->routes(); }
 
 }  // namespace sagad

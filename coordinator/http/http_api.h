@@ -4,12 +4,14 @@
 // requests are served concurrently on the server's own pool.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "coordinator/engine/engine.h"
 #include "coordinator/http/api_options.h"
+#include "coordinator/http/http_message.h"
 
 namespace sagad {
 
@@ -27,6 +29,16 @@ class ApiServer {
   void SetReady(bool ready);
   // "METHOD /openapi/path" for every route served (for the OpenAPI check).
   std::vector<std::string> RegisteredRoutes() const;
+
+  // Serves one request inside this process, as a connection does once it
+  // has read it: no socket, no handler thread (the simulator's clients,
+  // coordinator/sim/). `req` needs its method, target, headers and body;
+  // `done` runs once the response is complete, maybe inside this call, and
+  // the caller keeps `req` and `res` until then. Firing `gone` is the
+  // client going away (Abandonment), from the caller's thread, once this
+  // returned. Call only while no server is serving (Bind not called).
+  void Exchange(HttpRequest& req, HttpResponse& res, std::shared_ptr<Abandonment> gone,
+                std::function<void()> done);
 
  private:
   class Impl;

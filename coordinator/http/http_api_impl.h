@@ -68,6 +68,8 @@ class ApiServer::Impl {
   void Stop();
   void SetReady(bool r) { ready_ = r; }
   const std::vector<std::string>& routes() const { return router_.routes(); }
+  void Exchange(HttpRequest& req, HttpResponse& res, std::shared_ptr<Abandonment> gone,
+                std::function<void()> done);
 
  private:
   static HttpServerOptions ServerOptions(const ApiOptions& options, const ApiAuth& auth);

@@ -119,5 +119,7 @@ class DeferredAnswer {
 
 // %XX decoded; '+' as a space too when `plus_is_space` (query strings).
 std::string PercentDecode(const std::string& s, bool plus_is_space);
+// Fills req->path and req->params from `target` (path and query, as received).
+void ParseTarget(const std::string& target, HttpRequest* req);
 
 }  // namespace sagad

@@ -27,9 +27,6 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using error_code = boost::system::error_code;
 
-// What a request target says: decoded path and query parameters.
-void ParseTarget(const std::string& target, HttpRequest* req);
-
 class HttpServer::Impl {
  public:
   Impl(HttpServerOptions options, Handler handler, ErrorHandler errors)

@@ -49,6 +49,7 @@ ToolboxDefinition SimTools() {
 
 void Agents::Plan(int64_t busy_ms) {
   const int64_t start = world_.now();
+  if (agents_ > 0) client_ = std::make_unique<ApiClient>(world_);
   for (int n = 0; n < agents_; ++n) {
     Agent g;
     g.key = "agent-" + std::to_string(n);
@@ -98,12 +99,12 @@ void Agents::Operate(const Agent& g) {
   if (!view.ok()) return;
   for (const auto& c : view->value("calls", nlohmann::json::array())) {
     if (c.value("status", "") != "AWAITING_APPROVAL") continue;
-    const std::string what = "operator on " + g.run + "/" + c.value("call_id", "") + ": ";
-    auto traced = [this, what](Status s) { SIM_TRACE(world_, what + s.ToString()); };
-    const std::string call = c.value("call_id", "");
-    Status s = r_.Chance(0.75) ? p->engine->Approve(g.run, call, "sim", "", traced)
-                               : p->engine->Reject(g.run, call, "sim", "no", traced);
-    if (!s.ok()) traced(s);
+    const std::string target = "/v1/instances/" + g.run + "/steps/" + c.value("call_id", "") +
+                               (r_.Chance(0.75) ? "/approve" : "/reject");
+    client_->Send(*p, "POST", target, {}, {{"comment", "sim"}}, 0,
+                  [this, target](const ApiClient::Answer& a) {
+                    SIM_TRACE(world_, "operator " + target + ": " + std::to_string(a.status));
+                  });
     return;
   }
 }
@@ -130,26 +131,21 @@ void Agents::Open(size_t a) {
   snprintf(parent, sizeof parent, "00-%016llx%016llx-%016llx-01",
            static_cast<unsigned long long>(Mix(g.key, 0) | 1), 0x6167656eULL,
            static_cast<unsigned long long>(Mix(g.key, 1) | 1));
-  Engine* e = p->engine.get();
-  e->StartRunAsync("sim_tools", 0, {{"order", g.key}}, {{"agent", g.key}}, g.key, "hash-" + g.key,
-                   TraceFromHeaders(parent, ""), [this, a, e](const StatusOr<SubmitOutcome>& out) {
-                     if (out.ok())
-                       e->FinishSubmission(all_[a].key, 201, {{"id", out->instance_id}});
-                     Opened(a, out);
-                   });
+  client_->Send(*p, "POST", "/v1/toolboxes/sim_tools/runs",
+                {{"Idempotency-Key", g.key}, {"traceparent", parent}},
+                {{"input", {{"order", g.key}}}, {"metadata", {{"agent", g.key}}}}, 0,
+                [this, a](const ApiClient::Answer& out) { Opened(a, out); });
 }
 
-void Agents::Opened(size_t a, const StatusOr<SubmitOutcome>& out) {
+void Agents::Opened(size_t a, const ApiClient::Answer& out) {
   Agent& g = all_[a];
-  if (!out.ok()) {
-    if (out.status().code() == StatusCode::kInvalidArgument ||
-        out.status().code() == StatusCode::kNotFound)
-      world_.Violation("run of " + g.key + " refused: " + out.status().ToString());
-    return Later(a, 200, 2000);
-  }
-  if (!g.run.empty() && g.run != out->instance_id)
-    world_.Violation("key " + g.key + " opened two runs: " + g.run + ", " + out->instance_id);
-  g.run = out->instance_id;
+  if (out.status == 400 || out.status == 404 || out.status == 422)
+    world_.Violation("run of " + g.key + " refused: " + out.body.dump());
+  const std::string id = out.body.is_object() ? out.body.value("id", "") : "";
+  if ((out.status != 200 && out.status != 201) || id.empty()) return Later(a, 200, 2000);
+  if (!g.run.empty() && g.run != id)
+    world_.Violation("key " + g.key + " opened two runs: " + g.run + ", " + id);
+  g.run = id;
   g.tries = 0;
   SIM_TRACE(world_, g.key + " opened " + g.run);
   Later(a, 100, 1500);
@@ -168,28 +164,34 @@ void Agents::Call(size_t a) {
   Agent& g = all_[a];
   Process* p = Live();
   if (!p) return Later(a, 200, 2000);
+  const std::string target = "/v1/instances/" + g.run + "/calls";
   // Now and then a call its tool's schema refuses: nothing may be recorded.
   if (Mix(g.key, 100 + g.next) % 20 == 0 && g.tries == 0) {
     nlohmann::json bad = {
         {"call_id", "bad" + std::to_string(g.next)}, {"tool", "op"}, {"arguments", {{"order", 7}}}};
-    p->engine->AppendCallAsync(g.run, bad, g.key, [this, key = g.key](StatusOr<bool> refused) {
-      if (refused.ok()) world_.Violation(key + ": a call its schema refuses was recorded");
+    client_->Send(*p, "POST", target, {}, bad, 0, [this, key = g.key](const ApiClient::Answer& r) {
+      if (r.status >= 200 && r.status < 300)
+        world_.Violation(key + ": a call its schema refuses was recorded");
     });
   }
   const nlohmann::json call = CallOf(g, g.next);
-  p->engine->AppendCallAsync(g.run, call, g.key,
-                             [this, a, call](StatusOr<bool> out) { Called(a, call, out); });
+  // Sometimes waiting for the call to settle (?wait), as a client may.
+  const bool wait = r_.Chance(0.3);
+  client_->Send(*p, "POST", target + (wait ? "?wait=5" : ""), {}, call, wait ? 5 : 0,
+                [this, a, call](const ApiClient::Answer& out) { Called(a, call, out); });
 }
 
-void Agents::Called(size_t a, const nlohmann::json& call, const StatusOr<bool>& out) {
+void Agents::Called(size_t a, const nlohmann::json& call, const ApiClient::Answer& out) {
   Agent& g = all_[a];
-  SIM_TRACE(world_,
-            g.key + " calls " + call.dump() + ": " +
-                (out.ok() ? (*out ? "appended" : "answered again") : out.status().ToString()));
-  if (!out.ok()) {
-    StatusCode c = out.status().code();
-    if (c == StatusCode::kInvalidArgument || c == StatusCode::kAlreadyExists)
-      world_.Violation(g.key + ": call " + call.dump() + " refused: " + out.status().ToString());
+  const bool ok = out.status == 200 || out.status == 202;
+  SIM_TRACE(world_, g.key + " calls " + call.dump() + ": " + std::to_string(out.status) +
+                        (out.Header("idempotent-replayed") == "true" ? " (answered again)" : ""));
+  if (!ok) {
+    // Refused arguments, or a call_id taken by another call: never right here.
+    const std::string detail = out.body.is_object() ? out.body.value("detail", "") : "";
+    if (out.status == 422 || out.status == 400 ||
+        (out.status == 409 && detail.find("new call_id") != std::string::npos))
+      world_.Violation(g.key + ": call " + call.dump() + " refused: " + out.body.dump());
     return Later(a, 200, 3000);
   }
   // Recorded. Now and then the agent "crashes" before it learns so, and
@@ -204,21 +206,25 @@ void Agents::Finish(size_t a) {
   Agent& g = all_[a];
   Process* p = Live();
   if (!p) return Later(a, 300, 3000);
-  auto ended = [this, a](Status s) {
-    Agent& g = all_[a];
-    SIM_TRACE(world_, g.key + (g.end == End::kAbort ? " aborts: " : " finishes: ") + s.ToString());
-    if (s.ok()) {
-      g.done = true;
-      return;
-    }
-    // Abort is refused once an irreversible call is in play: finish instead.
-    if (g.end == End::kAbort && s.message().find("irreversible") != std::string::npos)
-      g.end = End::kFinish;
-    Later(a, 300, 3000);
-  };
-  Status s = g.end == End::kAbort ? p->engine->AbortRun(g.run, g.key, "the agent gives up", ended)
-                                  : p->engine->FinishRun(g.run, g.key, ended);
-  if (!s.ok()) ended(s);
+  const bool abort = g.end == End::kAbort;
+  client_->Send(*p, "POST", "/v1/instances/" + g.run + (abort ? "/abort" : "/finish"), {},
+                abort ? nlohmann::json{{"reason", "the agent gives up"}} : nlohmann::json::object(),
+                0, [this, a](const ApiClient::Answer& out) { Ended(a, out); });
+}
+
+void Agents::Ended(size_t a, const ApiClient::Answer& out) {
+  Agent& g = all_[a];
+  const std::string detail = out.body.is_object() ? out.body.value("detail", "") : "";
+  SIM_TRACE(world_, g.key + (g.end == End::kAbort ? " aborts: " : " finishes: ") +
+                        std::to_string(out.status) + " " + detail);
+  if (out.status == 200) {
+    g.done = true;
+    return;
+  }
+  // Abort is refused once an irreversible call is in play: finish instead.
+  if (g.end == End::kAbort && detail.find("irreversible") != std::string::npos)
+    g.end = End::kFinish;
+  Later(a, 300, 3000);
 }
 
 }  // namespace sagad::sim

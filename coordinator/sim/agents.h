@@ -11,10 +11,12 @@
 // that stream says so: the seeds without keep every other draw they had.
 #pragma once
 
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "coordinator/sim/api_client.h"
 #include "coordinator/sim/world.h"
 #include "sagas/toolbox.h"
 
@@ -48,15 +50,16 @@ class Agents {
 
   Process* Live();
   void Later(size_t a, int64_t min_ms, int64_t max_ms);
-  // Each request goes through the engine's asynchronous entry points (the
-  // API's): its answer comes from the commit's continuation, and the agent's
-  // next step is planned from there.
+  // Each request goes through the HTTP API of a live process (ApiClient):
+  // its answer comes from the commit's continuation, and the agent's next
+  // step is planned from there.
   void Step(size_t a);
   void Open(size_t a);
-  void Opened(size_t a, const StatusOr<SubmitOutcome>& out);
+  void Opened(size_t a, const ApiClient::Answer& out);
   void Call(size_t a);
-  void Called(size_t a, const nlohmann::json& call, const StatusOr<bool>& out);
+  void Called(size_t a, const nlohmann::json& call, const ApiClient::Answer& out);
   void Finish(size_t a);
+  void Ended(size_t a, const ApiClient::Answer& out);
   void Operate(const Agent& g);
   nlohmann::json CallOf(const Agent& g, int n);
 
@@ -65,6 +68,8 @@ class Agents {
   int agents_;
   std::vector<Agent> all_;
   std::set<std::string> keys_;
+  // Made only in a seed with agents: the seeds without keep their draws.
+  std::unique_ptr<ApiClient> client_;
 };
 
 }  // namespace sagad::sim

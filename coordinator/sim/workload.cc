@@ -132,12 +132,7 @@ void Workload::Submit(int n, int attempt) {
   const std::string key = "key-" + std::to_string(n);
   keys_.insert(key);
   Process* p = world_.AnyLive();
-  auto again = [this, n, attempt] {
-    if (attempt < 200)
-      world_.At(world_.now() + 200 + static_cast<int64_t>(world_.random().Below(2000)),
-                [this, n, attempt] { Submit(n, attempt + 1); });
-  };
-  if (!p) return again();
+  if (!p) return Again(n, attempt);
   const SagaDefinition& def = world_.sagas()[static_cast<size_t>(n) % world_.sagas().size()];
   nlohmann::json input = InputFor(def, n);
   input["amount"] = (n * 397) % 2000;  // the same request every time
@@ -146,37 +141,43 @@ void Workload::Submit(int n, int attempt) {
   snprintf(parent, sizeof parent, "00-%016llx%016llx-%016llx-01",
            static_cast<unsigned long long>(n + 1), static_cast<unsigned long long>(attempt),
            static_cast<unsigned long long>(n + 1));
-  Engine* e = p->engine.get();
-  e->SubmitAsync(
-      def.name, 0, input, key, "hash-" + std::to_string(n), TraceFromHeaders(parent, ""),
-      [this, n, attempt, e](const StatusOr<SubmitOutcome>& out) { Submitted(e, n, attempt, out); });
+  // Through the API, as a client does: a key, sometimes ?wait.
+  static const double kWaits[] = {0, 0, 0.5, 2, 20};
+  const double wait = kWaits[world_.random().Below(5)];
+  std::string target = "/v1/sagas/" + def.name + "/instances";
+  if (wait > 0) target += "?wait=" + std::to_string(wait);
+  client_.Send(*p, "POST", target, {{"Idempotency-Key", key}, {"traceparent", parent}},
+               {{"input", input}}, wait,
+               [this, n, attempt](const ApiClient::Answer& a) { Submitted(n, attempt, a); });
 }
 
-void Workload::Submitted(Engine* e, int n, int attempt, const StatusOr<SubmitOutcome>& out) {
+void Workload::Again(int n, int attempt) {
+  if (attempt < 200)
+    world_.At(world_.now() + 200 + static_cast<int64_t>(world_.random().Below(2000)),
+              [this, n, attempt] { Submit(n, attempt + 1); });
+}
+
+void Workload::Submitted(int n, int attempt, const ApiClient::Answer& a) {
   const std::string key = "key-" + std::to_string(n);
   const SagaDefinition& def = world_.sagas()[static_cast<size_t>(n) % world_.sagas().size()];
-  auto again = [this, n, attempt] {
-    if (attempt < 200)
-      world_.At(world_.now() + 200 + static_cast<int64_t>(world_.random().Below(2000)),
-                [this, n, attempt] { Submit(n, attempt + 1); });
-  };
-  if (!out.ok()) {
-    if (out.status().code() == StatusCode::kInvalidArgument ||
-        out.status().code() == StatusCode::kNotFound)
-      world_.Violation("submission of " + def.name + " refused: " + out.status().ToString());
-    return again();
-  }
+  if (a.status == 400 || a.status == 404 || a.status == 422)
+    world_.Violation("submission of " + def.name + " refused: " + std::to_string(a.status) + " " +
+                     a.body.dump());
+  if (a.status != 200 && a.status != 201 && a.status != 202)  // closed, 409, 503: again
+    return Again(n, attempt);
+  std::string id = a.body.is_object() ? a.body.value("id", "") : "";
+  const std::string location = a.Header("location");
+  if (id.empty() && location.rfind("/v1/instances/", 0) == 0) id = location.substr(14);
+  if (id.empty()) world_.Violation("submission of " + key + " answered without an id");
   auto known = id_of_.find(key);
-  if (known != id_of_.end() && known->second != out->instance_id)
-    world_.Violation("key " + key + " answered with two instances: " + known->second + ", " +
-                     out->instance_id);
+  if (known != id_of_.end() && known->second != id)
+    world_.Violation("key " + key + " answered with two instances: " + known->second + ", " + id);
   if (known == id_of_.end()) {
-    id_of_[key] = out->instance_id;
-    ids_.push_back(out->instance_id);
+    id_of_[key] = id;
+    ids_.push_back(id);
     ++answered_;
-    SIM_TRACE(world_, "submitted " + key + " -> " + out->instance_id);
+    SIM_TRACE(world_, "submitted " + key + " -> " + id);
   }
-  e->FinishSubmission(key, 201, {{"id", out->instance_id}});
   if (attempt == 1 && world_.random().Chance(0.2))  // a client that sends it again
     world_.At(world_.now() + static_cast<int64_t>(world_.random().Below(5000)),
               [this, n] { Submit(n, 2); });
@@ -210,46 +211,50 @@ void Workload::Tend() {
 
 void Workload::ActOn(Process& p, const std::string& id, const nlohmann::json& view) {
   SeededRandom& r = world_.random();
-  Engine& e = *p.engine;
   const bool quiet = world_.quiet();
+  const std::string base = "/v1/instances/" + id;
   for (const auto& st : view.value("steps", nlohmann::json::array())) {
     const std::string name = st.value("name", ""), status = st.value("status", "");
     if (status == "AWAITING_APPROVAL") {
-      const std::string what = "operator on " + id + "/" + name + ": ";
-      auto traced = [this, what](Status s) { SIM_TRACE(world_, what + s.ToString()); };
-      if (!quiet && r.Chance(0.2)) return Refused(e.Reject(id, name, "sim", "no", traced), traced);
+      const std::string step = base + "/steps/" + name;
+      if (!quiet && r.Chance(0.2)) return Act(p, step + "/reject", {{"reason", "no"}});
+      // Now and then by the bulk action (judged as the single one is).
+      if (!quiet && r.Chance(0.25)) return Act(p, "/v1/instances/actions/approve", {{"ids", {id}}});
       // One that cannot be approved (a value its request needs is missing)
       // is rejected in the end.
-      Engine* ep = &e;
-      auto approved = [this, ep, id, name, quiet, traced](Status s) {
-        if (quiet && s.code() == StatusCode::kFailedPrecondition)
-          return Refused(ep->Reject(id, name, "sim", "cannot be approved", traced), traced);
-        traced(s);
-      };
-      return Refused(e.Approve(id, name, "sim", "", approved), approved);
+      return Act(p, step + "/approve", nlohmann::json::object(),
+                 [this, step, quiet](const ApiClient::Answer& a) {
+                   Process* q = world_.AnyLive();
+                   if (quiet && a.status == 409 && q)
+                     Act(*q, step + "/reject", {{"reason", "cannot be approved"}});
+                 });
     }
     if (status == "NEEDS_REVIEW" && r.Chance(0.5)) return Resolve(p, id, name);
   }
   if (quiet) return;
-  auto traced = [this, id](Status s) {
-    SIM_TRACE(world_, "operator on " + id + ": " + s.ToString());
-  };
   switch (r.Below(6)) {
     case 0:
-      return Refused(e.Cancel(id, "sim", "changed my mind", traced), traced);
+      return r.Chance(0.25) ? Act(p, "/v1/instances/actions/cancel", {{"ids", {id}}})
+                            : Act(p, base + "/cancel", {{"reason", "changed my mind"}});
     case 1:
-      return Refused(e.ForceCompensate(id, "sim", "undo it", traced), traced);
+      return Act(p, base + "/compensate", {{"reason", "undo it"}});
     case 2:
-      if (!view.value("steps", nlohmann::json::array()).empty())
-        Refused(e.RetryNow(id, view["steps"][0].value("name", ""), "sim", "", traced), traced);
-      return;
+      if (view.value("steps", nlohmann::json::array()).empty()) return;
+      if (r.Chance(0.25)) return Act(p, "/v1/instances/actions/retry", {{"ids", {id}}});
+      return Act(p, base + "/steps/" + view["steps"][0].value("name", "") + "/retry",
+                 nlohmann::json::object());
     default:
       return;
   }
 }
 
-void Workload::Refused(const Status& s, const std::function<void(Status)>& done) {
-  if (!s.ok()) done(s);  // refused before any commit: `done` is not called
+void Workload::Act(Process& p, const std::string& target, const nlohmann::json& body,
+                   ApiClient::Done then) {
+  client_.Send(p, "POST", target, {}, body, 0, [this, target, then](const ApiClient::Answer& a) {
+    const std::string detail = a.body.is_object() ? a.body.value("detail", "") : "";
+    SIM_TRACE(world_, "operator " + target + ": " + std::to_string(a.status) + " " + detail);
+    if (then) then(a);
+  });
 }
 
 void Workload::Resolve(Process& p, const std::string& id, const std::string& step) {
@@ -267,12 +272,10 @@ void Workload::Resolve(Process& p, const std::string& id, const std::string& ste
   const bool done = truth && truth->effects > 0;
   // As a human would: with the reference the service gave.
   std::string ref = done ? truth->result.value("ref", "") : "";
-  const std::string what =
-      "operator resolves " + id + "/" + step + (done ? " committed: " : " not_executed: ");
-  auto traced = [this, what](Status s) { SIM_TRACE(world_, what + s.ToString()); };
-  Refused(p.engine->Resolve(id, step, done ? "committed" : "not_executed", ref, "sim", "checked",
-                            traced),
-          traced);
+  Act(p, "/v1/instances/" + id + "/steps/" + step + "/resolve",
+      {{"outcome", done ? "committed" : "not_executed"},
+       {"external_ref", ref},
+       {"comment", "checked"}});
 }
 
 void Workload::Disrupt(int64_t until) {

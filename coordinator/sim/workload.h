@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "coordinator/sim/api_client.h"
 #include "coordinator/sim/world.h"
 
 namespace sagad::sim {
@@ -32,7 +33,7 @@ std::vector<SagaDefinition> SagasFor(SeededRandom& r, SeededRandom& typos,
 
 class Workload {
  public:
-  Workload(World& world, int sagas) : world_(world), sagas_(sagas) {}
+  Workload(World& world, int sagas) : world_(world), sagas_(sagas), client_(world) {}
 
   // Schedules the clients, operators and disruptions of the busy phase.
   void Plan(int64_t busy_ms);
@@ -44,12 +45,15 @@ class Workload {
   const std::set<std::string>& keys() const { return keys_; }
 
  private:
-  // Requests go through the engine's asynchronous entry points (the API's):
-  // their answers come from the commits' continuations.
+  // Requests go through the HTTP API of a live process (ApiClient): their
+  // answers come from the commits' and the waits' continuations.
   void Submit(int n, int attempt);
-  void Submitted(Engine* e, int n, int attempt, const StatusOr<SubmitOutcome>& out);
-  // An action refused before any commit answers now (its `done` is not called).
-  void Refused(const Status& s, const std::function<void(Status)>& done);
+  void Submitted(int n, int attempt, const ApiClient::Answer& a);
+  // Submission n again, a little later (up to 200 attempts).
+  void Again(int n, int attempt);
+  // An operator's POST to `target` through the API of process p.
+  void Act(Process& p, const std::string& target, const nlohmann::json& body,
+           ApiClient::Done then = nullptr);
   void Operate();
   void ActOn(Process& p, const std::string& id, const nlohmann::json& view);
   void Resolve(Process& p, const std::string& id, const std::string& step);
@@ -58,6 +62,7 @@ class Workload {
 
   World& world_;
   int sagas_;
+  ApiClient client_;
   int answered_ = 0;
   std::set<std::string> keys_;
   std::map<std::string, std::string> id_of_;  // client key -> instance id

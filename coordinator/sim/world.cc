@@ -115,6 +115,10 @@ void World::Restart(int proc) {
   Status s = p.engine->Start();
   if (!s.ok())
     SIM_TRACE(*this, "process " + std::to_string(proc) + " start failed: " + s.ToString());
+  ApiOptions api;
+  api.api_threads = 1;  // never used: requests come through Exchange
+  p.api = std::make_unique<ApiServer>(*p.engine, api);
+  p.api->SetReady(true);
 }
 
 void World::Crash(int proc) {
@@ -166,7 +170,8 @@ void World::Teardown(int proc) {
       break;  // the queue may have changed
     }
   }
-  p.engine->Stop();
+  p.engine->Stop();  // a wait it ends may still answer through the API
+  p.api.reset();
   p.engine.reset();
   ++p.incarnation;  // anything left of it is stale
   p.alive = false;

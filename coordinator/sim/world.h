@@ -26,6 +26,7 @@
 
 #include "coordinator/engine/engine.h"
 #include "coordinator/engine/executor.h"
+#include "coordinator/http/http_api.h"
 #include "coordinator/sim/bugs.h"
 #include "coordinator/sim/downstream.h"
 #include "coordinator/sim/sim_store.h"
@@ -86,6 +87,7 @@ struct Process {
   std::unique_ptr<SimStore> store;
   std::unique_ptr<SimAdapter> adapter;
   std::unique_ptr<Engine> engine;
+  std::unique_ptr<ApiServer> api;  // its HTTP API, served in-process (ApiClient)
 };
 
 // What a seed's run is made of (drawn from the seed; see workload.cc).

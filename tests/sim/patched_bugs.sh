@@ -14,9 +14,7 @@
 # seeds"; exit 1 if any was not found. To clean up afterwards:
 #   git worktree remove --force ${WORK:-/tmp/sagad-bug-patches}/tree
 # Measured: a first (Release) build of 20-40 min on 2 cores, then a
-# minute per patch; the five patches are found at seeds 15, 27, 32, 3 and
-# 2148 (cancel-across-the-pivot, approval-typo, nul-refused-write,
-# lease-checked-at-the-line-entry, retry-budget-storm).
+# minute per patch; the seed each is found at is in docs/simulation.md.
 set -uo pipefail
 src="$(cd "$(dirname "$0")/../.." && pwd)"
 patches="$src/tests/sim/bugs"
