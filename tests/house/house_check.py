@@ -12,6 +12,9 @@
 3. Size: no product source file over 500 lines, no function over 70 lines,
    a README of at most 300 lines.
 4. Only public headers are installed: none of them includes a private one.
+5. READMEs stay true: every product source file is named by its folder's
+   README.md (or, for a folder without one, its parent's), as `stem.h`,
+   `stem.cc`, `stem.*` or `stem.{h,cc}`.
 Prints each breach on one line and exits 1 if there is any.
 """
 import os
@@ -124,6 +127,20 @@ def check_installed(src, out):
                 out.append(f"{h}: public, but includes {inc}, which is not installed")
 
 
+def check_named(src, rel, out):
+    folder, name = os.path.split(rel)
+    stem = name.rsplit(".", 1)[0]
+    readme = os.path.join(src, folder, "README.md")
+    if not os.path.exists(readme):
+        readme = os.path.join(src, os.path.dirname(folder), "README.md")
+    if not os.path.exists(readme):
+        out.append(f"{rel}: no README.md in its folder or the one above")
+        return
+    text = open(readme, encoding="utf-8").read()
+    if not re.search(r"(?<![\w/])" + re.escape(stem) + r"\.(h|cc|\*|\{)", text):
+        out.append(f"{rel}: not named by {os.path.relpath(readme, src)}")
+
+
 def main():
     src = sys.argv[1]
     out = []
@@ -132,6 +149,7 @@ def main():
         check_layers(src, rel, text, out)
         check_time(rel, text, out)
         check_sizes(rel, text, out)
+        check_named(src, rel, out)
     readme = open(os.path.join(src, "README.md")).read().count("\n")
     if readme > MAX_README_LINES:
         out.append(f"README.md: {readme} lines (at most {MAX_README_LINES})")
