@@ -3,6 +3,7 @@
 #include "adapters/sha256.h"
 #include "coordinator/engine/engine_impl.h"
 #include "policies/operator_rules.h"
+#include "sagas/step_key.h"
 
 namespace sagad {
 
@@ -76,7 +77,7 @@ auto Engine::Impl::Approvals() -> StatusOr<nlohmann::json> {
                      {"method", call.method},
                      {"url", (svc ? svc->base_url : std::string()) + r->path},
                      {"body", r->body},
-                     {"idempotency_key", id + ":" + st.name},
+                     {"idempotency_key", StepKey(id, st.name)},
                      {"args_hash", r->hash},
                      {"body_sha256", Sha256Hex(CanonicalJson(r->body))}};
         else
@@ -86,7 +87,7 @@ auto Engine::Impl::Approvals() -> StatusOr<nlohmann::json> {
                              {"saga", (*inst)->saga()},
                              {"saga_version", (*inst)->saga_version()},
                              {"step", st.name},
-                             {"key", id + ":" + st.name},
+                             {"key", StepKey(id, st.name)},
                              {"input", (*inst)->input()},
                              {"since", st.approval_requested_at},
                              {"request", request}};
@@ -126,7 +127,7 @@ auto Engine::Impl::Bundle(const std::string& id) -> StatusOr<nlohmann::json> {
                  unknown = nlohmann::json::array();
   for (const auto& st : (*j)["steps"]) {
     std::string name = st.value("name", "");
-    for (const std::string& key : {id + ":" + name, id + ":" + name + ":compensate"}) {
+    for (const std::string& key : {StepKey(id, name), CompensationKey(id, name)}) {
       auto op = store_.GetOperation(key);
       if (!op.ok()) continue;
       nlohmann::json oj = op->ToJson();

@@ -4,6 +4,7 @@
 #include "coordinator/engine/step_request.h"
 #include "policies/failure_policy.h"
 #include "policies/operator_rules.h"
+#include "sagas/step_key.h"
 
 namespace sagad {
 
@@ -107,7 +108,7 @@ Status OperatorActions::Approve(const std::string& id, const std::string& step,
                       SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kApprove,
                                                     {{"by", actor},
                                                      {"comment", comment},
-                                                     {"key", id + ":" + step},
+                                                     {"key", StepKey(id, step)},
                                                      {"args_hash", r->hash}}));
                       if (tx.inst().status() == SagaStatus::kAwaitingApproval)
                         SAGAD_RETURN_IF_ERROR(tx.Saga(SagaEvent::kResume, {{"by", actor}}));

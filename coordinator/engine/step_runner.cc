@@ -6,6 +6,7 @@
 #include "coordinator/engine/saga_turns.h"
 #include "policies/failure_policy.h"
 #include "policies/planner.h"
+#include "sagas/step_key.h"
 #include "util/check.h"
 #include "util/crash_point.h"
 #include "util/log.h"
@@ -147,7 +148,7 @@ auto StepRunner::Execute(const std::string& id, const SagaDefinitionPtr& defp,
     Escalate(id, i, why, std::move(done));
     return;
   }
-  const std::string key = id + ":" + sd.name;
+  const std::string key = StepKey(id, sd.name);
   std::string bound = BoundArgsHash(st);
   if (!bound.empty() && bound != r->hash) {
     Escalate(id, i,
@@ -216,7 +217,7 @@ auto StepRunner::SendForward(const std::string& id, const SagaDefinitionPtr& def
                   sd.forward.method,
                   std::move(r.path),
                   std::move(r.body),
-                  id + ":" + sd.name,
+                  StepKey(id, sd.name),
                   id,
                   sd.name,
                   ownership_.Token(id),
@@ -251,7 +252,7 @@ auto StepRunner::AfterForward(const std::string& id, const SagaDefinitionPtr& de
        {"instance", id},
        {"trace_id", trace.trace_id},
        {"step", sd.name},
-       {"key", id + ":" + sd.name},
+       {"key", StepKey(id, sd.name)},
        {"attempt", attempt},
        {"outcome", OutcomeName(res.outcome)},
        {"http_status", res.http_status},
@@ -377,7 +378,7 @@ auto StepRunner::Chain(Tx& tx, const SagaDefinition& given, int* marked, int* st
     }
     SAGAD_RETURN_IF_ERROR(
         tx.Step(a.step, StepEvent::kStart,
-                {{"key", inst.id() + ":" + sd.name}, {"args_hash", r->hash}, {"attempt", 1}}));
+                {{"key", StepKey(inst.id(), sd.name)}, {"args_hash", r->hash}, {"attempt", 1}}));
     *step = a.step;
     *request = std::move(*r);
     return Status::Ok();

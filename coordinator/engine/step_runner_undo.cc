@@ -4,6 +4,7 @@
 // actions are in step_runner.cc; the contract in step_runner.h.
 #include "coordinator/engine/saga_turns.h"
 #include "coordinator/engine/step_runner.h"
+#include "sagas/step_key.h"
 #include "util/crash_point.h"
 #include "util/log.h"
 
@@ -31,7 +32,7 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinitionPtr& defp
         std::move(done));
     return;
   }
-  const std::string key = id + ":" + sd.name + ":compensate";
+  const std::string key = CompensationKey(id, sd.name);
   if (!st.comp_args_hash.empty() && st.comp_args_hash != r->hash) {
     TransitionAsync(
         id,
@@ -101,7 +102,7 @@ auto StepRunner::AfterUndo(const std::string& id, const SagaDefinitionPtr& defp,
              {"instance", id},
              {"trace_id", trace_id},
              {"step", sd.name},
-             {"key", id + ":" + sd.name + ":compensate"},
+             {"key", CompensationKey(id, sd.name)},
              {"outcome", OutcomeName(res.outcome)},
              {"http_status", res.http_status}});
   TransitionAsync(

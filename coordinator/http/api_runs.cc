@@ -6,6 +6,7 @@
 #include "adapters/trace_context.h"
 #include "coordinator/http/api_exchange.h"
 #include "coordinator/http/http_api_impl.h"
+#include "sagas/step_key.h"
 #include "util/json_limits.h"
 
 namespace sagad {
@@ -25,7 +26,7 @@ nlohmann::json CallOf(const nlohmann::json& view, const std::string& call_id) {
     nlohmann::json out = c;
     out["instance_id"] = view.value("id", "");
     out["run_status"] = view.value("status", "");
-    out["idempotency_key"] = view.value("id", "") + ":" + call_id;
+    out["idempotency_key"] = StepKey(view.value("id", ""), call_id);
     return out;
   }
   return nullptr;

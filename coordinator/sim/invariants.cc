@@ -3,6 +3,7 @@
 #include <map>
 
 #include "policies/planner.h"
+#include "sagas/step_key.h"
 
 namespace sagad::sim {
 namespace {
@@ -21,8 +22,8 @@ std::string CheckStep(World& w, const std::string& id, const SagaDefinition& def
                       const Instance& inst, size_t i) {
   const StepState& st = inst.step(i);
   const StepDefinition& sd = def.steps[i];
-  const Operation* fwd = w.downstreams().Find(id + ":" + st.name);
-  const Operation* comp = w.downstreams().Find(id + ":" + st.name + ":compensate");
+  const Operation* fwd = w.downstreams().Find(StepKey(id, st.name));
+  const Operation* comp = w.downstreams().Find(CompensationKey(id, st.name));
   const bool happened = fwd && fwd->effects > 0;
   const bool undone = comp && comp->effects > 0;
   const bool operator_said = !st.resolution.is_null();
@@ -66,7 +67,7 @@ std::string CheckUndoOrder(World& w, const std::string& id, const Instance& inst
     for (size_t b = 0; b < inst.steps().size(); ++b) {
       if (a == b || !inst.IsAncestor(static_cast<int>(a), static_cast<int>(b))) continue;
       const std::string& later = inst.step(b).name;
-      const Operation* fwd = w.downstreams().Find(id + ":" + later);
+      const Operation* fwd = w.downstreams().Find(StepKey(id, later));
       if (!fwd || fwd->effects == 0) continue;
       auto ub = undo.find(later);
       if (ub != undo.end() && ub->second.order > ua->second.order)

@@ -4,6 +4,7 @@
 #include <regex>
 
 #include "examples/examples.h"
+#include "sagas/step_key.h"
 
 namespace sagad::sim {
 namespace {
@@ -258,8 +259,8 @@ void Workload::Act(Process& p, const std::string& target, const nlohmann::json& 
 }
 
 void Workload::Resolve(Process& p, const std::string& id, const std::string& step) {
-  const Operation* fwd = world_.downstreams().Find(id + ":" + step);
-  const Operation* comp = world_.downstreams().Find(id + ":" + step + ":compensate");
+  const Operation* fwd = world_.downstreams().Find(StepKey(id, step));
+  const Operation* comp = world_.downstreams().Find(CompensationKey(id, step));
   const Operation* truth = comp ? comp : fwd;
   if (truth && truth->pending > 0) return;  // not known yet: a human would wait
   // A request a paused process still holds: no service can tell, and no

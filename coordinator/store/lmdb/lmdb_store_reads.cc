@@ -4,6 +4,7 @@
 
 #include "coordinator/store/lmdb/lmdb_store.h"
 #include "coordinator/store/lmdb/lmdb_util.h"
+#include "sagas/step_key.h"
 
 namespace sagad {
 
@@ -179,8 +180,8 @@ Status LmdbStore::DeleteRecords(MDB_txn* txn, const std::string& id, const nlohm
   SAGAD_RETURN_IF_ERROR(del(leases_, id));
   for (const auto& st : snap.value("steps", nlohmann::json::array())) {
     std::string step = st.value("name", "");
-    SAGAD_RETURN_IF_ERROR(del(operations_, id + ":" + step));
-    SAGAD_RETURN_IF_ERROR(del(operations_, id + ":" + step + ":compensate"));
+    SAGAD_RETURN_IF_ERROR(del(operations_, StepKey(id, step)));
+    SAGAD_RETURN_IF_ERROR(del(operations_, CompensationKey(id, step)));
   }
   auto key = ReadString(txn, sub_index_, id);
   if (key.ok()) {

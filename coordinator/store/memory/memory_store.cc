@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "coordinator/store/lease_rule.h"
+#include "sagas/step_key.h"
 #include "util/mutex.h"
 
 namespace sagad {
@@ -279,8 +280,8 @@ StatusOr<std::vector<std::string>> MemoryStore::DeleteFinished(int64_t finished_
     const nlohmann::json& snap = d.instances[id];
     for (const auto& st : snap.value("steps", nlohmann::json::array())) {
       std::string step = st.value("name", "");
-      d.operations.erase(id + ":" + step);
-      d.operations.erase(id + ":" + step + ":compensate");
+      d.operations.erase(StepKey(id, step));
+      d.operations.erase(CompensationKey(id, step));
     }
     auto key = d.submission_of.find(id);
     if (key != d.submission_of.end()) {
