@@ -146,6 +146,15 @@ StatusOr<bool> Engine::Deploy(const std::string& name, int version, const nlohma
                               const std::string& actor) {
   return impl_->Deploy(name, version, body, actor);
 }
+void Engine::DeployAsync(const std::string& name, int version, const nlohmann::json& body,
+                         const std::string& actor, std::function<void(StatusOr<bool>)> done) {
+  impl_->DeployAsync(name, version, body, actor, std::move(done));
+}
+void Engine::PauseServiceAsync(const std::string& service, bool paused, const std::string& actor,
+                               const std::string& reason,
+                               std::function<void(StatusOr<nlohmann::json>)> done) {
+  impl_->PauseServiceAsync(service, paused, actor, reason, std::move(done));
+}
 StatusOr<nlohmann::json> Engine::PauseService(const std::string& service, bool paused,
                                               const std::string& actor, const std::string& reason) {
   return impl_->PauseService(service, paused, actor, reason);

@@ -146,6 +146,10 @@ class Engine {
   // version, here or in the store.
   StatusOr<bool> Deploy(const std::string& name, int version, const nlohmann::json& body,
                         const std::string& actor);
+  // Deploy, completing `done` once the definition is durable (or at once
+  // when refused before) instead of blocking.
+  void DeployAsync(const std::string& name, int version, const nlohmann::json& body,
+                   const std::string& actor, std::function<void(StatusOr<bool>)> done);
 
   // Downstream services: each one's limits (max_in_flight, max_per_second),
   // paused flag, calls in flight and steps queued for a permit, by name.
@@ -158,6 +162,10 @@ class Engine {
   // NotFound if no such service is configured; the service's view.
   StatusOr<nlohmann::json> PauseService(const std::string& service, bool paused,
                                         const std::string& actor, const std::string& reason);
+  // PauseService, completing `done` once durable instead of blocking.
+  void PauseServiceAsync(const std::string& service, bool paused, const std::string& actor,
+                         const std::string& reason,
+                         std::function<void(StatusOr<nlohmann::json>)> done);
 
   // Operator actions. NotFound (instance/step), FailedPrecondition (not
   // allowed in the current state; message says why). Repeating an action that

@@ -14,8 +14,8 @@ auto Engine::Impl::ServicesConfigured(const SagaDefinition& def) const -> Status
                          c->service + "', which is not configured");
 }
 
-auto Engine::Impl::Deploy(const std::string& name, int version, const nlohmann::json& body,
-                          const std::string& actor) -> StatusOr<bool> {
+auto Engine::Impl::PrepareDeploy(const std::string& name, int version, const nlohmann::json& body,
+                                 const std::string& actor) -> StatusOr<Deployment> {
   if (!body.is_object()) return InvalidArgument("a saga definition must be a JSON object");
   nlohmann::json j = body;
   if (j.contains("name") && j["name"] != name)
@@ -26,26 +26,69 @@ auto Engine::Impl::Deploy(const std::string& name, int version, const nlohmann::
                            std::to_string(version));
   j["name"] = name;
   j["version"] = version;
-  if (IsToolboxJson(j)) return DeployToolbox(name, version, j, actor);
+  Deployment d{name, version, actor, nlohmann::json(), nullptr, nullptr};
+  if (IsToolboxJson(j)) {
+    SAGAD_RETURN_IF_ERROR(PrepareToolbox(j, &d));
+    return d;
+  }
   auto def = SagaDefinition::FromJson(j);
   if (!def.ok()) return InvalidArgument(def.status().message());
   SAGAD_RETURN_IF_ERROR(ServicesConfigured(*def));
   if (defs_.GetToolbox(name, 0))
     return AlreadyExists("'" + name + "' names a toolbox; a saga needs another name");
-  const nlohmann::json canonical = def->ToJson();
+  d.canonical = def->ToJson();
   if (SagaDefinitionPtr here = defs_.Get(name, version);
-      here && here->version == version && here->ToJson() != canonical)
+      here && here->version == version && here->ToJson() != d.canonical)
     return AlreadyExists("saga '" + name + "' version " + std::to_string(version) +
                          " is registered with another definition; deploy a new version");
-  auto stored = store_.PutDefinition(name, version, canonical);
+  d.saga = std::make_shared<const SagaDefinition>(std::move(*def));
+  return d;
+}
+
+auto Engine::Impl::PrepareToolbox(const nlohmann::json& j, Deployment* d) -> Status {
+  auto tb = ToolboxDefinition::FromJson(j);
+  if (!tb.ok()) return InvalidArgument(tb.status().message());
+  SAGAD_RETURN_IF_ERROR(ToolboxServicesConfigured(*tb));
+  if (defs_.Get(d->name, 0))
+    return AlreadyExists("'" + d->name + "' names a saga; a toolbox needs another name");
+  d->canonical = tb->ToJson();
+  if (ToolboxDefinitionPtr here = defs_.GetToolbox(d->name, d->version);
+      here && here->ToJson() != d->canonical)
+    return AlreadyExists("toolbox '" + d->name + "' version " + std::to_string(d->version) +
+                         " is registered with another definition; deploy a new version");
+  d->toolbox = std::make_shared<const ToolboxDefinition>(std::move(*tb));
+  return Status::Ok();
+}
+
+auto Engine::Impl::Deployed(const Deployment& d, const StatusOr<bool>& stored) -> StatusOr<bool> {
   if (!stored.ok()) return stored.status();
-  Status registered = defs_.Register(*def);
-  if (!registered.ok()) return registered;
-  EngineLog({{"msg", *stored ? "definition deployed" : "definition deployed again"},
-             {"saga", name},
-             {"version", version},
-             {"by", actor}});
+  SAGAD_RETURN_IF_ERROR(d.saga ? defs_.Register(*d.saga) : defs_.RegisterToolbox(*d.toolbox));
+  const char* what = d.saga ? (*stored ? "definition deployed" : "definition deployed again")
+                            : (*stored ? "toolbox deployed" : "toolbox deployed again");
+  EngineLog({{"msg", what},
+             {d.saga ? "saga" : "toolbox", d.name},
+             {"version", d.version},
+             {"by", d.actor}});
   return *stored;
+}
+
+auto Engine::Impl::Deploy(const std::string& name, int version, const nlohmann::json& body,
+                          const std::string& actor) -> StatusOr<bool> {
+  auto d = PrepareDeploy(name, version, body, actor);
+  if (!d.ok()) return d.status();
+  return Deployed(*d, store_.PutDefinition(name, version, d->canonical));
+}
+
+auto Engine::Impl::DeployAsync(const std::string& name, int version, const nlohmann::json& body,
+                               const std::string& actor, std::function<void(StatusOr<bool>)> done)
+    -> void {
+  auto d = PrepareDeploy(name, version, body, actor);
+  if (!d.ok()) return done(d.status());
+  auto ready = std::make_shared<const Deployment>(std::move(*d));
+  store_.PutDefinitionAsync(name, version, ready->canonical,
+                            [this, ready, done = std::move(done)](StatusOr<bool> stored) {
+                              done(Deployed(*ready, stored));
+                            });
 }
 
 auto Engine::Impl::ToolboxServicesConfigured(const ToolboxDefinition& tb) const -> Status {
@@ -55,28 +98,6 @@ auto Engine::Impl::ToolboxServicesConfigured(const ToolboxDefinition& tb) const 
   if (!c) return Status::Ok();
   return InvalidArgument("toolbox '" + tb.name + "' tool '" + t->name() + "' calls service '" +
                          c->service + "', which is not configured");
-}
-
-auto Engine::Impl::DeployToolbox(const std::string& name, int version, const nlohmann::json& j,
-                                 const std::string& actor) -> StatusOr<bool> {
-  auto tb = ToolboxDefinition::FromJson(j);
-  if (!tb.ok()) return InvalidArgument(tb.status().message());
-  SAGAD_RETURN_IF_ERROR(ToolboxServicesConfigured(*tb));
-  if (defs_.Get(name, 0))
-    return AlreadyExists("'" + name + "' names a saga; a toolbox needs another name");
-  const nlohmann::json canonical = tb->ToJson();
-  if (ToolboxDefinitionPtr here = defs_.GetToolbox(name, version);
-      here && here->ToJson() != canonical)
-    return AlreadyExists("toolbox '" + name + "' version " + std::to_string(version) +
-                         " is registered with another definition; deploy a new version");
-  auto stored = store_.PutDefinition(name, version, canonical);
-  if (!stored.ok()) return stored.status();
-  SAGAD_RETURN_IF_ERROR(defs_.RegisterToolbox(*tb));
-  EngineLog({{"msg", *stored ? "toolbox deployed" : "toolbox deployed again"},
-             {"toolbox", name},
-             {"version", version},
-             {"by", actor}});
-  return *stored;
 }
 
 // A stored toolbox: registered here unless this process has it already.

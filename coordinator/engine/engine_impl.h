@@ -115,12 +115,26 @@ class Engine::Impl {
   // ---- definitions deployed over the API (engine_definitions.cc) ----
   StatusOr<bool> Deploy(const std::string& name, int version, const nlohmann::json& body,
                         const std::string& actor);
+  void DeployAsync(const std::string& name, int version, const nlohmann::json& body,
+                   const std::string& actor, std::function<void(StatusOr<bool>)> done);
+  // A definition checked and ready to store (a saga's or a toolbox's).
+  struct Deployment {
+    std::string name;
+    int version = 0;
+    std::string actor;
+    nlohmann::json canonical;  // what the store keeps
+    std::shared_ptr<const SagaDefinition> saga;
+    std::shared_ptr<const ToolboxDefinition> toolbox;
+  };
+  StatusOr<Deployment> PrepareDeploy(const std::string& name, int version,
+                                     const nlohmann::json& body, const std::string& actor);
+  Status PrepareToolbox(const nlohmann::json& j, Deployment* d);
+  // Registers a deployment once stored; what Deploy answers.
+  StatusOr<bool> Deployed(const Deployment& d, const StatusOr<bool>& stored);
   // Registers what the store holds that is not registered yet (start-up,
   // heartbeat). At start-up a deployed version that differs from one given
   // here (a file, C++) is an error; later it is logged and skipped.
   Status LoadDeployed(bool starting);
-  StatusOr<bool> DeployToolbox(const std::string& name, int version, const nlohmann::json& j,
-                               const std::string& actor);
   Status LoadToolbox(const StoredDefinition& d);
   Status ToolboxServicesConfigured(const ToolboxDefinition& tb) const;
   // InvalidArgument naming a service `def` calls that is not configured.
@@ -131,6 +145,12 @@ class Engine::Impl {
   nlohmann::json PauseNotes();
   StatusOr<nlohmann::json> PauseService(const std::string& service, bool paused,
                                         const std::string& actor, const std::string& reason);
+  void PauseServiceAsync(const std::string& service, bool paused, const std::string& actor,
+                         const std::string& reason,
+                         std::function<void(StatusOr<nlohmann::json>)> done);
+  // After a pause or resume is stored: the gates, the log, the view.
+  StatusOr<nlohmann::json> Paused(const std::string& service, bool paused, const std::string& actor,
+                                  const std::string& reason, const Status& stored);
   // Reads the paused set from the store (start-up, heartbeat).
   Status RefreshPaused();
   // Names, in the view of each step waiting for a permit, the service.

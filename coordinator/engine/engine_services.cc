@@ -38,7 +38,26 @@ auto Engine::Impl::PauseService(const std::string& service, bool paused, const s
                                 const std::string& reason) -> StatusOr<nlohmann::json> {
   if (!adapter_.Service(service)) return NotFound("no service '" + service + "' is configured");
   const nlohmann::json note = {{"by", actor}, {"reason", reason}, {"since", clock_.NowMillis()}};
-  SAGAD_RETURN_IF_ERROR(store_.SetServicePaused(service, paused, note));
+  return Paused(service, paused, actor, reason, store_.SetServicePaused(service, paused, note));
+}
+
+auto Engine::Impl::PauseServiceAsync(const std::string& service, bool paused,
+                                     const std::string& actor, const std::string& reason,
+                                     std::function<void(StatusOr<nlohmann::json>)> done) -> void {
+  if (!adapter_.Service(service))
+    return done(NotFound("no service '" + service + "' is configured"));
+  const nlohmann::json note = {{"by", actor}, {"reason", reason}, {"since", clock_.NowMillis()}};
+  store_.SetServicePausedAsync(
+      service, paused, note,
+      [this, service, paused, actor, reason, done = std::move(done)](Status stored) {
+        done(Paused(service, paused, actor, reason, stored));
+      });
+}
+
+auto Engine::Impl::Paused(const std::string& service, bool paused, const std::string& actor,
+                          const std::string& reason, const Status& stored)
+    -> StatusOr<nlohmann::json> {
+  SAGAD_RETURN_IF_ERROR(stored);
   gates_.Pause(service, paused);
   EngineLog({{"msg", paused ? "service paused" : "service resumed"},
              {"service", service},

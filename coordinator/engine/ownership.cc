@@ -96,6 +96,11 @@ void Ownership::Adopt(const std::string& id, const Lease& lease) {
   held_[id] = lease;
 }
 
+void Ownership::AdoptFirst(const std::string& id, const Lease& first) {
+  MutexLock l(mu_);
+  held_.try_emplace(id, first);  // a later lease taken meanwhile stands
+}
+
 Lease Ownership::FirstLease() const { return Lease{owner_, clock_.NowMillis() + lease_ms_, 1}; }
 
 void Ownership::Release(const std::string& id) {

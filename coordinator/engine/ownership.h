@@ -64,9 +64,15 @@ class Ownership {
   // Start-up: every lease among `ids` that is free or a predecessor's, in
   // one store transaction. Returns how many were taken.
   size_t AcquireAll(const std::vector<std::string>& ids);
-  // Records a lease written by someone else on this process's behalf (the
-  // first lease of an instance, written with its creation).
+  // Records a lease written by someone else on this process's behalf.
   void Adopt(const std::string& id, const Lease& lease);
+  // The first lease of an instance this process created, written with its
+  // creation: recorded unless a later one is held already. The creation's
+  // continuation may run after the first lease ran out, another process
+  // took the instance and this one took it back (found by the simulator: a
+  // paused process, its creation committed; Adopt aborted on the
+  // generation going down).
+  void AdoptFirst(const std::string& id, const Lease& first);
   // The lease the creation of a new instance writes: this owner, generation 1.
   Lease FirstLease() const;
   // Forgets `id` (no store access: a finished instance's lease is released

@@ -126,7 +126,7 @@ Status Submissions::Begin(const std::string& saga, int version, const nlohmann::
 }
 
 StatusOr<SubmitOutcome> Submissions::End(Creation& c, const Status& s) {
-  if (s.ok()) ownership_.Adopt(c.id, c.lease);
+  if (s.ok()) ownership_.AdoptFirst(c.id, c.lease);
   if (!s.ok()) {
     starter_.start(c.id, c.def, c.first, &c.request, c.trace, false);
     if (c.sub) EndInflight(c.key);

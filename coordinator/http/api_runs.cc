@@ -89,13 +89,7 @@ void ApiServer::Impl::PutToolbox(const HttpRequest& req, HttpResponse& res) {
                    "this path deploys toolboxes (\"kind\": \"toolbox\"); a saga goes to "
                    "PUT /v1/sagas/{saga}/versions/{version}");
   body["kind"] = "toolbox";
-  auto deployed = engine_.Deploy(req.matches[1], version, body, who);
-  if (!deployed.ok() && deployed.status().code() == StatusCode::kAlreadyExists)
-    return Problem(req, res, 409, deployed.status().message());
-  if (!deployed.ok()) return ProblemFromStatus(req, res, deployed.status());
-  res.set_header("Location",
-                 "/v1/toolboxes/" + req.matches[1] + "/versions/" + std::to_string(version));
-  Json(res, *deployed ? 201 : 200, engine_.Toolbox(req.matches[1], version)->ToJson());
+  DeployAndAnswer(req, res, version, body, who, true);
 }
 
 void ApiServer::Impl::OpenRun(const HttpRequest& req, HttpResponse& res) {

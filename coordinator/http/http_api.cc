@@ -289,14 +289,30 @@ void ApiServer::Impl::PutDefinition(const HttpRequest& req, HttpResponse& res) {
   if (!PathVersion(req, res, &version)) return;
   nlohmann::json body;
   if (!BodyObject(req, res, &body, false)) return;
-  auto deployed = engine_.Deploy(req.matches[1], version, body, who);
-  // Another definition of a deployed version: a conflict, not a bad request.
-  if (!deployed.ok() && deployed.status().code() == StatusCode::kAlreadyExists)
-    return Problem(req, res, 409, deployed.status().message());
-  if (!deployed.ok()) return ProblemFromStatus(req, res, deployed.status());
-  res.set_header("Location",
-                 "/v1/sagas/" + req.matches[1] + "/versions/" + std::to_string(version));
-  Json(res, *deployed ? 201 : 200, engine_.Definition(req.matches[1], version)->ToJson());
+  DeployAndAnswer(req, res, version, body, who, false);
+}
+
+void ApiServer::Impl::DeployAndAnswer(const HttpRequest& req, HttpResponse& res, int version,
+                                      const nlohmann::json& body, const std::string& who,
+                                      bool toolbox) {
+  const std::string name = req.matches[1];
+  // No thread waits for the write: its continuation answers.
+  auto answer = DeferredAnswer::Start(res, nullptr);
+  engine_.DeployAsync(
+      name, version, body, who,
+      [this, &req, answer, name, version, toolbox](StatusOr<bool> deployed) {
+        answer->Give([&](HttpResponse& res) {
+          // Another definition of a deployed version: a conflict, not a bad request.
+          if (!deployed.ok() && deployed.status().code() == StatusCode::kAlreadyExists)
+            return Problem(req, res, 409, deployed.status().message());
+          if (!deployed.ok()) return ProblemFromStatus(req, res, deployed.status());
+          res.set_header("Location", std::string(toolbox ? "/v1/toolboxes/" : "/v1/sagas/") + name +
+                                         "/versions/" + std::to_string(version));
+          Json(res, *deployed ? 201 : 200,
+               toolbox ? engine_.Toolbox(name, version)->ToJson()
+                       : engine_.Definition(name, version)->ToJson());
+        });
+      });
 }
 
 void ApiServer::Impl::WhoAmI(const HttpRequest& req, HttpResponse& res) {
@@ -308,9 +324,15 @@ void ApiServer::Impl::WhoAmI(const HttpRequest& req, HttpResponse& res) {
 void ApiServer::Impl::PauseOrResume(const HttpRequest& req, HttpResponse& res) {
   std::string who, reason;
   if (!OperatorWithReason(req, res, &who, &reason)) return;
-  auto view = engine_.PauseService(req.matches[1], req.matches[2] == "pause", who, reason);
-  if (!view.ok()) return ProblemFromStatus(req, res, view.status());
-  Json(res, 200, *view);
+  // No thread waits for the write: its continuation answers.
+  auto answer = DeferredAnswer::Start(res, nullptr);
+  engine_.PauseServiceAsync(req.matches[1], req.matches[2] == "pause", who, reason,
+                            [&req, answer](StatusOr<nlohmann::json> view) {
+                              answer->Give([&](HttpResponse& res) {
+                                if (!view.ok()) return ProblemFromStatus(req, res, view.status());
+                                Json(res, 200, *view);
+                              });
+                            });
 }
 
 void ApiServer::Impl::ConsoleFile(const HttpRequest& req, HttpResponse& res) {

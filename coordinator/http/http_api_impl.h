@@ -98,6 +98,10 @@ class ApiServer::Impl {
   // GET and PUT /v1/sagas/{saga}/versions/{version}.
   void GetDefinition(const HttpRequest& req, HttpResponse& res);
   void PutDefinition(const HttpRequest& req, HttpResponse& res);
+  // Deploys `body` as {name}/`version` (a toolbox's when `toolbox`) and
+  // answers 201, 200 (the same definition again) or 409 once it is durable.
+  void DeployAndAnswer(const HttpRequest& req, HttpResponse& res, int version,
+                       const nlohmann::json& body, const std::string& who, bool toolbox);
   // api_instances.cc
   void Submit(const HttpRequest& req, HttpResponse& res);
   // The version a submission asks for (0: the newest); false with a 400.

@@ -286,6 +286,13 @@ class Store {
   // pausing a paused service keeps its first note; a resume drops it.
   virtual Status SetServicePaused(const std::string& service, bool paused,
                                   const nlohmann::json& note) = 0;
+  // SetServicePaused, completing `done` instead of blocking its caller (as
+  // CommitAsync: on a thread of the store's, or inside this call in a store
+  // that writes synchronously, this default). `done` must not block.
+  virtual void SetServicePausedAsync(const std::string& service, bool paused,
+                                     const nlohmann::json& note, std::function<void(Status)> done) {
+    done(SetServicePaused(service, paused, note));
+  }
   // The notes of the paused services, {"service": note}; a service paused
   // by an older sagad has none.
   virtual StatusOr<nlohmann::json> PauseNotes() = 0;
@@ -296,6 +303,12 @@ class Store {
   // (callers store a canonical form).
   virtual StatusOr<bool> PutDefinition(const std::string& name, int version,
                                        const nlohmann::json& body) = 0;
+  // PutDefinition, completing `done` instead of blocking its caller (as
+  // SetServicePausedAsync).
+  virtual void PutDefinitionAsync(const std::string& name, int version, const nlohmann::json& body,
+                                  std::function<void(StatusOr<bool>)> done) {
+    done(PutDefinition(name, version, body));
+  }
   // Every deployed definition, by name then version.
   virtual StatusOr<std::vector<StoredDefinition>> ListDefinitions() = 0;
 };

@@ -184,6 +184,7 @@ StatusOr<uint64_t> LmdbStore::StoredVersion(MDB_txn* txn, const std::string& id)
 // be new); a refusal is r's own result and leaves the transaction untouched.
 Status LmdbStore::Check(MDB_txn* txn, CommitRequest& r) {
   const std::string& id = r.id;
+  if (r.kind == WriteKind::kOther) return r.check ? r.check(txn) : Status::Ok();
   if (r.kind == WriteKind::kSubmissionResponse) {
     auto cur = GetJson(txn, submissions_, id);
     if (!cur.ok()) return cur.status();
@@ -230,6 +231,7 @@ Status LmdbStore::Check(MDB_txn* txn, CommitRequest& r) {
 // and leaves the transaction unusable.
 Status LmdbStore::Write(MDB_txn* txn, const CommitRequest& r) {
   const std::string& id = r.id;
+  if (r.kind == WriteKind::kOther) return r.apply(txn);
   if (r.kind == WriteKind::kSubmissionResponse)
     return r.record.is_null() ? Status::Ok() : PutJson(txn, submissions_, id, r.record);
   const bool create = r.kind == WriteKind::kCreate;

@@ -106,9 +106,14 @@ class LmdbStore : public Store {
   StatusOr<std::vector<std::string>> PausedServices() override;
   Status SetServicePaused(const std::string& service, bool paused,
                           const nlohmann::json& note) override;
+  // Queued in the group commit (one of its batches, its fsync shared).
+  void SetServicePausedAsync(const std::string& service, bool paused, const nlohmann::json& note,
+                             std::function<void(Status)> done) override;
   StatusOr<nlohmann::json> PauseNotes() override;
   StatusOr<bool> PutDefinition(const std::string& name, int version,
                                const nlohmann::json& body) override;
+  void PutDefinitionAsync(const std::string& name, int version, const nlohmann::json& body,
+                          std::function<void(StatusOr<bool>)> done) override;
   StatusOr<std::vector<StoredDefinition>> ListDefinitions() override;
   Status CheckWritable() override;
 
@@ -133,7 +138,9 @@ class LmdbStore : public Store {
 
   // One queued write of the group commit: a new instance, a transition of an
   // existing one, or the response of a submission.
-  enum class WriteKind { kCreate, kTransition, kSubmissionResponse };
+  // kOther: a write of the meta database (a pause, a deployed definition),
+  // made by its own `check` and `apply`.
+  enum class WriteKind { kCreate, kTransition, kSubmissionResponse, kOther };
   struct CommitRequest : GroupCommit::Write {
     CommitRequest(WriteKind k, const std::string& i, uint64_t ev, const SnapshotRecord* snap,
                   const std::vector<Event>* evs, const std::vector<OperationRecord>* ops,
@@ -168,7 +175,18 @@ class LmdbStore : public Store {
     // pointers above (and
     // `id`) point into.
     std::shared_ptr<const void> keep;
+    // kOther: reads that may refuse it (its result), then its writes.
+    std::function<Status(MDB_txn*)> check, apply;
   };
+  // The writes of SetServicePaused and PutDefinition inside `txn` (blocking
+  // or in a batch of the group commit). *fresh: the definition was new.
+  Status ApplyPause(MDB_txn* txn, const std::string& service, bool paused,
+                    const nlohmann::json& note);
+  StatusOr<bool> NewDefinition(MDB_txn* txn, const std::string& name, int version,
+                               const nlohmann::json& body);
+  // A kOther write queued in the group commit; `done` gets its result.
+  void QueueOther(std::function<Status(MDB_txn*)> check, std::function<Status(MDB_txn*)> apply,
+                  std::function<void(Status)> done);
   StatusOr<InstancePage> ListByKey(const InstanceFilter& filter, const std::string& cursor);
   Status Check(MDB_txn* txn, CommitRequest& r);
   // Retention (DeleteFinished): up to `max` finished instances, and the

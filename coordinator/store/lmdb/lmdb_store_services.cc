@@ -50,11 +50,9 @@ StatusOr<nlohmann::json> LmdbStore::PauseNotes() {
   return *j;
 }
 
-Status LmdbStore::SetServicePaused(const std::string& service, bool paused,
-                                   const nlohmann::json& note) {
-  Txn txn(env_, true, &synced_commits_);
-  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
-  auto j = GetJson(txn.get(), meta_, kPausedKey);
+Status LmdbStore::ApplyPause(MDB_txn* txn, const std::string& service, bool paused,
+                             const nlohmann::json& note) {
+  auto j = GetJson(txn, meta_, kPausedKey);
   if (!j.ok() && j.status().code() != StatusCode::kNotFound) return j.status();
   std::vector<std::string> names;
   if (j.ok() && j->is_array())
@@ -67,35 +65,90 @@ Status LmdbStore::SetServicePaused(const std::string& service, bool paused,
   else
     names.erase(it);
   std::sort(names.begin(), names.end());
-  SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), meta_, kPausedKey, names));
-  auto notes = GetJson(txn.get(), meta_, kNotesKey);
+  SAGAD_RETURN_IF_ERROR(PutJson(txn, meta_, kPausedKey, names));
+  auto notes = GetJson(txn, meta_, kNotesKey);
   if (!notes.ok() && notes.status().code() != StatusCode::kNotFound) return notes.status();
   nlohmann::json kept = notes.ok() && notes->is_object() ? *notes : nlohmann::json::object();
   if (paused && note.is_object())
     kept[service] = note;
   else
     kept.erase(service);
-  SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), meta_, kNotesKey, kept));
+  return PutJson(txn, meta_, kNotesKey, kept);
+}
+
+Status LmdbStore::SetServicePaused(const std::string& service, bool paused,
+                                   const nlohmann::json& note) {
+  Txn txn(env_, true, &synced_commits_);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  SAGAD_RETURN_IF_ERROR(ApplyPause(txn.get(), service, paused, note));
   int rc = txn.Commit();
   return rc == 0 ? Status::Ok() : LmdbError("mdb_txn_commit", rc);
 }
 
-StatusOr<bool> LmdbStore::PutDefinition(const std::string& name, int version,
+void LmdbStore::SetServicePausedAsync(const std::string& service, bool paused,
+                                      const nlohmann::json& note,
+                                      std::function<void(Status)> done) {
+  QueueOther(
+      nullptr,
+      [this, service, paused, note](MDB_txn* txn) {
+        return ApplyPause(txn, service, paused, note);
+      },
+      std::move(done));
+}
+
+StatusOr<bool> LmdbStore::NewDefinition(MDB_txn* txn, const std::string& name, int version,
                                         const nlohmann::json& body) {
-  Txn txn(env_, true, &synced_commits_);
-  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
-  const std::string key = DefinitionKey(name, version);
-  auto held = GetJson(txn.get(), meta_, key);
+  auto held = GetJson(txn, meta_, DefinitionKey(name, version));
   if (held.ok()) {
     if (*held == body) return false;
     return AlreadyExists("saga '" + name + "' version " + std::to_string(version) +
                          " is deployed with another definition");
   }
   if (held.status().code() != StatusCode::kNotFound) return held.status();
-  SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), meta_, key, body));
+  return true;
+}
+
+StatusOr<bool> LmdbStore::PutDefinition(const std::string& name, int version,
+                                        const nlohmann::json& body) {
+  Txn txn(env_, true, &synced_commits_);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  auto fresh = NewDefinition(txn.get(), name, version, body);
+  if (!fresh.ok() || !*fresh) return fresh;
+  SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), meta_, DefinitionKey(name, version), body));
   int rc = txn.Commit();
   if (rc != 0) return LmdbError("mdb_txn_commit", rc);
   return true;
+}
+
+void LmdbStore::PutDefinitionAsync(const std::string& name, int version, const nlohmann::json& body,
+                                   std::function<void(StatusOr<bool>)> done) {
+  auto fresh = std::make_shared<bool>(false);
+  QueueOther(
+      [this, name, version, body, fresh](MDB_txn* txn) -> Status {
+        auto f = NewDefinition(txn, name, version, body);
+        if (!f.ok()) return f.status();
+        *fresh = *f;
+        return Status::Ok();
+      },
+      [this, name, version, body, fresh](MDB_txn* txn) {
+        return *fresh ? PutJson(txn, meta_, DefinitionKey(name, version), body) : Status::Ok();
+      },
+      [fresh, done = std::move(done)](Status s) {
+        if (!s.ok()) return done(s);
+        done(*fresh);
+      });
+}
+
+void LmdbStore::QueueOther(std::function<Status(MDB_txn*)> check,
+                           std::function<Status(MDB_txn*)> apply,
+                           std::function<void(Status)> done) {
+  static const std::string kNoInstance;
+  auto r = std::make_unique<CommitRequest>(WriteKind::kOther, kNoInstance, 0, nullptr, nullptr,
+                                           nullptr, nullptr, nullptr, nullptr);
+  r->check = std::move(check);
+  r->apply = std::move(apply);
+  r->then = std::move(done);
+  group_.CommitAsync(std::move(r));
 }
 
 StatusOr<std::vector<StoredDefinition>> LmdbStore::ListDefinitions() {

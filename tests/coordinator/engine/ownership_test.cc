@@ -132,6 +132,25 @@ TEST_F(OwnershipTest, AdoptAndReleaseTouchNoStore) {
 // holder) was paused. The lease B wrote must be counted from inside its
 // transaction (else it is born expired and A takes it back while B sends),
 // and neither may send on what it merely remembers.
+// A creation's continuation that runs after its first lease ran out, went to
+// another process and came back keeps the later lease (the token never
+// goes down; Adopt would abort).
+TEST_F(OwnershipTest, AFirstLeaseAdoptedLateLeavesTheLaterOneHeld) {
+  Ownership east(*store_, clock_, "east", kLease), west(*store_, clock_, "west", kLease);
+  const Lease first = east.FirstLease();  // as written with a creation
+  ASSERT_TRUE(store_->AcquireLease("a", east.owner(), clock_, kLease, "").ok());
+  clock_.Advance(kLease + 1);
+  ASSERT_EQ(west.Acquire("a"), Ownership::Take::kTaken);
+  clock_.Advance(kLease + 1);
+  ASSERT_EQ(east.Acquire("a"), Ownership::Take::kTaken);  // back to east
+  const uint64_t later = east.Token("a");
+  ASSERT_GT(later, first.generation);
+  east.AdoptFirst("a", first);  // the creation's continuation, late
+  EXPECT_EQ(east.Token("a"), later);
+  east.AdoptFirst("b", first);  // on time: taken
+  EXPECT_EQ(east.Token("b"), first.generation);
+}
+
 TEST_F(OwnershipTest, ALeaseGrantedAfterALongWaitIsNotBornExpiredAndNobodySendsOnAStaleOne) {
   Ownership a(*store_, clock_, "east", kLease);
   ASSERT_EQ(a.Acquire("a"), Ownership::Take::kTaken);

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <thread>
 
 #include "tests/coordinator/store/store_test_fixture.h"
@@ -258,6 +259,42 @@ TEST_F(StoreTest, ADeployedDefinitionIsImmutablePerVersionAndSeenByEveryProcess)
   EXPECT_EQ((*all)[1].body, v1);
   EXPECT_EQ((*all)[2].version, 2);
   EXPECT_EQ((*all)[2].body, other);
+}
+
+// The asynchronous forms (the API's deploys and pauses: no thread waits
+// for their writes) answer as the blocking ones do, once durable.
+TEST_F(StoreTest, DeploysAndPausesCommitAsynchronouslyWithTheSameAnswers) {
+  auto deploy = [&](const std::string& name, int version, const nlohmann::json& body) {
+    auto got = std::make_shared<std::promise<StatusOr<bool>>>();
+    store_->PutDefinitionAsync(name, version, body,
+                               [got](StatusOr<bool> r) { got->set_value(std::move(r)); });
+    auto f = got->get_future();
+    EXPECT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    return f.get();
+  };
+  auto pause = [&](const std::string& service, bool paused, const nlohmann::json& note) {
+    auto got = std::make_shared<std::promise<Status>>();
+    store_->SetServicePausedAsync(service, paused, note,
+                                  [got](Status s) { got->set_value(std::move(s)); });
+    auto f = got->get_future();
+    EXPECT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    return f.get();
+  };
+  nlohmann::json v1 = {{"name", "pay"}, {"version", 1}, {"steps", nlohmann::json::array()}};
+  nlohmann::json other = v1;
+  other["deadline_ms"] = 5;
+  EXPECT_TRUE(*deploy("pay", 1, v1));
+  EXPECT_FALSE(*deploy("pay", 1, v1));
+  EXPECT_EQ(deploy("pay", 1, other).status().code(), StatusCode::kAlreadyExists);
+  ASSERT_EQ(Second().ListDefinitions()->size(), 1u);
+  EXPECT_EQ((*Second().ListDefinitions())[0].body, v1);
+  const nlohmann::json ann = {{"by", "ann"}, {"reason", "incident"}, {"since", 1000}};
+  ASSERT_TRUE(pause("payments", true, ann).ok());
+  ASSERT_TRUE(pause("payments", true, {{"by", "bob"}}).ok());  // again: the first note stays
+  EXPECT_EQ(*Second().PausedServices(), std::vector<std::string>{"payments"});
+  EXPECT_EQ(*Second().PauseNotes(), (nlohmann::json{{"payments", ann}}));
+  ASSERT_TRUE(pause("payments", false, nullptr).ok());
+  EXPECT_TRUE(Second().PausedServices()->empty());
 }
 
 // A pause keeps who, why and since when: the first note while it lasts
