@@ -3,7 +3,12 @@
 // runs seeds S .. S+N-1 (default S=1, N=1), stops at the first violation
 // (prints it, the trace before it and the command that replays it; exit 1)
 // and ends with "sim: N seeds, M sagas, K events, V violations, R sagas/s"
-// (R per CPU-second of this process).
+// (R per CPU-second of this process). An engine invariant that fails
+// (SAGAD_CHECK) aborts the process after "seed N: ABORT" and its replay.
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
 #include <ctime>
 #include <iostream>
 #include <string>
@@ -18,6 +23,39 @@ int Usage(const std::string& why) {
   std::cerr << "sagad-sim: " << why
             << "\nusage: sagad-sim [--seeds N] [--seed S] [--sagas K] [--bug NAME] [--trace]\n";
   return 2;
+}
+
+// The seed running now, for an abort: an engine invariant that fails
+// (SAGAD_CHECK) ends the process, and a campaign must know which seed did.
+std::atomic<uint64_t> running_seed{0};
+
+// SIGABRT: "seed N: ABORT" and its replay command on stdout, then the abort.
+// Only async-signal-safe calls.
+extern "C" void OnAbort(int) {
+  char digits[24];
+  int n = 0;
+  uint64_t seed = running_seed.load();
+  do {
+    digits[n++] = static_cast<char>('0' + seed % 10);
+    seed /= 10;
+  } while (seed > 0 && n < 20);
+  char line[160];
+  size_t len = 0;
+  auto put = [&](const char* s) {
+    while (*s && len < sizeof line) line[len++] = *s++;
+  };
+  auto number = [&] {
+    for (int i = n - 1; i >= 0 && len < sizeof line; --i) line[len++] = digits[i];
+  };
+  put("seed ");
+  number();
+  put(": ABORT: an invariant check failed (the line on stderr)\nreplay: sagad-sim --seed ");
+  number();
+  put(" --trace\n");
+  ssize_t ignored = write(1, line, len);
+  (void)ignored;
+  std::signal(SIGABRT, SIG_DFL);
+  std::raise(SIGABRT);
 }
 
 bool Number(const std::string& s, uint64_t* out) {
@@ -62,7 +100,10 @@ int main(int argc, char** argv) {
   sagad::SetLogSink([](nlohmann::json&) {});
   uint64_t total_sagas = 0, events = 0, done = 0, violations = 0;
   std::clock_t cpu0 = std::clock();
+  std::cout.flush();
+  std::signal(SIGABRT, OnAbort);
   for (uint64_t seed = first; seed < first + seeds; ++seed) {
+    running_seed = seed;
     sagad::sim::SeedResult r = sagad::sim::RunSeed(seed, options);
     total_sagas += static_cast<uint64_t>(r.sagas);
     events += r.events;
