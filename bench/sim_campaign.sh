@@ -29,7 +29,7 @@ run_range() {  # first last file
       s=$(( s + done_ ))
     else  # aborted (an engine invariant check): go on after that seed
       local at
-      at=$(echo "$log" | grep -m1 -oE '^seed [0-9]+: ABORT' | awk '{print $2}' | tr -d :)
+      at=$(echo "$log" | grep -m1 -oE '^seed [0-9]+: ABORT' | awk '{print $2}' | tr -d : || true)
       [[ -z "$at" ]] && at=$(( s + n - 1 ))
       echo "sim: $(( at - s + 1 )) seeds, 0 sagas, 0 events, 1 violations, 0 sagas/s" >> "$file"
       s=$(( at + 1 ))

@@ -103,6 +103,10 @@ SeedResult RunOnce(uint64_t seed, const RunOptions& options, bool trace) {
                     "services of " + std::to_string(p.index) + ": " + p.engine->Services().dump());
     if (!v.empty()) world.Violation(v);
   }
+  // While the clients and agents exist: a teardown answers their requests
+  // still open (the UAF of a campaign: the world outlived the clients and
+  // wrote answers into their freed exchanges).
+  world.StopAll();
   if (trace) SetLogSink([](nlohmann::json&) {});
   r.violation = world.violation();
   r.ok = r.violation.empty();

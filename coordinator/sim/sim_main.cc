@@ -4,7 +4,8 @@
 // (prints it, the trace before it and the command that replays it; exit 1)
 // and ends with "sim: N seeds, M sagas, K events, V violations, R sagas/s"
 // (R per CPU-second of this process). An engine invariant that fails
-// (SAGAD_CHECK) aborts the process after "seed N: ABORT" and its replay.
+// (SAGAD_CHECK), or a crash (SIGSEGV, SIGBUS), ends the process after
+// "seed N: ABORT" and its replay on stdout.
 #include <unistd.h>
 
 #include <atomic>
@@ -29,9 +30,9 @@ int Usage(const std::string& why) {
 // (SAGAD_CHECK) ends the process, and a campaign must know which seed did.
 std::atomic<uint64_t> running_seed{0};
 
-// SIGABRT: "seed N: ABORT" and its replay command on stdout, then the abort.
-// Only async-signal-safe calls.
-extern "C" void OnAbort(int) {
+// SIGABRT, SIGSEGV, SIGBUS: "seed N: ABORT" and its replay command on
+// stdout, then the signal again. Only async-signal-safe calls.
+extern "C" void OnAbort(int sig) {
   char digits[24];
   int n = 0;
   uint64_t seed = running_seed.load();
@@ -49,13 +50,15 @@ extern "C" void OnAbort(int) {
   };
   put("seed ");
   number();
-  put(": ABORT: an invariant check failed (the line on stderr)\nreplay: sagad-sim --seed ");
+  put(sig == SIGABRT ? ": ABORT: an invariant check failed (the line on stderr)"
+                     : ": ABORT: the simulator crashed (a memory error: run it under ASan)");
+  put("\nreplay: sagad-sim --seed ");
   number();
   put(" --trace\n");
   ssize_t ignored = write(1, line, len);
   (void)ignored;
-  std::signal(SIGABRT, SIG_DFL);
-  std::raise(SIGABRT);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
 }
 
 bool Number(const std::string& s, uint64_t* out) {
@@ -101,7 +104,7 @@ int main(int argc, char** argv) {
   uint64_t total_sagas = 0, events = 0, done = 0, violations = 0;
   std::clock_t cpu0 = std::clock();
   std::cout.flush();
-  std::signal(SIGABRT, OnAbort);
+  for (int sig : {SIGABRT, SIGSEGV, SIGBUS}) std::signal(sig, OnAbort);
   for (uint64_t seed = first; seed < first + seeds; ++seed) {
     running_seed = seed;
     sagad::sim::SeedResult r = sagad::sim::RunSeed(seed, options);

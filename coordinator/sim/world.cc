@@ -61,7 +61,9 @@ World::World(uint64_t seed, Scenario scenario, std::vector<SagaDefinition> sagas
   }
 }
 
-World::~World() {
+World::~World() { StopAll(); }
+
+void World::StopAll() {
   for (size_t i = 0; i < procs_.size(); ++i)
     if (procs_[i].engine) Teardown(static_cast<int>(i));
 }

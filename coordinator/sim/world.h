@@ -151,6 +151,10 @@ class World {
 
   // Kills `proc` now (SIGKILL); the teardown follows the current task.
   void Crash(int proc);
+  // Tears every process down (the end of a seed). Call it while the
+  // clients still exist: a process's teardown answers what it still owed
+  // them (a long poll ended by the engine's stop), into their exchanges.
+  void StopAll();
   void Restart(int proc);
   // A live process (for clients and operators), or nullptr.
   Process* AnyLive();
