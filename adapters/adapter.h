@@ -121,11 +121,6 @@ class Adapter {
                           const TraceContext& trace, QueryDone done) {
     done(Query(service, key, instance_id, fencing_token, attempt, trace));
   }
-  // True if CallAsync returns without waiting for the downstream (an
-  // adapter with an event loop). The engine then sends from the thread that
-  // made the STARTED record durable (the store's: no hand-off); a send that
-  // may wait for a downstream is a task on the engine's workers instead.
-  virtual bool SendsWithoutWaiting() const { return false; }
   // Asks whether the operation with `key` happened (GET operations path).
   // `attempt` is the latest attempt sent (header Saga-Attempt): a downstream
   // may use it to refuse that attempt if it arrives after the question.

@@ -34,7 +34,6 @@ class HttpAdapter : public Adapter {
                     const std::string& instance_id, uint64_t fencing_token, int attempt,
                     const TraceContext& trace) override;
   void CallAsync(const CallRequest& req, CallDone done) override;
-  bool SendsWithoutWaiting() const override { return true; }
   void QueryAsync(const std::string& service, const std::string& key,
                   const std::string& instance_id, uint64_t fencing_token, int attempt,
                   const TraceContext& trace, QueryDone done) override;

@@ -6,60 +6,106 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <thread>
+#include <vector>
 
 #include "util/thread_role.h"
 
 namespace sagad {
+
 namespace {
-
-// A task on the pool runs as an engine worker: it must not wait for a
-// commit or a downstream call (util/thread_role.h).
-std::function<void()> Marked(std::function<void()> fn) {
-  return [fn = std::move(fn)] {
-    ScopedThreadRole role(ThreadRole::kWorker);
-    fn();
-  };
-}
-
+using WorkGuard = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;
 }  // namespace
 
-struct AsioExecutor::State {
-  explicit State(int threads)
-      : pool(static_cast<size_t>(std::max(1, threads))),
-        work(boost::asio::make_work_guard(io)),
-        timer_thread([this] { io.run(); }) {}
+// One shard: an event loop and the thread that runs it.
+struct Shard {
+  boost::asio::io_context io{1};
+  WorkGuard work{boost::asio::make_work_guard(io)};
+  std::thread thread;
+};
 
-  boost::asio::thread_pool pool;
-  boost::asio::io_context io;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work;
+struct AsioExecutor::State {
+  explicit State(int threads) : shards(static_cast<size_t>(std::max(1, threads))) {
+    for (size_t i = 0; i < shards.size(); ++i)
+      shards[i].thread = std::thread([this, i] { RunShard(i); });
+    timer_thread = std::thread([this] { timers.run(); });
+  }
+
+  void RunShard(size_t i);
+  size_t ShardOf(const std::string& owner) const {
+    return std::hash<std::string>()(owner) % shards.size();
+  }
+  void PostOn(size_t shard, std::function<void()> fn) {
+    boost::asio::post(shards[shard].io, std::move(fn));
+  }
+  void After(int64_t delay_ms, std::function<void(State&)> fire) {
+    auto timer = std::make_shared<boost::asio::steady_timer>(timers);
+    timer->expires_after(std::chrono::milliseconds(std::max<int64_t>(0, delay_ms)));
+    timer->async_wait(
+        [this, timer, fire = std::move(fire)](const boost::system::error_code& ec) mutable {
+          if (!ec) fire(*this);
+        });
+  }
+
+  std::vector<Shard> shards;
+  std::atomic<size_t> next{0};  // round robin of the tasks nobody owns
+  boost::asio::io_context timers;
+  WorkGuard timers_work{boost::asio::make_work_guard(timers)};
   std::thread timer_thread;
   std::atomic<bool> shut{false};
 };
+
+namespace {
+// The shard the calling thread runs, and whose (null: not a shard thread).
+thread_local const void* tl_state = nullptr;
+thread_local size_t tl_shard = 0;
+}  // namespace
+
+void AsioExecutor::State::RunShard(size_t i) {
+  MarkThread(ThreadRole::kWorker);
+  tl_state = this;
+  tl_shard = i;
+  shards[i].io.run();
+}
 
 AsioExecutor::AsioExecutor(int threads) : state_(new State(threads)) {}
 
 AsioExecutor::~AsioExecutor() { Shutdown(); }
 
 void AsioExecutor::Post(std::function<void()> fn) {
-  boost::asio::post(state_->pool, Marked(std::move(fn)));
+  state_->PostOn(state_->next.fetch_add(1) % state_->shards.size(), std::move(fn));
+}
+
+void AsioExecutor::PostTo(const std::string& owner, std::function<void()> fn) {
+  state_->PostOn(state_->ShardOf(owner), std::move(fn));
 }
 
 void AsioExecutor::PostAfter(int64_t delay_ms, std::function<void()> fn) {
-  auto timer = std::make_shared<boost::asio::steady_timer>(state_->io);
-  timer->expires_after(std::chrono::milliseconds(std::max<int64_t>(0, delay_ms)));
-  timer->async_wait([this, timer, fn = std::move(fn)](const boost::system::error_code& ec) mutable {
-    if (!ec) boost::asio::post(state_->pool, Marked(std::move(fn)));
+  state_->After(delay_ms, [fn = std::move(fn)](State& s) mutable {
+    s.PostOn(s.next.fetch_add(1) % s.shards.size(), std::move(fn));
   });
+}
+
+void AsioExecutor::PostAfterTo(const std::string& owner, int64_t delay_ms,
+                               std::function<void()> fn) {
+  state_->After(delay_ms, [shard = state_->ShardOf(owner), fn = std::move(fn)](State& s) mutable {
+    s.PostOn(shard, std::move(fn));
+  });
+}
+
+bool AsioExecutor::OnOwner(const std::string& owner) const {
+  return tl_state == state_.get() && tl_shard == state_->ShardOf(owner);
 }
 
 void AsioExecutor::Shutdown() {
   if (state_->shut.exchange(true)) return;
-  state_->work.reset();
-  state_->io.stop();
+  // Timers not yet due never fire; the tasks queued on the shards run.
+  state_->timers_work.reset();
+  state_->timers.stop();
   if (state_->timer_thread.joinable()) state_->timer_thread.join();
-  state_->pool.join();
+  for (auto& s : state_->shards) s.work.reset();
+  for (auto& s : state_->shards)
+    if (s.thread.joinable()) s.thread.join();
 }
 
 }  // namespace sagad

@@ -1,6 +1,10 @@
-// AsioExecutor: the production Executor (executor.h): `threads` workers on a
-// Boost.Asio thread_pool, timers on an io_context run by one thread of its
-// own; a timer that fires posts its task to the workers.
+// AsioExecutor: the production Executor (executor.h): `threads` shard
+// threads, each a Boost.Asio event loop of its own that runs its tasks one
+// at a time; an owner's tasks go to the shard its id hashes to, the others
+// round robin; timers on an io_context run by one thread of its own (a
+// timer that fires posts its task to its shard). A shard thread is an
+// engine worker: it must not wait for a commit or a downstream call
+// (util/thread_role.h).
 // Thread-safety: as Executor's.
 #pragma once
 
@@ -16,7 +20,10 @@ class AsioExecutor final : public Executor {
   ~AsioExecutor() override;
 
   void Post(std::function<void()> fn) override;
+  void PostTo(const std::string& owner, std::function<void()> fn) override;
   void PostAfter(int64_t delay_ms, std::function<void()> fn) override;
+  void PostAfterTo(const std::string& owner, int64_t delay_ms, std::function<void()> fn) override;
+  bool OnOwner(const std::string& owner) const override;
   void Shutdown() override;
 
  private:

@@ -30,7 +30,7 @@ Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceReposit
       executor_(executor),
       workers_(std::max(1, workers)),
       steps_(
-          adapter, clock, ownership, runs, metrics, gates,
+          adapter, clock, ownership, runs, metrics, gates, executor,
           StepRunner::Driver{
               [this](const std::string& id, const Status& s) { return AfterFailedCommit(id, s); },
               [this](const std::string& id) { Schedule(id); },
@@ -39,14 +39,14 @@ Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceReposit
               [this](const std::string& id) { return ownership_.ReadyToSend(id); },
               [this](const std::string& id, int64_t ms) { ScheduleAfter(id, ms); },
               [this](const std::string& id, std::function<Status(Tx&)> fn,
-                     std::function<void(Status)> done, CommitThen then) {
-                CommitAsOwnerAsync(id, std::move(fn), std::move(done), then);
+                     std::function<void(Status)> done) {
+                CommitAsOwnerAsync(id, std::move(fn), std::move(done));
               }},
           random) {}
 
 auto Driver::Schedule(const std::string& id) -> void {
   if (!runs_.Enter(id)) return;
-  executor_.Post([this, id] { DriveLoop(id); });
+  executor_.PostTo(id, [this, id] { DriveLoop(id); });
 }
 
 auto Driver::FirstStep(Tx& tx, const SagaDefinition& def, int* step, StepRequest* request)
@@ -71,7 +71,8 @@ auto Driver::StartCreated(const std::string& id, const SagaDefinitionPtr& def, i
     Schedule(id);
     return;
   }
-  executor_.Post([this, id, d = def, step, r = std::move(*request), trace]() mutable {
+  executor_.PostTo(id, [this, id, d = def, step, r = std::move(*request), trace]() mutable {
+    CheckOwner(id, "a created instance's first send");
     StepRunner::Done done = StepEnd(id, step, /*recovered=*/false);
     try {
       // Stopping: the STARTED record is durable, so the next start
@@ -101,15 +102,21 @@ auto Driver::StepEnd(const std::string& id, int step, bool recovered) -> StepRun
 }
 
 auto Driver::ScheduleAfter(const std::string& id, int64_t delay_ms) -> void {
-  executor_.PostAfter(delay_ms, [this, id] { Schedule(id); });
+  executor_.PostAfterTo(id, delay_ms, [this, id] { Schedule(id); });
 }
 
 auto Driver::DriveLoop(const std::string& id) -> void { Resume(id, 0, Round::kAgain); }
+
+auto Driver::CheckOwner(const std::string& id, const char* what) const -> void {
+  SAGAD_CHECK(executor_.OnOwner(id))
+      << what << " of instance " << id << " runs off the instance's owner thread";
+}
 
 auto Driver::Resume(const std::string& id, int round, Round r) -> void {
   // Every round commits a transition, hands the instance on, or returns; a
   // round that does none of these again and again is a livelock of ours.
   constexpr int kMaxRounds = 10000;
+  CheckOwner(id, "a driver round");
   while (true) {
     try {
       for (; r == Round::kAgain && !runs_.Stopping(); ++round) {
@@ -129,7 +136,7 @@ auto Driver::Resume(const std::string& id, int round, Round r) -> void {
         r = Round::kAgain;
         continue;
       case RunTable::After::kRequeue:  // to the back of the queue
-        executor_.Post([this, id] { DriveLoop(id); });
+        executor_.PostTo(id, [this, id] { DriveLoop(id); });
         return;
       case RunTable::After::kDone:
         return;
@@ -139,18 +146,15 @@ auto Driver::Resume(const std::string& id, int round, Round r) -> void {
 
 auto Driver::CommitRound(const std::string& id, int round, std::function<Status(Tx&)> fn,
                          std::function<Round(Next)> after) -> Round {
-  CommitAsOwnerAsync(
-      id, std::move(fn),
-      [this, id, round, after = std::move(after)](Status s) {
-        Round r = Round::kDone;
-        try {
-          r = after(s.ok() ? Next::kContinue : AfterFailedCommit(id, s));
-        } catch (const std::exception& e) {
-          DriverError(id, e);
-        }
-        Resume(id, round + 1, r);
-      },
-      CommitThen::kPosted);
+  CommitAsOwnerAsync(id, std::move(fn), [this, id, round, after = std::move(after)](Status s) {
+    Round r = Round::kDone;
+    try {
+      r = after(s.ok() ? Next::kContinue : AfterFailedCommit(id, s));
+    } catch (const std::exception& e) {
+      DriverError(id, e);
+    }
+    Resume(id, round + 1, r);
+  });
   return Round::kPending;
 }
 
@@ -363,13 +367,14 @@ auto Driver::LaunchSteps(const std::string& id, const SagaDefinition& def, const
       *here = a;
       continue;
     }
-    executor_.Post([this, id, a] { RunStepTask(id, a); });
+    executor_.PostTo(id, [this, id, a] { RunStepTask(id, a); });
   }
   if (wake > 0) WakeAt(id, wake);
   return launched;
 }
 
 auto Driver::RunStepTask(const std::string& id, Action a) -> void {
+  CheckOwner(id, "a step action");
   StepRunner::Done done = StepEnd(id, a.step, /*recovered=*/true);
   try {
     RunStep(id, a, done);
@@ -408,7 +413,7 @@ auto Driver::RunStep(const std::string& id, const Action& a, const StepRunner::D
 auto Driver::WakeAt(const std::string& id, int64_t due_ms) -> void {
   const int64_t now = clock_.NowMillis();
   if (!runs_.ClaimWake(id, due_ms, now)) return;
-  executor_.PostAfter(std::max<int64_t>(1, due_ms - now), [this, id, due_ms] {
+  executor_.PostAfterTo(id, std::max<int64_t>(1, due_ms - now), [this, id, due_ms] {
     runs_.WakeFired(id, due_ms);
     Schedule(id);
   });

@@ -72,10 +72,10 @@ class Driver {
                     StepRequest* request, const TraceContext& trace, bool created);
 
   // A commit as the instance's owner (fenced by the lease this process
-  // holds), completing `done` (where `then` says); no thread waits for it.
-  // A fenced commit drops the instance (its lease is released here).
+  // holds), completing `done` on the instance's owner; no thread waits for
+  // it. A fenced commit drops the instance (its lease is released here).
   void CommitAsOwnerAsync(const std::string& id, std::function<Status(Tx&)> fn,
-                          std::function<void(Status)> done, CommitThen then);
+                          std::function<void(Status)> done);
 
  private:
   // What one round of a drive says: end the drive (kDone), end it and go to
@@ -85,6 +85,10 @@ class Driver {
   // way whose continuation goes on with the next round (kPending).
   enum class Round { kDone, kYield, kAgain, kPending };
   void DriveLoop(const std::string& id);
+  // Aborts (util/check.h) unless the calling thread is id's owner
+  // (Executor::OnOwner): every round and step action of an instance runs
+  // there. `what` names the work for the message.
+  void CheckOwner(const std::string& id, const char* what) const;
   // Runs the instance's rounds from `round` on, `r` being what the one
   // before said: its saga-level transitions, and its step actions, each
   // launched on a worker of its own (several branches of a graph at once).

@@ -35,20 +35,18 @@ auto Driver::ResetRefusals(const std::string& id) -> void {
 }
 
 auto Driver::CommitAsOwnerAsync(const std::string& id, std::function<Status(Tx&)> fn,
-                                std::function<void(Status)> done, CommitThen then) -> void {
+                                std::function<void(Status)> done) -> void {
   std::optional<Lease> lease = ownership_.Held(id);
   if (!lease) {
     done(LeaseLost("lease lost: not the owner of " + id));
     return;
   }
-  repo_.MutateAsync(
-      id, std::move(fn), std::move(lease),
-      [this, id, done = std::move(done)](Status s) {
-        if (s.code() == StatusCode::kLeaseLost) DropFenced(id);
-        if (s.ok() || s.code() == StatusCode::kLeaseLost) ResetRefusals(id);
-        done(s);
-      },
-      then);
+  repo_.MutateAsync(id, std::move(fn), std::move(lease),
+                    [this, id, done = std::move(done)](Status s) {
+                      if (s.code() == StatusCode::kLeaseLost) DropFenced(id);
+                      if (s.ok() || s.code() == StatusCode::kLeaseLost) ResetRefusals(id);
+                      done(s);
+                    });
 }
 
 auto Driver::DropFenced(const std::string& id) -> void {

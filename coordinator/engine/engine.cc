@@ -25,7 +25,9 @@ Engine::Impl::Impl(Store& store, Adapter& adapter, Clock& clock, EngineOptions o
                 [this](const InstanceRepository::Commit& c) { Committed(c); },
                 [this](std::chrono::steady_clock::duration d) { metrics_.CommitAttempt(d); },
                 [](nlohmann::json line) { EngineLog(std::move(line)); },
-                [this](std::function<void()> fn) { executor_.Post(std::move(fn)); }}),
+                [this](const std::string& owner, std::function<void()> fn) {
+                  executor_.PostTo(owner, std::move(fn));
+                }}),
       operators_(defs_, repo_, runs_, [this](const std::string& id) { Schedule(id); }),
       submissions_(defs_, repo_, ownership_, clock_,
                    Submissions::Starter{

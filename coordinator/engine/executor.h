@@ -1,15 +1,26 @@
 // Executor: where the engine's work runs. The engine never creates a thread
 // or a timer itself: every driver round, step action, wake-up, heartbeat and
-// retention sweep is a task handed to its Executor. Production uses a pool
-// of worker threads and one timer thread (asio_executor.h, the default);
-// the simulator (coordinator/sim/) runs every task on one thread, in an
-// order drawn from a seed, under simulated time.
+// retention sweep is a task handed to its Executor. Production uses shard
+// threads, each an event loop, and one timer thread (asio_executor.h, the
+// default); the simulator (coordinator/sim/) runs every task on one thread,
+// in an order drawn from a seed, under simulated time, and keeps the
+// owners apart all the same (a task knows whose it is).
+//
+// Every instance has an owner: one thread of the executor (its shard, from
+// the instance id). Whatever concerns one instance (its driver rounds, its
+// step actions, the continuation of its commits and of its downstream
+// replies) is posted to its owner, so the instance's work runs on one
+// thread, never on the store's committer or an HTTP loop.
 //
 // Contract:
 // - Post(fn): fn runs once, soon, on some thread of the executor (never
-//   inside Post).
-// - PostAfter(ms, fn): fn runs once, no sooner than `ms` of the executor's
-//   time from now, like a Post then.
+//   inside Post), as nobody's owner (heartbeat, retention, wake-ups).
+// - PostTo(owner, fn): the same on the thread that owns `owner`; two tasks
+//   of one owner never run at once.
+// - PostAfter(ms, fn) / PostAfterTo(owner, ms, fn): fn runs once, no sooner
+//   than `ms` of the executor's time from now, like a Post (PostTo) then.
+// - OnOwner(owner): whether the calling thread runs `owner`'s tasks now
+//   (the engine asserts it where an instance's work begins).
 // - Shutdown(): once it returns no task runs or will run: tasks still
 //   queued run before it returns or never, timers not yet due never fire.
 //   The engine calls it after its drivers ended (Engine::Stop).
@@ -19,6 +30,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 namespace sagad {
 
@@ -26,7 +38,11 @@ class Executor {
  public:
   virtual ~Executor() = default;
   virtual void Post(std::function<void()> fn) = 0;
+  virtual void PostTo(const std::string& owner, std::function<void()> fn) = 0;
   virtual void PostAfter(int64_t delay_ms, std::function<void()> fn) = 0;
+  virtual void PostAfterTo(const std::string& owner, int64_t delay_ms,
+                           std::function<void()> fn) = 0;
+  virtual bool OnOwner(const std::string& owner) const = 0;
   virtual void Shutdown() = 0;
 };
 

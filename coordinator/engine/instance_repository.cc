@@ -122,13 +122,15 @@ void InstanceRepository::CreateAsync(const Instance& inst, const std::vector<Eve
     auto t0 = clock_.SteadyNow();
     store_.CreateInstanceAsync(w, [this, p, w, ptr, t0](Status s) {
       auto took = clock_.SteadyNow() - t0;
-      hooks_.attempted(took);
-      if (s.ok()) {
-        CachePut(p->id, ptr);
-        auto snapshot = std::make_shared<const nlohmann::json>(w->snapshot);
-        hooks_.committed(Commit{p->id, ptr, &w->events, snapshot, took});
-      }
-      Finish(p, s);
+      OnOwner(p->id, [this, p, w, ptr, took, s] {
+        hooks_.attempted(took);
+        if (s.ok()) {
+          CachePut(p->id, ptr);
+          auto snapshot = std::make_shared<const nlohmann::json>(w->snapshot);
+          hooks_.committed(Commit{p->id, ptr, &w->events, snapshot, took});
+        }
+        Finish(p, s);
+      });
     });
   });
 }
@@ -170,10 +172,8 @@ Status InstanceRepository::Mutate(const std::string& id, const std::function<Sta
 }
 
 void InstanceRepository::MutateAsync(const std::string& id, std::function<Status(Tx&)> fn,
-                                     std::optional<Lease> fence, std::function<void(Status)> done,
-                                     CommitThen then) {
-  auto p = std::make_shared<Pending>(
-      Pending{id, std::move(fn), std::move(fence), std::move(done), then});
+                                     std::optional<Lease> fence, std::function<void(Status)> done) {
+  auto p = std::make_shared<Pending>(Pending{id, std::move(fn), std::move(fence), std::move(done)});
   {
     MutexLock l(idle_mu_);
     ++in_flight_;
@@ -221,8 +221,10 @@ void InstanceRepository::Attempt(const std::shared_ptr<Pending>& p) {
     return;
   }
   auto t0 = clock_.SteadyNow();
-  store_.CommitAsync(
-      w, [this, p, w, next, t0](Status c) { AfterCommit(p, w, next, clock_.SteadyNow() - t0, c); });
+  store_.CommitAsync(w, [this, p, w, next, t0](Status c) {
+    auto took = clock_.SteadyNow() - t0;
+    OnOwner(p->id, [this, p, w, next, took, c] { AfterCommit(p, w, next, took, c); });
+  });
 }
 
 void InstanceRepository::AfterCommit(const std::shared_ptr<Pending>& p,
@@ -256,11 +258,14 @@ void InstanceRepository::Finish(const std::shared_ptr<Pending>& p, const Status&
     InstanceRepository* repo;
     ~Completed() { repo->EndInFlight(); }
   } completed{this};
-  auto done = [p, s] { p->done(s); };
-  if (hooks_.post && p->then == CommitThen::kPosted)
-    hooks_.post(std::move(done));
+  p->done(s);
+}
+
+void InstanceRepository::OnOwner(const std::string& id, std::function<void()> fn) {
+  if (hooks_.post)
+    hooks_.post(id, std::move(fn));
   else
-    done();
+    fn();
 }
 
 void InstanceRepository::EndInFlight() {

@@ -17,7 +17,9 @@
 // returns kMovedOn, which is passed back unchanged.
 //
 // MutateAsync is the same without blocking its caller on the commit: the
-// store's CommitAsync completes it, and `done` is handed to Hooks::post.
+// store's CommitAsync completes it. What follows the commit (the
+// `committed` hook, a reload after a lost race, `done`) is handed to the
+// instance's owner (Hooks::post): it never runs on the store's committer.
 //
 // Transitions of one instance are serialised (InstanceTurns: a turn per
 // instance, held from the load to the end of the commit, for blocking and
@@ -67,9 +69,10 @@ class InstanceRepository {
     std::function<void(std::chrono::steady_clock::duration)> attempted;
     // A line for the log (a replay, a snapshot that disagrees with its log).
     std::function<void(nlohmann::json)> log;
-    // Runs MutateAsync's `done` (an executor's Post), off the thread that
-    // completed the commit (the store's). Unset: `done` runs there.
-    std::function<void(std::function<void()>)> post;
+    // Runs what follows an asynchronous commit on the instance's owner
+    // (Executor::PostTo), off the thread that completed the commit (the
+    // store's). Unset: it runs there (tests).
+    std::function<void(const std::string& owner, std::function<void()>)> post;
   };
 
   InstanceRepository(Store& store, const Clock& clock, Hooks hooks);
@@ -98,8 +101,8 @@ class InstanceRepository {
   Status Create(const Instance& inst, const std::vector<Event>& events,
                 const std::vector<OperationRecord>& ops, const Submission* submission,
                 const Lease* lease);
-  // Create, completing `done` (through Hooks::post) instead of blocking its
-  // caller on the commit.
+  // Create, completing `done` on the instance's owner (Hooks::post)
+  // instead of blocking its caller on the commit.
   void CreateAsync(const Instance& inst, const std::vector<Event>& events,
                    const std::vector<OperationRecord>& ops, const Submission* submission,
                    const Lease* lease, std::function<void(Status)> done);
@@ -109,13 +112,14 @@ class InstanceRepository {
   Status Mutate(const std::string& id, const std::function<Status(Tx&)>& fn, const Lease* fence);
   // Mutate, completing `done` with what Mutate would return. `fn` runs in
   // the instance's turn: inside this call when the turn is free, else when
-  // the transition before it ends; again after a lost race.
-  // `then`: where `done` runs (kPosted: through Hooks::post).
+  // the transition before it ends; again (on the owner) after a lost race.
+  // `done` runs on the instance's owner (Hooks::post) once the commit is
+  // durable, or refused; inside this call when nothing was to commit.
   void MutateAsync(const std::string& id, std::function<Status(Tx&)> fn, std::optional<Lease> fence,
-                   std::function<void(Status)> done, CommitThen then = CommitThen::kPosted);
+                   std::function<void(Status)> done);
 
   // Returns once every MutateAsync begun so far has completed: its `done`
-  // returned, or its hand-off through Hooks::post returned. After a stop
+  // returned. After a stop
   // has let every instance go (RunTable::StopAndWait), this is what keeps
   // the executor alive until no store thread is still posting to it.
   void WaitIdle();
@@ -130,7 +134,6 @@ class InstanceRepository {
     std::function<Status(Tx&)> fn;
     std::optional<Lease> fence;
     std::function<void(Status)> done;
-    CommitThen then = CommitThen::kPosted;
     int attempt = 0;
   };
   // Loads, applies fn, and hands the write to the store; *w stays null when
@@ -140,8 +143,10 @@ class InstanceRepository {
   void AfterCommit(const std::shared_ptr<Pending>& p, const std::shared_ptr<TransitionWrite>& w,
                    const std::shared_ptr<Instance>& next, std::chrono::steady_clock::duration took,
                    const Status& s);
-  // Ends p's turn and completes it with s (through Hooks::post).
+  // Ends p's turn and completes it with s.
   void Finish(const std::shared_ptr<Pending>& p, const Status& s);
+  // Runs fn on the owner of `id` (Hooks::post), else at once.
+  void OnOwner(const std::string& id, std::function<void()> fn);
   // One MutateAsync fewer under way (WaitIdle).
   void EndInFlight();
   // REQUIRES: the turn of id held when `keep` (a copy read is cached).

@@ -1,8 +1,8 @@
 // StepRunner's calls to downstream services: Adapter::CallAsync and
 // QueryAsync, and what follows a reply: at once on the caller's thread when
-// the adapter answered before it returned; else on the thread that brought
-// it (what follows only commits asynchronously). No thread waits for a
-// reply. The actions are
+// the adapter answered before it returned; else posted to the instance's
+// owner (the thread that brought the reply, an HTTP client's event loop,
+// goes back to its sockets). No thread waits for a reply. The actions are
 // in step_runner.cc and step_runner_undo.cc; the contract in step_runner.h.
 #include <atomic>
 #include <thread>
@@ -26,7 +26,7 @@ auto StepRunner::Continue(const std::shared_ptr<Handoff>& h, const std::string& 
     fn();  // an exception goes to the caller, as a blocking call's would
     return;
   }
-  Guarded(id, done, fn);
+  executor_.PostTo(id, [this, id, done, fn] { Guarded(id, done, fn); });
 }
 
 auto StepRunner::Guarded(const std::string& id, const Done& done, const std::function<void()>& fn)
@@ -81,8 +81,6 @@ auto StepRunner::CallIfOwner(const CallRequest& req, const Done& done, AfterCall
       Status lost = Unavailable(res.error);  // planned again: reconciled before any re-send
       return Continue(h, id, done, [k = std::move(k), lost]() mutable { k(lost, CallResult{}); });
     }
-    // Recording a reply commits asynchronously (TransitionAsync): it may
-    // run on the loop thread that read it, sparing a hand-off.
     Continue(h, id, done, [k = std::move(k), res = std::move(res)]() mutable {
       k(Status::Ok(), std::move(res));
     });

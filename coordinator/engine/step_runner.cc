@@ -21,33 +21,31 @@ bool IsRetryableSendState(StepStatus s) {
 }  // namespace
 
 StepRunner::StepRunner(Adapter& adapter, const Clock& clock, const Ownership& ownership,
-                       RunTable& runs, EngineMetrics& metrics, ServiceGates& gates, Driver driver,
-                       Random& random)
+                       RunTable& runs, EngineMetrics& metrics, ServiceGates& gates,
+                       Executor& executor, Driver driver, Random& random)
     : adapter_(adapter),
       clock_(clock),
       ownership_(ownership),
       runs_(runs),
       metrics_(metrics),
       gates_(gates),
+      executor_(executor),
       driver_(std::move(driver)),
       rng_(random.Next()) {}
 
 auto StepRunner::TransitionAsync(const std::string& id, std::function<Status(Tx&)> fn,
                                  std::function<void(Next)> then, int tries) -> void {
-  driver_.commit_async(
-      id, fn,
-      [this, id, fn, then, tries](Status s) {
-        if (RefusedWrite(s) && tries < kRecordTries) {
-          TransitionAsync(id, fn, then, tries + 1);
-          return;
-        }
-        if (RefusedWrite(s)) {
-          GiveUpRecording(id, s, then);
-          return;
-        }
-        then(s.ok() ? Next::kContinue : driver_.after_failure(id, s));
-      },
-      CommitThen::kPosted);
+  driver_.commit_async(id, fn, [this, id, fn, then, tries](Status s) {
+    if (RefusedWrite(s) && tries < kRecordTries) {
+      TransitionAsync(id, fn, then, tries + 1);
+      return;
+    }
+    if (RefusedWrite(s)) {
+      GiveUpRecording(id, s, then);
+      return;
+    }
+    then(s.ok() ? Next::kContinue : driver_.after_failure(id, s));
+  });
 }
 
 auto StepRunner::GiveUpRecording(const std::string& id, const Status& s, Done done) -> void {
@@ -65,8 +63,7 @@ auto StepRunner::GiveUpRecording(const std::string& id, const Status& s, Done do
             {{"reason", "an outcome could not be recorded after " + std::to_string(kRecordTries) +
                             " tries (the store refused the write: " + why + ")"}});
       },
-      [this, id, s, done](Status e) { done(e.ok() ? Next::kStop : driver_.after_failure(id, s)); },
-      CommitThen::kPosted);
+      [this, id, s, done](Status e) { done(e.ok() ? Next::kStop : driver_.after_failure(id, s)); });
 }
 
 auto StepRunner::Escalate(const std::string& id, int i, std::string why, Done done) -> void {
@@ -201,8 +198,7 @@ auto StepRunner::StartThenSend(const std::string& id, const SagaDefinitionPtr& d
         Guarded(id, done, [&] {
           SendForward(id, defp, i, std::move(*request), attempt, slot, trace, i, done);
         });
-      },
-      adapter_.SendsWithoutWaiting() ? CommitThen::kOnCommitThread : CommitThen::kPosted);
+      });
 }
 
 auto StepRunner::SendForward(const std::string& id, const SagaDefinitionPtr& def, int i, Rendered r,

@@ -19,9 +19,9 @@
 // No thread waits, neither for a downstream nor for a commit: every commit
 // is asynchronous (Driver::commit_async) and completes a continuation; an
 // action sends with Adapter::CallAsync and returns; what follows the reply
-// (record, chain, send the next) runs on the thread that brings it. When
-// the adapter answered before CallAsync returned and the store committed
-// before CommitAsync returned (the simulator) it all runs at once.
+// (record, chain, send the next) runs on the instance's owner thread
+// (Executor::PostTo), where the commits' continuations run too; when the
+// adapter answered before CallAsync returned, it goes on at once.
 // Thread-safety: any number of actions at once, on different steps.
 #pragma once
 
@@ -35,6 +35,7 @@
 
 #include "adapters/adapter.h"
 #include "coordinator/engine/engine_metrics.h"
+#include "coordinator/engine/executor.h"
 #include "coordinator/engine/ownership.h"
 #include "coordinator/engine/run_table.h"
 #include "coordinator/engine/service_gates.h"
@@ -75,11 +76,10 @@ class StepRunner {
     std::function<void(const std::string& id, int64_t ms)> schedule_after;
     // A commit as the instance's owner (fenced by this process's lease),
     // completing `done` instead of blocking (the store's CommitAsync), on
-    // a worker or, for a continuation that only sends, on the thread that
-    // completed the commit (CommitThen). The runner makes no other commit:
-    // no thread waits while a STARTED record or an outcome is made durable.
+    // the instance's owner. The runner makes no other commit: no thread
+    // waits while a STARTED record or an outcome is made durable.
     std::function<void(const std::string& id, std::function<Status(Tx&)> fn,
-                       std::function<void(Status)> done, CommitThen then)>
+                       std::function<void(Status)> done)>
         commit_async;
   };
 
@@ -93,8 +93,10 @@ class StepRunner {
   static constexpr int kRecordTries = 3;
 
   // `random` seeds the jitter of backoffs and reconciliation delays.
+  // `executor`: where a reply that came after its call returned goes on
+  // (the instance's owner: Executor::PostTo).
   StepRunner(Adapter& adapter, const Clock& clock, const Ownership& ownership, RunTable& runs,
-             EngineMetrics& metrics, ServiceGates& gates, Driver driver,
+             EngineMetrics& metrics, ServiceGates& gates, Executor& executor, Driver driver,
              Random& random = SystemRandom::Shared());
 
   void Execute(const std::string& id, const SagaDefinitionPtr& def, const InstancePtr& inst, int i,
@@ -135,9 +137,8 @@ class StepRunner {
   static bool RefusedWrite(const Status& s);
   // What follows a reply: `fn`, at once on the caller's thread when the
   // reply came before the call returned (an exception reaches the caller);
-  // else on the reply's thread (fn never blocks: its commits complete
-  // continuations), where an exception is logged, the instance is planned
-  // again in 5 s and the action ends.
+  // else posted to the instance's owner, where an exception is logged, the
+  // instance is planned again in 5 s and the action ends.
   struct Handoff;
   void Continue(const std::shared_ptr<Handoff>& h, const std::string& id, const Done& done,
                 const std::function<void()>& fn);
@@ -241,6 +242,7 @@ class StepRunner {
   RunTable& runs_;
   EngineMetrics& metrics_;
   ServiceGates& gates_;
+  Executor& executor_;
   Driver driver_;
   Mutex budget_mu_;
   std::map<std::string, RetryBudget> budgets_ GUARDED_BY(budget_mu_);

@@ -70,8 +70,7 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinitionPtr& defp
         }
         CrashPoint("after_compensation_started");
         SendUndo(id, defp, i, req, slot, done);
-      },
-      CommitThen::kPosted);
+      });
 }
 
 auto StepRunner::SendUndo(const std::string& id, const SagaDefinitionPtr& defp, int i,

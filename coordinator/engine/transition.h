@@ -15,15 +15,6 @@
 
 namespace sagad {
 
-// Where the continuation of an asynchronous commit runs. kPosted: a task on
-// the engine's workers (any amount of work: planning, building the next
-// transition).
-// kOnCommitThread: right on the thread that completed the commit (the
-// store's committer, or the leader of the batch), after the flush; for a
-// short continuation that never blocks (it sends a request), which then
-// costs no hand-off to another thread.
-enum class CommitThen { kPosted, kOnCommitThread };
-
 class Tx {
  public:
   Tx(Instance& inst, int64_t now) : inst_(inst), now_(now) {}

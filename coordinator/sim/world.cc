@@ -16,26 +16,56 @@ std::chrono::steady_clock::time_point ProcClock::SteadyNow() const {
 }
 
 namespace {
+// The executor and shard of the task running now (null: none).
+thread_local const SimExecutor* tl_executor = nullptr;
+thread_local size_t tl_shard = 0;
+}  // namespace
 
-// A task of the executor runs as a worker's (util/thread_role.h).
-std::function<void()> AsWorker(std::function<void()> fn) {
-  return [fn = std::move(fn)] {
+// A task of the executor runs as a worker's (util/thread_role.h) and as its
+// shard's.
+std::function<void()> SimExecutor::AsWorker(size_t shard, std::function<void()> fn) const {
+  return [this, shard, fn = std::move(fn)] {
     ScopedThreadRole role(ThreadRole::kWorker);
+    const SimExecutor* executor = tl_executor;
+    const size_t was = tl_shard;
+    tl_executor = this;
+    tl_shard = shard;
+    struct Restore {
+      const SimExecutor* executor;
+      size_t shard;
+      ~Restore() {
+        tl_executor = executor;
+        tl_shard = shard;
+      }
+    } restore{executor, was};
     fn();
   };
 }
 
-}  // namespace
-
 void SimExecutor::Post(std::function<void()> fn) {
   // A worker picks it up within a millisecond or two.
   world_.Schedule(world_.now() + static_cast<int64_t>(world_.random().Below(3)), proc_,
-                  incarnation_, false, AsWorker(std::move(fn)));
+                  incarnation_, false, AsWorker(kNobody, std::move(fn)));
+}
+
+void SimExecutor::PostTo(const std::string& owner, std::function<void()> fn) {
+  world_.Schedule(world_.now() + static_cast<int64_t>(world_.random().Below(3)), proc_,
+                  incarnation_, false, AsWorker(ShardOf(owner), std::move(fn)));
 }
 
 void SimExecutor::PostAfter(int64_t delay_ms, std::function<void()> fn) {
   world_.Schedule(world_.now() + std::max<int64_t>(0, delay_ms), proc_, incarnation_, true,
-                  AsWorker(std::move(fn)));
+                  AsWorker(kNobody, std::move(fn)));
+}
+
+void SimExecutor::PostAfterTo(const std::string& owner, int64_t delay_ms,
+                              std::function<void()> fn) {
+  world_.Schedule(world_.now() + std::max<int64_t>(0, delay_ms), proc_, incarnation_, true,
+                  AsWorker(ShardOf(owner), std::move(fn)));
+}
+
+bool SimExecutor::OnOwner(const std::string& owner) const {
+  return tl_executor == this && tl_shard == ShardOf(owner);
 }
 
 World::World(uint64_t seed, Scenario scenario, std::vector<SagaDefinition> sagas)
@@ -187,7 +217,10 @@ void World::RunTask(Task& t) {
   // A task marks its own role (a worker's, the committer's); one run inside
   // another's RunOthers must not inherit the outer task's.
   ScopedThreadRole role(ThreadRole::kUnmarked);
+  const SimExecutor* executor = tl_executor;  // ... nor its owner
+  tl_executor = nullptr;
   t.fn();
+  tl_executor = executor;
   running_proc_ = outer;
 }
 

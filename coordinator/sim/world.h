@@ -63,10 +63,25 @@ class SimExecutor final : public Executor {
   SimExecutor(World& world, int proc, uint64_t incarnation)
       : world_(world), proc_(proc), incarnation_(incarnation) {}
   void Post(std::function<void()> fn) override;
+  void PostTo(const std::string& owner, std::function<void()> fn) override;
   void PostAfter(int64_t delay_ms, std::function<void()> fn) override;
+  void PostAfterTo(const std::string& owner, int64_t delay_ms, std::function<void()> fn) override;
+  // True inside a task posted to an owner of the same shard (of kShards,
+  // as production's threads): a task posted to nobody, or run by the
+  // store's committer or a client, is nobody's owner.
+  bool OnOwner(const std::string& owner) const override;
   void Shutdown() override {}
 
+  static constexpr size_t kShards = 4;
+
  private:
+  static size_t ShardOf(const std::string& owner) {
+    return std::hash<std::string>()(owner) % kShards;
+  }
+  // fn as a worker's task of `shard` (kNobody: no owner's).
+  std::function<void()> AsWorker(size_t shard, std::function<void()> fn) const;
+  static constexpr size_t kNobody = kShards;
+
   World& world_;
   int proc_;
   uint64_t incarnation_;

@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "adapters/adapter.h"
@@ -54,11 +55,28 @@ class ScriptedDownstream : public Adapter {
   // With `defer` set, CallAsync keeps each call and its continuation in
   // `deferred` (the reply is made when the test runs it, on any thread),
   // as an adapter with an event loop does; else it answers at once.
+  // With `threaded` set, each call is made and answered on a thread of its
+  // own (an adapter with an event loop, whose calls are in flight at once);
+  // JoinThreads waits for them.
   void CallAsync(const CallRequest& req, CallDone done) override {
+    if (threaded) {
+      std::lock_guard<std::mutex> l(mu_);
+      threads_.emplace_back([this, req, done] { done(Call(req)); });
+      return;
+    }
     if (!defer) return done(Call(req));
     std::lock_guard<std::mutex> l(mu_);
     deferred.push_back([this, req, done] { done(Call(req)); });
   }
+  void JoinThreads() {
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      threads.swap(threads_);
+    }
+    for (auto& t : threads) t.join();
+  }
+  ~ScriptedDownstream() override { JoinThreads(); }
   QueryResult Query(const std::string&, const std::string& key, const std::string&, uint64_t, int,
                     const TraceContext&) override {
     std::lock_guard<std::mutex> l(mu_);
@@ -87,6 +105,7 @@ class ScriptedDownstream : public Adapter {
   }
 
   std::atomic<bool> defer{false};
+  std::atomic<bool> threaded{false};
   std::vector<std::function<void()>> deferred;  // under mu_ while calls may come
   // Set before the first call (or under no concurrent call).
   std::deque<Outcome> answers;  // in call order; then kCommitted
@@ -99,6 +118,7 @@ class ScriptedDownstream : public Adapter {
 
  private:
   mutable std::mutex mu_;
+  std::vector<std::thread> threads_;  // threaded calls
   Store& store_;
   std::map<std::string, ServiceConfig> services_;
 };

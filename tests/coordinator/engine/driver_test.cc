@@ -96,8 +96,10 @@ class DriverTest : public testing::StoreFixture {
         *store_, std::vector<std::string>{"inventory", "payments", "shipping", "airline", "hotel",
                                           "cars", "mail"});
     reads_ = std::make_unique<testing::FailingReadsStore>(*store_);
-    InstanceRepository::Hooks hooks;  // as the engine's: what follows a commit runs on a worker
-    hooks.post = [this](std::function<void()> fn) { executor_.Post(std::move(fn)); };
+    InstanceRepository::Hooks hooks;  // as the engine's: what follows a commit runs on its owner
+    hooks.post = [this](const std::string& owner, std::function<void()> fn) {
+      executor_.PostTo(owner, std::move(fn));
+    };
     repo_ = std::make_unique<InstanceRepository>(*reads_, clock_, hooks);
     east_ = std::make_unique<Ownership>(*store_, clock_, "east", 3000);
     gates_ = std::make_unique<ServiceGates>(*downstream_, clock_);
@@ -263,7 +265,10 @@ TEST_F(DriverTest, APassedSagaDeadlineTurnsItBackBeforeAnyCall) {
 TEST_F(DriverTest, AGraphRunsItsRootsAtOnceAndItsJoinAfterAll) {
   ASSERT_TRUE(defs_.Register(TripBooking()).ok());
   // Each booking waits (up to 5 s) until all three are in flight: the test
-  // passes only if the driver sends them concurrently.
+  // passes only if the driver sends them concurrently. The replies come on
+  // threads of their own, as from an event loop: the instance's owner thread
+  // sends the three and waits for none.
+  downstream_->threaded = true;
   std::mutex mu;
   std::condition_variable cv;
   int bookings = 0, in_flight = 0, most_in_flight = 0;
@@ -276,6 +281,10 @@ TEST_F(DriverTest, AGraphRunsItsRootsAtOnceAndItsJoinAfterAll) {
     cv.wait_for(l, std::chrono::seconds(5), [&] { return bookings >= 3; });
     --in_flight;
   };
+  struct Join {  // the calls' threads end before what they use goes
+    testing::ScriptedDownstream& d;
+    ~Join() { d.JoinThreads(); }
+  } join{*downstream_};
   Create(TripBooking(), "t1",
          {{"flight", "F1"},
           {"traveller", "ada"},
@@ -348,7 +357,9 @@ void DriverTest::NoWorkerWaitsFor(const char* type, Outcome first) {
   HoldingStore holding(*store_);
   AsioExecutor one(1);
   InstanceRepository::Hooks hooks;
-  hooks.post = [&](std::function<void()> fn) { one.Post(std::move(fn)); };
+  hooks.post = [&](const std::string& owner, std::function<void()> fn) {
+    one.PostTo(owner, std::move(fn));
+  };
   InstanceRepository repo(holding, clock_, hooks);
   Ownership east(*store_, clock_, "east", 3000);
   ServiceGates gates(downstream, clock_);

@@ -10,12 +10,15 @@
 #include <thread>
 #include <utility>
 
+#include "coordinator/engine/asio_executor.h"
 #include "coordinator/engine/instance_repository.h"
 #include "examples/examples.h"
 #include "policies/planner.h"
 #include "tests/testing/forwarding_store.h"
 #include "tests/testing/scripted_downstream.h"
 #include "tests/testing/store_fixture.h"
+#include "tests/testing/subprocess.h"
+#include "util/thread_role.h"
 
 namespace sagad {
 namespace {
@@ -41,9 +44,12 @@ class RefusingStore : public testing::ForwardingStore {
     return real_.Commit(id, expected_version, snapshot, events, operations, outbox, lease);
   }
   // Synchronously, through Commit above (Store's default): the runner's
-  // actions end before they return, as these tests expect.
+  // actions end before they return, as these tests expect. A commit done
+  // inside the call is no wait for a commit to come (util/thread_role.h),
+  // even on the executor's worker, where a reply's continuation runs.
   void CommitAsync(std::shared_ptr<const TransitionWrite> w,
                    std::function<void(Status)> done) override {
+    ScopedThreadRole inline_commit(ThreadRole::kUnmarked);
     Store::CommitAsync(std::move(w), std::move(done));
   }
 };
@@ -59,17 +65,14 @@ class StepRunnerTest : public testing::StoreFixture {
     repo_ = std::make_unique<InstanceRepository>(*refusing_, clock_, InstanceRepository::Hooks{});
     ownership_ = std::make_unique<Ownership>(*store_, clock_, "east", 3000);
     auto commit_async = [this](const std::string& id, std::function<Status(Tx&)> fn,
-                               std::function<void(Status)> done, CommitThen then) {
+                               std::function<void(Status)> done) {
       ++commits_;
       ++async_commits_;
       auto lease = ownership_->Held(id);
-      repo_->MutateAsync(
-          id, std::move(fn), lease,
-          [this, done](Status s) {
-            if (after_commit_) std::exchange(after_commit_, nullptr)();
-            done(s);
-          },
-          then);
+      repo_->MutateAsync(id, std::move(fn), lease, [this, done](Status s) {
+        if (after_commit_) std::exchange(after_commit_, nullptr)();
+        done(s);
+      });
     };
     StepRunner::Driver driver{[](const std::string&, const Status& s) {
                                 return s.code() == StatusCode::kMovedOn ? Next::kContinue
@@ -85,7 +88,7 @@ class StepRunnerTest : public testing::StoreFixture {
                               commit_async};
     gates_ = std::make_unique<ServiceGates>(*downstream_, clock_);
     runner_ = std::make_unique<StepRunner>(*downstream_, clock_, *ownership_, runs_, metrics_,
-                                           *gates_, driver);
+                                           *gates_, executor_, driver);
     Instance inst;
     Event created = Instance::CreatedEvent("o1", def_,
                                            {{"sku", "A"},
@@ -139,6 +142,9 @@ class StepRunnerTest : public testing::StoreFixture {
   std::unique_ptr<ServiceGates> gates_;
   std::vector<std::pair<std::string, int64_t>> later_;  // schedule_after
   std::unique_ptr<StepRunner> runner_;
+  // Where a reply that comes after its call returned goes on; stopped (its
+  // queue run) before the runner goes.
+  AsioExecutor executor_{1};
   int commits_ = 0;        // blocking and asynchronous
   int async_commits_ = 0;  // through commit_async
   std::vector<std::string> scheduled_;
@@ -166,22 +172,25 @@ TEST_F(StepRunnerTest, EachRequestLeavesOnlyAfterItsStartedRecordIsDurableOneCom
 // returns without waiting, its step stays marked under way, and the reply
 // (on the adapter's thread) records the outcome, chains the next steps and
 // ends the action once.
-TEST_F(StepRunnerTest, AnActionWaitingForAReplyHoldsNoThreadAndEndsOnTheReplysThread) {
+TEST_F(StepRunnerTest, AnActionWaitingForAReplyHoldsNoThreadAndEndsOnTheInstancesOwner) {
   downstream_->defer = true;
   ASSERT_TRUE(runs_.TryMarkStep("o1", 0, def_.max_parallel));
-  int ended = 0;
+  std::atomic<int> ended{0};
+  std::atomic<bool> on_owner{false};
   Next next = Next::kStop;
   runner_->Execute("o1", std::make_shared<const SagaDefinition>(def_), Now(), 0, [&](Next n) {
-    ++ended;
     next = n;
+    on_owner = executor_.OnOwner("o1");
+    ++ended;
   });
   EXPECT_EQ(ended, 0);  // returned without its reply
   ASSERT_EQ(downstream_->deferred.size(), 1u);
-  EXPECT_EQ(Now()->step(0).status(), StepStatus::kStarted);  // durable before it left
-  EXPECT_TRUE(runs_.StepUnderWay("o1", 0));                  // nobody may reconcile it yet
-  downstream_->defer = false;                                // the chained steps answer at once
-  std::thread([&] { downstream_->deferred[0](); }).join();   // the reply, on another thread
-  EXPECT_EQ(ended, 1);
+  EXPECT_EQ(Now()->step(0).status(), StepStatus::kStarted);   // durable before it left
+  EXPECT_TRUE(runs_.StepUnderWay("o1", 0));                   // nobody may reconcile it yet
+  downstream_->defer = false;                                 // the chained steps answer at once
+  std::thread([&] { downstream_->deferred[0](); }).join();    // the reply, on another thread
+  ASSERT_TRUE(testing::WaitFor([&] { return ended == 1; }));  // ... goes on on the owner's
+  EXPECT_TRUE(on_owner);
   EXPECT_EQ(next, Next::kContinue);
   EXPECT_EQ(downstream_->calls.size(), 3u);
   EXPECT_EQ(Now()->status(), SagaStatus::kCompleted);

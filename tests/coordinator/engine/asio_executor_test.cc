@@ -1,0 +1,79 @@
+// AsioExecutor: an owner's tasks run on one thread, one at a time, and only
+// there is the thread its owner's (Executor::OnOwner); timers reach the
+// owner too; Shutdown runs what was queued.
+#include "coordinator/engine/asio_executor.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "tests/testing/subprocess.h"
+#include "util/thread_role.h"
+
+namespace sagad {
+namespace {
+
+TEST(AsioExecutorTest, AnOwnersTasksRunOnOneThreadOneAtATimeAndOnlyThereIsItTheOwner) {
+  AsioExecutor executor(4);
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  std::atomic<int> running{0}, most{0}, ran{0}, off_owner{0};
+  constexpr int kTasks = 2000;
+  for (int i = 0; i < kTasks; ++i) {
+    executor.PostTo("o1", [&] {
+      most = std::max(most.load(), ++running);
+      if (!executor.OnOwner("o1")) ++off_owner;
+      if (CurrentThreadRole() != ThreadRole::kWorker) ++off_owner;
+      {
+        std::lock_guard<std::mutex> l(mu);
+        threads.insert(std::this_thread::get_id());
+      }
+      --running;
+      ++ran;
+    });
+  }
+  ASSERT_TRUE(testing::WaitFor([&] { return ran == kTasks; }));
+  EXPECT_EQ(most, 1);
+  EXPECT_EQ(off_owner, 0);
+  EXPECT_EQ(threads.size(), 1u);
+  EXPECT_FALSE(executor.OnOwner("o1"));  // the test's thread is nobody's owner
+}
+
+TEST(AsioExecutorTest, AnotherOwnersThreadIsNotTheOwnerAndTimersReachTheOwner) {
+  AsioExecutor executor(4);
+  // Find an owner of another shard than o1's.
+  std::string other;
+  for (int i = 0; other.empty() && i < 1000; ++i) {
+    std::string candidate = "x" + std::to_string(i);
+    std::atomic<int> answer{-1};
+    executor.PostTo("o1", [&] { answer = executor.OnOwner(candidate) ? 1 : 0; });
+    ASSERT_TRUE(testing::WaitFor([&] { return answer >= 0; }));
+    if (answer == 0) other = candidate;
+  }
+  ASSERT_FALSE(other.empty());
+  std::atomic<int> timer{-1};
+  executor.PostAfterTo(other, 5, [&] {
+    timer = executor.OnOwner(other) && !executor.OnOwner("o1") ? 1 : 0;
+  });
+  ASSERT_TRUE(testing::WaitFor([&] { return timer >= 0; }));
+  EXPECT_EQ(timer, 1);
+}
+
+TEST(AsioExecutorTest, ShutdownRunsTheQueuedTasksAndNoTimerNotYetDue) {
+  std::atomic<int> ran{0}, late{0};
+  {
+    AsioExecutor executor(2);
+    for (int i = 0; i < 100; ++i) executor.PostTo("o" + std::to_string(i), [&] { ++ran; });
+    executor.PostAfter(60000, [&] { ++late; });
+    executor.Shutdown();
+    EXPECT_EQ(ran, 100);
+  }
+  EXPECT_EQ(late, 0);
+}
+
+}  // namespace
+}  // namespace sagad
