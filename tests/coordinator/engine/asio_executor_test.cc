@@ -56,9 +56,8 @@ TEST(AsioExecutorTest, AnotherOwnersThreadIsNotTheOwnerAndTimersReachTheOwner) {
   }
   ASSERT_FALSE(other.empty());
   std::atomic<int> timer{-1};
-  executor.PostAfterTo(other, 5, [&] {
-    timer = executor.OnOwner(other) && !executor.OnOwner("o1") ? 1 : 0;
-  });
+  executor.PostAfterTo(other, 5,
+                       [&] { timer = executor.OnOwner(other) && !executor.OnOwner("o1") ? 1 : 0; });
   ASSERT_TRUE(testing::WaitFor([&] { return timer >= 0; }));
   EXPECT_EQ(timer, 1);
 }
