@@ -114,7 +114,8 @@ class InstanceRepository {
   // the instance's turn: inside this call when the turn is free, else when
   // the transition before it ends; again (on the owner) after a lost race.
   // `done` runs on the instance's owner (Hooks::post) once the commit is
-  // durable, or refused; inside this call when nothing was to commit.
+  // durable, or refused, or nothing was to commit (never inside this call
+  // when Hooks::post is set).
   void MutateAsync(const std::string& id, std::function<Status(Tx&)> fn, std::optional<Lease> fence,
                    std::function<void(Status)> done);
 
@@ -143,8 +144,11 @@ class InstanceRepository {
   void AfterCommit(const std::shared_ptr<Pending>& p, const std::shared_ptr<TransitionWrite>& w,
                    const std::shared_ptr<Instance>& next, std::chrono::steady_clock::duration took,
                    const Status& s);
-  // Ends p's turn and completes it with s.
-  void Finish(const std::shared_ptr<Pending>& p, const Status& s);
+  // Ends p's turn and completes it with s: at once when `on_owner` (after
+  // a commit, whose continuation was posted to the owner), else through
+  // Hooks::post (Attempt found nothing to commit, on whichever thread ran
+  // it).
+  void Finish(const std::shared_ptr<Pending>& p, const Status& s, bool on_owner = true);
   // Runs fn on the owner of `id` (Hooks::post), else at once.
   void OnOwner(const std::string& id, std::function<void()> fn);
   // One MutateAsync fewer under way (WaitIdle).

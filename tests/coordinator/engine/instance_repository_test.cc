@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <thread>
 
+#include "coordinator/engine/asio_executor.h"
 #include "examples/examples.h"
 #include "tests/testing/forwarding_store.h"
 #include "tests/testing/store_fixture.h"
@@ -315,6 +317,45 @@ TEST_F(MutateAsyncTest, ALoadWhileATransitionCommitsAnswersTheLastCommittedCopyW
   ASSERT_TRUE(s && s->ok()) << (s ? s->ToString() : "never completed");
   EXPECT_EQ(repo.CachedVersion("i1"), 2u);
   EXPECT_EQ((*repo.Load("i1"))->step(0).status(), StepStatus::kStarted);
+}
+
+// With an owner to post to (the engine's executor), every `done` runs on
+// the instance's owner thread: after a commit, and also when nothing was
+// to commit (a refused transition), which completes on whichever thread
+// asked, or ended the turn before, if it is not handed over.
+TEST_F(MutateAsyncTest, EveryCompletionRunsOnTheInstancesOwnerEvenWithNothingToCommit) {
+  AsioExecutor owners(4);
+  InstanceRepository::Hooks hooks;
+  hooks.outbox = [](const Instance&, const std::vector<Event>&) {
+    return std::vector<nlohmann::json>{};
+  };
+  hooks.committed = [](const InstanceRepository::Commit&) {};
+  hooks.attempted = [](std::chrono::steady_clock::duration) {};
+  hooks.log = [](nlohmann::json) {};
+  hooks.post = [&](const std::string& owner, std::function<void()> fn) {
+    owners.PostTo(owner, std::move(fn));
+  };
+  InstanceRepository repo(*store_, clock_, hooks);
+  std::atomic<int> on_owner{0}, off_owner{0};
+  auto check = [&](Answer& a) {
+    auto done = a.Done();
+    return [&, done](Status s) {
+      (owners.OnOwner("i1") ? on_owner : off_owner)++;
+      done(s);
+    };
+  };
+  Answer refused, committed;
+  repo.MutateAsync(
+      "i1", [](Tx&) { return InvalidArgument("refused"); }, std::nullopt, check(refused));
+  repo.MutateAsync("i1", StartStep(0), std::nullopt, check(committed));
+  auto r = refused.Wait();
+  auto c = committed.Wait();
+  ASSERT_TRUE(r && c) << "never completed";
+  EXPECT_EQ(r->code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(c->ok()) << c->ToString();
+  repo.WaitIdle();
+  EXPECT_EQ(on_owner, 2);
+  EXPECT_EQ(off_owner, 0);
 }
 
 }  // namespace
