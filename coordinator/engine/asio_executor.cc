@@ -35,6 +35,7 @@ struct AsioExecutor::State {
   size_t ShardOf(const std::string& owner) const {
     return std::hash<std::string>()(owner) % shards.size();
   }
+  size_t AnyShard() { return next.fetch_add(1) % shards.size(); }  // nobody's task
   void PostOn(size_t shard, std::function<void()> fn) {
     boost::asio::post(shards[shard].io, std::move(fn));
   }
@@ -73,7 +74,7 @@ AsioExecutor::AsioExecutor(int threads) : state_(new State(threads)) {}
 AsioExecutor::~AsioExecutor() { Shutdown(); }
 
 void AsioExecutor::Post(std::function<void()> fn) {
-  state_->PostOn(state_->next.fetch_add(1) % state_->shards.size(), std::move(fn));
+  state_->PostOn(state_->AnyShard(), std::move(fn));
 }
 
 void AsioExecutor::PostTo(const std::string& owner, std::function<void()> fn) {
@@ -81,9 +82,8 @@ void AsioExecutor::PostTo(const std::string& owner, std::function<void()> fn) {
 }
 
 void AsioExecutor::PostAfter(int64_t delay_ms, std::function<void()> fn) {
-  state_->After(delay_ms, [fn = std::move(fn)](State& s) mutable {
-    s.PostOn(s.next.fetch_add(1) % s.shards.size(), std::move(fn));
-  });
+  state_->After(delay_ms,
+                [fn = std::move(fn)](State& s) mutable { s.PostOn(s.AnyShard(), std::move(fn)); });
 }
 
 void AsioExecutor::PostAfterTo(const std::string& owner, int64_t delay_ms,

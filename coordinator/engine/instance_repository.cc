@@ -217,7 +217,10 @@ void InstanceRepository::Attempt(const std::shared_ptr<Pending>& p) {
     s = Internal(std::string("transition failed: ") + e.what());
   }
   if (!s.ok() || !w) {
-    Finish(p, s, /*on_owner=*/false);
+    // Nothing to commit, on whichever thread ran this (the one that asked,
+    // or the one that ended the turn before: an operator's handler): the
+    // turn ends and `done` runs on the owner, as after a commit.
+    OnOwner(p->id, [this, p, s] { Finish(p, s); });
     return;
   }
   auto t0 = clock_.SteadyNow();
@@ -252,27 +255,13 @@ void InstanceRepository::AfterCommit(const std::shared_ptr<Pending>& p,
   Finish(p, s);
 }
 
-void InstanceRepository::Finish(const std::shared_ptr<Pending>& p, const Status& s, bool on_owner) {
+void InstanceRepository::Finish(const std::shared_ptr<Pending>& p, const Status& s) {
   turns_.End(p->id);
   struct Completed {  // even if `done` throws
     InstanceRepository* repo;
     ~Completed() { repo->EndInFlight(); }
   } completed{this};
-  if (on_owner || !hooks_.post) return p->done(s);
-  // Nothing was committed and this may be any thread: the one that asked,
-  // or the one that ended the turn before (an operator's handler): `done`
-  // goes to the owner all the same.
-  {
-    MutexLock l(idle_mu_);
-    ++in_flight_;  // until the posted `done` has run (WaitIdle)
-  }
-  hooks_.post(p->id, [this, p, s] {
-    struct Ran {
-      InstanceRepository* repo;
-      ~Ran() { repo->EndInFlight(); }
-    } ran{this};
-    p->done(s);
-  });
+  p->done(s);
 }
 
 void InstanceRepository::OnOwner(const std::string& id, std::function<void()> fn) {

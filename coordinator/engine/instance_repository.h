@@ -144,11 +144,9 @@ class InstanceRepository {
   void AfterCommit(const std::shared_ptr<Pending>& p, const std::shared_ptr<TransitionWrite>& w,
                    const std::shared_ptr<Instance>& next, std::chrono::steady_clock::duration took,
                    const Status& s);
-  // Ends p's turn and completes it with s: at once when `on_owner` (after
-  // a commit, whose continuation was posted to the owner), else through
-  // Hooks::post (Attempt found nothing to commit, on whichever thread ran
-  // it).
-  void Finish(const std::shared_ptr<Pending>& p, const Status& s, bool on_owner = true);
+  // Ends p's turn and completes it with s; called on the owner (through
+  // OnOwner).
+  void Finish(const std::shared_ptr<Pending>& p, const Status& s);
   // Runs fn on the owner of `id` (Hooks::post), else at once.
   void OnOwner(const std::string& id, std::function<void()> fn);
   // One MutateAsync fewer under way (WaitIdle).

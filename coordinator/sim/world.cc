@@ -42,26 +42,30 @@ std::function<void()> SimExecutor::AsWorker(size_t shard, std::function<void()> 
   };
 }
 
-void SimExecutor::Post(std::function<void()> fn) {
+void SimExecutor::Soon(size_t shard, std::function<void()> fn) {
   // A worker picks it up within a millisecond or two.
   world_.Schedule(world_.now() + static_cast<int64_t>(world_.random().Below(3)), proc_,
-                  incarnation_, false, AsWorker(kNobody, std::move(fn)));
+                  incarnation_, false, AsWorker(shard, std::move(fn)));
 }
 
+void SimExecutor::Later(size_t shard, int64_t delay_ms, std::function<void()> fn) {
+  world_.Schedule(world_.now() + std::max<int64_t>(0, delay_ms), proc_, incarnation_, true,
+                  AsWorker(shard, std::move(fn)));
+}
+
+void SimExecutor::Post(std::function<void()> fn) { Soon(kNobody, std::move(fn)); }
+
 void SimExecutor::PostTo(const std::string& owner, std::function<void()> fn) {
-  world_.Schedule(world_.now() + static_cast<int64_t>(world_.random().Below(3)), proc_,
-                  incarnation_, false, AsWorker(ShardOf(owner), std::move(fn)));
+  Soon(ShardOf(owner), std::move(fn));
 }
 
 void SimExecutor::PostAfter(int64_t delay_ms, std::function<void()> fn) {
-  world_.Schedule(world_.now() + std::max<int64_t>(0, delay_ms), proc_, incarnation_, true,
-                  AsWorker(kNobody, std::move(fn)));
+  Later(kNobody, delay_ms, std::move(fn));
 }
 
 void SimExecutor::PostAfterTo(const std::string& owner, int64_t delay_ms,
                               std::function<void()> fn) {
-  world_.Schedule(world_.now() + std::max<int64_t>(0, delay_ms), proc_, incarnation_, true,
-                  AsWorker(ShardOf(owner), std::move(fn)));
+  Later(ShardOf(owner), delay_ms, std::move(fn));
 }
 
 bool SimExecutor::OnOwner(const std::string& owner) const {

@@ -80,6 +80,9 @@ class SimExecutor final : public Executor {
   }
   // fn as a worker's task of `shard` (kNobody: no owner's).
   std::function<void()> AsWorker(size_t shard, std::function<void()> fn) const;
+  // Queues fn as a task of `shard`: soon, or after delay_ms (a timer).
+  void Soon(size_t shard, std::function<void()> fn);
+  void Later(size_t shard, int64_t delay_ms, std::function<void()> fn);
   static constexpr size_t kNobody = kShards;
 
   World& world_;
