@@ -36,8 +36,13 @@ struct AsioExecutor::State {
     return std::hash<std::string>()(owner) % shards.size();
   }
   size_t AnyShard() { return next.fetch_add(1) % shards.size(); }  // nobody's task
+  // A thread that posts is still inside Asio (signalling the shard's
+  // condition variable) after the task may already have run: counted, so
+  // that the loops are destroyed only once every post has returned.
   void PostOn(size_t shard, std::function<void()> fn) {
+    posting.fetch_add(1);
     boost::asio::post(shards[shard].io, std::move(fn));
+    posting.fetch_sub(1);
   }
   void After(int64_t delay_ms, std::function<void(State&)> fire) {
     auto timer = std::make_shared<boost::asio::steady_timer>(timers);
@@ -54,6 +59,7 @@ struct AsioExecutor::State {
   WorkGuard timers_work{boost::asio::make_work_guard(timers)};
   std::thread timer_thread;
   std::atomic<bool> shut{false};
+  std::atomic<int> posting{0};  // posts that have not returned yet
 };
 
 namespace {
@@ -71,7 +77,12 @@ void AsioExecutor::State::RunShard(size_t i) {
 
 AsioExecutor::AsioExecutor(int threads) : state_(new State(threads)) {}
 
-AsioExecutor::~AsioExecutor() { Shutdown(); }
+AsioExecutor::~AsioExecutor() {
+  Shutdown();
+  // A committer or an HTTP client loop may have posted a task that has run
+  // and been waited for, and still be returning from the post.
+  while (state_->posting.load() != 0) std::this_thread::yield();
+}
 
 void AsioExecutor::Post(std::function<void()> fn) {
   state_->PostOn(state_->AnyShard(), std::move(fn));

@@ -5,7 +5,9 @@
 // timer that fires posts its task to its shard). A shard thread is an
 // engine worker: it must not wait for a commit or a downstream call
 // (util/thread_role.h).
-// Thread-safety: as Executor's.
+// Thread-safety: as Executor's. The destructor waits for the posts that
+// began before it (a committer may still be returning from the post of a
+// task that has run); a post that begins after it is a caller's bug.
 #pragma once
 
 #include <memory>
