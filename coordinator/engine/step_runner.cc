@@ -6,6 +6,7 @@
 #include "coordinator/engine/saga_turns.h"
 #include "policies/failure_policy.h"
 #include "policies/planner.h"
+#include "policies/step_outcomes.h"
 #include "sagas/step_key.h"
 #include "util/check.h"
 #include "util/crash_point.h"
@@ -87,23 +88,16 @@ auto StepRunner::Send(const std::string& id, const SagaDefinitionPtr& def, int i
   SendForward(id, def, i, std::move(request), 1, nullptr, trace, i, std::move(done));
 }
 
-auto StepRunner::UnitRandom() -> double {
-  MutexLock l(rng_mu_);
-  return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
-}
-
-auto StepRunner::Backoff(const RetryPolicy& policy, int retry) -> int64_t {
-  return BackoffMillis(policy, retry, [this] { return UnitRandom(); });
+auto StepRunner::Jitter() -> sagad::UnitRandom {
+  return [this] {
+    MutexLock l(rng_mu_);
+    return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  };
 }
 
 auto StepRunner::AskAgainLater(Tx& tx, int i, const char* phase, const std::string& error,
-                               const RetryPolicy& policy, int n) -> Status {
-  return tx.Note(i, "reconciled",
-                 {{"phase", phase},
-                  {"error", error},
-                  {"retry_at", clock_.NowMillis() + ReconcileDelayMillis(policy, n, [this] {
-                                 return UnitRandom();
-                               })}});
+                               int64_t at_ms) -> Status {
+  return tx.Note(i, "reconciled", {{"phase", phase}, {"error", error}, {"retry_at", at_ms}});
 }
 
 auto StepRunner::TraceOf(const Instance& inst) -> TraceContext {
@@ -308,37 +302,33 @@ auto StepRunner::RecordForward(Tx& tx, const SagaDefinition& def, int i, const C
       return tx.Step(i, StepEvent::kOutcomeUnknown,
                      {{"error", res.error}, {"http_status", res.http_status}});
     case Outcome::kNotExecuted: {
-      const RetryPolicy policy = RetryFor(sd, sd.forward.service);
       const StepState& cur = tx.inst().step(i);
-      int64_t now = clock_.NowMillis();
-      if (cur.forward_in_doubt) return RecordStillInDoubt(tx, sd, i, policy, res.error);
-      if (!MayRetry(sd, policy, cur.retries + 1, cur.first_sent_at, now)) {
-        SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
-        return GiveUp(tx, def,
-                      "step '" + sd.name + "' could not be sent after " +
-                          std::to_string(cur.retries) + " attempts: " + res.error);
+      const StepNext next = ForwardNotExecuted(sd, RetryFor(sd, sd.forward.service), cur,
+                                               clock_.NowMillis(), Jitter());
+      // An earlier send's outcome is unknown: the step stays UNKNOWN (never
+      // PLANNED, which would mean "never happened" to a compensation). (Found
+      // by the simulator: a 429 after a lost reply turned an applied step
+      // into PLANNED.)
+      const std::string in_doubt = "not executed (" + res.error + "), and an earlier send of " +
+                                   cur.key + " has an unknown outcome";
+      switch (next.move) {
+        case StepMove::kEscalate:
+          return EscalateStep(tx, i, in_doubt);
+        case StepMove::kStayUnknown:
+          return tx.Step(i, StepEvent::kOutcomeUnknown,
+                         {{"error", in_doubt}, {"retry_at", next.at_ms}});
+        case StepMove::kGiveUp:
+          SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
+          return GiveUp(tx, def,
+                        "step '" + sd.name + "' could not be sent after " +
+                            std::to_string(cur.retries) + " attempts: " + res.error);
+        default:
+          return tx.Step(i, StepEvent::kNotExecuted,
+                         {{"error", res.error}, {"retry_at", next.at_ms}});
       }
-      return tx.Step(i, StepEvent::kNotExecuted,
-                     {{"error", res.error}, {"retry_at", now + Backoff(policy, cur.retries + 1)}});
     }
   }
   return Status::Ok();
-}
-
-// This send was not executed, but an earlier one's outcome is unknown: the
-// step stays UNKNOWN (never PLANNED, which would mean "never happened" to a
-// compensation), asked about or re-sent after a backoff within
-// max_attempts sends, then a human decides. (Found by the simulator: a 429
-// after a lost reply turned an applied step into PLANNED.)
-auto StepRunner::RecordStillInDoubt(Tx& tx, const StepDefinition& sd, int i,
-                                    const RetryPolicy& policy, const std::string& error) -> Status {
-  const StepState& cur = tx.inst().step(i);
-  const std::string why =
-      "not executed (" + error + "), and an earlier send of " + cur.key + " has an unknown outcome";
-  const int64_t now = clock_.NowMillis();
-  if (!MayRetry(sd, policy, cur.attempts, cur.first_sent_at, now)) return EscalateStep(tx, i, why);
-  return tx.Step(i, StepEvent::kOutcomeUnknown,
-                 {{"error", why}, {"retry_at", now + Backoff(policy, cur.attempts)}});
 }
 
 auto StepRunner::Chain(Tx& tx, const SagaDefinition& given, int* marked, int* step,
@@ -434,21 +424,23 @@ auto StepRunner::RecordNotHappened(Tx& tx, const SagaDefinition& def, int i) -> 
   if (cur.status() != StepStatus::kStarted && cur.status() != StepStatus::kUnknown)
     return MovedOn("step moved on");
   const std::string why = "confirmed not executed after: " + cur.last_error;
-  if (tx.inst().status() != SagaStatus::kRunning)
-    return tx.Step(i, StepEvent::kNotExecuted, {{"error", "confirmed not executed"}});
-  const RetryPolicy policy = RetryFor(sd, sd.forward.service);
-  int64_t now = clock_.NowMillis();
-  if (!MayRetry(sd, policy, cur.attempts, cur.first_sent_at, now)) {
-    SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", why}}));
-    return GiveUp(tx, def,
-                  "step '" + sd.name + "' did not take effect in " + std::to_string(cur.attempts) +
-                      " attempts: " + why);
+  const StepNext next = ForwardNeverHappened(sd, RetryFor(sd, sd.forward.service), cur,
+                                             tx.inst().status() == SagaStatus::kRunning,
+                                             clock_.NowMillis(), Jitter());
+  switch (next.move) {
+    case StepMove::kStop:
+      return tx.Step(i, StepEvent::kNotExecuted, {{"error", "confirmed not executed"}});
+    case StepMove::kGiveUp:
+      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", why}}));
+      return GiveUp(tx, def,
+                    "step '" + sd.name + "' did not take effect in " +
+                        std::to_string(cur.attempts) + " attempts: " + why);
+    default: {
+      nlohmann::json data = {{"error", why}, {"retry_at", next.at_ms}};
+      if (next.interrupted) data["interrupted"] = true;
+      return tx.Step(i, StepEvent::kNotExecuted, data);
+    }
   }
-  nlohmann::json data = {{"error", why}, {"retry_at", now + Backoff(policy, cur.attempts)}};
-  // STARTED with no answer: cut off by a restart or a takeover, not refused
-  // by the service; its re-send takes no retry-budget token.
-  if (cur.status() == StepStatus::kStarted) data["interrupted"] = true;
-  return tx.Step(i, StepEvent::kNotExecuted, data);
 }
 
 // Committed, refused, or still unclear (asked again later, up to the policy's
@@ -470,15 +462,16 @@ auto StepRunner::RecordAnswer(Tx& tx, const SagaDefinition& def, int i, const Qu
   }
   if (ss == StepStatus::kStarted)
     SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kOutcomeUnknown, {{"error", q.error}}));
-  const RetryPolicy policy = RetryFor(sd, sd.forward.service);
-  int n = tx.inst().step(i).reconciliations + 1;
-  if (n >= policy.max_reconciliations) {
+  const int before = tx.inst().step(i).reconciliations;
+  const StepNext next =
+      StillUnclear(RetryFor(sd, sd.forward.service), before, clock_.NowMillis(), Jitter());
+  if (next.move == StepMove::kEscalate) {
     SAGAD_RETURN_IF_ERROR(tx.Note(i, "reconciled", {{"phase", "forward"}, {"error", q.error}}));
     return EscalateStep(tx, i,
-                        "outcome of " + key + " still unknown after " + std::to_string(n) +
+                        "outcome of " + key + " still unknown after " + std::to_string(before + 1) +
                             " reconciliation attempts: " + q.error);
   }
-  return AskAgainLater(tx, i, "forward", q.error, policy, n);
+  return AskAgainLater(tx, i, "forward", q.error, next.at_ms);
 }
 
 }  // namespace sagad

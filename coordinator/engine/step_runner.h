@@ -192,9 +192,6 @@ class StepRunner {
   // Records a reconciliation's answer about step i's compensation.
   void RecordUndoAnswer(const std::string& id, const SagaDefinitionPtr& def, int i,
                         const QueryResult& q, const std::string& comp_key, Done done);
-  // A "not executed" send of a step an earlier send of which is in doubt.
-  Status RecordStillInDoubt(Tx& tx, const StepDefinition& sd, int i, const RetryPolicy& policy,
-                            const std::string& error);
   // Records a reconciliation's answer about step i's forward call.
   Status RecordNotHappened(Tx& tx, const SagaDefinition& def, int i);
   Status RecordAnswer(Tx& tx, const SagaDefinition& def, int i, const QueryResult& q,
@@ -228,13 +225,11 @@ class StepRunner {
   static std::string BoundArgsHash(const StepState& st);
   // The trace an instance's downstream calls continue.
   static TraceContext TraceOf(const Instance& inst);
-  double UnitRandom();
-  // Full-jitter wait before re-send number `retry` (ms).
-  int64_t Backoff(const RetryPolicy& policy, int retry);
-  // Notes that the `phase` outcome of step i is still unknown and asks
-  // again after the n-th reconciliation delay (equal jitter).
-  Status AskAgainLater(Tx& tx, int i, const char* phase, const std::string& error,
-                       const RetryPolicy& policy, int n);
+  // The runner's randomness, for the policies' jitter (policies/step_outcomes.h).
+  sagad::UnitRandom Jitter();
+  // Notes that the `phase` outcome of step i is still unknown; asked again
+  // at `at_ms`.
+  Status AskAgainLater(Tx& tx, int i, const char* phase, const std::string& error, int64_t at_ms);
 
   Adapter& adapter_;
   const Clock& clock_;

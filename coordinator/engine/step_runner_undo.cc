@@ -4,6 +4,7 @@
 // actions are in step_runner.cc; the contract in step_runner.h.
 #include "coordinator/engine/saga_turns.h"
 #include "coordinator/engine/step_runner.h"
+#include "policies/step_outcomes.h"
 #include "sagas/step_key.h"
 #include "util/crash_point.h"
 #include "util/log.h"
@@ -129,17 +130,17 @@ auto StepRunner::RecordUndo(Tx& tx, const SagaDefinition& def, int i, const Call
     case Outcome::kUnknown:
       return tx.Step(i, StepEvent::kCompensationUnknown, {{"error", res.error}});
     case Outcome::kNotExecuted: {
-      const RetryPolicy policy = RetryFor(sd, sd.compensation->service);
-      int n = tx.inst().step(i).comp_attempts;
-      if (n >= policy.max_attempts) {
+      const int n = tx.inst().step(i).comp_attempts;
+      const StepNext next = CompensationNotExecuted(RetryFor(sd, sd.compensation->service), n,
+                                                    clock_.NowMillis(), Jitter());
+      if (next.move == StepMove::kEscalate) {
         SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
         return tx.Saga(SagaEvent::kEscalate,
                        {{"reason", "compensation of '" + sd.name + "' could not be sent after " +
                                        std::to_string(n) + " attempts: " + res.error},
                         {"step", sd.name}});
       }
-      return tx.Step(i, StepEvent::kNotExecuted,
-                     {{"error", res.error}, {"retry_at", clock_.NowMillis() + Backoff(policy, n)}});
+      return tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}, {"retry_at", next.at_ms}});
     }
   }
   return Status::Ok();
@@ -191,17 +192,18 @@ auto StepRunner::RecordUndoAnswer(const std::string& id, const SagaDefinitionPtr
         }
         if (!tx.inst().step(i).machine.compensation_in_doubt())
           SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kCompensationUnknown, {{"error", q.error}}));
-        int n = tx.inst().step(i).comp_reconciliations + 1;
-        if (n >= policy.max_reconciliations) {
+        const int before = tx.inst().step(i).comp_reconciliations;
+        const StepNext next = StillUnclear(policy, before, clock_.NowMillis(), Jitter());
+        if (next.move == StepMove::kEscalate) {
           SAGAD_RETURN_IF_ERROR(
               tx.Note(i, "reconciled", {{"phase", "compensation"}, {"error", q.error}}));
           SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kEscalate, {{"error", q.error}}));
           return EscalateUndo(tx, def,
                               "compensation " + comp_key + " still unknown after " +
-                                  std::to_string(n) + " reconciliation attempts",
+                                  std::to_string(before + 1) + " reconciliation attempts",
                               sd.name);
         }
-        return AskAgainLater(tx, i, "compensation", q.error, policy, n);
+        return AskAgainLater(tx, i, "compensation", q.error, next.at_ms);
       },
       std::move(done));
 }
