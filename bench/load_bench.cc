@@ -3,7 +3,7 @@
 // the same three downstream POSTs made directly by the same driver threads
 // over the same kind of keep-alive connections.
 //
-//   load_bench [--sagas N] [--levels 1,16,64] [--workers W (sagad workers, 32)]
+//   load_bench [--sagas N] [--levels 1,16,64] [--workers W (sagad workers; default sagad's)]
 //       [--keyed]   the client the README shows: an Idempotency-Key per
 //       submission (with ?wait on keep-alive connections), then a replay of
 //       a third of them, each checked to answer the first instance with
@@ -522,7 +522,10 @@ int SoakMode(Coordinator& sagad, const std::string& data, int64_t n, int64_t ret
 }
 
 int main(int argc, char** argv) {
-  int sagas = 2000, workers = 32, recovery = 0;
+  // workers: sagad's default (the cores, at least 2; config.h DefaultWorkers)
+  // unless --workers says otherwise; the test harness's own default is 8.
+  int sagas = 2000, recovery = 0;
+  int workers = std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
   int64_t preload = 0;
   std::string store;  // "postgres" (a server of the bench's own) or a postgresql:// URI
   int64_t pg_list = 0, soak = 0, retention_ms = 60000;

@@ -8,8 +8,9 @@
 //   (asked) before any re-send; a COMMITTED step is never executed again.
 // One driver per instance at a time; many instances concurrently on a bounded
 // worker pool, with backoff timers: every task and timer goes through an
-// Executor (executor.h; by default workers on a Boost.Asio thread_pool and a
-// timer thread; the simulator's runs everything on one thread).
+// Executor (executor.h; by default `workers` shard threads, each the owner
+// of the instances whose ids hash to it, and a timer thread; the
+// simulator's runs everything on one thread).
 // After a restart, instances found unfinished are resumed round robin (one
 // action each, then the back of the queue) until all were resumed.
 // Operator and client actions (submit, approve, reject, cancel, resolve) are
@@ -40,7 +41,7 @@ class Executor;  // coordinator/engine/executor.h
 class Random;    // util/random.h
 
 struct EngineOptions {
-  int workers = 16;     // concurrent drivers (each may block on one HTTP call)
+  int workers = 16;     // owner shards (sagad passes its config's: the cores)
   bool outbox = false;  // write outbox messages (when webhooks are configured)
   // Ownership: this process's stable name (unique among live processes on a
   // data dir; a restart under the same name takes its leases back at once)
@@ -52,7 +53,7 @@ struct EngineOptions {
   // (0: kept forever), by a sweeper in batches of 100.
   int64_t retention_ms = 0;
   // Where the engine's tasks and timers run, and its random numbers (ids,
-  // jitter). Null: a pool of `workers` threads with a timer thread, and
+  // jitter). Null: `workers` shard threads with a timer thread, and
   // the system's randomness. The simulator (coordinator/sim/) passes its
   // own, single-threaded and seeded; they must outlive the engine.
   Executor* executor = nullptr;

@@ -5,15 +5,19 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "adapters/sha256.h"
 #include "util/json_limits.h"
 
 namespace sagad {
+
+int DefaultWorkers() { return std::max(2, static_cast<int>(std::thread::hardware_concurrency())); }
 namespace {
 // Durations in milliseconds: up to about 24 days (what a timer takes).
 constexpr int64_t kMaxMs = 2147483647;

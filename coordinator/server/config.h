@@ -5,7 +5,7 @@
 //                 "operations_path": "/operations/{key}"}},
 //    "tokens": [{"name": "alice", "token": "...", "role": "operator"}],
 //    "webhooks": [{"url": "http://...", "secret": "...", "timeout_ms": 5000}],
-//    "workers": 16,
+//    "workers": 2,   (default: the machine's cores, at least 2)
 //    "api": {"max_connections": 10000, "max_connections_per_client": 2000,
 //            "request_timeout_ms": 10000, "idle_timeout_ms": 30000, "threads": 32}}
 #pragma once
@@ -26,6 +26,11 @@ struct WebhookConfig {
   int timeout_ms = 5000;
 };
 
+// sagad's default number of workers (owner shards, and as many loops for
+// downstream calls): the machine's cores, at least 2. No task waits, so
+// more only adds thread switches.
+int DefaultWorkers();
+
 struct Config {
   std::string listen_host = "127.0.0.1";
   int listen_port = 8080;
@@ -42,7 +47,7 @@ struct Config {
   std::map<std::string, ServiceConfig> services;
   std::vector<Token> tokens;
   std::vector<WebhookConfig> webhooks;
-  int workers = 16;
+  int workers = DefaultWorkers();
   std::string definitions_dir;  // JSON sagas to register besides the built-in ones
   bool examples = false;        // register the built-in example sagas (--examples)
   bool help = false;            // --help: print the usage, run nothing

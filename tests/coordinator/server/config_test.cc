@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <thread>
+
 #include "adapters/sha256.h"
 
 namespace sagad {
@@ -115,6 +118,14 @@ TEST(ConfigTest, IntegersOutOfRangeOrNotIntegersAreRefusedByName) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->workers, 8);
   EXPECT_EQ(c->api_threads, 4);
+}
+
+// Nothing on a shard waits: by default one shard per core (at least 2).
+TEST(ConfigTest, WorkersDefaultToTheCoresAtLeastTwo) {
+  auto c = ParseConfig(nlohmann::json::object());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->workers, std::max(2, static_cast<int>(std::thread::hardware_concurrency())));
+  EXPECT_GE(c->workers, 2);
 }
 
 // Issue 22.3: user:password@ in a URL was shown to viewers and unusable.
