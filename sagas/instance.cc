@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "sagas/ancestors.h"
+#include "sagas/event_types.h"
 #include "util/check.h"
 #include "util/json_limits.h"
 
@@ -42,7 +43,7 @@ Event Instance::CreatedEvent(const std::string& id, const SagaDefinition& def,
                              const nlohmann::json& input, const nlohmann::json& trace,
                              const nlohmann::json& metadata) {
   Event e;
-  e.type = "instance_created";
+  e.type = kInstanceCreatedEvent;
   nlohmann::json names = nlohmann::json::array();
   nlohmann::json after = nlohmann::json::array();
   for (size_t i = 0; i < def.steps.size(); ++i) {
@@ -178,12 +179,12 @@ Status Instance::Apply(const Event& e) {
   if (!e.data.is_object())
     return InvalidArgument("event " + std::to_string(e.seq) + " (" + e.type +
                            "): data must be a JSON object");
-  if (e.type == "instance_created") {
+  if (e.type == kInstanceCreatedEvent) {
     if (last_seq_ != 0) return FailedPrecondition("instance_created must be the first event");
     SAGAD_RETURN_IF_ERROR(ApplyCreated(e));
   } else if (last_seq_ == 0) {
     return FailedPrecondition("first event must be instance_created, got " + e.type);
-  } else if (e.type == "call_appended") {
+  } else if (e.type == kCallAppendedEvent) {
     SAGAD_RETURN_IF_ERROR(ApplyCallAppended(e));
   } else if (e.step.empty()) {
     SagaEvent se;
@@ -247,16 +248,18 @@ Status Instance::ApplyStepEvent(const Event& e) {
   st.view_text.reset();
   st.retry_at = 0;
   auto interrupted = e.data.find("interrupted");
-  st.budget_exempt =
-      e.type == "retry_deferred" ||
-      (e.type == "not_executed" && interrupted != e.data.end() && *interrupted == true);
+  StepNote note;
+  const bool is_note = ParseStepNote(e.type, &note);
+  st.budget_exempt = (is_note && note == StepNote::kRetryDeferred) ||
+                     (e.type == StepEventName(StepEvent::kNotExecuted) &&
+                      interrupted != e.data.end() && *interrupted == true);
   if (e.data.contains("retry_at") && !AsInt64(e.data["retry_at"], &st.retry_at))
     return InvalidArgument("event " + std::to_string(e.seq) + ": retry_at must be an integer");
-  if (e.type == "retry_deferred" || e.type == "retry_requested") {
-    if (e.type == "retry_requested") st.retries = 0;
+  if (is_note && note != StepNote::kReconciled) {
+    if (note == StepNote::kRetryRequested) st.retries = 0;
     return Status::Ok();
   }
-  if (e.type == "reconciled") {
+  if (is_note) {  // reconciled
     if (Str(e.data, "phase") == "compensation") {
       ++st.comp_reconciliations;
       st.comp_last_error = Str(e.data, "error");

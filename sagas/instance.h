@@ -26,11 +26,11 @@ constexpr int kRecordSchemaVersion = 1;
 struct Event {
   int64_t seq = 0;    // 1-based position in the instance's log
   int64_t at_ms = 0;  // wall clock when it was written
-  // "instance_created", a StepEventName, a SagaEventName, or one of the
-  // step notes that change no machine state: "reconciled" (a query of an
-  // unclear outcome that settled nothing; counted), "retry_deferred" (the
-  // service's retry budget is empty), "retry_requested" (an operator asked to
-  // retry now). Any event's data may carry "retry_at" (a durable timer).
+  // A StepEventName, a SagaEventName, or one of sagas/event_types.h: the
+  // creation ("instance_created"), a run's call ("call_appended"), a step
+  // note that changes no machine state (StepNoteName: "reconciled",
+  // "retry_deferred", "retry_requested"). Any event's data may carry
+  // "retry_at" (a durable timer).
   std::string type;
   std::string step;  // step name for step events, empty otherwise
   nlohmann::json data = nlohmann::json::object();

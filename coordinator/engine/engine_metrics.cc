@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "sagas/event_types.h"
 #include "sagas/saga_machine.h"
 #include "sagas/step_machine.h"
 
@@ -53,8 +54,9 @@ EngineMetrics::EngineMetrics() {
       metrics_.Inc("sagad_reconciliations_total",
                    std::string("phase=\"") + phase + "\",answer=\"" + answer + "\"", 0);
   }
-  std::vector<std::string> types = {"instance_created", "reconciled", "retry_deferred",
-                                    "retry_requested"};
+  std::vector<std::string> types = {kInstanceCreatedEvent};
+  for (int k = 0; k <= static_cast<int>(kLastStepNote); ++k)
+    types.push_back(StepNoteName(static_cast<StepNote>(k)));
   for (int k = 0; k <= static_cast<int>(StepEvent::kConfirmRefused); ++k)
     types.push_back(StepEventName(static_cast<StepEvent>(k)));
   for (int k = 0; k <= static_cast<int>(SagaEvent::kEscalate); ++k)

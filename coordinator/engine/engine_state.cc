@@ -9,9 +9,14 @@ auto Engine::Impl::OutboxMessages(const Instance& inst, const std::vector<Event>
     -> std::vector<nlohmann::json> {
   std::vector<nlohmann::json> out;
   if (!options_.outbox) return out;
-  static const std::set<std::string> kQuiet = {
-      "started",     "reconciled", "retry_deferred", "compensation_started", "compensation_unknown",
-      "not_executed"};
+  // What a webhook consumer would only see as noise: the records around a
+  // send, the questions that settled nothing, the deferrals.
+  static const std::set<std::string> kQuiet = {StepEventName(StepEvent::kStart),
+                                               StepEventName(StepEvent::kNotExecuted),
+                                               StepEventName(StepEvent::kBeginCompensation),
+                                               StepEventName(StepEvent::kCompensationUnknown),
+                                               StepNoteName(StepNote::kReconciled),
+                                               StepNoteName(StepNote::kRetryDeferred)};
   for (const Event& e : events) {
     if (kQuiet.count(e.type)) continue;
     nlohmann::json m = {{"id", inst.id() + ":" + std::to_string(e.seq)},

@@ -159,8 +159,8 @@ Status OperatorActions::RetryNow(const std::string& id, const std::string& step,
                     [=](Tx& tx, int i) -> Status {
                       SAGAD_RETURN_IF_ERROR(MayRetry(tx.inst(), i));
                       bool exhausted = tx.inst().status() == SagaStatus::kNeedsReview;
-                      SAGAD_RETURN_IF_ERROR(
-                          tx.Note(i, "retry_requested", {{"by", actor}, {"comment", comment}}));
+                      SAGAD_RETURN_IF_ERROR(tx.Note(i, StepNote::kRetryRequested,
+                                                    {{"by", actor}, {"comment", comment}}));
                       if (exhausted)
                         return tx.Saga(SagaEvent::kResume, {{"by", actor}, {"step", step}});
                       return Status::Ok();

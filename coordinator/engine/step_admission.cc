@@ -28,7 +28,7 @@ auto StepRunner::DeferRetry(const std::string& id, int i, const std::string& ser
   TransitionAsync(
       id,
       [this, i, service, wait](Tx& tx) {
-        return tx.Note(i, "retry_deferred",
+        return tx.Note(i, StepNote::kRetryDeferred,
                        {{"service", service},
                         {"reason", "retry budget of the service is empty"},
                         {"retry_at", clock_.NowMillis() + wait}});

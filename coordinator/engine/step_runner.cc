@@ -97,7 +97,8 @@ auto StepRunner::Jitter() -> sagad::UnitRandom {
 
 auto StepRunner::AskAgainLater(Tx& tx, int i, const char* phase, const std::string& error,
                                int64_t at_ms) -> Status {
-  return tx.Note(i, "reconciled", {{"phase", phase}, {"error", error}, {"retry_at", at_ms}});
+  return tx.Note(i, StepNote::kReconciled,
+                 {{"phase", phase}, {"error", error}, {"retry_at", at_ms}});
 }
 
 auto StepRunner::TraceOf(const Instance& inst) -> TraceContext {
@@ -466,7 +467,8 @@ auto StepRunner::RecordAnswer(Tx& tx, const SagaDefinition& def, int i, const Qu
   const StepNext next =
       StillUnclear(RetryFor(sd, sd.forward.service), before, clock_.NowMillis(), Jitter());
   if (next.move == StepMove::kEscalate) {
-    SAGAD_RETURN_IF_ERROR(tx.Note(i, "reconciled", {{"phase", "forward"}, {"error", q.error}}));
+    SAGAD_RETURN_IF_ERROR(
+        tx.Note(i, StepNote::kReconciled, {{"phase", "forward"}, {"error", q.error}}));
     return EscalateStep(tx, i,
                         "outcome of " + key + " still unknown after " + std::to_string(before + 1) +
                             " reconciliation attempts: " + q.error);

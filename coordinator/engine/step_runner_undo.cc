@@ -196,7 +196,7 @@ auto StepRunner::RecordUndoAnswer(const std::string& id, const SagaDefinitionPtr
         const StepNext next = StillUnclear(policy, before, clock_.NowMillis(), Jitter());
         if (next.move == StepMove::kEscalate) {
           SAGAD_RETURN_IF_ERROR(
-              tx.Note(i, "reconciled", {{"phase", "compensation"}, {"error", q.error}}));
+              tx.Note(i, StepNote::kReconciled, {{"phase", "compensation"}, {"error", q.error}}));
           SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kEscalate, {{"error", q.error}}));
           return EscalateUndo(tx, def,
                               "compensation " + comp_key + " still unknown after " +

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "coordinator/store/store.h"
+#include "sagas/event_types.h"
 #include "sagas/instance.h"
 
 namespace sagad {
@@ -25,14 +26,13 @@ class Tx {
   Status Saga(SagaEvent e, nlohmann::json data = nlohmann::json::object()) {
     return Add("", SagaEventName(e), std::move(data), -1);
   }
-  // A step note that changes no machine state (reconciled, retry_deferred,
-  // retry_requested).
-  Status Note(int i, const char* type, nlohmann::json data) {
-    return Add(inst_.step(i).name, type, std::move(data), i);
+  // A step note that changes no machine state (sagas/event_types.h).
+  Status Note(int i, StepNote note, nlohmann::json data) {
+    return Add(inst_.step(i).name, StepNoteName(note), std::move(data), i);
   }
   // A run's new call: a new step named `call_id` (Instance::Apply checks it).
   Status Call(const std::string& call_id, nlohmann::json data) {
-    return Add(call_id, "call_appended", std::move(data), -1);
+    return Add(call_id, kCallAppendedEvent, std::move(data), -1);
   }
   // Rejects every step awaiting approval (the saga turns back or waits on
   // something else: those requests will not be sent).

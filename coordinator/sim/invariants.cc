@@ -3,6 +3,7 @@
 #include <map>
 
 #include "policies/planner.h"
+#include "sagas/event_types.h"
 #include "sagas/step_key.h"
 
 namespace sagad::sim {
@@ -86,7 +87,8 @@ std::string CheckDeferrals(const std::string& id, const std::vector<Event>& even
   for (const Event& e : events) {
     if (e.step.empty()) continue;
     std::string& before = last[e.step];
-    if (e.type == "retry_deferred" && before == "retry_deferred")
+    const char* deferred = StepNoteName(StepNote::kRetryDeferred);
+    if (e.type == deferred && before == deferred)
       return "instance " + id + " step " + e.step + ": a re-send deferred twice in a row (seq " +
              std::to_string(e.seq) + ")";
     before = e.type;

@@ -54,7 +54,7 @@ class InstanceRepositoryTest : public testing::StoreFixture {
     return [calls](Tx& tx) -> Status {
       ++*calls;
       if (tx.inst().step(0).status() != StepStatus::kStarted)
-        return tx.Note(0, "reconciled", {{"answer", "stale"}});
+        return tx.Note(0, StepNote::kReconciled, {{"answer", "stale"}});
       return tx.Step(0, StepEvent::kCommit, {{"external_ref", "T-1"}});
     };
   }
