@@ -171,14 +171,25 @@ Status InstanceRepository::Mutate(const std::string& id, const std::function<Sta
   return Unavailable("instance " + id + " keeps changing under us; try again");
 }
 
-void InstanceRepository::MutateAsync(const std::string& id, std::function<Status(Tx&)> fn,
-                                     std::optional<Lease> fence, std::function<void(Status)> done) {
-  auto p = std::make_shared<Pending>(Pending{id, std::move(fn), std::move(fence), std::move(done)});
+auto InstanceRepository::Begin(Pending pending) -> std::shared_ptr<Pending> {
   {
     MutexLock l(idle_mu_);
     ++in_flight_;
   }
+  return std::make_shared<Pending>(std::move(pending));
+}
+
+void InstanceRepository::MutateAsync(const std::string& id, std::function<Status(Tx&)> fn,
+                                     std::optional<Lease> fence, std::function<void(Status)> done) {
+  auto p = Begin(Pending{id, std::move(fn), std::move(fence), std::move(done)});
   turns_.TakeAsync(id, [this, p] { Attempt(p); });
+}
+
+void InstanceRepository::MutateAsyncOnOwner(const std::string& id, std::function<Status(Tx&)> fn,
+                                            std::optional<Lease> fence,
+                                            std::function<void(Status)> done) {
+  auto p = Begin(Pending{id, std::move(fn), std::move(fence), std::move(done)});
+  OnOwner(id, [this, p] { turns_.TakeAsync(p->id, [this, p] { Attempt(p); }); });
 }
 
 void InstanceRepository::WaitIdle() {

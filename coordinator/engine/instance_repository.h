@@ -118,6 +118,13 @@ class InstanceRepository {
   // when Hooks::post is set).
   void MutateAsync(const std::string& id, std::function<Status(Tx&)> fn, std::optional<Lease> fence,
                    std::function<void(Status)> done);
+  // MutateAsync begun on the owner of `id` (Hooks::post), after the task
+  // the owner runs now: so after all that task's commit continuation does
+  // (a client answered from a commit, a ?wait that settled, must not find
+  // what that continuation is about to release, such as the mark of the
+  // step action the commit ended). Counted by WaitIdle from this call.
+  void MutateAsyncOnOwner(const std::string& id, std::function<Status(Tx&)> fn,
+                          std::optional<Lease> fence, std::function<void(Status)> done);
 
   // Returns once every MutateAsync begun so far has completed: its `done`
   // returned. After a stop
@@ -140,6 +147,8 @@ class InstanceRepository {
   // Loads, applies fn, and hands the write to the store; *w stays null when
   // fn failed or added no event (nothing to commit).
   Status Build(Pending& p, std::shared_ptr<TransitionWrite>* w, std::shared_ptr<Instance>* next);
+  // Counts a MutateAsync as under way (WaitIdle) and keeps its state.
+  std::shared_ptr<Pending> Begin(Pending pending);
   void Attempt(const std::shared_ptr<Pending>& p);
   void AfterCommit(const std::shared_ptr<Pending>& p, const std::shared_ptr<TransitionWrite>& w,
                    const std::shared_ptr<Instance>& next, std::chrono::steady_clock::duration took,

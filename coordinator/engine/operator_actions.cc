@@ -54,7 +54,11 @@ Status OperatorActions::Run(const std::string& id, std::function<Status(Tx&)> fn
   if (!done) return Act(id, fn);
   const uint64_t cached = repo_.CachedVersion(id);
   auto terminal = std::make_shared<bool>(false);
-  repo_.MutateAsync(
+  // Begun on the owner, after the task it runs now: an operator answered
+  // from a commit (a ?wait settled in review) and acting at once must not
+  // find the mark of the step action that commit ended ("a request in
+  // flight"), which that task's continuation is about to release.
+  repo_.MutateAsyncOnOwner(
       id,
       [terminal, fn = std::move(fn)](Tx& tx) {
         *terminal = IsTerminal(tx.inst().status());
