@@ -309,27 +309,24 @@ auto StepRunner::RecordForward(Tx& tx, const SagaDefinition& def, int i, const C
       const StepState& cur = tx.inst().step(i);
       const StepNext next = ForwardNotExecuted(sd, RetryFor(sd, sd.forward.service), cur,
                                                clock_.NowMillis(), Jitter());
+      if (next.move == StepMove::kGiveUp) {
+        SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
+        return GiveUp(tx, def,
+                      "step '" + sd.name + "' could not be sent after " +
+                          std::to_string(cur.retries) + " attempts: " + res.error);
+      }
+      if (next.move == StepMove::kRetry)
+        return tx.Step(i, StepEvent::kNotExecuted,
+                       {{"error", res.error}, {"retry_at", next.at_ms}});
       // An earlier send's outcome is unknown: the step stays UNKNOWN (never
-      // PLANNED, which would mean "never happened" to a compensation). (Found
-      // by the simulator: a 429 after a lost reply turned an applied step
-      // into PLANNED.)
+      // PLANNED, which would mean "never happened" to a compensation), then
+      // review. (Found by the simulator: a 429 after a lost reply turned an
+      // applied step into PLANNED.)
       const std::string in_doubt = "not executed (" + res.error + "), and an earlier send of " +
                                    cur.key + " has an unknown outcome";
-      switch (next.move) {
-        case StepMove::kEscalate:
-          return EscalateStep(tx, i, in_doubt);
-        case StepMove::kStayUnknown:
-          return tx.Step(i, StepEvent::kOutcomeUnknown,
-                         {{"error", in_doubt}, {"retry_at", next.at_ms}});
-        case StepMove::kGiveUp:
-          SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
-          return GiveUp(tx, def,
-                        "step '" + sd.name + "' could not be sent after " +
-                            std::to_string(cur.retries) + " attempts: " + res.error);
-        default:
-          return tx.Step(i, StepEvent::kNotExecuted,
-                         {{"error", res.error}, {"retry_at", next.at_ms}});
-      }
+      if (next.move == StepMove::kEscalate) return EscalateStep(tx, i, in_doubt);
+      return tx.Step(i, StepEvent::kOutcomeUnknown,
+                     {{"error", in_doubt}, {"retry_at", next.at_ms}});
     }
   }
   return Status::Ok();

@@ -12,6 +12,7 @@
 #include "coordinator/engine/asio_executor.h"
 #include "examples/examples.h"
 #include "tests/testing/forwarding_store.h"
+#include "tests/testing/owner_hooks.h"
 #include "tests/testing/store_fixture.h"
 #include "util/mutex.h"
 
@@ -325,17 +326,7 @@ TEST_F(MutateAsyncTest, ALoadWhileATransitionCommitsAnswersTheLastCommittedCopyW
 // asked, or ended the turn before, if it is not handed over.
 TEST_F(MutateAsyncTest, EveryCompletionRunsOnTheInstancesOwnerEvenWithNothingToCommit) {
   AsioExecutor owners(4);
-  InstanceRepository::Hooks hooks;
-  hooks.outbox = [](const Instance&, const std::vector<Event>&) {
-    return std::vector<nlohmann::json>{};
-  };
-  hooks.committed = [](const InstanceRepository::Commit&) {};
-  hooks.attempted = [](std::chrono::steady_clock::duration) {};
-  hooks.log = [](nlohmann::json) {};
-  hooks.post = [&](const std::string& owner, std::function<void()> fn) {
-    owners.PostTo(owner, std::move(fn));
-  };
-  InstanceRepository repo(*store_, clock_, hooks);
+  InstanceRepository repo(*store_, clock_, testing::OwnerPostingHooks(owners));
   std::atomic<int> on_owner{0}, off_owner{0};
   auto check = [&](Answer& a) {
     auto done = a.Done();

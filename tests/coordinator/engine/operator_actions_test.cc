@@ -10,6 +10,7 @@
 #include "coordinator/engine/asio_executor.h"
 #include "coordinator/engine/step_request.h"
 #include "examples/examples.h"
+#include "tests/testing/owner_hooks.h"
 #include "tests/testing/store_fixture.h"
 
 namespace sagad {
@@ -199,17 +200,7 @@ TEST_F(OperatorActionsTest, AnAsyncActionBeginsAfterTheTaskItsOwnerRunsNow) {
     return tx.Saga(SagaEvent::kEscalate, {{"reason", "timeout"}});
   });
   AsioExecutor owners(2);
-  InstanceRepository::Hooks hooks;
-  hooks.outbox = [](const Instance&, const std::vector<Event>&) {
-    return std::vector<nlohmann::json>{};
-  };
-  hooks.committed = [](const InstanceRepository::Commit&) {};
-  hooks.attempted = [](std::chrono::steady_clock::duration) {};
-  hooks.log = [](nlohmann::json) {};
-  hooks.post = [&](const std::string& owner, std::function<void()> fn) {
-    owners.PostTo(owner, std::move(fn));
-  };
-  InstanceRepository repo(*store_, clock_, hooks);
+  InstanceRepository repo(*store_, clock_, testing::OwnerPostingHooks(owners));
   OperatorActions ops(defs_, repo, runs_, [](const std::string&) {});
   std::promise<Status> answered;
   owners.PostTo("i1", [&] {
