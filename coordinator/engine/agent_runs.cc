@@ -96,8 +96,7 @@ Status AddCall(Tx& tx, const ToolboxDefinition& tb, const std::string& call_id,
 
 }  // namespace
 
-std::function<Status(Tx&)> IdleRun(const SagaDefinition& def, const Instance& inst, int64_t now,
-                                   int64_t* wake) {
+Mutation IdleRun(const SagaDefinition& def, const Instance& inst, int64_t now, int64_t* wake) {
   if (!def.run || def.idle_timeout_ms <= 0 || !inst.Settled() ||
       inst.status() != SagaStatus::kRunning)
     return nullptr;
@@ -115,15 +114,13 @@ std::function<Status(Tx&)> IdleRun(const SagaDefinition& def, const Instance& in
   };
 }
 
-StatusOr<std::function<Status(Tx&)>> AgentRuns::Appending(const std::string& id,
-                                                          const nlohmann::json& call,
-                                                          const std::string& actor,
-                                                          std::shared_ptr<bool> appended) const {
+StatusOr<Mutation> AgentRuns::Appending(const std::string& id, const nlohmann::json& call,
+                                        const std::string& actor,
+                                        std::shared_ptr<bool> appended) const {
   auto record = CallRecord(call);
   if (!record.ok()) return record.status();
   const std::string call_id = call["call_id"].get<std::string>();
-  return std::function<Status(Tx&)>([this, id, call_id, record = *record, actor,
-                                     appended](Tx& tx) -> Status {
+  return Mutation([this, id, call_id, record = *record, actor, appended](Tx& tx) -> Status {
     *appended = false;  // a lost race applies it again
     const Instance& inst = tx.inst();
     SAGAD_RETURN_IF_ERROR(NotARun(inst));
@@ -160,7 +157,7 @@ StatusOr<bool> AgentRuns::Append(const std::string& id, const nlohmann::json& ca
 }
 
 void AgentRuns::AppendAsync(const std::string& id, const nlohmann::json& call,
-                            const std::string& actor, std::function<void(StatusOr<bool>)> done) {
+                            const std::string& actor, Completion<StatusOr<bool>> done) {
   auto appended = std::make_shared<bool>(false);
   auto fn = Appending(id, call, actor, appended);
   if (!fn.ok()) return done(fn.status());

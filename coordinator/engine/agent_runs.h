@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "coordinator/engine/callbacks.h"
 #include "coordinator/engine/definition_registry.h"
 #include "coordinator/engine/operator_actions.h"
 #include "util/status.h"
@@ -33,8 +34,7 @@ extern const char* const kAgentSilent;
 // (kAgentSilent), or aborts it when its toolbox says so and no irreversible
 // call is in play. Else null, and *wake lowered to when it will be due (the
 // driver's deadlines).
-std::function<Status(Tx&)> IdleRun(const SagaDefinition& def, const Instance& inst, int64_t now,
-                                   int64_t* wake);
+Mutation IdleRun(const SagaDefinition& def, const Instance& inst, int64_t now, int64_t* wake);
 
 class AgentRuns {
  public:
@@ -48,7 +48,7 @@ class AgentRuns {
   // Append without blocking: `done` gets what Append returns, once its
   // commit is done (or at once when refused before any commit).
   void AppendAsync(const std::string& id, const nlohmann::json& call, const std::string& actor,
-                   std::function<void(StatusOr<bool>)> done);
+                   Completion<StatusOr<bool>> done);
   // COMPLETED once every call is settled; FailedPrecondition naming the call
   // that is not. Finishing a finished run is OK.
   // With `done`: as OperatorActions' actions (asynchronous, see there).
@@ -62,9 +62,8 @@ class AgentRuns {
 
  private:
   // The transition of Append; *appended says whether it added the call.
-  StatusOr<std::function<Status(Tx&)>> Appending(const std::string& id, const nlohmann::json& call,
-                                                 const std::string& actor,
-                                                 std::shared_ptr<bool> appended) const;
+  StatusOr<Mutation> Appending(const std::string& id, const nlohmann::json& call,
+                               const std::string& actor, std::shared_ptr<bool> appended) const;
 
   const DefinitionRegistry& defs_;
   OperatorActions& act_;

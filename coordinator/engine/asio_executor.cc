@@ -39,7 +39,7 @@ struct AsioExecutor::State {
   // A thread that posts is still inside Asio (signalling the shard's
   // condition variable) after the task may already have run: counted, so
   // that the loops are destroyed only once every post has returned.
-  void PostOn(size_t shard, std::function<void()> fn) {
+  void PostOn(size_t shard, Task fn) {
     posting.fetch_add(1);
     boost::asio::post(shards[shard].io, std::move(fn));
     posting.fetch_sub(1);
@@ -84,21 +84,18 @@ AsioExecutor::~AsioExecutor() {
   while (state_->posting.load() != 0) std::this_thread::yield();
 }
 
-void AsioExecutor::Post(std::function<void()> fn) {
-  state_->PostOn(state_->AnyShard(), std::move(fn));
-}
+void AsioExecutor::Post(Task fn) { state_->PostOn(state_->AnyShard(), std::move(fn)); }
 
-void AsioExecutor::PostTo(const std::string& owner, std::function<void()> fn) {
+void AsioExecutor::PostTo(const std::string& owner, Task fn) {
   state_->PostOn(state_->ShardOf(owner), std::move(fn));
 }
 
-void AsioExecutor::PostAfter(int64_t delay_ms, std::function<void()> fn) {
+void AsioExecutor::PostAfter(int64_t delay_ms, Task fn) {
   state_->After(delay_ms,
                 [fn = std::move(fn)](State& s) mutable { s.PostOn(s.AnyShard(), std::move(fn)); });
 }
 
-void AsioExecutor::PostAfterTo(const std::string& owner, int64_t delay_ms,
-                               std::function<void()> fn) {
+void AsioExecutor::PostAfterTo(const std::string& owner, int64_t delay_ms, Task fn) {
   state_->After(delay_ms, [shard = state_->ShardOf(owner), fn = std::move(fn)](State& s) mutable {
     s.PostOn(shard, std::move(fn));
   });

@@ -12,6 +12,7 @@
 
 #include <memory>
 
+#include "coordinator/engine/callbacks.h"
 #include "coordinator/engine/executor.h"
 
 namespace sagad {
@@ -21,10 +22,10 @@ class AsioExecutor final : public Executor {
   explicit AsioExecutor(int threads);
   ~AsioExecutor() override;
 
-  void Post(std::function<void()> fn) override;
-  void PostTo(const std::string& owner, std::function<void()> fn) override;
-  void PostAfter(int64_t delay_ms, std::function<void()> fn) override;
-  void PostAfterTo(const std::string& owner, int64_t delay_ms, std::function<void()> fn) override;
+  void Post(Task fn) override;
+  void PostTo(const std::string& owner, Task fn) override;
+  void PostAfter(int64_t delay_ms, Task fn) override;
+  void PostAfterTo(const std::string& owner, int64_t delay_ms, Task fn) override;
   bool OnOwner(const std::string& owner) const override;
   void Shutdown() override;
 

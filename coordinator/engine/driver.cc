@@ -29,20 +29,7 @@ Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceReposit
       clock_(clock),
       executor_(executor),
       workers_(std::max(1, workers)),
-      steps_(
-          adapter, clock, ownership, runs, metrics, gates, executor,
-          StepRunner::Driver{
-              [this](const std::string& id, const Status& s) { return AfterFailedCommit(id, s); },
-              [this](const std::string& id) { Schedule(id); },
-              [this](const std::string& id) { MarkRecovered(id); },
-              [this] { return RecoveryInProgress(); },
-              [this](const std::string& id) { return ownership_.ReadyToSend(id); },
-              [this](const std::string& id, int64_t ms) { ScheduleAfter(id, ms); },
-              [this](const std::string& id, std::function<Status(Tx&)> fn,
-                     std::function<void(Status)> done) {
-                CommitAsOwnerAsync(id, std::move(fn), std::move(done));
-              }},
-          random) {}
+      steps_(adapter, clock, ownership, runs, metrics, gates, executor, *this, random) {}
 
 auto Driver::Schedule(const std::string& id) -> void {
   if (!runs_.Enter(id)) return;
@@ -144,8 +131,8 @@ auto Driver::Resume(const std::string& id, int round, Round r) -> void {
   }
 }
 
-auto Driver::CommitRound(const std::string& id, int round, std::function<Status(Tx&)> fn,
-                         std::function<Round(Next)> after) -> Round {
+template <typename After>
+auto Driver::CommitRound(const std::string& id, int round, Mutation fn, After after) -> Round {
   CommitAsOwnerAsync(id, std::move(fn), [this, id, round, after = std::move(after)](Status s) {
     Round r = Round::kDone;
     try {
@@ -205,7 +192,7 @@ auto Driver::DriveRound(const std::string& id, int round) -> Round {
     MarkRecovered(id);
     return Round::kDone;
   }
-  std::function<Status(Tx&)> fn = SagaTransition(def, a);
+  Mutation fn = SagaTransition(def, a);
   if (!fn) return Round::kDone;
   return CommitRound(id, round, std::move(fn), [this, id](Next n) { return AfterRound(id, n); });
 }
@@ -291,8 +278,7 @@ auto Driver::AfterRound(const std::string& id, Next next) -> Round {
   return Round::kAgain;
 }
 
-auto Driver::SagaTransition(const SagaDefinitionPtr& def, const Action& a)
-    -> std::function<Status(Tx&)> {
+auto Driver::SagaTransition(const SagaDefinitionPtr& def, const Action& a) -> Mutation {
   switch (a.kind) {
     case ActionKind::kStartCompensation:
       return [def, a](Tx& tx) {
@@ -420,7 +406,7 @@ auto Driver::WakeAt(const std::string& id, int64_t due_ms) -> void {
 }
 
 auto Driver::Deadlines(const SagaDefinition& def, const Instance& inst, int64_t* wake_at)
-    -> std::function<Status(Tx&)> {
+    -> Mutation {
   SagaStatus ss = inst.status();
   if (ss != SagaStatus::kRunning && ss != SagaStatus::kAwaitingApproval) return nullptr;
   const int64_t now = clock_.NowMillis();

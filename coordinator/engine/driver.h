@@ -28,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "coordinator/engine/callbacks.h"
 #include "coordinator/engine/definition_registry.h"
 #include "coordinator/engine/engine_metrics.h"
 #include "coordinator/engine/executor.h"
@@ -43,7 +44,7 @@
 
 namespace sagad {
 
-class Driver {
+class Driver final : private StepRunner::Host {
  public:
   // Every driver round, step action and wake-up is a task on `executor`;
   // `workers`: how many of them may run at once (a new instance's first
@@ -53,9 +54,9 @@ class Driver {
          ServiceGates& gates, const Clock& clock, Random& random, Executor& executor, int workers);
 
   // Plans the instance on a worker now (or one more round of its driver).
-  void Schedule(const std::string& id);
+  void Schedule(const std::string& id) override;
   // The same, after delay_ms of the executor's time.
-  void ScheduleAfter(const std::string& id, int64_t delay_ms);
+  void ScheduleAfter(const std::string& id, int64_t delay_ms) override;
 
   // A new instance of a plain list: its first step's STARTED record rides in
   // the creation commit when the step may go at once (StepRunner::Chain's
@@ -74,8 +75,7 @@ class Driver {
   // A commit as the instance's owner (fenced by the lease this process
   // holds), completing `done` on the instance's owner; no thread waits for
   // it. A fenced commit drops the instance (its lease is released here).
-  void CommitAsOwnerAsync(const std::string& id, std::function<Status(Tx&)> fn,
-                          std::function<void(Status)> done);
+  void CommitAsOwnerAsync(const std::string& id, Mutation fn, Completion<Status> done) override;
 
  private:
   // What one round of a drive says: end the drive (kDone), end it and go to
@@ -98,9 +98,10 @@ class Driver {
   void Resume(const std::string& id, int round, Round r);
   Round DriveRound(const std::string& id, int round);
   // Commits `fn` asynchronously and returns kPending; once it is durable
-  // (or refused) the drive resumes with after(what it means for the driver).
-  Round CommitRound(const std::string& id, int round, std::function<Status(Tx&)> fn,
-                    std::function<Round(Next)> after);
+  // (or refused) the drive resumes with after(what it means for the driver),
+  // a Round. (A template used only in driver.cc.)
+  template <typename After>
+  Round CommitRound(const std::string& id, int round, Mutation fn, After after);
   // A round after a transition that either stops the drive or plans again.
   static Round AgainUnlessStopped(Next next);
   // An exception out of a round (a bug): logged, the instance planned again
@@ -111,7 +112,7 @@ class Driver {
                   const Instance& inst, const std::vector<Action>& actions, int64_t wake_at);
   // The transition of a saga-level action (complete, compensate, wait for
   // approval, escalate, go forward); empty for any other.
-  std::function<Status(Tx&)> SagaTransition(const SagaDefinitionPtr& def, const Action& a);
+  Mutation SagaTransition(const SagaDefinitionPtr& def, const Action& a);
   // How a round that took a saga-level action or ran a step goes on.
   Round AfterRound(const std::string& id, Next next);
   // An instance whose definition this process does not have goes to review.
@@ -147,15 +148,16 @@ class Driver {
   void WakeAt(const std::string& id, int64_t due_ms);
   // Saga deadline and approval timeouts: the transition of one that passed,
   // else empty and *wake_at is the nearest deadline still ahead (or 0).
-  std::function<Status(Tx&)> Deadlines(const SagaDefinition& def, const Instance& inst,
-                                       int64_t* wake_at);
+  Mutation Deadlines(const SagaDefinition& def, const Instance& inst, int64_t* wake_at);
   // Round robin (and no chaining) while instances found at start-up wait to
   // be resumed; bounded in time so that an instance that is somehow never
   // marked cannot keep this process in that mode.
-  bool RecoveryInProgress();
+  bool RecoveryInProgress() override;
   // The first action of an instance found at start-up is done (or it needs
   // none): its recovery latency is known.
-  void MarkRecovered(const std::string& id);
+  void MarkRecovered(const std::string& id) override;
+  // Ownership::ReadyToSend: the lease has at least lease_ms/3 left.
+  Status MaySend(const std::string& id) override { return ownership_.ReadyToSend(id); }
   // A commit refused because the lease changed hands: the instance is dropped.
   void DropFenced(const std::string& id);
   // A driver transition that did not commit: a lost race means plan again;
@@ -163,7 +165,7 @@ class Driver {
   // and 8 s while the store keeps refusing the instance's writes (a full
   // store must not turn every stuck instance into a question a second to
   // its downstream). A commit that succeeds resets the count.
-  Next AfterFailedCommit(const std::string& id, const Status& s);
+  Next AfterFailedCommit(const std::string& id, const Status& s) override;
   // The delay before the next try after `id`'s latest refused commit.
   int64_t NextRetryDelay(const std::string& id);
   // A commit of `id` went through, or its lease went elsewhere: its count

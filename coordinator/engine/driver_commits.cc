@@ -34,8 +34,8 @@ auto Driver::ResetRefusals(const std::string& id) -> void {
   any_refused_ = !refused_.empty();
 }
 
-auto Driver::CommitAsOwnerAsync(const std::string& id, std::function<Status(Tx&)> fn,
-                                std::function<void(Status)> done) -> void {
+auto Driver::CommitAsOwnerAsync(const std::string& id, Mutation fn, Completion<Status> done)
+    -> void {
   std::optional<Lease> lease = ownership_.Held(id);
   if (!lease) {
     done(LeaseLost("lease lost: not the owner of " + id));

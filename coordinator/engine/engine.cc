@@ -17,28 +17,9 @@ Engine::Impl::Impl(Store& store, Adapter& adapter, Clock& clock, EngineOptions o
       own_executor_(options.executor ? nullptr : new AsioExecutor(options.workers)),
       executor_(options.executor ? *options.executor : *own_executor_),
       ownership_(store, clock, options.coordinator_id, options.lease_ms, random_),
-      repo_(store, clock,
-            InstanceRepository::Hooks{
-                [this](const Instance& inst, const std::vector<Event>& events) {
-                  return OutboxMessages(inst, events);
-                },
-                [this](const InstanceRepository::Commit& c) { Committed(c); },
-                [this](std::chrono::steady_clock::duration d) { metrics_.CommitAttempt(d); },
-                [](nlohmann::json line) { EngineLog(std::move(line)); },
-                [this](const std::string& owner, std::function<void()> fn) {
-                  executor_.PostTo(owner, std::move(fn));
-                }}),
+      repo_(store, clock, this, &executor_),
       operators_(defs_, repo_, runs_, [this](const std::string& id) { Schedule(id); }),
-      submissions_(defs_, repo_, ownership_, clock_,
-                   Submissions::Starter{
-                       [this](Tx& tx, const SagaDefinition& def, int* step, StepRequest* request) {
-                         return driver_.FirstStep(tx, def, step, request);
-                       },
-                       [this](const std::string& id, const SagaDefinitionPtr& def, int step,
-                              StepRequest* request, const TraceContext& trace, bool created) {
-                         driver_.StartCreated(id, def, step, request, trace, created);
-                       }},
-                   random_),
+      submissions_(defs_, repo_, ownership_, clock_, *this, random_),
       driver_(adapter, defs_, repo_, ownership_, runs_, recovery_, metrics_, gates_, clock_,
               random_, executor_, options.workers) {
   gates_.SetWake([this](const std::string& id) { Schedule(id); });
@@ -108,13 +89,12 @@ StatusOr<SubmitOutcome> Engine::Submit(const std::string& saga, int version,
 }
 void Engine::SubmitAsync(const std::string& saga, int version, const nlohmann::json& input,
                          const std::string& client_key, const std::string& request_hash,
-                         const TraceContext& trace,
-                         std::function<void(StatusOr<SubmitOutcome>)> done) {
+                         const TraceContext& trace, Completion<StatusOr<SubmitOutcome>> done) {
   impl_->submissions().SubmitAsync(saga, version, input, client_key, request_hash, trace, nullptr,
                                    std::move(done));
 }
 void Engine::FinishSubmission(const std::string& key, int status, const nlohmann::json& r,
-                              std::function<void()> then) {
+                              Task then) {
   impl_->submissions().Finish(key, status, r, std::move(then));
 }
 StatusOr<nlohmann::json> Engine::GetInstance(const std::string& id) {
@@ -123,9 +103,8 @@ StatusOr<nlohmann::json> Engine::GetInstance(const std::string& id) {
 StatusOr<nlohmann::json> Engine::WaitSettled(const std::string& id, std::chrono::milliseconds t) {
   return impl_->WaitSettled(id, t);
 }
-std::function<bool()> Engine::WaitSettledAsync(const std::string& id,
-                                               std::chrono::milliseconds timeout,
-                                               std::function<void(StatusOr<nlohmann::json>)> done) {
+CancelWait Engine::WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
+                                    Completion<StatusOr<nlohmann::json>> done) {
   return impl_->WaitSettledAsync(id, timeout, std::move(done));
 }
 void Engine::FinishWaits(const Status& why) { impl_->FinishWaits(why); }
@@ -149,12 +128,12 @@ StatusOr<bool> Engine::Deploy(const std::string& name, int version, const nlohma
   return impl_->Deploy(name, version, body, actor);
 }
 void Engine::DeployAsync(const std::string& name, int version, const nlohmann::json& body,
-                         const std::string& actor, std::function<void(StatusOr<bool>)> done) {
+                         const std::string& actor, Completion<StatusOr<bool>> done) {
   impl_->DeployAsync(name, version, body, actor, std::move(done));
 }
 void Engine::PauseServiceAsync(const std::string& service, bool paused, const std::string& actor,
                                const std::string& reason,
-                               std::function<void(StatusOr<nlohmann::json>)> done) {
+                               Completion<StatusOr<nlohmann::json>> done) {
   impl_->PauseServiceAsync(service, paused, actor, reason, std::move(done));
 }
 StatusOr<nlohmann::json> Engine::PauseService(const std::string& service, bool paused,
@@ -181,7 +160,7 @@ StatusOr<SubmitOutcome> Engine::StartRun(const std::string& toolbox, int version
 void Engine::StartRunAsync(const std::string& toolbox, int version, const nlohmann::json& input,
                            const nlohmann::json& metadata, const std::string& client_key,
                            const std::string& request_hash, const TraceContext& trace,
-                           std::function<void(StatusOr<SubmitOutcome>)> done) {
+                           Completion<StatusOr<SubmitOutcome>> done) {
   if (!metadata.is_object()) return done(InvalidArgument("metadata must be a JSON object"));
   impl_->submissions().SubmitAsync(toolbox, version, input, client_key, request_hash, trace,
                                    &metadata, std::move(done));
@@ -191,7 +170,7 @@ StatusOr<bool> Engine::AppendCall(const std::string& id, const nlohmann::json& c
   return impl_->agent_runs().Append(id, call, actor);
 }
 void Engine::AppendCallAsync(const std::string& id, const nlohmann::json& call,
-                             const std::string& actor, std::function<void(StatusOr<bool>)> done) {
+                             const std::string& actor, Completion<StatusOr<bool>> done) {
   impl_->agent_runs().AppendAsync(id, call, actor, std::move(done));
 }
 Status Engine::FinishRun(const std::string& id, const std::string& actor, ActionDone done) {

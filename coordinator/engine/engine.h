@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "adapters/adapter.h"
+#include "coordinator/engine/callbacks.h"
 #include "coordinator/engine/submit_outcome.h"
 #include "coordinator/store/store.h"
 #include "sagas/definition.h"
@@ -48,7 +49,7 @@ struct EngineOptions {
   // and how long a lease lasts without a heartbeat.
   std::string coordinator_id = "sagad";
   int64_t lease_ms = 10000;
-  std::function<void()> on_outbox;  // called after a commit that may have added some
+  Task on_outbox;  // called after a commit that may have added some
   // Retention: finished instances are deleted this long after they finished
   // (0: kept forever), by a sweeper in batches of 100.
   int64_t retention_ms = 0;
@@ -94,13 +95,13 @@ class Engine {
   // submission is refused or replayed before anything is written).
   void SubmitAsync(const std::string& saga, int version, const nlohmann::json& input,
                    const std::string& client_key, const std::string& request_hash,
-                   const TraceContext& trace, std::function<void(StatusOr<SubmitOutcome>)> done);
+                   const TraceContext& trace, Completion<StatusOr<SubmitOutcome>> done);
   // Stores the response of a submission (first one wins; status 0: no
   // response was given, nothing is stored) and ends its in-flight window,
   // without waiting for the write: `then` (optional) runs once it is done,
   // on the store's thread or inside this call; it must not block.
   void FinishSubmission(const std::string& client_key, int status, const nlohmann::json& response,
-                        std::function<void()> then = nullptr);
+                        Task then = nullptr);
 
   // The instance view; NotFound.
   StatusOr<nlohmann::json> GetInstance(const std::string& id);
@@ -111,8 +112,8 @@ class Engine {
   // returned function is called (it drops the wait; once it returns, `done`
   // has run or never will, and it says true when never: a long poll whose
   // client went away).
-  std::function<bool()> WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
-                                         std::function<void(StatusOr<nlohmann::json>)> done);
+  CancelWait WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
+                              Completion<StatusOr<nlohmann::json>> done);
   // Answers every pending WaitSettledAsync, and every later one, with `why`
   // (a draining server).
   void FinishWaits(const Status& why);
@@ -150,7 +151,7 @@ class Engine {
   // Deploy, completing `done` once the definition is durable (or at once
   // when refused before) instead of blocking.
   void DeployAsync(const std::string& name, int version, const nlohmann::json& body,
-                   const std::string& actor, std::function<void(StatusOr<bool>)> done);
+                   const std::string& actor, Completion<StatusOr<bool>> done);
 
   // Downstream services: each one's limits (max_in_flight, max_per_second),
   // paused flag, calls in flight and steps queued for a permit, by name.
@@ -165,15 +166,14 @@ class Engine {
                                         const std::string& actor, const std::string& reason);
   // PauseService, completing `done` once durable instead of blocking.
   void PauseServiceAsync(const std::string& service, bool paused, const std::string& actor,
-                         const std::string& reason,
-                         std::function<void(StatusOr<nlohmann::json>)> done);
+                         const std::string& reason, Completion<StatusOr<nlohmann::json>> done);
 
   // Operator actions. NotFound (instance/step), FailedPrecondition (not
   // allowed in the current state; message says why). Repeating an action that
   // already took effect is OK and changes nothing. With `done`, the action
   // does not wait for its commit: a refusal found first is returned at once
   // (`done` is not called), else Ok, and `done` gets the outcome on a worker.
-  using ActionDone = std::function<void(Status)>;
+  using ActionDone = Completion<Status>;
   Status Approve(const std::string& id, const std::string& step, const std::string& actor,
                  const std::string& comment, ActionDone done = nullptr);
   Status Reject(const std::string& id, const std::string& step, const std::string& actor,
@@ -214,7 +214,7 @@ class Engine {
   void StartRunAsync(const std::string& toolbox, int version, const nlohmann::json& input,
                      const nlohmann::json& metadata, const std::string& client_key,
                      const std::string& request_hash, const TraceContext& trace,
-                     std::function<void(StatusOr<SubmitOutcome>)> done);
+                     Completion<StatusOr<SubmitOutcome>> done);
   // An agent's call (coordinator/engine/agent_runs.h): true when recorded
   // now, false when the same call was made before (its first outcome
   // answers). InvalidArgument (nothing recorded), AlreadyExists (the
@@ -225,7 +225,7 @@ class Engine {
   // AppendCall, completing `done` (once its commit is done, or at once when
   // refused first) instead of blocking.
   void AppendCallAsync(const std::string& id, const nlohmann::json& call, const std::string& actor,
-                       std::function<void(StatusOr<bool>)> done);
+                       Completion<StatusOr<bool>> done);
   // With `done`: asynchronous, as the operator actions above.
   Status FinishRun(const std::string& id, const std::string& actor, ActionDone done = nullptr);
   Status AbortRun(const std::string& id, const std::string& actor, const std::string& reason,

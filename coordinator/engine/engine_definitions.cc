@@ -80,8 +80,7 @@ auto Engine::Impl::Deploy(const std::string& name, int version, const nlohmann::
 }
 
 auto Engine::Impl::DeployAsync(const std::string& name, int version, const nlohmann::json& body,
-                               const std::string& actor, std::function<void(StatusOr<bool>)> done)
-    -> void {
+                               const std::string& actor, Completion<StatusOr<bool>> done) -> void {
   auto d = PrepareDeploy(name, version, body, actor);
   if (!d.ok()) return done(d.status());
   auto ready = std::make_shared<const Deployment>(std::move(*d));

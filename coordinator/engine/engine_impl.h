@@ -38,6 +38,7 @@
 #include <thread>
 
 #include "coordinator/engine/agent_runs.h"
+#include "coordinator/engine/callbacks.h"
 #include "coordinator/engine/definition_registry.h"
 #include "coordinator/engine/driver.h"
 #include "coordinator/engine/engine.h"
@@ -60,7 +61,7 @@
 
 namespace sagad {
 
-class Engine::Impl {
+class Engine::Impl final : private InstanceRepository::Listener, private Submissions::Starter {
  public:
   Impl(Store& store, Adapter& adapter, Clock& clock, EngineOptions options);
 
@@ -92,8 +93,8 @@ class Engine::Impl {
 
   StatusOr<nlohmann::json> WaitSettled(const std::string& id, std::chrono::milliseconds timeout);
 
-  std::function<bool()> WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
-                                         Waiters::Done done);
+  CancelWait WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
+                              Waiters::Done done);
   void FinishWaits(const Status& why);
 
   void CancelWaits();
@@ -116,7 +117,7 @@ class Engine::Impl {
   StatusOr<bool> Deploy(const std::string& name, int version, const nlohmann::json& body,
                         const std::string& actor);
   void DeployAsync(const std::string& name, int version, const nlohmann::json& body,
-                   const std::string& actor, std::function<void(StatusOr<bool>)> done);
+                   const std::string& actor, Completion<StatusOr<bool>> done);
   // A definition checked and ready to store (a saga's or a toolbox's).
   struct Deployment {
     std::string name;
@@ -146,8 +147,7 @@ class Engine::Impl {
   StatusOr<nlohmann::json> PauseService(const std::string& service, bool paused,
                                         const std::string& actor, const std::string& reason);
   void PauseServiceAsync(const std::string& service, bool paused, const std::string& actor,
-                         const std::string& reason,
-                         std::function<void(StatusOr<nlohmann::json>)> done);
+                         const std::string& reason, Completion<StatusOr<nlohmann::json>> done);
   // After a pause or resume is stored: the gates, the log, the view.
   StatusOr<nlohmann::json> Paused(const std::string& service, bool paused, const std::string& actor,
                                   const std::string& reason, const Status& stored);
@@ -165,11 +165,19 @@ class Engine::Impl {
  private:
   // Plans the instance (Driver::Schedule).
   void Schedule(const std::string& id) { driver_.Schedule(id); }
+  // How a new instance starts: the driver's FirstStep and StartCreated.
+  Status FirstStep(Tx& tx, const SagaDefinition& def, int* step, StepRequest* request) override {
+    return driver_.FirstStep(tx, def, step, request);
+  }
+  void StartCreated(const std::string& id, const SagaDefinitionPtr& def, int step,
+                    StepRequest* request, const TraceContext& trace, bool created) override {
+    driver_.StartCreated(id, def, step, request, trace, created);
+  }
 
   // ---- outbox ----
   // What others may care about, as outbox messages (empty without webhooks).
   std::vector<nlohmann::json> OutboxMessages(const Instance& inst,
-                                             const std::vector<Event>& events);
+                                             const std::vector<Event>& events) override;
 
   // ---- metrics ----
  public:
@@ -199,7 +207,11 @@ class Engine::Impl {
 
   // After each commit (under the instance's lock): a finished instance's
   // lease is gone, webhooks and waiters hear of it, metrics count it.
-  void Committed(const InstanceRepository::Commit& c);
+  void Committed(const InstanceRepository::Commit& c) override;
+  void CommitAttempted(std::chrono::steady_clock::duration took) override {
+    metrics_.CommitAttempt(took);
+  }
+  void Log(nlohmann::json line) override { EngineLog(std::move(line)); }
 
   Store& store_;
 

@@ -33,7 +33,7 @@ auto Engine::Impl::WaitSettled(const std::string& id, std::chrono::milliseconds 
 }
 
 auto Engine::Impl::WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
-                                    Waiters::Done done) -> std::function<bool()> {
+                                    Waiters::Done done) -> CancelWait {
   return waiters_.WaitAsync(id, timeout, std::move(done));
 }
 

@@ -43,7 +43,7 @@ auto Engine::Impl::PauseService(const std::string& service, bool paused, const s
 
 auto Engine::Impl::PauseServiceAsync(const std::string& service, bool paused,
                                      const std::string& actor, const std::string& reason,
-                                     std::function<void(StatusOr<nlohmann::json>)> done) -> void {
+                                     Completion<StatusOr<nlohmann::json>> done) -> void {
   if (!adapter_.Service(service))
     return done(NotFound("no service '" + service + "' is configured"));
   const nlohmann::json note = {{"by", actor}, {"reason", reason}, {"since", clock_.NowMillis()}};

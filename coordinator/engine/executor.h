@@ -32,16 +32,17 @@
 #include <functional>
 #include <string>
 
+#include "coordinator/engine/callbacks.h"
+
 namespace sagad {
 
 class Executor {
  public:
   virtual ~Executor() = default;
-  virtual void Post(std::function<void()> fn) = 0;
-  virtual void PostTo(const std::string& owner, std::function<void()> fn) = 0;
-  virtual void PostAfter(int64_t delay_ms, std::function<void()> fn) = 0;
-  virtual void PostAfterTo(const std::string& owner, int64_t delay_ms,
-                           std::function<void()> fn) = 0;
+  virtual void Post(Task fn) = 0;
+  virtual void PostTo(const std::string& owner, Task fn) = 0;
+  virtual void PostAfter(int64_t delay_ms, Task fn) = 0;
+  virtual void PostAfterTo(const std::string& owner, int64_t delay_ms, Task fn) = 0;
   virtual bool OnOwner(const std::string& owner) const = 0;
   virtual void Shutdown() = 0;
 };

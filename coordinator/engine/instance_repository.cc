@@ -18,16 +18,27 @@ bool AgreesWithSnapshot(const Instance& inst, const nlohmann::json& snap) {
 
 }  // namespace
 
-InstanceRepository::InstanceRepository(Store& store, const Clock& clock, Hooks hooks)
-    : store_(store), clock_(clock), hooks_(std::move(hooks)) {
-  if (!hooks_.outbox)
-    hooks_.outbox = [](const Instance&, const std::vector<Event>&) {
-      return std::vector<nlohmann::json>();
-    };
-  if (!hooks_.committed) hooks_.committed = [](const Commit&) {};
-  if (!hooks_.attempted) hooks_.attempted = [](std::chrono::steady_clock::duration) {};
-  if (!hooks_.log) hooks_.log = [](nlohmann::json) {};
+std::vector<nlohmann::json> InstanceRepository::Listener::OutboxMessages(
+    const Instance&, const std::vector<Event>&) {
+  return {};
 }
+void InstanceRepository::Listener::Committed(const Commit&) {}
+void InstanceRepository::Listener::CommitAttempted(std::chrono::steady_clock::duration) {}
+void InstanceRepository::Listener::Log(nlohmann::json) {}
+
+namespace {
+InstanceRepository::Listener& NoListener() {
+  static InstanceRepository::Listener none;
+  return none;
+}
+}  // namespace
+
+InstanceRepository::InstanceRepository(Store& store, const Clock& clock, Listener* listener,
+                                       Executor* owners)
+    : store_(store),
+      clock_(clock),
+      listener_(listener ? *listener : NoListener()),
+      owners_(owners) {}
 
 void InstanceRepository::CachePut(const std::string& id, std::shared_ptr<const Instance> inst) {
   MutexLock l(cache_mu_);
@@ -63,9 +74,9 @@ StatusOr<std::shared_ptr<const Instance>> InstanceRepository::LoadLocked(const s
   if (!inst.ok()) return inst.status();
   inst->set_version(snap->value("version", uint64_t(0)));
   if (!AgreesWithSnapshot(*inst, *snap))
-    hooks_.log(
+    listener_.Log(
         {{"msg", "snapshot differs from replayed event log; using the log"}, {"instance", id}});
-  hooks_.log({{"msg", "replayed"}, {"instance", id}, {"events", events->size()}});
+  listener_.Log({{"msg", "replayed"}, {"instance", id}, {"events", events->size()}});
   std::shared_ptr<const Instance> ptr = std::make_shared<Instance>(std::move(*inst));
   if (keep) CachePut(id, ptr);
   return ptr;
@@ -92,24 +103,24 @@ Status InstanceRepository::Create(const Instance& inst, const std::vector<Event>
   auto t0 = clock_.SteadyNow();
   auto snapshot = std::make_shared<const nlohmann::json>(inst.ToJson());
   SAGAD_RETURN_IF_ERROR(store_.CreateInstance(*snapshot, events, submission,
-                                              hooks_.outbox(inst, events), lease, ops));
+                                              listener_.OutboxMessages(inst, events), lease, ops));
   auto took = clock_.SteadyNow() - t0;
-  hooks_.attempted(took);
+  listener_.CommitAttempted(took);
   auto ptr = std::make_shared<const Instance>(inst);
   CachePut(inst.id(), ptr);
-  hooks_.committed(Commit{inst.id(), ptr, &events, snapshot, took});
+  listener_.Committed(Commit{inst.id(), ptr, &events, snapshot, took});
   return Status::Ok();
 }
 
 void InstanceRepository::CreateAsync(const Instance& inst, const std::vector<Event>& events,
                                      const std::vector<OperationRecord>& ops,
                                      const Submission* submission, const Lease* lease,
-                                     std::function<void(Status)> done) {
+                                     Completion<Status> done) {
   auto w = std::make_shared<CreationWrite>();
   w->snapshot = inst.ToJson();
   w->events = events;
   w->operations = ops;
-  w->outbox = hooks_.outbox(inst, events);
+  w->outbox = listener_.OutboxMessages(inst, events);
   if (submission) w->submission = *submission;
   if (lease) w->lease = *lease;
   auto ptr = std::make_shared<const Instance>(inst);
@@ -123,11 +134,11 @@ void InstanceRepository::CreateAsync(const Instance& inst, const std::vector<Eve
     store_.CreateInstanceAsync(w, [this, p, w, ptr, t0](Status s) {
       auto took = clock_.SteadyNow() - t0;
       OnOwner(p->id, [this, p, w, ptr, took, s] {
-        hooks_.attempted(took);
+        listener_.CommitAttempted(took);
         if (s.ok()) {
           CachePut(p->id, ptr);
           auto snapshot = std::make_shared<const nlohmann::json>(w->snapshot);
-          hooks_.committed(Commit{p->id, ptr, &w->events, snapshot, took});
+          listener_.Committed(Commit{p->id, ptr, &w->events, snapshot, took});
         }
         Finish(p, s);
       });
@@ -135,8 +146,7 @@ void InstanceRepository::CreateAsync(const Instance& inst, const std::vector<Eve
   });
 }
 
-Status InstanceRepository::Mutate(const std::string& id, const std::function<Status(Tx&)>& fn,
-                                  const Lease* fence) {
+Status InstanceRepository::Mutate(const std::string& id, const Mutation& fn, const Lease* fence) {
   InstanceTurns::Held turn(turns_, id);
   for (int attempt = 0; attempt < 5; ++attempt) {
     auto cur = LoadLocked(id);
@@ -149,9 +159,9 @@ Status InstanceRepository::Mutate(const std::string& id, const std::function<Sta
     auto t0 = clock_.SteadyNow();
     auto snapshot = std::make_shared<const nlohmann::json>(next->ToJson());
     Status s = store_.Commit(id, (*cur)->version(), *snapshot, tx.events(), tx.Operations(),
-                             hooks_.outbox(*next, tx.events()), fence);
+                             listener_.OutboxMessages(*next, tx.events()), fence);
     auto took = clock_.SteadyNow() - t0;
-    hooks_.attempted(took);
+    listener_.CommitAttempted(took);
     if (s.code() == StatusCode::kLeaseLost) {  // fenced
       Evict(id);
       return s;
@@ -165,7 +175,7 @@ Status InstanceRepository::Mutate(const std::string& id, const std::function<Sta
       return s;
     }
     CachePut(id, next);
-    hooks_.committed(Commit{id, next, &tx.events(), snapshot, took});
+    listener_.Committed(Commit{id, next, &tx.events(), snapshot, took});
     return Status::Ok();
   }
   return Unavailable("instance " + id + " keeps changing under us; try again");
@@ -179,15 +189,14 @@ auto InstanceRepository::Begin(Pending pending) -> std::shared_ptr<Pending> {
   return std::make_shared<Pending>(std::move(pending));
 }
 
-void InstanceRepository::MutateAsync(const std::string& id, std::function<Status(Tx&)> fn,
-                                     std::optional<Lease> fence, std::function<void(Status)> done) {
+void InstanceRepository::MutateAsync(const std::string& id, Mutation fn, std::optional<Lease> fence,
+                                     Completion<Status> done) {
   auto p = Begin(Pending{id, std::move(fn), std::move(fence), std::move(done)});
   turns_.TakeAsync(id, [this, p] { Attempt(p); });
 }
 
-void InstanceRepository::MutateAsyncOnOwner(const std::string& id, std::function<Status(Tx&)> fn,
-                                            std::optional<Lease> fence,
-                                            std::function<void(Status)> done) {
+void InstanceRepository::MutateAsyncOnOwner(const std::string& id, Mutation fn,
+                                            std::optional<Lease> fence, Completion<Status> done) {
   auto p = Begin(Pending{id, std::move(fn), std::move(fence), std::move(done)});
   OnOwner(id, [this, p] { turns_.TakeAsync(p->id, [this, p] { Attempt(p); }); });
 }
@@ -212,7 +221,7 @@ Status InstanceRepository::Build(Pending& p, std::shared_ptr<TransitionWrite>* w
   write->snapshot = SnapshotRecord::FromInstance(**next);  // only what changed is serialised
   write->events = tx.events();
   write->operations = tx.Operations();
-  write->outbox = hooks_.outbox(**next, write->events);
+  write->outbox = listener_.OutboxMessages(**next, write->events);
   write->fence = p.fence;
   *w = std::move(write);
   return Status::Ok();
@@ -245,7 +254,7 @@ void InstanceRepository::AfterCommit(const std::shared_ptr<Pending>& p,
                                      const std::shared_ptr<TransitionWrite>& w,
                                      const std::shared_ptr<Instance>& next,
                                      std::chrono::steady_clock::duration took, const Status& s) {
-  hooks_.attempted(took);
+  listener_.CommitAttempted(took);
   if (s.code() == StatusCode::kAborted && ++p->attempt < 5) {  // lost a race: reload
     Evict(p->id);
     Attempt(p);
@@ -262,7 +271,7 @@ void InstanceRepository::AfterCommit(const std::shared_ptr<Pending>& p,
     return;
   }
   CachePut(p->id, next);
-  hooks_.committed(Commit{p->id, next, &w->events, nullptr, took});
+  listener_.Committed(Commit{p->id, next, &w->events, nullptr, took});
   Finish(p, s);
 }
 
@@ -275,9 +284,9 @@ void InstanceRepository::Finish(const std::shared_ptr<Pending>& p, const Status&
   p->done(s);
 }
 
-void InstanceRepository::OnOwner(const std::string& id, std::function<void()> fn) {
-  if (hooks_.post)
-    hooks_.post(id, std::move(fn));
+void InstanceRepository::OnOwner(const std::string& id, Task fn) {
+  if (owners_)
+    owners_->PostTo(id, std::move(fn));
   else
     fn();
 }

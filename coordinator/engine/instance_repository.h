@@ -19,7 +19,7 @@
 // MutateAsync is the same without blocking its caller on the commit: the
 // store's CommitAsync completes it. What follows the commit (the
 // `committed` hook, a reload after a lost race, `done`) is handed to the
-// instance's owner (Hooks::post): it never runs on the store's committer.
+// instance's owner (`owners`): it never runs on the store's committer.
 //
 // Transitions of one instance are serialised (InstanceTurns: a turn per
 // instance, held from the load to the end of the commit, for blocking and
@@ -39,6 +39,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "coordinator/engine/callbacks.h"
+#include "coordinator/engine/executor.h"
 #include "coordinator/engine/instance_turns.h"
 #include "coordinator/engine/transition.h"
 #include "coordinator/store/store.h"
@@ -60,22 +62,28 @@ class InstanceRepository {
     std::shared_ptr<const nlohmann::json> snapshot;
     std::chrono::steady_clock::duration took{};  // the store's commit
   };
-  struct Hooks {
+  // What the engine learns from the repository. Each method has a default
+  // that does nothing (tests listen to what they check).
+  class Listener {
+   public:
+    virtual ~Listener() = default;
     // The outbox messages a transition publishes (in the same commit).
-    std::function<std::vector<nlohmann::json>(const Instance&, const std::vector<Event>&)> outbox;
-    // After each commit, under the instance's lock.
-    std::function<void(const Commit&)> committed;
+    virtual std::vector<nlohmann::json> OutboxMessages(const Instance& inst,
+                                                       const std::vector<Event>& events);
+    // After each commit, in the instance's turn.
+    virtual void Committed(const Commit& c);
     // Every store commit attempt, lost races included.
-    std::function<void(std::chrono::steady_clock::duration)> attempted;
+    virtual void CommitAttempted(std::chrono::steady_clock::duration took);
     // A line for the log (a replay, a snapshot that disagrees with its log).
-    std::function<void(nlohmann::json)> log;
-    // Runs what follows an asynchronous commit on the instance's owner
-    // (Executor::PostTo), off the thread that completed the commit (the
-    // store's). Unset: it runs there (tests).
-    std::function<void(const std::string& owner, std::function<void()>)> post;
+    virtual void Log(nlohmann::json line);
   };
 
-  InstanceRepository(Store& store, const Clock& clock, Hooks hooks);
+  // `listener`: null listens to nothing. `owners`: where what follows an
+  // asynchronous commit runs (Executor::PostTo the instance's owner), off
+  // the thread that completed the commit (the store's); null runs it there
+  // (tests). Both outlive the repository.
+  InstanceRepository(Store& store, const Clock& clock, Listener* listener = nullptr,
+                     Executor* owners = nullptr);
   // Waits for the hand-offs of MutateAsync still under way (WaitIdle).
   ~InstanceRepository() { WaitIdle(); }
 
@@ -101,30 +109,30 @@ class InstanceRepository {
   Status Create(const Instance& inst, const std::vector<Event>& events,
                 const std::vector<OperationRecord>& ops, const Submission* submission,
                 const Lease* lease);
-  // Create, completing `done` on the instance's owner (Hooks::post)
+  // Create, completing `done` on the instance's owner (`owners`)
   // instead of blocking its caller on the commit.
   void CreateAsync(const Instance& inst, const std::vector<Event>& events,
                    const std::vector<OperationRecord>& ops, const Submission* submission,
-                   const Lease* lease, std::function<void(Status)> done);
+                   const Lease* lease, Completion<Status> done);
 
   // See above. `fence`: the lease the commit must still hold (null for an
   // operator's action, which makes no downstream call).
-  Status Mutate(const std::string& id, const std::function<Status(Tx&)>& fn, const Lease* fence);
+  Status Mutate(const std::string& id, const Mutation& fn, const Lease* fence);
   // Mutate, completing `done` with what Mutate would return. `fn` runs in
   // the instance's turn: inside this call when the turn is free, else when
   // the transition before it ends; again (on the owner) after a lost race.
-  // `done` runs on the instance's owner (Hooks::post) once the commit is
+  // `done` runs on the instance's owner (`owners`) once the commit is
   // durable, or refused, or nothing was to commit (never inside this call
-  // when Hooks::post is set).
-  void MutateAsync(const std::string& id, std::function<Status(Tx&)> fn, std::optional<Lease> fence,
-                   std::function<void(Status)> done);
-  // MutateAsync begun on the owner of `id` (Hooks::post), after the task
+  // with `owners`).
+  void MutateAsync(const std::string& id, Mutation fn, std::optional<Lease> fence,
+                   Completion<Status> done);
+  // MutateAsync begun on the owner of `id` (`owners`), after the task
   // the owner runs now: so after all that task's commit continuation does
   // (a client answered from a commit, a ?wait that settled, must not find
   // what that continuation is about to release, such as the mark of the
   // step action the commit ended). Counted by WaitIdle from this call.
-  void MutateAsyncOnOwner(const std::string& id, std::function<Status(Tx&)> fn,
-                          std::optional<Lease> fence, std::function<void(Status)> done);
+  void MutateAsyncOnOwner(const std::string& id, Mutation fn, std::optional<Lease> fence,
+                          Completion<Status> done);
 
   // Returns once every MutateAsync begun so far has completed: its `done`
   // returned. After a stop
@@ -139,9 +147,9 @@ class InstanceRepository {
   // One MutateAsync under way (it holds the instance's turn).
   struct Pending {
     std::string id;
-    std::function<Status(Tx&)> fn;
+    Mutation fn;
     std::optional<Lease> fence;
-    std::function<void(Status)> done;
+    Completion<Status> done;
     int attempt = 0;
   };
   // Loads, applies fn, and hands the write to the store; *w stays null when
@@ -156,8 +164,8 @@ class InstanceRepository {
   // Ends p's turn and completes it with s; called on the owner (through
   // OnOwner).
   void Finish(const std::shared_ptr<Pending>& p, const Status& s);
-  // Runs fn on the owner of `id` (Hooks::post), else at once.
-  void OnOwner(const std::string& id, std::function<void()> fn);
+  // Runs fn on the owner of `id` (`owners`), else at once.
+  void OnOwner(const std::string& id, Task fn);
   // One MutateAsync fewer under way (WaitIdle).
   void EndInFlight();
   // REQUIRES: the turn of id held when `keep` (a copy read is cached).
@@ -166,7 +174,8 @@ class InstanceRepository {
 
   Store& store_;
   const Clock& clock_;
-  Hooks hooks_;
+  Listener& listener_;
+  Executor* const owners_;
   InstanceTurns turns_;
   Mutex cache_mu_;
   std::unordered_map<std::string, std::shared_ptr<const Instance>> cache_ GUARDED_BY(cache_mu_);

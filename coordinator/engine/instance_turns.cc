@@ -21,7 +21,7 @@ bool InstanceTurns::TryTake(const std::string& id) {
   return s.held.try_emplace(id).second;
 }
 
-void InstanceTurns::TakeAsync(const std::string& id, std::function<void()> run) {
+void InstanceTurns::TakeAsync(const std::string& id, Task run) {
   Shard& s = ShardOf(id);
   {
     MutexLock l(s.mu);

@@ -13,6 +13,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "coordinator/engine/callbacks.h"
 #include "util/mutex.h"
 
 namespace sagad {
@@ -26,7 +27,7 @@ class InstanceTurns {
   // Runs `run` once the caller has the turn: inside TakeAsync when nobody
   // holds it, else inside the End that hands it over. `run` (or what it
   // starts) must End the turn.
-  void TakeAsync(const std::string& id, std::function<void()> run);
+  void TakeAsync(const std::string& id, Task run);
   // Ends the turn of `id`; the next taker, if any, has it.
   void End(const std::string& id);
   // How many wait for the turn of `id` (for tests).
@@ -47,7 +48,7 @@ class InstanceTurns {
 
  private:
   struct Taker {
-    std::function<void()> run;    // asynchronous taker
+    Task run;                     // asynchronous taker
     std::shared_ptr<bool> go;     // blocking taker: set when it has the turn
     std::shared_ptr<CondVar> cv;  // ... and signalled then
   };

@@ -9,7 +9,7 @@
 namespace sagad {
 
 OperatorActions::OperatorActions(const DefinitionRegistry& defs, InstanceRepository& repo,
-                                 const RunTable& runs, std::function<void(const std::string&)> wake)
+                                 const RunTable& runs, Wake wake)
     : defs_(defs), repo_(repo), runs_(runs), wake_(std::move(wake)) {}
 
 namespace {
@@ -24,7 +24,7 @@ Status TurnBack(Tx& tx, const std::string& actor, const char* flag, const std::s
 
 }  // namespace
 
-Status OperatorActions::Act(const std::string& id, const std::function<Status(Tx&)>& fn) {
+Status OperatorActions::Act(const std::string& id, const Mutation& fn) {
   const uint64_t cached = repo_.CachedVersion(id);
   bool terminal = false;
   Status s = repo_.Mutate(
@@ -50,7 +50,7 @@ void OperatorActions::Acted(const std::string& id, uint64_t cached, bool termina
   if (!terminal && (s.ok() || s.code() == StatusCode::kUnavailable || moved)) wake_(id);
 }
 
-Status OperatorActions::Run(const std::string& id, std::function<Status(Tx&)> fn, Done done) {
+Status OperatorActions::Run(const std::string& id, Mutation fn, Done done) {
   if (!done) return Act(id, fn);
   const uint64_t cached = repo_.CachedVersion(id);
   auto terminal = std::make_shared<bool>(false);
@@ -72,8 +72,8 @@ Status OperatorActions::Run(const std::string& id, std::function<Status(Tx&)> fn
   return Status::Ok();
 }
 
-std::function<Status(Tx&)> OperatorActions::OnStep(const std::string& id, const std::string& step,
-                                                   std::function<Status(Tx&, int)> fn) {
+template <typename Fn>
+Mutation OperatorActions::OnStep(const std::string& id, const std::string& step, Fn fn) {
   return [id, step, fn = std::move(fn)](Tx& tx) -> Status {
     int i = tx.inst().StepIndex(step);
     if (i < 0) return NotFound("instance " + id + " has no step '" + step + "'");
@@ -81,8 +81,8 @@ std::function<Status(Tx&)> OperatorActions::OnStep(const std::string& id, const 
   };
 }
 
-std::function<Status(Tx&)> OperatorActions::WithDefinition(
-    std::function<Status(Tx&, const SagaDefinition&)> fn) const {
+template <typename Fn>
+Mutation OperatorActions::WithDefinition(Fn fn) const {
   return [this, fn = std::move(fn)](Tx& tx) -> Status {
     SagaDefinitionPtr def = defs_.For(tx.inst());
     if (!def) return Internal("definition of " + tx.inst().saga() + " is not registered");

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "coordinator/engine/callbacks.h"
 #include "coordinator/engine/definition_registry.h"
 #include "coordinator/engine/instance_repository.h"
 #include "coordinator/engine/run_table.h"
@@ -34,10 +35,10 @@ class OperatorActions {
   // before any commit is returned at once (`done` is not called); else Ok,
   // and `done` gets the outcome once the commit is done (on a worker).
   // Without, the action blocks until then.
-  using Done = std::function<void(Status)>;
+  using Done = Completion<Status>;
 
   OperatorActions(const DefinitionRegistry& defs, InstanceRepository& repo, const RunTable& runs,
-                  std::function<void(const std::string&)> wake);
+                  Wake wake);
 
   Status Approve(const std::string& id, const std::string& step, const std::string& actor,
                  const std::string& comment, Done done = nullptr);
@@ -67,24 +68,26 @@ class OperatorActions {
   // One transition of a client's making (the actions above, an agent's
   // calls: agent_runs.h): `fn` builds it on the instance as stored now;
   // then the owner is woken as described above.
-  Status Act(const std::string& id, const std::function<Status(Tx&)>& fn);
+  Status Act(const std::string& id, const Mutation& fn);
   // Act, or (with `done`) its asynchronous form.
-  Status Run(const std::string& id, std::function<Status(Tx&)> fn, Done done);
+  Status Run(const std::string& id, Mutation fn, Done done);
 
  private:
   // What Act and Run do after the commit: wake the owner (see above).
   void Acted(const std::string& id, uint64_t cached, bool terminal, const Status& s);
-  // `fn` with the instance's definition: Internal if it is not registered.
-  std::function<Status(Tx&)> WithDefinition(
-      std::function<Status(Tx&, const SagaDefinition&)> fn) const;
-  // `fn` on `step` of the instance: NotFound if it has no such step.
-  static std::function<Status(Tx&)> OnStep(const std::string& id, const std::string& step,
-                                           std::function<Status(Tx&, int)> fn);
+  // fn(tx, definition) with the instance's definition: Internal if it is
+  // not registered. (Templates used only in operator_actions.cc.)
+  template <typename Fn>
+  Mutation WithDefinition(Fn fn) const;
+  // fn(tx, step index) on `step` of the instance: NotFound if it has no
+  // such step.
+  template <typename Fn>
+  static Mutation OnStep(const std::string& id, const std::string& step, Fn fn);
 
   const DefinitionRegistry& defs_;
   InstanceRepository& repo_;
   const RunTable& runs_;
-  std::function<void(const std::string&)> wake_;
+  Wake wake_;
 };
 
 }  // namespace sagad

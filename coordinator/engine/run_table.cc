@@ -47,7 +47,7 @@ void RunTable::UnmarkStep(const std::string& id, int step) {
   if (IdleLocked()) idle_cv_.NotifyAll();
 }
 
-void RunTable::UnmarkStepThen(const std::string& id, int step, const std::function<void()>& then) {
+void RunTable::UnmarkStepThen(const std::string& id, int step, const Task& then) {
   {
     MutexLock l(mu_);
     ++ending_;

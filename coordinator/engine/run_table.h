@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "coordinator/engine/callbacks.h"
 #include "util/mutex.h"
 
 namespace sagad {
@@ -47,7 +48,7 @@ class RunTable {
   // UnmarkStep, then `then` (what follows the step's end: plan the instance
   // again); StopAndWait waits for `then` too, so it may use the engine's
   // parts from a thread the engine does not join (an adapter's).
-  void UnmarkStepThen(const std::string& id, int step, const std::function<void()>& then);
+  void UnmarkStepThen(const std::string& id, int step, const Task& then);
   bool StepUnderWay(const std::string& id, int step) const;
 
   // A wake-up of `id` at wall time `due_ms` is wanted: true if the caller

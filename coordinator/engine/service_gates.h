@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "adapters/adapter.h"
+#include "coordinator/engine/callbacks.h"
 #include "util/clock.h"
 #include "util/mutex.h"
 
@@ -33,8 +34,6 @@ namespace sagad {
 
 class ServiceGates {
  public:
-  using Wake = std::function<void(const std::string& instance_id)>;
-
   ServiceGates(const Adapter& adapter, const Clock& clock);
   // Who is woken when a permit is released or a service resumes.
   void SetWake(Wake wake);

@@ -42,7 +42,7 @@ auto StepRunner::Admit(const std::string& id, int i, const std::string& step,
   int64_t retry_ms = 0;
   auto permit = gates_.TryAcquire(service, id, step, &retry_ms);
   if (!permit) {
-    driver_.schedule_after(id, retry_ms);
+    host_.ScheduleAfter(id, retry_ms);
     done(Next::kStop);
     return std::nullopt;
   }

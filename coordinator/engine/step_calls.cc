@@ -21,7 +21,7 @@ struct StepRunner::Handoff {
 };
 
 auto StepRunner::Continue(const std::shared_ptr<Handoff>& h, const std::string& id,
-                          const Done& done, const std::function<void()>& fn) -> void {
+                          const Done& done, const Task& fn) -> void {
   if (std::this_thread::get_id() == h->caller && !h->returned.load()) {
     fn();  // an exception goes to the caller, as a blocking call's would
     return;
@@ -29,21 +29,20 @@ auto StepRunner::Continue(const std::shared_ptr<Handoff>& h, const std::string& 
   executor_.PostTo(id, [this, id, done, fn] { Guarded(id, done, fn); });
 }
 
-auto StepRunner::Guarded(const std::string& id, const Done& done, const std::function<void()>& fn)
-    -> void {
+auto StepRunner::Guarded(const std::string& id, const Done& done, const Task& fn) -> void {
   try {
     fn();
   } catch (const std::exception& e) {
     // A bug, not an expected failure: loud, and the instance is planned
     // again rather than left without a driver.
     EngineLog({{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
-    driver_.schedule_after(id, 5000);
+    host_.ScheduleAfter(id, 5000);
     done(Next::kStop);
   }
 }
 
 auto StepRunner::CallIfOwner(const CallRequest& req, const Done& done, AfterCall k) -> void {
-  Status ready = driver_.may_send(req.instance_id);
+  Status ready = host_.MaySend(req.instance_id);
   if (!ready.ok()) {
     metrics_.SendWithheld();
     EngineLog({{"msg", "not sent: lease"},
@@ -90,7 +89,7 @@ auto StepRunner::CallIfOwner(const CallRequest& req, const Done& done, AfterCall
 
 auto StepRunner::Ask(const std::string& service, const std::string& key, const std::string& id,
                      int attempt, const TraceContext& trace, const Done& done,
-                     std::function<void(QueryResult)> k) -> void {
+                     Completion<QueryResult> k) -> void {
   auto h = std::make_shared<Handoff>();
   runs_.AwaitReply(true);
   adapter_.QueryAsync(

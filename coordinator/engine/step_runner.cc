@@ -23,7 +23,7 @@ bool IsRetryableSendState(StepStatus s) {
 
 StepRunner::StepRunner(Adapter& adapter, const Clock& clock, const Ownership& ownership,
                        RunTable& runs, EngineMetrics& metrics, ServiceGates& gates,
-                       Executor& executor, Driver driver, Random& random)
+                       Executor& executor, Host& host, Random& random)
     : adapter_(adapter),
       clock_(clock),
       ownership_(ownership),
@@ -31,12 +31,12 @@ StepRunner::StepRunner(Adapter& adapter, const Clock& clock, const Ownership& ow
       metrics_(metrics),
       gates_(gates),
       executor_(executor),
-      driver_(std::move(driver)),
+      host_(host),
       rng_(random.Next()) {}
 
-auto StepRunner::TransitionAsync(const std::string& id, std::function<Status(Tx&)> fn,
-                                 std::function<void(Next)> then, int tries) -> void {
-  driver_.commit_async(id, fn, [this, id, fn, then, tries](Status s) {
+auto StepRunner::TransitionAsync(const std::string& id, Mutation fn, Completion<Next> then,
+                                 int tries) -> void {
+  host_.CommitAsOwnerAsync(id, fn, [this, id, fn, then, tries](Status s) {
     if (RefusedWrite(s) && tries < kRecordTries) {
       TransitionAsync(id, fn, then, tries + 1);
       return;
@@ -45,7 +45,7 @@ auto StepRunner::TransitionAsync(const std::string& id, std::function<Status(Tx&
       GiveUpRecording(id, s, then);
       return;
     }
-    then(s.ok() ? Next::kContinue : driver_.after_failure(id, s));
+    then(s.ok() ? Next::kContinue : host_.AfterFailedCommit(id, s));
   });
 }
 
@@ -54,7 +54,7 @@ auto StepRunner::GiveUpRecording(const std::string& id, const Status& s, Done do
   // it. The saga stops for a human (the step keeps its last recorded
   // state: what the call did is in the log line below and the bundle).
   EngineLog({{"msg", "outcome cannot be recorded"}, {"instance", id}, {"error", s.ToString()}});
-  driver_.commit_async(
+  host_.CommitAsOwnerAsync(
       id,
       [why = s.message()](Tx& tx) -> Status {
         SagaStatus ss = tx.inst().status();
@@ -64,7 +64,9 @@ auto StepRunner::GiveUpRecording(const std::string& id, const Status& s, Done do
             {{"reason", "an outcome could not be recorded after " + std::to_string(kRecordTries) +
                             " tries (the store refused the write: " + why + ")"}});
       },
-      [this, id, s, done](Status e) { done(e.ok() ? Next::kStop : driver_.after_failure(id, s)); });
+      [this, id, s, done](Status e) {
+        done(e.ok() ? Next::kStop : host_.AfterFailedCommit(id, s));
+      });
 }
 
 auto StepRunner::Escalate(const std::string& id, int i, std::string why, Done done) -> void {
@@ -171,7 +173,7 @@ auto StepRunner::StartThenSend(const std::string& id, const SagaDefinitionPtr& d
   CrashPoint("before_started");
   auto slot = std::make_shared<std::optional<ServiceGates::Permit>>(std::move(permit));
   auto request = std::make_shared<Rendered>(std::move(r));
-  driver_.commit_async(
+  host_.CommitAsOwnerAsync(
       id,
       [i, key, hash = request->hash](Tx& tx) -> Status {
         const Instance& cur = tx.inst();
@@ -188,7 +190,7 @@ auto StepRunner::StartThenSend(const std::string& id, const SagaDefinitionPtr& d
       [this, id, defp, i, request, attempt, slot, trace, done = std::move(done)](Status s) {
         if (!s.ok()) {
           slot->reset();  // nothing left: the service's slot is free
-          done(driver_.after_failure(id, s));
+          done(host_.AfterFailedCommit(id, s));
           return;
         }
         CrashPoint("after_started");
@@ -225,7 +227,7 @@ auto StepRunner::SendForward(const std::string& id, const SagaDefinitionPtr& def
                 if (permit) permit->reset();  // the reply is in (or nothing left): slot free
                 if (!sent.ok()) {
                   if (i != launched) runs_.UnmarkStep(id, i);
-                  done(driver_.after_failure(id, sent));
+                  done(host_.AfterFailedCommit(id, sent));
                   return;
                 }
                 AfterForward(id, def, i, launched, attempt, trace, t0, res, done);
@@ -239,7 +241,7 @@ auto StepRunner::AfterForward(const std::string& id, const SagaDefinitionPtr& de
   const SagaDefinition& def = *defp;
   const StepDefinition& sd = def.steps[i];
   CrashPoint("before_outcome");
-  driver_.resumed(id);  // resumed: its first step after a restart was sent
+  host_.MarkRecovered(id);  // resumed: its first step after a restart was sent
   metrics_.Call("forward", res, clock_.SteadyNow() - t0, {def.name, sd.name, sd.forward.service});
   EngineLog(
       {{"msg", "step call"},
@@ -281,7 +283,7 @@ auto StepRunner::AfterForward(const std::string& id, const SagaDefinitionPtr& de
           return;
         }
         CrashPoint("after_started");
-        if (!defp->IsChain()) driver_.schedule(id);  // siblings that became ready start beside it
+        if (!defp->IsChain()) host_.Schedule(id);  // siblings that became ready start beside it
         SendForward(id, c->def, c->step, std::move(c->request), 1, nullptr, trace, launched, done);
       });
 }
@@ -339,7 +341,7 @@ auto StepRunner::Chain(Tx& tx, const SagaDefinition& given, int* marked, int* st
   const SagaDefinition& def = CurrentDefinition(given, inst);
   std::vector<Action> actions = NextActions(def, inst);
   if (actions.front().kind == ActionKind::kComplete) return tx.Saga(SagaEvent::kComplete);
-  if (driver_.recovering()) return Status::Ok();  // others wait to be resumed first
+  if (host_.RecoveryInProgress()) return Status::Ok();  // others wait to be resumed first
   if (inst.status() != SagaStatus::kRunning) return Status::Ok();
   if (def.deadline_ms > 0 && PivotInPlay(def, inst) < 0 &&
       clock_.NowMillis() >= inst.created_at() + def.deadline_ms)

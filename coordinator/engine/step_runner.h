@@ -15,9 +15,9 @@
 //   Compensate / ReconcileCompensation: the same for the undo.
 // The caller marks the step as under way (RunTable) before calling and
 // unmarks it when the action is done; a chained step is marked here. The
-// runner never plans: the driver (its `Driver` hooks) decides what runs next.
+// runner never plans: its Host (the Driver) decides what runs next.
 // No thread waits, neither for a downstream nor for a commit: every commit
-// is asynchronous (Driver::commit_async) and completes a continuation; an
+// is asynchronous (Host::CommitAsOwnerAsync) and completes a continuation; an
 // action sends with Adapter::CallAsync and returns; what follows the reply
 // (record, chain, send the next) runs on the instance's owner thread
 // (Executor::PostTo), where the commits' continuations run too; when the
@@ -34,6 +34,7 @@
 #include <string>
 
 #include "adapters/adapter.h"
+#include "coordinator/engine/callbacks.h"
 #include "coordinator/engine/engine_metrics.h"
 #include "coordinator/engine/executor.h"
 #include "coordinator/engine/ownership.h"
@@ -55,37 +56,42 @@ enum class Next { kContinue, kStop };
 
 class StepRunner {
  public:
-  struct Driver {
+  // What the runner asks of the one who drives the instance (Driver).
+  class Host {
+   public:
     // What a commit that did not happen means for the driver: a lost race
     // plans again (kContinue); a lost lease or storage trouble stops.
-    std::function<Next(const std::string& id, const Status& s)> after_failure;
+    virtual Next AfterFailedCommit(const std::string& id, const Status& s) = 0;
     // Plan the instance again (siblings of a chained step may have become
     // ready).
-    std::function<void(const std::string& id)> schedule;
-    // The instance's first action since a restart is done.
-    std::function<void(const std::string& id)> resumed;
-    // While instances found at start-up wait to be resumed, nothing chains.
-    std::function<bool()> recovering;
-    // Ok if a request of the instance may leave now (Ownership::ReadyToSend:
-    // the lease has at least lease_ms/3 left). Asked right before every
-    // send; on an error nothing is sent and the error goes to after_failure
-    // (the STARTED record is durable: it is reconciled, never guessed).
-    std::function<Status(const std::string& id)> may_send;
+    virtual void Schedule(const std::string& id) = 0;
     // Plan the instance again after `ms` (a step whose service refused a
     // permit: paused, or at a limit).
-    std::function<void(const std::string& id, int64_t ms)> schedule_after;
+    virtual void ScheduleAfter(const std::string& id, int64_t ms) = 0;
+    // The instance's first action since a restart is done.
+    virtual void MarkRecovered(const std::string& id) = 0;
+    // While instances found at start-up wait to be resumed, nothing chains.
+    virtual bool RecoveryInProgress() = 0;
+    // Ok if a request of the instance may leave now (Ownership::ReadyToSend:
+    // the lease has at least lease_ms/3 left). Asked right before every
+    // send; on an error nothing is sent and the error goes to
+    // AfterFailedCommit (the STARTED record is durable: it is reconciled,
+    // never guessed).
+    virtual Status MaySend(const std::string& id) = 0;
     // A commit as the instance's owner (fenced by this process's lease),
     // completing `done` instead of blocking (the store's CommitAsync), on
     // the instance's owner. The runner makes no other commit: no thread
     // waits while a STARTED record or an outcome is made durable.
-    std::function<void(const std::string& id, std::function<Status(Tx&)> fn,
-                       std::function<void(Status)> done)>
-        commit_async;
+    virtual void CommitAsOwnerAsync(const std::string& id, Mutation fn,
+                                    Completion<Status> done) = 0;
+
+   protected:
+    ~Host() = default;
   };
 
   // How an action ends: called exactly once, with what the driver does
   // next, either before the action returns or later on an executor task.
-  using Done = std::function<void(Next)>;
+  using Done = Completion<Next>;
   using InstancePtr = std::shared_ptr<const Instance>;
 
   // How many times a commit the store refuses for what it holds is tried
@@ -96,7 +102,7 @@ class StepRunner {
   // `executor`: where a reply that came after its call returned goes on
   // (the instance's owner: Executor::PostTo).
   StepRunner(Adapter& adapter, const Clock& clock, const Ownership& ownership, RunTable& runs,
-             EngineMetrics& metrics, ServiceGates& gates, Executor& executor, Driver driver,
+             EngineMetrics& metrics, ServiceGates& gates, Executor& executor, Host& host,
              Random& random = SystemRandom::Shared());
 
   void Execute(const std::string& id, const SagaDefinitionPtr& def, const InstancePtr& inst, int i,
@@ -127,8 +133,7 @@ class StepRunner {
   // next. A write the store refuses for what it holds (Internal,
   // InvalidArgument: not a lost race, lease or outage) is tried
   // kRecordTries times, then the saga goes to NEEDS_REVIEW.
-  void TransitionAsync(const std::string& id, std::function<Status(Tx&)> fn, Done then,
-                       int tries = 1);
+  void TransitionAsync(const std::string& id, Mutation fn, Done then, int tries = 1);
   // What a write the store refused kRecordTries times means: the saga
   // stops for a human (NEEDS_REVIEW), or after_failure if even that fails.
   void GiveUpRecording(const std::string& id, const Status& s, Done done);
@@ -141,18 +146,18 @@ class StepRunner {
   // instance is planned again in 5 s and the action ends.
   struct Handoff;
   void Continue(const std::shared_ptr<Handoff>& h, const std::string& id, const Done& done,
-                const std::function<void()>& fn);
+                const Task& fn);
   // Runs fn; an exception (a bug) is logged, the instance is planned again
   // in 5 s and the action ends with kStop.
-  void Guarded(const std::string& id, const Done& done, const std::function<void()>& fn);
-  // Sends `req` if driver_.may_send allows it and goes on with k(Ok, reply);
+  void Guarded(const std::string& id, const Done& done, const Task& fn);
+  // Sends `req` if host_.MaySend allows it and goes on with k(Ok, reply);
   // else k(why not, {}) at once (nothing left).
   using AfterCall = std::function<void(const Status& sent, CallResult res)>;
   void CallIfOwner(const CallRequest& req, const Done& done, AfterCall k);
   // Asks about `key` (Adapter::QueryAsync) and goes on with k(answer), as
   // Continue does.
   void Ask(const std::string& service, const std::string& key, const std::string& id, int attempt,
-           const TraceContext& trace, const Done& done, std::function<void(QueryResult)> k);
+           const TraceContext& trace, const Done& done, Completion<QueryResult> k);
 
   // A service's reservation, held until the reply is in (or nothing left).
   using PermitSlot = std::shared_ptr<std::optional<ServiceGates::Permit>>;
@@ -238,7 +243,7 @@ class StepRunner {
   EngineMetrics& metrics_;
   ServiceGates& gates_;
   Executor& executor_;
-  Driver driver_;
+  Host& host_;
   Mutex budget_mu_;
   std::map<std::string, RetryBudget> budgets_ GUARDED_BY(budget_mu_);
   Mutex rng_mu_;

@@ -55,7 +55,7 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinitionPtr& defp
       call.service,         call.method,          r->path,         r->body, key, id, sd.name,
       ownership_.Token(id), st.comp_attempts + 1, TraceOf(*instp), {}};
   auto slot = std::make_shared<std::optional<ServiceGates::Permit>>(std::move(permit));
-  driver_.commit_async(
+  host_.CommitAsOwnerAsync(
       id,
       [i, key, hash = r->hash](Tx& tx) -> Status {
         StepStatus ss = tx.inst().step(i).status();
@@ -66,7 +66,7 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinitionPtr& defp
       [this, id, defp, i, req = std::move(req), slot, done](Status s) {
         if (!s.ok()) {
           slot->reset();  // nothing left: the service's slot is free
-          done(driver_.after_failure(id, s));
+          done(host_.AfterFailedCommit(id, s));
           return;
         }
         CrashPoint("after_compensation_started");
@@ -83,7 +83,7 @@ auto StepRunner::SendUndo(const std::string& id, const SagaDefinitionPtr& defp, 
                                                                                  CallResult res) {
                 slot->reset();
                 if (!sent.ok()) {
-                  done(driver_.after_failure(id, sent));
+                  done(host_.AfterFailedCommit(id, sent));
                   return;
                 }
                 AfterUndo(id, defp, i, trace_id, t0, res, done);

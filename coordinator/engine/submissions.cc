@@ -24,14 +24,19 @@ std::string NewInstanceId(int64_t now_ms, Random& random) {
 
 }  // namespace
 
+Status Submissions::Starter::FirstStep(Tx&, const SagaDefinition&, int* step, StepRequest*) {
+  *step = -1;
+  return Status::Ok();
+}
+
 Submissions::Submissions(const DefinitionRegistry& defs, InstanceRepository& repo,
-                         Ownership& ownership, const Clock& clock, Starter starter, Random& random)
+                         Ownership& ownership, const Clock& clock, Starter& starter, Random& random)
     : defs_(defs),
       repo_(repo),
       ownership_(ownership),
       clock_(clock),
       random_(random),
-      starter_(std::move(starter)) {}
+      starter_(starter) {}
 
 StatusOr<SagaDefinitionPtr> Submissions::DefinitionFor(const std::string& saga, int version,
                                                        const nlohmann::json& input) const {
@@ -111,7 +116,7 @@ Status Submissions::Begin(const std::string& saga, int version, const nlohmann::
   Status s = c->inst.Apply(created);
   // The first step's STARTED record may ride in the creation commit.
   Tx tx(c->inst, now);
-  if (s.ok() && starter_.chain) s = starter_.chain(tx, *c->def, &c->first, &c->request);
+  if (s.ok()) s = starter_.FirstStep(tx, *c->def, &c->first, &c->request);
   if (!s.ok()) return End(*c, s).status();
   c->events.insert(c->events.end(), tx.events().begin(), tx.events().end());
   c->ops = tx.Operations();
@@ -128,7 +133,7 @@ Status Submissions::Begin(const std::string& saga, int version, const nlohmann::
 StatusOr<SubmitOutcome> Submissions::End(Creation& c, const Status& s) {
   if (s.ok()) ownership_.AdoptFirst(c.id, c.lease);
   if (!s.ok()) {
-    starter_.start(c.id, c.def, c.first, &c.request, c.trace, false);
+    starter_.StartCreated(c.id, c.def, c.first, &c.request, c.trace, false);
     if (c.sub) EndInflight(c.key);
     if (c.sub && s.code() == StatusCode::kAlreadyExists) {
       // Another process sharing the data dir took this key first.
@@ -143,7 +148,7 @@ StatusOr<SubmitOutcome> Submissions::End(Creation& c, const Status& s) {
              {"trace_id", c.trace.trace_id}});
   CrashPoint("after_create");
   if (c.first >= 0) CrashPoint("after_started");
-  starter_.start(c.id, c.def, c.first, &c.request, c.trace, true);
+  starter_.StartCreated(c.id, c.def, c.first, &c.request, c.trace, true);
   SubmitOutcome out;
   out.instance_id = c.id;
   return out;
@@ -165,7 +170,7 @@ StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga, int version
 void Submissions::SubmitAsync(const std::string& saga, int version, const nlohmann::json& input,
                               const std::string& client_key, const std::string& request_hash,
                               const TraceContext& trace, const nlohmann::json* run_metadata,
-                              std::function<void(StatusOr<SubmitOutcome>)> done) {
+                              Completion<StatusOr<SubmitOutcome>> done) {
   auto c = std::make_shared<Creation>();
   Status begun = Begin(saga, version, input, client_key, request_hash, trace, run_metadata, &*c);
   if (!begun.ok()) return done(begun);
@@ -190,7 +195,7 @@ StatusOr<SubmitOutcome> Submissions::Replay(const Submission& first,
 }
 
 void Submissions::Finish(const std::string& key, int status, const nlohmann::json& response,
-                         std::function<void()> then) {
+                         Task then) {
   if (key.empty() || status == 0) {
     if (!key.empty()) EndInflight(key);
     if (then) then();

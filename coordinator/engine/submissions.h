@@ -20,6 +20,7 @@
 #include <unordered_set>
 
 #include "adapters/trace_context.h"
+#include "coordinator/engine/callbacks.h"
 #include "coordinator/engine/step_request.h"
 #include "coordinator/engine/submit_outcome.h"
 #include "coordinator/store/store.h"
@@ -38,22 +39,26 @@ class Tx;
 
 class Submissions {
  public:
-  // How a new instance starts.
-  struct Starter {
-    // Optional: may add to the creating transition the STARTED record of a
-    // first step that may go at once (marking it as under way): *step is
-    // that step, else -1.
-    std::function<Status(Tx&, const SagaDefinition&, int* step, StepRequest* request)> chain;
+  // How a new instance starts (the Driver, through the engine).
+  class Starter {
+   public:
+    // May add to the creating transition the STARTED record of a first step
+    // that may go at once (marking it as under way): *step is that step,
+    // else -1 (the default: none rides).
+    virtual Status FirstStep(Tx& tx, const SagaDefinition& def, int* step, StepRequest* request);
     // After the creation commit: `created` true, send `step` (if >= 0)
-    // and/or plan the instance; false (refused), release what chain took.
-    std::function<void(const std::string& id, const SagaDefinitionPtr& def, int step,
-                       StepRequest* request, const TraceContext& trace, bool created)>
-        start;
+    // and/or plan the instance; false (refused), release what FirstStep
+    // took.
+    virtual void StartCreated(const std::string& id, const SagaDefinitionPtr& def, int step,
+                              StepRequest* request, const TraceContext& trace, bool created) = 0;
+
+   protected:
+    ~Starter() = default;
   };
 
   // New instance ids are the time and 64 bits drawn from `random`.
   Submissions(const DefinitionRegistry& defs, InstanceRepository& repo, Ownership& ownership,
-              const Clock& clock, Starter starter, Random& random = SystemRandom::Shared());
+              const Clock& clock, Starter& starter, Random& random = SystemRandom::Shared());
 
   // `version` 0: the newest registered. NotFound (unknown saga or version),
   // InvalidArgument (input not an object, or missing required fields).
@@ -69,14 +74,14 @@ class Submissions {
   void SubmitAsync(const std::string& saga, int version, const nlohmann::json& input,
                    const std::string& client_key, const std::string& request_hash,
                    const TraceContext& trace, const nlohmann::json* run_metadata,
-                   std::function<void(StatusOr<SubmitOutcome>)> done);
+                   Completion<StatusOr<SubmitOutcome>> done);
   // Stores the response given for `key` (the first one stands; status 0:
   // none was given, nothing to store) and ends its in-flight window once
   // that write is done, then runs `then` (if set): on the store's thread,
   // or inside this call. Never waits for the write. For an empty key: `then`
   // at once.
   void Finish(const std::string& key, int status, const nlohmann::json& response,
-              std::function<void()> then = nullptr);
+              Task then = nullptr);
   // Returns once every response write begun by Finish has completed (its
   // `then` returned): what keeps this object alive for the store's thread.
   void WaitIdle();
@@ -122,7 +127,7 @@ class Submissions {
   Ownership& ownership_;
   const Clock& clock_;
   Random& random_;
-  Starter starter_;
+  Starter& starter_;
   Mutex mu_;
   std::unordered_set<std::string> inflight_ GUARDED_BY(mu_);
   int writing_ GUARDED_BY(mu_) = 0;  // response writes under way

@@ -63,13 +63,12 @@ StatusOr<nlohmann::json> Waiters::Wait(const std::string& id, std::chrono::milli
   }
 }
 
-std::function<bool()> Waiters::WaitAsync(const std::string& id, std::chrono::milliseconds timeout,
-                                         Done done) {
+CancelWait Waiters::WaitAsync(const std::string& id, std::chrono::milliseconds timeout, Done done) {
   auto w = std::make_shared<Async>();
   w->id = id;
   w->done = std::move(done);
   w->deadline = std::chrono::steady_clock::now() + timeout;
-  std::function<bool()> drop = [this, weak = std::weak_ptr<Async>(w)] {
+  CancelWait drop = [this, weak = std::weak_ptr<Async>(w)] {
     auto a = weak.lock();
     return a && Drop(a);
   };

@@ -22,6 +22,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "coordinator/engine/callbacks.h"
 #include "coordinator/engine/executor.h"
 #include "coordinator/store/store.h"
 #include "util/mutex.h"
@@ -30,7 +31,7 @@ namespace sagad {
 
 class Waiters {
  public:
-  using Done = std::function<void(StatusOr<nlohmann::json>)>;
+  using Done = Completion<StatusOr<nlohmann::json>>;
 
   // The store reads of asynchronous waiters are tasks on `executor`.
   Waiters(Store& store, Executor& executor);
@@ -43,8 +44,7 @@ class Waiters {
   // function (which drops this wait: true when `done` never will run; false
   // when it was already taken to run: it runs or has run). Call it only
   // while the Waiters exist.
-  std::function<bool()> WaitAsync(const std::string& id, std::chrono::milliseconds timeout,
-                                  Done done);
+  CancelWait WaitAsync(const std::string& id, std::chrono::milliseconds timeout, Done done);
   // Answers every asynchronous waiter with `why` now, and every later one at
   // once (a draining server: its long polls get a 503, not a dropped line).
   void FinishAll(const Status& why);

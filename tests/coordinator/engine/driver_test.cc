@@ -96,11 +96,8 @@ class DriverTest : public testing::StoreFixture {
         *store_, std::vector<std::string>{"inventory", "payments", "shipping", "airline", "hotel",
                                           "cars", "mail"});
     reads_ = std::make_unique<testing::FailingReadsStore>(*store_);
-    InstanceRepository::Hooks hooks;  // as the engine's: what follows a commit runs on its owner
-    hooks.post = [this](const std::string& owner, std::function<void()> fn) {
-      executor_.PostTo(owner, std::move(fn));
-    };
-    repo_ = std::make_unique<InstanceRepository>(*reads_, clock_, hooks);
+    // As the engine's: what follows a commit runs on its owner.
+    repo_ = std::make_unique<InstanceRepository>(*reads_, clock_, nullptr, &executor_);
     east_ = std::make_unique<Ownership>(*store_, clock_, "east", 3000);
     gates_ = std::make_unique<ServiceGates>(*downstream_, clock_);
     driver_ =
@@ -356,11 +353,7 @@ void DriverTest::NoWorkerWaitsFor(const char* type, Outcome first) {
   downstream.answers = {first};
   HoldingStore holding(*store_);
   AsioExecutor one(1);
-  InstanceRepository::Hooks hooks;
-  hooks.post = [&](const std::string& owner, std::function<void()> fn) {
-    one.PostTo(owner, std::move(fn));
-  };
-  InstanceRepository repo(holding, clock_, hooks);
+  InstanceRepository repo(holding, clock_, nullptr, &one);
   Ownership east(*store_, clock_, "east", 3000);
   ServiceGates gates(downstream, clock_);
   DefinitionRegistry defs;

@@ -12,7 +12,6 @@
 #include "coordinator/engine/asio_executor.h"
 #include "examples/examples.h"
 #include "tests/testing/forwarding_store.h"
-#include "tests/testing/owner_hooks.h"
 #include "tests/testing/store_fixture.h"
 #include "util/mutex.h"
 
@@ -35,13 +34,23 @@ class InstanceRepositoryTest : public testing::StoreFixture {
     EXPECT_EQ(commits_, std::vector<std::string>{"instance_created"});  // hooks run for it too
     commits_.clear();
   }
+  // Records the events of each commit in *seen and the log's messages.
+  class Listener : public InstanceRepository::Listener {
+   public:
+    Listener(std::vector<std::string>* seen, std::vector<std::string>* logs)
+        : seen_(seen), logs_(logs) {}
+    void Committed(const InstanceRepository::Commit& c) override {
+      for (const Event& e : *c.events) seen_->push_back(e.type);
+    }
+    void Log(nlohmann::json line) override { logs_->push_back(line.value("msg", "")); }
+
+   private:
+    std::vector<std::string>* seen_;
+    std::vector<std::string>* logs_;
+  };
   std::unique_ptr<InstanceRepository> Make(std::vector<std::string>* seen) {
-    InstanceRepository::Hooks hooks;
-    hooks.committed = [seen](const InstanceRepository::Commit& c) {
-      for (const Event& e : *c.events) seen->push_back(e.type);
-    };
-    hooks.log = [this](nlohmann::json line) { logs_.push_back(line.value("msg", "")); };
-    return std::make_unique<InstanceRepository>(*store_, clock_, hooks);
+    listeners_.push_back(std::make_unique<Listener>(seen, &logs_));
+    return std::make_unique<InstanceRepository>(*store_, clock_, listeners_.back().get());
   }
   static std::function<Status(Tx&)> StartStep(int i) {
     return [i](Tx& tx) {
@@ -62,6 +71,7 @@ class InstanceRepositoryTest : public testing::StoreFixture {
 
   SagaDefinition def_;
   std::vector<std::string> commits_, logs_;
+  std::vector<std::unique_ptr<Listener>> listeners_;  // outlive the repositories
   std::unique_ptr<InstanceRepository> repo_;
 };
 
@@ -326,7 +336,7 @@ TEST_F(MutateAsyncTest, ALoadWhileATransitionCommitsAnswersTheLastCommittedCopyW
 // asked, or ended the turn before, if it is not handed over.
 TEST_F(MutateAsyncTest, EveryCompletionRunsOnTheInstancesOwnerEvenWithNothingToCommit) {
   AsioExecutor owners(4);
-  InstanceRepository repo(*store_, clock_, testing::OwnerPostingHooks(owners));
+  InstanceRepository repo(*store_, clock_, nullptr, &owners);  // as the engine's
   std::atomic<int> on_owner{0}, off_owner{0};
   auto check = [&](Answer& a) {
     auto done = a.Done();

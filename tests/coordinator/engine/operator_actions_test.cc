@@ -10,7 +10,6 @@
 #include "coordinator/engine/asio_executor.h"
 #include "coordinator/engine/step_request.h"
 #include "examples/examples.h"
-#include "tests/testing/owner_hooks.h"
 #include "tests/testing/store_fixture.h"
 
 namespace sagad {
@@ -20,7 +19,7 @@ class OperatorActionsTest : public testing::StoreFixture {
  protected:
   void SetUp() override {
     StoreFixture::SetUp();
-    repo_ = std::make_unique<InstanceRepository>(*store_, clock_, InstanceRepository::Hooks{});
+    repo_ = std::make_unique<InstanceRepository>(*store_, clock_);
     ASSERT_TRUE(defs_.Register(IncidentResponse()).ok());
     ops_ = std::make_unique<OperatorActions>(
         defs_, *repo_, runs_, [this](const std::string& id) { woken_.push_back(id); });
@@ -146,7 +145,7 @@ TEST_F(OperatorActionsTest, RejectingOneBranchWithdrawsTheApprovalTheOtherWaitsF
 // saw the change: the saga stayed COMPENSATING with nothing left to undo.
 TEST_F(OperatorActionsTest, ARefusedActionThatLoadsANewerVersionWakesTheOwner) {
   AwaitApproval();
-  InstanceRepository elsewhere(*store_, clock_, InstanceRepository::Hooks{});
+  InstanceRepository elsewhere(*store_, clock_);
   OperatorActions there(defs_, elsewhere, runs_, [](const std::string&) {});
   ASSERT_TRUE(there.Reject("i1", "notify_user", "bob", "no").ok());
   repo_->Evict("i1");  // as after a failed commit here
@@ -200,7 +199,7 @@ TEST_F(OperatorActionsTest, AnAsyncActionBeginsAfterTheTaskItsOwnerRunsNow) {
     return tx.Saga(SagaEvent::kEscalate, {{"reason", "timeout"}});
   });
   AsioExecutor owners(2);
-  InstanceRepository repo(*store_, clock_, testing::OwnerPostingHooks(owners));
+  InstanceRepository repo(*store_, clock_, nullptr, &owners);  // as the engine's
   OperatorActions ops(defs_, repo, runs_, [](const std::string&) {});
   std::promise<Status> answered;
   owners.PostTo("i1", [&] {

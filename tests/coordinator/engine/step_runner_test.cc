@@ -56,39 +56,47 @@ class RefusingStore : public testing::ForwardingStore {
 
 class StepRunnerTest : public testing::StoreFixture {
  protected:
+  // The runner's host: a lost race plans again, anything else stops; plans
+  // and delays are recorded; commits go through the repository.
+  class Host final : public StepRunner::Host {
+   public:
+    explicit Host(StepRunnerTest& t) : t_(t) {}
+    Next AfterFailedCommit(const std::string&, const Status& s) override {
+      return s.code() == StatusCode::kMovedOn ? Next::kContinue : Next::kStop;
+    }
+    void Schedule(const std::string& id) override { t_.scheduled_.push_back(id); }
+    void ScheduleAfter(const std::string& id, int64_t ms) override {
+      t_.later_.push_back({id, ms});
+    }
+    void MarkRecovered(const std::string&) override {}
+    bool RecoveryInProgress() override { return false; }
+    Status MaySend(const std::string& id) override { return t_.ownership_->ReadyToSend(id); }
+    void CommitAsOwnerAsync(const std::string& id, std::function<Status(Tx&)> fn,
+                            std::function<void(Status)> done) override {
+      ++t_.commits_;
+      ++t_.async_commits_;
+      auto lease = t_.ownership_->Held(id);
+      t_.repo_->MutateAsync(id, std::move(fn), lease, [this, done](Status s) {
+        if (t_.after_commit_) std::exchange(t_.after_commit_, nullptr)();
+        done(s);
+      });
+    }
+
+   private:
+    StepRunnerTest& t_;
+  };
+
   void SetUp() override {
     StoreFixture::SetUp();
     def_ = OrderFulfilment();
     downstream_ = std::make_unique<ScriptedDownstream>(
         *store_, std::vector<std::string>{"inventory", "payments", "shipping"});
     refusing_ = std::make_unique<RefusingStore>(*store_);
-    repo_ = std::make_unique<InstanceRepository>(*refusing_, clock_, InstanceRepository::Hooks{});
+    repo_ = std::make_unique<InstanceRepository>(*refusing_, clock_);
     ownership_ = std::make_unique<Ownership>(*store_, clock_, "east", 3000);
-    auto commit_async = [this](const std::string& id, std::function<Status(Tx&)> fn,
-                               std::function<void(Status)> done) {
-      ++commits_;
-      ++async_commits_;
-      auto lease = ownership_->Held(id);
-      repo_->MutateAsync(id, std::move(fn), lease, [this, done](Status s) {
-        if (after_commit_) std::exchange(after_commit_, nullptr)();
-        done(s);
-      });
-    };
-    StepRunner::Driver driver{[](const std::string&, const Status& s) {
-                                return s.code() == StatusCode::kMovedOn ? Next::kContinue
-                                                                        : Next::kStop;
-                              },
-                              [this](const std::string& id) { scheduled_.push_back(id); },
-                              [](const std::string&) {},
-                              [] { return false; },
-                              [this](const std::string& id) { return ownership_->ReadyToSend(id); },
-                              [this](const std::string& id, int64_t ms) {
-                                later_.push_back({id, ms});
-                              },
-                              commit_async};
     gates_ = std::make_unique<ServiceGates>(*downstream_, clock_);
     runner_ = std::make_unique<StepRunner>(*downstream_, clock_, *ownership_, runs_, metrics_,
-                                           *gates_, executor_, driver);
+                                           *gates_, executor_, host_);
     Instance inst;
     Event created = Instance::CreatedEvent("o1", def_,
                                            {{"sku", "A"},
@@ -140,13 +148,14 @@ class StepRunnerTest : public testing::StoreFixture {
   RunTable runs_;
   EngineMetrics metrics_;
   std::unique_ptr<ServiceGates> gates_;
-  std::vector<std::pair<std::string, int64_t>> later_;  // schedule_after
+  std::vector<std::pair<std::string, int64_t>> later_;  // ScheduleAfter
+  Host host_{*this};
   std::unique_ptr<StepRunner> runner_;
   // Where a reply that comes after its call returned goes on; stopped (its
   // queue run) before the runner goes.
   AsioExecutor executor_{1};
   int commits_ = 0;        // blocking and asynchronous
-  int async_commits_ = 0;  // through commit_async
+  int async_commits_ = 0;  // through CommitAsOwnerAsync
   std::vector<std::string> scheduled_;
   std::function<void()> after_commit_;  // once, after the next commit
 };

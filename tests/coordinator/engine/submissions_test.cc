@@ -20,17 +20,22 @@ class SubmissionsTest : public testing::StoreFixture {
   void SetUp() override {
     StoreFixture::SetUp();
     ASSERT_TRUE(defs_.Register(OrderFulfilment()).ok());
-    repo_ = std::make_unique<InstanceRepository>(*store_, clock_, InstanceRepository::Hooks{});
+    repo_ = std::make_unique<InstanceRepository>(*store_, clock_);
     ownership_ = std::make_unique<Ownership>(*store_, clock_, "east", 3000);
-    subs_ = std::make_unique<Submissions>(defs_, *repo_, *ownership_, clock_, Starter(&scheduled_));
+    subs_ = std::make_unique<Submissions>(defs_, *repo_, *ownership_, clock_, starter_);
   }
   // Plans each created instance (no first step rides in the creation).
-  static Submissions::Starter Starter(std::vector<std::string>* scheduled) {
-    return {nullptr, [scheduled](const std::string& id, const SagaDefinitionPtr&, int, StepRequest*,
-                                 const TraceContext&, bool created) {
-              if (created) scheduled->push_back(id);
-            }};
-  }
+  class Starter final : public Submissions::Starter {
+   public:
+    explicit Starter(std::vector<std::string>* scheduled) : scheduled_(scheduled) {}
+    void StartCreated(const std::string& id, const SagaDefinitionPtr&, int, StepRequest*,
+                      const TraceContext&, bool created) override {
+      if (created) scheduled_->push_back(id);
+    }
+
+   private:
+    std::vector<std::string>* scheduled_;
+  };
   nlohmann::json Input() {
     return {{"sku", "A-1"},      {"qty", 1},       {"amount", 10},
             {"currency", "EUR"}, {"address", "x"}, {"customer", "c"}};
@@ -44,8 +49,9 @@ class SubmissionsTest : public testing::StoreFixture {
   DefinitionRegistry defs_;
   std::unique_ptr<InstanceRepository> repo_;
   std::unique_ptr<Ownership> ownership_;
-  std::unique_ptr<Submissions> subs_;
   std::vector<std::string> scheduled_;
+  Starter starter_{&scheduled_};
+  std::unique_ptr<Submissions> subs_;
 };
 
 TEST_F(SubmissionsTest, CreatesOwnsAndSchedulesTheInstance) {
@@ -95,9 +101,10 @@ TEST_F(SubmissionsTest, AKeyReplaysTheSameRequestAndRefusesAnother) {
 
 TEST_F(SubmissionsTest, AnotherProcessWithTheSameKeyReplaysTheFirstInstance) {
   Ownership west_owner(*store_, clock_, "west", 3000);
-  InstanceRepository west_repo(*store_, clock_, {});
+  InstanceRepository west_repo(*store_, clock_);
   std::vector<std::string> west_scheduled;
-  Submissions west(defs_, west_repo, west_owner, clock_, Starter(&west_scheduled));
+  Starter west_starter(&west_scheduled);
+  Submissions west(defs_, west_repo, west_owner, clock_, west_starter);
   auto first = Submit("key-2", "h");
   ASSERT_TRUE(first.ok());
   auto second = west.Submit("order_fulfilment", 0, Input(), "key-2", "h", {});
@@ -108,22 +115,24 @@ TEST_F(SubmissionsTest, AnotherProcessWithTheSameKeyReplaysTheFirstInstance) {
 }
 
 TEST_F(SubmissionsTest, AFirstStepRidesInTheCreationCommitWithItsOperationRecord) {
-  std::vector<std::pair<int, bool>> started;
-  Submissions subs(
-      defs_, *repo_, *ownership_, clock_,
-      {[](Tx& tx, const SagaDefinition&, int* step, StepRequest* request) {
-         *step = 0;
-         request->path = "/reservations";
-         return tx.Step(0, StepEvent::kStart, {{"key", tx.inst().id() + ":reserve_inventory"}});
-       },
-       [&](const std::string&, const SagaDefinitionPtr&, int step, StepRequest* request,
-           const TraceContext&, bool created) {
-         EXPECT_EQ(request->path, "/reservations");
-         started.push_back({step, created});
-       }});
+  // Its first step rides in the creation; records what it is told to start.
+  struct Chaining final : Submissions::Starter {
+    std::vector<std::pair<int, bool>> started;
+    Status FirstStep(Tx& tx, const SagaDefinition&, int* step, StepRequest* request) override {
+      *step = 0;
+      request->path = "/reservations";
+      return tx.Step(0, StepEvent::kStart, {{"key", tx.inst().id() + ":reserve_inventory"}});
+    }
+    void StartCreated(const std::string&, const SagaDefinitionPtr&, int step, StepRequest* request,
+                      const TraceContext&, bool created) override {
+      EXPECT_EQ(request->path, "/reservations");
+      started.push_back({step, created});
+    }
+  } chaining;
+  Submissions subs(defs_, *repo_, *ownership_, clock_, chaining);
   auto out = subs.Submit("order_fulfilment", 0, Input(), "", "", {});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
-  EXPECT_EQ(started, (std::vector<std::pair<int, bool>>{{0, true}}));
+  EXPECT_EQ(chaining.started, (std::vector<std::pair<int, bool>>{{0, true}}));
   auto events = store_->GetEvents(out->instance_id);
   ASSERT_TRUE(events.ok());
   ASSERT_EQ(events->size(), 2u);  // one commit: created + started
