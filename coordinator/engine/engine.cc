@@ -1,5 +1,5 @@
-#include "coordinator/engine/asio_executor.h"
 #include "coordinator/engine/engine_impl.h"
+#include "coordinator/engine/owners/asio_executor.h"
 
 namespace sagad {
 

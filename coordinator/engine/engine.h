@@ -38,7 +38,7 @@
 
 namespace sagad {
 
-class Executor;  // coordinator/engine/executor.h
+class Executor;  // coordinator/engine/owners/executor.h
 class Random;    // util/random.h
 
 struct EngineOptions {
@@ -215,7 +215,7 @@ class Engine {
                      const nlohmann::json& metadata, const std::string& client_key,
                      const std::string& request_hash, const TraceContext& trace,
                      Completion<StatusOr<SubmitOutcome>> done);
-  // An agent's call (coordinator/engine/agent_runs.h): true when recorded
+  // An agent's call (coordinator/engine/actions/agent_runs.h): true when recorded
   // now, false when the same call was made before (its first outcome
   // answers). InvalidArgument (nothing recorded), AlreadyExists (the
   // call_id was used for another call), FailedPrecondition (the run takes

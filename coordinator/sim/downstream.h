@@ -65,7 +65,7 @@ struct Operation {
   int pending = 0;     // delayed requests still on their way
   int held = 0;        // requests a paused process holds before its socket
   // SHA-256 of "METHOD path\n" + the canonical body of the request that took
-  // effect (what an approval is bound to: coordinator/engine/step_request.h).
+  // effect (what an approval is bound to: coordinator/engine/steps/step_request.h).
   std::string request_hash;
 };
 

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "coordinator/engine/engine.h"
-#include "coordinator/engine/executor.h"
+#include "coordinator/engine/owners/executor.h"
 #include "coordinator/http/http_api.h"
 #include "coordinator/sim/bugs.h"
 #include "coordinator/sim/downstream.h"

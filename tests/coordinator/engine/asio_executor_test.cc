@@ -1,7 +1,7 @@
 // AsioExecutor: an owner's tasks run on one thread, one at a time, and only
 // there is the thread its owner's (Executor::OnOwner); timers reach the
 // owner too; Shutdown runs what was queued.
-#include "coordinator/engine/asio_executor.h"
+#include "coordinator/engine/owners/asio_executor.h"
 
 #include <gtest/gtest.h>
 

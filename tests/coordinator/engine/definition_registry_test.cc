@@ -1,4 +1,4 @@
-#include "coordinator/engine/definition_registry.h"
+#include "coordinator/engine/instances/definition_registry.h"
 
 #include <gtest/gtest.h>
 

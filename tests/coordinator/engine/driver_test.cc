@@ -3,7 +3,7 @@
 // clock. The downstream is a ScriptedDownstream (the boundary, not the thing
 // under test), which checks at each request that its STARTED record is
 // already durable. Every wait is on a condition with a deadline.
-#include "coordinator/engine/driver.h"
+#include "coordinator/engine/driver/driver.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <condition_variable>
 #include <thread>
 
-#include "coordinator/engine/asio_executor.h"
+#include "coordinator/engine/owners/asio_executor.h"
 #include "examples/examples.h"
 #include "tests/testing/failing_reads_store.h"
 #include "tests/testing/scripted_downstream.h"

@@ -1,4 +1,4 @@
-#include "coordinator/engine/engine_metrics.h"
+#include "coordinator/engine/metrics/engine_metrics.h"
 
 #include <gtest/gtest.h>
 

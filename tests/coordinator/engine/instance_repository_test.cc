@@ -1,6 +1,6 @@
 // InstanceRepository over a real LMDB store; two repositories on one store
 // are two processes (or an operator's action racing the driver).
-#include "coordinator/engine/instance_repository.h"
+#include "coordinator/engine/instances/instance_repository.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <optional>
 #include <thread>
 
-#include "coordinator/engine/asio_executor.h"
+#include "coordinator/engine/owners/asio_executor.h"
 #include "examples/examples.h"
 #include "tests/testing/forwarding_store.h"
 #include "tests/testing/store_fixture.h"

@@ -1,14 +1,14 @@
 // OperatorActions over a real LMDB store and InstanceRepository, with the
 // incident_response saga (its last step waits for approval).
-#include "coordinator/engine/operator_actions.h"
+#include "coordinator/engine/actions/operator_actions.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <future>
 
-#include "coordinator/engine/asio_executor.h"
-#include "coordinator/engine/step_request.h"
+#include "coordinator/engine/owners/asio_executor.h"
+#include "coordinator/engine/steps/step_request.h"
 #include "examples/examples.h"
 #include "tests/testing/store_fixture.h"
 

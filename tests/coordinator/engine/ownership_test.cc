@@ -1,6 +1,6 @@
 // Ownership over a real LMDB store: two Ownership objects on one store are
 // two coordinator processes.
-#include "coordinator/engine/ownership.h"
+#include "coordinator/engine/instances/ownership.h"
 
 #include <gtest/gtest.h>
 

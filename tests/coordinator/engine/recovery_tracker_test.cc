@@ -1,4 +1,4 @@
-#include "coordinator/engine/recovery_tracker.h"
+#include "coordinator/engine/driver/recovery_tracker.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "coordinator/engine/run_table.h"
+#include "coordinator/engine/instances/run_table.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "coordinator/engine/saga_turns.h"
+#include "coordinator/engine/instances/saga_turns.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // ServiceGates with a manual clock: pause, max_in_flight, max_per_second,
 // who waits, and who is woken.
-#include "coordinator/engine/service_gates.h"
+#include "coordinator/engine/services/service_gates.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "coordinator/engine/step_request.h"
+#include "coordinator/engine/steps/step_request.h"
 
 #include <gtest/gtest.h>
 

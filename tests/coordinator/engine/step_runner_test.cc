@@ -2,7 +2,7 @@
 // is a ScriptedDownstream (the boundary, not the thing under test): it
 // answers as told and, at each call, reads the store to check that the
 // STARTED record of the request is already durable.
-#include "coordinator/engine/step_runner.h"
+#include "coordinator/engine/steps/step_runner.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <thread>
 #include <utility>
 
-#include "coordinator/engine/asio_executor.h"
-#include "coordinator/engine/instance_repository.h"
+#include "coordinator/engine/instances/instance_repository.h"
+#include "coordinator/engine/owners/asio_executor.h"
 #include "examples/examples.h"
 #include "policies/planner.h"
 #include "tests/testing/forwarding_store.h"

@@ -1,14 +1,14 @@
 // Submissions over a real LMDB store: a second Submissions on the same file
 // is another coordinator process.
-#include "coordinator/engine/submissions.h"
+#include "coordinator/engine/actions/submissions.h"
 
 #include <gtest/gtest.h>
 
-#include "coordinator/engine/definition_registry.h"
-#include "coordinator/engine/instance_repository.h"
-#include "coordinator/engine/ownership.h"
-#include "coordinator/engine/step_request.h"
-#include "coordinator/engine/transition.h"
+#include "coordinator/engine/instances/definition_registry.h"
+#include "coordinator/engine/instances/instance_repository.h"
+#include "coordinator/engine/instances/ownership.h"
+#include "coordinator/engine/instances/transition.h"
+#include "coordinator/engine/steps/step_request.h"
 #include "examples/examples.h"
 #include "tests/testing/store_fixture.h"
 

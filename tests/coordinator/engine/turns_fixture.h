@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "coordinator/engine/transition.h"
+#include "coordinator/engine/instances/transition.h"
 #include "sagas/definition.h"
 #include "sagas/instance.h"
 

@@ -1,5 +1,5 @@
 // Waiters over a real LMDB store: `?wait=` callers, blocking and asynchronous.
-#include "coordinator/engine/waiters.h"
+#include "coordinator/engine/actions/waiters.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <future>
 #include <thread>
 
-#include "coordinator/engine/asio_executor.h"
+#include "coordinator/engine/owners/asio_executor.h"
 #include "tests/testing/store_fixture.h"
 
 namespace sagad {

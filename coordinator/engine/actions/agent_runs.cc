@@ -1,0 +1,201 @@
+#include "coordinator/engine/actions/agent_runs.h"
+
+#include "coordinator/engine/instances/saga_turns.h"
+#include "coordinator/engine/steps/step_request.h"
+#include "policies/approval_policy.h"
+#include "policies/operator_rules.h"
+#include "policies/planner.h"
+#include "util/json_limits.h"
+
+namespace sagad {
+
+namespace {
+
+Status NotARun(const Instance& inst) {
+  if (inst.is_run()) return Status::Ok();
+  return FailedPrecondition("instance " + inst.id() +
+                            " is a saga, not a run (runs are opened "
+                            "with POST /v1/toolboxes/{toolbox}/runs)");
+}
+
+// A run its agent left silent waits in review for the agent: its return
+// (a call, finish, abort) resumes it.
+Status ResumeIfSilent(Tx& tx, const std::string& actor) {
+  const Instance& inst = tx.inst();
+  if (inst.status() != SagaStatus::kNeedsReview || inst.review_reason() != kAgentSilent)
+    return Status::Ok();
+  return tx.Saga(SagaEvent::kResume, {{"by", actor}, {"reason", "the agent came back"}});
+}
+
+// The call's fields as recorded: what the agent sent, checked.
+StatusOr<nlohmann::json> CallRecord(const nlohmann::json& call) {
+  if (!call.is_object()) return InvalidArgument("a call must be a JSON object");
+  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(
+      call, {"call_id", "tool", "arguments", "reason", "evidence", "model", "prompt_version"},
+      "the call"));
+  if (!call.contains("call_id") || !call["call_id"].is_string() ||
+      !IsCallId(call["call_id"].get<std::string>()))
+    return InvalidArgument("call_id must be 1-64 of [A-Za-z0-9_-] (and not \"input\")");
+  if (!call.contains("tool") || !call["tool"].is_string())
+    return InvalidArgument("tool must be the name of one of the toolbox's tools");
+  nlohmann::json out = {{"tool", call["tool"]},
+                        {"arguments", call.value("arguments", nlohmann::json::object())}};
+  if (!out["arguments"].is_object()) return InvalidArgument("arguments must be a JSON object");
+  for (const char* f : {"reason", "model", "prompt_version"}) {
+    if (!call.contains(f) || call[f].is_null()) continue;
+    if (!call[f].is_string()) return InvalidArgument(std::string(f) + " must be a string");
+    out[f] = call[f];
+  }
+  if (call.contains("evidence") && !call["evidence"].is_null()) {
+    if (!call["evidence"].is_array()) return InvalidArgument("evidence must be an array");
+    out["evidence"] = call["evidence"];
+  }
+  return out;
+}
+
+std::string ToolList(const ToolboxDefinition& tb) {
+  std::string out;
+  for (const auto& t : tb.tools) out += (out.empty() ? "" : ", ") + t.name();
+  return out;
+}
+
+// The new call's step, added to the transition: checked against the
+// toolbox, and its request rendered once now (a value that is not there is
+// refused now, unless an earlier call still to settle may supply it).
+Status AddCall(Tx& tx, const ToolboxDefinition& tb, const std::string& call_id,
+               const nlohmann::json& record) {
+  const Instance& inst = tx.inst();
+  if (inst.steps().size() >= static_cast<size_t>(tb.max_calls))
+    return FailedPrecondition("the run has made " + std::to_string(inst.steps().size()) +
+                              " calls, the most its toolbox allows (max_calls)");
+  const std::string tool_name = record["tool"].get<std::string>();
+  const ToolDefinition* tool = tb.Tool(tool_name);
+  if (!tool)
+    return InvalidArgument("toolbox '" + tb.name + "' has no tool '" + SanitizeUtf8(tool_name) +
+                           "' (its tools: " + ToolList(tb) + ")");
+  const nlohmann::json& args = record["arguments"];
+  std::vector<SchemaError> errors = tool->ArgumentErrors(args);
+  if (!errors.empty())
+    return InvalidArgument("arguments do not match tool '" + tool_name +
+                           "': " + (errors[0].path.empty() ? "arguments" : errors[0].path) + " " +
+                           errors[0].message);
+  auto step = CallStep(
+      *tool, call_id, [&](const std::string& c) { return inst.StepIndex(c) >= 0; },
+      [&](const ApprovalRule& r) { return EvaluateApprovalRule(r, args); });
+  if (!step.ok()) return step.status();
+  nlohmann::json data = record;
+  data["definition"] = StepToJson(*step);
+  SAGAD_RETURN_IF_ERROR(tx.Call(call_id, std::move(data)));
+  auto r = RenderStepRequest(tx.inst(), tx.inst().run_definition()->steps.back().forward);
+  if (r.ok()) return Status::Ok();
+  for (size_t i = 0; i + 1 < tx.inst().steps().size(); ++i)
+    if (!CallSettled(tx.inst().step(i).status())) return Status::Ok();
+  return InvalidArgument("the call's request cannot be built: " + r.status().message());
+}
+
+}  // namespace
+
+StatusOr<Mutation> AgentRuns::Appending(const std::string& id, const nlohmann::json& call,
+                                        const std::string& actor,
+                                        std::shared_ptr<bool> appended) const {
+  auto record = CallRecord(call);
+  if (!record.ok()) return record.status();
+  const std::string call_id = call["call_id"].get<std::string>();
+  return Mutation([this, id, call_id, record = *record, actor, appended](Tx& tx) -> Status {
+    *appended = false;  // a lost race applies it again
+    const Instance& inst = tx.inst();
+    SAGAD_RETURN_IF_ERROR(NotARun(inst));
+    if (int i = inst.StepIndex(call_id); i >= 0) {
+      const nlohmann::json& first = inst.step(i).call;
+      if (first.value("tool", "") == record["tool"] &&
+          first.value("arguments", nlohmann::json()) == record["arguments"])
+        return Status::Ok();  // the agent asking again: the first call answers
+      return AlreadyExists("call '" + call_id + "' of run " + id + " was made with tool '" +
+                           first.value("tool", "") +
+                           "' and other arguments; a new call needs a new call_id");
+    }
+    SAGAD_RETURN_IF_ERROR(ResumeIfSilent(tx, actor));
+    SagaStatus ss = tx.inst().status();
+    if (ss != SagaStatus::kRunning && ss != SagaStatus::kAwaitingApproval)
+      return FailedPrecondition("run " + id + " is " + tx.inst().StatusName() +
+                                "; it takes no more calls");
+    ToolboxDefinitionPtr tb = defs_.GetToolbox(inst.saga(), inst.saga_version());
+    if (!tb)
+      return FailedPrecondition("toolbox '" + inst.saga() + "' version " +
+                                std::to_string(inst.saga_version()) + " is not registered here");
+    *appended = true;
+    return AddCall(tx, *tb, call_id, record);
+  });
+}
+
+StatusOr<bool> AgentRuns::Append(const std::string& id, const nlohmann::json& call,
+                                 const std::string& actor) {
+  auto appended = std::make_shared<bool>(false);
+  auto fn = Appending(id, call, actor, appended);
+  if (!fn.ok()) return fn.status();
+  SAGAD_RETURN_IF_ERROR(act_.Act(id, *fn));
+  return *appended;
+}
+
+void AgentRuns::AppendAsync(const std::string& id, const nlohmann::json& call,
+                            const std::string& actor, Completion<StatusOr<bool>> done) {
+  auto appended = std::make_shared<bool>(false);
+  auto fn = Appending(id, call, actor, appended);
+  if (!fn.ok()) return done(fn.status());
+  // With a continuation Run refuses nothing before its commit: always Ok.
+  (void)act_.Run(id, std::move(*fn), [appended, done](Status s) {
+    if (!s.ok()) return done(s);
+    done(*appended);
+  });
+}
+
+Status AgentRuns::Finish(const std::string& id, const std::string& actor,
+                         OperatorActions::Done done) {
+  return act_.Run(
+      id,
+      [id, actor](Tx& tx) -> Status {
+        SAGAD_RETURN_IF_ERROR(NotARun(tx.inst()));
+        if (tx.inst().status() == SagaStatus::kCompleted) return Status::Ok();
+        SAGAD_RETURN_IF_ERROR(ResumeIfSilent(tx, actor));
+        const Instance& inst = tx.inst();
+        if (inst.status() == SagaStatus::kCompensating || inst.status() == SagaStatus::kCompensated)
+          return FailedPrecondition("run " + id + " was aborted (" + inst.StatusName() +
+                                    "); it cannot finish");
+        for (const StepState& st : inst.steps())
+          if (!CallSettled(st.status()))
+            return FailedPrecondition("call '" + st.name + "' is " + StepStatusName(st.status()) +
+                                      "; a run finishes once every call is settled");
+        if (inst.status() != SagaStatus::kRunning)
+          return FailedPrecondition("run " + id + " is " + inst.StatusName() +
+                                    "; only an OPEN run " + "finishes");
+        return tx.Saga(SagaEvent::kComplete, {{"by", actor}, {"finished", true}});
+      },
+      std::move(done));
+}
+
+Status AgentRuns::Abort(const std::string& id, const std::string& actor, const std::string& reason,
+                        OperatorActions::Done done) {
+  return act_.Run(
+      id,
+      [id, actor, reason](Tx& tx) -> Status {
+        SAGAD_RETURN_IF_ERROR(NotARun(tx.inst()));
+        SagaStatus ss = tx.inst().status();
+        if (ss == SagaStatus::kCompensating || ss == SagaStatus::kCompensated) return Status::Ok();
+        SAGAD_RETURN_IF_ERROR(ResumeIfSilent(tx, actor));
+        const Instance& inst = tx.inst();
+        const SagaDefinition& def = *inst.run_definition();
+        if (int p = PivotInPlay(def, inst); p >= 0)
+          return FailedPrecondition(
+              "call '" + inst.step(p).name + "' (tool '" + inst.step(p).call.value("tool", "") +
+              "') is irreversible and " + StepStatusName(inst.step(p).status()) +
+              ": the run can no longer be undone");
+        SAGAD_RETURN_IF_ERROR(MayCancel(def, inst));
+        const std::string why = "run aborted: " + reason;
+        SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals(actor, why));
+        return tx.Saga(SagaEvent::kStartCompensation,
+                       {{"by", actor}, {"aborted", true}, {"reason", why}});
+      },
+      std::move(done));
+}
+
+}  // namespace sagad

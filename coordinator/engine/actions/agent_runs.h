@@ -1,0 +1,62 @@
+// AgentRuns: what an agent does to its run (docs/agents.md): append a call,
+// finish, abort. Each is one transition made as an operator's action is
+// (OperatorActions::Act: serialised per instance, checked by the machines,
+// compare-and-swap, no lease needed since it sends nothing; then the owner's
+// driver plans the run again, which sends the call with the step rules:
+// STARTED first, UNKNOWN reconciled, approval bound to the request).
+//
+// Append: the same call_id with the same tool and arguments is the agent
+// asking again (after a crash, a lost reply): nothing is recorded, the
+// existing call answers. With another tool or other arguments it is
+// AlreadyExists. A call that cannot be made (an unknown tool, arguments the
+// schema refuses, a template naming a call the run has not made or a value
+// that is not there) is InvalidArgument and records nothing. A run that
+// went to review because its agent fell silent resumes when the agent
+// comes back (a call, finish or abort).
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "coordinator/engine/actions/operator_actions.h"
+#include "coordinator/engine/callbacks.h"
+#include "coordinator/engine/instances/definition_registry.h"
+#include "util/status.h"
+
+namespace sagad {
+
+class AgentRuns {
+ public:
+  AgentRuns(const DefinitionRegistry& defs, OperatorActions& act) : defs_(defs), act_(act) {}
+
+  // `call`: {"call_id", "tool", "arguments", "reason", "evidence", "model",
+  // "prompt_version"}; true when it was recorded now, false when the same
+  // call was appended before.
+  StatusOr<bool> Append(const std::string& id, const nlohmann::json& call,
+                        const std::string& actor);
+  // Append without blocking: `done` gets what Append returns, once its
+  // commit is done (or at once when refused before any commit).
+  void AppendAsync(const std::string& id, const nlohmann::json& call, const std::string& actor,
+                   Completion<StatusOr<bool>> done);
+  // COMPLETED once every call is settled; FailedPrecondition naming the call
+  // that is not. Finishing a finished run is OK.
+  // With `done`: as OperatorActions' actions (asynchronous, see there).
+  Status Finish(const std::string& id, const std::string& actor,
+                OperatorActions::Done done = nullptr);
+  // The committed calls are undone in reverse order (the run ends
+  // COMPENSATED); FailedPrecondition naming the irreversible call once one
+  // is under way or done. Aborting an aborted run is OK.
+  Status Abort(const std::string& id, const std::string& actor, const std::string& reason,
+               OperatorActions::Done done = nullptr);
+
+ private:
+  // The transition of Append; *appended says whether it added the call.
+  StatusOr<Mutation> Appending(const std::string& id, const nlohmann::json& call,
+                               const std::string& actor, std::shared_ptr<bool> appended) const;
+
+  const DefinitionRegistry& defs_;
+  OperatorActions& act_;
+};
+
+}  // namespace sagad

@@ -1,0 +1,229 @@
+#include "coordinator/engine/actions/submissions.h"
+
+#include <cstdio>
+
+#include "coordinator/engine/instances/definition_registry.h"
+#include "coordinator/engine/instances/instance_repository.h"
+#include "coordinator/engine/instances/ownership.h"
+#include "coordinator/engine/instances/transition.h"
+#include "coordinator/engine/steps/step_request.h"
+#include "coordinator/store/store_fault.h"
+#include "util/crash_point.h"
+#include "util/log.h"
+
+namespace sagad {
+namespace {
+
+std::string NewInstanceId(int64_t now_ms, Random& random) {
+  const uint64_t r = random.Next();
+  char buf[40];
+  snprintf(buf, sizeof buf, "%012llx-%016llx", static_cast<unsigned long long>(now_ms),
+           static_cast<unsigned long long>(r));
+  return buf;
+}
+
+}  // namespace
+
+Status Submissions::Starter::FirstStep(Tx&, const SagaDefinition&, int* step, StepRequest*) {
+  *step = -1;
+  return Status::Ok();
+}
+
+Submissions::Submissions(const DefinitionRegistry& defs, InstanceRepository& repo,
+                         Ownership& ownership, const Clock& clock, Starter& starter, Random& random)
+    : defs_(defs),
+      repo_(repo),
+      ownership_(ownership),
+      clock_(clock),
+      random_(random),
+      starter_(starter) {}
+
+StatusOr<SagaDefinitionPtr> Submissions::DefinitionFor(const std::string& saga, int version,
+                                                       const nlohmann::json& input) const {
+  SagaDefinitionPtr def = defs_.Get(saga, version);
+  if (!def && version > 0 && defs_.Get(saga, 0))
+    return NotFound("saga '" + saga + "' has no registered version " + std::to_string(version));
+  if (!def) return NotFound("saga '" + saga + "' is not registered");
+  if (!input.is_object()) return InvalidArgument("'input' must be a JSON object");
+  std::vector<SchemaError> errors = def->InputErrors(input);
+  if (!errors.empty()) {
+    std::string m;
+    for (const auto& e : errors) m += (m.empty() ? "" : "; ") + e.path + " " + e.message;
+    return InvalidArgument("input does not match saga '" + saga + "': " + m);
+  }
+  return def;
+}
+
+StatusOr<SagaDefinitionPtr> Submissions::RunDefinitionFor(const std::string& toolbox, int version,
+                                                          const nlohmann::json& input) const {
+  ToolboxDefinitionPtr tb = defs_.GetToolbox(toolbox, version);
+  if (!tb && version > 0 && defs_.GetToolbox(toolbox, 0))
+    return NotFound("toolbox '" + toolbox + "' has no registered version " +
+                    std::to_string(version));
+  if (!tb) return NotFound("toolbox '" + toolbox + "' is not registered");
+  std::vector<SchemaError> errors = tb->InputErrors(input);
+  if (!errors.empty()) {
+    std::string m;
+    for (const auto& e : errors) m += (m.empty() ? "" : "; ") + e.path + " " + e.message;
+    return InvalidArgument("input does not match toolbox '" + toolbox + "': " + m);
+  }
+  auto def = std::make_shared<SagaDefinition>();
+  def->name = tb->name;
+  def->version = tb->version;
+  def->run = true;
+  def->max_parallel = 1;
+  def->idle_timeout_ms = tb->idle_timeout_s * 1000;
+  def->idle_abort = tb->on_idle == "abort";
+  return SagaDefinitionPtr(std::move(def));
+}
+
+Status Submissions::Begin(const std::string& saga, int version, const nlohmann::json& input,
+                          const std::string& client_key, const std::string& request_hash,
+                          const TraceContext& trace, const nlohmann::json* run_metadata,
+                          Creation* c) {
+  auto checked =
+      run_metadata ? RunDefinitionFor(saga, version, input) : DefinitionFor(saga, version, input);
+  if (!checked.ok()) return checked.status();
+  c->def = *checked;
+  c->saga = saga;
+  c->key = client_key;
+  c->hash = request_hash;
+  c->trace = trace;
+  if (!client_key.empty()) {
+    MutexLock l(mu_);
+    if (inflight_.count(client_key))
+      return FailedPrecondition("a request with this Idempotency-Key is still in progress");
+    auto existing = repo_.store().GetSubmission(client_key);
+    if (existing.ok()) {
+      auto replay = Replay(*existing, request_hash);
+      if (!replay.ok()) return replay.status();
+      c->replay = *replay;
+      return Status::Ok();
+    }
+    if (existing.status().code() != StatusCode::kNotFound) return existing.status();
+    inflight_.insert(client_key);
+    c->sub.emplace();
+    c->sub->key = client_key;
+    c->sub->request_hash = request_hash;
+  }
+  int64_t now = clock_.NowMillis();
+  c->id = NewInstanceId(now, random_);
+  Event created = Instance::CreatedEvent(c->id, *c->def, input, trace.ToJson(),
+                                         run_metadata ? *run_metadata : nlohmann::json());
+  created.seq = 1;
+  created.at_ms = now;
+  c->events.push_back(created);
+  Status s = c->inst.Apply(created);
+  // The first step's STARTED record may ride in the creation commit.
+  Tx tx(c->inst, now);
+  if (s.ok()) s = starter_.FirstStep(tx, *c->def, &c->first, &c->request);
+  if (!s.ok()) return End(*c, s).status();
+  c->events.insert(c->events.end(), tx.events().begin(), tx.events().end());
+  c->ops = tx.Operations();
+  c->inst.set_version(1);
+  if (c->sub) {
+    c->sub->instance_id = c->id;
+    c->sub->created_at = now;
+  }
+  c->lease = ownership_.FirstLease();
+  if (c->first >= 0) CrashPoint("before_started");  // nothing is durable yet
+  return Status::Ok();
+}
+
+StatusOr<SubmitOutcome> Submissions::End(Creation& c, const Status& s) {
+  if (s.ok()) ownership_.AdoptFirst(c.id, c.lease);
+  if (!s.ok()) {
+    starter_.StartCreated(c.id, c.def, c.first, &c.request, c.trace, false);
+    if (c.sub) EndInflight(c.key);
+    if (c.sub && s.code() == StatusCode::kAlreadyExists) {
+      // Another process sharing the data dir took this key first.
+      auto existing = repo_.store().GetSubmission(c.key);
+      if (existing.ok()) return Replay(*existing, c.hash);
+    }
+    return s;
+  }
+  EngineLog({{"msg", "instance created"},
+             {"instance", c.id},
+             {"saga", c.saga},
+             {"trace_id", c.trace.trace_id}});
+  CrashPoint("after_create");
+  if (c.first >= 0) CrashPoint("after_started");
+  starter_.StartCreated(c.id, c.def, c.first, &c.request, c.trace, true);
+  SubmitOutcome out;
+  out.instance_id = c.id;
+  return out;
+}
+
+StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga, int version,
+                                            const nlohmann::json& input,
+                                            const std::string& client_key,
+                                            const std::string& request_hash,
+                                            const TraceContext& trace,
+                                            const nlohmann::json* run_metadata) {
+  Creation c;
+  SAGAD_RETURN_IF_ERROR(
+      Begin(saga, version, input, client_key, request_hash, trace, run_metadata, &c));
+  if (c.replay) return *c.replay;
+  return End(c, repo_.Create(c.inst, c.events, c.ops, c.sub ? &*c.sub : nullptr, &c.lease));
+}
+
+void Submissions::SubmitAsync(const std::string& saga, int version, const nlohmann::json& input,
+                              const std::string& client_key, const std::string& request_hash,
+                              const TraceContext& trace, const nlohmann::json* run_metadata,
+                              Completion<StatusOr<SubmitOutcome>> done) {
+  auto c = std::make_shared<Creation>();
+  Status begun = Begin(saga, version, input, client_key, request_hash, trace, run_metadata, &*c);
+  if (!begun.ok()) return done(begun);
+  if (c->replay) return done(*c->replay);
+  repo_.CreateAsync(c->inst, c->events, c->ops, c->sub ? &*c->sub : nullptr, &c->lease,
+                    [this, c, done = std::move(done)](Status s) { done(End(*c, s)); });
+}
+
+StatusOr<SubmitOutcome> Submissions::Replay(const Submission& first,
+                                            const std::string& request_hash) {
+  if (first.request_hash != request_hash)
+    return AlreadyExists(
+        "this Idempotency-Key was already used with a different request, "
+        "which created instance " +
+        first.instance_id + " (/v1/instances/" + first.instance_id + ")");
+  SubmitOutcome out;
+  out.instance_id = first.instance_id;
+  out.replayed = true;
+  out.stored_status = first.response_status;
+  out.stored_response = first.response;
+  return out;
+}
+
+void Submissions::Finish(const std::string& key, int status, const nlohmann::json& response,
+                         Task then) {
+  if (key.empty() || status == 0) {
+    if (!key.empty()) EndInflight(key);
+    if (then) then();
+    return;
+  }
+  {
+    MutexLock l(mu_);
+    ++writing_;
+  }
+  repo_.store().SetSubmissionResponseAsync(
+      key, status, response, [this, key, then = std::move(then)](Status s) {
+        if (!s.ok())
+          EngineLog({{"msg", "cannot store submission response"}, {"error", s.ToString()}});
+        EndInflight(key);
+        if (then) then();
+        MutexLock l(mu_);
+        if (--writing_ == 0) idle_cv_.NotifyAll();
+      });
+}
+
+void Submissions::WaitIdle() {
+  MutexLock l(mu_);
+  idle_cv_.Wait(mu_, [&]() REQUIRES(mu_) { return writing_ == 0; });
+}
+
+void Submissions::EndInflight(const std::string& key) {
+  MutexLock l(mu_);
+  inflight_.erase(key);
+}
+
+}  // namespace sagad

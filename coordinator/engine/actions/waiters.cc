@@ -1,0 +1,178 @@
+#include "coordinator/engine/actions/waiters.h"
+
+#include <algorithm>
+
+namespace sagad {
+
+namespace {
+constexpr auto kPoll = std::chrono::milliseconds(200);
+}
+
+// The members of Blocking and Async that change are guarded by Waiters::mu_
+// (which the analysis cannot name from a nested struct).
+struct Waiters::Blocking {
+  CondVar cv;
+  std::shared_ptr<const nlohmann::json> settled;  // the snapshot that settled it
+};
+
+struct Waiters::Async {
+  std::string id;
+  Done done;  // empty once called or dropped
+  std::chrono::steady_clock::time_point deadline;
+};
+
+Waiters::Waiters(Store& store, Executor& executor) : store_(store), executor_(executor) {}
+
+Waiters::~Waiters() { CancelAll(); }
+
+bool Waiters::Settled(const nlohmann::json& view) {
+  std::string s = view.value("status", "");
+  if (s == "OPEN") {  // a run (Instance::Settled): no call under way
+    const nlohmann::json& calls = view.contains("calls") ? view["calls"] : nlohmann::json();
+    if (!calls.is_array()) return false;
+    for (const auto& c : calls) {
+      const std::string cs = c.value("status", "");
+      if (cs != "COMMITTED" && cs != "FAILED" && cs != "REJECTED") return false;
+    }
+    return true;
+  }
+  return s == "COMPLETED" || s == "COMPENSATED" || s == "AWAITING_APPROVAL" || s == "NEEDS_REVIEW";
+}
+
+StatusOr<nlohmann::json> Waiters::Wait(const std::string& id, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  Blocking w;
+  MutexLock l(mu_);
+  auto me = blocking_.emplace(id, &w);
+  l.Unlock();
+  auto j = store_.GetInstance(id);
+  l.Lock();
+  while (true) {
+    if (!j.ok() || Settled(*j) || std::chrono::steady_clock::now() >= deadline) {
+      blocking_.erase(me);
+      return j;
+    }
+    auto until = std::min(deadline, std::chrono::steady_clock::now() + kPoll);
+    if (w.cv.WaitUntil(mu_, until, [&]() REQUIRES(mu_) { return w.settled != nullptr; })) {
+      j = *w.settled;
+      continue;
+    }
+    l.Unlock();
+    j = store_.GetInstance(id);
+    l.Lock();
+  }
+}
+
+CancelWait Waiters::WaitAsync(const std::string& id, std::chrono::milliseconds timeout, Done done) {
+  auto w = std::make_shared<Async>();
+  w->id = id;
+  w->done = std::move(done);
+  w->deadline = std::chrono::steady_clock::now() + timeout;
+  CancelWait drop = [this, weak = std::weak_ptr<Async>(w)] {
+    auto a = weak.lock();
+    return a && Drop(a);
+  };
+  Status closing;
+  {
+    MutexLock l(mu_);
+    if (cancelled_) return [] { return true; };
+    closing = closing_;
+    if (closing.ok()) async_.emplace(id, w);
+  }
+  if (!closing.ok()) {
+    w->done(closing);
+    return [] { return false; };
+  }
+  auto j = store_.GetInstance(id);
+  if (!j.ok() || Settled(*j) || timeout.count() <= 0)
+    Finish(w, std::move(j));
+  else
+    Arm(w);
+  return drop;
+}
+
+// Takes `w` out of the table with its `done` (empty if it was taken
+// already).
+Waiters::Done Waiters::TakeLocked(const std::shared_ptr<Async>& w) {
+  Done done = std::move(w->done);
+  w->done = nullptr;
+  if (!done) return done;
+  for (auto [it, end] = async_.equal_range(w->id); it != end; ++it)
+    if (it->second == w) {
+      async_.erase(it);
+      break;
+    }
+  return done;
+}
+
+bool Waiters::Drop(const std::shared_ptr<Async>& w) {
+  MutexLock l(mu_);
+  return static_cast<bool>(TakeLocked(w));
+}
+
+void Waiters::FinishAll(const Status& why) {
+  std::vector<std::shared_ptr<Async>> all;
+  {
+    MutexLock l(mu_);
+    closing_ = why;
+    for (auto& [id, w] : async_) all.push_back(w);
+  }
+  for (const auto& w : all) Finish(w, why);
+}
+
+// Every 200 ms (or at the deadline, if sooner): read the store on a reader
+// thread; finish if settled or the time is up, else look again later.
+void Waiters::Arm(const std::shared_ptr<Async>& w) {
+  auto wait = std::min(
+      std::chrono::ceil<std::chrono::milliseconds>(w->deadline - std::chrono::steady_clock::now()),
+      kPoll);
+  executor_.PostAfter(std::max<int64_t>(0, wait.count()), [this, w] {
+    {
+      MutexLock l(mu_);
+      if (!w->done) return;
+    }
+    auto j = store_.GetInstance(w->id);
+    if (!j.ok() || Settled(*j) || std::chrono::steady_clock::now() >= w->deadline)
+      return Finish(w, std::move(j));
+    Arm(w);
+  });
+}
+
+void Waiters::Finish(const std::shared_ptr<Async>& w, StatusOr<nlohmann::json> j) {
+  Done done;
+  {
+    MutexLock l(mu_);
+    done = TakeLocked(w);
+    if (!done) return;
+    ++running_;  // CancelAll waits for it
+  }
+  done(std::move(j));
+  MutexLock l(mu_);
+  if (--running_ == 0) idle_cv_.NotifyAll();
+}
+
+void Waiters::Notify(const std::string& id, const std::shared_ptr<const nlohmann::json>& snapshot) {
+  std::vector<std::shared_ptr<Async>> woken;
+  {
+    MutexLock l(mu_);
+    for (auto [it, end] = blocking_.equal_range(id); it != end; ++it) {
+      it->second->settled = snapshot;
+      it->second->cv.NotifyOne();
+    }
+    for (auto [it, end] = async_.equal_range(id); it != end; ++it) woken.push_back(it->second);
+  }
+  for (const auto& w : woken) Finish(w, *snapshot);
+}
+
+void Waiters::CancelAll() {
+  std::unordered_multimap<std::string, std::shared_ptr<Async>> dropped;
+  {
+    MutexLock l(mu_);
+    cancelled_ = true;
+    for (auto& [id, w] : async_) w->done = nullptr;
+    dropped.swap(async_);
+    idle_cv_.Wait(mu_, [&]() REQUIRES(mu_) { return running_ == 0; });
+  }
+}
+
+}  // namespace sagad

@@ -1,0 +1,119 @@
+#include "coordinator/engine/owners/asio_executor.h"
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <thread>
+#include <vector>
+
+#include "util/thread_role.h"
+
+namespace sagad {
+
+namespace {
+using WorkGuard = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;
+}  // namespace
+
+// One shard: an event loop and the thread that runs it.
+struct Shard {
+  boost::asio::io_context io{1};
+  WorkGuard work{boost::asio::make_work_guard(io)};
+  std::thread thread;
+};
+
+struct AsioExecutor::State {
+  explicit State(int threads) : shards(static_cast<size_t>(std::max(1, threads))) {
+    for (size_t i = 0; i < shards.size(); ++i)
+      shards[i].thread = std::thread([this, i] { RunShard(i); });
+    timer_thread = std::thread([this] { timers.run(); });
+  }
+
+  void RunShard(size_t i);
+  size_t ShardOf(const std::string& owner) const {
+    return std::hash<std::string>()(owner) % shards.size();
+  }
+  size_t AnyShard() { return next.fetch_add(1) % shards.size(); }  // nobody's task
+  // A thread that posts is still inside Asio (signalling the shard's
+  // condition variable) after the task may already have run: counted, so
+  // that the loops are destroyed only once every post has returned.
+  void PostOn(size_t shard, Task fn) {
+    posting.fetch_add(1);
+    boost::asio::post(shards[shard].io, std::move(fn));
+    posting.fetch_sub(1);
+  }
+  void After(int64_t delay_ms, std::function<void(State&)> fire) {
+    auto timer = std::make_shared<boost::asio::steady_timer>(timers);
+    timer->expires_after(std::chrono::milliseconds(std::max<int64_t>(0, delay_ms)));
+    timer->async_wait(
+        [this, timer, fire = std::move(fire)](const boost::system::error_code& ec) mutable {
+          if (!ec) fire(*this);
+        });
+  }
+
+  std::vector<Shard> shards;
+  std::atomic<size_t> next{0};  // round robin of the tasks nobody owns
+  boost::asio::io_context timers;
+  WorkGuard timers_work{boost::asio::make_work_guard(timers)};
+  std::thread timer_thread;
+  std::atomic<bool> shut{false};
+  std::atomic<int> posting{0};  // posts that have not returned yet
+};
+
+namespace {
+// The shard the calling thread runs, and whose (null: not a shard thread).
+thread_local const void* tl_state = nullptr;
+thread_local size_t tl_shard = 0;
+}  // namespace
+
+void AsioExecutor::State::RunShard(size_t i) {
+  MarkThread(ThreadRole::kWorker);
+  tl_state = this;
+  tl_shard = i;
+  shards[i].io.run();
+}
+
+AsioExecutor::AsioExecutor(int threads) : state_(new State(threads)) {}
+
+AsioExecutor::~AsioExecutor() {
+  Shutdown();
+  // A committer or an HTTP client loop may have posted a task that has run
+  // and been waited for, and still be returning from the post.
+  while (state_->posting.load() != 0) std::this_thread::yield();
+}
+
+void AsioExecutor::Post(Task fn) { state_->PostOn(state_->AnyShard(), std::move(fn)); }
+
+void AsioExecutor::PostTo(const std::string& owner, Task fn) {
+  state_->PostOn(state_->ShardOf(owner), std::move(fn));
+}
+
+void AsioExecutor::PostAfter(int64_t delay_ms, Task fn) {
+  state_->After(delay_ms,
+                [fn = std::move(fn)](State& s) mutable { s.PostOn(s.AnyShard(), std::move(fn)); });
+}
+
+void AsioExecutor::PostAfterTo(const std::string& owner, int64_t delay_ms, Task fn) {
+  state_->After(delay_ms, [shard = state_->ShardOf(owner), fn = std::move(fn)](State& s) mutable {
+    s.PostOn(shard, std::move(fn));
+  });
+}
+
+bool AsioExecutor::OnOwner(const std::string& owner) const {
+  return tl_state == state_.get() && tl_shard == state_->ShardOf(owner);
+}
+
+void AsioExecutor::Shutdown() {
+  if (state_->shut.exchange(true)) return;
+  // Timers not yet due never fire; the tasks queued on the shards run.
+  state_->timers_work.reset();
+  state_->timers.stop();
+  if (state_->timer_thread.joinable()) state_->timer_thread.join();
+  for (auto& s : state_->shards) s.work.reset();
+  for (auto& s : state_->shards)
+    if (s.thread.joinable()) s.thread.join();
+}
+
+}  // namespace sagad

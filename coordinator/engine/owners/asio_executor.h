@@ -1,0 +1,37 @@
+// AsioExecutor: the production Executor (executor.h): `threads` shard
+// threads, each a Boost.Asio event loop of its own that runs its tasks one
+// at a time; an owner's tasks go to the shard its id hashes to, the others
+// round robin; timers on an io_context run by one thread of its own (a
+// timer that fires posts its task to its shard). A shard thread is an
+// engine worker: it must not wait for a commit or a downstream call
+// (util/thread_role.h).
+// Thread-safety: as Executor's. The destructor waits for the posts that
+// began before it (a committer may still be returning from the post of a
+// task that has run); a post that begins after it is a caller's bug.
+#pragma once
+
+#include <memory>
+
+#include "coordinator/engine/callbacks.h"
+#include "coordinator/engine/owners/executor.h"
+
+namespace sagad {
+
+class AsioExecutor final : public Executor {
+ public:
+  explicit AsioExecutor(int threads);
+  ~AsioExecutor() override;
+
+  void Post(Task fn) override;
+  void PostTo(const std::string& owner, Task fn) override;
+  void PostAfter(int64_t delay_ms, Task fn) override;
+  void PostAfterTo(const std::string& owner, int64_t delay_ms, Task fn) override;
+  bool OnOwner(const std::string& owner) const override;
+  void Shutdown() override;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace sagad

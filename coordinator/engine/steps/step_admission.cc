@@ -1,0 +1,59 @@
+// StepRunner's admission of a send: the service's gates (pause, max_in_flight,
+// max_per_second: a step held there stays PLANNED, nothing written) and, for a
+// re-send, its retry budget (an empty bucket reserves the next token and
+// defers the re-send, written once as retry_deferred). The contract is in
+// step_runner.h.
+#include <algorithm>
+
+#include "coordinator/engine/steps/step_runner.h"
+
+namespace sagad {
+
+auto StepRunner::TakeRetryToken(const std::string& service) -> int64_t {
+  const ServiceConfig* svc = adapter_.Service(service);
+  MutexLock l(budget_mu_);
+  int64_t now = clock_.NowMillis();
+  auto it = budgets_.find(service);
+  if (it == budgets_.end())
+    it = budgets_.emplace(service, RetryBudget(svc ? svc->retry_budget : RetryBudgetConfig{}, now))
+             .first;
+  int64_t wait = it->second.Reserve(now);
+  if (wait == 0) return 0;
+  metrics_.RetryBudgetExhausted(service);
+  return wait;
+}
+
+auto StepRunner::DeferRetry(const std::string& id, int i, const std::string& service, int64_t wait,
+                            Done done) -> void {
+  TransitionAsync(
+      id,
+      [this, i, service, wait](Tx& tx) {
+        return tx.Note(i, StepNote::kRetryDeferred,
+                       {{"service", service},
+                        {"reason", "retry budget of the service is empty"},
+                        {"retry_at", clock_.NowMillis() + wait}});
+      },
+      done);
+}
+
+auto StepRunner::Admit(const std::string& id, int i, const std::string& step,
+                       const std::string& service, bool resend, const Done& done)
+    -> std::optional<ServiceGates::Permit> {
+  int64_t retry_ms = 0;
+  auto permit = gates_.TryAcquire(service, id, step, &retry_ms);
+  if (!permit) {
+    host_.ScheduleAfter(id, retry_ms);
+    done(Next::kStop);
+    return std::nullopt;
+  }
+  if (resend) {
+    int64_t wait = TakeRetryToken(service);
+    if (wait > 0) {
+      DeferRetry(id, i, service, wait, done);
+      return std::nullopt;
+    }
+  }
+  return permit;
+}
+
+}  // namespace sagad

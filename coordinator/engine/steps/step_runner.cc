@@ -1,0 +1,481 @@
+#include "coordinator/engine/steps/step_runner.h"
+
+#include <algorithm>
+
+#include "adapters/classify.h"
+#include "coordinator/engine/instances/saga_turns.h"
+#include "policies/failure_policy.h"
+#include "policies/planner.h"
+#include "policies/step_outcomes.h"
+#include "sagas/step_key.h"
+#include "util/check.h"
+#include "util/crash_point.h"
+#include "util/log.h"
+
+namespace sagad {
+namespace {
+
+bool IsRetryableSendState(StepStatus s) {
+  return s == StepStatus::kPlanned || s == StepStatus::kStarted || s == StepStatus::kUnknown;
+}
+
+}  // namespace
+
+StepRunner::StepRunner(Adapter& adapter, const Clock& clock, const Ownership& ownership,
+                       RunTable& runs, EngineMetrics& metrics, ServiceGates& gates,
+                       Executor& executor, Host& host, Random& random)
+    : adapter_(adapter),
+      clock_(clock),
+      ownership_(ownership),
+      runs_(runs),
+      metrics_(metrics),
+      gates_(gates),
+      executor_(executor),
+      host_(host),
+      rng_(random.Next()) {}
+
+auto StepRunner::TransitionAsync(const std::string& id, Mutation fn, Completion<Next> then,
+                                 int tries) -> void {
+  host_.CommitAsOwnerAsync(id, fn, [this, id, fn, then, tries](Status s) {
+    if (RefusedWrite(s) && tries < kRecordTries) {
+      TransitionAsync(id, fn, then, tries + 1);
+      return;
+    }
+    if (RefusedWrite(s)) {
+      GiveUpRecording(id, s, then);
+      return;
+    }
+    then(s.ok() ? Next::kContinue : host_.AfterFailedCommit(id, s));
+  });
+}
+
+auto StepRunner::GiveUpRecording(const std::string& id, const Status& s, Done done) -> void {
+  // The store keeps refusing what this transition writes: never loop on
+  // it. The saga stops for a human (the step keeps its last recorded
+  // state: what the call did is in the log line below and the bundle).
+  EngineLog({{"msg", "outcome cannot be recorded"}, {"instance", id}, {"error", s.ToString()}});
+  host_.CommitAsOwnerAsync(
+      id,
+      [why = s.message()](Tx& tx) -> Status {
+        SagaStatus ss = tx.inst().status();
+        if (ss == SagaStatus::kNeedsReview || IsTerminal(ss)) return Status::Ok();
+        return tx.Saga(
+            SagaEvent::kEscalate,
+            {{"reason", "an outcome could not be recorded after " + std::to_string(kRecordTries) +
+                            " tries (the store refused the write: " + why + ")"}});
+      },
+      [this, id, s, done](Status e) {
+        done(e.ok() ? Next::kStop : host_.AfterFailedCommit(id, s));
+      });
+}
+
+auto StepRunner::Escalate(const std::string& id, int i, std::string why, Done done) -> void {
+  TransitionAsync(
+      id, [i, why = std::move(why)](Tx& tx) { return EscalateStep(tx, i, why); }, std::move(done));
+}
+
+auto StepRunner::RefusedWrite(const Status& s) -> bool {
+  return s.code() == StatusCode::kInternal || s.code() == StatusCode::kInvalidArgument;
+}
+
+auto StepRunner::ChainFirst(Tx& tx, const SagaDefinition& def, int* step, StepRequest* request)
+    -> Status {
+  int marked = -1;
+  *step = -1;
+  return Chain(tx, def, &marked, step, request);
+}
+
+auto StepRunner::Send(const std::string& id, const SagaDefinitionPtr& def, int i,
+                      StepRequest request, const TraceContext& trace, Done done) -> void {
+  SendForward(id, def, i, std::move(request), 1, nullptr, trace, i, std::move(done));
+}
+
+auto StepRunner::Jitter() -> sagad::UnitRandom {
+  return [this] {
+    MutexLock l(rng_mu_);
+    return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  };
+}
+
+auto StepRunner::AskAgainLater(Tx& tx, int i, const char* phase, const std::string& error,
+                               int64_t at_ms) -> Status {
+  return tx.Note(i, StepNote::kReconciled,
+                 {{"phase", phase}, {"error", error}, {"retry_at", at_ms}});
+}
+
+auto StepRunner::TraceOf(const Instance& inst) -> TraceContext {
+  return TraceContext::FromJson(inst.trace());
+}
+
+auto StepRunner::RetryFor(const StepDefinition& sd, const std::string& service) -> RetryPolicy {
+  const ServiceConfig* svc = adapter_.Service(service);
+  return EffectiveRetry(sd, svc ? svc->retry : RetryPolicy{});
+}
+
+auto StepRunner::QueryableFor(const StepDefinition& sd, const ServiceConfig& svc) -> bool {
+  return sd.queryable.value_or(svc.queryable);
+}
+
+auto StepRunner::IdempotentFor(const StepDefinition& sd, const ServiceConfig& svc) -> bool {
+  return sd.idempotent.value_or(svc.idempotent);
+}
+
+auto StepRunner::BoundArgsHash(const StepState& st) -> std::string {
+  if (!st.args_hash.empty()) return st.args_hash;
+  return st.approval.is_object() ? st.approval.value("args_hash", "") : "";
+}
+
+auto StepRunner::Execute(const std::string& id, const SagaDefinitionPtr& defp,
+                         const InstancePtr& instp, int i, Done done) -> void {
+  const SagaDefinition& def = *defp;
+  const Instance& inst = *instp;
+  const StepDefinition& sd = def.steps[i];
+  const StepState& st = inst.step(i);
+  const ServiceConfig* svc = adapter_.Service(sd.forward.service);
+  auto r = RenderStepRequest(inst, sd.forward);
+  if (!svc || !r.ok()) {
+    // Never sent: a human decides (a request is never rendered from a value
+    // that is not there, nor sent to a service nobody configured).
+    std::string why = "step '" + sd.name + "' was not sent: " +
+                      (!svc ? "service '" + sd.forward.service + "' is not configured"
+                            : "cannot build its request: " + r.status().message());
+    Escalate(id, i, why, std::move(done));
+    return;
+  }
+  const std::string key = StepKey(id, sd.name);
+  std::string bound = BoundArgsHash(st);
+  if (!bound.empty() && bound != r->hash) {
+    Escalate(id, i,
+             "idempotency key " + key +
+                 " would be sent with a different body than it is bound to "
+                 "(first send or approval); refusing",
+             std::move(done));
+    return;
+  }
+  // Paused, or at one of its limits: nothing is written, the step stays
+  // where it is and is planned again when a permit may be had. Asked before
+  // the retry budget, so that waiting spends none of it.
+  const bool resend = (st.attempts > 0 || st.retries > 0) && !st.budget_exempt;
+  auto permit = Admit(id, i, sd.name, sd.forward.service, resend, done);
+  if (!permit) return;
+  StartThenSend(id, defp, i, TraceOf(inst), st.attempts + 1, key, std::move(*r), std::move(*permit),
+                std::move(done));
+}
+
+auto StepRunner::StartThenSend(const std::string& id, const SagaDefinitionPtr& defp, int i,
+                               const TraceContext& trace, int attempt, const std::string& key,
+                               Rendered r, ServiceGates::Permit permit, Done done) -> void {
+  // The STARTED commit's continuation sends the request: no worker waits
+  // for that fsync. With an adapter that never waits for a downstream it
+  // runs on the thread that made the record durable (the send is a socket
+  // write: no hand-off, and nothing there blocks: a refusal only frees the
+  // service's slot and ends the action); else it is a task on the workers.
+  CrashPoint("before_started");
+  auto slot = std::make_shared<std::optional<ServiceGates::Permit>>(std::move(permit));
+  auto request = std::make_shared<Rendered>(std::move(r));
+  host_.CommitAsOwnerAsync(
+      id,
+      [i, key, hash = request->hash](Tx& tx) -> Status {
+        const Instance& cur = tx.inst();
+        // A run's call the store does not hold (its append was lost with a
+        // write the store acknowledged: found by the simulator's lying fsync).
+        if (static_cast<size_t>(i) >= cur.steps().size()) return MovedOn("step is not stored");
+        StepStatus ss = cur.step(i).status();
+        if (!IsRetryableSendState(ss)) return MovedOn("step moved on");
+        if (ss == StepStatus::kPlanned && cur.status() != SagaStatus::kRunning)
+          return MovedOn("saga is no longer running");
+        return tx.Step(i, StepEvent::kStart,
+                       {{"key", key}, {"args_hash", hash}, {"attempt", cur.step(i).attempts + 1}});
+      },
+      [this, id, defp, i, request, attempt, slot, trace, done = std::move(done)](Status s) {
+        if (!s.ok()) {
+          slot->reset();  // nothing left: the service's slot is free
+          done(host_.AfterFailedCommit(id, s));
+          return;
+        }
+        CrashPoint("after_started");
+        // An exception (a bug) must not reach the store's thread.
+        Guarded(id, done, [&] {
+          SendForward(id, defp, i, std::move(*request), attempt, slot, trace, i, done);
+        });
+      });
+}
+
+auto StepRunner::SendForward(const std::string& id, const SagaDefinitionPtr& def, int i, Rendered r,
+                             int attempt, PermitSlot permit, const TraceContext& trace,
+                             int launched, Done done) -> void {
+  // Only the action that holds the step's mark sends it: no other one
+  // reconciles or re-sends a request still in flight (run_table.h).
+  SAGAD_CHECK(runs_.StepUnderWay(id, i))
+      << "instance " << id << " step " << i << " sent without being marked under way";
+  const StepDefinition& sd = def->steps[i];
+  CallRequest req{sd.forward.service,
+                  sd.forward.method,
+                  std::move(r.path),
+                  std::move(r.body),
+                  StepKey(id, sd.name),
+                  id,
+                  sd.name,
+                  ownership_.Token(id),
+                  attempt,
+                  trace,
+                  {}};
+  auto t0 = clock_.SteadyNow();
+  CallIfOwner(req, done,
+              [this, id, def, i, launched, attempt, trace, t0, permit, done](const Status& sent,
+                                                                             CallResult res) {
+                if (permit) permit->reset();  // the reply is in (or nothing left): slot free
+                if (!sent.ok()) {
+                  if (i != launched) runs_.UnmarkStep(id, i);
+                  done(host_.AfterFailedCommit(id, sent));
+                  return;
+                }
+                AfterForward(id, def, i, launched, attempt, trace, t0, res, done);
+              });
+}
+
+auto StepRunner::AfterForward(const std::string& id, const SagaDefinitionPtr& defp, int i,
+                              int launched, int attempt, const TraceContext& trace,
+                              std::chrono::steady_clock::time_point t0, const CallResult& res,
+                              const Done& done) -> void {
+  const SagaDefinition& def = *defp;
+  const StepDefinition& sd = def.steps[i];
+  CrashPoint("before_outcome");
+  host_.MarkRecovered(id);  // resumed: its first step after a restart was sent
+  metrics_.Call("forward", res, clock_.SteadyNow() - t0, {def.name, sd.name, sd.forward.service});
+  EngineLog(
+      {{"msg", "step call"},
+       {"instance", id},
+       {"trace_id", trace.trace_id},
+       {"step", sd.name},
+       {"key", StepKey(id, sd.name)},
+       {"attempt", attempt},
+       {"outcome", OutcomeName(res.outcome)},
+       {"http_status", res.http_status},
+       {"ms",
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock_.SteadyNow() - t0).count()}});
+  // What the outcome's commit chained (Chain): the next step marked and
+  // started in the same commit, and its request.
+  struct Chained {
+    int step = -1, marked = -1;
+    Rendered request;
+    SagaDefinitionPtr def;  // the chained step's (a run's may have grown since defp)
+  };
+  auto c = std::make_shared<Chained>();
+  TransitionAsync(
+      id,
+      [this, defp, i, res, c](Tx& tx) -> Status {
+        c->step = -1;
+        SAGAD_RETURN_IF_ERROR(RecordForward(tx, *defp, i, res));
+        if (res.outcome != Outcome::kCommitted) return Status::Ok();
+        SAGAD_RETURN_IF_ERROR(Chain(tx, *defp, &c->marked, &c->step, &c->request));
+        c->def = defp->run && tx.inst().is_run() ? tx.inst().run_definition() : defp;
+        if (c->step >= 0) CrashPoint("before_started");  // the next STARTED is not durable yet
+        return Status::Ok();
+      },
+      [this, id, defp, i, launched, trace, c, done](Next next) {
+        CrashPoint("after_outcome");
+        if (c->marked >= 0 && (next == Next::kStop || c->step != c->marked))
+          runs_.UnmarkStep(id, c->marked);
+        if (i != launched) runs_.UnmarkStep(id, i);
+        if (next == Next::kStop || c->step < 0) {
+          done(next);
+          return;
+        }
+        CrashPoint("after_started");
+        if (!defp->IsChain()) host_.Schedule(id);  // siblings that became ready start beside it
+        SendForward(id, c->def, c->step, std::move(c->request), 1, nullptr, trace, launched, done);
+      });
+}
+
+auto StepRunner::RecordForward(Tx& tx, const SagaDefinition& def, int i, const CallResult& res)
+    -> Status {
+  const StepDefinition& sd = def.steps[i];
+  switch (res.outcome) {
+    case Outcome::kCommitted:
+      return tx.Step(i, StepEvent::kCommit,
+                     {{"result", res.result},
+                      {"external_ref", res.external_ref},
+                      {"http_status", res.http_status},
+                      {"replayed", res.replayed}});
+    case Outcome::kFailed:
+      SAGAD_RETURN_IF_ERROR(
+          tx.Step(i, StepEvent::kFail, {{"error", res.error}, {"http_status", res.http_status}}));
+      return GiveUp(tx, def,
+                    "step '" + sd.name + "' was refused by service '" + sd.forward.service +
+                        "': " + res.error);
+    case Outcome::kUnknown:
+      return tx.Step(i, StepEvent::kOutcomeUnknown,
+                     {{"error", res.error}, {"http_status", res.http_status}});
+    case Outcome::kNotExecuted: {
+      const StepState& cur = tx.inst().step(i);
+      const StepNext next = ForwardNotExecuted(sd, RetryFor(sd, sd.forward.service), cur,
+                                               clock_.NowMillis(), Jitter());
+      if (next.move == StepMove::kGiveUp) {
+        SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
+        return GiveUp(tx, def,
+                      "step '" + sd.name + "' could not be sent after " +
+                          std::to_string(cur.retries) + " attempts: " + res.error);
+      }
+      if (next.move == StepMove::kRetry)
+        return tx.Step(i, StepEvent::kNotExecuted,
+                       {{"error", res.error}, {"retry_at", next.at_ms}});
+      // An earlier send's outcome is unknown: the step stays UNKNOWN (never
+      // PLANNED, which would mean "never happened" to a compensation), then
+      // review. (Found by the simulator: a 429 after a lost reply turned an
+      // applied step into PLANNED.)
+      const std::string in_doubt = "not executed (" + res.error + "), and an earlier send of " +
+                                   cur.key + " has an unknown outcome";
+      if (next.move == StepMove::kEscalate) return EscalateStep(tx, i, in_doubt);
+      return tx.Step(i, StepEvent::kOutcomeUnknown,
+                     {{"error", in_doubt}, {"retry_at", next.at_ms}});
+    }
+  }
+  return Status::Ok();
+}
+
+auto StepRunner::Chain(Tx& tx, const SagaDefinition& given, int* marked, int* step,
+                       Rendered* request) -> Status {
+  const Instance& inst = tx.inst();
+  // A run may have a call more than the definition this step started with.
+  const SagaDefinition& def = CurrentDefinition(given, inst);
+  std::vector<Action> actions = NextActions(def, inst);
+  if (actions.front().kind == ActionKind::kComplete) return tx.Saga(SagaEvent::kComplete);
+  if (host_.RecoveryInProgress()) return Status::Ok();  // others wait to be resumed first
+  if (inst.status() != SagaStatus::kRunning) return Status::Ok();
+  if (def.deadline_ms > 0 && PivotInPlay(def, inst) < 0 &&
+      clock_.NowMillis() >= inst.created_at() + def.deadline_ms)
+    return Status::Ok();
+  for (const Action& a : actions) {
+    if (a.kind != ActionKind::kExecute) continue;
+    const StepState& st = inst.step(a.step);
+    if (st.status() != StepStatus::kPlanned || st.attempts > 0 || st.retries > 0 || st.retry_at > 0)
+      continue;
+    const StepDefinition& sd = def.steps[a.step];
+    if (!adapter_.Service(sd.forward.service)) continue;
+    // A paused or limited service: the driver takes a permit first (Execute).
+    if (!gates_.Open(sd.forward.service)) continue;
+    auto r = RenderStepRequest(inst, sd.forward);
+    if (!r.ok()) continue;
+    std::string bound = BoundArgsHash(st);
+    if (!bound.empty() && bound != r->hash) continue;
+    if (a.step != *marked) {
+      // The step that just committed still counts until it is unmarked.
+      if (!runs_.TryMarkStep(inst.id(), a.step, def.max_parallel + 1)) continue;
+      if (*marked >= 0) runs_.UnmarkStep(inst.id(), *marked);
+      *marked = a.step;
+    }
+    SAGAD_RETURN_IF_ERROR(
+        tx.Step(a.step, StepEvent::kStart,
+                {{"key", StepKey(inst.id(), sd.name)}, {"args_hash", r->hash}, {"attempt", 1}}));
+    *step = a.step;
+    *request = std::move(*r);
+    return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+auto StepRunner::Reconcile(const std::string& id, const SagaDefinitionPtr& def,
+                           const InstancePtr& inst, int i, Done done) -> void {
+  const StepDefinition& sd = def->steps[i];
+  const StepState& st = inst->step(i);
+  const ServiceConfig* svc = adapter_.Service(sd.forward.service);
+  if (!svc) {
+    Escalate(id, i, "outcome unknown and service '" + sd.forward.service + "' is not configured",
+             std::move(done));
+    return;
+  }
+  if (!QueryableFor(sd, *svc)) {
+    if (IdempotentFor(sd, *svc)) {
+      Execute(id, def, inst, i, std::move(done));  // same key: deduplicated
+      return;
+    }
+    Escalate(id, i,
+             "outcome of " + st.key +
+                 " is unknown and the service can neither be asked nor deduplicates; a human "
+                 "must check",
+             std::move(done));
+    return;
+  }
+  // The answer is recorded with an asynchronous commit: no thread waits for
+  // it, and `done` runs when it is durable.
+  Ask(sd.forward.service, st.key, id, st.attempts, TraceOf(*inst), done,
+      [this, id, def, i, key = st.key, done](QueryResult q) {
+        metrics_.Query("forward", q);
+        EngineLog({{"msg", "reconcile"},
+                   {"instance", id},
+                   {"step", def->steps[i].name},
+                   {"key", key},
+                   {"answer", QueryOutcomeName(q.outcome)}});
+        if (q.outcome == QueryOutcome::kNotHappened) {
+          TransitionAsync(
+              id, [this, def, i](Tx& tx) { return RecordNotHappened(tx, *def, i); }, done);
+          return;
+        }
+        TransitionAsync(
+            id, [this, def, i, q, key](Tx& tx) { return RecordAnswer(tx, *def, i, q, key); }, done);
+      });
+}
+
+// It never happened: back to PLANNED. Running, it is sent again with the same
+// key after a backoff, within max_attempts sends (a downstream that keeps
+// answering unclearly is not hammered); turning back, there is nothing to
+// send or undo.
+auto StepRunner::RecordNotHappened(Tx& tx, const SagaDefinition& def, int i) -> Status {
+  const StepDefinition& sd = def.steps[i];
+  const StepState& cur = tx.inst().step(i);
+  if (cur.status() != StepStatus::kStarted && cur.status() != StepStatus::kUnknown)
+    return MovedOn("step moved on");
+  const std::string why = "confirmed not executed after: " + cur.last_error;
+  const StepNext next = ForwardNeverHappened(sd, RetryFor(sd, sd.forward.service), cur,
+                                             tx.inst().status() == SagaStatus::kRunning,
+                                             clock_.NowMillis(), Jitter());
+  switch (next.move) {
+    case StepMove::kStop:
+      return tx.Step(i, StepEvent::kNotExecuted, {{"error", "confirmed not executed"}});
+    case StepMove::kGiveUp:
+      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", why}}));
+      return GiveUp(tx, def,
+                    "step '" + sd.name + "' did not take effect in " +
+                        std::to_string(cur.attempts) + " attempts: " + why);
+    default: {
+      nlohmann::json data = {{"error", why}, {"retry_at", next.at_ms}};
+      if (next.interrupted) data["interrupted"] = true;
+      return tx.Step(i, StepEvent::kNotExecuted, data);
+    }
+  }
+}
+
+// Committed, refused, or still unclear (asked again later, up to the policy's
+// reconciliations, then review).
+auto StepRunner::RecordAnswer(Tx& tx, const SagaDefinition& def, int i, const QueryResult& q,
+                              const std::string& key) -> Status {
+  const StepDefinition& sd = def.steps[i];
+  StepStatus ss = tx.inst().step(i).status();
+  if (ss != StepStatus::kStarted && ss != StepStatus::kUnknown) return MovedOn("step moved on");
+  if (q.outcome == QueryOutcome::kHappened)
+    return tx.Step(i, StepEvent::kCommit,
+                   {{"result", q.result}, {"external_ref", q.external_ref}, {"reconciled", true}});
+  if (q.outcome == QueryOutcome::kRefused) {
+    // Received and definitely refused: nothing happened, nothing is re-sent
+    // (the key is spent on the refusal).
+    SAGAD_RETURN_IF_ERROR(
+        tx.Step(i, StepEvent::kConfirmRefused, {{"error", q.error}, {"reconciled", true}}));
+    return GiveUp(tx, def, "step '" + sd.name + "' was refused: " + q.error);
+  }
+  if (ss == StepStatus::kStarted)
+    SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kOutcomeUnknown, {{"error", q.error}}));
+  const int before = tx.inst().step(i).reconciliations;
+  const StepNext next =
+      StillUnclear(RetryFor(sd, sd.forward.service), before, clock_.NowMillis(), Jitter());
+  if (next.move == StepMove::kEscalate) {
+    SAGAD_RETURN_IF_ERROR(
+        tx.Note(i, StepNote::kReconciled, {{"phase", "forward"}, {"error", q.error}}));
+    return EscalateStep(tx, i,
+                        "outcome of " + key + " still unknown after " + std::to_string(before + 1) +
+                            " reconciliation attempts: " + q.error);
+  }
+  return AskAgainLater(tx, i, "forward", q.error, next.at_ms);
+}
+
+}  // namespace sagad
