@@ -4,6 +4,7 @@
 // over the same kind of keep-alive connections.
 //
 //   load_bench [--sagas N] [--levels 1,16,64] [--workers W (sagad workers; default sagad's)]
+//       [--api-threads T (sagad's api.threads; default sagad's)]
 //       [--keyed]   the client the README shows: an Idempotency-Key per
 //       submission (with ?wait on keep-alive connections), then a replay of
 //       a third of them, each checked to answer the first instance with
@@ -71,6 +72,14 @@ double Metric(int port, const std::string& name) {
   while (std::getline(in, line))
     if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
   return 0;
+}
+
+// The threads of a process (/proc/PID/status).
+std::string Threads(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("Threads:", 0) == 0) return line.substr(std::strlen("Threads:") + 1);
+  return "?";
 }
 
 // VmRSS, RssAnon and RssFile of a process, in MB.
@@ -526,6 +535,7 @@ int main(int argc, char** argv) {
   // unless --workers says otherwise; the test harness's own default is 8.
   int sagas = 2000, recovery = 0;
   int workers = std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+  int api_threads = 0;  // 0: sagad's default
   int64_t preload = 0;
   std::string store;  // "postgres" (a server of the bench's own) or a postgresql:// URI
   int64_t pg_list = 0, soak = 0, retention_ms = 60000;
@@ -545,6 +555,8 @@ int main(int argc, char** argv) {
       sagas = std::stoi(v);
     else if (a == "--workers")
       workers = std::stoi(v);
+    else if (a == "--api-threads")
+      api_threads = std::stoi(v);
     else if (a == "--preload")
       preload = std::stoll(v);
     else if (a == "--recovery")
@@ -564,7 +576,8 @@ int main(int argc, char** argv) {
       for (std::string x; std::getline(ss, x, ',');) levels.push_back(std::stoi(x));
     } else {
       std::cerr
-          << "usage: load_bench [--sagas N] [--levels 1,16,64] [--workers W] [--keyed] "
+          << "usage: load_bench [--sagas N] [--levels 1,16,64] [--workers W] [--api-threads T] "
+             "[--keyed] "
              "[--preload N | --recovery N | --store postgres|postgresql://... | --pg-list N |\n"
              " --soak N [--retention-ms MS] | --graph N]\n";
       return 2;
@@ -576,9 +589,11 @@ int main(int argc, char** argv) {
   Downstream downstream;
   Coordinator sagad(downstream, data);
   sagad.Configure({{"workers", workers}});
+  if (api_threads > 0) sagad.Configure({{"api", {{"threads", api_threads}}}});
   if (sagad.Start() < 0) return 1;
   std::cout << "order_fulfilment (3 steps, fsync on), " << std::thread::hardware_concurrency()
-            << " cores, sagad workers " << workers << "\n";
+            << " cores, sagad workers " << workers << ", threads " << Threads(sagad.process().pid())
+            << "\n";
   std::cout << "sagad idle: " << Rss(sagad.process().pid()) << "\n";
   if (recovery > 0) return RecoveryMode(downstream, sagad, recovery);
   if (graph > 0) return GraphMode(downstream, sagad, graph);

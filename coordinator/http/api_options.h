@@ -33,7 +33,7 @@ struct ApiOptions {
   size_t max_connections_per_client = 2000;
   int64_t request_timeout_ms = 10000;
   int64_t idle_timeout_ms = 30000;
-  int api_threads = 32;
+  int api_threads = 4;  // sagad passes api.threads (config.h DefaultApiThreads)
   // The store watchdog: /readyz answers 503 (and sagad_store_stalled is 1)
   // while writes have been queued this long with none finished.
   int64_t watchdog_ms = 10000;

@@ -128,6 +128,16 @@ TEST(ConfigTest, WorkersDefaultToTheCoresAtLeastTwo) {
   EXPECT_GE(c->workers, 2);
 }
 
+TEST(ConfigTest, ApiThreadsDefaultToTwiceTheCoresAtLeastFour) {
+  auto c = ParseConfig(nlohmann::json::object());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->api_threads, std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency())));
+  EXPECT_EQ(ApiOptionsOf(*c).api_threads, c->api_threads);
+  auto set = ParseConfig({{"api", {{"threads", 32}}}});
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  EXPECT_EQ(set->api_threads, 32);
+}
+
 // Issue 22.3: user:password@ in a URL was shown to viewers and unusable.
 TEST(ConfigTest, CredentialsInAServiceOrWebhookUrlAreRefusedWithoutEchoingThem) {
   std::string why =
