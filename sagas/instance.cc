@@ -1,6 +1,7 @@
 #include "sagas/instance.h"
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "sagas/ancestors.h"
 #include "sagas/event_types.h"
@@ -8,6 +9,13 @@
 #include "util/json_limits.h"
 
 namespace sagad {
+
+void Instance::NoSuchStep(size_t i) const {
+  SAGAD_CHECK(false) << "instance " << id_ << " has no step " << i << " (of " << steps_.size()
+                     << ")";
+  std::abort();
+}
+
 namespace {
 
 std::string Str(const nlohmann::json& data, const char* field) {

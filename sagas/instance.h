@@ -143,7 +143,12 @@ class Instance {
   void set_version(uint64_t v) { version_ = v; }
 
   const std::vector<StepState>& steps() const { return steps_; }
-  const StepState& step(size_t i) const { return steps_[i]; }
+  // REQUIRES: i < steps().size() (checked; a transition built from a stale
+  // index is refused earlier, by Tx).
+  const StepState& step(size_t i) const {
+    if (i >= steps_.size()) NoSuchStep(i);
+    return steps_[i];
+  }
   int StepIndex(const std::string& name) const;
 
   // Snapshot / API view: id, saga, status, input, steps (each with its
@@ -177,6 +182,9 @@ class Instance {
   Status ApplyCallAppended(const Event& e);            // a run's new call (a new step)
   nlohmann::json StepJson(const StepState& st) const;  // one step of ToJson()
   nlohmann::json TopJson() const;                      // ToJson() without input, trace and steps
+
+  // Aborts (a check that stays on), naming the instance and the index.
+  [[noreturn]] void NoSuchStep(size_t i) const;
 
   std::string id_;
   std::string saga_;

@@ -20,7 +20,10 @@ class Tx {
  public:
   Tx(Instance& inst, int64_t now) : inst_(inst), now_(now) {}
 
+  // A step the instance does not hold (an index decided on a copy the
+  // instance has moved past) is MovedOn: the caller plans again.
   Status Step(int i, StepEvent e, nlohmann::json data = nlohmann::json::object()) {
+    SAGAD_RETURN_IF_ERROR(Holds(i));
     return Add(inst_.step(i).name, StepEventName(e), std::move(data), i);
   }
   Status Saga(SagaEvent e, nlohmann::json data = nlohmann::json::object()) {
@@ -28,6 +31,7 @@ class Tx {
   }
   // A step note that changes no machine state (sagas/event_types.h).
   Status Note(int i, StepNote note, nlohmann::json data) {
+    SAGAD_RETURN_IF_ERROR(Holds(i));
     return Add(inst_.step(i).name, StepNoteName(note), std::move(data), i);
   }
   // A run's new call: a new step named `call_id` (Instance::Apply checks it).
@@ -88,6 +92,10 @@ class Tx {
   }
 
  private:
+  Status Holds(int i) const {
+    if (i >= 0 && static_cast<size_t>(i) < inst_.steps().size()) return Status::Ok();
+    return MovedOn("instance " + inst_.id() + " has no step " + std::to_string(i));
+  }
   Status Add(std::string step, std::string type, nlohmann::json data, int index) {
     Event e;
     e.seq = inst_.last_seq() + 1;
