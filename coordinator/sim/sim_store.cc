@@ -1,5 +1,8 @@
 #include "coordinator/sim/sim_store.h"
 
+#include <algorithm>
+#include <optional>
+
 #include "coordinator/sim/world.h"
 #include "util/json_limits.h"
 #include "util/thread_role.h"
@@ -129,8 +132,21 @@ Status SimStore::Create(const nlohmann::json& snapshot, const std::vector<Event>
                         const Submission* submission, const std::vector<nlohmann::json>& outbox,
                         const Lease* lease, const std::vector<OperationRecord>& operations) {
   if (!dead_) SAGAD_RETURN_IF_ERROR(RefuseNul(snapshot, events));
+  // As PostgreSQL stores it (postgres_store.cc LeaseJson, sagad_apply): a
+  // creation's first lease is the time it has left by the process's clock,
+  // counted from the database's, never the process's clock reading itself.
+  // Stored as read, the expiry of a process whose clock is behind came early
+  // in the database's time: another process could take the instance while
+  // this one still sent (found by the campaign, seed 405270).
+  std::optional<Lease> first;
+  if (lease) {
+    first = *lease;
+    const int64_t left = lease->expires_at - world_.processes()[proc_].clock->NowMillis();
+    first->expires_at = world_.now() + std::max<int64_t>(0, left);
+  }
   return Write("create", [&] {
-    return inner_.CreateInstance(snapshot, events, submission, outbox, lease, operations);
+    return inner_.CreateInstance(snapshot, events, submission, outbox, first ? &*first : nullptr,
+                                 operations);
   });
 }
 
