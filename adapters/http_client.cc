@@ -93,6 +93,7 @@ struct AsyncHttpClient::Impl {
       Loop& l = *loops.back();
       l.thread = std::thread([&l] {
         MarkThread(ThreadRole::kHttpLoop);
+        NameThread("sagad-calls");
         current_loop = &l.io;
         l.io.run();
       });

@@ -1,5 +1,9 @@
 #include "util/thread_role.h"
 
+#include <pthread.h>
+
+#include <cstdio>
+
 #include "util/check.h"
 
 namespace sagad {
@@ -24,6 +28,12 @@ const char* ThreadRoleName(ThreadRole role) {
 bool MustNotBlock(ThreadRole role) { return role != ThreadRole::kUnmarked; }
 
 void MarkThread(ThreadRole role) { current_role = role; }
+
+void NameThread(const char* name) {
+  char cut[16];
+  std::snprintf(cut, sizeof cut, "%s", name);
+  pthread_setname_np(pthread_self(), cut);
+}
 
 ThreadRole CurrentThreadRole() { return current_role; }
 

@@ -28,6 +28,11 @@ const char* ThreadRoleName(ThreadRole role);
 // True for the roles that must not wait for a commit or a downstream call.
 bool MustNotBlock(ThreadRole role);
 
+// Names the calling thread as ps -L, top -H and /proc/PID/task/*/comm show
+// it (cut to 15 bytes): "sagad-shard-0", "sagad-commit", ... so an operator
+// sees which part of sagad spends the CPU.
+void NameThread(const char* name);
+
 // Marks the calling thread; call it first thing in the thread's body.
 void MarkThread(ThreadRole role);
 ThreadRole CurrentThreadRole();

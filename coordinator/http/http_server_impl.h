@@ -105,9 +105,11 @@ class HttpServer::Impl {
     for (int i = 1; i < options_.io_threads; ++i)
       extra.emplace_back([this] {
         MarkThread(ThreadRole::kHttpLoop);
+        NameThread("sagad-api");
         io_.run();
       });
     ScopedThreadRole role(ThreadRole::kHttpLoop);
+    NameThread("sagad-api");
     io_.run();
     for (auto& t : extra) t.join();
   }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/thread_role.h"
 
 namespace sagad {
 
@@ -18,7 +19,10 @@ StopDeadline::~StopDeadline() {
 void StopDeadline::Arm(std::chrono::milliseconds limit) {
   if (watcher_.joinable()) return;
   auto deadline = std::chrono::steady_clock::now() + limit;
-  watcher_ = std::thread([this, deadline, limit] { Watch(deadline, limit); });
+  watcher_ = std::thread([this, deadline, limit] {
+    NameThread("sagad-stop");
+    Watch(deadline, limit);
+  });
 }
 
 void StopDeadline::Phase(const std::string& what) {

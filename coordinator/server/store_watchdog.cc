@@ -3,11 +3,15 @@
 #include <algorithm>
 
 #include "util/log.h"
+#include "util/thread_role.h"
 
 namespace sagad {
 
 StoreWatchdog::StoreWatchdog(const Store& store, int64_t watchdog_ms)
-    : store_(store), watchdog_ms_(watchdog_ms), thread_([this] { Run(); }) {}
+    : store_(store), watchdog_ms_(watchdog_ms), thread_([this] {
+        NameThread("sagad-watchdog");
+        Run();
+      }) {}
 
 StoreWatchdog::~StoreWatchdog() {
   {

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "util/json_limits.h"
+#include "util/thread_role.h"
 
 namespace sagad {
 
@@ -34,7 +35,10 @@ WebhookPublisher::~WebhookPublisher() { Stop(); }
 
 void WebhookPublisher::Start() {
   if (hooks_.empty() || thread_.joinable()) return;
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThread("sagad-webhooks");
+    Run();
+  });
 }
 
 void WebhookPublisher::Stop() {

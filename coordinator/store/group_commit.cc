@@ -33,6 +33,7 @@ void GroupCommit::CommitAsync(std::unique_ptr<Write> w) {
 // nothing queued.
 void GroupCommit::CommitterLoop() {
   MarkThread(ThreadRole::kCommitter);
+  NameThread("sagad-commit");
   MutexLock l(mu_);
   for (;;) {
     committer_cv_.Wait(mu_, [&]() REQUIRES(mu_) {

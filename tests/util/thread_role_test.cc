@@ -4,13 +4,36 @@
 #include "util/thread_role.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "coordinator/store/group_commit.h"
 
 namespace sagad {
 namespace {
+
+// What /proc shows as the calling thread's name.
+std::string ThisThreadsName() {
+  std::ifstream f("/proc/self/task/" + std::to_string(::gettid()) + "/comm");
+  std::string name;
+  std::getline(f, name);
+  return name;
+}
+
+TEST(ThreadRoleTest, ANamedThreadShowsItsNameCutTo15Bytes) {
+  std::string seen, cut;
+  std::thread([&] {
+    NameThread("sagad-test");
+    seen = ThisThreadsName();
+    NameThread("sagad-a-name-longer-than-fifteen");
+    cut = ThisThreadsName();
+  }).join();
+  EXPECT_EQ(seen, "sagad-test");
+  EXPECT_EQ(cut, "sagad-a-name-lo");
+}
 
 TEST(ThreadRoleTest, AThreadIsUnmarkedUntilItIsMarked) {
   std::thread([] {

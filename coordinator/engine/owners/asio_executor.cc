@@ -28,7 +28,10 @@ struct AsioExecutor::State {
   explicit State(int threads) : shards(static_cast<size_t>(std::max(1, threads))) {
     for (size_t i = 0; i < shards.size(); ++i)
       shards[i].thread = std::thread([this, i] { RunShard(i); });
-    timer_thread = std::thread([this] { timers.run(); });
+    timer_thread = std::thread([this] {
+      NameThread("sagad-timer");
+      timers.run();
+    });
   }
 
   void RunShard(size_t i);
@@ -70,6 +73,7 @@ thread_local size_t tl_shard = 0;
 
 void AsioExecutor::State::RunShard(size_t i) {
   MarkThread(ThreadRole::kWorker);
+  NameThread(("sagad-shard-" + std::to_string(i)).c_str());
   tl_state = this;
   tl_shard = i;
   shards[i].io.run();

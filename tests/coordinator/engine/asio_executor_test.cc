@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <string>
@@ -16,6 +19,34 @@
 
 namespace sagad {
 namespace {
+
+// The names of this process's threads (/proc/self/task/*/comm).
+std::multiset<std::string> ThreadNames() {
+  std::multiset<std::string> names;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream f(task.path() / "comm");
+    std::string name;
+    if (std::getline(f, name)) names.insert(name);
+  }
+  return names;
+}
+
+// An operator's top -H tells the shards and the timer apart.
+TEST(AsioExecutorTest, ItsThreadsAreNamedByRole) {
+  AsioExecutor executor(2);
+  auto named = [](const std::multiset<std::string>& names) {
+    return names.count("sagad-shard-0") == 1 && names.count("sagad-shard-1") == 1 &&
+           names.count("sagad-timer") == 1;
+  };
+  // A thread names itself as it starts: wait for it, up to 5 s.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  std::multiset<std::string> names = ThreadNames();
+  while (!named(names) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+    names = ThreadNames();
+  }
+  EXPECT_TRUE(named(names)) << "threads: " << ::testing::PrintToString(names);
+}
 
 TEST(AsioExecutorTest, AnOwnersTasksRunOnOneThreadOneAtATimeAndOnlyThereIsItTheOwner) {
   AsioExecutor executor(4);
