@@ -40,6 +40,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -74,28 +75,37 @@ double Metric(int port, const std::string& name) {
   return 0;
 }
 
-// The threads of a process (/proc/PID/status).
-std::string Threads(pid_t pid) {
+// The fields of /proc/PID/status ("VmRSS" -> "123456 kB", "Threads" -> "13").
+std::map<std::string, std::string> ProcStatus(pid_t pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(f, line);)
-    if (line.rfind("Threads:", 0) == 0) return line.substr(std::strlen("Threads:") + 1);
-  return "?";
+  std::map<std::string, std::string> fields;
+  for (std::string line; std::getline(f, line);) {
+    size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    size_t value = line.find_first_not_of(" \t", colon + 1);
+    fields[line.substr(0, colon)] = value == std::string::npos ? "" : line.substr(value);
+  }
+  return fields;
+}
+
+// The threads of a process.
+std::string Threads(pid_t pid) {
+  auto fields = ProcStatus(pid);
+  auto it = fields.find("Threads");
+  return it == fields.end() ? "?" : it->second;
 }
 
 // VmRSS, RssAnon and RssFile of a process, in MB.
 std::string Rss(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string line, out;
-  while (std::getline(f, line))
-    for (const char* k : {"VmRSS:", "RssAnon:", "RssFile:"})
-      if (line.rfind(k, 0) == 0) {
-        std::istringstream in(line.substr(std::strlen(k)));
-        double kb = 0;
-        in >> kb;
-        std::ostringstream o;
-        o << std::fixed << std::setprecision(1) << k << " " << kb / 1024 << " MB  ";
-        out += o.str();
-      }
+  auto fields = ProcStatus(pid);
+  std::string out;
+  for (const char* k : {"VmRSS", "RssAnon", "RssFile"}) {
+    auto it = fields.find(k);
+    if (it == fields.end()) continue;
+    std::ostringstream o;
+    o << std::fixed << std::setprecision(1) << k << ": " << std::stod(it->second) / 1024 << " MB  ";
+    out += o.str();
+  }
   return out;
 }
 

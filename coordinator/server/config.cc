@@ -18,9 +18,6 @@
 namespace sagad {
 
 int DefaultWorkers() { return std::max(2, static_cast<int>(std::thread::hardware_concurrency())); }
-int DefaultApiThreads() {
-  return std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency()));
-}
 namespace {
 // Durations in milliseconds: up to about 24 days (what a timer takes).
 constexpr int64_t kMaxMs = 2147483647;

@@ -31,12 +31,6 @@ struct WebhookConfig {
 // downstream calls): the machine's cores, at least 2. No task waits, so
 // more only adds thread switches.
 int DefaultWorkers();
-// sagad's default api.threads (the threads that run handlers): twice the
-// cores, at least 4. A handler never waits for a commit, a call or a long
-// poll; it may wait for a store read (a PostgreSQL round trip), hence more
-// than the cores. 4 and 32 measured alike with 64 keyed waiting clients on
-// both stores (docs/performance.md).
-int DefaultApiThreads();
 
 struct Config {
   std::string listen_host = "127.0.0.1";
