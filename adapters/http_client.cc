@@ -79,6 +79,9 @@ struct AsyncHttpClient::Impl {
     std::string host, port, origin, prefix;
     std::unique_ptr<ssl::context> ctx;
     std::string tls_error;  // the TLS files could not be loaded
+    // The address when the host is an IP literal: connected to without a
+    // resolver (Asio's resolver starts a thread of its own on first use).
+    std::optional<tcp::endpoint> literal;
     Mutex mu;
     std::vector<std::unique_ptr<Conn>> idle GUARDED_BY(mu);
     int active GUARDED_BY(mu) = 0;  // exchanges that hold a connection
@@ -209,13 +212,13 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
     }
     // Everything of this exchange lives on its connection's loop.
     io = conn ? conn->io : &client.NextLoop();
-    resolver.emplace(*io);
+    if (!svc.literal) resolver.emplace(*io);
     deadline.emplace(*io);
     deadline->expires_after(std::chrono::milliseconds(svc.config.timeout_ms));
     deadline->async_wait(Guard([this](const beast::error_code& ec) {
       if (ec || finished) return;
       expired = true;
-      resolver->cancel();
+      if (resolver) resolver->cancel();
       if (conn) conn->Tcp().close();
     }));
     if (!conn)
@@ -224,11 +227,15 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
                   "client_key_file): " +
                       svc.tls_error);
     if (!fresh) return Write();
+    if (svc.literal)
+      return conn->Tcp().async_connect(
+          *svc.literal, Guard([this](const beast::error_code& ec) { Connected(ec); }));
     resolver->async_resolve(
         svc.host, svc.port,
         Guard([this](const beast::error_code& ec, tcp::resolver::results_type results) {
           if (ec) return NotConnected();
-          Connect(results);
+          conn->Tcp().async_connect(results, Guard([this](const beast::error_code& e,
+                                                          const tcp::endpoint&) { Connected(e); }));
         }));
   }
 
@@ -270,14 +277,11 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
          "not sent: cannot connect to " + svc.origin + " (connection refused or unreachable)");
   }
 
-  void Connect(const tcp::resolver::results_type& results) {
-    conn->Tcp().async_connect(results,
-                              Guard([this](const beast::error_code& ec, const tcp::endpoint&) {
-                                if (ec) return NotConnected();
-                                conn->Tcp().socket().set_option(tcp::no_delay(true));
-                                if (svc.tls) return Handshake();
-                                Write();
-                              }));
+  void Connected(const beast::error_code& ec) {
+    if (ec) return NotConnected();
+    conn->Tcp().socket().set_option(tcp::no_delay(true));
+    if (svc.tls) return Handshake();
+    Write();
   }
 
   void Handshake() {
@@ -457,6 +461,8 @@ void AsyncHttpClient::AddService(const ServiceConfig& config) {
   s->port = e.port;
   s->origin = e.origin;
   s->prefix = e.prefix;
+  if (IsIpLiteral(e.host) && e.port_number >= 0)
+    s->literal = tcp::endpoint(asio::ip::make_address(e.host), e.port_number);
   if (s->tls) s->ctx = MakeClientTlsContext(config, &s->tls_error);
   impl_->services[config.name] = std::move(s);
 }

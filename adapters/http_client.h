@@ -15,6 +15,8 @@
 //   when it has its connection: resolving, connecting, the TLS handshake,
 //   writing, and the whole reply.
 //   A downstream that drips its reply a byte at a time is cut off at it.
+// - A service whose host is an IP address is connected to without a name
+//   lookup (no resolver, whose first use starts a thread of Asio's).
 // - The reply body is read up to `max_response_bytes`; a larger one is not
 //   buffered (too_large).
 // - HTTPS as the service says: its CA bundle (else the system's), host name

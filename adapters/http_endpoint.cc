@@ -25,6 +25,9 @@ HttpEndpoint HttpEndpoint::Parse(const std::string& url) {
     e.port = e.tls ? "443" : "80";
   }
   if (bracketed && e.host.size() >= 2) e.host = e.host.substr(1, e.host.size() - 2);
+  if (!e.port.empty() && e.port.size() <= 5 &&
+      e.port.find_first_not_of("0123456789") == std::string::npos && std::stoi(e.port) <= 65535)
+    e.port_number = std::stoi(e.port);
   return e;
 }
 

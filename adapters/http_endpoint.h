@@ -15,11 +15,12 @@ class context;
 namespace sagad {
 
 struct HttpEndpoint {
-  bool tls = false;    // https://
-  std::string host;    // without the brackets of an IPv6 literal
-  std::string port;    // as written, else 443 or 80
-  std::string origin;  // scheme://authority, for messages
-  std::string prefix;  // "" or "/prefix", without a trailing slash
+  bool tls = false;      // https://
+  std::string host;      // without the brackets of an IPv6 literal
+  std::string port;      // as written, else 443 or 80
+  int port_number = -1;  // the port as a number (0-65535), -1 if it is not one
+  std::string origin;    // scheme://authority, for messages
+  std::string prefix;    // "" or "/prefix", without a trailing slash
 
   static HttpEndpoint Parse(const std::string& base_url);
 };

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -64,8 +65,11 @@ class HttpAdapterTest : public ::testing::Test {
     ServiceConfig down = svc;
     down.name = "down";
     down.base_url = "http://127.0.0.1:1";  // nothing listens there
+    ServiceConfig named = svc;
+    named.name = "named";
+    named.base_url = "http://localhost:" + std::to_string(port_);
     adapter_ = std::make_unique<HttpAdapter>(
-        std::map<std::string, ServiceConfig>{{"svc", svc}, {"down", down}});
+        std::map<std::string, ServiceConfig>{{"svc", svc}, {"down", down}, {"named", named}});
   }
   void TearDown() override {
     adapter_.reset();  // its idle keep-alive connections would hold the server's threads
@@ -117,6 +121,27 @@ TEST_F(HttpAdapterTest, EachAnswerIsClassifiedAsTheProtocolSays) {
   EXPECT_EQ(Send("svc", 503).outcome, Outcome::kUnknown);
   EXPECT_EQ(Send("svc", 409).outcome, Outcome::kUnknown);
   EXPECT_EQ(Send("svc", 408).outcome, Outcome::kUnknown);
+}
+
+size_t ThreadCount() {
+  size_t n = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)task;
+    ++n;
+  }
+  return n;
+}
+
+// Asio's resolver runs a thread of its own from its first use: a service
+// whose host is an IP address is connected to without one. (A host name
+// needs it: the second half shows the count can move.)
+TEST_F(HttpAdapterTest, AServiceAtAnIpAddressIsCalledWithoutAResolverThread) {
+  const size_t before = ThreadCount();
+  EXPECT_EQ(Send("svc", 201).outcome, Outcome::kCommitted);
+  EXPECT_EQ(Send("down", 201).outcome, Outcome::kNotExecuted);
+  EXPECT_EQ(ThreadCount(), before);
+  EXPECT_EQ(Send("named", 201).outcome, Outcome::kCommitted);
+  EXPECT_GT(ThreadCount(), before);
 }
 
 TEST_F(HttpAdapterTest, ARefusedConnectionIsNotSentAndSaysWhere) {
