@@ -15,7 +15,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "tests/testing/cluster.h"
@@ -269,6 +271,38 @@ TEST(FrontEndTest, ALongPollOnASettledInstanceIsAnsweredOnce) {
     ASSERT_EQ(res->status, 200) << res->body;
   }
   EXPECT_TRUE(sagad.process().Running());
+}
+
+// The threads of a sagad with 2 workers and 4 API handlers, by name (what
+// top -H shows), once its calls went out: the shard loops also hold the
+// downstream connections (the HTTP client has no thread of its own), and
+// services at an IP address need no resolver thread.
+TEST(FrontEndTest, ASagadCallsItsServicesFromItsShardLoops) {
+  TempDir dir;
+  Downstream downstream;
+  Coordinator sagad(downstream, dir.path() + "/data");
+  sagad.Configure({{"workers", 2}, {"api", {{"threads", 4}}}});
+  ASSERT_GT(sagad.Start(), 0);
+  for (int i = 0; i < 3; ++i) {
+    Reply r = sagad.Submit("order_fulfilment", OrderInput(), 10);
+    ASSERT_EQ(r.body.value("status", ""), "COMPLETED") << r.raw;
+  }
+  std::multiset<std::string> names;
+  const std::string task = "/proc/" + std::to_string(sagad.process().pid()) + "/task";
+  DIR* d = opendir(task.c_str());
+  ASSERT_NE(d, nullptr);
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(task + "/" + e->d_name + "/comm");
+    std::string name;
+    if (std::getline(f, name)) names.insert(name);
+  }
+  closedir(d);
+  // main and the 4 API handlers keep the process's name.
+  const std::multiset<std::string> expected = {
+      "sagad",         "sagad",         "sagad",       "sagad",        "sagad",         "sagad-api",
+      "sagad-shard-0", "sagad-shard-1", "sagad-timer", "sagad-commit", "sagad-watchdog"};
+  EXPECT_EQ(names, expected);
 }
 
 }  // namespace
