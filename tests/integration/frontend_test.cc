@@ -300,8 +300,8 @@ TEST(FrontEndTest, ASagadCallsItsServicesFromItsShardLoops) {
   closedir(d);
   // main and the 4 API handlers keep the process's name.
   const std::multiset<std::string> expected = {
-      "sagad",         "sagad",         "sagad",       "sagad",        "sagad",         "sagad-api",
-      "sagad-shard-0", "sagad-shard-1", "sagad-timer", "sagad-commit", "sagad-watchdog"};
+      "sagad",     "sagad",         "sagad",         "sagad",        "sagad",
+      "sagad-api", "sagad-shard-0", "sagad-shard-1", "sagad-commit", "sagad-watchdog"};
   EXPECT_EQ(names, expected);
 }
 
