@@ -299,9 +299,12 @@ TEST(FrontEndTest, ASagadCallsItsServicesFromItsShardLoops) {
   }
   closedir(d);
   // main and the 4 API handlers keep the process's name.
-  const std::multiset<std::string> expected = {
+  std::multiset<std::string> expected = {
       "sagad",     "sagad",         "sagad",         "sagad",        "sagad",
       "sagad-api", "sagad-shard-0", "sagad-shard-1", "sagad-commit", "sagad-watchdog"};
+#if defined(__SANITIZE_THREAD__)
+  expected.insert("sagad");  // ThreadSanitizer's runtime runs a thread of its own
+#endif
   EXPECT_EQ(names, expected);
 }
 
