@@ -76,12 +76,6 @@ HttpAdapter::HttpAdapter(std::map<std::string, ServiceConfig> services, int thre
   for (const auto& [name, cfg] : services_) client_->AddService(cfg);
 }
 
-HttpAdapter::HttpAdapter(std::map<std::string, ServiceConfig> services,
-                         std::vector<boost::asio::io_context*> loops)
-    : services_(std::move(services)), client_(std::make_unique<AsyncHttpClient>(std::move(loops))) {
-  for (const auto& [name, cfg] : services_) client_->AddService(cfg);
-}
-
 HttpAdapter::~HttpAdapter() = default;
 
 const ServiceConfig* HttpAdapter::Service(const std::string& name) const {
@@ -151,7 +145,7 @@ void HttpAdapter::QueryAsync(const std::string& service, const std::string& key,
 }
 
 CallResult HttpAdapter::Call(const CallRequest& req) {
-  SAGAD_CHECK(!client_->OnLoopThread()) << "a blocking call on an event-loop thread";
+  SAGAD_CHECK(!AsyncHttpClient::OnLoopThread()) << "a blocking call on an event-loop thread";
   CheckMayBlock("a blocking downstream call");
   std::promise<CallResult> p;
   auto f = p.get_future();
@@ -162,7 +156,7 @@ CallResult HttpAdapter::Call(const CallRequest& req) {
 QueryResult HttpAdapter::Query(const std::string& service, const std::string& key,
                                const std::string& instance_id, uint64_t fencing_token, int attempt,
                                const TraceContext& trace) {
-  SAGAD_CHECK(!client_->OnLoopThread()) << "a blocking query on an event-loop thread";
+  SAGAD_CHECK(!AsyncHttpClient::OnLoopThread()) << "a blocking query on an event-loop thread";
   CheckMayBlock("a blocking downstream query");
   std::promise<QueryResult> p;
   auto f = p.get_future();

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -21,10 +22,9 @@
 #include <thread>
 
 #include "adapters/http_endpoint.h"
-#include "adapters/http_loops.h"
 #include "adapters/tls_probe.h"
-#include "util/check.h"
 #include "util/mutex.h"
+#include "util/thread_role.h"
 
 namespace sagad {
 namespace {
@@ -88,21 +88,37 @@ struct AsyncHttpClient::Impl {
     std::deque<std::shared_ptr<Exchange>> waiting GUARDED_BY(mu);  // for one, in order
   };
 
-  explicit Impl(int threads) : loops(threads) {}
-  explicit Impl(std::vector<asio::io_context*> lent) : loops(std::move(lent)) {}
+  // One event loop per thread: a reply is handled (and `done` runs) on the
+  // thread that read it, with no hand-off to another thread.
+  explicit Impl(int threads) {
+    for (int i = 0; i < std::max(1, threads); ++i) {
+      loops.push_back(std::make_unique<Loop>());
+      Loop& l = *loops.back();
+      l.thread = std::thread([&l] {
+        MarkThread(ThreadRole::kHttpLoop);
+        NameThread("sagad-calls");
+        current_loop = &l.io;
+        l.io.run();
+      });
+    }
+  }
+  // The loop of a new connection: this thread's if it runs one (a step
+  // chained on a reply stays on its loop: no wake-up of another thread),
+  // else the next in turn.
+  asio::io_context& NextLoop() {
+    return current_loop ? *current_loop : loops[next_loop++ % loops.size()]->io;
+  }
+  static thread_local asio::io_context* current_loop;
   ~Impl() {
     {
       MutexLock l(aside_mu);
       stopping = true;
       aside_cv.Wait(aside_mu, [this]() REQUIRES(aside_mu) { return aside == 0; });
     }
-    loops.Stop();
-    if (!loops.lent()) return;
-    // Lent loops run on: a handler still to come would find the client gone.
-    for (auto& [name, s] : services) {
-      MutexLock l(s->mu);
-      SAGAD_CHECK(s->active == 0 && s->waiting.empty())
-          << "the HTTP client is destroyed with exchanges of service " << name << " under way";
+    for (auto& l : loops) {
+      l->work.reset();
+      l->io.stop();
+      l->thread.join();
     }
   }
   // Runs a blocking `fn` (a TLS probe, bounded in time) on a thread of its
@@ -120,7 +136,13 @@ struct AsyncHttpClient::Impl {
     }).detach();
   }
 
-  HttpLoops loops;
+  struct Loop {
+    asio::io_context io{1};
+    asio::executor_work_guard<asio::io_context::executor_type> work{asio::make_work_guard(io)};
+    std::thread thread;
+  };
+  std::vector<std::unique_ptr<Loop>> loops;
+  std::atomic<size_t> next_loop{0};
   std::map<std::string, std::unique_ptr<Service>> services;
   Mutex aside_mu;
   bool stopping GUARDED_BY(aside_mu) = false;
@@ -132,6 +154,7 @@ struct AsyncHttpClient::Impl {
 // handlers may run on any loop thread: each runs under the exchange's lock
 // (so do Start, on the sender's thread, and the deadline), and `done` is
 // called after the lock is let go.
+thread_local asio::io_context* AsyncHttpClient::Impl::current_loop = nullptr;
 
 struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> {
   Exchange(Impl& c, Service& s, HttpExchangeRequest r, Done d)
@@ -181,14 +204,14 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
     fresh = !conn;
     if (fresh && svc.tls_error.empty()) {
       conn = std::make_unique<Conn>();
-      conn->io = &client.loops.Next();
+      conn->io = &client.NextLoop();
       if (svc.tls)
         conn->tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(*conn->io, *svc.ctx);
       else
         conn->plain = std::make_unique<beast::tcp_stream>(*conn->io);
     }
     // Everything of this exchange lives on its connection's loop.
-    io = conn ? conn->io : &client.loops.Next();
+    io = conn ? conn->io : &client.NextLoop();
     if (!svc.literal) resolver.emplace(*io);
     deadline.emplace(*io);
     deadline->expires_after(std::chrono::milliseconds(svc.config.timeout_ms));
@@ -218,19 +241,15 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
 
   // A pooled connection the peer still holds open, if any.
   std::unique_ptr<Conn> Idle() {
-    asio::io_context* here = client.loops.Here();
     while (true) {
       std::unique_ptr<Conn> c;
       {
         MutexLock l(svc.mu);
         if (svc.idle.empty()) return nullptr;
-        // The newest of this thread's loop (a thread that runs a loop keeps
-        // its exchanges there: its reply is read where it is awaited); for
-        // another thread the newest of all.
+        // One of this thread's loop if there is one, else the newest.
         auto it = std::find_if(svc.idle.rbegin(), svc.idle.rend(),
-                               [here](const auto& conn) { return !here || conn->io == here; });
-        if (it == svc.idle.rend()) return nullptr;
-        auto at = std::next(it).base();
+                               [](const auto& conn) { return conn->io == current_loop; });
+        auto at = it == svc.idle.rend() ? svc.idle.end() - 1 : std::next(it).base();
         c = std::move(*at);
         svc.idle.erase(at);
       }
@@ -412,7 +431,7 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
       svc.waiting.pop_front();
     }
     Exchange* n = next.get();
-    asio::post(io ? *io : client.loops.Next(), n->Guard([n] { n->Begin(); }));
+    asio::post(io ? *io : client.NextLoop(), n->Guard([n] { n->Begin(); }));
   }
 
   Impl& client;
@@ -431,8 +450,6 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
 };
 
 AsyncHttpClient::AsyncHttpClient(int threads) : impl_(std::make_unique<Impl>(threads)) {}
-AsyncHttpClient::AsyncHttpClient(std::vector<boost::asio::io_context*> loops)
-    : impl_(std::make_unique<Impl>(std::move(loops))) {}
 AsyncHttpClient::~AsyncHttpClient() = default;
 
 void AsyncHttpClient::AddService(const ServiceConfig& config) {
@@ -450,7 +467,7 @@ void AsyncHttpClient::AddService(const ServiceConfig& config) {
   impl_->services[config.name] = std::move(s);
 }
 
-bool AsyncHttpClient::OnLoopThread() const { return impl_->loops.Here() != nullptr; }
+bool AsyncHttpClient::OnLoopThread() { return Impl::current_loop != nullptr; }
 
 std::string AsyncHttpClient::Prefix(const std::string& service) const {
   auto it = impl_->services.find(service);

@@ -1,11 +1,9 @@
 // AsyncHttpClient: the asynchronous HTTP/1.1 client of HttpAdapter, on
-// Boost.Beast, over event loops (http_loops.h): `threads` loops of its own,
-// or loops it is lent (sagad lends the engine's shard loops). No caller
-// waits for a downstream: Send starts the exchange (the request is written
-// from the caller's thread when the socket takes it at once) and returns;
-// `done` runs on a loop's thread when the exchange is over. A caller that
-// runs one of the loops gets a connection of its loop first, so the reply
-// is read (and `done` runs) on the caller's own thread.
+// Boost.Beast: an event loop run by `threads` threads. No caller waits for a
+// downstream: Send starts the exchange (the request is written from the
+// caller's thread when the socket takes it at once) and returns; `done`
+// runs on a loop thread when the exchange is over. `done` may block (the
+// engine records the outcome there): the other loop threads go on.
 //
 // Contract:
 // - A keep-alive pool per service; an idle connection the peer closed is
@@ -31,10 +29,9 @@
 //   with a probe handshake, tls_probe.h). Anything else after the request
 //   began to leave is `sent` (the outcome is unknown).
 // Thread-safety: AddService before any Send; Send from any thread.
-// Destroying the client ends its own loops: an exchange still under way
-// never calls `done` (callers end their exchanges first; the engine waits
-// for its steps under way before it stops). Lent loops are stopped by
-// their owner first, with no exchange under way (checked).
+// Destroying the client ends the loop: an exchange still under way never
+// calls `done` (callers end their exchanges first; the engine waits for its
+// steps under way before it stops).
 #pragma once
 
 #include <functional>
@@ -44,10 +41,6 @@
 #include <vector>
 
 #include "adapters/adapter.h"
-
-namespace boost::asio {
-class io_context;
-}  // namespace boost::asio
 
 namespace sagad {
 
@@ -80,8 +73,6 @@ class AsyncHttpClient {
   using Done = std::function<void(HttpExchangeResult)>;
 
   explicit AsyncHttpClient(int threads = 1);
-  // Runs on `loops` (at least one), which the caller runs and stops.
-  explicit AsyncHttpClient(std::vector<boost::asio::io_context*> loops);
   ~AsyncHttpClient();
   AsyncHttpClient(const AsyncHttpClient&) = delete;
   AsyncHttpClient& operator=(const AsyncHttpClient&) = delete;
@@ -91,9 +82,9 @@ class AsyncHttpClient {
   std::string Prefix(const std::string& service) const;
 
   void Send(HttpExchangeRequest req, Done done);
-  // True on a thread that runs one of its loops: waiting there for an
-  // exchange could wait for ever.
-  bool OnLoopThread() const;
+  // True on a thread that runs one of the loops (of any client): waiting
+  // there for an exchange could wait for ever.
+  static bool OnLoopThread();
 
  private:
   struct Impl;

@@ -10,7 +10,6 @@
 
 #include "adapters/http_adapter.h"
 #include "coordinator/engine/engine.h"
-#include "coordinator/engine/owners/asio_executor.h"
 #include "coordinator/http/http_api.h"
 #include "coordinator/server/definitions_dir.h"
 #include "coordinator/server/stop_deadline.h"
@@ -331,17 +330,11 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas,
   if (!store.ok()) return Fail(store.status().message());
   WarnAboutUnverifiedTls(config);
   StoreWatchdog watchdog(**store, config.watchdog_ms);
-  // The owner threads (one per worker), whose loops also hold the
-  // downstream connections: a reply is read on the thread that owns its
-  // instance. The engine shuts them down as it stops, before the adapter
-  // is destroyed.
-  AsioExecutor shards(config.workers);
-  HttpAdapter adapter(config.services, shards.Loops());
+  // Replies are recorded on the client's loop threads: as many as workers.
+  HttpAdapter adapter(config.services, config.workers);
   SystemClock clock;
   WebhookPublisher publisher(**store, config.webhooks);
-  EngineOptions options = EngineOptionsOf(config, publisher);
-  options.executor = &shards;
-  Engine engine(**store, adapter, clock, options);
+  Engine engine(**store, adapter, clock, EngineOptionsOf(config, publisher));
   for (const SagaDefinition& def : *collected) {
     Status s = engine.Register(def);
     if (!s.ok()) return BadDefinition(s.message());

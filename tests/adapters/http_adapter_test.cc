@@ -10,11 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <filesystem>
-#include <future>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -72,15 +68,15 @@ class HttpAdapterTest : public ::testing::Test {
     ServiceConfig named = svc;
     named.name = "named";
     named.base_url = "http://localhost:" + std::to_string(port_);
-    services_ = {{"svc", svc}, {"down", down}, {"named", named}};
-    adapter_ = std::make_unique<HttpAdapter>(services_);
+    adapter_ = std::make_unique<HttpAdapter>(
+        std::map<std::string, ServiceConfig>{{"svc", svc}, {"down", down}, {"named", named}});
   }
   void TearDown() override {
     adapter_.reset();  // its idle keep-alive connections would hold the server's threads
     server_.stop();
     thread_.join();
   }
-  static CallRequest Request(const std::string& service, int status) {
+  CallResult Send(const std::string& service, int status) {
     CallRequest req;
     req.service = service;
     req.method = "POST";
@@ -91,10 +87,7 @@ class HttpAdapterTest : public ::testing::Test {
     req.step = "reserve";
     req.fencing_token = 7;
     req.attempt = 2;
-    return req;
-  }
-  CallResult Send(const std::string& service, int status) {
-    return adapter_->Call(Request(service, status));
+    return adapter_->Call(req);
   }
   QueryOutcome Ask(const std::string& key) {
     return adapter_->Query("svc", key, "i1", 7, 1, TraceContext{}).outcome;
@@ -105,7 +98,6 @@ class HttpAdapterTest : public ::testing::Test {
   std::thread thread_;
   std::mutex mu_;
   httplib::Request last_;
-  std::map<std::string, ServiceConfig> services_;
   std::unique_ptr<HttpAdapter> adapter_;
 };
 
@@ -159,37 +151,6 @@ TEST_F(HttpAdapterTest, AServiceAtAnIpAddressIsCalledWithoutAResolverThread) {
   EXPECT_EQ(ThreadCount(), before);
   EXPECT_EQ(Send("named", 201).outcome, Outcome::kCommitted);
   EXPECT_GT(ThreadCount(), before);
-}
-
-// On a loop it is lent (sagad lends its shard loops), a call made from the
-// loop's thread is answered on that thread: the reply is read by the thread
-// that sent the request (in sagad, the instance's owner), and the client
-// starts no thread of its own.
-TEST_F(HttpAdapterTest, OnALentLoopACallIsAnsweredOnTheThreadThatMadeIt) {
-  boost::asio::io_context io;
-  auto work = boost::asio::make_work_guard(io);
-  std::thread loop([&] { io.run(); });
-  const size_t threads = ThreadCountOnceServing(port_);
-  {
-    HttpAdapter lent(services_, std::vector<boost::asio::io_context*>{&io});
-    EXPECT_EQ(ThreadCount(), threads);
-    for (int i = 0; i < 2; ++i) {  // a new connection, then the pooled one
-      std::promise<std::pair<std::thread::id, Outcome>> answered;
-      boost::asio::post(io, [&] {
-        lent.CallAsync(Request("svc", 201), [&](CallResult r) {
-          answered.set_value({std::this_thread::get_id(), r.outcome});
-        });
-      });
-      auto f = answered.get_future();
-      ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
-      auto [on, outcome] = f.get();
-      EXPECT_EQ(outcome, Outcome::kCommitted);
-      EXPECT_EQ(on, loop.get_id()) << "call " << i;
-    }
-    // Its owner stops the loop before the adapter goes (no call under way).
-    work.reset();
-    loop.join();
-  }
 }
 
 TEST_F(HttpAdapterTest, ARefusedConnectionIsNotSentAndSaysWhere) {

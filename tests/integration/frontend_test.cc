@@ -15,9 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
 #include <mutex>
-#include <set>
 #include <thread>
 
 #include "tests/testing/cluster.h"
@@ -274,10 +272,9 @@ TEST(FrontEndTest, ALongPollOnASettledInstanceIsAnsweredOnce) {
 }
 
 // The threads of a sagad with 2 workers and 4 API handlers, by name (what
-// top -H shows), once its calls went out: the shard loops also hold the
-// downstream connections (the HTTP client has no thread of its own), and
-// services at an IP address need no resolver thread.
-TEST(FrontEndTest, ASagadCallsItsServicesFromItsShardLoops) {
+// top -H shows), once its calls went out: the timers live on the shard
+// loops, and services at an IP address need no resolver thread.
+TEST(FrontEndTest, ASagadRunsTheThreadsItNames) {
   TempDir dir;
   Downstream downstream;
   Coordinator sagad(downstream, dir.path() + "/data");
@@ -299,9 +296,10 @@ TEST(FrontEndTest, ASagadCallsItsServicesFromItsShardLoops) {
   }
   closedir(d);
   // main and the 4 API handlers keep the process's name.
-  std::multiset<std::string> expected = {
-      "sagad",     "sagad",         "sagad",         "sagad",        "sagad",
-      "sagad-api", "sagad-shard-0", "sagad-shard-1", "sagad-commit", "sagad-watchdog"};
+  std::multiset<std::string> expected = {"sagad",         "sagad",         "sagad",
+                                         "sagad",         "sagad",         "sagad-api",
+                                         "sagad-shard-0", "sagad-shard-1", "sagad-calls",
+                                         "sagad-calls",   "sagad-commit",  "sagad-watchdog"};
 #if defined(__SANITIZE_THREAD__)
   expected.insert("sagad");  // ThreadSanitizer's runtime runs a thread of its own
 #endif

@@ -102,12 +102,6 @@ bool AsioExecutor::OnOwner(const std::string& owner) const {
   return tl_state == state_.get() && tl_shard == state_->ShardOf(owner);
 }
 
-std::vector<boost::asio::io_context*> AsioExecutor::Loops() {
-  std::vector<boost::asio::io_context*> loops;
-  for (auto& s : state_->shards) loops.push_back(&s.io);
-  return loops;
-}
-
 void AsioExecutor::Shutdown() {
   if (state_->shut.exchange(true)) return;
   // The tasks queued now run, then each loop stops: timers not yet due

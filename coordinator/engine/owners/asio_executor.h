@@ -11,14 +11,9 @@
 #pragma once
 
 #include <memory>
-#include <vector>
 
 #include "coordinator/engine/callbacks.h"
 #include "coordinator/engine/owners/executor.h"
-
-namespace boost::asio {
-class io_context;
-}  // namespace boost::asio
 
 namespace sagad {
 
@@ -33,10 +28,6 @@ class AsioExecutor final : public Executor {
   void PostAfterTo(const std::string& owner, int64_t delay_ms, Task fn) override;
   bool OnOwner(const std::string& owner) const override;
   void Shutdown() override;
-
-  // The shards' event loops, in shard order (to lend to an HTTP client;
-  // they stop at Shutdown).
-  std::vector<boost::asio::io_context*> Loops();
 
  private:
   struct State;
