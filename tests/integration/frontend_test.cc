@@ -272,8 +272,8 @@ TEST(FrontEndTest, ALongPollOnASettledInstanceIsAnsweredOnce) {
 }
 
 // The threads of a sagad with 2 workers and 4 API handlers, by name (what
-// top -H shows), once its calls went out: the timers live on the shard
-// loops, and services at an IP address need no resolver thread.
+// top -H shows), once its calls went out: services at an IP address need
+// no resolver thread.
 TEST(FrontEndTest, ASagadRunsTheThreadsItNames) {
   TempDir dir;
   Downstream downstream;
@@ -296,10 +296,10 @@ TEST(FrontEndTest, ASagadRunsTheThreadsItNames) {
   }
   closedir(d);
   // main and the 4 API handlers keep the process's name.
-  std::multiset<std::string> expected = {"sagad",         "sagad",         "sagad",
-                                         "sagad",         "sagad",         "sagad-api",
-                                         "sagad-shard-0", "sagad-shard-1", "sagad-calls",
-                                         "sagad-calls",   "sagad-commit",  "sagad-watchdog"};
+  std::multiset<std::string> expected = {
+      "sagad",       "sagad",         "sagad",         "sagad",       "sagad",
+      "sagad-api",   "sagad-shard-0", "sagad-shard-1", "sagad-timer", "sagad-calls",
+      "sagad-calls", "sagad-commit",  "sagad-watchdog"};
 #if defined(__SANITIZE_THREAD__)
   expected.insert("sagad");  // ThreadSanitizer's runtime runs a thread of its own
 #endif

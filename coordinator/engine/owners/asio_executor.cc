@@ -28,6 +28,10 @@ struct AsioExecutor::State {
   explicit State(int threads) : shards(static_cast<size_t>(std::max(1, threads))) {
     for (size_t i = 0; i < shards.size(); ++i)
       shards[i].thread = std::thread([this, i] { RunShard(i); });
+    timer_thread = std::thread([this] {
+      NameThread("sagad-timer");
+      timers.run();
+    });
   }
 
   void RunShard(size_t i);
@@ -43,20 +47,20 @@ struct AsioExecutor::State {
     boost::asio::post(shards[shard].io, std::move(fn));
     posting.fetch_sub(1);
   }
-  // A timer on the shard's own loop: when it is due, the task runs there
-  // (no thread of timers, no hand-off).
-  void After(size_t shard, int64_t delay_ms, Task fn) {
-    posting.fetch_add(1);
-    auto timer = std::make_shared<boost::asio::steady_timer>(shards[shard].io);
+  void After(int64_t delay_ms, std::function<void(State&)> fire) {
+    auto timer = std::make_shared<boost::asio::steady_timer>(timers);
     timer->expires_after(std::chrono::milliseconds(std::max<int64_t>(0, delay_ms)));
-    timer->async_wait([timer, fn = std::move(fn)](const boost::system::error_code& ec) mutable {
-      if (!ec) fn();
-    });
-    posting.fetch_sub(1);
+    timer->async_wait(
+        [this, timer, fire = std::move(fire)](const boost::system::error_code& ec) mutable {
+          if (!ec) fire(*this);
+        });
   }
 
   std::vector<Shard> shards;
   std::atomic<size_t> next{0};  // round robin of the tasks nobody owns
+  boost::asio::io_context timers;
+  WorkGuard timers_work{boost::asio::make_work_guard(timers)};
+  std::thread timer_thread;
   std::atomic<bool> shut{false};
   std::atomic<int> posting{0};  // posts that have not returned yet
 };
@@ -91,11 +95,14 @@ void AsioExecutor::PostTo(const std::string& owner, Task fn) {
 }
 
 void AsioExecutor::PostAfter(int64_t delay_ms, Task fn) {
-  state_->After(state_->AnyShard(), delay_ms, std::move(fn));
+  state_->After(delay_ms,
+                [fn = std::move(fn)](State& s) mutable { s.PostOn(s.AnyShard(), std::move(fn)); });
 }
 
 void AsioExecutor::PostAfterTo(const std::string& owner, int64_t delay_ms, Task fn) {
-  state_->After(state_->ShardOf(owner), delay_ms, std::move(fn));
+  state_->After(delay_ms, [shard = state_->ShardOf(owner), fn = std::move(fn)](State& s) mutable {
+    s.PostOn(shard, std::move(fn));
+  });
 }
 
 bool AsioExecutor::OnOwner(const std::string& owner) const {
@@ -104,12 +111,11 @@ bool AsioExecutor::OnOwner(const std::string& owner) const {
 
 void AsioExecutor::Shutdown() {
   if (state_->shut.exchange(true)) return;
-  // The tasks queued now run, then each loop stops: timers not yet due
-  // never fire, and what those last tasks post never runs.
-  for (auto& s : state_->shards) {
-    s.work.reset();
-    boost::asio::post(s.io, [&io = s.io] { io.stop(); });
-  }
+  // Timers not yet due never fire; the tasks queued on the shards run.
+  state_->timers_work.reset();
+  state_->timers.stop();
+  if (state_->timer_thread.joinable()) state_->timer_thread.join();
+  for (auto& s : state_->shards) s.work.reset();
   for (auto& s : state_->shards)
     if (s.thread.joinable()) s.thread.join();
 }

@@ -1,8 +1,8 @@
 // AsioExecutor: the production Executor (executor.h): `threads` shard
 // threads, each a Boost.Asio event loop of its own that runs its tasks one
 // at a time; an owner's tasks go to the shard its id hashes to, the others
-// round robin; a timer lives on its task's shard's loop and runs the task
-// there when it is due (no thread of timers). A shard thread is an
+// round robin; timers on an io_context run by one thread of its own (a
+// timer that fires posts its task to its shard). A shard thread is an
 // engine worker: it must not wait for a commit or a downstream call
 // (util/thread_role.h).
 // Thread-safety: as Executor's. The destructor waits for the posts that

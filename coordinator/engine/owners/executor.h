@@ -1,7 +1,7 @@
 // Executor: where the engine's work runs. The engine never creates a thread
 // or a timer itself: every driver round, step action, wake-up, heartbeat and
 // retention sweep is a task handed to its Executor. Production uses shard
-// threads, each an event loop with its timers (asio_executor.h, the
+// threads, each an event loop, and one timer thread (asio_executor.h, the
 // default); the simulator (coordinator/sim/) runs every task on one thread,
 // in an order drawn from a seed, under simulated time, and keeps the
 // owners apart all the same (a task knows whose it is).

@@ -31,11 +31,12 @@ std::multiset<std::string> ThreadNames() {
   return names;
 }
 
-// An operator's top -H tells the shards apart.
+// An operator's top -H tells the shards and the timer apart.
 TEST(AsioExecutorTest, ItsThreadsAreNamedByRole) {
   AsioExecutor executor(2);
   auto named = [](const std::multiset<std::string>& names) {
-    return names.count("sagad-shard-0") == 1 && names.count("sagad-shard-1") == 1;
+    return names.count("sagad-shard-0") == 1 && names.count("sagad-shard-1") == 1 &&
+           names.count("sagad-timer") == 1;
   };
   // A thread names itself as it starts: wait for it, up to 5 s.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -90,21 +91,6 @@ TEST(AsioExecutorTest, AnotherOwnersThreadIsNotTheOwnerAndTimersReachTheOwner) {
                        [&] { timer = executor.OnOwner(other) && !executor.OnOwner("o1") ? 1 : 0; });
   ASSERT_TRUE(testing::WaitFor([&] { return timer >= 0; }));
   EXPECT_EQ(timer, 1);
-}
-
-// A timer lives on its shard's loop: no thread of timers, and the task runs
-// on its owner when it is due.
-TEST(AsioExecutorTest, TimersNeedNoThreadOfTheirOwn) {
-  std::thread([] {}).join();  // a sanitizer's runtime starts its thread with the first
-  const size_t before = ThreadNames().size();
-  AsioExecutor executor(2);
-  std::atomic<int> owned{0}, anyone{0};
-  executor.PostAfterTo("o1", 5, [&] { owned = executor.OnOwner("o1") ? 1 : 2; });
-  executor.PostAfter(5, [&] { anyone = CurrentThreadRole() == ThreadRole::kWorker ? 1 : 2; });
-  ASSERT_TRUE(testing::WaitFor([&] { return owned != 0 && anyone != 0; }));
-  EXPECT_EQ(owned, 1);
-  EXPECT_EQ(anyone, 1);
-  EXPECT_EQ(ThreadNames().size(), before + 2);
 }
 
 TEST(AsioExecutorTest, ShutdownRunsTheQueuedTasksAndNoTimerNotYetDue) {
