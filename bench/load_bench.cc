@@ -44,6 +44,7 @@
 #include <sstream>
 #include <thread>
 
+#include "coordinator/server/config.h"
 #include "tests/testing/cluster.h"
 #include "tests/testing/postgres.h"
 
@@ -541,10 +542,10 @@ int SoakMode(Coordinator& sagad, const std::string& data, int64_t n, int64_t ret
 }
 
 int main(int argc, char** argv) {
-  // workers: sagad's default (the cores, at least 2; config.h DefaultWorkers)
-  // unless --workers says otherwise; the test harness's own default is 8.
+  // workers: sagad's default unless --workers says otherwise (the test
+  // harness's own default is 8).
   int sagas = 2000, recovery = 0;
-  int workers = std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+  int workers = sagad::DefaultWorkers();
   int api_threads = 0;  // 0: sagad's default
   int64_t preload = 0;
   std::string store;  // "postgres" (a server of the bench's own) or a postgresql:// URI
