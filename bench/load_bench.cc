@@ -76,6 +76,20 @@ double Metric(int port, const std::string& name) {
   return 0;
 }
 
+// The sum of a metric family over its labels.
+double MetricSum(int port, const std::string& family) {
+  Reply r = Http(port, "GET", "/metrics");
+  std::istringstream in(r.raw);
+  double sum = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(family, 0) != 0 || line.size() <= family.size()) continue;
+    char next = line[family.size()];
+    if (next != ' ' && next != '{') continue;
+    sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
 // The fields of /proc/PID/status ("VmRSS" -> "123456 kB", "Threads" -> "13").
 std::map<std::string, std::string> ProcStatus(pid_t pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/status");
@@ -391,6 +405,13 @@ int RecoveryMode(Downstream& downstream, Coordinator& sagad, int n) {
             << resumed << " ms (sagad CPU by then " << resumed_cpu << " ms), all completed after "
             << done << " ms (from restart); duplicates " << e["duplicates"] << ", effects "
             << e["total"] << " (expected " << 3 * n << "); " << Rss(sagad.process().pid()) << "\n";
+  // What the recovery cost in engine work (a variant that is slower without
+  // more CPU per action shows here as more of them).
+  std::cout << "after recovery: events " << MetricSum(sagad.port(), "sagad_events_total")
+            << ", step calls " << MetricSum(sagad.port(), "sagad_step_calls_total")
+            << ", questions " << MetricSum(sagad.port(), "sagad_reconciliations_total")
+            << ", re-sends " << MetricSum(sagad.port(), "sagad_retries_total")
+            << ", sends withheld " << MetricSum(sagad.port(), "sagad_sends_withheld_total") << "\n";
   return resumed >= 0 && done >= 0 && effects_ok ? 0 : 1;
 }
 
