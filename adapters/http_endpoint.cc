@@ -26,8 +26,10 @@ HttpEndpoint HttpEndpoint::Parse(const std::string& url) {
   }
   if (bracketed && e.host.size() >= 2) e.host = e.host.substr(1, e.host.size() - 2);
   if (!e.port.empty() && e.port.size() <= 5 &&
-      e.port.find_first_not_of("0123456789") == std::string::npos && std::stoi(e.port) <= 65535)
-    e.port_number = std::stoi(e.port);
+      e.port.find_first_not_of("0123456789") == std::string::npos) {
+    int n = std::stoi(e.port);
+    if (n <= 65535) e.port_number = n;
+  }
   return e;
 }
 

@@ -67,28 +67,20 @@ double CpuMs(pid_t pid) {
   return (utime + stime) * 1000.0 / sysconf(_SC_CLK_TCK);
 }
 
-double Metric(int port, const std::string& name) {
+// One scrape of /metrics: each metric by name, summed over its labels.
+std::map<std::string, double> Metrics(int port) {
   Reply r = Http(port, "GET", "/metrics");
   std::istringstream in(r.raw);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
-  return 0;
+  std::map<std::string, double> sums;
+  for (std::string line; std::getline(in, line);) {
+    size_t end = line.find_first_of("{ ");
+    if (line.empty() || line[0] == '#' || end == std::string::npos) continue;
+    sums[line.substr(0, end)] += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sums;
 }
 
-// The sum of a metric family over its labels.
-double MetricSum(int port, const std::string& family) {
-  Reply r = Http(port, "GET", "/metrics");
-  std::istringstream in(r.raw);
-  double sum = 0;
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(family, 0) != 0 || line.size() <= family.size()) continue;
-    char next = line[family.size()];
-    if (next != ' ' && next != '{') continue;
-    sum += std::stod(line.substr(line.rfind(' ') + 1));
-  }
-  return sum;
-}
+double Metric(int port, const std::string& name) { return Metrics(port)[name]; }
 
 // The fields of /proc/PID/status ("VmRSS" -> "123456 kB", "Threads" -> "13").
 std::map<std::string, std::string> ProcStatus(pid_t pid) {
@@ -407,11 +399,11 @@ int RecoveryMode(Downstream& downstream, Coordinator& sagad, int n) {
             << e["total"] << " (expected " << 3 * n << "); " << Rss(sagad.process().pid()) << "\n";
   // What the recovery cost in engine work (a variant that is slower without
   // more CPU per action shows here as more of them).
-  std::cout << "after recovery: events " << MetricSum(sagad.port(), "sagad_events_total")
-            << ", step calls " << MetricSum(sagad.port(), "sagad_step_calls_total")
-            << ", questions " << MetricSum(sagad.port(), "sagad_reconciliations_total")
-            << ", re-sends " << MetricSum(sagad.port(), "sagad_retries_total")
-            << ", sends withheld " << MetricSum(sagad.port(), "sagad_sends_withheld_total") << "\n";
+  auto m = Metrics(sagad.port());
+  std::cout << "after recovery: events " << m["sagad_events_total"] << ", step calls "
+            << m["sagad_step_calls_total"] << ", questions " << m["sagad_reconciliations_total"]
+            << ", re-sends " << m["sagad_retries_total"] << ", sends withheld "
+            << m["sagad_sends_withheld_total"] << "\n";
   return resumed >= 0 && done >= 0 && effects_ok ? 0 : 1;
 }
 

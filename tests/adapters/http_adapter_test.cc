@@ -10,12 +10,12 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <filesystem>
 #include <mutex>
 #include <set>
 #include <thread>
 
 #include "tests/testing/subprocess.h"
+#include "tests/testing/thread_names.h"
 
 namespace sagad {
 namespace {
@@ -123,14 +123,7 @@ TEST_F(HttpAdapterTest, EachAnswerIsClassifiedAsTheProtocolSays) {
   EXPECT_EQ(Send("svc", 408).outcome, Outcome::kUnknown);
 }
 
-size_t ThreadCount() {
-  size_t n = 0;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    (void)task;
-    ++n;
-  }
-  return n;
-}
+size_t ThreadCount() { return ThreadNames().size(); }
 
 // The threads of this process once the test double answered a request of
 // its own client: cpp-httplib starts its thread pool after it says it is

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "tests/testing/cluster.h"
+#include "tests/testing/thread_names.h"
 
 namespace sagad::testing {
 namespace {
@@ -284,17 +285,7 @@ TEST(FrontEndTest, ASagadRunsTheThreadsItNames) {
     Reply r = sagad.Submit("order_fulfilment", OrderInput(), 10);
     ASSERT_EQ(r.body.value("status", ""), "COMPLETED") << r.raw;
   }
-  std::multiset<std::string> names;
-  const std::string task = "/proc/" + std::to_string(sagad.process().pid()) + "/task";
-  DIR* d = opendir(task.c_str());
-  ASSERT_NE(d, nullptr);
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    std::ifstream f(task + "/" + e->d_name + "/comm");
-    std::string name;
-    if (std::getline(f, name)) names.insert(name);
-  }
-  closedir(d);
+  const std::multiset<std::string> names = ThreadNames(std::to_string(sagad.process().pid()));
   // main and the 4 API handlers keep the process's name.
   std::multiset<std::string> expected = {
       "sagad",       "sagad",         "sagad",         "sagad",       "sagad",

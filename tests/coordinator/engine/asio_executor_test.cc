@@ -7,29 +7,17 @@
 
 #include <atomic>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 
 #include "tests/testing/subprocess.h"
+#include "tests/testing/thread_names.h"
 #include "util/thread_role.h"
 
 namespace sagad {
 namespace {
-
-// The names of this process's threads (/proc/self/task/*/comm).
-std::multiset<std::string> ThreadNames() {
-  std::multiset<std::string> names;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream f(task.path() / "comm");
-    std::string name;
-    if (std::getline(f, name)) names.insert(name);
-  }
-  return names;
-}
 
 // An operator's top -H tells the shards and the timer apart.
 TEST(AsioExecutorTest, ItsThreadsAreNamedByRole) {
