@@ -166,12 +166,13 @@ class Engine::Impl final : private InstanceRepository::Listener, private Submiss
   // Plans the instance (Driver::Schedule).
   void Schedule(const std::string& id) { driver_.Schedule(id); }
   // How a new instance starts: the driver's FirstStep and StartCreated.
-  Status FirstStep(Tx& tx, const SagaDefinition& def, int* step, StepRequest* request) override {
+  Status FirstStep(Tx& tx, const SagaDefinition& def, StepMark* step,
+                   StepRequest* request) override {
     return driver_.FirstStep(tx, def, step, request);
   }
-  void StartCreated(const std::string& id, const SagaDefinitionPtr& def, int step,
+  void StartCreated(const std::string& id, const SagaDefinitionPtr& def, StepMark step,
                     StepRequest* request, const TraceContext& trace, bool created) override {
-    driver_.StartCreated(id, def, step, request, trace, created);
+    driver_.StartCreated(id, def, std::move(step), request, trace, created);
   }
 
   // ---- outbox ----

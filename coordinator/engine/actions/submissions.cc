@@ -24,8 +24,8 @@ std::string NewInstanceId(int64_t now_ms, Random& random) {
 
 }  // namespace
 
-Status Submissions::Starter::FirstStep(Tx&, const SagaDefinition&, int* step, StepRequest*) {
-  *step = -1;
+Status Submissions::Starter::FirstStep(Tx&, const SagaDefinition&, StepMark* step, StepRequest*) {
+  *step = StepMark();
   return Status::Ok();
 }
 
@@ -126,14 +126,14 @@ Status Submissions::Begin(const std::string& saga, int version, const nlohmann::
     c->sub->created_at = now;
   }
   c->lease = ownership_.FirstLease();
-  if (c->first >= 0) CrashPoint("before_started");  // nothing is durable yet
+  if (c->first) CrashPoint("before_started");  // nothing is durable yet
   return Status::Ok();
 }
 
 StatusOr<SubmitOutcome> Submissions::End(Creation& c, const Status& s) {
   if (s.ok()) ownership_.AdoptFirst(c.id, c.lease);
   if (!s.ok()) {
-    starter_.StartCreated(c.id, c.def, c.first, &c.request, c.trace, false);
+    starter_.StartCreated(c.id, c.def, std::move(c.first), &c.request, c.trace, false);
     if (c.sub) EndInflight(c.key);
     if (c.sub && s.code() == StatusCode::kAlreadyExists) {
       // Another process sharing the data dir took this key first.
@@ -147,8 +147,8 @@ StatusOr<SubmitOutcome> Submissions::End(Creation& c, const Status& s) {
              {"saga", c.saga},
              {"trace_id", c.trace.trace_id}});
   CrashPoint("after_create");
-  if (c.first >= 0) CrashPoint("after_started");
-  starter_.StartCreated(c.id, c.def, c.first, &c.request, c.trace, true);
+  if (c.first) CrashPoint("after_started");
+  starter_.StartCreated(c.id, c.def, std::move(c.first), &c.request, c.trace, true);
   SubmitOutcome out;
   out.instance_id = c.id;
   return out;

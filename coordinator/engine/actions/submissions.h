@@ -21,6 +21,7 @@
 
 #include "adapters/trace_context.h"
 #include "coordinator/engine/callbacks.h"
+#include "coordinator/engine/instances/step_mark.h"
 #include "coordinator/engine/steps/step_request.h"
 #include "coordinator/engine/submit_outcome.h"
 #include "coordinator/store/store.h"
@@ -43,13 +44,14 @@ class Submissions {
   class Starter {
    public:
     // May add to the creating transition the STARTED record of a first step
-    // that may go at once (marking it as under way): *step is that step,
-    // else -1 (the default: none rides).
-    virtual Status FirstStep(Tx& tx, const SagaDefinition& def, int* step, StepRequest* request);
-    // After the creation commit: `created` true, send `step` (if >= 0)
-    // and/or plan the instance; false (refused), release what FirstStep
-    // took.
-    virtual void StartCreated(const std::string& id, const SagaDefinitionPtr& def, int step,
+    // that may go at once: *step is that step's mark, else empty (the
+    // default: none rides).
+    virtual Status FirstStep(Tx& tx, const SagaDefinition& def, StepMark* step,
+                             StepRequest* request);
+    // After the creation commit: `created` true, send the marked step (if
+    // any) and/or plan the instance; false (refused): nothing is sent and
+    // the mark goes with `step`.
+    virtual void StartCreated(const std::string& id, const SagaDefinitionPtr& def, StepMark step,
                               StepRequest* request, const TraceContext& trace, bool created) = 0;
 
    protected:
@@ -98,7 +100,7 @@ class Submissions {
     Instance inst;
     std::vector<Event> events;  // the creation, and what rode with it
     std::vector<OperationRecord> ops;
-    int first = -1;  // a first step whose STARTED rides in the creation
+    StepMark first;  // a first step whose STARTED rides in the creation
     StepRequest request;
     Lease lease;
   };

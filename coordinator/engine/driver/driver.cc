@@ -35,9 +35,9 @@ auto Driver::Schedule(const std::string& id) -> void {
   executor_.PostTo(id, [this, id] { DriveLoop(id); });
 }
 
-auto Driver::FirstStep(Tx& tx, const SagaDefinition& def, int* step, StepRequest* request)
+auto Driver::FirstStep(Tx& tx, const SagaDefinition& def, StepMark* step, StepRequest* request)
     -> Status {
-  *step = -1;
+  *step = StepMark();
   if (!def.IsChain()) return Status::Ok();
   // Only with a worker free to send it now. A STARTED record that waits in
   // the queue is, after a crash, a request to ask about and re-send (within
@@ -47,19 +47,18 @@ auto Driver::FirstStep(Tx& tx, const SagaDefinition& def, int* step, StepRequest
   return steps_.ChainFirst(tx, def, step, request);
 }
 
-auto Driver::StartCreated(const std::string& id, const SagaDefinitionPtr& def, int step,
+auto Driver::StartCreated(const std::string& id, const SagaDefinitionPtr& def, StepMark step,
                           StepRequest* request, const TraceContext& trace, bool created) -> void {
-  if (!created) {  // nothing was written: the mark is released
-    if (step >= 0) runs_.UnmarkStep(id, step);
-    return;
-  }
-  if (step < 0) {
+  if (!created) return;  // nothing was written: the mark goes with `step`
+  if (!step) {
     Schedule(id);
     return;
   }
-  executor_.PostTo(id, [this, id, d = def, step, r = std::move(*request), trace]() mutable {
+  auto mark = std::make_shared<StepMark>(std::move(step));
+  executor_.PostTo(id, [this, id, d = def, mark, r = std::move(*request), trace]() mutable {
     CheckOwner(id, "a created instance's first send");
-    StepRunner::Done done = StepEnd(id, step, /*recovered=*/false);
+    const int step = mark->step();
+    StepRunner::Done done = StepEnd(id, mark, /*recovered=*/false);
     try {
       // Stopping: the STARTED record is durable, so the next start
       // reconciles it; nothing is sent now.
@@ -73,12 +72,13 @@ auto Driver::StartCreated(const std::string& id, const SagaDefinitionPtr& def, i
   });
 }
 
-auto Driver::StepEnd(const std::string& id, int step, bool recovered) -> StepRunner::Done {
+auto Driver::StepEnd(const std::string& id, std::shared_ptr<StepMark> mark, bool recovered)
+    -> StepRunner::Done {
   auto ended = std::make_shared<std::atomic<bool>>(false);
-  return [this, id, step, recovered, ended](Next next) {
+  return [this, id, mark = std::move(mark), recovered, ended](Next next) {
     if (ended->exchange(true)) return;  // an action ends once (an exception after its end)
     // On an adapter's thread the engine may be stopping: it waits for this.
-    runs_.UnmarkStepThen(id, step, [&] {
+    runs_.ReleaseThen(*mark, [&] {
       if (recovered) MarkRecovered(id);
       // Not owned any more: it finished (a terminal commit gives the lease
       // up) or another process took it; either way nothing is left to do.
@@ -225,7 +225,8 @@ auto Driver::StepRound(const std::string& id, int round, const SagaDefinitionPtr
         AgainUnlessStopped);
   }
   Action here;
-  if (!LaunchSteps(id, *def, inst, actions, wake_at, &here)) {
+  StepMark here_mark;
+  if (!LaunchSteps(id, *def, inst, actions, wake_at, &here, &here_mark)) {
     MarkRecovered(id);
     return Round::kDone;
   }
@@ -242,7 +243,8 @@ auto Driver::StepRound(const std::string& id, int round, const SagaDefinitionPtr
     std::optional<Next> next GUARDED_BY(mu);
   };
   auto state = std::make_shared<Inline>();
-  StepRunner::Done later = StepEnd(id, here.step, /*recovered=*/true);
+  auto mark = std::make_shared<StepMark>(std::move(here_mark));
+  StepRunner::Done later = StepEnd(id, mark, /*recovered=*/true);
   StepRunner::Done done = [state, later](Next n) {
     {
       MutexLock l(state->mu);
@@ -256,7 +258,7 @@ auto Driver::StepRound(const std::string& id, int round, const SagaDefinitionPtr
   try {
     RunStep(id, here, done);
   } catch (...) {
-    runs_.UnmarkStep(id, here.step);
+    mark->Release();
     throw;
   }
   std::optional<Next> next;
@@ -266,7 +268,7 @@ auto Driver::StepRound(const std::string& id, int round, const SagaDefinitionPtr
     next = state->next;
   }
   if (!next) return Round::kDone;  // the reply goes on
-  runs_.UnmarkStep(id, here.step);
+  mark->Release();
   return AfterRound(id, *next);
 }
 
@@ -332,8 +334,8 @@ auto Driver::RequestApprovals(Tx& tx, const SagaDefinition& def, const std::vect
 }
 
 auto Driver::LaunchSteps(const std::string& id, const SagaDefinition& def, const Instance& inst,
-                         const std::vector<Action>& actions, int64_t wake_at, Action* here)
-    -> bool {
+                         const std::vector<Action>& actions, int64_t wake_at, Action* here,
+                         StepMark* mark) -> bool {
   *here = Action{};
   const bool chain = def.IsChain() || RecoveryInProgress();
   const int64_t now = clock_.NowMillis();
@@ -346,21 +348,25 @@ auto Driver::LaunchSteps(const std::string& id, const SagaDefinition& def, const
       wake = wake == 0 ? due : std::min(wake, due);
       continue;
     }
-    if (!runs_.TryMarkStep(id, a.step, def.max_parallel)) continue;
+    StepMark m = runs_.TryMarkStep(id, a.step, def.max_parallel);
+    if (!m) continue;
     launched = true;
     if (chain && here->kind == ActionKind::kNone) {
       *here = a;
+      *mark = std::move(m);
       continue;
     }
-    executor_.PostTo(id, [this, id, a] { RunStepTask(id, a); });
+    auto held = std::make_shared<StepMark>(std::move(m));
+    executor_.PostTo(id, [this, id, a, held] { RunStepTask(id, a, held); });
   }
   if (wake > 0) WakeAt(id, wake);
   return launched;
 }
 
-auto Driver::RunStepTask(const std::string& id, Action a) -> void {
+auto Driver::RunStepTask(const std::string& id, Action a, const std::shared_ptr<StepMark>& mark)
+    -> void {
   CheckOwner(id, "a step action");
-  StepRunner::Done done = StepEnd(id, a.step, /*recovered=*/true);
+  StepRunner::Done done = StepEnd(id, mark, /*recovered=*/true);
   try {
     RunStep(id, a, done);
   } catch (const std::exception& e) {

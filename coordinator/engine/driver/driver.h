@@ -66,10 +66,10 @@ class Driver final : private StepRunner::Host {
   // roots start together), and so does any instance created while every
   // worker is busy (a STARTED record that waits in the queue is, after a
   // crash, a request to ask about and re-send although it never left).
-  Status FirstStep(Tx& tx, const SagaDefinition& def, int* step, StepRequest* request);
+  Status FirstStep(Tx& tx, const SagaDefinition& def, StepMark* step, StepRequest* request);
   // After the creation commit (`created`) or its refusal (the step's mark is
   // released, nothing is sent).
-  void StartCreated(const std::string& id, const SagaDefinitionPtr& def, int step,
+  void StartCreated(const std::string& id, const SagaDefinitionPtr& def, StepMark step,
                     StepRequest* request, const TraceContext& trace, bool created);
 
   // A commit as the instance's owner (fenced by the lease this process
@@ -129,20 +129,23 @@ class Driver final : private StepRunner::Host {
   // the saga's max_parallel; one waiting on a durable timer is woken at its
   // time. True if any was launched. For a plain list (one step at a time),
   // and for every saga while a recovery is under way, the first action is
-  // marked but not posted: *here is it, for the caller to run. (Posted to
-  // the back of a queue of thousands of recovered instances, the actions of
-  // the instances at its front would wait until the next SIGKILL, every time.)
+  // marked but not posted: *here is it and *mark its step's mark, for the
+  // caller to run. (Posted to the back of a queue of thousands of recovered
+  // instances, the actions of the instances at its front would wait until
+  // the next SIGKILL, every time.)
   bool LaunchSteps(const std::string& id, const SagaDefinition& def, const Instance& inst,
-                   const std::vector<Action>& actions, int64_t wake_at, Action* here);
-  // One step action on a worker of its own. Its step is marked as under way
+                   const std::vector<Action>& actions, int64_t wake_at, Action* here,
+                   StepMark* mark);
+  // One step action on a worker of its own. It holds its step's mark
   // (TryMarkStep) until it ends; then the instance is planned again.
-  void RunStepTask(const std::string& id, Action a);
+  void RunStepTask(const std::string& id, Action a, const std::shared_ptr<StepMark>& mark);
   void RunStep(const std::string& id, const Action& a, const StepRunner::Done& done);
-  // How a step action that ends outside a drive round ends: its step is
-  // unmarked, the instance's recovery noted (`recovered`) and, unless the
-  // action said stop or the lease is gone, the instance planned again.
-  // Called more than once, it acts once.
-  StepRunner::Done StepEnd(const std::string& id, int step, bool recovered);
+  // How a step action that ends outside a drive round ends: `mark` (its
+  // step's) is released, the instance's recovery noted (`recovered`) and,
+  // unless the action said stop or the lease is gone, the instance planned
+  // again. Called more than once, it acts once; never called, the mark is
+  // released when the last copy goes.
+  StepRunner::Done StepEnd(const std::string& id, std::shared_ptr<StepMark> mark, bool recovered);
   // Schedules the instance at wall time `due_ms` unless a wake-up at or
   // before it is already pending.
   void WakeAt(const std::string& id, int64_t due_ms);

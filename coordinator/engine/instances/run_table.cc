@@ -26,16 +26,18 @@ RunTable::After RunTable::Leave(const std::string& id, bool yield) {
   return After::kDone;
 }
 
-bool RunTable::TryMarkStep(const std::string& id, int step, int limit) {
+StepMark RunTable::TryMarkStep(const std::string& id, int step, int limit) {
   MutexLock l(mu_);
+  // Stopping: no mark may outlive StopAndWait (nor this table).
+  if (stopping_) return StepMark();
   auto& steps = steps_[id];
   if (steps.count(step) || static_cast<int>(steps.size()) >= limit) {
     if (steps.empty()) steps_.erase(id);
-    return false;
+    return StepMark();
   }
   steps.insert(step);
   ++steps_under_way_;
-  return true;
+  return StepMark(this, id, step);
 }
 
 void RunTable::UnmarkStep(const std::string& id, int step) {
@@ -47,12 +49,12 @@ void RunTable::UnmarkStep(const std::string& id, int step) {
   if (IdleLocked()) idle_cv_.NotifyAll();
 }
 
-void RunTable::UnmarkStepThen(const std::string& id, int step, const Task& then) {
+void RunTable::ReleaseThen(StepMark& mark, const Task& then) {
   {
     MutexLock l(mu_);
     ++ending_;
   }
-  UnmarkStep(id, step);
+  mark.Release();
   then();
   MutexLock l(mu_);
   --ending_;

@@ -9,6 +9,8 @@
 //   be seen (the mark is taken before that commit) and unmarked after its
 //   outcome was recorded, so no other worker ever reconciles or re-sends a
 //   request still in flight; at most `limit` steps of one instance at once.
+//   A mark is an object (StepMark) the action holds; it is released by the
+//   action, never by id and index.
 // - Wake-ups. One pending wake-up per instance, the earliest asked for.
 // - Stopping. Once StopAndWait() began no driver starts; it returns when no
 //   driver and no step action is left.
@@ -23,6 +25,7 @@
 #include <unordered_set>
 
 #include "coordinator/engine/callbacks.h"
+#include "coordinator/engine/instances/step_mark.h"
 #include "util/mutex.h"
 
 namespace sagad {
@@ -41,14 +44,14 @@ class RunTable {
   // The driver of `id` ended a round; `yield`: it asks to be requeued.
   After Leave(const std::string& id, bool yield);
 
-  // Marks step `step` of `id` as under way; false if it is already, or if
-  // `limit` steps of `id` are.
-  bool TryMarkStep(const std::string& id, int step, int limit);
-  void UnmarkStep(const std::string& id, int step);
-  // UnmarkStep, then `then` (what follows the step's end: plan the instance
-  // again); StopAndWait waits for `then` too, so it may use the engine's
-  // parts from a thread the engine does not join (an adapter's).
-  void UnmarkStepThen(const std::string& id, int step, const Task& then);
+  // Marks step `step` of `id` as under way: the mark, or an empty one if
+  // the step is under way already, `limit` steps of `id` are, or the table
+  // is stopping.
+  StepMark TryMarkStep(const std::string& id, int step, int limit);
+  // Releases `mark`, then runs `then` (what follows the step's end: plan
+  // the instance again); StopAndWait waits for `then` too, so it may use the
+  // engine's parts from a thread the engine does not join (an adapter's).
+  void ReleaseThen(StepMark& mark, const Task& then);
   bool StepUnderWay(const std::string& id, int step) const;
 
   // A wake-up of `id` at wall time `due_ms` is wanted: true if the caller
@@ -71,6 +74,9 @@ class RunTable {
   bool StopAndWait();
 
  private:
+  friend class StepMark;
+  void UnmarkStep(const std::string& id, int step);
+
   bool IdleLocked() const REQUIRES(mu_) {
     return running_.empty() && steps_under_way_ == 0 && ending_ == 0;
   }
@@ -81,7 +87,7 @@ class RunTable {
   std::unordered_map<std::string, std::set<int>> steps_ GUARDED_BY(mu_);
   int steps_under_way_ GUARDED_BY(mu_) = 0;
   int awaiting_replies_ GUARDED_BY(mu_) = 0;  // of those, waiting for a reply
-  int ending_ GUARDED_BY(mu_) = 0;            // UnmarkStepThen's `then` running
+  int ending_ GUARDED_BY(mu_) = 0;            // ReleaseThen's `then` running
   std::unordered_map<std::string, int64_t> wakes_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
   bool stopped_ GUARDED_BY(mu_) = false;

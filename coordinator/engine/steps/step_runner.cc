@@ -78,16 +78,18 @@ auto StepRunner::RefusedWrite(const Status& s) -> bool {
   return s.code() == StatusCode::kInternal || s.code() == StatusCode::kInvalidArgument;
 }
 
-auto StepRunner::ChainFirst(Tx& tx, const SagaDefinition& def, int* step, StepRequest* request)
+auto StepRunner::ChainFirst(Tx& tx, const SagaDefinition& def, StepMark* step, StepRequest* request)
     -> Status {
-  int marked = -1;
-  *step = -1;
-  return Chain(tx, def, &marked, step, request);
+  *step = StepMark();
+  int chained = -1;
+  SAGAD_RETURN_IF_ERROR(Chain(tx, def, step, &chained, request));
+  if (chained < 0) step->Release();  // marked, but the transition did not start it
+  return Status::Ok();
 }
 
 auto StepRunner::Send(const std::string& id, const SagaDefinitionPtr& def, int i,
                       StepRequest request, const TraceContext& trace, Done done) -> void {
-  SendForward(id, def, i, std::move(request), 1, nullptr, trace, i, std::move(done));
+  SendForward(id, def, i, std::move(request), 1, nullptr, trace, nullptr, std::move(done));
 }
 
 auto StepRunner::Jitter() -> sagad::UnitRandom {
@@ -196,17 +198,17 @@ auto StepRunner::StartThenSend(const std::string& id, const SagaDefinitionPtr& d
         CrashPoint("after_started");
         // An exception (a bug) must not reach the store's thread.
         Guarded(id, done, [&] {
-          SendForward(id, defp, i, std::move(*request), attempt, slot, trace, i, done);
+          SendForward(id, defp, i, std::move(*request), attempt, slot, trace, nullptr, done);
         });
       });
 }
 
 auto StepRunner::SendForward(const std::string& id, const SagaDefinitionPtr& def, int i, Rendered r,
                              int attempt, PermitSlot permit, const TraceContext& trace,
-                             int launched, Done done) -> void {
+                             ChainedMark chained, Done done) -> void {
   // Only the action that holds the step's mark sends it: no other one
   // reconciles or re-sends a request still in flight (run_table.h).
-  SAGAD_CHECK(runs_.StepUnderWay(id, i))
+  SAGAD_CHECK(runs_.StepUnderWay(id, i) && (!chained || chained->step() == i))
       << "instance " << id << " step " << i << " sent without being marked under way";
   const StepDefinition& sd = def->steps[i];
   CallRequest req{sd.forward.service,
@@ -222,20 +224,20 @@ auto StepRunner::SendForward(const std::string& id, const SagaDefinitionPtr& def
                   {}};
   auto t0 = clock_.SteadyNow();
   CallIfOwner(req, done,
-              [this, id, def, i, launched, attempt, trace, t0, permit, done](const Status& sent,
-                                                                             CallResult res) {
+              [this, id, def, i, chained, attempt, trace, t0, permit, done](const Status& sent,
+                                                                            CallResult res) {
                 if (permit) permit->reset();  // the reply is in (or nothing left): slot free
                 if (!sent.ok()) {
-                  if (i != launched) runs_.UnmarkStep(id, i);
+                  if (chained) chained->Release();
                   done(host_.AfterFailedCommit(id, sent));
                   return;
                 }
-                AfterForward(id, def, i, launched, attempt, trace, t0, res, done);
+                AfterForward(id, def, i, chained, attempt, trace, t0, res, done);
               });
 }
 
 auto StepRunner::AfterForward(const std::string& id, const SagaDefinitionPtr& defp, int i,
-                              int launched, int attempt, const TraceContext& trace,
+                              const ChainedMark& chained, int attempt, const TraceContext& trace,
                               std::chrono::steady_clock::time_point t0, const CallResult& res,
                               const Done& done) -> void {
   const SagaDefinition& def = *defp;
@@ -257,7 +259,8 @@ auto StepRunner::AfterForward(const std::string& id, const SagaDefinitionPtr& de
   // What the outcome's commit chained (Chain): the next step marked and
   // started in the same commit, and its request.
   struct Chained {
-    int step = -1, marked = -1;
+    int step = -1;
+    StepMark marked;
     Rendered request;
     SagaDefinitionPtr def;  // the chained step's (a run's may have grown since defp)
   };
@@ -273,18 +276,20 @@ auto StepRunner::AfterForward(const std::string& id, const SagaDefinitionPtr& de
         if (c->step >= 0) CrashPoint("before_started");  // the next STARTED is not durable yet
         return Status::Ok();
       },
-      [this, id, defp, i, launched, trace, c, done](Next next) {
+      [this, id, defp, chained, trace, c, done](Next next) {
         CrashPoint("after_outcome");
-        if (c->marked >= 0 && (next == Next::kStop || c->step != c->marked))
-          runs_.UnmarkStep(id, c->marked);
-        if (i != launched) runs_.UnmarkStep(id, i);
+        // Marked but not started (the commit chained another step, or none
+        // stood), or the action stops: that mark goes.
+        if (next == Next::kStop || c->step != c->marked.step()) c->marked.Release();
+        if (chained) chained->Release();  // this chained step's outcome is recorded
         if (next == Next::kStop || c->step < 0) {
           done(next);
           return;
         }
         CrashPoint("after_started");
         if (!defp->IsChain()) host_.Schedule(id);  // siblings that became ready start beside it
-        SendForward(id, c->def, c->step, std::move(c->request), 1, nullptr, trace, launched, done);
+        auto next_mark = std::make_shared<StepMark>(std::move(c->marked));
+        SendForward(id, c->def, c->step, std::move(c->request), 1, nullptr, trace, next_mark, done);
       });
 }
 
@@ -334,7 +339,7 @@ auto StepRunner::RecordForward(Tx& tx, const SagaDefinition& def, int i, const C
   return Status::Ok();
 }
 
-auto StepRunner::Chain(Tx& tx, const SagaDefinition& given, int* marked, int* step,
+auto StepRunner::Chain(Tx& tx, const SagaDefinition& given, StepMark* marked, int* step,
                        Rendered* request) -> Status {
   const Instance& inst = tx.inst();
   // A run may have a call more than the definition this step started with.
@@ -359,11 +364,11 @@ auto StepRunner::Chain(Tx& tx, const SagaDefinition& given, int* marked, int* st
     if (!r.ok()) continue;
     std::string bound = BoundArgsHash(st);
     if (!bound.empty() && bound != r->hash) continue;
-    if (a.step != *marked) {
-      // The step that just committed still counts until it is unmarked.
-      if (!runs_.TryMarkStep(inst.id(), a.step, def.max_parallel + 1)) continue;
-      if (*marked >= 0) runs_.UnmarkStep(inst.id(), *marked);
-      *marked = a.step;
+    if (a.step != marked->step()) {
+      // The step that just committed still counts until it is released.
+      StepMark m = runs_.TryMarkStep(inst.id(), a.step, def.max_parallel + 1);
+      if (!m) continue;
+      *marked = std::move(m);  // a step marked by an earlier try of this commit is released
     }
     SAGAD_RETURN_IF_ERROR(
         tx.Step(a.step, StepEvent::kStart,

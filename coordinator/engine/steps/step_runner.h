@@ -13,9 +13,11 @@
 //     key), "happened" commits, still unknown is asked again later and goes
 //     to review after max_reconciliations.
 //   Compensate / ReconcileCompensation: the same for the undo.
-// The caller marks the step as under way (RunTable) before calling and
-// unmarks it when the action is done; a chained step is marked here. The
-// runner never plans: its Host (the Driver) decides what runs next.
+// The caller holds the step's mark (RunTable::TryMarkStep) while the action
+// runs and releases it when the action is done; a chained step's mark is
+// taken here, in the commit that starts it, and held by the send until its
+// outcome is recorded. The runner never plans: its Host (the Driver)
+// decides what runs next.
 // No thread waits, neither for a downstream nor for a commit: every commit
 // is asynchronous (Host::CommitAsOwnerAsync) and completes a continuation; an
 // action sends with Adapter::CallAsync and returns; what follows the reply
@@ -116,13 +118,14 @@ class StepRunner {
 
   // The creation of an instance of a plain list: adds to `tx` the STARTED
   // record of its first step when that may go at once (as Chain does after
-  // a commit), marking the step as under way. *step is that step (else -1)
-  // and *request its request. Once the creation is durable, Send it (and
-  // unmark it); if the creation failed, just unmark it.
-  Status ChainFirst(Tx& tx, const SagaDefinition& def, int* step, StepRequest* request);
+  // a commit), marking the step as under way. *step is that step's mark
+  // (empty if none rides) and *request its request. Once the creation is
+  // durable, Send it (and release the mark); if the creation failed, just
+  // release it.
+  Status ChainFirst(Tx& tx, const SagaDefinition& def, StepMark* step, StepRequest* request);
   // Sends step i, whose STARTED record (attempt 1) is durable, records its
   // outcome and goes on with chained steps, as Execute does after its
-  // STARTED commit. The caller unmarks step i once `done` is called.
+  // STARTED commit. The caller holds step i's mark until `done` is called.
   void Send(const std::string& id, const SagaDefinitionPtr& def, int i, StepRequest request,
             const TraceContext& trace, Done done);
 
@@ -161,13 +164,16 @@ class StepRunner {
 
   // A service's reservation, held until the reply is in (or nothing left).
   using PermitSlot = std::shared_ptr<std::optional<ServiceGates::Permit>>;
+  // A chained step's mark, held from the commit that started it until its
+  // outcome is recorded (null for the step the caller launched: the caller
+  // holds that one until `done`).
+  using ChainedMark = std::shared_ptr<StepMark>;
   // The STARTED record of step i is durable: send it, record the outcome,
-  // and go on with the chained step while there is one (`launched` is the
-  // step the caller marked; chained ones are unmarked here).
+  // and go on with the chained step while there is one.
   // `permit`: the first call's reservation (ServiceGates), released when
   // its reply is in; chained steps go only to services that need none.
   void SendForward(const std::string& id, const SagaDefinitionPtr& def, int i, Rendered r,
-                   int attempt, PermitSlot permit, const TraceContext& trace, int launched,
+                   int attempt, PermitSlot permit, const TraceContext& trace, ChainedMark chained,
                    Done done);
   // Execute's write-ahead: commits step i's STARTED record (`attempt`,
   // `key`, r's args hash) and, once it is durable, sends it (SendForward).
@@ -176,8 +182,8 @@ class StepRunner {
                      const TraceContext& trace, int attempt, const std::string& key, Rendered r,
                      ServiceGates::Permit permit, Done done);
   // What SendForward does once step i's reply is in.
-  void AfterForward(const std::string& id, const SagaDefinitionPtr& def, int i, int launched,
-                    int attempt, const TraceContext& trace,
+  void AfterForward(const std::string& id, const SagaDefinitionPtr& def, int i,
+                    const ChainedMark& chained, int attempt, const TraceContext& trace,
                     std::chrono::steady_clock::time_point t0, const CallResult& res,
                     const Done& done);
 
@@ -205,8 +211,9 @@ class StepRunner {
   // the saga's completion, or the STARTED record of the next step when it
   // is a first send that may go now. *step is that step (else -1) and
   // *request its rendered request. The chained step is marked as under way
-  // before the commit (*marked; kept across retries of the transition).
-  Status Chain(Tx& tx, const SagaDefinition& def, int* marked, int* step, Rendered* request);
+  // before the commit (*marked, its mark; kept across retries of the
+  // transition, and released by the caller if the commit did not chain it).
+  Status Chain(Tx& tx, const SagaDefinition& def, StepMark* marked, int* step, Rendered* request);
 
   RetryPolicy RetryFor(const StepDefinition& sd, const std::string& service);
   static bool QueryableFor(const StepDefinition& sd, const ServiceConfig& svc);

@@ -321,8 +321,10 @@ TEST_F(DriverTest, AFirstStepRidesInTheCreationCommitOnlyWhileAWorkerIsFree) {
     ASSERT_TRUE(inst.Apply(created).ok());
     Tx tx(inst, clock_.NowMillis());
     StepRequest request;
-    ASSERT_TRUE(driver_->FirstStep(tx, *def, step, &request).ok());
-    if (*step >= 0) runs_.UnmarkStep("n", *step);
+    StepMark mark;
+    ASSERT_TRUE(driver_->FirstStep(tx, *def, &mark, &request).ok());
+    *step = mark.step();
+    EXPECT_TRUE(!mark || runs_.StepUnderWay("n", *step));
   };
   int step = -2;
   first(&step);
@@ -340,8 +342,9 @@ TEST_F(DriverTest, AFirstStepRidesInTheCreationCommitOnlyWhileAWorkerIsFree) {
   ASSERT_TRUE(inst.Apply(created).ok());
   Tx tx(inst, clock_.NowMillis());
   StepRequest request;
-  ASSERT_TRUE(driver_->FirstStep(tx, *trip, &step, &request).ok());
-  EXPECT_EQ(step, -1);
+  StepMark mark;
+  ASSERT_TRUE(driver_->FirstStep(tx, *trip, &mark, &request).ok());
+  EXPECT_FALSE(mark);
 }
 
 // With one worker, an instance whose commit does not complete (an fsync

@@ -175,11 +175,12 @@ TEST_F(OperatorActionsTest, ResolveIsRefusedWhileTheRequestIsInFlightHere) {
     SAGAD_RETURN_IF_ERROR(tx.Step(0, StepEvent::kEscalate, {{"error", "timeout"}}));
     return tx.Saga(SagaEvent::kEscalate, {{"reason", "timeout"}});
   });
-  ASSERT_TRUE(runs_.TryMarkStep("i1", 0, 8));
+  StepMark mark = runs_.TryMarkStep("i1", 0, 8);
+  ASSERT_TRUE(mark);
   Status s = ops_->Resolve("i1", "create_ticket", "committed", "T-1", "ann", "seen it");
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(s.message().find("in flight"), std::string::npos) << s.ToString();
-  runs_.UnmarkStep("i1", 0);
+  mark.Release();
   ASSERT_TRUE(ops_->Resolve("i1", "create_ticket", "committed", "T-1", "ann", "seen it").ok());
   EXPECT_EQ(Now()->step(0).status(), StepStatus::kCommitted);
   EXPECT_EQ(Now()->step(0).external_ref, "T-1");
@@ -205,11 +206,12 @@ TEST_F(OperatorActionsTest, AnAsyncActionBeginsAfterTheTaskItsOwnerRunsNow) {
   owners.PostTo("i1", [&] {
     // The owner's task: the step action whose commit settled the saga ends
     // here; the client, answered, resolves before the task is over.
-    ASSERT_TRUE(runs_.TryMarkStep("i1", 0, 8));
+    StepMark mark = runs_.TryMarkStep("i1", 0, 8);
+    ASSERT_TRUE(mark);
     Status s = ops.Resolve("i1", "create_ticket", "committed", "T-1", "ann", "seen it",
                            [&](Status done) { answered.set_value(done); });
     EXPECT_TRUE(s.ok()) << s.ToString();
-    runs_.UnmarkStep("i1", 0);
+    mark.Release();
   });
   auto got = answered.get_future();
   ASSERT_EQ(got.wait_for(std::chrono::seconds(10)), std::future_status::ready);

@@ -23,17 +23,51 @@ TEST(RunTableTest, OneDriverPerInstanceAndARequestMeanwhileMeansAnotherRound) {
 
 TEST(RunTableTest, StepsAreMarkedOnceAndWithinTheLimit) {
   RunTable t;
-  EXPECT_TRUE(t.TryMarkStep("a", 0, 2));
+  StepMark a0 = t.TryMarkStep("a", 0, 2);
+  EXPECT_TRUE(a0);
+  EXPECT_EQ(a0.step(), 0);
   EXPECT_FALSE(t.TryMarkStep("a", 0, 2));  // under way already
-  EXPECT_TRUE(t.TryMarkStep("a", 1, 2));
+  StepMark a1 = t.TryMarkStep("a", 1, 2);
+  EXPECT_TRUE(a1);
   EXPECT_FALSE(t.TryMarkStep("a", 2, 2));  // max_parallel reached
-  EXPECT_TRUE(t.TryMarkStep("b", 2, 2));   // per instance
+  StepMark b2 = t.TryMarkStep("b", 2, 2);  // per instance
+  EXPECT_TRUE(b2);
   EXPECT_EQ(t.Busy(), 3u);
   EXPECT_TRUE(t.StepUnderWay("a", 1));
-  t.UnmarkStep("a", 1);
-  t.UnmarkStep("a", 1);  // twice is harmless
+  a1.Release();
+  a1.Release();  // twice is harmless
+  EXPECT_FALSE(a1);
+  EXPECT_EQ(a1.step(), -1);
   EXPECT_FALSE(t.StepUnderWay("a", 1));
-  EXPECT_TRUE(t.TryMarkStep("a", 2, 2));
+  EXPECT_TRUE(t.TryMarkStep("a", 2, 2));  // (released again at once: a temporary)
+  EXPECT_FALSE(t.StepUnderWay("a", 2));
+}
+
+// A mark is released by whoever holds it last, and only once: moved, the
+// old holder releases nothing; assigned over, the mark it held goes.
+TEST(RunTableTest, AMarkIsReleasedOnceByItsLastHolder) {
+  RunTable t;
+  {
+    StepMark m = t.TryMarkStep("a", 0, 8);
+    StepMark moved = std::move(m);
+    EXPECT_FALSE(m);  // NOLINT(bugprone-use-after-move): what a move leaves
+    m.Release();      // nothing: the mark is moved's
+    EXPECT_TRUE(t.StepUnderWay("a", 0));
+    moved = t.TryMarkStep("a", 1, 8);  // 0 released, 1 taken
+    EXPECT_FALSE(t.StepUnderWay("a", 0));
+    EXPECT_TRUE(t.StepUnderWay("a", 1));
+    EXPECT_EQ(moved.step(), 1);
+  }
+  EXPECT_FALSE(t.StepUnderWay("a", 1));  // its holder went
+  EXPECT_EQ(t.Busy(), 0u);
+  bool then_ran = false;
+  StepMark m = t.TryMarkStep("a", 0, 8);
+  t.ReleaseThen(m, [&] {
+    then_ran = true;
+    EXPECT_FALSE(t.StepUnderWay("a", 0));  // released before `then`
+  });
+  EXPECT_TRUE(then_ran);
+  EXPECT_FALSE(m);
 }
 
 TEST(RunTableTest, OneWakeUpPerInstanceTheEarliest) {
@@ -51,7 +85,8 @@ TEST(RunTableTest, OneWakeUpPerInstanceTheEarliest) {
 TEST(RunTableTest, StopWaitsForDriversAndStepsAndRefusesNewOnes) {
   RunTable t;
   ASSERT_TRUE(t.Enter("a"));
-  ASSERT_TRUE(t.TryMarkStep("b", 0, 1));
+  StepMark b0 = t.TryMarkStep("b", 0, 1);
+  ASSERT_TRUE(b0);
   auto stopped = std::async(std::launch::async, [&] { return t.StopAndWait(); });
   // StopAndWait cannot return while "a" runs and "b" has a step under way.
   while (!t.Stopping()) std::this_thread::yield();
@@ -60,7 +95,8 @@ TEST(RunTableTest, StopWaitsForDriversAndStepsAndRefusesNewOnes) {
   EXPECT_FALSE(t.Enter("a"));                             // no extra round while stopping
   EXPECT_EQ(t.Leave("a", true), RunTable::After::kDone);  // nor a requeue
   EXPECT_EQ(stopped.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
-  t.UnmarkStep("b", 0);
+  EXPECT_FALSE(t.TryMarkStep("c", 0, 1));  // no new mark while stopping
+  b0.Release();
   EXPECT_TRUE(stopped.get());
   EXPECT_FALSE(t.StopAndWait());  // already stopped
 }

@@ -128,10 +128,9 @@ class StepRunnerTest : public testing::StoreFixture {
     return next.value_or(Next::kStop);
   }
   Next Execute(int i) {
-    EXPECT_TRUE(runs_.TryMarkStep("o1", i, def_.max_parallel));  // as the driver does
-    Next n = Run(&StepRunner::Execute, Now(), i);
-    runs_.UnmarkStep("o1", i);
-    return n;
+    StepMark mark = runs_.TryMarkStep("o1", i, def_.max_parallel);  // as the driver does
+    EXPECT_TRUE(mark);
+    return Run(&StepRunner::Execute, Now(), i);
   }
   Next Reconcile(std::shared_ptr<const Instance> inst, int i) {
     return Run(&StepRunner::Reconcile, inst, i);
@@ -183,7 +182,8 @@ TEST_F(StepRunnerTest, EachRequestLeavesOnlyAfterItsStartedRecordIsDurableOneCom
 // ends the action once.
 TEST_F(StepRunnerTest, AnActionWaitingForAReplyHoldsNoThreadAndEndsOnTheInstancesOwner) {
   downstream_->defer = true;
-  ASSERT_TRUE(runs_.TryMarkStep("o1", 0, def_.max_parallel));
+  StepMark mark = runs_.TryMarkStep("o1", 0, def_.max_parallel);
+  ASSERT_TRUE(mark);
   std::atomic<int> ended{0};
   std::atomic<bool> on_owner{false};
   Next next = Next::kStop;
@@ -203,7 +203,7 @@ TEST_F(StepRunnerTest, AnActionWaitingForAReplyHoldsNoThreadAndEndsOnTheInstance
   EXPECT_EQ(next, Next::kContinue);
   EXPECT_EQ(downstream_->calls.size(), 3u);
   EXPECT_EQ(Now()->status(), SagaStatus::kCompleted);
-  runs_.UnmarkStep("o1", 0);
+  EXPECT_TRUE(runs_.StepUnderWay("o1", 0));  // until its holder lets go
 }
 
 TEST_F(StepRunnerTest, APausedServiceGetsNothingWrittenAndTheStepAsksAgainLater) {
@@ -322,9 +322,10 @@ TEST_F(StepRunnerTest, ADefiniteFailureTurnsTheSagaBackAndUndoesWhatCommitted) {
   auto inst = Now();
   EXPECT_EQ(inst->step(1).status(), StepStatus::kFailed);
   EXPECT_EQ(inst->status(), SagaStatus::kCompensating);
-  EXPECT_TRUE(runs_.TryMarkStep("o1", 0, 8));
+  StepMark mark = runs_.TryMarkStep("o1", 0, 8);
+  EXPECT_TRUE(mark);
   EXPECT_EQ(Compensate(inst, 0), Next::kContinue);
-  runs_.UnmarkStep("o1", 0);
+  mark.Release();
   ASSERT_EQ(downstream_->calls.size(), 3u);
   EXPECT_EQ(downstream_->calls[2].path, "/reservations/R-reserve_inventory/release");
   EXPECT_EQ(downstream_->calls[2].idempotency_key, "o1:reserve_inventory:compensate");

@@ -7,6 +7,7 @@
 #include "coordinator/engine/instances/definition_registry.h"
 #include "coordinator/engine/instances/instance_repository.h"
 #include "coordinator/engine/instances/ownership.h"
+#include "coordinator/engine/instances/run_table.h"
 #include "coordinator/engine/instances/transition.h"
 #include "coordinator/engine/steps/step_request.h"
 #include "examples/examples.h"
@@ -28,7 +29,7 @@ class SubmissionsTest : public testing::StoreFixture {
   class Starter final : public Submissions::Starter {
    public:
     explicit Starter(std::vector<std::string>* scheduled) : scheduled_(scheduled) {}
-    void StartCreated(const std::string& id, const SagaDefinitionPtr&, int, StepRequest*,
+    void StartCreated(const std::string& id, const SagaDefinitionPtr&, StepMark, StepRequest*,
                       const TraceContext&, bool created) override {
       if (created) scheduled_->push_back(id);
     }
@@ -118,15 +119,17 @@ TEST_F(SubmissionsTest, AFirstStepRidesInTheCreationCommitWithItsOperationRecord
   // Its first step rides in the creation; records what it is told to start.
   struct Chaining final : Submissions::Starter {
     std::vector<std::pair<int, bool>> started;
-    Status FirstStep(Tx& tx, const SagaDefinition&, int* step, StepRequest* request) override {
-      *step = 0;
+    RunTable runs;
+    Status FirstStep(Tx& tx, const SagaDefinition&, StepMark* step, StepRequest* request) override {
+      *step = runs.TryMarkStep(tx.inst().id(), 0, 1);
       request->path = "/reservations";
       return tx.Step(0, StepEvent::kStart, {{"key", tx.inst().id() + ":reserve_inventory"}});
     }
-    void StartCreated(const std::string&, const SagaDefinitionPtr&, int step, StepRequest* request,
-                      const TraceContext&, bool created) override {
+    void StartCreated(const std::string& id, const SagaDefinitionPtr&, StepMark step,
+                      StepRequest* request, const TraceContext&, bool created) override {
       EXPECT_EQ(request->path, "/reservations");
-      started.push_back({step, created});
+      EXPECT_TRUE(runs.StepUnderWay(id, 0));  // the mark comes with it
+      started.push_back({step.step(), created});
     }
   } chaining;
   Submissions subs(defs_, *repo_, *ownership_, clock_, chaining);
