@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "coordinator/engine/instances/saga_turns.h"
-#include "policies/approval_policy.h"
+#include "policies/deadlines.h"
 #include "util/check.h"
 #include "util/crash_point.h"
 #include "util/log.h"
@@ -412,48 +412,38 @@ auto Driver::WakeAt(const std::string& id, int64_t due_ms) -> void {
 
 auto Driver::Deadlines(const SagaDefinition& def, const Instance& inst, int64_t* wake_at)
     -> Mutation {
-  SagaStatus ss = inst.status();
-  if (ss != SagaStatus::kRunning && ss != SagaStatus::kAwaitingApproval) return nullptr;
-  const int64_t now = clock_.NowMillis();
-  int64_t wake = 0;
-  if (def.deadline_ms > 0 && PivotInPlay(def, inst) < 0) {
-    int64_t due = inst.created_at() + def.deadline_ms;
-    if (now >= due)
+  const DueDeadline due = NextDeadline(def, inst, clock_.NowMillis());  // policies/deadlines.h
+  switch (due.kind) {
+    case DeadlineKind::kNone:
+      *wake_at = due.next_ms;
+      return nullptr;
+    case DeadlineKind::kSagaDeadline:
       return [ms = def.deadline_ms](Tx& tx) -> Status {
         SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals("sagad", "saga deadline passed"));
         return tx.Saga(SagaEvent::kStartCompensation,
                        {{"reason", "saga deadline of " + std::to_string(ms) + " ms passed"}});
       };
-    wake = due;
+    case DeadlineKind::kRunIdle:
+      return IdleRun(def, inst);  // saga_turns.h
+    case DeadlineKind::kApprovalTimeout:
+      break;
   }
-  if (auto idle = IdleRun(def, inst, now, &wake)) return idle;  // saga_turns.h
-  for (size_t i = 0; i < inst.steps().size(); ++i) {
-    const StepState& st = inst.step(i);
-    if (st.status() != StepStatus::kAwaitingApproval) continue;
-    const StepDefinition& sd = def.steps[i];
-    int64_t due = ApprovalDeadline(sd, st.approval_requested_at);
-    if (due == 0) continue;
-    if (now < due) {
-      wake = wake == 0 ? due : std::min(wake, due);
-      continue;
-    }
-    std::string why = "approval of '" + sd.name + "' timed out after " +
-                      std::to_string(sd.approval_timeout_ms) + " ms";
-    return [i = static_cast<int>(i), why, step = sd.name,
-            escalate = sd.approval_timeout_action == "escalate"](Tx& tx) -> Status {
-      if (tx.inst().step(i).status() != StepStatus::kAwaitingApproval)
-        return MovedOn("decided meanwhile");
-      if (escalate) return tx.Saga(SagaEvent::kEscalate, {{"reason", why}, {"step", step}});
-      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kReject, {{"by", "sagad"}, {"reason", why}}));
-      if (tx.inst().is_run())  // a run's call refused: its agent decides what next
-        return tx.inst().status() == SagaStatus::kAwaitingApproval ? tx.Saga(SagaEvent::kResume)
-                                                                   : Status::Ok();
-      SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals("sagad", "not needed: " + why));
-      return tx.Saga(SagaEvent::kStartCompensation, {{"reason", why}});
-    };
-  }
-  *wake_at = wake;
-  return nullptr;
+  const int i = due.step;
+  const StepDefinition& sd = def.steps[i];
+  std::string why = "approval of '" + sd.name + "' timed out after " +
+                    std::to_string(sd.approval_timeout_ms) + " ms";
+  return [i, why, step = sd.name,
+          escalate = sd.approval_timeout_action == "escalate"](Tx& tx) -> Status {
+    if (tx.inst().step(i).status() != StepStatus::kAwaitingApproval)
+      return MovedOn("decided meanwhile");
+    if (escalate) return tx.Saga(SagaEvent::kEscalate, {{"reason", why}, {"step", step}});
+    SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kReject, {{"by", "sagad"}, {"reason", why}}));
+    if (tx.inst().is_run())  // a run's call refused: its agent decides what next
+      return tx.inst().status() == SagaStatus::kAwaitingApproval ? tx.Saga(SagaEvent::kResume)
+                                                                 : Status::Ok();
+    SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals("sagad", "not needed: " + why));
+    return tx.Saga(SagaEvent::kStartCompensation, {{"reason", why}});
+  };
 }
 
 auto Driver::RecoveryInProgress() -> bool { return recovery_.InProgress(clock_.SteadyNow()); }

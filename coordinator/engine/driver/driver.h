@@ -149,8 +149,10 @@ class Driver final : private StepRunner::Host {
   // Schedules the instance at wall time `due_ms` unless a wake-up at or
   // before it is already pending.
   void WakeAt(const std::string& id, int64_t due_ms);
-  // Saga deadline and approval timeouts: the transition of one that passed,
-  // else empty and *wake_at is the nearest deadline still ahead (or 0).
+  // The saga's deadline, a run's idle timeout and the approval timeouts
+  // (which ran out is policies/deadlines.h's NextDeadline): the transition
+  // of the one that did, else empty and *wake_at is the nearest deadline
+  // still ahead (or 0).
   Mutation Deadlines(const SagaDefinition& def, const Instance& inst, int64_t* wake_at);
   // Round robin (and no chaining) while instances found at start-up wait to
   // be resumed; bounded in time so that an instance that is somehow never

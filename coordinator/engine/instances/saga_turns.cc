@@ -59,15 +59,7 @@ Status EscalateUndo(Tx& tx, const SagaDefinition& def, const std::string& reason
   return tx.Saga(SagaEvent::kEscalate, {{"reason", reason}, {"step", step}});
 }
 
-Mutation IdleRun(const SagaDefinition& def, const Instance& inst, int64_t now, int64_t* wake) {
-  if (!def.run || def.idle_timeout_ms <= 0 || !inst.Settled() ||
-      inst.status() != SagaStatus::kRunning)
-    return nullptr;
-  const int64_t due = inst.updated_at() + def.idle_timeout_ms;
-  if (now < due) {
-    *wake = *wake == 0 ? due : std::min(*wake, due);
-    return nullptr;
-  }
+Mutation IdleRun(const SagaDefinition& def, const Instance& inst) {
   return [abort = def.idle_abort, seen = inst.last_seq(), ms = def.idle_timeout_ms](Tx& tx) {
     if (tx.inst().last_seq() != seen) return MovedOn("the agent acted meanwhile");
     const std::string why = std::string(kAgentSilent) + " for " + std::to_string(ms / 1000) + " s";

@@ -36,10 +36,10 @@ Status EscalateUndo(Tx& tx, const SagaDefinition& def, const std::string& reason
 extern const char* const kAgentSilent;
 
 // A run whose agent has been silent for its toolbox's idle_timeout (every
-// call settled, nothing new since): the transition that sends it to review
-// (kAgentSilent), or aborts it when its toolbox says so and no irreversible
-// call is in play. Else null, and *wake lowered to when it will be due (the
-// driver's deadlines).
-Mutation IdleRun(const SagaDefinition& def, const Instance& inst, int64_t now, int64_t* wake);
+// call settled, nothing new since: policies/deadlines.h says when): the
+// transition that sends it to review (kAgentSilent), or aborts it when its
+// toolbox says so and no irreversible call is in play; refused if the agent
+// acted meanwhile.
+Mutation IdleRun(const SagaDefinition& def, const Instance& inst);
 
 }  // namespace sagad
