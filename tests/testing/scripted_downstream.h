@@ -99,6 +99,16 @@ class ScriptedDownstream : public Adapter {
     std::lock_guard<std::mutex> l(mu_);
     return calls;
   }
+  // The calls kept so far (`defer`), and the i-th one's reply (run it on
+  // any thread), while calls may still come.
+  size_t DeferredCount() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return deferred.size();
+  }
+  std::function<void()> Deferred(size_t i) const {
+    std::lock_guard<std::mutex> l(mu_);
+    return deferred.at(i);
+  }
   std::vector<bool> DurableBeforeSend() const {
     std::lock_guard<std::mutex> l(mu_);
     return durable_before_send;

@@ -63,7 +63,7 @@ auto Driver::StartCreated(const std::string& id, const SagaDefinitionPtr& def, S
       // Stopping: the STARTED record is durable, so the next start
       // reconciles it; nothing is sent now.
       if (runs_.Stopping()) return done(Next::kStop);
-      steps_.Send(id, d, step, std::move(r), trace, done);
+      steps_.Send(id, d, step, std::move(r), trace, mark, done);
     } catch (const std::exception& e) {
       EngineLog({{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
       ScheduleAfter(id, 5000);
@@ -256,7 +256,7 @@ auto Driver::StepRound(const std::string& id, int round, const SagaDefinitionPtr
     later(n);
   };
   try {
-    RunStep(id, here, done);
+    RunStep(id, here, mark, done);
   } catch (...) {
     mark->Release();
     throw;
@@ -368,7 +368,7 @@ auto Driver::RunStepTask(const std::string& id, Action a, const std::shared_ptr<
   CheckOwner(id, "a step action");
   StepRunner::Done done = StepEnd(id, mark, /*recovered=*/true);
   try {
-    RunStep(id, a, done);
+    RunStep(id, a, mark, done);
   } catch (const std::exception& e) {
     EngineLog({{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
     ScheduleAfter(id, 5000);
@@ -376,7 +376,8 @@ auto Driver::RunStepTask(const std::string& id, Action a, const std::shared_ptr<
   }
 }
 
-auto Driver::RunStep(const std::string& id, const Action& a, const StepRunner::Done& done) -> void {
+auto Driver::RunStep(const std::string& id, const Action& a, const std::shared_ptr<StepMark>& mark,
+                     const StepRunner::Done& done) -> void {
   if (runs_.Stopping() || !ownership_.Held(id)) return done(Next::kStop);
   auto inst = repo_.Load(id);
   if (!inst.ok()) return done(Next::kContinue);  // the driver says why
@@ -389,13 +390,13 @@ auto Driver::RunStep(const std::string& id, const Action& a, const StepRunner::D
   if (!wanted) return done(Next::kContinue);
   switch (a.kind) {
     case ActionKind::kExecute:
-      return steps_.Execute(id, def, *inst, a.step, done);
+      return steps_.Execute(id, def, *inst, a.step, mark, done);
     case ActionKind::kReconcile:
-      return steps_.Reconcile(id, def, *inst, a.step, done);
+      return steps_.Reconcile(id, def, *inst, a.step, mark, done);
     case ActionKind::kCompensate:
-      return steps_.Compensate(id, def, *inst, a.step, done);
+      return steps_.Compensate(id, def, *inst, a.step, mark, done);
     case ActionKind::kReconcileCompensation:
-      return steps_.ReconcileCompensation(id, def, *inst, a.step, done);
+      return steps_.ReconcileCompensation(id, def, *inst, a.step, mark, done);
     default:
       return done(Next::kContinue);
   }

@@ -139,7 +139,8 @@ class Driver final : private StepRunner::Host {
   // One step action on a worker of its own. It holds its step's mark
   // (TryMarkStep) until it ends; then the instance is planned again.
   void RunStepTask(const std::string& id, Action a, const std::shared_ptr<StepMark>& mark);
-  void RunStep(const std::string& id, const Action& a, const StepRunner::Done& done);
+  void RunStep(const std::string& id, const Action& a, const std::shared_ptr<StepMark>& mark,
+               const StepRunner::Done& done);
   // How a step action that ends outside a drive round ends: `mark` (its
   // step's) is released, the instance's recovery noted (`recovered`) and,
   // unless the action said stop or the lease is gone, the instance planned

@@ -88,8 +88,17 @@ auto StepRunner::ChainFirst(Tx& tx, const SagaDefinition& def, StepMark* step, S
 }
 
 auto StepRunner::Send(const std::string& id, const SagaDefinitionPtr& def, int i,
-                      StepRequest request, const TraceContext& trace, Done done) -> void {
-  SendForward(id, def, i, std::move(request), 1, nullptr, trace, nullptr, std::move(done));
+                      StepRequest request, const TraceContext& trace, const MarkPtr& mark,
+                      Done done) -> void {
+  SendForward(id, def, i, std::move(request), 1, nullptr, trace, mark, std::move(done));
+}
+
+auto StepRunner::CheckMark(const std::string& id, int i, const MarkPtr& mark,
+                           const char* what) const -> void {
+  // Only the action that holds the step's mark acts on it: no other one
+  // reconciles or re-sends a request still in flight (run_table.h).
+  SAGAD_CHECK(mark && mark->step() == i && mark->instance_id() == id)
+      << "instance " << id << " step " << i << ": " << what << " without the step's mark";
 }
 
 auto StepRunner::Jitter() -> sagad::UnitRandom {
@@ -128,7 +137,8 @@ auto StepRunner::BoundArgsHash(const StepState& st) -> std::string {
 }
 
 auto StepRunner::Execute(const std::string& id, const SagaDefinitionPtr& defp,
-                         const InstancePtr& instp, int i, Done done) -> void {
+                         const InstancePtr& instp, int i, const MarkPtr& mark, Done done) -> void {
+  CheckMark(id, i, mark, "a send");
   const SagaDefinition& def = *defp;
   const Instance& inst = *instp;
   const StepDefinition& sd = def.steps[i];
@@ -161,12 +171,13 @@ auto StepRunner::Execute(const std::string& id, const SagaDefinitionPtr& defp,
   auto permit = Admit(id, i, sd.name, sd.forward.service, resend, done);
   if (!permit) return;
   StartThenSend(id, defp, i, TraceOf(inst), st.attempts + 1, key, std::move(*r), std::move(*permit),
-                std::move(done));
+                mark, std::move(done));
 }
 
 auto StepRunner::StartThenSend(const std::string& id, const SagaDefinitionPtr& defp, int i,
                                const TraceContext& trace, int attempt, const std::string& key,
-                               Rendered r, ServiceGates::Permit permit, Done done) -> void {
+                               Rendered r, ServiceGates::Permit permit, const MarkPtr& mark,
+                               Done done) -> void {
   // The STARTED commit's continuation sends the request: no worker waits
   // for that fsync. With an adapter that never waits for a downstream it
   // runs on the thread that made the record durable (the send is a socket
@@ -189,7 +200,7 @@ auto StepRunner::StartThenSend(const std::string& id, const SagaDefinitionPtr& d
         return tx.Step(i, StepEvent::kStart,
                        {{"key", key}, {"args_hash", hash}, {"attempt", cur.step(i).attempts + 1}});
       },
-      [this, id, defp, i, request, attempt, slot, trace, done = std::move(done)](Status s) {
+      [this, id, defp, i, request, attempt, slot, trace, mark, done = std::move(done)](Status s) {
         if (!s.ok()) {
           slot->reset();  // nothing left: the service's slot is free
           done(host_.AfterFailedCommit(id, s));
@@ -198,18 +209,15 @@ auto StepRunner::StartThenSend(const std::string& id, const SagaDefinitionPtr& d
         CrashPoint("after_started");
         // An exception (a bug) must not reach the store's thread.
         Guarded(id, done, [&] {
-          SendForward(id, defp, i, std::move(*request), attempt, slot, trace, nullptr, done);
+          SendForward(id, defp, i, std::move(*request), attempt, slot, trace, mark, done);
         });
       });
 }
 
 auto StepRunner::SendForward(const std::string& id, const SagaDefinitionPtr& def, int i, Rendered r,
                              int attempt, PermitSlot permit, const TraceContext& trace,
-                             ChainedMark chained, Done done) -> void {
-  // Only the action that holds the step's mark sends it: no other one
-  // reconciles or re-sends a request still in flight (run_table.h).
-  SAGAD_CHECK(runs_.StepUnderWay(id, i) && (!chained || chained->step() == i))
-      << "instance " << id << " step " << i << " sent without being marked under way";
+                             MarkPtr mark, Done done) -> void {
+  CheckMark(id, i, mark, "a send");
   const StepDefinition& sd = def->steps[i];
   CallRequest req{sd.forward.service,
                   sd.forward.method,
@@ -224,20 +232,20 @@ auto StepRunner::SendForward(const std::string& id, const SagaDefinitionPtr& def
                   {}};
   auto t0 = clock_.SteadyNow();
   CallIfOwner(req, done,
-              [this, id, def, i, chained, attempt, trace, t0, permit, done](const Status& sent,
-                                                                            CallResult res) {
+              [this, id, def, i, mark, attempt, trace, t0, permit, done](const Status& sent,
+                                                                         CallResult res) {
                 if (permit) permit->reset();  // the reply is in (or nothing left): slot free
                 if (!sent.ok()) {
-                  if (chained) chained->Release();
                   done(host_.AfterFailedCommit(id, sent));
+                  mark->Release();  // nothing left (after `done`, as AfterForward's)
                   return;
                 }
-                AfterForward(id, def, i, chained, attempt, trace, t0, res, done);
+                AfterForward(id, def, i, mark, attempt, trace, t0, res, done);
               });
 }
 
 auto StepRunner::AfterForward(const std::string& id, const SagaDefinitionPtr& defp, int i,
-                              const ChainedMark& chained, int attempt, const TraceContext& trace,
+                              const MarkPtr& mark, int attempt, const TraceContext& trace,
                               std::chrono::steady_clock::time_point t0, const CallResult& res,
                               const Done& done) -> void {
   const SagaDefinition& def = *defp;
@@ -276,20 +284,23 @@ auto StepRunner::AfterForward(const std::string& id, const SagaDefinitionPtr& de
         if (c->step >= 0) CrashPoint("before_started");  // the next STARTED is not durable yet
         return Status::Ok();
       },
-      [this, id, defp, chained, trace, c, done](Next next) {
+      [this, id, defp, mark, trace, c, done](Next next) {
         CrashPoint("after_outcome");
         // Marked but not started (the commit chained another step, or none
         // stood), or the action stops: that mark goes.
         if (next == Next::kStop || c->step != c->marked.step()) c->marked.Release();
-        if (chained) chained->Release();  // this chained step's outcome is recorded
         if (next == Next::kStop || c->step < 0) {
           done(next);
+          // After `done`: the engine's stop waits for a mark, and `done`
+          // may still use the engine (RunTable::ReleaseThen).
+          mark->Release();
           return;
         }
+        mark->Release();  // its outcome is recorded: the chained step's mark goes on
         CrashPoint("after_started");
         if (!defp->IsChain()) host_.Schedule(id);  // siblings that became ready start beside it
-        auto next_mark = std::make_shared<StepMark>(std::move(c->marked));
-        SendForward(id, c->def, c->step, std::move(c->request), 1, nullptr, trace, next_mark, done);
+        SendForward(id, c->def, c->step, std::move(c->request), 1, nullptr, trace,
+                    std::make_shared<StepMark>(std::move(c->marked)), done);
       });
 }
 
@@ -381,7 +392,8 @@ auto StepRunner::Chain(Tx& tx, const SagaDefinition& given, StepMark* marked, in
 }
 
 auto StepRunner::Reconcile(const std::string& id, const SagaDefinitionPtr& def,
-                           const InstancePtr& inst, int i, Done done) -> void {
+                           const InstancePtr& inst, int i, const MarkPtr& mark, Done done) -> void {
+  CheckMark(id, i, mark, "a question");
   const StepDefinition& sd = def->steps[i];
   const StepState& st = inst->step(i);
   const ServiceConfig* svc = adapter_.Service(sd.forward.service);
@@ -392,7 +404,7 @@ auto StepRunner::Reconcile(const std::string& id, const SagaDefinitionPtr& def,
   }
   if (!QueryableFor(sd, *svc)) {
     if (IdempotentFor(sd, *svc)) {
-      Execute(id, def, inst, i, std::move(done));  // same key: deduplicated
+      Execute(id, def, inst, i, mark, std::move(done));  // same key: deduplicated
       return;
     }
     Escalate(id, i,

@@ -13,11 +13,14 @@
 //     key), "happened" commits, still unknown is asked again later and goes
 //     to review after max_reconciliations.
 //   Compensate / ReconcileCompensation: the same for the undo.
-// The caller holds the step's mark (RunTable::TryMarkStep) while the action
-// runs and releases it when the action is done; a chained step's mark is
-// taken here, in the commit that starts it, and held by the send until its
-// outcome is recorded. The runner never plans: its Host (the Driver)
-// decides what runs next.
+// Every action is given its step's mark (RunTable::TryMarkStep), shared
+// with the caller, who releases it when the action is done. A forward send
+// holds its step's mark until the step's outcome is recorded, then lets go
+// of it; a chained step's mark is taken here, in the commit that starts it,
+// and held by its send the same way. So an instance whose chain waits for a
+// reply holds one mark, not two (RunTable::Busy counts what waits for a
+// worker). The runner never plans: its Host (the Driver) decides what runs
+// next.
 // No thread waits, neither for a downstream nor for a commit: every commit
 // is asynchronous (Host::CommitAsOwnerAsync) and completes a continuation; an
 // action sends with Adapter::CallAsync and returns; what follows the reply
@@ -107,14 +110,19 @@ class StepRunner {
              EngineMetrics& metrics, ServiceGates& gates, Executor& executor, Host& host,
              Random& random = SystemRandom::Shared());
 
+  // A step's mark, shared by the action that holds it and its caller.
+  using MarkPtr = std::shared_ptr<StepMark>;
+
+  // Each action on step i: `mark` must hold step i (checked: an action
+  // without its step's mark aborts).
   void Execute(const std::string& id, const SagaDefinitionPtr& def, const InstancePtr& inst, int i,
-               Done done);
+               const MarkPtr& mark, Done done);
   void Reconcile(const std::string& id, const SagaDefinitionPtr& def, const InstancePtr& inst,
-                 int i, Done done);
+                 int i, const MarkPtr& mark, Done done);
   void Compensate(const std::string& id, const SagaDefinitionPtr& def, const InstancePtr& inst,
-                  int i, Done done);
+                  int i, const MarkPtr& mark, Done done);
   void ReconcileCompensation(const std::string& id, const SagaDefinitionPtr& def,
-                             const InstancePtr& inst, int i, Done done);
+                             const InstancePtr& inst, int i, const MarkPtr& mark, Done done);
 
   // The creation of an instance of a plain list: adds to `tx` the STARTED
   // record of its first step when that may go at once (as Chain does after
@@ -125,9 +133,9 @@ class StepRunner {
   Status ChainFirst(Tx& tx, const SagaDefinition& def, StepMark* step, StepRequest* request);
   // Sends step i, whose STARTED record (attempt 1) is durable, records its
   // outcome and goes on with chained steps, as Execute does after its
-  // STARTED commit. The caller holds step i's mark until `done` is called.
+  // STARTED commit; `mark` holds step i.
   void Send(const std::string& id, const SagaDefinitionPtr& def, int i, StepRequest request,
-            const TraceContext& trace, Done done);
+            const TraceContext& trace, const MarkPtr& mark, Done done);
 
  private:
   using Rendered = StepRequest;
@@ -164,26 +172,26 @@ class StepRunner {
 
   // A service's reservation, held until the reply is in (or nothing left).
   using PermitSlot = std::shared_ptr<std::optional<ServiceGates::Permit>>;
-  // A chained step's mark, held from the commit that started it until its
-  // outcome is recorded (null for the step the caller launched: the caller
-  // holds that one until `done`).
-  using ChainedMark = std::shared_ptr<StepMark>;
+  // Aborts unless `mark` holds step i of `id` (what `what` is about to do).
+  void CheckMark(const std::string& id, int i, const MarkPtr& mark, const char* what) const;
   // The STARTED record of step i is durable: send it, record the outcome,
-  // and go on with the chained step while there is one.
+  // and go on with the chained step while there is one. `mark` holds step
+  // i (the caller's for the step it launched, else the chain's) and is let
+  // go of once the outcome is recorded (or nothing was sent).
   // `permit`: the first call's reservation (ServiceGates), released when
   // its reply is in; chained steps go only to services that need none.
   void SendForward(const std::string& id, const SagaDefinitionPtr& def, int i, Rendered r,
-                   int attempt, PermitSlot permit, const TraceContext& trace, ChainedMark chained,
+                   int attempt, PermitSlot permit, const TraceContext& trace, MarkPtr mark,
                    Done done);
   // Execute's write-ahead: commits step i's STARTED record (`attempt`,
   // `key`, r's args hash) and, once it is durable, sends it (SendForward).
   // No thread waits for the commit; a refusal frees the permit at once.
   void StartThenSend(const std::string& id, const SagaDefinitionPtr& def, int i,
                      const TraceContext& trace, int attempt, const std::string& key, Rendered r,
-                     ServiceGates::Permit permit, Done done);
+                     ServiceGates::Permit permit, const MarkPtr& mark, Done done);
   // What SendForward does once step i's reply is in.
-  void AfterForward(const std::string& id, const SagaDefinitionPtr& def, int i,
-                    const ChainedMark& chained, int attempt, const TraceContext& trace,
+  void AfterForward(const std::string& id, const SagaDefinitionPtr& def, int i, const MarkPtr& mark,
+                    int attempt, const TraceContext& trace,
                     std::chrono::steady_clock::time_point t0, const CallResult& res,
                     const Done& done);
 

@@ -12,7 +12,9 @@
 namespace sagad {
 
 auto StepRunner::Compensate(const std::string& id, const SagaDefinitionPtr& defp,
-                            const InstancePtr& instp, int i, Done done) -> void {
+                            const InstancePtr& instp, int i, const MarkPtr& mark, Done done)
+    -> void {
+  CheckMark(id, i, mark, "an undo");
   const SagaDefinition& def = *defp;
   const StepDefinition& sd = def.steps[i];
   const StepState& st = instp->step(i);
@@ -147,22 +149,24 @@ auto StepRunner::RecordUndo(Tx& tx, const SagaDefinition& def, int i, const Call
 }
 
 auto StepRunner::ReconcileCompensation(const std::string& id, const SagaDefinitionPtr& def,
-                                       const InstancePtr& inst, int i, Done done) -> void {
+                                       const InstancePtr& inst, int i, const MarkPtr& mark,
+                                       Done done) -> void {
+  CheckMark(id, i, mark, "a question about an undo");
   const StepDefinition& sd = def->steps[i];
   const StepState& st = inst->step(i);
   const ServiceConfig* svc = sd.compensation ? adapter_.Service(sd.compensation->service) : nullptr;
   // Compensations are idempotent by contract: without a query, re-send.
   if (!svc || !QueryableFor(sd, *svc)) {
-    Compensate(id, def, inst, i, std::move(done));
+    Compensate(id, def, inst, i, mark, std::move(done));
     return;
   }
   // What follows the answer commits asynchronously (a re-sent
   // compensation's STARTED, or the answer): it runs on the reply's thread.
   Ask(sd.compensation->service, st.comp_key, id, st.comp_attempts, TraceOf(*inst), done,
-      [this, id, def, inst, i, done](QueryResult q) {
+      [this, id, def, inst, i, mark, done](QueryResult q) {
         metrics_.Query("compensation", q);
         if (q.outcome == QueryOutcome::kNotHappened) {
-          Compensate(id, def, inst, i, done);
+          Compensate(id, def, inst, i, mark, done);
           return;
         }
         RecordUndoAnswer(id, def, i, q, inst->step(i).comp_key, done);

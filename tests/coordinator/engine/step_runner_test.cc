@@ -114,12 +114,16 @@ class StepRunnerTest : public testing::StoreFixture {
   }
   std::shared_ptr<const Instance> Now() { return *repo_->Load("o1"); }
   // The scripted downstream answers at once: every action ends before it
-  // returns.
+  // returns. It holds step i's mark, as the driver's actions do, until it
+  // ends.
   using Action = void (StepRunner::*)(const std::string&, const SagaDefinitionPtr&,
-                                      const StepRunner::InstancePtr&, int, StepRunner::Done);
+                                      const StepRunner::InstancePtr&, int,
+                                      const StepRunner::MarkPtr&, StepRunner::Done);
   Next Run(Action action, std::shared_ptr<const Instance> inst, int i) {
+    auto mark = std::make_shared<StepMark>(runs_.TryMarkStep("o1", i, def_.max_parallel));
+    EXPECT_TRUE(*mark) << "step " << i << " is under way already";
     std::optional<Next> next;
-    (runner_.get()->*action)("o1", std::make_shared<const SagaDefinition>(def_), inst, i,
+    (runner_.get()->*action)("o1", std::make_shared<const SagaDefinition>(def_), inst, i, mark,
                              [&](Next n) {
                                EXPECT_FALSE(next) << "an action ended twice";
                                next = n;
@@ -127,11 +131,7 @@ class StepRunnerTest : public testing::StoreFixture {
     EXPECT_TRUE(next) << "the action did not end before it returned";
     return next.value_or(Next::kStop);
   }
-  Next Execute(int i) {
-    StepMark mark = runs_.TryMarkStep("o1", i, def_.max_parallel);  // as the driver does
-    EXPECT_TRUE(mark);
-    return Run(&StepRunner::Execute, Now(), i);
-  }
+  Next Execute(int i) { return Run(&StepRunner::Execute, Now(), i); }
   Next Reconcile(std::shared_ptr<const Instance> inst, int i) {
     return Run(&StepRunner::Reconcile, inst, i);
   }
@@ -182,12 +182,12 @@ TEST_F(StepRunnerTest, EachRequestLeavesOnlyAfterItsStartedRecordIsDurableOneCom
 // ends the action once.
 TEST_F(StepRunnerTest, AnActionWaitingForAReplyHoldsNoThreadAndEndsOnTheInstancesOwner) {
   downstream_->defer = true;
-  StepMark mark = runs_.TryMarkStep("o1", 0, def_.max_parallel);
-  ASSERT_TRUE(mark);
+  auto mark = std::make_shared<StepMark>(runs_.TryMarkStep("o1", 0, def_.max_parallel));
+  ASSERT_TRUE(*mark);
   std::atomic<int> ended{0};
   std::atomic<bool> on_owner{false};
   Next next = Next::kStop;
-  runner_->Execute("o1", std::make_shared<const SagaDefinition>(def_), Now(), 0, [&](Next n) {
+  runner_->Execute("o1", std::make_shared<const SagaDefinition>(def_), Now(), 0, mark, [&](Next n) {
     next = n;
     on_owner = executor_.OnOwner("o1");
     ++ended;
@@ -203,7 +203,41 @@ TEST_F(StepRunnerTest, AnActionWaitingForAReplyHoldsNoThreadAndEndsOnTheInstance
   EXPECT_EQ(next, Next::kContinue);
   EXPECT_EQ(downstream_->calls.size(), 3u);
   EXPECT_EQ(Now()->status(), SagaStatus::kCompleted);
-  EXPECT_TRUE(runs_.StepUnderWay("o1", 0));  // until its holder lets go
+  // Each mark let go of once its step's outcome was recorded (the last one
+  // after the action ended, on the owner).
+  EXPECT_TRUE(testing::WaitFor([&] {
+    return !runs_.StepUnderWay("o1", 0) && !runs_.StepUnderWay("o1", 1) &&
+           !runs_.StepUnderWay("o1", 2);
+  }));
+}
+
+// A chain that waits for a reply holds one mark, its step's, and no worker:
+// the step before it let go of its own once its outcome was recorded. (It
+// held it to the action's end, and RunTable::Busy counted every chained
+// instance waiting for a reply as holding a worker, so under load a new
+// instance's first step seldom rode in its creation commit.)
+TEST_F(StepRunnerTest, AChainWaitingForAReplyHoldsOneMarkAndNoWorker) {
+  downstream_->defer = true;
+  auto mark = std::make_shared<StepMark>(runs_.TryMarkStep("o1", 0, def_.max_parallel));
+  ASSERT_TRUE(*mark);
+  std::atomic<int> ended{0};
+  runner_->Execute("o1", std::make_shared<const SagaDefinition>(def_), Now(), 0, mark,
+                   [&](Next) { ++ended; });
+  ASSERT_EQ(downstream_->DeferredCount(), 1u);
+  EXPECT_EQ(runs_.Busy(), 0u);  // waiting for a reply
+  std::thread(downstream_->Deferred(0)).join();
+  ASSERT_TRUE(testing::WaitFor([&] { return downstream_->DeferredCount() == 2; }));
+  EXPECT_EQ(Now()->step(1).status(), StepStatus::kStarted);  // chained, sent, no reply yet
+  EXPECT_FALSE(runs_.StepUnderWay("o1", 0));
+  EXPECT_TRUE(runs_.StepUnderWay("o1", 1));
+  EXPECT_EQ(runs_.Busy(), 0u);
+  EXPECT_FALSE(*mark);  // the caller's copy: let go of
+  EXPECT_EQ(ended, 0);
+  downstream_->defer = false;
+  std::thread(downstream_->Deferred(1)).join();
+  ASSERT_TRUE(testing::WaitFor([&] { return ended == 1; }));
+  EXPECT_EQ(Now()->status(), SagaStatus::kCompleted);
+  EXPECT_TRUE(testing::WaitFor([&] { return !runs_.StepUnderWay("o1", 2); }));
 }
 
 TEST_F(StepRunnerTest, APausedServiceGetsNothingWrittenAndTheStepAsksAgainLater) {
@@ -322,10 +356,7 @@ TEST_F(StepRunnerTest, ADefiniteFailureTurnsTheSagaBackAndUndoesWhatCommitted) {
   auto inst = Now();
   EXPECT_EQ(inst->step(1).status(), StepStatus::kFailed);
   EXPECT_EQ(inst->status(), SagaStatus::kCompensating);
-  StepMark mark = runs_.TryMarkStep("o1", 0, 8);
-  EXPECT_TRUE(mark);
   EXPECT_EQ(Compensate(inst, 0), Next::kContinue);
-  mark.Release();
   ASSERT_EQ(downstream_->calls.size(), 3u);
   EXPECT_EQ(downstream_->calls[2].path, "/reservations/R-reserve_inventory/release");
   EXPECT_EQ(downstream_->calls[2].idempotency_key, "o1:reserve_inventory:compensate");
