@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -131,6 +132,17 @@ class StepRunnerTest : public testing::StoreFixture {
     EXPECT_TRUE(next) << "the action did not end before it returned";
     return next.value_or(Next::kStop);
   }
+  // Executes step 0 (holding its mark, returned) with a downstream that
+  // keeps its calls (`defer`): the action waits for the first reply;
+  // *ended counts its ends.
+  StepRunner::MarkPtr ExecuteDeferred(std::atomic<int>* ended) {
+    downstream_->defer = true;
+    auto mark = std::make_shared<StepMark>(runs_.TryMarkStep("o1", 0, def_.max_parallel));
+    EXPECT_TRUE(*mark);
+    runner_->Execute("o1", std::make_shared<const SagaDefinition>(def_), Now(), 0, mark,
+                     [ended](Next) { ++*ended; });
+    return mark;
+  }
   Next Execute(int i) { return Run(&StepRunner::Execute, Now(), i); }
   Next Reconcile(std::shared_ptr<const Instance> inst, int i) {
     return Run(&StepRunner::Reconcile, inst, i);
@@ -217,12 +229,8 @@ TEST_F(StepRunnerTest, AnActionWaitingForAReplyHoldsNoThreadAndEndsOnTheInstance
 // instance waiting for a reply as holding a worker, so under load a new
 // instance's first step seldom rode in its creation commit.)
 TEST_F(StepRunnerTest, AChainWaitingForAReplyHoldsOneMarkAndNoWorker) {
-  downstream_->defer = true;
-  auto mark = std::make_shared<StepMark>(runs_.TryMarkStep("o1", 0, def_.max_parallel));
-  ASSERT_TRUE(*mark);
   std::atomic<int> ended{0};
-  runner_->Execute("o1", std::make_shared<const SagaDefinition>(def_), Now(), 0, mark,
-                   [&](Next) { ++ended; });
+  auto mark = ExecuteDeferred(&ended);
   ASSERT_EQ(downstream_->DeferredCount(), 1u);
   EXPECT_EQ(runs_.Busy(), 0u);  // waiting for a reply
   std::thread(downstream_->Deferred(0)).join();
@@ -238,6 +246,26 @@ TEST_F(StepRunnerTest, AChainWaitingForAReplyHoldsOneMarkAndNoWorker) {
   ASSERT_TRUE(testing::WaitFor([&] { return ended == 1; }));
   EXPECT_EQ(Now()->status(), SagaStatus::kCompleted);
   EXPECT_TRUE(testing::WaitFor([&] { return !runs_.StepUnderWay("o1", 2); }));
+}
+
+// An action that ends while the engine stops records its outcome and sends
+// nothing more: once stopping, no mark is given, so nothing chains; the
+// stop returns when the action let go of its mark.
+TEST_F(StepRunnerTest, NothingChainsOnceTheEngineStops) {
+  std::atomic<int> ended{0};
+  auto mark = ExecuteDeferred(&ended);
+  ASSERT_EQ(downstream_->DeferredCount(), 1u);
+  auto stopped = std::async(std::launch::async, [&] { return runs_.StopAndWait(); });
+  ASSERT_TRUE(testing::WaitFor([&] { return runs_.Stopping(); }));
+  EXPECT_EQ(stopped.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+  downstream_->defer = false;
+  std::thread(downstream_->Deferred(0)).join();
+  ASSERT_TRUE(testing::WaitFor([&] { return ended == 1; }));
+  ASSERT_EQ(stopped.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(stopped.get());
+  EXPECT_EQ(Now()->step(0).status(), StepStatus::kCommitted);  // its outcome is recorded
+  EXPECT_EQ(Now()->step(1).status(), StepStatus::kPlanned);    // and nothing chained
+  EXPECT_EQ(downstream_->Calls().size(), 1u);
 }
 
 TEST_F(StepRunnerTest, APausedServiceGetsNothingWrittenAndTheStepAsksAgainLater) {
