@@ -77,9 +77,9 @@ class Engine {
 
   // Recovery: schedules every non-terminal instance. Call once.
   Status Start();
-  // Stops taking work, lets in-flight actions record their outcome (none
-  // starts another request: nothing chains once stopping), returns when no
-  // driver runs and no step is marked under way. Idempotent.
+  // Stops taking work, lets in-flight actions record their outcome (no step
+  // action starts: nothing is planned or chained once stopping), returns
+  // when no driver runs and no step is marked under way. Idempotent.
   void Stop();
 
   // Creates an instance of `saga` at `version` (0: the newest registered).
