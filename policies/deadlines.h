@@ -38,4 +38,8 @@ struct DueDeadline {
 // and when the next one runs out.
 DueDeadline NextDeadline(const SagaDefinition& def, const Instance& inst, int64_t now_ms);
 
+// Lowers *wake (0: none yet) to `due`: the earliest of the times an instance
+// must be woken at (its deadlines, its steps' retries).
+void EarliestWake(int64_t due, int64_t* wake);
+
 }  // namespace sagad

@@ -345,7 +345,7 @@ auto Driver::LaunchSteps(const std::string& id, const SagaDefinition& def, const
     if (!IsStepAction(a.kind)) continue;
     int64_t due = inst.step(a.step).retry_at;
     if (due > now) {
-      wake = wake == 0 ? due : std::min(wake, due);
+      EarliestWake(due, &wake);  // policies/deadlines.h
       continue;
     }
     StepMark m = runs_.TryMarkStep(id, a.step, def.max_parallel);
