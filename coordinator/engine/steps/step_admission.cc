@@ -23,37 +23,36 @@ auto StepRunner::TakeRetryToken(const std::string& service) -> int64_t {
   return wait;
 }
 
-auto StepRunner::DeferRetry(const std::string& id, int i, const std::string& service, int64_t wait,
-                            Done done) -> void {
+auto StepRunner::DeferRetry(const ActionPtr& a, const std::string& service, int64_t wait) -> void {
   TransitionAsync(
-      id,
-      [this, i, service, wait](Tx& tx) {
+      a->id(),
+      [this, i = a->step(), service, wait](Tx& tx) {
         return tx.Note(i, StepNote::kRetryDeferred,
                        {{"service", service},
                         {"reason", "retry budget of the service is empty"},
                         {"retry_at", clock_.NowMillis() + wait}});
       },
-      done);
+      EndOf(a));
 }
 
-auto StepRunner::Admit(const std::string& id, int i, const std::string& step,
-                       const std::string& service, bool resend, const Done& done)
-    -> std::optional<ServiceGates::Permit> {
+auto StepRunner::Admit(const ActionPtr& a, const std::string& service, bool resend) -> bool {
   int64_t retry_ms = 0;
-  auto permit = gates_.TryAcquire(service, id, step, &retry_ms);
+  auto permit = gates_.TryAcquire(service, a->id(), a->step_def().name, &retry_ms);
   if (!permit) {
-    host_.ScheduleAfter(id, retry_ms);
-    done(Next::kStop);
-    return std::nullopt;
+    host_.ScheduleAfter(a->id(), retry_ms);
+    a->End(Next::kStop);
+    return false;
   }
+  a->Hold(std::move(*permit));
   if (resend) {
     int64_t wait = TakeRetryToken(service);
     if (wait > 0) {
-      DeferRetry(id, i, service, wait, done);
-      return std::nullopt;
+      a->FreePermit();  // nothing is sent now: the service's slot is free
+      DeferRetry(a, service, wait);
+      return false;
     }
   }
-  return permit;
+  return true;
 }
 
 }  // namespace sagad

@@ -20,28 +20,30 @@ struct StepRunner::Handoff {
   std::atomic<bool> returned{false};
 };
 
-auto StepRunner::Continue(const std::shared_ptr<Handoff>& h, const std::string& id,
-                          const Done& done, const Task& fn) -> void {
+auto StepRunner::Continue(const std::shared_ptr<Handoff>& h, const ActionPtr& a, const Task& fn)
+    -> void {
   if (std::this_thread::get_id() == h->caller && !h->returned.load()) {
     fn();  // an exception goes to the caller, as a blocking call's would
     return;
   }
-  executor_.PostTo(id, [this, id, done, fn] { Guarded(id, done, fn); });
+  executor_.PostTo(a->id(), [this, a, fn] { Guarded(a, fn); });
 }
 
-auto StepRunner::Guarded(const std::string& id, const Done& done, const Task& fn) -> void {
+auto StepRunner::Guarded(const ActionPtr& a, const Task& fn) -> void {
   try {
     fn();
   } catch (const std::exception& e) {
     // A bug, not an expected failure: loud, and the instance is planned
     // again rather than left without a driver.
-    EngineLog({{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
-    host_.ScheduleAfter(id, 5000);
-    done(Next::kStop);
+    EngineLog({{"msg", "step task error"}, {"instance", a->id()}, {"error", e.what()}});
+    host_.ScheduleAfter(a->id(), 5000);
+    a->End(Next::kStop);
   }
 }
 
-auto StepRunner::CallIfOwner(const CallRequest& req, const Done& done, AfterCall k) -> void {
+auto StepRunner::CallIfOwner(const ActionPtr& a, const CallRequest& req, Completion<CallResult> k)
+    -> void {
+  a->Sent(clock_.SteadyNow());
   Status ready = host_.MaySend(req.instance_id);
   if (!ready.ok()) {
     metrics_.SendWithheld();
@@ -49,7 +51,7 @@ auto StepRunner::CallIfOwner(const CallRequest& req, const Done& done, AfterCall
                {"instance", req.instance_id},
                {"key", req.idempotency_key},
                {"error", ready.ToString()}});
-    k(ready, CallResult{});
+    a->End(host_.AfterFailedCommit(a->id(), ready));  // nothing left: the permit goes
     return;
   }
   gates_.CallStarted(req.service);
@@ -70,34 +72,35 @@ auto StepRunner::CallIfOwner(const CallRequest& req, const Done& done, AfterCall
                      "(fencing token " + std::to_string(token) + ", now " + std::to_string(now) +
                      "): withheld at the connection line");
   };
-  adapter_.CallAsync(sent, [this, h, id = req.instance_id, key = req.idempotency_key,
-                            service = req.service, done, k = std::move(k)](CallResult res) mutable {
+  adapter_.CallAsync(sent, [this, h, a, service = req.service, k = std::move(k)](CallResult res) {
     gates_.CallEnded(service);
     runs_.AwaitReply(false);
     if (res.withheld) {
       metrics_.SendWithheld();
-      EngineLog({{"msg", "not sent: lease"}, {"instance", id}, {"key", key}, {"error", res.error}});
+      EngineLog({{"msg", "not sent: lease"},
+                 {"instance", a->id()},
+                 {"key", a->key()},
+                 {"error", res.error}});
       Status lost = Unavailable(res.error);  // planned again: reconciled before any re-send
-      return Continue(h, id, done, [k = std::move(k), lost]() mutable { k(lost, CallResult{}); });
+      return Continue(h, a, [this, a, lost] { a->End(host_.AfterFailedCommit(a->id(), lost)); });
     }
-    Continue(h, id, done, [k = std::move(k), res = std::move(res)]() mutable {
-      k(Status::Ok(), std::move(res));
+    Continue(h, a, [a, k, res = std::move(res)] {
+      a->FreePermit();  // the reply is in: the service's slot is free
+      k(res);
     });
   });
   h->returned = true;
 }
 
-auto StepRunner::Ask(const std::string& service, const std::string& key, const std::string& id,
-                     int attempt, const TraceContext& trace, const Done& done,
-                     Completion<QueryResult> k) -> void {
+auto StepRunner::Ask(const ActionPtr& a, const std::string& service, Completion<QueryResult> k)
+    -> void {
   auto h = std::make_shared<Handoff>();
   runs_.AwaitReply(true);
-  adapter_.QueryAsync(
-      service, key, id, ownership_.Token(id), attempt, trace,
-      [this, h, id, done, k = std::move(k)](QueryResult q) mutable {
-        runs_.AwaitReply(false);
-        Continue(h, id, done, [k = std::move(k), q = std::move(q)]() mutable { k(std::move(q)); });
-      });
+  adapter_.QueryAsync(service, a->key(), a->id(), ownership_.Token(a->id()), a->attempt(),
+                      a->trace(), [this, h, a, k = std::move(k)](QueryResult q) {
+                        runs_.AwaitReply(false);
+                        Continue(h, a, [k, q = std::move(q)] { k(q); });
+                      });
   h->returned = true;
 }
 

@@ -69,9 +69,19 @@ auto StepRunner::GiveUpRecording(const std::string& id, const Status& s, Done do
       });
 }
 
-auto StepRunner::Escalate(const std::string& id, int i, std::string why, Done done) -> void {
+auto StepRunner::Escalate(const ActionPtr& a, std::string why) -> void {
   TransitionAsync(
-      id, [i, why = std::move(why)](Tx& tx) { return EscalateStep(tx, i, why); }, std::move(done));
+      a->id(), [i = a->step(), why = std::move(why)](Tx& tx) { return EscalateStep(tx, i, why); },
+      EndOf(a));
+}
+
+auto StepRunner::Begin(const std::string& id, const SagaDefinitionPtr& def, int i,
+                       const MarkPtr& mark, const TraceContext& trace, Done done) -> ActionPtr {
+  return std::make_shared<StepAction>(id, def, i, mark, trace, std::move(done));
+}
+
+auto StepRunner::EndOf(const ActionPtr& a) -> Done {
+  return [a](Next next) { a->End(next); };
 }
 
 auto StepRunner::RefusedWrite(const Status& s) -> bool {
@@ -90,15 +100,18 @@ auto StepRunner::ChainFirst(Tx& tx, const SagaDefinition& def, StepMark* step, S
 auto StepRunner::Send(const std::string& id, const SagaDefinitionPtr& def, int i,
                       StepRequest request, const TraceContext& trace, const MarkPtr& mark,
                       Done done) -> void {
-  SendForward(id, def, i, std::move(request), 1, nullptr, trace, mark, std::move(done));
+  ActionPtr a = Begin(id, def, i, mark, trace, std::move(done));
+  a->Begin(Phase::kSend, StepKey(id, def->steps[i].name), 1);
+  SendForward(a, std::move(request));
 }
 
-auto StepRunner::CheckMark(const std::string& id, int i, const MarkPtr& mark,
-                           const char* what) const -> void {
+auto StepRunner::CheckMark(const StepAction& a) const -> void {
   // Only the action that holds the step's mark acts on it: no other one
   // reconciles or re-sends a request still in flight (run_table.h).
-  SAGAD_CHECK(mark && mark->step() == i && mark->instance_id() == id)
-      << "instance " << id << " step " << i << ": " << what << " without the step's mark";
+  const MarkPtr& mark = a.mark();
+  SAGAD_CHECK(!a.ended() && mark && mark->step() == a.step() && mark->instance_id() == a.id())
+      << "instance " << a.id() << " step " << a.step() << ": " << a.what()
+      << " without the step's mark";
 }
 
 auto StepRunner::Jitter() -> sagad::UnitRandom {
@@ -136,14 +149,18 @@ auto StepRunner::BoundArgsHash(const StepState& st) -> std::string {
   return st.approval.is_object() ? st.approval.value("args_hash", "") : "";
 }
 
-auto StepRunner::Execute(const std::string& id, const SagaDefinitionPtr& defp,
-                         const InstancePtr& instp, int i, const MarkPtr& mark, Done done) -> void {
-  CheckMark(id, i, mark, "a send");
-  const SagaDefinition& def = *defp;
-  const Instance& inst = *instp;
-  const StepDefinition& sd = def.steps[i];
+auto StepRunner::Execute(const std::string& id, const SagaDefinitionPtr& def,
+                         const InstancePtr& inst, int i, const MarkPtr& mark, Done done) -> void {
+  Forward(Begin(id, def, i, mark, TraceOf(*inst), std::move(done)), *inst);
+}
+
+auto StepRunner::Forward(const ActionPtr& a, const Instance& inst) -> void {
+  const int i = a->step();
+  const StepDefinition& sd = a->step_def();
   const StepState& st = inst.step(i);
   const ServiceConfig* svc = adapter_.Service(sd.forward.service);
+  a->Begin(Phase::kSend, StepKey(a->id(), sd.name), st.attempts + 1);
+  CheckMark(*a);
   auto r = RenderStepRequest(inst, sd.forward);
   if (!svc || !r.ok()) {
     // Never sent: a human decides (a request is never rendered from a value
@@ -151,44 +168,34 @@ auto StepRunner::Execute(const std::string& id, const SagaDefinitionPtr& defp,
     std::string why = "step '" + sd.name + "' was not sent: " +
                       (!svc ? "service '" + sd.forward.service + "' is not configured"
                             : "cannot build its request: " + r.status().message());
-    Escalate(id, i, why, std::move(done));
+    Escalate(a, why);
     return;
   }
-  const std::string key = StepKey(id, sd.name);
   std::string bound = BoundArgsHash(st);
   if (!bound.empty() && bound != r->hash) {
-    Escalate(id, i,
-             "idempotency key " + key +
-                 " would be sent with a different body than it is bound to "
-                 "(first send or approval); refusing",
-             std::move(done));
+    Escalate(a, "idempotency key " + a->key() +
+                    " would be sent with a different body than it is bound to "
+                    "(first send or approval); refusing");
     return;
   }
   // Paused, or at one of its limits: nothing is written, the step stays
   // where it is and is planned again when a permit may be had. Asked before
   // the retry budget, so that waiting spends none of it.
   const bool resend = (st.attempts > 0 || st.retries > 0) && !st.budget_exempt;
-  auto permit = Admit(id, i, sd.name, sd.forward.service, resend, done);
-  if (!permit) return;
-  StartThenSend(id, defp, i, TraceOf(inst), st.attempts + 1, key, std::move(*r), std::move(*permit),
-                mark, std::move(done));
+  if (!Admit(a, sd.forward.service, resend)) return;
+  StartThenSend(a, std::move(*r));
 }
 
-auto StepRunner::StartThenSend(const std::string& id, const SagaDefinitionPtr& defp, int i,
-                               const TraceContext& trace, int attempt, const std::string& key,
-                               Rendered r, ServiceGates::Permit permit, const MarkPtr& mark,
-                               Done done) -> void {
+auto StepRunner::StartThenSend(const ActionPtr& a, Rendered r) -> void {
   // The STARTED commit's continuation sends the request: no worker waits
-  // for that fsync. With an adapter that never waits for a downstream it
-  // runs on the thread that made the record durable (the send is a socket
-  // write: no hand-off, and nothing there blocks: a refusal only frees the
-  // service's slot and ends the action); else it is a task on the workers.
+  // for that fsync. It runs on the instance's owner (the send is a socket
+  // write: nothing there blocks; a refusal only ends the action, which
+  // frees the service's slot).
   CrashPoint("before_started");
-  auto slot = std::make_shared<std::optional<ServiceGates::Permit>>(std::move(permit));
   auto request = std::make_shared<Rendered>(std::move(r));
   host_.CommitAsOwnerAsync(
-      id,
-      [i, key, hash = request->hash](Tx& tx) -> Status {
+      a->id(),
+      [i = a->step(), key = a->key(), hash = request->hash](Tx& tx) -> Status {
         const Instance& cur = tx.inst();
         // A run's call the store does not hold (its append was lost with a
         // write the store acknowledged: found by the simulator's lying fsync).
@@ -200,70 +207,48 @@ auto StepRunner::StartThenSend(const std::string& id, const SagaDefinitionPtr& d
         return tx.Step(i, StepEvent::kStart,
                        {{"key", key}, {"args_hash", hash}, {"attempt", cur.step(i).attempts + 1}});
       },
-      [this, id, defp, i, request, attempt, slot, trace, mark, done = std::move(done)](Status s) {
-        if (!s.ok()) {
-          slot->reset();  // nothing left: the service's slot is free
-          done(host_.AfterFailedCommit(id, s));
-          return;
-        }
+      [this, a, request](Status s) {
+        if (!s.ok()) return a->End(host_.AfterFailedCommit(a->id(), s));
         CrashPoint("after_started");
         // An exception (a bug) must not reach the store's thread.
-        Guarded(id, done, [&] {
-          SendForward(id, defp, i, std::move(*request), attempt, slot, trace, mark, done);
-        });
+        Guarded(a, [&] { SendForward(a, std::move(*request)); });
       });
 }
 
-auto StepRunner::SendForward(const std::string& id, const SagaDefinitionPtr& def, int i, Rendered r,
-                             int attempt, PermitSlot permit, const TraceContext& trace,
-                             MarkPtr mark, Done done) -> void {
-  CheckMark(id, i, mark, "a send");
-  const StepDefinition& sd = def->steps[i];
+auto StepRunner::SendForward(const ActionPtr& a, Rendered r) -> void {
+  CheckMark(*a);
+  const StepDefinition& sd = a->step_def();
   CallRequest req{sd.forward.service,
                   sd.forward.method,
                   std::move(r.path),
                   std::move(r.body),
-                  StepKey(id, sd.name),
-                  id,
+                  a->key(),
+                  a->id(),
                   sd.name,
-                  ownership_.Token(id),
-                  attempt,
-                  trace,
+                  ownership_.Token(a->id()),
+                  a->attempt(),
+                  a->trace(),
                   {}};
-  auto t0 = clock_.SteadyNow();
-  CallIfOwner(req, done,
-              [this, id, def, i, mark, attempt, trace, t0, permit, done](const Status& sent,
-                                                                         CallResult res) {
-                if (permit) permit->reset();  // the reply is in (or nothing left): slot free
-                if (!sent.ok()) {
-                  done(host_.AfterFailedCommit(id, sent));
-                  mark->Release();  // nothing left (after `done`, as AfterForward's)
-                  return;
-                }
-                AfterForward(id, def, i, mark, attempt, trace, t0, res, done);
-              });
+  CallIfOwner(a, req, [this, a](CallResult res) { AfterForward(a, res); });
 }
 
-auto StepRunner::AfterForward(const std::string& id, const SagaDefinitionPtr& defp, int i,
-                              const MarkPtr& mark, int attempt, const TraceContext& trace,
-                              std::chrono::steady_clock::time_point t0, const CallResult& res,
-                              const Done& done) -> void {
-  const SagaDefinition& def = *defp;
-  const StepDefinition& sd = def.steps[i];
+auto StepRunner::AfterForward(const ActionPtr& a, const CallResult& res) -> void {
+  const SagaDefinitionPtr defp = a->def();
+  const int i = a->step();
+  const StepDefinition& sd = a->step_def();
   CrashPoint("before_outcome");
-  host_.MarkRecovered(id);  // resumed: its first step after a restart was sent
-  metrics_.Call("forward", res, clock_.SteadyNow() - t0, {def.name, sd.name, sd.forward.service});
-  EngineLog(
-      {{"msg", "step call"},
-       {"instance", id},
-       {"trace_id", trace.trace_id},
-       {"step", sd.name},
-       {"key", StepKey(id, sd.name)},
-       {"attempt", attempt},
-       {"outcome", OutcomeName(res.outcome)},
-       {"http_status", res.http_status},
-       {"ms",
-        std::chrono::duration_cast<std::chrono::milliseconds>(clock_.SteadyNow() - t0).count()}});
+  host_.MarkRecovered(a->id());  // resumed: its first step after a restart was sent
+  const auto took = clock_.SteadyNow() - a->sent_at();
+  metrics_.Call("forward", res, took, {defp->name, sd.name, sd.forward.service});
+  EngineLog({{"msg", "step call"},
+             {"instance", a->id()},
+             {"trace_id", a->trace().trace_id},
+             {"step", sd.name},
+             {"key", a->key()},
+             {"attempt", a->attempt()},
+             {"outcome", OutcomeName(res.outcome)},
+             {"http_status", res.http_status},
+             {"ms", std::chrono::duration_cast<std::chrono::milliseconds>(took).count()}});
   // What the outcome's commit chained (Chain): the next step marked and
   // started in the same commit, and its request.
   struct Chained {
@@ -274,7 +259,7 @@ auto StepRunner::AfterForward(const std::string& id, const SagaDefinitionPtr& de
   };
   auto c = std::make_shared<Chained>();
   TransitionAsync(
-      id,
+      a->id(),
       [this, defp, i, res, c](Tx& tx) -> Status {
         c->step = -1;
         SAGAD_RETURN_IF_ERROR(RecordForward(tx, *defp, i, res));
@@ -284,23 +269,19 @@ auto StepRunner::AfterForward(const std::string& id, const SagaDefinitionPtr& de
         if (c->step >= 0) CrashPoint("before_started");  // the next STARTED is not durable yet
         return Status::Ok();
       },
-      [this, id, defp, mark, trace, c, done](Next next) {
+      [this, a, c](Next next) {
         CrashPoint("after_outcome");
         // Marked but not started (the commit chained another step, or none
         // stood), or the action stops: that mark goes.
         if (next == Next::kStop || c->step != c->marked.step()) c->marked.Release();
-        if (next == Next::kStop || c->step < 0) {
-          done(next);
-          // After `done`: the engine's stop waits for a mark, and `done`
-          // may still use the engine (RunTable::ReleaseThen).
-          mark->Release();
-          return;
-        }
-        mark->Release();  // its outcome is recorded: the chained step's mark goes on
+        if (next == Next::kStop || c->step < 0) return a->End(next);
+        const bool chain = a->def()->IsChain();
+        // Its outcome is recorded: the chained step's mark goes on.
+        a->MoveOn(c->def, std::move(c->marked));
+        a->Begin(Phase::kSend, StepKey(a->id(), a->step_def().name), 1);
         CrashPoint("after_started");
-        if (!defp->IsChain()) host_.Schedule(id);  // siblings that became ready start beside it
-        SendForward(id, c->def, c->step, std::move(c->request), 1, nullptr, trace,
-                    std::make_shared<StepMark>(std::move(c->marked)), done);
+        if (!chain) host_.Schedule(a->id());  // siblings that became ready start beside it
+        SendForward(a, std::move(c->request));
       });
 }
 
@@ -393,45 +374,47 @@ auto StepRunner::Chain(Tx& tx, const SagaDefinition& given, StepMark* marked, in
 
 auto StepRunner::Reconcile(const std::string& id, const SagaDefinitionPtr& def,
                            const InstancePtr& inst, int i, const MarkPtr& mark, Done done) -> void {
-  CheckMark(id, i, mark, "a question");
-  const StepDefinition& sd = def->steps[i];
-  const StepState& st = inst->step(i);
+  AskForward(Begin(id, def, i, mark, TraceOf(*inst), std::move(done)), *inst);
+}
+
+auto StepRunner::AskForward(const ActionPtr& a, const Instance& inst) -> void {
+  const StepDefinition& sd = a->step_def();
+  const StepState& st = inst.step(a->step());
+  a->Begin(Phase::kAsk, st.key, st.attempts);
+  CheckMark(*a);
   const ServiceConfig* svc = adapter_.Service(sd.forward.service);
   if (!svc) {
-    Escalate(id, i, "outcome unknown and service '" + sd.forward.service + "' is not configured",
-             std::move(done));
+    Escalate(a, "outcome unknown and service '" + sd.forward.service + "' is not configured");
     return;
   }
   if (!QueryableFor(sd, *svc)) {
-    if (IdempotentFor(sd, *svc)) {
-      Execute(id, def, inst, i, mark, std::move(done));  // same key: deduplicated
-      return;
-    }
-    Escalate(id, i,
-             "outcome of " + st.key +
-                 " is unknown and the service can neither be asked nor deduplicates; a human "
-                 "must check",
-             std::move(done));
+    if (IdempotentFor(sd, *svc)) return Forward(a, inst);  // same key: deduplicated
+    Escalate(a, "outcome of " + st.key +
+                    " is unknown and the service can neither be asked nor deduplicates; a human "
+                    "must check");
     return;
   }
   // The answer is recorded with an asynchronous commit: no thread waits for
-  // it, and `done` runs when it is durable.
-  Ask(sd.forward.service, st.key, id, st.attempts, TraceOf(*inst), done,
-      [this, id, def, i, key = st.key, done](QueryResult q) {
-        metrics_.Query("forward", q);
-        EngineLog({{"msg", "reconcile"},
-                   {"instance", id},
-                   {"step", def->steps[i].name},
-                   {"key", key},
-                   {"answer", QueryOutcomeName(q.outcome)}});
-        if (q.outcome == QueryOutcome::kNotHappened) {
-          TransitionAsync(
-              id, [this, def, i](Tx& tx) { return RecordNotHappened(tx, *def, i); }, done);
-          return;
-        }
-        TransitionAsync(
-            id, [this, def, i, q, key](Tx& tx) { return RecordAnswer(tx, *def, i, q, key); }, done);
-      });
+  // it, and the action ends when it is durable.
+  Ask(a, sd.forward.service, [this, a](QueryResult q) {
+    metrics_.Query("forward", q);
+    EngineLog({{"msg", "reconcile"},
+               {"instance", a->id()},
+               {"step", a->step_def().name},
+               {"key", a->key()},
+               {"answer", QueryOutcomeName(q.outcome)}});
+    const SagaDefinitionPtr def = a->def();
+    const int i = a->step();
+    if (q.outcome == QueryOutcome::kNotHappened) {
+      TransitionAsync(
+          a->id(), [this, def, i](Tx& tx) { return RecordNotHappened(tx, *def, i); }, EndOf(a));
+      return;
+    }
+    TransitionAsync(
+        a->id(),
+        [this, def, i, q, key = a->key()](Tx& tx) { return RecordAnswer(tx, *def, i, q, key); },
+        EndOf(a));
+  });
 }
 
 // It never happened: back to PLANNED. Running, it is sent again with the same

@@ -14,13 +14,16 @@
 //     to review after max_reconciliations.
 //   Compensate / ReconcileCompensation: the same for the undo.
 // Every action is given its step's mark (RunTable::TryMarkStep), shared
-// with the caller, who releases it when the action is done. A forward send
-// holds its step's mark until the step's outcome is recorded, then lets go
-// of it; a chained step's mark is taken here, in the commit that starts it,
-// and held by its send the same way. So an instance whose chain waits for a
-// reply holds one mark, not two (RunTable::Busy counts what waits for a
-// worker). The runner never plans: its Host (the Driver) decides what runs
-// next.
+// with the caller, who releases it when the action is done. Once begun, an
+// action is one object (StepAction, step_action.h): its phase, key, attempt,
+// trace, mark, permit and `done` travel together from the first commit to
+// the last reply, and End lets go of them. A forward send holds its step's
+// mark until the step's outcome is recorded, then lets go of it; a chained
+// step's mark is taken here, in the commit that starts it, and the action
+// moves on to that step (StepAction::MoveOn). So an instance whose chain
+// waits for a reply holds one mark, not two (RunTable::Busy counts what
+// waits for a worker). The runner never plans: its Host (the Driver)
+// decides what runs next.
 // No thread waits, neither for a downstream nor for a commit: every commit
 // is asynchronous (Host::CommitAsOwnerAsync) and completes a continuation; an
 // action sends with Adapter::CallAsync and returns; what follows the reply
@@ -46,6 +49,7 @@
 #include "coordinator/engine/metrics/engine_metrics.h"
 #include "coordinator/engine/owners/executor.h"
 #include "coordinator/engine/services/service_gates.h"
+#include "coordinator/engine/steps/step_action.h"
 #include "coordinator/engine/steps/step_request.h"
 #include "policies/retry_budget.h"
 #include "policies/retry_policy.h"
@@ -55,9 +59,6 @@
 #include "util/random.h"
 
 namespace sagad {
-
-// What a driver does after an action.
-enum class Next { kContinue, kStop };
 
 class StepRunner {
  public:
@@ -139,7 +140,14 @@ class StepRunner {
 
  private:
   using Rendered = StepRequest;
+  using ActionPtr = std::shared_ptr<StepAction>;
+  using Phase = StepAction::Phase;
 
+  // The action an entry point begins on step i (its mark checked).
+  ActionPtr Begin(const std::string& id, const SagaDefinitionPtr& def, int i, const MarkPtr& mark,
+                  const TraceContext& trace, Done done);
+  // A continuation that ends `a` with what it is given.
+  static Done EndOf(const ActionPtr& a);
   // A commit of what an action learned, `then` getting what the driver does
   // next. A write the store refuses for what it holds (Internal,
   // InvalidArgument: not a lost race, lease or outage) is tried
@@ -148,69 +156,58 @@ class StepRunner {
   // What a write the store refused kRecordTries times means: the saga
   // stops for a human (NEEDS_REVIEW), or after_failure if even that fails.
   void GiveUpRecording(const std::string& id, const Status& s, Done done);
-  // Step i goes to NEEDS_REVIEW for `why` (EscalateStep), then `done`.
-  void Escalate(const std::string& id, int i, std::string why, Done done);
+  // a's step goes to NEEDS_REVIEW for `why` (EscalateStep), and a ends.
+  void Escalate(const ActionPtr& a, std::string why);
   static bool RefusedWrite(const Status& s);
   // What follows a reply: `fn`, at once on the caller's thread when the
   // reply came before the call returned (an exception reaches the caller);
   // else posted to the instance's owner, where an exception is logged, the
   // instance is planned again in 5 s and the action ends.
   struct Handoff;
-  void Continue(const std::shared_ptr<Handoff>& h, const std::string& id, const Done& done,
-                const Task& fn);
+  void Continue(const std::shared_ptr<Handoff>& h, const ActionPtr& a, const Task& fn);
   // Runs fn; an exception (a bug) is logged, the instance is planned again
   // in 5 s and the action ends with kStop.
-  void Guarded(const std::string& id, const Done& done, const Task& fn);
-  // Sends `req` if host_.MaySend allows it and goes on with k(Ok, reply);
-  // else k(why not, {}) at once (nothing left).
-  using AfterCall = std::function<void(const Status& sent, CallResult res)>;
-  void CallIfOwner(const CallRequest& req, const Done& done, AfterCall k);
-  // Asks about `key` (Adapter::QueryAsync) and goes on with k(answer), as
-  // Continue does.
-  void Ask(const std::string& service, const std::string& key, const std::string& id, int attempt,
-           const TraceContext& trace, const Done& done, Completion<QueryResult> k);
+  void Guarded(const ActionPtr& a, const Task& fn);
+  // Sends `req` (a's request) if host_.MaySend allows it and goes on with
+  // k(reply), the permit freed; else a ends at once (AfterFailedCommit).
+  void CallIfOwner(const ActionPtr& a, const CallRequest& req, Completion<CallResult> k);
+  // Asks `service` about a's key and attempt (Adapter::QueryAsync) and goes
+  // on with k(answer), as Continue does.
+  void Ask(const ActionPtr& a, const std::string& service, Completion<QueryResult> k);
 
-  // A service's reservation, held until the reply is in (or nothing left).
-  using PermitSlot = std::shared_ptr<std::optional<ServiceGates::Permit>>;
-  // Aborts unless `mark` holds step i of `id` (what `what` is about to do).
-  void CheckMark(const std::string& id, int i, const MarkPtr& mark, const char* what) const;
-  // The STARTED record of step i is durable: send it, record the outcome,
-  // and go on with the chained step while there is one. `mark` holds step
-  // i (the caller's for the step it launched, else the chain's) and is let
-  // go of once the outcome is recorded (or nothing was sent).
-  // `permit`: the first call's reservation (ServiceGates), released when
-  // its reply is in; chained steps go only to services that need none.
-  void SendForward(const std::string& id, const SagaDefinitionPtr& def, int i, Rendered r,
-                   int attempt, PermitSlot permit, const TraceContext& trace, MarkPtr mark,
-                   Done done);
-  // Execute's write-ahead: commits step i's STARTED record (`attempt`,
-  // `key`, r's args hash) and, once it is durable, sends it (SendForward).
-  // No thread waits for the commit; a refusal frees the permit at once.
-  void StartThenSend(const std::string& id, const SagaDefinitionPtr& def, int i,
-                     const TraceContext& trace, int attempt, const std::string& key, Rendered r,
-                     ServiceGates::Permit permit, const MarkPtr& mark, Done done);
-  // What SendForward does once step i's reply is in.
-  void AfterForward(const std::string& id, const SagaDefinitionPtr& def, int i, const MarkPtr& mark,
-                    int attempt, const TraceContext& trace,
-                    std::chrono::steady_clock::time_point t0, const CallResult& res,
-                    const Done& done);
+  // Aborts unless `a` holds its step's mark (before it acts on the step).
+  void CheckMark(const StepAction& a) const;
+  // The actions, once begun: Execute, Reconcile, Compensate and
+  // ReconcileCompensation on `inst` as it was loaded.
+  void Forward(const ActionPtr& a, const Instance& inst);
+  void AskForward(const ActionPtr& a, const Instance& inst);
+  void Undo(const ActionPtr& a, const Instance& inst);
+  void AskUndo(const ActionPtr& a, const InstancePtr& inst);
+  // The STARTED record of a's step is durable: send it, record the outcome,
+  // and go on with the chained step while there is one (StepAction::MoveOn).
+  // The permit (the first call's, ServiceGates) goes when its reply is in;
+  // chained steps go only to services that need none.
+  void SendForward(const ActionPtr& a, Rendered r);
+  // Execute's write-ahead: commits the STARTED record of a's step (its key
+  // and attempt, r's args hash) and, once it is durable, sends it
+  // (SendForward). No thread waits for the commit; a refusal ends the
+  // action (its permit freed).
+  void StartThenSend(const ActionPtr& a, Rendered r);
+  // What SendForward does once the reply is in.
+  void AfterForward(const ActionPtr& a, const CallResult& res);
 
   // Records the outcome of step i's forward call: COMMITTED, FAILED (and the
   // saga turns back), UNKNOWN, or not executed (retried later within the
   // policy, else the saga turns back).
   Status RecordForward(Tx& tx, const SagaDefinition& def, int i, const CallResult& res);
   Status RecordUndo(Tx& tx, const SagaDefinition& def, int i, const CallResult& res);
-  // What Compensate does once step i's undo reply is in.
-  void AfterUndo(const std::string& id, const SagaDefinitionPtr& def, int i,
-                 const std::string& trace_id, std::chrono::steady_clock::time_point t0,
-                 const CallResult& res, const Done& done);
-  // Sends step i's compensation, whose STARTED record is durable, and
-  // records its outcome (AfterUndo).
-  void SendUndo(const std::string& id, const SagaDefinitionPtr& def, int i, const CallRequest& req,
-                const PermitSlot& slot, const Done& done);
-  // Records a reconciliation's answer about step i's compensation.
-  void RecordUndoAnswer(const std::string& id, const SagaDefinitionPtr& def, int i,
-                        const QueryResult& q, const std::string& comp_key, Done done);
+  // What Undo does once the reply is in.
+  void AfterUndo(const ActionPtr& a, const CallResult& res);
+  // Sends a's compensation, whose STARTED record is durable, and records
+  // its outcome (AfterUndo).
+  void SendUndo(const ActionPtr& a, const CallRequest& req);
+  // Records a reconciliation's answer about the compensation of a's step.
+  void RecordUndoAnswer(const ActionPtr& a, const QueryResult& q);
   // Records a reconciliation's answer about step i's forward call.
   Status RecordNotHappened(Tx& tx, const SagaDefinition& def, int i);
   Status RecordAnswer(Tx& tx, const SagaDefinition& def, int i, const QueryResult& q,
@@ -230,16 +227,14 @@ class StepRunner {
   // token of the service's bucket. Returns 0 if it may go now, else the wait
   // in milliseconds until its reserved token is due.
   int64_t TakeRetryToken(const std::string& service);
-  // A permit of `service` for step i (ServiceGates) and, for a re-send, a
-  // token of its retry budget. Without them the action ends here (`done`):
-  // paused or at a limit, nothing is written and it is planned again when
-  // a permit may be had (no budget spent waiting); an empty budget defers.
-  std::optional<ServiceGates::Permit> Admit(const std::string& id, int i, const std::string& step,
-                                            const std::string& service, bool resend,
-                                            const Done& done);
-  // Defers a re-send of step i for `wait` ms because the budget is empty.
-  void DeferRetry(const std::string& id, int i, const std::string& service, int64_t wait,
-                  Done done);
+  // A permit of `service` for a's step (ServiceGates), held by `a`, and,
+  // for a re-send, a token of its retry budget. Without them (false) the
+  // action ends here: paused or at a limit, nothing is written and it is
+  // planned again when a permit may be had (no budget spent waiting); an
+  // empty budget defers.
+  bool Admit(const ActionPtr& a, const std::string& service, bool resend);
+  // Defers a re-send of a's step for `wait` ms because the budget is empty.
+  void DeferRetry(const ActionPtr& a, const std::string& service, int64_t wait);
   // The args hash a step's key is bound to: that of its first send, else
   // that of its approval ("" if neither).
   static std::string BoundArgsHash(const StepState& st);

@@ -11,19 +11,24 @@
 
 namespace sagad {
 
-auto StepRunner::Compensate(const std::string& id, const SagaDefinitionPtr& defp,
-                            const InstancePtr& instp, int i, const MarkPtr& mark, Done done)
+auto StepRunner::Compensate(const std::string& id, const SagaDefinitionPtr& def,
+                            const InstancePtr& inst, int i, const MarkPtr& mark, Done done)
     -> void {
-  CheckMark(id, i, mark, "an undo");
-  const SagaDefinition& def = *defp;
-  const StepDefinition& sd = def.steps[i];
-  const StepState& st = instp->step(i);
+  Undo(Begin(id, def, i, mark, TraceOf(*inst), std::move(done)), *inst);
+}
+
+auto StepRunner::Undo(const ActionPtr& a, const Instance& inst) -> void {
+  const std::string& id = a->id();
+  const StepDefinition& sd = a->step_def();
+  const StepState& st = inst.step(a->step());
+  a->Begin(Phase::kUndo, CompensationKey(id, sd.name), st.comp_attempts + 1);
+  CheckMark(*a);
   if (!sd.compensation) {
-    Escalate(id, i, "step '" + sd.name + "' committed but has no compensation", std::move(done));
+    Escalate(a, "step '" + sd.name + "' committed but has no compensation");
     return;
   }
   const CallSpec& call = *sd.compensation;
-  auto r = RenderStepRequest(*instp, call);
+  auto r = RenderStepRequest(inst, call);
   if (!adapter_.Service(call.service) || !r.ok()) {
     std::string why = !r.ok() ? "cannot build compensation: " + r.status().message()
                               : "service '" + call.service + "' is not configured";
@@ -32,86 +37,65 @@ auto StepRunner::Compensate(const std::string& id, const SagaDefinitionPtr& defp
         [why, step = sd.name](Tx& tx) {
           return tx.Saga(SagaEvent::kEscalate, {{"reason", why}, {"step", step}});
         },
-        std::move(done));
+        EndOf(a));
     return;
   }
-  const std::string key = CompensationKey(id, sd.name);
   if (!st.comp_args_hash.empty() && st.comp_args_hash != r->hash) {
     TransitionAsync(
         id,
-        [key](Tx& tx) {
+        [key = a->key()](Tx& tx) {
           return tx.Saga(SagaEvent::kEscalate,
                          {{"reason", "compensation key " + key +
                                          " would be re-sent with a different body; refusing"}});
         },
-        std::move(done));
+        EndOf(a));
     return;
   }
-  auto permit =
-      Admit(id, i, sd.name, call.service, st.comp_attempts > 0 && !st.budget_exempt, done);
-  if (!permit) return;
+  if (!Admit(a, call.service, st.comp_attempts > 0 && !st.budget_exempt)) return;
   CrashPoint("before_compensation_started");
-  // As Execute's: the STARTED commit's continuation sends; no thread waits
+  // As Forward's: the STARTED commit's continuation sends; no thread waits
   // for that commit.
-  CallRequest req{
-      call.service,         call.method,          r->path,         r->body, key, id, sd.name,
-      ownership_.Token(id), st.comp_attempts + 1, TraceOf(*instp), {}};
-  auto slot = std::make_shared<std::optional<ServiceGates::Permit>>(std::move(permit));
+  CallRequest req{call.service, call.method,          r->path,      r->body,    a->key(), id,
+                  sd.name,      ownership_.Token(id), a->attempt(), a->trace(), {}};
   host_.CommitAsOwnerAsync(
       id,
-      [i, key, hash = r->hash](Tx& tx) -> Status {
+      [i = a->step(), key = a->key(), hash = r->hash](Tx& tx) -> Status {
         StepStatus ss = tx.inst().step(i).status();
         if (ss != StepStatus::kCommitted && ss != StepStatus::kCompensating)
           return MovedOn("step moved on");
         return tx.Step(i, StepEvent::kBeginCompensation, {{"key", key}, {"args_hash", hash}});
       },
-      [this, id, defp, i, req = std::move(req), slot, done](Status s) {
-        if (!s.ok()) {
-          slot->reset();  // nothing left: the service's slot is free
-          done(host_.AfterFailedCommit(id, s));
-          return;
-        }
+      [this, a, req = std::move(req)](Status s) {
+        if (!s.ok()) return a->End(host_.AfterFailedCommit(a->id(), s));
         CrashPoint("after_compensation_started");
-        SendUndo(id, defp, i, req, slot, done);
+        SendUndo(a, req);
       });
 }
 
-auto StepRunner::SendUndo(const std::string& id, const SagaDefinitionPtr& defp, int i,
-                          const CallRequest& req, const PermitSlot& slot, const Done& done)
-    -> void {
-  auto t0 = clock_.SteadyNow();
-  CallIfOwner(req, done,
-              [this, id, defp, i, t0, slot, trace_id = req.trace.trace_id, done](const Status& sent,
-                                                                                 CallResult res) {
-                slot->reset();
-                if (!sent.ok()) {
-                  done(host_.AfterFailedCommit(id, sent));
-                  return;
-                }
-                AfterUndo(id, defp, i, trace_id, t0, res, done);
-              });
+auto StepRunner::SendUndo(const ActionPtr& a, const CallRequest& req) -> void {
+  CheckMark(*a);
+  CallIfOwner(a, req, [this, a](CallResult res) { AfterUndo(a, res); });
 }
 
-auto StepRunner::AfterUndo(const std::string& id, const SagaDefinitionPtr& defp, int i,
-                           const std::string& trace_id, std::chrono::steady_clock::time_point t0,
-                           const CallResult& res, const Done& done) -> void {
-  const SagaDefinition& def = *defp;
-  const StepDefinition& sd = def.steps[i];
+auto StepRunner::AfterUndo(const ActionPtr& a, const CallResult& res) -> void {
+  const SagaDefinitionPtr defp = a->def();
+  const int i = a->step();
+  const StepDefinition& sd = a->step_def();
   CrashPoint("before_compensation_outcome");
-  metrics_.Call("compensation", res, clock_.SteadyNow() - t0,
-                {def.name, sd.name, sd.compensation->service});
+  metrics_.Call("compensation", res, clock_.SteadyNow() - a->sent_at(),
+                {defp->name, sd.name, sd.compensation->service});
   EngineLog({{"msg", "compensation call"},
-             {"instance", id},
-             {"trace_id", trace_id},
+             {"instance", a->id()},
+             {"trace_id", a->trace().trace_id},
              {"step", sd.name},
-             {"key", CompensationKey(id, sd.name)},
+             {"key", a->key()},
              {"outcome", OutcomeName(res.outcome)},
              {"http_status", res.http_status}});
   TransitionAsync(
-      id, [this, defp, i, res](Tx& tx) { return RecordUndo(tx, *defp, i, res); },
-      [done](Next next) {
+      a->id(), [this, defp, i, res](Tx& tx) { return RecordUndo(tx, *defp, i, res); },
+      [a](Next next) {
         CrashPoint("after_compensation_outcome");
-        done(next);
+        a->End(next);
       });
 }
 
@@ -151,36 +135,33 @@ auto StepRunner::RecordUndo(Tx& tx, const SagaDefinition& def, int i, const Call
 auto StepRunner::ReconcileCompensation(const std::string& id, const SagaDefinitionPtr& def,
                                        const InstancePtr& inst, int i, const MarkPtr& mark,
                                        Done done) -> void {
-  CheckMark(id, i, mark, "a question about an undo");
-  const StepDefinition& sd = def->steps[i];
-  const StepState& st = inst->step(i);
-  const ServiceConfig* svc = sd.compensation ? adapter_.Service(sd.compensation->service) : nullptr;
-  // Compensations are idempotent by contract: without a query, re-send.
-  if (!svc || !QueryableFor(sd, *svc)) {
-    Compensate(id, def, inst, i, mark, std::move(done));
-    return;
-  }
-  // What follows the answer commits asynchronously (a re-sent
-  // compensation's STARTED, or the answer): it runs on the reply's thread.
-  Ask(sd.compensation->service, st.comp_key, id, st.comp_attempts, TraceOf(*inst), done,
-      [this, id, def, inst, i, mark, done](QueryResult q) {
-        metrics_.Query("compensation", q);
-        if (q.outcome == QueryOutcome::kNotHappened) {
-          Compensate(id, def, inst, i, mark, done);
-          return;
-        }
-        RecordUndoAnswer(id, def, i, q, inst->step(i).comp_key, done);
-      });
+  AskUndo(Begin(id, def, i, mark, TraceOf(*inst), std::move(done)), inst);
 }
 
-auto StepRunner::RecordUndoAnswer(const std::string& id, const SagaDefinitionPtr& defp, int i,
-                                  const QueryResult& q, const std::string& comp_key, Done done)
-    -> void {
-  const StepDefinition& sd = defp->steps[i];
+auto StepRunner::AskUndo(const ActionPtr& a, const InstancePtr& inst) -> void {
+  const StepDefinition& sd = a->step_def();
+  const StepState& st = inst->step(a->step());
+  a->Begin(Phase::kAskUndo, st.comp_key, st.comp_attempts);
+  CheckMark(*a);
+  const ServiceConfig* svc = sd.compensation ? adapter_.Service(sd.compensation->service) : nullptr;
+  // Compensations are idempotent by contract: without a query, re-send.
+  if (!svc || !QueryableFor(sd, *svc)) return Undo(a, *inst);
+  // What follows the answer commits asynchronously (a re-sent
+  // compensation's STARTED, or the answer), on the instance's owner.
+  Ask(a, sd.compensation->service, [this, a, inst](QueryResult q) {
+    metrics_.Query("compensation", q);
+    if (q.outcome == QueryOutcome::kNotHappened) return Undo(a, *inst);
+    RecordUndoAnswer(a, q);
+  });
+}
+
+auto StepRunner::RecordUndoAnswer(const ActionPtr& a, const QueryResult& q) -> void {
+  const SagaDefinitionPtr defp = a->def();
+  const StepDefinition& sd = a->step_def();
   const RetryPolicy policy = RetryFor(sd, sd.compensation->service);
   TransitionAsync(
-      id,
-      [this, defp, i, q, comp_key, policy](Tx& tx) -> Status {
+      a->id(),
+      [this, defp, i = a->step(), q, comp_key = a->key(), policy](Tx& tx) -> Status {
         const SagaDefinition& def = *defp;
         const StepDefinition& sd = def.steps[i];
         if (tx.inst().step(i).status() != StepStatus::kCompensating)
@@ -209,7 +190,7 @@ auto StepRunner::RecordUndoAnswer(const std::string& id, const SagaDefinitionPtr
         }
         return AskAgainLater(tx, i, "compensation", q.error, next.at_ms);
       },
-      std::move(done));
+      EndOf(a));
 }
 
 }  // namespace sagad

@@ -5,29 +5,10 @@
 #include <gtest/gtest.h>
 
 #include "tests/testing/manual_clock.h"
+#include "tests/testing/service_configs.h"
 
 namespace sagad {
 namespace {
-
-// The services' configuration only (no call is made through it).
-class Configs : public Adapter {
- public:
-  std::map<std::string, ServiceConfig> services;
-  CallResult Call(const CallRequest&) override { return {}; }
-  QueryResult Query(const std::string&, const std::string&, const std::string&, uint64_t, int,
-                    const TraceContext&) override {
-    return {};
-  }
-  const ServiceConfig* Service(const std::string& name) const override {
-    auto it = services.find(name);
-    return it == services.end() ? nullptr : &it->second;
-  }
-  std::vector<std::string> ServiceNames() const override {
-    std::vector<std::string> out;
-    for (const auto& [n, s] : services) out.push_back(n);
-    return out;
-  }
-};
 
 class ServiceGatesTest : public ::testing::Test {
  protected:
@@ -49,7 +30,7 @@ class ServiceGatesTest : public ::testing::Test {
     return nullptr;
   }
 
-  Configs configs_;
+  testing::ServiceConfigs configs_;
   testing::ManualClock clock_;
   ServiceGates gates_{configs_, clock_};
   std::vector<std::string> woken_;
