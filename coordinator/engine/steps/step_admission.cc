@@ -47,8 +47,8 @@ auto StepRunner::Admit(const ActionPtr& a, const std::string& service, bool rese
   if (resend) {
     int64_t wait = TakeRetryToken(service);
     if (wait > 0) {
-      a->FreePermit();  // nothing is sent now: the service's slot is free
       DeferRetry(a, service, wait);
+      a->FreePermit();  // nothing is sent now: the service's slot is free
       return false;
     }
   }

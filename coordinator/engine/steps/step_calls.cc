@@ -51,7 +51,7 @@ auto StepRunner::CallIfOwner(const ActionPtr& a, const CallRequest& req, Complet
                {"instance", req.instance_id},
                {"key", req.idempotency_key},
                {"error", ready.ToString()}});
-    a->End(host_.AfterFailedCommit(a->id(), ready));  // nothing left: the permit goes
+    Abandon(a, ready);
     return;
   }
   gates_.CallStarted(req.service);
@@ -82,7 +82,7 @@ auto StepRunner::CallIfOwner(const ActionPtr& a, const CallRequest& req, Complet
                  {"key", a->key()},
                  {"error", res.error}});
       Status lost = Unavailable(res.error);  // planned again: reconciled before any re-send
-      return Continue(h, a, [this, a, lost] { a->End(host_.AfterFailedCommit(a->id(), lost)); });
+      return Continue(h, a, [this, a, lost] { Abandon(a, lost); });
     }
     Continue(h, a, [a, k, res = std::move(res)] {
       a->FreePermit();  // the reply is in: the service's slot is free
@@ -90,6 +90,11 @@ auto StepRunner::CallIfOwner(const ActionPtr& a, const CallRequest& req, Complet
     });
   });
   h->returned = true;
+}
+
+auto StepRunner::Abandon(const ActionPtr& a, const Status& why) -> void {
+  a->FreePermit();  // first: a step waiting for the service's slot may have it
+  a->End(host_.AfterFailedCommit(a->id(), why));
 }
 
 auto StepRunner::Ask(const ActionPtr& a, const std::string& service, Completion<QueryResult> k)

@@ -208,7 +208,7 @@ auto StepRunner::StartThenSend(const ActionPtr& a, Rendered r) -> void {
                        {{"key", key}, {"args_hash", hash}, {"attempt", cur.step(i).attempts + 1}});
       },
       [this, a, request](Status s) {
-        if (!s.ok()) return a->End(host_.AfterFailedCommit(a->id(), s));
+        if (!s.ok()) return Abandon(a, s);
         CrashPoint("after_started");
         // An exception (a bug) must not reach the store's thread.
         Guarded(a, [&] { SendForward(a, std::move(*request)); });

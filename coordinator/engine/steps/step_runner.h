@@ -169,8 +169,12 @@ class StepRunner {
   // in 5 s and the action ends with kStop.
   void Guarded(const ActionPtr& a, const Task& fn);
   // Sends `req` (a's request) if host_.MaySend allows it and goes on with
-  // k(reply), the permit freed; else a ends at once (AfterFailedCommit).
+  // k(reply), the permit freed; else a ends at once (Abandon).
   void CallIfOwner(const ActionPtr& a, const CallRequest& req, Completion<CallResult> k);
+  // Nothing was sent, or nothing is left to send, because of `why` (a
+  // commit that did not happen, the lease): the permit goes, then the
+  // driver learns what `why` means (AfterFailedCommit) and `a` ends.
+  void Abandon(const ActionPtr& a, const Status& why);
   // Asks `service` about a's key and attempt (Adapter::QueryAsync) and goes
   // on with k(answer), as Continue does.
   void Ask(const ActionPtr& a, const std::string& service, Completion<QueryResult> k);

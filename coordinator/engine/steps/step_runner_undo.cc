@@ -66,7 +66,7 @@ auto StepRunner::Undo(const ActionPtr& a, const Instance& inst) -> void {
         return tx.Step(i, StepEvent::kBeginCompensation, {{"key", key}, {"args_hash", hash}});
       },
       [this, a, req = std::move(req)](Status s) {
-        if (!s.ok()) return a->End(host_.AfterFailedCommit(a->id(), s));
+        if (!s.ok()) return Abandon(a, s);
         CrashPoint("after_compensation_started");
         SendUndo(a, req);
       });
