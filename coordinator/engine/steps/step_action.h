@@ -21,7 +21,9 @@
 //   held.
 // Thread-safety: none; an action runs on its instance's owner thread (every
 // continuation of it is posted there: StepRunner::Continue and the commits'
-// completions), one step of it at a time.
+// completions), one step of it at a time. While its request is out, the
+// thread that brings the reply only reads it (id and key, to log a
+// withheld send), and nothing changes it until the reply is handed over.
 #pragma once
 
 #include <chrono>
