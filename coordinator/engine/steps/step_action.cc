@@ -5,17 +5,6 @@
 #include "util/check.h"
 
 namespace sagad {
-namespace {
-
-void CheckHolds(const std::string& id, int step, const StepAction::MarkPtr& mark,
-                const char* what) {
-  // Only the action that holds the step's mark acts on it: no other one
-  // reconciles or re-sends a request still in flight (run_table.h).
-  SAGAD_CHECK(mark && mark->step() == step && mark->instance_id() == id)
-      << "instance " << id << " step " << step << ": " << what << " without the step's mark";
-}
-
-}  // namespace
 
 StepAction::StepAction(std::string id, SagaDefinitionPtr def, int step, MarkPtr mark,
                        TraceContext trace, Completion<Next> done)
@@ -25,7 +14,16 @@ StepAction::StepAction(std::string id, SagaDefinitionPtr def, int step, MarkPtr 
       trace_(std::move(trace)),
       mark_(std::move(mark)),
       done_(std::move(done)) {
-  CheckHolds(id_, step_, mark_, "an action");
+  Check("an action");
+}
+
+void StepAction::CheckHeld() const { Check(what()); }
+
+void StepAction::Check(const char* what) const {
+  // Only the action that holds the step's mark acts on it: no other one
+  // reconciles or re-sends a request still in flight (run_table.h).
+  SAGAD_CHECK(!ended_ && mark_ && mark_->step() == step_ && mark_->instance_id() == id_)
+      << "instance " << id_ << " step " << step_ << ": " << what << " without the step's mark";
 }
 
 const char* StepAction::what() const {
@@ -43,7 +41,6 @@ const char* StepAction::what() const {
 }
 
 void StepAction::Begin(Phase phase, std::string key, int attempt) {
-  CheckHolds(id_, step_, mark_, "an action");
   phase_ = phase;
   key_ = std::move(key);
   attempt_ = attempt;
@@ -57,7 +54,7 @@ void StepAction::MoveOn(SagaDefinitionPtr def, StepMark mark) {
   def_ = std::move(def);
   step_ = next;
   permit_.reset();
-  CheckHolds(id_, step_, mark_, "a chained send");
+  Check("a chained send");
 }
 
 void StepAction::End(Next next) {

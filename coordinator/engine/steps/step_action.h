@@ -62,7 +62,6 @@ class StepAction {
   const SagaDefinitionPtr& def() const { return def_; }
   int step() const { return step_; }
   const StepDefinition& step_def() const { return def_->steps[step_]; }
-  Phase phase() const { return phase_; }
   // What an action in this phase is, for messages ("a send", "an undo").
   const char* what() const;
   // The idempotency key it sends or asks about, and that send's attempt.
@@ -74,6 +73,9 @@ class StepAction {
   // When its request left (for the call's duration).
   Clock::time_point sent_at() const { return sent_at_; }
   bool ended() const { return ended_; }
+  // Aborts unless it is still under way and holds its step's mark (before
+  // it acts on the step: sends, asks or records).
+  void CheckHeld() const;
 
   // What it does next: the phase, and the key and attempt of that request.
   void Begin(Phase phase, std::string key, int attempt);
@@ -85,6 +87,9 @@ class StepAction {
   void End(Next next);
 
  private:
+  // CheckHeld, naming `what` was about to happen.
+  void Check(const char* what) const;
+
   const std::string id_;
   SagaDefinitionPtr def_;
   int step_;

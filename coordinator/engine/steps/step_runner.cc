@@ -105,15 +105,6 @@ auto StepRunner::Send(const std::string& id, const SagaDefinitionPtr& def, int i
   SendForward(a, std::move(request));
 }
 
-auto StepRunner::CheckMark(const StepAction& a) const -> void {
-  // Only the action that holds the step's mark acts on it: no other one
-  // reconciles or re-sends a request still in flight (run_table.h).
-  const MarkPtr& mark = a.mark();
-  SAGAD_CHECK(!a.ended() && mark && mark->step() == a.step() && mark->instance_id() == a.id())
-      << "instance " << a.id() << " step " << a.step() << ": " << a.what()
-      << " without the step's mark";
-}
-
 auto StepRunner::Jitter() -> sagad::UnitRandom {
   return [this] {
     MutexLock l(rng_mu_);
@@ -160,7 +151,7 @@ auto StepRunner::Forward(const ActionPtr& a, const Instance& inst) -> void {
   const StepState& st = inst.step(i);
   const ServiceConfig* svc = adapter_.Service(sd.forward.service);
   a->Begin(Phase::kSend, StepKey(a->id(), sd.name), st.attempts + 1);
-  CheckMark(*a);
+  a->CheckHeld();
   auto r = RenderStepRequest(inst, sd.forward);
   if (!svc || !r.ok()) {
     // Never sent: a human decides (a request is never rendered from a value
@@ -216,7 +207,7 @@ auto StepRunner::StartThenSend(const ActionPtr& a, Rendered r) -> void {
 }
 
 auto StepRunner::SendForward(const ActionPtr& a, Rendered r) -> void {
-  CheckMark(*a);
+  a->CheckHeld();
   const StepDefinition& sd = a->step_def();
   CallRequest req{sd.forward.service,
                   sd.forward.method,
@@ -381,7 +372,7 @@ auto StepRunner::AskForward(const ActionPtr& a, const Instance& inst) -> void {
   const StepDefinition& sd = a->step_def();
   const StepState& st = inst.step(a->step());
   a->Begin(Phase::kAsk, st.key, st.attempts);
-  CheckMark(*a);
+  a->CheckHeld();
   const ServiceConfig* svc = adapter_.Service(sd.forward.service);
   if (!svc) {
     Escalate(a, "outcome unknown and service '" + sd.forward.service + "' is not configured");

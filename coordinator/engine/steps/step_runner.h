@@ -179,8 +179,6 @@ class StepRunner {
   // on with k(answer), as Continue does.
   void Ask(const ActionPtr& a, const std::string& service, Completion<QueryResult> k);
 
-  // Aborts unless `a` holds its step's mark (before it acts on the step).
-  void CheckMark(const StepAction& a) const;
   // The actions, once begun: Execute, Reconcile, Compensate and
   // ReconcileCompensation on `inst` as it was loaded.
   void Forward(const ActionPtr& a, const Instance& inst);

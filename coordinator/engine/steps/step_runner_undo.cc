@@ -22,7 +22,7 @@ auto StepRunner::Undo(const ActionPtr& a, const Instance& inst) -> void {
   const StepDefinition& sd = a->step_def();
   const StepState& st = inst.step(a->step());
   a->Begin(Phase::kUndo, CompensationKey(id, sd.name), st.comp_attempts + 1);
-  CheckMark(*a);
+  a->CheckHeld();
   if (!sd.compensation) {
     Escalate(a, "step '" + sd.name + "' committed but has no compensation");
     return;
@@ -73,7 +73,7 @@ auto StepRunner::Undo(const ActionPtr& a, const Instance& inst) -> void {
 }
 
 auto StepRunner::SendUndo(const ActionPtr& a, const CallRequest& req) -> void {
-  CheckMark(*a);
+  a->CheckHeld();
   CallIfOwner(a, req, [this, a](CallResult res) { AfterUndo(a, res); });
 }
 
@@ -142,7 +142,7 @@ auto StepRunner::AskUndo(const ActionPtr& a, const InstancePtr& inst) -> void {
   const StepDefinition& sd = a->step_def();
   const StepState& st = inst->step(a->step());
   a->Begin(Phase::kAskUndo, st.comp_key, st.comp_attempts);
-  CheckMark(*a);
+  a->CheckHeld();
   const ServiceConfig* svc = sd.compensation ? adapter_.Service(sd.compensation->service) : nullptr;
   // Compensations are idempotent by contract: without a query, re-send.
   if (!svc || !QueryableFor(sd, *svc)) return Undo(a, *inst);
