@@ -73,6 +73,10 @@ struct StepDefinition {
   // Steps that must commit first. Unset: the step declared before (none for
   // the first); empty: a root step.
   std::optional<std::vector<std::string>> after;
+  // A run's call: the toolbox's tool it calls (the step's name is the
+  // agent's call_id). Taken from the call's record, never from the step's
+  // JSON; not part of equality. Empty for a saga's step.
+  std::string tool;
 
   bool operator==(const StepDefinition& o) const;
 };

@@ -26,30 +26,9 @@ std::string Str(const nlohmann::json& data, const char* field) {
 
 }  // namespace
 
-nlohmann::json Event::ToJson() const {
-  nlohmann::json j = {{"seq", seq}, {"at", at_ms}, {"type", type}};
-  if (!step.empty()) j["step"] = step;
-  if (!data.empty()) j["data"] = data;
-  return j;
-}
-
-StatusOr<Event> Event::FromJson(const nlohmann::json& j) {
-  Event e;
-  try {
-    if (!AsInt64(j.at("seq"), &e.seq) || !AsInt64(j.at("at"), &e.at_ms))
-      return InvalidArgument("malformed event: seq and at must be integers");
-    e.type = j.at("type").get<std::string>();
-    e.step = j.value("step", std::string());
-    e.data = j.value("data", nlohmann::json::object());
-  } catch (const nlohmann::json::exception& ex) {
-    return InvalidArgument(std::string("malformed event: ") + ex.what());
-  }
-  return e;
-}
-
 Event Instance::CreatedEvent(const std::string& id, const SagaDefinition& def,
                              const nlohmann::json& input, const nlohmann::json& trace,
-                             const nlohmann::json& metadata) {
+                             const nlohmann::json& metadata, const std::string& by) {
   Event e;
   e.type = kInstanceCreatedEvent;
   nlohmann::json names = nlohmann::json::array();
@@ -61,6 +40,7 @@ Event Instance::CreatedEvent(const std::string& id, const SagaDefinition& def,
   e.data = {{"id", id},       {"saga", def.name}, {"version", def.version},
             {"input", input}, {"steps", names},   {"after", after}};
   if (!trace.is_null()) e.data["trace"] = trace;
+  if (!by.empty()) e.data["by"] = by;
   if (def.run) {
     e.data["kind"] = "run";
     e.data["run"] = {{"idle_timeout_ms", def.idle_timeout_ms}, {"idle_abort", def.idle_abort}};
@@ -219,6 +199,7 @@ Status Instance::ApplyCreated(const Event& e) {
     saga_version_ = static_cast<int>(version);
     input_ = e.data.at("input");
     trace_ = e.data.value("trace", nlohmann::json());
+    owner_ = e.data.value("by", "");
     for (const auto& n : e.data.at("steps")) {
       StepState st;
       st.name = n.get<std::string>();
@@ -291,9 +272,15 @@ Status Instance::ApplyStepEvent(const Event& e) {
 nlohmann::json Instance::StepJson(const StepState& st) const {
   nlohmann::json after = nlohmann::json::array();
   for (int d : st.after) after.push_back(steps_[d].name);
+  // A run's call that will never be sent (its run was aborted or ended
+  // before it went) is CANCELLED, never PLANNED: nothing will send it.
+  const SagaStatus ss = status();
+  const bool cancelled = run_ && st.status() == StepStatus::kPlanned &&
+                         (ss == SagaStatus::kCompensating || ss == SagaStatus::kCompensated ||
+                          ss == SagaStatus::kCompleted);
   nlohmann::json j = {{"name", st.name},
                       {"after", std::move(after)},
-                      {"status", StepStatusName(st.status())},
+                      {"status", cancelled ? "CANCELLED" : StepStatusName(st.status())},
                       {"key", st.key},
                       {"attempts", st.attempts},
                       {"reconciliations", st.reconciliations},
@@ -338,6 +325,11 @@ nlohmann::json Instance::TopJson() const {
                       {"schema_version", kRecordSchemaVersion}};
   if (!review_reason_.empty()) j["review_reason"] = review_reason_;
   if (run_) j["kind"] = "run";
+  if (!owner_.empty()) j["owner"] = owner_;
+  // An OPEN run waiting for its silent agent: until when (the idle rule of
+  // policies/deadlines.h, from the same two values).
+  if (run_ && run_->idle_timeout_ms > 0 && status() == SagaStatus::kRunning && Settled())
+    j["idle_until"] = updated_at_ + run_->idle_timeout_ms;
   std::vector<int> current = CurrentSteps();
   int cur = current.empty() ? -1 : current[0];
   nlohmann::json names = nlohmann::json::array();

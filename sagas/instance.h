@@ -37,6 +37,13 @@ struct Event {
 
   nlohmann::json ToJson() const;
   static StatusOr<Event> FromJson(const nlohmann::json& j);
+  // Who made it happen: the principal or operator its data names ("by":
+  // the creator of an instance, the agent of a call, the operator of an
+  // action), else "sagad" (the engine's own doing: sends, outcomes,
+  // retries, timeouts).
+  std::string By() const;
+  // ToJson with "by" beside the type: the API's and the bundle's view.
+  nlohmann::json ViewJson() const;
 };
 
 // What the coordinator knows about one step, beyond its machine's state.
@@ -98,10 +105,12 @@ class Instance {
   // context the instance's downstream calls continue ({"trace_id", ...}).
   // A run (def.run: a toolbox's settings, no steps) records that it is one
   // and the agent's `metadata` (an object: agent, model, prompt_version...).
+  // `by`: the principal that created it (its owner; empty: none recorded).
   static Event CreatedEvent(const std::string& id, const SagaDefinition& def,
                             const nlohmann::json& input,
                             const nlohmann::json& trace = nlohmann::json(),
-                            const nlohmann::json& metadata = nlohmann::json());
+                            const nlohmann::json& metadata = nlohmann::json(),
+                            const std::string& by = "");
   // Rebuilds an instance by replaying its log with no side effects.
   // InvalidArgument if the log is not a valid history for `def`.
   static StatusOr<Instance> Replay(const std::string& id, const SagaDefinition& def,
@@ -133,6 +142,10 @@ class Instance {
   bool is_run() const { return run_ != nullptr; }
   const SagaDefinitionPtr& run_definition() const { return run_; }
   const nlohmann::json& metadata() const { return metadata_; }
+  // The principal that created the instance (the token's name, "local"
+  // without tokens): a run belongs to it. Empty for an instance created
+  // before owners were recorded (then only operators see it).
+  const std::string& owner() const { return owner_; }
   bool reviewing_compensation() const { return machine_.reviewing_compensation(); }
   const std::string& review_reason() const { return review_reason_; }
   int64_t created_at() const { return created_at_; }
@@ -193,6 +206,7 @@ class Instance {
   nlohmann::json trace_;
   SagaDefinitionPtr run_;    // a run's definition (its calls so far); null for a saga
   nlohmann::json metadata_;  // a run's metadata (null for a saga)
+  std::string owner_;        // instance_created's "by"
   // The texts of input_ and trace_ in SnapshotText() (set once, shared).
   std::shared_ptr<const std::string> input_text_, trace_text_, metadata_text_;
   SagaMachine machine_;

@@ -67,6 +67,7 @@ Status Instance::ApplyCallAppended(const Event& e) {
     auto step = StepFromJson(e.data.at("definition"));
     if (!step.ok()) return step.status();
     if (step->name != e.step) return InvalidArgument("call_appended: definition of another call");
+    step->tool = e.data.value("tool", "");
     def->steps.push_back(std::move(*step));
   } catch (const nlohmann::json::exception& ex) {
     return InvalidArgument(std::string("malformed call_appended: ") + ex.what());

@@ -86,6 +86,15 @@ Status ValidateTool(const ToolDefinition& t) {
     return InvalidArgument("tool name must be 1-64 of [A-Za-z0-9_-], got '" +
                            SanitizeUtf8(st.name) + "'");
   if (st.after) return InvalidArgument("tool '" + st.name + "': a tool has no \"after\"");
+  if (auto declared = DeclaredArguments(t); declared && declared->count("call_id"))
+    return InvalidArgument("tool '" + st.name +
+                           "': an argument may not be named call_id (it is the call's own name, "
+                           "given beside the arguments, and over MCP among them)");
+  if (t.arguments_schema.is_object() && t.arguments_schema.contains("required") &&
+      t.arguments_schema["required"].is_array())
+    for (const auto& r : t.arguments_schema["required"])
+      if (r == "call_id")
+        return InvalidArgument("tool '" + st.name + "': an argument may not be named call_id");
   SAGAD_RETURN_IF_ERROR(CheckCall(t, st.forward, false));
   if (!st.irreversible && !st.compensation)
     return InvalidArgument("tool '" + st.name +
@@ -136,7 +145,14 @@ StatusOr<ToolDefinition> ToolFromJson(const nlohmann::json& js) {
     return InvalidArgument("tool '" + SanitizeUtf8(js.value("name", std::string("?"))) +
                            "': a tool has no \"after\" (a run orders its calls)");
   auto st = StepFromJson(step);
-  if (!st.ok()) return st.status();
+  if (!st.ok()) {
+    // The step's checks speak of a step; here it is a tool.
+    std::string m = st.status().message();
+    for (const char* w : {"step '", "a step "})
+      if (m.rfind(w, 0) == 0)
+        m = std::string(w[0] == 's' ? "tool '" : "a tool ") + m.substr(std::string(w).size());
+    return InvalidArgument(m);
+  }
   t.step = std::move(*st);
   return t;
 }

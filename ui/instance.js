@@ -6,7 +6,7 @@ import { api, answerBox, canOperate, el, field, json, longValue, poll, pre, row,
 import { stepGraph } from './graph.js';
 
 // A run's calls, in the order its agent made them.
-const CALL_COLUMNS = ['Call', 'Tool', 'Status', 'Arguments', 'Result', 'Reason', 'Evidence', 'Model'];
+const CALL_COLUMNS = ['Call', 'Tool', 'Status', 'Arguments', 'Result', 'Reason', 'Evidence', 'Model', 'By'];
 
 function callRow(c) {
   return row(CALL_COLUMNS, { 'data-call': c.call_id }, [
@@ -16,7 +16,8 @@ function callRow(c) {
     c.result === null || c.result === undefined ? '-' : pre(json(c.result), { class: 'call-result' }),
     el('td', { class: 'call-reason' }, c.reason || '-'),
     el('td', { class: 'call-evidence' }, (c.evidence || []).map(String).join(', ') || '-'),
-    el('td', { class: 'call-model' }, c.model || '-')]);
+    el('td', { class: 'call-model' }, c.model || '-'),
+    el('td', { class: 'call-by' }, c.by || '-')]);
 }
 
 const STEP_COLUMNS = ['Step', 'After', 'Status', 'Attempts', 'Last error', 'Next retry',
@@ -59,8 +60,12 @@ function instanceHead(inst) {
   return el('div', { class: 'kv' },
     el('span', {}, inst.kind === 'run' ? 'toolbox (a run)' : 'saga'),
     el('span', {}, el('a', { href: '#/sagas' }, inst.saga + ' v' + inst.saga_version)),
+    el('span', {}, inst.kind === 'run' ? 'opened by' : 'submitted by'),
+    el('span', { id: 'instance-owner' }, inst.owner || '-'),
     inst.kind === 'run' ? el('span', {}, 'agent') : '',
     inst.kind === 'run' ? pre(json(inst.metadata || {}), { id: 'run-metadata' }) : '',
+    inst.idle_until ? el('span', {}, 'waits for its agent until') : '',
+    inst.idle_until ? el('span', { id: 'idle-until' }, when(inst.idle_until)) : '',
     el('span', {}, 'status'), el('span', { id: 'instance-status' }, statusBadge(inst.status)),
     el('span', {}, 'waiting for'), el('span', {}, inst.waiting_for || '-'),
     el('span', {}, 'current steps'), el('span', { id: 'current-steps' }, (inst.current_steps || []).join(', ') || '-'),
@@ -86,8 +91,9 @@ function stepRow(s) {
 function timelineItem(e) {
   const d = e.data || {};
   const detail = d.reason || d.error || d.comment;
-  return el('li', { 'data-type': e.type, 'data-step': e.step || '' },
-    el('time', {}, when(e.at)), ' ', e.type + (e.step ? ' · ' + e.step : '') + (detail ? ' — ' + detail : ''));
+  return el('li', { 'data-type': e.type, 'data-step': e.step || '', 'data-by': e.by || '' },
+    el('time', {}, when(e.at)), ' ', e.type + (e.step ? ' · ' + e.step : '') + (detail ? ' — ' + detail : '') +
+    (e.by && e.by !== 'sagad' ? ' (by ' + e.by + ')' : ''));
 }
 
 async function showBundle(bundle, path, inst) {

@@ -53,7 +53,9 @@ export function instancesPage(params) {
     list.body.replaceChildren(...r.body.instances.map((i) => row(cols, { 'data-id': i.id }, [
       ...(operate ? [selectBox(i.id)] : []),
       el('a', { href: '#/instance/' + encodeURIComponent(i.id), class: 'long' }, i.id),
-      i.saga + ' v' + i.saga_version, statusBadge(i.status), i.waiting_for || '-',
+      i.saga + ' v' + i.saga_version, statusBadge(i.status),
+      el('span', { class: 'waiting' }, i.waiting_for ||
+        (i.idle_until ? 'its agent, until ' + when(i.idle_until) : '-')),
       (i.current_steps || []).join(', ') || i.current_step || '-', when(i.updated_at)])));
     selectPage.checked = pageIds.length > 0 && pageIds.every((x) => selected.has(x));
     list.table.hidden = r.body.instances.length === 0;
@@ -70,7 +72,7 @@ export function instancesPage(params) {
 
 function filters(params) {
   const status = el('select', { id: 'f-status' },
-    ['', 'RUNNING', 'AWAITING_APPROVAL', 'COMPENSATING', 'NEEDS_REVIEW', 'COMPLETED', 'COMPENSATED']
+    ['', 'RUNNING', 'OPEN', 'AWAITING_APPROVAL', 'COMPENSATING', 'NEEDS_REVIEW', 'COMPLETED', 'COMPENSATED']
       .map((s) => el('option', { value: s, selected: params.get('status') === s }, s || 'any')));
   const saga = el('input', { id: 'f-saga', type: 'text', value: params.get('saga') || '' });
   const waiting = el('select', { id: 'f-waiting' },
@@ -119,8 +121,11 @@ function bulkActions(query, selected) {
     ['retry', 'cancel', 'approve', 'reject'].map((a) => el('option', { value: a }, a)));
   const text = el('input', { id: 'bulk-text', type: 'text' });
   const out = el('div', { id: 'bulk-out' });
-  const confirmFor = (ids, what) => {
+  const confirmFor = async (ids, what) => {
     const verb = action.value;
+    // Approve: exactly the approvals shown now, each bound to its digest
+    // (an agent's call or an irreversible step is never approved unseen).
+    if (verb === 'approve') return confirmSeen(ids, what, text, out);
     const n = ids.length + ' instance' + (ids.length === 1 ? '' : 's');
     const Verb = verb[0].toUpperCase() + verb.slice(1);
     const confirm = el('button', { id: 'bulk-confirm', type: 'button', class: verb === 'retry' || verb === 'approve' ? '' : 'danger',
@@ -156,13 +161,50 @@ function bulkActions(query, selected) {
   return section;
 }
 
+// The approvals of `ids` as /v1/approvals shows them now: the operator
+// confirms that list, and exactly it is sent, with each request's digest.
+async function confirmSeen(ids, what, text, out) {
+  const r = await api('GET', '/v1/approvals');
+  if (r.status !== 200) { out.replaceChildren(answerBox(r)); return; }
+  const wanted = new Set(ids);
+  const cards = r.body.approvals.filter((c) => wanted.has(c.instance_id) && c.digest);
+  if (cards.length === 0) {
+    out.replaceChildren(el('div', { class: 'answer error', role: 'status' }, 'Nothing listed awaits approval.'));
+    return;
+  }
+  const list = el('ul', { id: 'bulk-approvals' }, ...cards.map((c) => el('li', { 'data-id': c.instance_id },
+    c.instance_id + ' · ' + c.step + (c.call ? ' (' + c.call.tool + ')' : '') + (c.irreversible ? ' — irreversible' : ''))));
+  const n = cards.length + ' approval' + (cards.length === 1 ? '' : 's');
+  const m = ids.length + ' instance' + (ids.length === 1 ? '' : 's');
+  const seen = cards.map((c) => ({ instance_id: c.instance_id, step: c.step, digest: c.digest }));
+  const confirm = el('button', { id: 'bulk-confirm', type: 'button',
+    onclick: () => runSeen(seen, text.value, out) }, 'Approve ' + n);
+  const back = el('button', { type: 'button', class: 'secondary', onclick: () => out.replaceChildren() }, 'Back');
+  out.replaceChildren(el('div', { class: 'confirm', role: 'alertdialog', 'aria-label': 'Confirm the approvals' },
+    el('p', { id: 'bulk-question' }, 'Approve ' + m + ' ' + what + ': the ' + n +
+      ' below, each exactly as shown?'), list,
+    el('div', { class: 'row' }, confirm, back)));
+  confirm.focus();
+}
+
+async function runSeen(seen, comment, out) {
+  out.replaceChildren(el('div', { class: 'answer', role: 'status' }, 'Sending…'));
+  const r = await api('POST', '/v1/approvals/actions/approve', { approvals: seen, comment });
+  if (r.status !== 200 && r.status !== 409) { out.replaceChildren(answerBox(r)); return; }
+  showResults('approve', r.body.results.map((x) => ({ id: x.instance_id, http_status: x.http_status,
+    detail: x.step + ': ' + x.detail })), out);
+}
+
 async function runBulk(verb, ids, text, out) {
   out.replaceChildren(el('div', { class: 'answer', role: 'status' }, 'Sending…'));
   const body = { ids };
   body[verb === 'reject' || verb === 'cancel' ? 'reason' : 'comment'] = text;
   const r = await api('POST', '/v1/instances/actions/' + verb, body);
   if (r.status !== 200) { out.replaceChildren(answerBox(r)); return; }
-  const results = r.body.results;
+  showResults(verb, r.body.results, out);
+}
+
+function showResults(verb, results, out) {
   const done = results.filter((x) => x.http_status >= 200 && x.http_status < 300).length;
   const headers = ['Instance', 'Answer', 'Detail'];
   const t = table('bulk-results', headers, 'bulk-results-body');

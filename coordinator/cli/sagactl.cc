@@ -13,7 +13,7 @@
 //   retry ID STEP [--comment C]        skip ID STEP --result JSON [--ref REF] [--comment C]
 //   cancel ID [--reason R]             compensate ID [--reason R]
 //   services                           pause SERVICE [--reason R]    resume SERVICE
-//   deploy FILE                        a JSON saga definition, as its name and version
+//   deploy FILE                        a JSON saga or toolbox definition, as its name and version
 //   graph SAGA[@VERSION] [--format dot|mermaid]   the saga's steps as a graph (newest version)
 //   inspect --data-dir DIR|--store URL [ID]   read a store directly
 //   verify --data-dir DIR|--store URL         replay every instance's log, compare with its
@@ -263,7 +263,10 @@ bool DeployCommand(const std::string& cmd, const Args& a, Client& c, bool as_jso
   const std::string name = Segment(def["name"]);
   const std::string version = std::to_string(def["version"].get<int64_t>());
   *out = Must(c.Deploy(def));
-  if (!as_json) std::cout << "saga " << name << " version " << version << " deployed\n";
+  const bool toolbox = def.value("kind", json()) == "toolbox";
+  if (!as_json)
+    std::cout << (toolbox ? "toolbox " : "saga ") << name << " version " << version
+              << " deployed\n";
   return true;
 }
 

@@ -219,6 +219,18 @@ StatusOr<json> Client::Bulk(const std::string& action, const json& targets,
   return Named("POST", "/v1/instances/actions/", action, "", body);
 }
 
+StatusOr<json> Client::ApproveSeen(const json& cards, const std::string& comment) {
+  json list = json::array();
+  for (const auto& c : cards)
+    if (c.is_object())
+      list.push_back({{"instance_id", c.value("instance_id", "")},
+                      {"step", c.value("step", "")},
+                      {"digest", c.value("digest", json()).is_string() ? c["digest"] : json("")}});
+  json body = {{"approvals", list}};
+  if (!comment.empty()) body["comment"] = comment;
+  return Call("POST", "/v1/approvals/actions/approve", body);
+}
+
 StatusOr<json> Client::Sagas() { return Call("GET", "/v1/sagas"); }
 
 StatusOr<json> Client::Definition(const std::string& saga, int version) {
@@ -229,7 +241,9 @@ StatusOr<json> Client::Deploy(const json& definition) {
   if (!definition.is_object() || !definition.contains("name") || !definition["name"].is_string() ||
       !definition.contains("version") || !definition["version"].is_number_integer())
     return InvalidArgument("a definition needs \"name\" (a string) and \"version\" (an integer)");
-  return Named("PUT", "/v1/sagas/", definition["name"].get<std::string>(),
+  const bool toolbox = definition.value("kind", nlohmann::json()) == "toolbox";
+  return Named("PUT", toolbox ? "/v1/toolboxes/" : "/v1/sagas/",
+               definition["name"].get<std::string>(),
                "/versions/" + std::to_string(definition["version"].get<int64_t>()), definition);
 }
 

@@ -85,11 +85,16 @@ class Client {
   // {"filter": {...}, "limit": N}; `text` the comment or reason.
   StatusOr<nlohmann::json> Bulk(const std::string& action, const nlohmann::json& targets,
                                 const std::string& text = "");
+  // POST /v1/approvals/actions/approve: exactly the approval cards given
+  // (as Approvals() listed them: instance_id, step, digest) whose request
+  // is still the one seen; a 409 (FailedPrecondition) lists the others.
+  StatusOr<nlohmann::json> ApproveSeen(const nlohmann::json& cards,
+                                       const std::string& comment = "");
 
   StatusOr<nlohmann::json> Sagas();
   StatusOr<nlohmann::json> Definition(const std::string& saga, int version);
   // PUT /v1/sagas/{name}/versions/{version} of the definition's own name
-  // and version.
+  // and version (/v1/toolboxes/... when it says "kind": "toolbox").
   StatusOr<nlohmann::json> Deploy(const nlohmann::json& definition);
   StatusOr<nlohmann::json> Services();
   StatusOr<nlohmann::json> PauseService(const std::string& name, const std::string& reason = "");

@@ -84,14 +84,17 @@ Status Engine::Start() { return impl_->Start(); }
 void Engine::Stop() { impl_->Stop(); }
 StatusOr<SubmitOutcome> Engine::Submit(const std::string& saga, int version,
                                        const nlohmann::json& input, const std::string& client_key,
-                                       const std::string& request_hash, const TraceContext& trace) {
-  return impl_->submissions().Submit(saga, version, input, client_key, request_hash, trace);
+                                       const std::string& request_hash, const TraceContext& trace,
+                                       const std::string& by) {
+  return impl_->submissions().Submit(saga, version, input, client_key, request_hash, trace, nullptr,
+                                     by);
 }
 void Engine::SubmitAsync(const std::string& saga, int version, const nlohmann::json& input,
                          const std::string& client_key, const std::string& request_hash,
-                         const TraceContext& trace, Completion<StatusOr<SubmitOutcome>> done) {
+                         const TraceContext& trace, const std::string& by,
+                         Completion<StatusOr<SubmitOutcome>> done) {
   impl_->submissions().SubmitAsync(saga, version, input, client_key, request_hash, trace, nullptr,
-                                   std::move(done));
+                                   by, std::move(done));
 }
 void Engine::FinishSubmission(const std::string& key, int status, const nlohmann::json& r,
                               Task then) {
@@ -117,6 +120,9 @@ StatusOr<InstancePage> Engine::List(const InstanceFilter& filter, size_t limit,
   return impl_->List(filter, limit, cursor);
 }
 StatusOr<nlohmann::json> Engine::Approvals() { return impl_->Approvals(); }
+StatusOr<size_t> Engine::OpenRuns(const std::string& principal) {
+  return impl_->OpenRuns(principal);
+}
 StatusOr<nlohmann::json> Engine::Counts() { return impl_->Counts(); }
 std::string Engine::MetricsText() { return impl_->MetricsText(); }
 Status Engine::CheckWritable() { return impl_->store().CheckWritable(); }
@@ -151,19 +157,19 @@ StatusOr<SubmitOutcome> Engine::StartRun(const std::string& toolbox, int version
                                          const nlohmann::json& input,
                                          const nlohmann::json& metadata,
                                          const std::string& client_key,
-                                         const std::string& request_hash,
-                                         const TraceContext& trace) {
+                                         const std::string& request_hash, const TraceContext& trace,
+                                         const std::string& by) {
   if (!metadata.is_object()) return InvalidArgument("metadata must be a JSON object");
   return impl_->submissions().Submit(toolbox, version, input, client_key, request_hash, trace,
-                                     &metadata);
+                                     &metadata, by);
 }
 void Engine::StartRunAsync(const std::string& toolbox, int version, const nlohmann::json& input,
                            const nlohmann::json& metadata, const std::string& client_key,
                            const std::string& request_hash, const TraceContext& trace,
-                           Completion<StatusOr<SubmitOutcome>> done) {
+                           const std::string& by, Completion<StatusOr<SubmitOutcome>> done) {
   if (!metadata.is_object()) return done(InvalidArgument("metadata must be a JSON object"));
   impl_->submissions().SubmitAsync(toolbox, version, input, client_key, request_hash, trace,
-                                   &metadata, std::move(done));
+                                   &metadata, by, std::move(done));
 }
 StatusOr<bool> Engine::AppendCall(const std::string& id, const nlohmann::json& call,
                                   const std::string& actor) {

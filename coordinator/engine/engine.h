@@ -88,15 +88,18 @@ class Engine {
   // client key: replay (same request hash), AlreadyExists (the key was used
   // with another request), FailedPrecondition (the first is still in flight).
   // `trace` is kept with the instance: every downstream call continues it.
+  // `by`: the principal submitting (its owner: docs/agents.md, ownership).
   StatusOr<SubmitOutcome> Submit(const std::string& saga, int version, const nlohmann::json& input,
                                  const std::string& client_key, const std::string& request_hash,
-                                 const TraceContext& trace = TraceFromHeaders("", ""));
+                                 const TraceContext& trace = TraceFromHeaders("", ""),
+                                 const std::string& by = "local");
   // Submit, without waiting for the creation's commit: `done` gets what
   // Submit would return, on a worker (or inside this call when the
   // submission is refused or replayed before anything is written).
   void SubmitAsync(const std::string& saga, int version, const nlohmann::json& input,
                    const std::string& client_key, const std::string& request_hash,
-                   const TraceContext& trace, Completion<StatusOr<SubmitOutcome>> done);
+                   const TraceContext& trace, const std::string& by,
+                   Completion<StatusOr<SubmitOutcome>> done);
   // Stores the response of a submission (first one wins; status 0: no
   // response was given, nothing is stored) and ends its in-flight window,
   // without waiting for the write: `then` (optional) runs once it is done,
@@ -210,12 +213,13 @@ class Engine {
   StatusOr<SubmitOutcome> StartRun(const std::string& toolbox, int version,
                                    const nlohmann::json& input, const nlohmann::json& metadata,
                                    const std::string& client_key, const std::string& request_hash,
-                                   const TraceContext& trace = TraceFromHeaders("", ""));
+                                   const TraceContext& trace = TraceFromHeaders("", ""),
+                                   const std::string& by = "local");
   // StartRun, completing `done` as SubmitAsync does.
   void StartRunAsync(const std::string& toolbox, int version, const nlohmann::json& input,
                      const nlohmann::json& metadata, const std::string& client_key,
                      const std::string& request_hash, const TraceContext& trace,
-                     Completion<StatusOr<SubmitOutcome>> done);
+                     const std::string& by, Completion<StatusOr<SubmitOutcome>> done);
   // An agent's call (coordinator/engine/actions/agent_runs.h): true when recorded
   // now, false when the same call was made before (its first outcome
   // answers). InvalidArgument (nothing recorded), AlreadyExists (the
@@ -231,6 +235,10 @@ class Engine {
   Status FinishRun(const std::string& id, const std::string& actor, ActionDone done = nullptr);
   Status AbortRun(const std::string& id, const std::string& actor, const std::string& reason,
                   ActionDone done = nullptr);
+
+  // How many runs `principal` has OPEN (or waiting: not finished), from
+  // the store's unfinished instances: what max_open_runs bounds.
+  StatusOr<size_t> OpenRuns(const std::string& principal);
 
   // True when the instance needs nothing more from the engine right now.
   static bool IsSettled(const std::string& status);

@@ -107,6 +107,7 @@ class Engine::Impl final : private InstanceRepository::Listener, private Submiss
   // Every step awaiting approval, oldest first, with the exact request an
   // approval lets go (the approval binds to its key and args hash).
   StatusOr<nlohmann::json> Approvals();
+  StatusOr<size_t> OpenRuns(const std::string& principal);
 
   // Unfinished instances by status (from the index: no snapshot is read).
   StatusOr<nlohmann::json> Counts();

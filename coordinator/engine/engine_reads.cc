@@ -68,6 +68,7 @@ auto Engine::Impl::Approvals() -> StatusOr<nlohmann::json> {
       const StepState& st = (*inst)->step(i);
       if (st.status() != StepStatus::kAwaitingApproval) continue;
       nlohmann::json request = nullptr;
+      std::string digest;
       if (def) {
         const CallSpec& call = def->steps[i].forward;
         const ServiceConfig* svc = adapter_.Service(call.service);
@@ -82,14 +83,21 @@ auto Engine::Impl::Approvals() -> StatusOr<nlohmann::json> {
                      {"body_sha256", Sha256Hex(CanonicalJson(r->body))}};
         else
           request = {{"error", r.status().message()}};
+        if (r.ok()) digest = r->hash;  // "METHOD path\n" + canonical body (step_request.h)
       }
+      // What an operator approves is bound to this digest (the request's
+      // hash, its key's binding too): POST /v1/approvals/actions/approve
+      // names it, and approves only while it still matches.
       nlohmann::json card = {{"instance_id", id},
+                             {"digest", digest.empty() ? nlohmann::json() : nlohmann::json(digest)},
+                             {"irreversible", def && def->steps[i].irreversible},
                              {"saga", (*inst)->saga()},
                              {"saga_version", (*inst)->saga_version()},
                              {"step", st.name},
                              {"key", StepKey(id, st.name)},
                              {"input", (*inst)->input()},
                              {"since", st.approval_requested_at},
+                             {"owner", (*inst)->owner()},
                              {"request", request}};
       // A run's call: what the agent asked for and why (tool, arguments,
       // reason, evidence, model, prompt_version) and who it is.
@@ -107,6 +115,18 @@ auto Engine::Impl::Approvals() -> StatusOr<nlohmann::json> {
   return nlohmann::json(out);
 }
 
+auto Engine::Impl::OpenRuns(const std::string& principal) -> StatusOr<size_t> {
+  auto active = store_.ListActive();
+  if (!active.ok()) return active.status();
+  size_t n = 0;
+  for (const auto& a : *active) {
+    if (!defs_.GetToolbox(a.saga, 0)) continue;  // a saga's instance, not a run
+    auto inst = Load(a.id);
+    if (inst.ok() && (*inst)->is_run() && (*inst)->owner() == principal) ++n;
+  }
+  return n;
+}
+
 auto Engine::Impl::Counts() -> StatusOr<nlohmann::json> {
   auto active = store_.ListActive();
   if (!active.ok()) return active.status();
@@ -122,7 +142,7 @@ auto Engine::Impl::Bundle(const std::string& id) -> StatusOr<nlohmann::json> {
   auto events = store_.GetEvents(id);
   if (!events.ok()) return events.status();
   nlohmann::json evs = nlohmann::json::array();
-  for (const auto& e : *events) evs.push_back(e.ToJson());
+  for (const auto& e : *events) evs.push_back(e.ViewJson());
   nlohmann::json ops = nlohmann::json::array(), confirmed = nlohmann::json::array(),
                  unknown = nlohmann::json::array();
   for (const auto& st : (*j)["steps"]) {

@@ -38,6 +38,10 @@ const Token* ApiAuth::Find(const std::string& presented) const {
   return nullptr;
 }
 
+bool ApiAuth::SecretMatches(const std::string& presented, const std::string& secret) {
+  return !secret.empty() && ConstantTimeEquals(presented, secret);
+}
+
 std::string ApiAuth::Authorize(const HttpRequest& req, HttpResponse& res, Role need,
                                const Token** who) const {
   if (tokens_.empty()) return "local";

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "coordinator/http/api_options.h"
+#include "coordinator/http/api_tenancy.h"
 #include "coordinator/http/http_message.h"
 
 namespace sagad {
@@ -23,6 +24,25 @@ class ApiAuth {
   // naming the role needed already written into `res`.
   std::string Authorize(const HttpRequest& req, HttpResponse& res, Role need,
                         const Token** who = nullptr) const;
+  // Every principal a request may come from: "local" (tokenless, and the
+  // keys written before principals), then each token's name.
+  std::vector<std::string> Principals() const {
+    std::vector<std::string> out = {"local"};
+    for (const Token& t : tokens_) out.push_back(t.name);
+    return out;
+  }
+  // Authorize, as the caller: its name and role (name empty: refused, the
+  // answer written). Tokenless: "local", with every role.
+  Caller Identify(const HttpRequest& req, HttpResponse& res, Role need) const {
+    const Token* t = nullptr;
+    Caller c;
+    c.name = Authorize(req, res, need, &t);
+    if (t) c.role = t->role;
+    return c;
+  }
+  // Whether `presented` (a bearer token's secret) is `secret`, compared in
+  // constant time.
+  static bool SecretMatches(const std::string& presented, const std::string& secret);
   // Whether the request carries a known token (any role); else a 401 in
   // `res`. For judging a head before its body is accepted.
   bool Authenticated(const HttpRequest& req, HttpResponse& res) const {

@@ -4,6 +4,7 @@
 // would be and gets its own result; the answer is 200 with every result,
 // given by the continuation of the last action to commit.
 #include <algorithm>
+#include <map>
 
 #include "coordinator/http/api_exchange.h"
 #include "coordinator/http/http_api_impl.h"
@@ -115,6 +116,24 @@ struct Tally {
 
 }  // namespace
 
+size_t ApiServer::Impl::HoldBackOneByOne(const nlohmann::json& view,
+                                         std::vector<std::string>* steps) {
+  const bool run = view.value("kind", "") == "run";
+  SagaDefinitionPtr def =
+      run ? nullptr : engine_.Definition(view.value("saga", ""), view.value("saga_version", 0));
+  std::vector<std::string> bulk;
+  for (const std::string& s : *steps) {
+    const StepDefinition* sd = nullptr;
+    if (def)
+      for (const auto& d : def->steps)
+        if (d.name == s) sd = &d;
+    if (!run && sd && !sd->irreversible) bulk.push_back(s);
+  }
+  const size_t held = steps->size() - bulk.size();
+  *steps = std::move(bulk);
+  return held;
+}
+
 void ApiServer::Impl::BulkOne(const std::string& action, const std::string& id,
                               const std::string& who, const std::string& text, BulkDone done) {
   if (action == "cancel") {
@@ -129,10 +148,16 @@ void ApiServer::Impl::BulkOne(const std::string& action, const std::string& id,
   std::vector<std::string> steps = action == "retry"
                                        ? view->value("current_steps", std::vector<std::string>{})
                                        : StepsIn(*view, "AWAITING_APPROVAL");
+  const size_t held = action == "approve" ? HoldBackOneByOne(*view, &steps) : 0;
   if (steps.empty())
-    return done(FailedPrecondition(action == "retry" ? "no step of the instance can be retried now"
-                                                     : "no step of the instance awaits approval"),
-                "");
+    return done(
+        FailedPrecondition(
+            action == "retry" ? "no step of the instance can be retried now"
+            : held > 0 ? "what awaits approval here is an agent's call or an irreversible step: "
+                         "each is approved on its own, with the digest of the request seen "
+                         "(POST /v1/approvals/actions/approve or the step's approve)"
+                       : "no step of the instance awaits approval"),
+        "");
   auto tally = std::make_shared<Tally>();
   auto all = Countdown::Start(steps.size(), [tally, action, done] {
     Status s;
@@ -158,6 +183,74 @@ void ApiServer::Impl::BulkOne(const std::string& action, const std::string& id,
     Status s = action == "approve"  ? engine_.Approve(id, step, who, text, one)
                : action == "reject" ? engine_.Reject(id, step, who, text, one)
                                     : engine_.RetryNow(id, step, who, text, one);
+    if (!s.ok()) one(s);  // refused before any commit
+  }
+}
+
+void ApiServer::Impl::ApproveSeen(const HttpRequest& req, HttpResponse& res) {
+  std::string who = auth_.Authorize(req, res, Role::kOperator);
+  if (who.empty()) return;
+  nlohmann::json body;
+  std::string comment;
+  if (!BodyObject(req, res, &body, false) || !OptionalString(req, res, body, "comment", &comment))
+    return;
+  if (Status keys = OnlyKnownKeys(body, {"approvals", "comment"}, "the body"); !keys.ok())
+    return Problem(req, res, 400, keys.message());
+  const nlohmann::json list = body.value("approvals", nlohmann::json());
+  auto field = [](const nlohmann::json& a, const char* k) {
+    return a.is_object() && a.contains(k) && a[k].is_string() && !a[k].get<std::string>().empty();
+  };
+  if (!list.is_array() || list.empty() || list.size() > kMaxBulk ||
+      !std::all_of(list.begin(), list.end(), [&](const nlohmann::json& a) {
+        return field(a, "instance_id") && field(a, "step") && field(a, "digest") &&
+               OnlyKnownKeys(a, {"instance_id", "step", "digest"}, "an approval").ok();
+      }))
+    return Problem(req, res, 400,
+                   "\"approvals\" must be an array of 1 to 1000 {\"instance_id\", \"step\", "
+                   "\"digest\"} (each as /v1/approvals shows it)");
+  // What awaits approval now, and the digest of each request.
+  auto cards = engine_.Approvals();
+  if (!cards.ok()) return ProblemFromStatus(req, res, cards.status());
+  std::map<std::pair<std::string, std::string>, std::string> now;
+  for (const auto& c : *cards)
+    now[{c.value("instance_id", ""), c.value("step", "")}] =
+        c.value("digest", nlohmann::json()).is_string() ? c["digest"].get<std::string>() : "";
+  auto answer = DeferredAnswer::Start(res, nullptr);
+  auto results = std::make_shared<std::vector<nlohmann::json>>(list.size());
+  auto all = Countdown::Start(list.size(), [answer, results, &req] {
+    nlohmann::json refused = nlohmann::json::array();
+    for (const auto& r : *results)
+      if (r.value("http_status", 0) != 200) refused.push_back(r);
+    answer->Give([&](HttpResponse& res) {
+      if (refused.empty()) return Json(res, 200, {{"results", *results}});
+      Problem(req, res, 409,
+              std::to_string(refused.size()) + " of " + std::to_string(results->size()) +
+                  " approvals were not given (listed in \"refused\"); the others were",
+              {{"results", *results}, {"refused", refused}});
+    });
+  });
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string id = list[i]["instance_id"], step = list[i]["step"],
+                      digest = list[i]["digest"];
+    auto one = [results, i, id, step, all](Status s) {
+      (*results)[i] = {{"instance_id", id},
+                       {"step", step},
+                       {"http_status", s.ok() ? 200 : HttpStatusOf(s)},
+                       {"detail", s.ok() ? "approved" : s.message()}};
+      all->One();
+    };
+    auto it = now.find({id, step});
+    if (it == now.end()) {
+      one(FailedPrecondition("step '" + step + "' of " + id + " does not await approval now"));
+      continue;
+    }
+    if (it->second.empty() || it->second != digest) {
+      one(FailedPrecondition("the request of step '" + step + "' of " + id +
+                             " is not the one seen (its digest is " + it->second +
+                             "): look again"));
+      continue;
+    }
+    Status s = engine_.Approve(id, step, who, comment, one);
     if (!s.ok()) one(s);  // refused before any commit
   }
 }

@@ -197,10 +197,16 @@ bool WaitParam(const HttpRequest& req, HttpResponse& res, double* seconds) {
   *seconds = -1;
   if (!req.has_param("wait")) return true;
   std::string v = req.get_param_value("wait");
+  // Decimal digits with at most one point: strtod alone would also take
+  // "inf", "nan", "0x10" and "1e3".
+  const bool decimal = !v.empty() && v.size() <= 32 &&
+                       v.find_first_not_of("0123456789.") == std::string::npos &&
+                       v.find('.') == v.rfind('.') && v != ".";
   char* end = nullptr;
-  double d = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || !(d >= 0)) {
-    Problem(req, res, 400, "wait must be a non-negative number of seconds");
+  double d = decimal ? std::strtod(v.c_str(), &end) : -1;
+  if (!decimal || *end != '\0' || !(d >= 0)) {
+    Problem(req, res, 400,
+            "wait must be a non-negative decimal number of seconds (e.g. 10 or 2.5)");
     return false;
   }
   *seconds = std::min(d, kMaxWaitSeconds);

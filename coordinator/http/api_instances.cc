@@ -83,7 +83,8 @@ bool ListFilters(const HttpRequest& req, HttpResponse& res, InstanceFilter* filt
 }  // namespace
 
 void ApiServer::Impl::Submit(const HttpRequest& req, HttpResponse& res) {
-  if (auth_.Authorize(req, res, Role::kSubmitter).empty()) return;
+  const Caller caller = auth_.Identify(req, res, Role::kSubmitter);
+  if (caller.name.empty()) return;
   std::string saga = req.matches[1];
   double wait;
   if (!WaitParam(req, res, &wait)) return;
@@ -94,6 +95,7 @@ void ApiServer::Impl::Submit(const HttpRequest& req, HttpResponse& res) {
   std::string key = req.get_header_value("Idempotency-Key");
   if (key.size() > 255)
     return Problem(req, res, 400, "Idempotency-Key is longer than 255 characters");
+  key = ScopedKey(caller, key);  // each principal its own key space
   std::string hash = Sha256Hex(saga + "\n" + CanonicalJson(body));
   int version = 0;
   if (!SubmittedVersion(req, res, body, &version)) return;
@@ -104,7 +106,7 @@ void ApiServer::Impl::Submit(const HttpRequest& req, HttpResponse& res) {
   engine_.SubmitAsync(
       saga, version, body["input"], key, hash,
       TraceFromHeaders(req.get_header_value("traceparent"), req.get_header_value("tracestate")),
-      [this, &req, key, wait, pending](const StatusOr<SubmitOutcome>& sub) {
+      caller.name, [this, &req, key, wait, pending](const StatusOr<SubmitOutcome>& sub) {
         AnswerCreated(req, pending, key, sub, wait);
       });
 }
@@ -237,11 +239,38 @@ void PendingSubmission::Abandoned() {
 }
 
 void ApiServer::Impl::List(const HttpRequest& req, HttpResponse& res) {
-  if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
+  const Caller caller = auth_.Identify(req, res, Role::kViewer);
+  if (caller.name.empty()) return;
   InstanceFilter filter;
   std::string cursor;
   size_t limit;
   if (!ListFilters(req, res, &filter, &cursor) || !LimitParam(req, res, &limit)) return;
+  // A submitter lists its own instances only; others may name an owner.
+  filter.owner = req.get_param_value("owner");
+  if (!caller.SeesAll()) {
+    if (!filter.owner.empty() && filter.owner != caller.name)
+      return Json(res, 200, {{"instances", nlohmann::json::array()}, {"next_cursor", nullptr}});
+    filter.owner = caller.name;
+  }
+  // A key is looked up in its principal's key space: the owner named, or
+  // the caller's own (a submitter); for an operator or a viewer who names
+  // no owner, in every principal's.
+  if (!filter.idempotency_key.empty() && filter.owner.empty()) {
+    nlohmann::json found = nlohmann::json::array();
+    for (const std::string& name : auth_.Principals()) {
+      InstanceFilter f = filter;
+      Caller space;
+      space.name = name;
+      f.idempotency_key = ScopedKey(space, filter.idempotency_key);
+      auto page = engine_.List(f, 1, "");
+      if (!page.ok()) return ProblemFromStatus(req, res, page.status());
+      for (auto& i : page->instances) found.push_back(std::move(i));
+    }
+    return Json(res, 200, {{"instances", found}, {"next_cursor", nullptr}});
+  }
+  Caller keys = caller;
+  if (!filter.owner.empty()) keys.name = filter.owner;
+  filter.idempotency_key = ScopedKey(keys, filter.idempotency_key);
   auto page = engine_.List(filter, limit, cursor);
   if (!page.ok()) return ProblemFromStatus(req, res, page.status());
   nlohmann::json out = {{"instances", page->instances}};
@@ -251,10 +280,13 @@ void ApiServer::Impl::List(const HttpRequest& req, HttpResponse& res) {
 }
 
 void ApiServer::Impl::Get(const HttpRequest& req, HttpResponse& res) {
-  if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
+  const Caller caller = auth_.Identify(req, res, Role::kViewer);
+  if (caller.name.empty()) return;
   double wait;
   if (!WaitParam(req, res, &wait)) return;
   std::string id = req.matches[1];
+  auto seen = VisibleInstance(caller, id);
+  if (!seen.ok()) return ProblemFromStatus(req, res, seen.status());
   if (wait > 0) {  // a long poll: no thread waits for it
     auto drop = std::make_shared<std::function<bool()>>([] { return false; });
     auto answer = DeferredAnswer::Start(res, [drop] { (*drop)(); });
@@ -269,17 +301,18 @@ void ApiServer::Impl::Get(const HttpRequest& req, HttpResponse& res) {
                                      });
     return;
   }
-  auto j = engine_.GetInstance(id);
-  if (!j.ok()) return ProblemFromStatus(req, res, j.status());
-  Json(res, 200, *j);
+  Json(res, 200, *seen);
 }
 
 void ApiServer::Impl::Events(const HttpRequest& req, HttpResponse& res) {
-  if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
+  const Caller caller = auth_.Identify(req, res, Role::kViewer);
+  if (caller.name.empty()) return;
+  auto seen = VisibleInstance(caller, req.matches[1]);
+  if (!seen.ok()) return ProblemFromStatus(req, res, seen.status());
   auto evs = engine_.GetEvents(req.matches[1]);
   if (!evs.ok()) return ProblemFromStatus(req, res, evs.status());
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& e : *evs) out.push_back(e.ToJson());
+  for (const auto& e : *evs) out.push_back(e.ViewJson());
   Json(res, 200, {{"instance_id", std::string(req.matches[1])}, {"events", out}});
 }
 

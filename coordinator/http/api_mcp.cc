@@ -105,10 +105,12 @@ nlohmann::json McpCallResult(const CallAnswer& a) {
   bool error = false;
   if (status == "COMMITTED") {
     text = DumpJson(c.value("result", nlohmann::json()));
-  } else if (status == "FAILED" || status == "REJECTED") {
+  } else if (status == "FAILED" || status == "REJECTED" || status == "CANCELLED") {
     error = true;
     text = "call " + id + " " + status + ": " +
-           (status == "REJECTED" ? "an operator refused it" : c.value("last_error", ""));
+           (status == "REJECTED"    ? "an operator refused it"
+            : status == "CANCELLED" ? "its run ended before it was sent; it never will be"
+                                    : c.value("last_error", ""));
   } else if (status == "AWAITING_APPROVAL") {
     text = "call " + id +
            " is waiting for an operator to approve it; call again with the same "
@@ -142,8 +144,8 @@ void Initialized(HttpResponse& res, const nlohmann::json& id, const std::string&
 }  // namespace
 
 void ApiServer::Impl::Mcp(const HttpRequest& req, HttpResponse& res) {
-  const std::string who = auth_.Authorize(req, res, Role::kSubmitter);
-  if (who.empty()) return;
+  const Caller caller = auth_.Identify(req, res, Role::kSubmitter);
+  if (caller.name.empty()) return;
   const std::string asked = req.get_header_value("MCP-Protocol-Version");
   if (!asked.empty() && !Speaks(asked))
     return Rpc(res, 400,
@@ -163,6 +165,10 @@ void ApiServer::Impl::Mcp(const HttpRequest& req, HttpResponse& res) {
       (m.contains("method") && !m["method"].is_string()) ||
       !(id.is_null() || id.is_string() || id.is_number_integer()))
     return Rpc(res, 400, Error(nullptr, -32600, "Invalid Request"));
+  // A request's id is a string or an integer, never null (MCP: "MUST NOT be
+  // null"); a notification has none.
+  if (m.contains("id") && id.is_null())
+    return Rpc(res, 400, Error(nullptr, -32600, "Invalid Request: id must not be null"));
   // A notification or a response from the client: accepted, no answer.
   if (!m.contains("method") || !m.contains("id")) {
     res.status = 202;
@@ -171,12 +177,12 @@ void ApiServer::Impl::Mcp(const HttpRequest& req, HttpResponse& res) {
   const std::string method = m["method"];
   const nlohmann::json params = m.value("params", nlohmann::json::object());
   if (!params.is_object()) return Rpc(res, 200, Error(id, -32602, "params must be an object"));
-  if (method == "initialize") return McpInitialize(req, res, id, params, who);
+  if (method == "initialize") return McpInitialize(req, res, id, params, caller);
   // Every other request names its session: the run.
   std::string run = req.get_header_value("Mcp-Session-Id");
   if (run.empty())
     return Rpc(res, 400, Error(id, -32000, "Bad Request: Mcp-Session-Id header is required"));
-  auto view = engine_.GetInstance(run);
+  auto view = VisibleInstance(caller, run);  // a session is its principal's
   if (!view.ok() || view->value("kind", "") != "run")
     return Rpc(res, 404, Error(id, -32001, "Session not found (no run " + run + ")"));
   ToolboxDefinitionPtr tb =
@@ -189,13 +195,13 @@ void ApiServer::Impl::Mcp(const HttpRequest& req, HttpResponse& res) {
   if (method != "tools/call")
     return Rpc(res, 200, Error(id, -32601, "Method not found: " + SanitizeUtf8(method)));
   if (!tb) return Rpc(res, 200, Error(id, -32603, "the run's toolbox is not registered here"));
-  McpToolCall(req, res, id, params, run, *tb, who);
+  McpToolCall(req, res, id, params, run, *tb, caller);
 }
 
 void ApiServer::Impl::McpToolCall(const HttpRequest& req, HttpResponse& res,
                                   const nlohmann::json& id, const nlohmann::json& params,
                                   const std::string& run, const ToolboxDefinition& tb,
-                                  const std::string& who) {
+                                  const Caller& caller) {
   const nlohmann::json name = params.value("name", nlohmann::json());
   nlohmann::json args = params.value("arguments", nlohmann::json::object());
   if (!name.is_string() || !args.is_object())
@@ -216,14 +222,15 @@ void ApiServer::Impl::McpToolCall(const HttpRequest& req, HttpResponse& res,
     call["reason"] = meta["reason"];
   double wait = 20;
   if (req.has_param("wait") && !WaitParam(req, res, &wait)) return;
-  AppendAndWait(res, run, call, who, wait, [id](HttpResponse& res, const CallAnswer& a) {
+  AppendAndWait(res, caller, run, call, wait, [id](HttpResponse& res, const CallAnswer& a) {
     Rpc(res, 200, Result(id, McpCallResult(a)));
   });
 }
 
 void ApiServer::Impl::McpInitialize(const HttpRequest& req, HttpResponse& res,
                                     const nlohmann::json& id, const nlohmann::json& params,
-                                    const std::string& who) {
+                                    const Caller& caller) {
+  const std::string& who = caller.name;
   const nlohmann::json asked = params.value("protocolVersion", nlohmann::json());
   if (!asked.is_string()) return Rpc(res, 200, Error(id, -32602, "protocolVersion is required"));
   // A version this server does not speak is answered with the newest it does.
@@ -231,9 +238,15 @@ void ApiServer::Impl::McpInitialize(const HttpRequest& req, HttpResponse& res,
   std::string run = req.get_header_value("Mcp-Session-Id");
   if (run.empty()) run = req.get_param_value("run");
   if (!run.empty()) {
-    auto view = engine_.GetInstance(run);
+    auto view = VisibleInstance(caller, run);
     if (!view.ok() || view->value("kind", "") != "run")
       return Rpc(res, 404, Error(id, -32001, "Session not found (no run " + run + ")"));
+    const std::string toolbox = req.get_param_value("toolbox");
+    if (!toolbox.empty() && toolbox != view->value("saga", ""))
+      return Rpc(res, 200,
+                 Error(id, -32602,
+                       "session " + run + " is a run of toolbox '" + view->value("saga", "") +
+                           "', not '" + SanitizeUtf8(toolbox) + "'"));
   } else {
     const std::string toolbox = req.get_param_value("toolbox");
     if (toolbox.empty())
@@ -244,12 +257,18 @@ void ApiServer::Impl::McpInitialize(const HttpRequest& req, HttpResponse& res,
     const nlohmann::json client = params.value("clientInfo", nlohmann::json::object());
     nlohmann::json metadata = {{"agent", who}, {"via", "mcp"}, {"protocol_version", version}};
     if (client.is_object() && client.contains("name")) metadata["mcp_client"] = client["name"];
-    const std::string key = req.get_header_value("Idempotency-Key");
+    const std::string key = ScopedKey(caller, req.get_header_value("Idempotency-Key"));
+    Status failed;
+    const std::string too_many = TooManyOpenRuns(caller, key, &failed);
+    if (!failed.ok())
+      return Rpc(res, 200, Error(id, -32603, "cannot open a run: " + failed.message()));
+    if (!too_many.empty())
+      return Rpc(res, 429, Error(id, -32000, "cannot open a run: " + too_many));
     // No thread waits for the run's creation: its continuation answers.
     auto answer = DeferredAnswer::Start(res, nullptr);
     engine_.StartRunAsync(
         toolbox, 0, input, metadata, key,
-        Sha256Hex("mcp\n" + toolbox + "\n" + CanonicalJson(input)), TraceFromHeaders("", ""),
+        Sha256Hex("mcp\n" + toolbox + "\n" + CanonicalJson(input)), TraceFromHeaders("", ""), who,
         [this, answer, id, version, key](const StatusOr<SubmitOutcome>& sub) {
           if (sub.ok() && !key.empty()) engine_.FinishSubmission(key, 0, nullptr);
           answer->Give([&](HttpResponse& res) {

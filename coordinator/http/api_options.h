@@ -48,6 +48,14 @@ struct ApiOptions {
   // The store watchdog: /readyz answers 503 (and sagad_store_stalled is 1)
   // while writes have been queued this long with none finished.
   int64_t watchdog_ms = 10000;
+  // Tenancy (api_tenancy.h): Host names served without tokens besides the
+  // loopback ones; Origins a browser may call from (/mcp in every mode);
+  // the secret a Prometheus scrape sends for /metrics (with tokens; any
+  // token also does); the runs one principal may have unfinished at once.
+  std::vector<std::string> allowed_hosts;
+  std::vector<std::string> allowed_origins;
+  std::string metrics_token;
+  size_t max_open_runs = 1000;
 };
 
 }  // namespace sagad

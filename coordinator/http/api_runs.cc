@@ -14,7 +14,7 @@ namespace {
 
 bool CallSettledName(const std::string& s) {
   return s == "COMMITTED" || s == "FAILED" || s == "REJECTED" || s == "AWAITING_APPROVAL" ||
-         s == "NEEDS_REVIEW" || s == "COMPENSATING" || s == "COMPENSATED";
+         s == "NEEDS_REVIEW" || s == "COMPENSATING" || s == "COMPENSATED" || s == "CANCELLED";
 }
 
 // The call `call_id` as the run's view shows it, with the run's id and
@@ -40,6 +40,49 @@ bool ToolboxVersion(const HttpRequest& req, HttpResponse& res, int* version) {
 }
 
 }  // namespace
+
+Status WithinRunBounds(const nlohmann::json& j, const std::string& what) {
+  const size_t n = DumpJson(j).size();
+  if (n <= kMaxRunTextBytes) return Status::Ok();
+  return InvalidArgument(what + " is " + std::to_string(n) + " bytes as JSON; at most " +
+                         std::to_string(kMaxRunTextBytes) + " are kept with a run");
+}
+
+std::string ApiServer::Impl::TooManyOpenRuns(const Caller& caller, const std::string& key,
+                                             Status* failed) {
+  *failed = Status::Ok();
+  if (options_.max_open_runs == 0) return "";
+  auto open = engine_.OpenRuns(caller.name);
+  if (!open.ok()) {
+    *failed = open.status();
+    return "";
+  }
+  if (*open < options_.max_open_runs) return "";
+  // At the bound, a key that opened a run already replays it.
+  if (!key.empty()) {
+    InstanceFilter f;
+    f.idempotency_key = key;
+    auto found = engine_.List(f, 1, "");
+    if (found.ok() && !found->instances.empty()) return "";
+  }
+  return "'" + caller.name + "' has " + std::to_string(*open) +
+         " runs not finished, the most max_open_runs (" + std::to_string(options_.max_open_runs) +
+         ") allows: finish or abort one first";
+}
+
+bool ApiServer::Impl::OpenRunAllowed(const HttpRequest& req, HttpResponse& res,
+                                     const Caller& caller, const std::string& key) {
+  Status failed;
+  const std::string why = TooManyOpenRuns(caller, key, &failed);
+  if (!failed.ok()) {
+    ProblemFromStatus(req, res, failed);
+    return false;
+  }
+  if (why.empty()) return true;
+  res.set_header("Retry-After", "60");
+  Problem(req, res, 429, why);
+  return false;
+}
 
 void ApiServer::Impl::RunRoutes() {
   router_.Route("GET", {"/v1/toolboxes"}, "/v1/toolboxes",
@@ -93,7 +136,8 @@ void ApiServer::Impl::PutToolbox(const HttpRequest& req, HttpResponse& res) {
 }
 
 void ApiServer::Impl::OpenRun(const HttpRequest& req, HttpResponse& res) {
-  if (auth_.Authorize(req, res, Role::kSubmitter).empty()) return;
+  const Caller caller = auth_.Identify(req, res, Role::kSubmitter);
+  if (caller.name.empty()) return;
   std::string toolbox = req.matches[1];
   double wait;
   if (!WaitParam(req, res, &wait)) return;
@@ -105,9 +149,12 @@ void ApiServer::Impl::OpenRun(const HttpRequest& req, HttpResponse& res) {
   nlohmann::json metadata = body.value("metadata", nlohmann::json::object());
   if (!input.is_object() || !metadata.is_object())
     return Problem(req, res, 400, "input and metadata must be JSON objects");
+  if (Status big = WithinRunBounds(metadata, "metadata"); !big.ok())
+    return Problem(req, res, 413, big.message());
   std::string key = req.get_header_value("Idempotency-Key");
   if (key.size() > 255)
     return Problem(req, res, 400, "Idempotency-Key is longer than 255 characters");
+  key = ScopedKey(caller, key);  // each principal its own key space
   int version = 0;
   if (!SubmittedVersion(req, res, body, &version)) return;
   if (ToolboxDefinitionPtr tb = engine_.Toolbox(toolbox, version)) {
@@ -123,25 +170,31 @@ void ApiServer::Impl::OpenRun(const HttpRequest& req, HttpResponse& res) {
     }
   }
   std::string hash = Sha256Hex("run\n" + toolbox + "\n" + CanonicalJson(body));
+  if (!OpenRunAllowed(req, res, caller, key)) return;
   auto pending = DeferSubmission(res, key);
   engine_.StartRunAsync(
       toolbox, version, input, metadata, key, hash,
       TraceFromHeaders(req.get_header_value("traceparent"), req.get_header_value("tracestate")),
-      [this, &req, key, wait, pending](const StatusOr<SubmitOutcome>& sub) {
+      caller.name, [this, &req, key, wait, pending](const StatusOr<SubmitOutcome>& sub) {
         AnswerCreated(req, pending, key, sub, wait);
       });
 }
 
 void ApiServer::Impl::AppendCall(const HttpRequest& req, HttpResponse& res) {
-  std::string who = auth_.Authorize(req, res, Role::kSubmitter);
-  if (who.empty()) return;
+  const Caller caller = auth_.Identify(req, res, Role::kSubmitter);
+  if (caller.name.empty()) return;
   const std::string id = req.matches[1];
   double wait;
   if (!WaitParam(req, res, &wait)) return;
   nlohmann::json call;
   if (!BodyObject(req, res, &call, false)) return;
+  nlohmann::json said = nlohmann::json::object();  // reason and evidence, bounded together
+  for (const char* f : {"reason", "evidence"})
+    if (call.contains(f)) said[f] = call[f];
+  if (Status big = WithinRunBounds(said, "reason + evidence"); !big.ok())
+    return Problem(req, res, 413, big.message());
   res.set_header("Location", "/v1/instances/" + id);
-  AppendAndWait(res, id, call, who, wait, [&req](HttpResponse& res, const CallAnswer& a) {
+  AppendAndWait(res, caller, id, call, wait, [&req](HttpResponse& res, const CallAnswer& a) {
     if (!a.refused.ok()) {
       if (!a.errors.empty())
         return SchemaProblem(req, res, 422, a.refused.message(), "arguments", a.errors);
@@ -157,9 +210,10 @@ void ApiServer::Impl::AppendCall(const HttpRequest& req, HttpResponse& res) {
   });
 }
 
-void ApiServer::Impl::AppendAndWait(HttpResponse& res, const std::string& id,
-                                    const nlohmann::json& call, const std::string& who, double wait,
+void ApiServer::Impl::AppendAndWait(HttpResponse& res, const Caller& caller, const std::string& id,
+                                    const nlohmann::json& call, double wait,
                                     std::function<void(HttpResponse&, const CallAnswer&)> give) {
+  const std::string& who = caller.name;
   // No thread waits for the call's commit or for the run to settle: the
   // answer is deferred now and given from whichever continuation ends it.
   auto pending = PendingSubmission::Start(res, [] {});
@@ -167,8 +221,9 @@ void ApiServer::Impl::AppendAndWait(HttpResponse& res, const std::string& id,
     pending->answer()->Give([&](HttpResponse& res) { give(res, out); });
   };
   CallAnswer out;
-  // Arguments the tool's schema refuses: each error named.
-  auto view = engine_.GetInstance(id);
+  // Arguments the tool's schema refuses: each error named. Another
+  // principal's run does not exist for this caller.
+  auto view = VisibleInstance(caller, id);
   if (!view.ok()) {
     out.refused = view.status();
     return answer(out);
@@ -208,8 +263,9 @@ void ApiServer::Impl::AppendAndWait(HttpResponse& res, const std::string& id,
 }
 
 void ApiServer::Impl::EndRun(const HttpRequest& req, HttpResponse& res) {
-  std::string who = auth_.Authorize(req, res, Role::kSubmitter);
-  if (who.empty()) return;
+  const Caller caller = auth_.Identify(req, res, Role::kSubmitter);
+  if (caller.name.empty()) return;
+  const std::string& who = caller.name;
   nlohmann::json body;
   if (!BodyObject(req, res, &body, true)) return;
   if (Status keys = OnlyKnownKeys(body, {"reason"}, "the body"); !keys.ok())
@@ -217,6 +273,8 @@ void ApiServer::Impl::EndRun(const HttpRequest& req, HttpResponse& res) {
   std::string reason;
   if (!OptionalString(req, res, body, "reason", &reason)) return;
   const std::string id = req.matches[1];
+  if (auto seen = VisibleInstance(caller, id); !seen.ok())
+    return ProblemFromStatus(req, res, seen.status());
   Engine::ActionDone done = DeferAction(req, res, id);
   Status s = std::string(req.matches[2]) == "finish" ? engine_.FinishRun(id, who, done)
                                                      : engine_.AbortRun(id, who, reason, done);

@@ -1,6 +1,8 @@
 // The API's lifecycle, route table and small handlers (http_api_impl.h).
 #include "coordinator/http/http_api.h"
 
+#include <strings.h>
+
 #include "coordinator/http/api_exchange.h"
 #include "coordinator/http/http_api_impl.h"
 #include "openapi_json.h"
@@ -33,7 +35,7 @@ ApiServer::Impl::Impl(Engine& engine, const ApiOptions& options)
             };
             return o;
           }(),
-          [this](HttpRequest& req, HttpResponse& res) { router_.Dispatch(req, res); },
+          [this](HttpRequest& req, HttpResponse& res) { Dispatch(req, res); },
           [](const HttpRequest& req, HttpResponse& res, int status, const std::string& detail) {
             if (status == 500) return ProblemFromStatus(req, res, Internal(detail));
             if (status == 503 || status == 408) res.set_header("Retry-After", "1");
@@ -74,8 +76,13 @@ bool ApiServer::Impl::StalledAnswer(const HttpRequest& req, HttpResponse& res) {
 
 HttpServerOptions ApiServer::Impl::ServerOptions(const ApiOptions& options, const ApiAuth& auth) {
   HttpServerOptions o;
-  // Before a body is invited (Expect: 100-continue), the caller must be known.
-  o.head_check = [&auth](const HttpRequest& req, HttpResponse& res) {
+  // Before a body is invited (Expect: 100-continue), the caller must be
+  // known and may reach sagad (the Host/Origin rule).
+  o.head_check = [&auth, options](const HttpRequest& req, HttpResponse& res) {
+    if (std::string why = ForeignRequest(req, options); !why.empty()) {
+      Problem(req, res, 403, why);
+      return false;
+    }
     return auth.Authenticated(req, res);
   };
   o.body_limit = kMaxBodyBytes;
@@ -120,13 +127,22 @@ void ApiServer::Impl::Exchange(HttpRequest& req, HttpResponse& res,
   res.set_abandonment(std::move(gone));
   if (OnLoop(req, res)) return complete();
   try {
-    router_.Dispatch(req, res);
+    Dispatch(req, res);
   } catch (const std::exception& e) {  // as the server answers a handler that throws
     if (*deferred) throw;
     res.headers.clear();
     ProblemFromStatus(req, res, Internal(std::string("internal error: ") + e.what()));
   }
   if (!*deferred) complete();
+}
+
+void ApiServer::Impl::Dispatch(HttpRequest& req, HttpResponse& res) {
+  // The probes are excepted (a load balancer's health check names whatever
+  // host it likes; they tell nothing and change nothing).
+  const bool probe = req.path == "/healthz" || req.path == "/readyz";
+  if (std::string why = probe ? "" : ForeignRequest(req, options_); !why.empty())
+    return Problem(req, res, 403, why);
+  router_.Dispatch(req, res);
 }
 
 void ApiServer::Impl::Routes() {
@@ -164,7 +180,10 @@ void ApiServer::Impl::InstanceRoutes() {
                 SAGAD_HANDLER(Events));
   router_.Route("GET", {"/v1/instances/{id}/bundle"}, R"(/v1/instances/([^/]+)/bundle)",
                 [this](const HttpRequest& req, HttpResponse& res) {
-                  if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
+                  const Caller caller = auth_.Identify(req, res, Role::kViewer);
+                  if (caller.name.empty()) return;
+                  auto seen = VisibleInstance(caller, req.matches[1]);
+                  if (!seen.ok()) return ProblemFromStatus(req, res, seen.status());
                   auto b = engine_.Bundle(req.matches[1]);
                   if (!b.ok()) return ProblemFromStatus(req, res, b.status());
                   Json(res, 200, *b);
@@ -178,11 +197,17 @@ void ApiServer::Impl::InstanceRoutes() {
                 });
   router_.Route("GET", {"/v1/approvals"}, "/v1/approvals",
                 [this](const HttpRequest& req, HttpResponse& res) {
-                  if (auth_.Authorize(req, res, Role::kViewer).empty()) return;
+                  const Caller caller = auth_.Identify(req, res, Role::kViewer);
+                  if (caller.name.empty()) return;
                   auto a = engine_.Approvals();
                   if (!a.ok()) return ProblemFromStatus(req, res, a.status());
-                  Json(res, 200, {{"approvals", *a}});
+                  nlohmann::json out = nlohmann::json::array();
+                  for (auto& card : *a)  // a submitter's own only
+                    if (caller.Sees(card.value("owner", ""))) out.push_back(std::move(card));
+                  Json(res, 200, {{"approvals", out}});
                 });
+  router_.Route("POST", {"/v1/approvals/actions/approve"}, "/v1/approvals/actions/approve",
+                SAGAD_HANDLER(ApproveSeen));
   // Before the single actions: "actions" is not an instance id.
   router_.Route("POST",
                 {"/v1/instances/actions/retry", "/v1/instances/actions/cancel",
@@ -193,9 +218,9 @@ void ApiServer::Impl::InstanceRoutes() {
                 SAGAD_HANDLER(StepAction));
   router_.Route("POST", {"/v1/instances/{id}/cancel", "/v1/instances/{id}/compensate"},
                 R"(/v1/instances/([^/]+)/(cancel|compensate))", SAGAD_HANDLER(CancelOrCompensate));
-  router_.TakesParams(
-      "GET", "/v1/instances",
-      {"status", "saga", "waiting", "limit", "cursor", "idempotency_key", "input.*", "metadata.*"});
+  router_.TakesParams("GET", "/v1/instances",
+                      {"status", "saga", "waiting", "limit", "cursor", "idempotency_key", "owner",
+                       "input.*", "metadata.*"});
   router_.TakesParams("GET", "/v1/instances/{id}", {"wait"});
   router_.TakesParams("POST", "/v1/sagas/{saga}/instances", {"wait", "version"});
 }
@@ -222,6 +247,13 @@ void ApiServer::Impl::ConsoleRoutes() {
 
 #undef SAGAD_HANDLER
 
+StatusOr<nlohmann::json> ApiServer::Impl::VisibleInstance(const Caller& caller,
+                                                          const std::string& id) {
+  auto view = engine_.GetInstance(id);
+  if (!view.ok() || caller.Sees(view->value("owner", ""))) return view;
+  return NotFound("instance '" + id + "' does not exist");  // as the stores say it
+}
+
 void ApiServer::Impl::Readyz(const HttpRequest& req, HttpResponse& res) {
   if (!ready_) return Problem(req, res, 503, "recovery in progress");
   if (StalledAnswer(req, res)) return;
@@ -233,7 +265,12 @@ void ApiServer::Impl::Readyz(const HttpRequest& req, HttpResponse& res) {
   Json(res, 200, {{"status", "ready"}});
 }
 
-void ApiServer::Impl::Metrics(const HttpRequest&, HttpResponse& res) {
+void ApiServer::Impl::Metrics(const HttpRequest& req, HttpResponse& res) {
+  // With tokens, a scrape needs one (any role) or the metrics_token.
+  const std::string h = req.get_header_value("Authorization");
+  const bool scrape = h.size() > 7 && strncasecmp(h.c_str(), "Bearer ", 7) == 0 &&
+                      ApiAuth::SecretMatches(h.substr(7), options_.metrics_token);
+  if (!scrape && !auth_.Authenticated(req, res)) return;
   std::string out =
       "# HELP sagad_up 1 while sagad serves.\n# TYPE sagad_up gauge\nsagad_up 1\n"
       "# HELP sagad_ready 1 once recovery has been scheduled.\n# TYPE sagad_ready gauge\n"
@@ -289,6 +326,11 @@ void ApiServer::Impl::PutDefinition(const HttpRequest& req, HttpResponse& res) {
   if (!PathVersion(req, res, &version)) return;
   nlohmann::json body;
   if (!BodyObject(req, res, &body, false)) return;
+  if (IsToolboxJson(body))
+    return Problem(req, res, 400,
+                   "this path deploys sagas; a toolbox (\"kind\": \"toolbox\") goes to "
+                   "PUT /v1/toolboxes/" +
+                       SanitizeUtf8(req.matches[1]) + "/versions/" + std::to_string(version));
   DeployAndAnswer(req, res, version, body, who, false);
 }
 
@@ -306,11 +348,22 @@ void ApiServer::Impl::DeployAndAnswer(const HttpRequest& req, HttpResponse& res,
           if (!deployed.ok() && deployed.status().code() == StatusCode::kAlreadyExists)
             return Problem(req, res, 409, deployed.status().message());
           if (!deployed.ok()) return ProblemFromStatus(req, res, deployed.status());
+          // The view of what was deployed, of the kind the path names (the
+          // handlers refuse a body of the other kind before deploying it).
+          nlohmann::json view;
+          if (toolbox) {
+            if (ToolboxDefinitionPtr tb = engine_.Toolbox(name, version)) view = tb->ToJson();
+          } else if (SagaDefinitionPtr def = engine_.Definition(name, version)) {
+            view = def->ToJson();
+          }
+          if (view.is_null())
+            return ProblemFromStatus(
+                req, res,
+                Internal("deployed " + name + " version " + std::to_string(version) +
+                         " is not registered as a " + (toolbox ? "toolbox" : "saga")));
           res.set_header("Location", std::string(toolbox ? "/v1/toolboxes/" : "/v1/sagas/") + name +
                                          "/versions/" + std::to_string(version));
-          Json(res, *deployed ? 201 : 200,
-               toolbox ? engine_.Toolbox(name, version)->ToJson()
-                       : engine_.Definition(name, version)->ToJson());
+          Json(res, *deployed ? 201 : 200, view);
         });
       });
 }

@@ -23,6 +23,12 @@
 
 namespace sagad {
 
+// What a run keeps of its agent's words: its metadata, and a call's reason
+// and evidence, at most this many bytes of JSON each (413 beyond).
+constexpr size_t kMaxRunTextBytes = 16 * 1024;
+// InvalidArgument naming `what` and its size when `j` is over the bound.
+Status WithinRunBounds(const nlohmann::json& j, const std::string& what);
+
 // What became of an agent's call: refused (with each schema error of its
 // arguments, if that was why), or its view in the run (replayed: the same
 // call was made before).
@@ -80,6 +86,11 @@ class ApiServer::Impl {
   int64_t StalledMs() const;
   // 503 if the store watchdog sees a stall.
   bool StalledAnswer(const HttpRequest& req, HttpResponse& res);
+  // The Host/Origin rule (api_tenancy.h), then the route table.
+  void Dispatch(HttpRequest& req, HttpResponse& res);
+  // The instance `id` when `caller` may see it; NotFound, as if it did not
+  // exist, when it is another principal's (api_tenancy.h).
+  StatusOr<nlohmann::json> VisibleInstance(const Caller& caller, const std::string& id);
   void Routes();
   void ProbeRoutes();
   void InstanceRoutes();
@@ -138,25 +149,41 @@ class ApiServer::Impl {
   // Appends `call` to run `id` as `who`; `give` answers once, with the call
   // as it is now (wait <= 0) or once the run settles or `wait` seconds
   // pass: a deferred answer, no thread waits for it.
-  void AppendAndWait(HttpResponse& res, const std::string& id, const nlohmann::json& call,
-                     const std::string& who, double wait,
+  void AppendAndWait(HttpResponse& res, const Caller& caller, const std::string& id,
+                     const nlohmann::json& call, double wait,
                      std::function<void(HttpResponse&, const CallAnswer&)> give);
+  // Whether `caller` may open one more run (max_open_runs; a key that
+  // opened one already replays it); false with its 429 answered.
+  bool OpenRunAllowed(const HttpRequest& req, HttpResponse& res, const Caller& caller,
+                      const std::string& key);
+  // Why `caller` may not open one more run ("" when it may); `failed` when
+  // the store could not tell.
+  std::string TooManyOpenRuns(const Caller& caller, const std::string& key, Status* failed);
   // api_mcp.cc: POST /mcp, sagad as an MCP server (Streamable HTTP).
   void Mcp(const HttpRequest& req, HttpResponse& res);
   // tools/call in the session of `run`: append the call, answer its outcome.
   void McpToolCall(const HttpRequest& req, HttpResponse& res, const nlohmann::json& id,
                    const nlohmann::json& params, const std::string& run,
-                   const ToolboxDefinition& tb, const std::string& who);
-  // initialize: a new run of ?toolbox=NAME, or the run the session names.
+                   const ToolboxDefinition& tb, const Caller& caller);
+  // initialize: a new run of ?toolbox=NAME, or the run the session names
+  // (the caller's own: another principal's session does not exist).
   void McpInitialize(const HttpRequest& req, HttpResponse& res, const nlohmann::json& id,
-                     const nlohmann::json& params, const std::string& who);
+                     const nlohmann::json& params, const Caller& caller);
   // POST /v1/instances/{id}/finish | abort.
   void EndRun(const HttpRequest& req, HttpResponse& res);
-  // api_bulk.cc: POST /v1/instances/actions/{retry|cancel|approve|reject}.
+  // api_bulk.cc: POST /v1/instances/actions/{retry|cancel|approve|reject}
+  // (approve: never an agent's call or an irreversible step).
   void Bulk(const HttpRequest& req, HttpResponse& res);
+  // POST /v1/approvals/actions/approve: exactly the listed approvals whose
+  // request digest still matches what the operator saw; the others 409.
+  void ApproveSeen(const HttpRequest& req, HttpResponse& res);
   // One instance of a bulk action: `done` gets its outcome and what was
   // done, once its commits are (or at once when refused before any).
   using BulkDone = std::function<void(Status, std::string)>;
+  // Approving in bulk never approves what must be seen one by one: an
+  // agent's call or an irreversible step (ApproveSeen names each with the
+  // digest the operator saw). Keeps the others in `steps`; how many it took.
+  size_t HoldBackOneByOne(const nlohmann::json& view, std::vector<std::string>* steps);
   void BulkOne(const std::string& action, const std::string& id, const std::string& who,
                const std::string& text, BulkDone done);
   // An operator's request with an optional {"reason"}: false with its 401,

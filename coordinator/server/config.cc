@@ -34,6 +34,10 @@ ApiOptions ApiOptionsOf(const Config& config) {
   o.idle_timeout_ms = config.idle_timeout_ms;
   o.api_threads = config.api_threads;
   o.watchdog_ms = config.watchdog_ms;
+  o.allowed_hosts = config.allowed_hosts;
+  o.allowed_origins = config.allowed_origins;
+  o.metrics_token = config.metrics_token;
+  o.max_open_runs = config.max_open_runs;
   return o;
 }
 
@@ -79,6 +83,12 @@ bool IsLoopback(const std::string& host) {
 }
 
 Status CheckUrl(const std::string& where, const std::string& url) {
+  // Written as it is into the request line and the Host header: a CR, LF,
+  // space or other control byte would split the request (a second request
+  // smuggled to the service).
+  for (unsigned char c : url)
+    if (c <= 0x20 || c == 0x7F)
+      return InvalidArgument(where + ": the URL holds a space or a control byte (CR, LF, ...)");
   if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
     return InvalidArgument(where + ": the URL must start with http:// or https://");
   size_t start = url.find("//") + 2;
@@ -308,6 +318,32 @@ Status ParseProcess(const nlohmann::json& j, Config* c) {
   c->coordinator_id = j.value("coordinator_id", c->coordinator_id);
   SAGAD_RETURN_IF_ERROR(IntField(j, "lease_ms", 100, kMaxMs, "the config", &c->lease_ms));
   SAGAD_RETURN_IF_ERROR(IntField(j, "watchdog_ms", 100, kMaxMs, "the config", &c->watchdog_ms));
+  SAGAD_RETURN_IF_ERROR(
+      IntField(j, "max_open_runs", 0, 100000000, "the config", &c->max_open_runs));
+  for (const char* key : {"allowed_hosts", "allowed_origins"}) {
+    if (!j.contains(key)) continue;
+    if (!j[key].is_array())
+      return InvalidArgument(std::string(key) + " must be an array of strings");
+    auto& out = std::string(key) == "allowed_hosts" ? c->allowed_hosts : c->allowed_origins;
+    for (const auto& v : j[key]) {
+      if (!v.is_string() || v.get<std::string>().empty())
+        return InvalidArgument(std::string(key) + " must be an array of non-empty strings");
+      const std::string s = v.get<std::string>();
+      for (unsigned char ch : s)
+        if (ch <= 0x20 || ch == 0x7F)
+          return InvalidArgument(std::string(key) + ": " + DumpJson(s) +
+                                 " holds a space or a control byte");
+      if (std::string(key) == "allowed_origins" && s.find("://") == std::string::npos)
+        return InvalidArgument("allowed_origins: " + DumpJson(s) +
+                               " is not an origin (scheme://host[:port], as a browser sends it)");
+      out.push_back(s);
+    }
+  }
+  if (j.contains("metrics_token")) {
+    if (!j["metrics_token"].is_string() || j["metrics_token"].get<std::string>().empty())
+      return InvalidArgument("metrics_token must be a non-empty string");
+    c->metrics_token = j["metrics_token"].get<std::string>();
+  }
   if (c->coordinator_id.find('/') != std::string::npos)
     return InvalidArgument("coordinator_id must not contain '/'");
   return Status::Ok();
@@ -351,12 +387,28 @@ Status ParseLists(const nlohmann::json& j, Config* c) {
 StatusOr<Config> ParseConfig(const nlohmann::json& j) {
   Config c;
   if (!j.is_object()) return InvalidArgument("config must be a JSON object");
-  SAGAD_RETURN_IF_ERROR(
-      OnlyKnownKeys(j,
-                    {"listen", "data_dir", "store", "lmdb_map_size_mb", "tls", "retention",
-                     "workers", "api", "definitions_dir", "examples", "coordinator_id", "lease_ms",
-                     "watchdog_ms", "services", "tokens", "webhooks"},
-                    "the config"));
+  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(j,
+                                      {"listen",
+                                       "data_dir",
+                                       "store",
+                                       "lmdb_map_size_mb",
+                                       "tls",
+                                       "retention",
+                                       "workers",
+                                       "api",
+                                       "definitions_dir",
+                                       "examples",
+                                       "coordinator_id",
+                                       "lease_ms",
+                                       "watchdog_ms",
+                                       "services",
+                                       "tokens",
+                                       "webhooks",
+                                       "allowed_hosts",
+                                       "allowed_origins",
+                                       "metrics_token",
+                                       "max_open_runs"},
+                                      "the config"));
   try {
     SAGAD_RETURN_IF_ERROR(ParseProcess(j, &c));
     if (j.contains("tls")) SAGAD_RETURN_IF_ERROR(ParseTls(j["tls"], &c));

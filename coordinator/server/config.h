@@ -68,6 +68,13 @@ struct Config {
   int64_t request_timeout_ms = 10000;
   int64_t idle_timeout_ms = 30000;
   int api_threads = DefaultApiThreads();
+  // Tenancy (docs/configuration.md): Host names served without tokens
+  // besides loopback ones, Origins a browser may call from, the secret a
+  // Prometheus scrape sends for /metrics, the runs one principal may have
+  // unfinished (0: no bound).
+  std::vector<std::string> allowed_hosts, allowed_origins;
+  std::string metrics_token;
+  size_t max_open_runs = 1000;
 };
 
 // The API's part of `config`.

@@ -101,6 +101,7 @@ nlohmann::json SnapshotRecord::Parse() const { return nlohmann::json::parse(text
 bool Matches(const InstanceFilter& filter, const nlohmann::json& j) {
   if (!filter.status.empty() && j.value("status", "") != filter.status) return false;
   if (!filter.saga.empty() && j.value("saga", "") != filter.saga) return false;
+  if (!filter.owner.empty() && j.value("owner", "") != filter.owner) return false;
   if (!filter.waiting.empty() && !(j.contains("waiting_for") && j["waiting_for"] == filter.waiting))
     return false;
   if (filter.input_field.empty()) return true;

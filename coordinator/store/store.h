@@ -69,6 +69,8 @@ struct InstanceFilter {
   // field of a run's metadata (agent, model...) instead.
   std::string input_field, input_value;
   bool in_metadata = false;
+  // The principal that created it (the snapshot's "owner"); empty: any.
+  std::string owner;
 };
 
 // A saga definition deployed over the API (Store::PutDefinition).
@@ -78,7 +80,7 @@ struct StoredDefinition {
   nlohmann::json body;
 };
 
-// Whether `snapshot` passes the status, saga, waiting and input parts of
+// Whether `snapshot` passes the status, saga, waiting, owner and input parts of
 // `filter` (both stores' scans, and the Idempotency-Key lookup).
 bool Matches(const InstanceFilter& filter, const nlohmann::json& snapshot);
 

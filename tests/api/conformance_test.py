@@ -107,7 +107,8 @@ class Conformance(unittest.TestCase):
         self.call("GET", "/v1/openapi.json", token=None, expect=200)
         self.call("GET", "/healthz?x=1", token=None, expect=400)
         self.call("DELETE", "/healthz", token=None, expect=405)
-        status, text = self.call("GET", "/metrics", token=None, expect=200)
+        self.call("GET", "/metrics", token=None, expect=401)  # with tokens, a scrape needs one
+        status, text = self.call("GET", "/metrics", token=VIEWER, expect=200)
         self.assertIn("sagad_", text)
         self.call("GET", "/v1/whoami", token=VIEWER, expect=200)
         self.call("GET", "/v1/whoami", token="wrong", expect=401)
@@ -185,7 +186,20 @@ class Conformance(unittest.TestCase):
         self.call("POST", "/v1/services/nope/pause", {}, expect=404)
         ids = [self.submit("incident_response", dict(INCIDENT, title="conf-5"))["id"]
                for _ in range(2)]
-        _, approved = self.call("POST", "/v1/instances/actions/approve", {"ids": ids}, expect=200)
+        # An irreversible step is never approved in bulk: one by one, as seen.
+        _, held = self.call("POST", "/v1/instances/actions/approve", {"ids": ids}, expect=200)
+        self.assertEqual([r["http_status"] for r in held["results"]], [409, 409])
+        _, cards = self.call("GET", "/v1/approvals", token=VIEWER, expect=200)
+        seen = [{"instance_id": c["instance_id"], "step": c["step"], "digest": c["digest"]}
+                for c in cards["approvals"] if c["instance_id"] in ids]
+        self.assertEqual(len(seen), 2)
+        stale = [dict(seen[0], digest="0" * 64)]
+        _, refused = self.call("POST", "/v1/approvals/actions/approve", {"approvals": stale},
+                               expect=409)
+        self.assertEqual(len(refused["refused"]), 1)
+        self.call("POST", "/v1/approvals/actions/approve", {"approvals": "x"}, expect=400)
+        _, approved = self.call("POST", "/v1/approvals/actions/approve",
+                                {"approvals": seen, "comment": "seen"}, expect=200)
         self.assertEqual([r["http_status"] for r in approved["results"]], [200, 200])
         _, rejected = self.call("POST", "/v1/instances/actions/reject", {"ids": ids}, expect=200)
         self.assertEqual([r["http_status"] for r in rejected["results"]], [409, 409])
@@ -256,7 +270,7 @@ class Conformance(unittest.TestCase):
                   expect=415)
 
     def test_8_the_dashboard_and_alerts_use_only_exported_metrics(self):
-        status, text = self.call("GET", "/metrics", token=None, expect=200)
+        status, text = self.call("GET", "/metrics", token=VIEWER, expect=200)
         exported = set()
         for line in text.splitlines():
             if line.startswith("# TYPE "):

@@ -128,9 +128,15 @@ TEST_F(ClientTest, SubmitsWaitsListsAndActs) {
   auto incident = c.Submit("incident_response", IncidentInput(), "", 10);
   ASSERT_TRUE(incident.ok());
   ASSERT_EQ((*incident)["status"], "AWAITING_APPROVAL");
+  // An irreversible step is never approved in bulk; it is approved as seen.
   auto bulk = c.Bulk("approve", {{"ids", {(*incident)["id"]}}}, "by the client");
   ASSERT_TRUE(bulk.ok()) << bulk.status().ToString();
-  EXPECT_EQ((*bulk)["results"][0]["http_status"], 200);
+  EXPECT_EQ((*bulk)["results"][0]["http_status"], 409);
+  auto cards = c.Approvals();
+  ASSERT_TRUE(cards.ok());
+  auto seen = c.ApproveSeen((*cards)["approvals"], "by the client");
+  ASSERT_TRUE(seen.ok()) << seen.status().ToString();
+  EXPECT_EQ((*seen)["results"][0]["http_status"], 200);
   auto services = c.Services();
   ASSERT_TRUE(services.ok());
   EXPECT_FALSE((*services)["services"].empty());

@@ -103,9 +103,9 @@ TEST_F(EdgesTest, ATransferEncodingThatDoesNotEndInChunkedIsRefusedAndNothingAft
     int fd = Connect(sagad_->port());
     ASSERT_GE(fd, 0);
     ASSERT_TRUE(SendAll(fd,
-                        "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: a\r\n"
+                        "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: localhost\r\n"
                         "Content-Type: application/json\r\nTransfer-Encoding: " +
-                            te + "\r\n\r\nGET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"));
+                            te + "\r\n\r\nGET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"));
     std::string raw = ReadAll(fd);
     close(fd);
     EXPECT_EQ(StatusOf(raw), 400) << te << ": " << raw;
@@ -115,7 +115,7 @@ TEST_F(EdgesTest, ATransferEncodingThatDoesNotEndInChunkedIsRefusedAndNothingAft
   // Chunked after another coding: a coding sagad cannot undo, 501.
   int fd = Connect(sagad_->port());
   ASSERT_TRUE(SendAll(fd,
-                      "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: a\r\n"
+                      "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: localhost\r\n"
                       "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"));
   std::string raw = ReadAll(fd);
   close(fd);
@@ -126,7 +126,7 @@ TEST_F(EdgesTest, ATransferEncodingThatDoesNotEndInChunkedIsRefusedAndNothingAft
   char size[16];
   snprintf(size, sizeof size, "%zx", body.size());
   ASSERT_TRUE(SendAll(fd,
-                      "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: a\r\n"
+                      "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: localhost\r\n"
                       "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
                       "Connection: close\r\n\r\n" +
                           std::string(size) + "\r\n" + body + "\r\n0\r\n\r\n"));
@@ -145,7 +145,8 @@ TEST_F(EdgesTest, AnAbandonedLongPollFreesItsConnectionSlotAtOnce) {
   for (int i = 0; i < 50; ++i) {
     int fd = Connect(sagad_->port());
     ASSERT_GE(fd, 0);
-    ASSERT_TRUE(SendAll(fd, "GET /v1/instances/" + id + "?wait=300 HTTP/1.1\r\nHost: a\r\n\r\n"));
+    ASSERT_TRUE(
+        SendAll(fd, "GET /v1/instances/" + id + "?wait=300 HTTP/1.1\r\nHost: localhost\r\n\r\n"));
     polls.push_back(fd);
   }
   ASSERT_TRUE(
@@ -159,7 +160,8 @@ TEST_F(EdgesTest, AnAbandonedLongPollFreesItsConnectionSlotAtOnce) {
   std::vector<int> more;
   for (int i = 0; i < 55; ++i) {
     int fd = Connect(sagad_->port());
-    ASSERT_TRUE(SendAll(fd, "GET /v1/instances/" + id + "?wait=300 HTTP/1.1\r\nHost: a\r\n\r\n"));
+    ASSERT_TRUE(
+        SendAll(fd, "GET /v1/instances/" + id + "?wait=300 HTTP/1.1\r\nHost: localhost\r\n\r\n"));
     more.push_back(fd);
   }
   ASSERT_TRUE(
@@ -175,11 +177,12 @@ TEST_F(EdgesTest, AnAbandonedWaitingSubmissionLeavesItsKeyUsable) {
   downstream_.Fault({{"path", "/reservations"}, {"action", "delay"}, {"delay_ms", 20000}});
   std::string body = json{{"input", OrderInput()}}.dump();
   int fd = Connect(sagad_->port());
-  ASSERT_TRUE(SendAll(fd,
-                      "POST /v1/sagas/order_fulfilment/instances?wait=300 HTTP/1.1\r\n"
-                      "Host: a\r\nContent-Type: application/json\r\nIdempotency-Key: k-1\r\n"
-                      "Content-Length: " +
-                          std::to_string(body.size()) + "\r\n\r\n" + body));
+  ASSERT_TRUE(
+      SendAll(fd,
+              "POST /v1/sagas/order_fulfilment/instances?wait=300 HTTP/1.1\r\n"
+              "Host: localhost\r\nContent-Type: application/json\r\nIdempotency-Key: k-1\r\n"
+              "Content-Length: " +
+                  std::to_string(body.size()) + "\r\n\r\n" + body));
   // Hang up only once the submission is stored (an open connection alone
   // does not mean the request was read yet).
   ASSERT_TRUE(WaitFor(
@@ -211,7 +214,8 @@ TEST_F(EdgesTest, SighupIsIgnoredAndADrainAnswersLongPolls) {
   // health check answered, sagad has read it (an open connection alone did
   // not mean that: a SIGTERM right after the accept found no request yet).
   int fd = Connect(sagad_->port());
-  ASSERT_TRUE(SendAll(fd, "GET /v1/instances/" + id + "?wait=60 HTTP/1.1\r\nHost: a\r\n\r\n"));
+  ASSERT_TRUE(
+      SendAll(fd, "GET /v1/instances/" + id + "?wait=60 HTTP/1.1\r\nHost: localhost\r\n\r\n"));
   ASSERT_TRUE(
       WaitFor([&] { return OpenConnections(sagad_->port()) >= 2; }, std::chrono::seconds(5)));
   sagad_->process().Kill(SIGHUP);
@@ -251,7 +255,7 @@ TEST_F(EdgesTest, HttpPoliteness) {
   // 100-continue: an anonymous client is refused before it may upload.
   int fd = Connect(port);
   ASSERT_TRUE(SendAll(fd,
-                      "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: a\r\n"
+                      "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: localhost\r\n"
                       "Content-Type: application/json\r\nExpect: 100-continue\r\n"
                       "Content-Length: 1000000\r\n\r\n"));
   std::string raw = ReadAll(fd);
@@ -261,7 +265,7 @@ TEST_F(EdgesTest, HttpPoliteness) {
   fd = Connect(port);
   std::string body = json{{"input", OrderInput()}}.dump();
   ASSERT_TRUE(SendAll(fd,
-                      "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: a\r\n"
+                      "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: localhost\r\n"
                       "Authorization: Bearer s3cret\r\nContent-Type: application/json\r\n"
                       "Expect: 100-continue\r\nConnection: close\r\nContent-Length: " +
                           std::to_string(body.size()) + "\r\n\r\n"));
@@ -273,7 +277,8 @@ TEST_F(EdgesTest, HttpPoliteness) {
   close(fd);
   EXPECT_NE(raw.find("HTTP/1.1 201"), std::string::npos) << raw;
   fd = Connect(port);
-  ASSERT_TRUE(SendAll(fd, "GET /healthz HTTP/1.1\r\nHost: a\r\nExpect: something-else\r\n\r\n"));
+  ASSERT_TRUE(
+      SendAll(fd, "GET /healthz HTTP/1.1\r\nHost: localhost\r\nExpect: something-else\r\n\r\n"));
   raw = ReadAll(fd);
   close(fd);
   EXPECT_EQ(StatusOf(raw), 417) << raw;

@@ -266,7 +266,7 @@ TEST_F(HostileInputTest, HttpFramingAndMethodsAreChecked) {
         "Content-Length: " + n + ", 5\r\n",
         "Content-Length: " + n + "\r\nTransfer-Encoding: chunked\r\n"}) {
     std::string req =
-        "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: x\r\n"
+        "POST /v1/sagas/order_fulfilment/instances HTTP/1.1\r\nHost: localhost\r\n"
         "Connection: close\r\nContent-Type: application/json\r\n" +
         cl + "\r\n" + body;
     ExpectProblem(RawExchange(p, req), {400});

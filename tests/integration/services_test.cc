@@ -130,13 +130,30 @@ TEST_F(ServicesTest, MaxInFlightBoundsWhatIsUnderWayAndEverySagaCompletes) {
 // operator acting on many at once.
 TEST_F(ServicesTest, BulkActionsJudgeEachInstanceAsItsSingleAction) {
   Start();
+  // A reversible step that waits for an operator (an irreversible one is
+  // never approved in bulk: below).
+  json gated = {
+      {"steps",
+       {{{"name", "reserve"},
+         {"requires_approval", true},
+         {"forward", {{"service", "inventory"}, {"path", "/reservations"}}},
+         {"compensation",
+          {{"service", "inventory"}, {"path", "/reservations/{{reserve.ref}}/release"}}}}}}};
+  ASSERT_EQ(Http(coordinator_->port(), "PUT", "/v1/sagas/gated/versions/1", gated.dump()).status,
+            201);
   std::vector<std::string> waiting;
   for (int i = 0; i < 3; ++i) {
-    Reply r = coordinator_->Submit("incident_response", IncidentInput(), 10);
+    Reply r = coordinator_->Submit("gated", json::object(), 10);
     ASSERT_EQ(r.status, 200) << r.raw;
     ASSERT_EQ(r.body["status"], "AWAITING_APPROVAL") << r.raw;
     waiting.push_back(r.body["id"]);
   }
+  Reply incident = coordinator_->Submit("incident_response", IncidentInput(), 10);
+  ASSERT_EQ(incident.body["status"], "AWAITING_APPROVAL") << incident.raw;
+  Reply pivot =
+      coordinator_->Post("/v1/instances/actions/approve", {{"ids", {incident.body["id"]}}});
+  EXPECT_EQ(pivot.body["results"][0]["http_status"], 409) << pivot.raw;
+  EXPECT_NE(pivot.raw.find("irreversible"), std::string::npos) << pivot.raw;
   // By ids: two real ones and one that does not exist.
   Reply approved = coordinator_->Post(
       "/v1/instances/actions/approve",
@@ -154,9 +171,11 @@ TEST_F(ServicesTest, BulkActionsJudgeEachInstanceAsItsSingleAction) {
   EXPECT_EQ(again.body["results"][0]["http_status"], 409) << again.raw;
 
   // By filter: every instance awaiting approval, rejected.
-  Reply rejected = coordinator_->Post(
-      "/v1/instances/actions/reject",
-      {{"filter", {{"status", "AWAITING_APPROVAL"}}}, {"limit", 10}, {"reason", "false alarm"}});
+  Reply rejected =
+      coordinator_->Post("/v1/instances/actions/reject",
+                         {{"filter", {{"status", "AWAITING_APPROVAL"}, {"saga", "gated"}}},
+                          {"limit", 10},
+                          {"reason", "false alarm"}});
   ASSERT_EQ(rejected.status, 200) << rejected.raw;
   ASSERT_EQ(rejected.body["results"].size(), 1u) << rejected.raw;
   EXPECT_EQ(rejected.body["results"][0]["id"], waiting[2]);

@@ -32,7 +32,7 @@ Json = Dict[str, Any]
 
 # A call's statuses that need nothing more from sagad until someone acts.
 SETTLED_CALL = ("COMMITTED", "FAILED", "REJECTED", "AWAITING_APPROVAL", "NEEDS_REVIEW",
-                "COMPENSATING", "COMPENSATED")
+                "COMPENSATING", "COMPENSATED", "CANCELLED")
 
 
 def derive_call_id(run_id: str, tool: str, arguments: Json) -> str:
@@ -113,14 +113,14 @@ class Client:
         body: Json = {"input": input}
         if version:
             body["version"] = version
-        q = "?wait=%g" % wait_s if wait_s > 0 else ""
+        q = "?wait=%.3f" % wait_s if wait_s > 0 else ""
         return self.request("POST", "/v1/sagas/%s/instances%s" % (_q(saga), q), body,
                             {"Idempotency-Key": key}, wait_s)
 
     def get(self, instance_id: str, *, wait_s: float = 0.0) -> Json:
         """An instance's view (a run's lists its calls); with `wait_s`, once
         it settles or the wait ends."""
-        q = "?wait=%g" % wait_s if wait_s > 0 else ""
+        q = "?wait=%.3f" % wait_s if wait_s > 0 else ""
         return self.request("GET", "/v1/instances/%s%s" % (_q(instance_id), q), wait_s=wait_s)
 
     # ---- agent runs ----
@@ -172,7 +172,7 @@ class Run:
         while True:
             left = max(0.0, deadline - time.monotonic())
             step = min(left, 30.0)
-            q = "?wait=%g" % step if step > 0 else ""
+            q = "?wait=%.3f" % step if step > 0 else ""
             out = self.client.request("POST", "/v1/instances/%s/calls%s" % (_q(self.id), q),
                                       body, wait_s=step)
             if out.get("status") in SETTLED_CALL or time.monotonic() >= deadline:

@@ -110,9 +110,13 @@ StatusOr<Mutation> AgentRuns::Appending(const std::string& id, const nlohmann::j
       if (first.value("tool", "") == record["tool"] &&
           first.value("arguments", nlohmann::json()) == record["arguments"])
         return Status::Ok();  // the agent asking again: the first call answers
-      return AlreadyExists("call '" + call_id + "' of run " + id + " was made with tool '" +
-                           first.value("tool", "") +
-                           "' and other arguments; a new call needs a new call_id");
+      const std::string tool = first.value("tool", "");
+      return AlreadyExists("call '" + call_id + "' of run " + id + " was made with " +
+                           (tool != record["tool"]
+                                ? "another tool ('" + tool + "', not '" +
+                                      SanitizeUtf8(record["tool"].get<std::string>()) + "')"
+                                : "tool '" + tool + "' and other arguments") +
+                           "; a new call needs a new call_id");
     }
     SAGAD_RETURN_IF_ERROR(ResumeIfSilent(tx, actor));
     SagaStatus ss = tx.inst().status();
@@ -124,7 +128,9 @@ StatusOr<Mutation> AgentRuns::Appending(const std::string& id, const nlohmann::j
       return FailedPrecondition("toolbox '" + inst.saga() + "' version " +
                                 std::to_string(inst.saga_version()) + " is not registered here");
     *appended = true;
-    return AddCall(tx, *tb, call_id, record);
+    nlohmann::json made = record;
+    made["by"] = actor;  // who made it: the call's view and its event say so
+    return AddCall(tx, *tb, call_id, made);
   });
 }
 

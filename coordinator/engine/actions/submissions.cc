@@ -80,7 +80,7 @@ StatusOr<SagaDefinitionPtr> Submissions::RunDefinitionFor(const std::string& too
 Status Submissions::Begin(const std::string& saga, int version, const nlohmann::json& input,
                           const std::string& client_key, const std::string& request_hash,
                           const TraceContext& trace, const nlohmann::json* run_metadata,
-                          Creation* c) {
+                          const std::string& by, Creation* c) {
   auto checked =
       run_metadata ? RunDefinitionFor(saga, version, input) : DefinitionFor(saga, version, input);
   if (!checked.ok()) return checked.status();
@@ -109,7 +109,7 @@ Status Submissions::Begin(const std::string& saga, int version, const nlohmann::
   int64_t now = clock_.NowMillis();
   c->id = NewInstanceId(now, random_);
   Event created = Instance::CreatedEvent(c->id, *c->def, input, trace.ToJson(),
-                                         run_metadata ? *run_metadata : nlohmann::json());
+                                         run_metadata ? *run_metadata : nlohmann::json(), by);
   created.seq = 1;
   created.at_ms = now;
   c->events.push_back(created);
@@ -154,15 +154,13 @@ StatusOr<SubmitOutcome> Submissions::End(Creation& c, const Status& s) {
   return out;
 }
 
-StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga, int version,
-                                            const nlohmann::json& input,
-                                            const std::string& client_key,
-                                            const std::string& request_hash,
-                                            const TraceContext& trace,
-                                            const nlohmann::json* run_metadata) {
+StatusOr<SubmitOutcome> Submissions::Submit(
+    const std::string& saga, int version, const nlohmann::json& input,
+    const std::string& client_key, const std::string& request_hash, const TraceContext& trace,
+    const nlohmann::json* run_metadata, const std::string& by) {
   Creation c;
   SAGAD_RETURN_IF_ERROR(
-      Begin(saga, version, input, client_key, request_hash, trace, run_metadata, &c));
+      Begin(saga, version, input, client_key, request_hash, trace, run_metadata, by, &c));
   if (c.replay) return *c.replay;
   return End(c, repo_.Create(c.inst, c.events, c.ops, c.sub ? &*c.sub : nullptr, &c.lease));
 }
@@ -170,9 +168,10 @@ StatusOr<SubmitOutcome> Submissions::Submit(const std::string& saga, int version
 void Submissions::SubmitAsync(const std::string& saga, int version, const nlohmann::json& input,
                               const std::string& client_key, const std::string& request_hash,
                               const TraceContext& trace, const nlohmann::json* run_metadata,
-                              Completion<StatusOr<SubmitOutcome>> done) {
+                              const std::string& by, Completion<StatusOr<SubmitOutcome>> done) {
   auto c = std::make_shared<Creation>();
-  Status begun = Begin(saga, version, input, client_key, request_hash, trace, run_metadata, &*c);
+  Status begun =
+      Begin(saga, version, input, client_key, request_hash, trace, run_metadata, by, &*c);
   if (!begun.ok()) return done(begun);
   if (c->replay) return done(*c->replay);
   repo_.CreateAsync(c->inst, c->events, c->ops, c->sub ? &*c->sub : nullptr, &c->lease,

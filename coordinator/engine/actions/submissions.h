@@ -66,17 +66,19 @@ class Submissions {
   // InvalidArgument (input not an object, or missing required fields).
   // With `run_metadata`: a run of the toolbox `saga` (sagas/toolbox.h),
   // OPEN with no calls, keeping the metadata (an object) the agent gave.
+  // `by`: the principal creating it, its owner (recorded in its creation).
   StatusOr<SubmitOutcome> Submit(const std::string& saga, int version, const nlohmann::json& input,
                                  const std::string& client_key, const std::string& request_hash,
                                  const TraceContext& trace,
-                                 const nlohmann::json* run_metadata = nullptr);
+                                 const nlohmann::json* run_metadata = nullptr,
+                                 const std::string& by = "local");
   // Submit, without waiting for the creation's commit: `done` gets what
   // Submit would return, through the repository's hand-off (a worker), or
   // inside this call when it fails or replays before any write.
   void SubmitAsync(const std::string& saga, int version, const nlohmann::json& input,
                    const std::string& client_key, const std::string& request_hash,
                    const TraceContext& trace, const nlohmann::json* run_metadata,
-                   Completion<StatusOr<SubmitOutcome>> done);
+                   const std::string& by, Completion<StatusOr<SubmitOutcome>> done);
   // Stores the response given for `key` (the first one stands; status 0:
   // none was given, nothing to store) and ends its in-flight window once
   // that write is done, then runs `then` (if set): on the store's thread,
@@ -108,7 +110,8 @@ class Submissions {
   // the new instance; an error ends the submission (End has run).
   Status Begin(const std::string& saga, int version, const nlohmann::json& input,
                const std::string& client_key, const std::string& request_hash,
-               const TraceContext& trace, const nlohmann::json* run_metadata, Creation* c);
+               const TraceContext& trace, const nlohmann::json* run_metadata, const std::string& by,
+               Creation* c);
   // After the creation's commit (`s`): the driver started, or what was
   // taken released; the outcome.
   StatusOr<SubmitOutcome> End(Creation& c, const Status& s);

@@ -8,7 +8,7 @@ namespace sagad {
 const char* const kAgentSilent = "agent silent";
 
 Status GiveUp(Tx& tx, const SagaDefinition& def, const std::string& reason) {
-  if (tx.inst().status() != SagaStatus::kRunning) return Status::Ok();
+  if (tx.inst().status() != SagaStatus::kRunning || tx.inst().is_run()) return Status::Ok();
   const int pivot = PivotInPlay(def, tx.inst());
   if (OnDefiniteFailure(pivot >= 0) == FailureDecision::kReview)
     return tx.Saga(
@@ -18,6 +18,18 @@ Status GiveUp(Tx& tx, const SagaDefinition& def, const std::string& reason) {
                                                                                   : "started")}});
   SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals("sagad", "not needed: " + reason));
   return tx.Saga(SagaEvent::kStartCompensation, {{"reason", reason}});
+}
+
+Status NoMoreSends(Tx& tx, const SagaDefinition& def, int i, const nlohmann::json& error,
+                   const std::string& reason) {
+  if (tx.inst().is_run()) {
+    // UNKNOWN turns FAILED only by a confirmation that nothing happened:
+    // here it is one (asked, and not executed), as a refusal is.
+    const bool unknown = tx.inst().step(i).status() == StepStatus::kUnknown;
+    return tx.Step(i, unknown ? StepEvent::kConfirmRefused : StepEvent::kFail, error);
+  }
+  SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, error));
+  return GiveUp(tx, def, reason);
 }
 
 Status GoForward(Tx& tx, const SagaDefinition& def) {

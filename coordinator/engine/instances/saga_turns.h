@@ -15,8 +15,18 @@ namespace sagad {
 // Definite failure of the forward path (failure policy): compensate before
 // the pivot, review once it may have taken effect (STARTED, UNKNOWN or
 // COMMITTED: nothing can be undone any more). Pending approvals in other
-// branches are withdrawn. No-op unless RUNNING.
+// branches are withdrawn. No-op unless RUNNING, and for a run: a run's
+// failed call ends FAILED and nothing else happens (its agent decides what
+// comes next; only abort, the idle rule or an operator turn a run back).
 Status GiveUp(Tx& tx, const SagaDefinition& def, const std::string& reason);
+
+// Step i's forward call was not executed and will not be sent again (its
+// tries ran out, STARTED or UNKNOWN before this): a saga's step goes back to
+// PLANNED (it never happened) and the saga gives up (GiveUp); a run's call
+// ends FAILED with `error`, the service's last answer, and its run stays
+// OPEN.
+Status NoMoreSends(Tx& tx, const SagaDefinition& def, int i, const nlohmann::json& error,
+                   const std::string& reason);
 
 // Turning back, an irreversible step committed (it was in flight when the
 // saga turned): the saga goes forward again if nothing was undone or

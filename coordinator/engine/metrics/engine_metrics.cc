@@ -28,6 +28,9 @@ EngineMetrics::EngineMetrics() {
                     "Downstream call latency by saga, step, service and phase.", true);
   metrics_.Describe("sagad_compensations_total", "counter",
                     "Compensation calls by saga, step, service and classified outcome.");
+  metrics_.Describe("sagad_tool_calls_total", "counter",
+                    "Calls of agent runs by toolbox, tool, phase and classified outcome "
+                    "(never by call_id or run).");
   metrics_.Describe("sagad_escalations_total", "counter", "Instances sent to NEEDS_REVIEW.");
   metrics_.Describe("sagad_store_commit_seconds", "histogram",
                     "Store commits of a transition, queueing in the group "
@@ -85,6 +88,14 @@ std::string LabelValue(const std::string& v) {
 
 }  // namespace
 
+EngineMetrics::StepLabels EngineMetrics::LabelsOf(const SagaDefinition& def,
+                                                  const StepDefinition& sd,
+                                                  const std::string& service) {
+  StepLabels l{def.name, sd.name, service, sd.tool, def.run};
+  if (l.run && l.tool.empty()) l.tool = "unknown";
+  return l;
+}
+
 void EngineMetrics::Call(const char* phase, const CallResult& res,
                          std::chrono::steady_clock::duration took, const StepLabels& where) {
   const std::string outcome = OutcomeName(res.outcome);
@@ -93,8 +104,15 @@ void EngineMetrics::Call(const char* phase, const CallResult& res,
                std::string("phase=\"") + phase + "\",outcome=\"" + outcome + "\"");
   if (res.replayed) metrics_.Inc("sagad_duplicate_effects_detected_total");
   metrics_.Observe("sagad_step_latency_seconds", secs);
+  // A run's call: its toolbox and tool (sagad_tool_calls_total), and the
+  // tool in the step's place below; never its call_id.
+  const std::string step_name = where.run ? where.tool : where.step;
+  if (where.run)
+    metrics_.Inc("sagad_tool_calls_total", "toolbox=\"" + LabelValue(where.saga) + "\",tool=\"" +
+                                               LabelValue(where.tool) + "\",phase=\"" + phase +
+                                               "\",outcome=\"" + outcome + "\"");
   const std::string step = "saga=\"" + LabelValue(where.saga) + "\",step=\"" +
-                           LabelValue(where.step) + "\",service=\"" + LabelValue(where.service) +
+                           LabelValue(step_name) + "\",service=\"" + LabelValue(where.service) +
                            "\"";
   metrics_.Inc("sagad_step_calls_by_step_total",
                step + ",phase=\"" + phase + "\",outcome=\"" + outcome + "\"");

@@ -15,6 +15,7 @@
 #include "coordinator/engine/metrics/metrics.h"
 #include "coordinator/engine/services/service_gates.h"
 #include "coordinator/store/store.h"
+#include "sagas/definition.h"
 #include "util/mutex.h"
 
 namespace sagad {
@@ -24,10 +25,23 @@ class EngineMetrics {
   EngineMetrics();
 
   // Where a call went: the saga, its step and the step's service (label
-  // values bounded by the registered definitions).
+  // values bounded by the registered definitions). A run's call is counted
+  // by its toolbox and tool (`tool` set), never by its call_id: no label
+  // value is one a client chooses.
   struct StepLabels {
-    std::string saga, step, service;
+    StepLabels(std::string saga_, std::string step_, std::string service_, std::string tool_ = "",
+               bool run_ = false)
+        : saga(std::move(saga_)),
+          step(std::move(step_)),
+          service(std::move(service_)),
+          tool(std::move(tool_)),
+          run(run_) {}
+    std::string saga, step, service, tool;
+    bool run;
   };
+  // The labels of step `sd` of `def` (a run's call: its toolbox and tool).
+  static StepLabels LabelsOf(const SagaDefinition& def, const StepDefinition& sd,
+                             const std::string& service);
   // A downstream call of `phase` ("forward" | "compensation") and its
   // classified outcome; a replayed answer counts as a duplicate detected.
   // Counted twice: by phase and outcome (sagad_step_calls_total), and by

@@ -230,7 +230,7 @@ auto StepRunner::AfterForward(const ActionPtr& a, const CallResult& res) -> void
   CrashPoint("before_outcome");
   host_.MarkRecovered(a->id());  // resumed: its first step after a restart was sent
   const auto took = clock_.SteadyNow() - a->sent_at();
-  metrics_.Call("forward", res, took, {defp->name, sd.name, sd.forward.service});
+  metrics_.Call("forward", res, took, EngineMetrics::LabelsOf(*defp, sd, sd.forward.service));
   EngineLog({{"msg", "step call"},
              {"instance", a->id()},
              {"trace_id", a->trace().trace_id},
@@ -299,12 +299,10 @@ auto StepRunner::RecordForward(Tx& tx, const SagaDefinition& def, int i, const C
       const StepState& cur = tx.inst().step(i);
       const StepNext next = ForwardNotExecuted(sd, RetryFor(sd, sd.forward.service), cur,
                                                clock_.NowMillis(), Jitter());
-      if (next.move == StepMove::kGiveUp) {
-        SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", res.error}}));
-        return GiveUp(tx, def,
-                      "step '" + sd.name + "' could not be sent after " +
-                          std::to_string(cur.retries) + " attempts: " + res.error);
-      }
+      if (next.move == StepMove::kGiveUp)
+        return NoMoreSends(tx, def, i, {{"error", res.error}, {"http_status", res.http_status}},
+                           "step '" + sd.name + "' could not be sent after " +
+                               std::to_string(cur.retries) + " attempts: " + res.error);
       if (next.move == StepMove::kRetry)
         return tx.Step(i, StepEvent::kNotExecuted,
                        {{"error", res.error}, {"retry_at", next.at_ms}});
@@ -425,10 +423,9 @@ auto StepRunner::RecordNotHappened(Tx& tx, const SagaDefinition& def, int i) -> 
     case StepMove::kStop:
       return tx.Step(i, StepEvent::kNotExecuted, {{"error", "confirmed not executed"}});
     case StepMove::kGiveUp:
-      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kNotExecuted, {{"error", why}}));
-      return GiveUp(tx, def,
-                    "step '" + sd.name + "' did not take effect in " +
-                        std::to_string(cur.attempts) + " attempts: " + why);
+      return NoMoreSends(tx, def, i, {{"error", why}},
+                         "step '" + sd.name + "' did not take effect in " +
+                             std::to_string(cur.attempts) + " attempts: " + why);
     default: {
       nlohmann::json data = {{"error", why}, {"retry_at", next.at_ms}};
       if (next.interrupted) data["interrupted"] = true;

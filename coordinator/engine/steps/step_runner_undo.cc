@@ -83,7 +83,7 @@ auto StepRunner::AfterUndo(const ActionPtr& a, const CallResult& res) -> void {
   const StepDefinition& sd = a->step_def();
   CrashPoint("before_compensation_outcome");
   metrics_.Call("compensation", res, clock_.SteadyNow() - a->sent_at(),
-                {defp->name, sd.name, sd.compensation->service});
+                EngineMetrics::LabelsOf(*defp, sd, sd.compensation->service));
   EngineLog({{"msg", "compensation call"},
              {"instance", a->id()},
              {"trace_id", a->trace().trace_id},
