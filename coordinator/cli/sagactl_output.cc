@@ -50,6 +50,25 @@ void Table(const std::vector<std::string>& header,
   for (const auto& r : rows) line(r);
 }
 
+namespace {
+
+// A run's calls: each with its tool, arguments, status, who made it, and
+// what came back or went wrong.
+void PrintCalls(const json& run) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& c : run.value("calls", json::array())) {
+    const json& result = c.value("result", json());
+    std::string outcome = Str(c.value("last_error", json()));
+    if (!result.is_null()) outcome = result.dump();
+    rows.push_back({Str(c["call_id"]), Str(c.value("tool", json())),
+                    c.value("arguments", json::object()).dump(), Str(c["status"]),
+                    Str(c.value("by", json())), outcome.empty() ? "-" : outcome});
+  }
+  Table({"CALL", "TOOL", "ARGUMENTS", "STATUS", "BY", "RESULT / LAST ERROR"}, rows);
+}
+
+}  // namespace
+
 void PrintInstance(const json& i) {
   std::cout << "instance   " << Str(i["id"]) << "\n"
             << "saga       " << Str(i["saga"]) << " v" << Str(i["saga_version"]) << "\n"
@@ -65,8 +84,13 @@ void PrintInstance(const json& i) {
   } else if (i.contains("current_step")) {
     std::cout << "current    " << Str(i["current_step"]) << "\n";
   }
+  if (i.contains("owner")) std::cout << "owner      " << Str(i["owner"]) << "\n";
+  if (i.contains("idle_until"))
+    std::cout << "idle until " << Time(i.value("idle_until", int64_t(0)))
+              << " (waiting for its agent)\n";
   std::cout << "created    " << Time(i.value("created_at", int64_t(0))) << "   updated "
             << Time(i.value("updated_at", int64_t(0))) << "\n\n";
+  if (i.value("kind", "") == "run") return PrintCalls(i);
   std::vector<std::vector<std::string>> rows;
   for (const auto& s : i["steps"]) {
     std::string comp = s["compensation"].is_null() ? "-" : Str(s["compensation"]["status"]);

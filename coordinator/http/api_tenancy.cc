@@ -33,8 +33,7 @@ bool IsIPv4Loopback(const std::string& h) {
 }
 
 bool Listed(const std::vector<std::string>& list, const std::string& v) {
-  return std::any_of(list.begin(), list.end(),
-                     [&](const std::string& x) { return Lower(x) == v; });
+  return std::any_of(list.begin(), list.end(), [&](const std::string& x) { return Lower(x) == v; });
 }
 
 // A Host header value the tokenless rule accepts: a loopback name, or one

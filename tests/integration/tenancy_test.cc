@@ -148,8 +148,7 @@ TEST_F(TenancyTest, AFailedCallFailsAloneAndTheRunStaysOpen) {
 // PLANNED.
 TEST_F(TenancyTest, ACallWhoseRetriesRunOutEndsFailedAndUndoesNothing) {
   Start({{"iam",
-          {{"retry",
-            {{"max_attempts", 2}, {"initial_backoff_ms", 10}, {"max_backoff_ms", 20}}}}}});
+          {{"retry", {{"max_attempts", 2}, {"initial_backoff_ms", 10}, {"max_backoff_ms", 20}}}}}});
   const std::string run = Open("token-a");
   Reply block = Tool("token-a", run, "block", "block_ip", {{"ip", "198.51.100.8"}});
   ASSERT_EQ(block.body["status"], "COMMITTED") << block.raw;
@@ -171,13 +170,13 @@ TEST_F(TenancyTest, ARunBelongsToItsAgentAndIsInvisibleToAnother) {
   ASSERT_EQ(Tool("token-a", run, "block", "block_ip", {{"ip", "198.51.100.9"}}).body["status"],
             "COMMITTED");
   const std::string path = "/v1/instances/" + run;
-  for (const auto& [method, p] : std::vector<std::pair<std::string, std::string>>{
-           {"GET", path},
-           {"GET", path + "?wait=1"},
-           {"GET", path + "/events"},
-           {"GET", path + "/bundle"},
-           {"POST", path + "/finish"},
-           {"POST", path + "/abort"}}) {
+  for (const auto& [method, p] :
+       std::vector<std::pair<std::string, std::string>>{{"GET", path},
+                                                        {"GET", path + "?wait=1"},
+                                                        {"GET", path + "/events"},
+                                                        {"GET", path + "/bundle"},
+                                                        {"POST", path + "/finish"},
+                                                        {"POST", path + "/abort"}}) {
     Reply r = Call("token-b", method, p, method == "POST" ? nlohmann::json::object() : nullptr);
     EXPECT_EQ(r.status, 404) << method << " " << p << ": " << r.raw;
   }
@@ -199,9 +198,9 @@ TEST_F(TenancyTest, ARunBelongsToItsAgentAndIsInvisibleToAnother) {
   EXPECT_EQ(op.body["calls"][0]["by"], "agent-a");
   EXPECT_EQ(sagad_->Get("/v1/instances?owner=agent-b").body["instances"].size(), 1u);
   // A's MCP session is not B's.
-  Reply mcp = Call("token-b", "POST", "/mcp",
-                   {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/list"}},
-                   {{"Mcp-Session-Id", run}, {"Accept", "application/json, text/event-stream"}});
+  Reply mcp =
+      Call("token-b", "POST", "/mcp", {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/list"}},
+           {{"Mcp-Session-Id", run}, {"Accept", "application/json, text/event-stream"}});
   EXPECT_EQ(mcp.status, 404) << mcp.raw;
   Reply resume = Call("token-b", "POST", "/mcp?run=" + run,
                       {{"jsonrpc", "2.0"},
@@ -209,9 +208,9 @@ TEST_F(TenancyTest, ARunBelongsToItsAgentAndIsInvisibleToAnother) {
                        {"method", "initialize"},
                        {"params", {{"protocolVersion", "2025-06-18"}, {"capabilities", {}}}}});
   EXPECT_EQ(resume.status, 404) << resume.raw;
-  Reply own = Call("token-a", "POST", "/mcp",
-                   {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/list"}},
-                   {{"Mcp-Session-Id", run}});
+  Reply own =
+      Call("token-a", "POST", "/mcp", {{"jsonrpc", "2.0"}, {"id", 1}, {"method", "tools/list"}},
+           {{"Mcp-Session-Id", run}});
   EXPECT_EQ(own.status, 200) << own.raw;
 }
 
@@ -233,6 +232,15 @@ TEST_F(TenancyTest, EveryEventSaysWhoMadeItHappen) {
   }
   EXPECT_TRUE(created) << events.raw;
   EXPECT_TRUE(appended) << events.raw;
+  // sagactl show prints who opened the run and each call's tool, arguments
+  // and maker.
+  Subprocess show({SAGACTL_BIN, "show", run},
+                  {{"SAGAD_URL", "http://127.0.0.1:" + std::to_string(sagad_->port())},
+                   {"SAGAD_TOKEN", "operator-token"}});
+  const std::string out = show.ReadOutput();
+  EXPECT_EQ(show.Wait(), 0) << out;
+  for (const char* want : {"owner      agent-a", "block_ip", "198.51.100.10", "COMMITTED"})
+    EXPECT_NE(out.find(want), std::string::npos) << want << " in:\n" << out;
 }
 
 // Seen failing on main 4372162: 1,000 call_ids grew /metrics by 2.3 MB, and
@@ -246,8 +254,8 @@ TEST_F(TenancyTest, MetricsCountCallsByToolNeverByCallIdAndNeedAToken) {
                   .body["status"],
               "COMMITTED");
   EXPECT_EQ(Http(sagad_->port(), "GET", "/metrics").status, 401);
-  Reply scrape = Http(sagad_->port(), "GET", "/metrics", "",
-                      {{"Authorization", "Bearer scrape-secret"}});
+  Reply scrape =
+      Http(sagad_->port(), "GET", "/metrics", "", {{"Authorization", "Bearer scrape-secret"}});
   ASSERT_EQ(scrape.status, 200);
   EXPECT_EQ(scrape.raw.find("call-id-"), std::string::npos);
   EXPECT_EQ(scrape.raw.find(run), std::string::npos);
@@ -272,8 +280,8 @@ TEST_F(TenancyTest, WhatARunKeepsAndHowManyOneAgentOpensAreBounded) {
   EXPECT_EQ(wordy.status, 413) << wordy.raw.substr(0, 300);
   EXPECT_NE(wordy.body.value("detail", "").find("reason + evidence"), std::string::npos);
   Open("token-a");
-  Reply third = Call("token-a", "POST", "/v1/toolboxes/soc_tools/runs",
-                     {{"input", {{"incident", "INC-1"}}}});
+  Reply third =
+      Call("token-a", "POST", "/v1/toolboxes/soc_tools/runs", {{"input", {{"incident", "INC-1"}}}});
   EXPECT_EQ(third.status, 429) << third.raw;
   EXPECT_NE(third.body.value("detail", "").find("max_open_runs"), std::string::npos);
   EXPECT_EQ(Open("token-a", "k1"), run);  // a replay is not a new run
@@ -287,7 +295,8 @@ TEST_F(TenancyTest, WhatARunKeepsAndHowManyOneAgentOpensAreBounded) {
 TEST_F(TenancyTest, AnApprovalIsBoundToWhatTheOperatorSaw) {
   Start();
   const std::string run = Open("token-a");
-  Reply mail = Tool("token-a", run, "mail", "notify_user", {{"to", "bob@example.com"}, {"body", "x"}});
+  Reply mail =
+      Tool("token-a", run, "mail", "notify_user", {{"to", "bob@example.com"}, {"body", "x"}});
   ASSERT_EQ(mail.body["status"], "AWAITING_APPROVAL") << mail.raw;
   Reply cards = sagad_->Get("/v1/approvals");
   ASSERT_EQ(cards.body["approvals"].size(), 1u) << cards.raw;
@@ -304,20 +313,19 @@ TEST_F(TenancyTest, AnApprovalIsBoundToWhatTheOperatorSaw) {
   EXPECT_EQ(by_filter.body["results"][0]["http_status"], 409) << by_filter.raw;
   EXPECT_EQ(sagad_->Get("/v1/instances/" + run).body["calls"][0]["status"], "AWAITING_APPROVAL");
   // Bound to a digest: another one is refused and listed back.
-  Reply stale = sagad_->Post("/v1/approvals/actions/approve",
-                             {{"approvals", {{{"instance_id", run},
-                                              {"step", "mail"},
-                                              {"digest", std::string(64, '0')}}}}});
+  Reply stale = sagad_->Post(
+      "/v1/approvals/actions/approve",
+      {{"approvals",
+        {{{"instance_id", run}, {"step", "mail"}, {"digest", std::string(64, '0')}}}}});
   EXPECT_EQ(stale.status, 409) << stale.raw;
   EXPECT_EQ(stale.body["refused"].size(), 1u) << stale.raw;
-  Reply seen = sagad_->Post("/v1/approvals/actions/approve",
-                            {{"approvals",
-                              {{{"instance_id", run}, {"step", "mail"}, {"digest", card["digest"]}}}},
-                             {"comment", "read it"}});
+  Reply seen = sagad_->Post(
+      "/v1/approvals/actions/approve",
+      {{"approvals", {{{"instance_id", run}, {"step", "mail"}, {"digest", card["digest"]}}}},
+       {"comment", "read it"}});
   EXPECT_EQ(seen.status, 200) << seen.raw;
-  nlohmann::json sent = Tool("token-a", run, "mail", "notify_user",
-                             {{"to", "bob@example.com"}, {"body", "x"}})
-                            .body;
+  nlohmann::json sent =
+      Tool("token-a", run, "mail", "notify_user", {{"to", "bob@example.com"}, {"body", "x"}}).body;
   EXPECT_EQ(sent["status"], "COMMITTED") << sent.dump();
   EXPECT_EQ(sent["approval"]["by"], "alice");
 }
@@ -330,8 +338,9 @@ TEST_F(TenancyTest, ACallThatWillNeverBeSentEndsCancelled) {
   ASSERT_EQ(Tool("token-a", run, "mail", "notify_user", {{"to", "b@example.com"}, {"body", "x"}})
                 .body["status"],
             "AWAITING_APPROVAL");
-  Reply queued = Call("token-a", "POST", "/v1/instances/" + run + "/calls",
-                      {{"call_id", "block"}, {"tool", "block_ip"}, {"arguments", {{"ip", "1.2.3.4"}}}});
+  Reply queued =
+      Call("token-a", "POST", "/v1/instances/" + run + "/calls",
+           {{"call_id", "block"}, {"tool", "block_ip"}, {"arguments", {{"ip", "1.2.3.4"}}}});
   ASSERT_EQ(queued.status, 202) << queued.raw;
   Reply aborted = Call("token-a", "POST", "/v1/instances/" + run + "/abort", {{"reason", "stop"}});
   ASSERT_EQ(aborted.status, 200) << aborted.raw;
@@ -360,18 +369,19 @@ TEST_F(TenancyTest, SmallRefusals) {
   Reply bad = Call("admin-token", "PUT", "/v1/toolboxes/bad_tools/versions/1", toolbox);
   EXPECT_GE(bad.status, 400) << bad.raw;
   EXPECT_NE(bad.body.value("detail", "").find("call_id"), std::string::npos) << bad.raw;
-  Reply null_id = Call("token-a", "POST", "/mcp", {{"jsonrpc", "2.0"}, {"id", nullptr}, {"method", "ping"}},
-                       {{"Mcp-Session-Id", run}});
+  Reply null_id =
+      Call("token-a", "POST", "/mcp", {{"jsonrpc", "2.0"}, {"id", nullptr}, {"method", "ping"}},
+           {{"Mcp-Session-Id", run}});
   EXPECT_EQ(null_id.status, 400) << null_id.raw;
 }
 
 TEST(TenancyConfigTest, ABaseUrlThatWouldSplitARequestIsRefusedByCheck) {
   TempDir dir;
   const std::string config = dir.path() + "/config.json";
-  std::ofstream(config) << nlohmann::json{
-      {"data_dir", dir.path() + "/data"},
-      {"services", {{"iam", {{"base_url", "http://127.0.0.1:9\r\nX-Evil: 1"}}}}}}
-                               .dump();
+  std::ofstream(config)
+      << nlohmann::json{{"data_dir", dir.path() + "/data"},
+                        {"services", {{"iam", {{"base_url", "http://127.0.0.1:9\r\nX-Evil: 1"}}}}}}
+             .dump();
   const std::string err = dir.path() + "/stderr";
   Subprocess check({SAGAD_BIN, "check", "--config", config}, {}, err);
   EXPECT_EQ(check.Wait(), 2);
