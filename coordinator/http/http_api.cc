@@ -8,6 +8,7 @@
 #include "openapi_json.h"
 #include "ui_files.h"  // kUiFiles, from ui/
 #include "util/json_limits.h"
+#include "util/thread_role.h"
 
 namespace sagad {
 namespace {
@@ -56,7 +57,69 @@ bool ApiServer::Impl::OnLoop(const HttpRequest& req, HttpResponse& res) {
     Json(res, 200, {{"status", "ok"}});
     return true;
   }
-  return req.path == "/readyz" && ready_ && StalledAnswer(req, res);
+  return req.path == "/readyz" &&
+         ((ready_ && StalledAnswer(req, res)) || ProbedReadiness(req, res));
+}
+
+namespace {
+constexpr int kProbeEveryMs = 250;
+// A probe older than this says nothing: the store has not answered since.
+constexpr int kProbeStaleMs = 3000;
+}  // namespace
+
+void ApiServer::Impl::Serve() {
+  prober_ = std::thread([this] { ProbeLoop(); });
+  server_.Serve();
+}
+
+ApiServer::Impl::~Impl() {
+  {
+    MutexLock l(probe_mu_);
+    probe_stop_ = true;
+    probe_cv_.NotifyAll();
+  }
+  if (prober_.joinable()) prober_.join();
+}
+
+void ApiServer::Impl::ProbeLoop() {
+  NameThread("sagad-ready");  // it may wait for the store: that is its job
+  while (true) {
+    Status s = engine_.CheckWritable();  // may take as long as the store does
+    MutexLock l(probe_mu_);
+    probing_ = true;  // from the first answer on, /readyz answers from it
+    probed_ = s;
+    probed_at_ = std::chrono::steady_clock::now();
+    probe_cv_.WaitFor(probe_mu_, std::chrono::milliseconds(kProbeEveryMs),
+                      [&]() REQUIRES(probe_mu_) { return probe_stop_; });
+    if (probe_stop_) return;
+  }
+}
+
+bool ApiServer::Impl::ProbedReadiness(const HttpRequest& req, HttpResponse& res) {
+  Status s;
+  int64_t age_ms = 0;
+  {
+    MutexLock l(probe_mu_);
+    if (!probing_) return false;  // no answer yet: Readyz asks the store itself
+    s = probed_;
+    age_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::steady_clock::now() - probed_at_)
+                 .count();
+  }
+  if (!ready_) {
+    Problem(req, res, 503, "recovery in progress");
+    return true;
+  }
+  if (StalledAnswer(req, res)) return true;
+  if (age_ms > kProbeStaleMs)
+    s = Unavailable("it has not answered for " + std::to_string(age_ms) + " ms");
+  if (s.ok()) {
+    Json(res, 200, {{"status", "ready"}});
+    return true;
+  }
+  res.set_header("Retry-After", "1");
+  Problem(req, res, 503, "the store cannot take writes: " + s.message());
+  return true;
 }
 
 int64_t ApiServer::Impl::StalledMs() const {
@@ -255,6 +318,7 @@ StatusOr<nlohmann::json> ApiServer::Impl::VisibleInstance(const Caller& caller,
 }
 
 void ApiServer::Impl::Readyz(const HttpRequest& req, HttpResponse& res) {
+  if (ProbedReadiness(req, res)) return;
   if (!ready_) return Problem(req, res, 503, "recovery in progress");
   if (StalledAnswer(req, res)) return;
   Status writable = engine_.CheckWritable();

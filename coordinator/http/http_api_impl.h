@@ -5,9 +5,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "coordinator/engine/engine.h"
@@ -67,7 +69,9 @@ class ApiServer::Impl {
   Impl(Engine& engine, const ApiOptions& options);
 
   StatusOr<int> Bind(const std::string& host, int port);
-  void Serve() { server_.Serve(); }
+  // Serves (blocks until Stop); the store's readiness is probed meanwhile.
+  void Serve();
+  ~Impl();
   // Drains: no new connection or request; the long polls still waiting are
   // answered 503 (Retry-After) and every answer owed is written (up to 2 s)
   // before the server stops.
@@ -81,6 +85,13 @@ class ApiServer::Impl {
   static HttpServerOptions ServerOptions(const ApiOptions& options, const ApiAuth& auth);
   // The probes answered on the event loop (HttpServerOptions::on_loop).
   bool OnLoop(const HttpRequest& req, HttpResponse& res);
+  // /readyz from the last probe of the store (ProbeLoop), within
+  // milliseconds whatever the store does; false when no probe runs (the
+  // simulator: Readyz asks the store itself).
+  bool ProbedReadiness(const HttpRequest& req, HttpResponse& res);
+  // Asks the store whether it could take a write every kProbeEveryMs until
+  // Stop, keeping the last answer and when it came.
+  void ProbeLoop();
   // How long the store has been stalled, 0 while under watchdog_ms (no lock
   // held across a write).
   int64_t StalledMs() const;
@@ -196,6 +207,14 @@ class ApiServer::Impl {
   ApiAuth auth_;
   ApiRouter router_;
   std::atomic<bool> ready_{false};
+  // The readiness probe: its thread, and the store's last answer.
+  Mutex probe_mu_;
+  CondVar probe_cv_;
+  bool probing_ GUARDED_BY(probe_mu_) = false;
+  bool probe_stop_ GUARDED_BY(probe_mu_) = false;
+  Status probed_ GUARDED_BY(probe_mu_);
+  std::chrono::steady_clock::time_point probed_at_ GUARDED_BY(probe_mu_);
+  std::thread prober_;
   HttpServer server_;  // last: its threads call into the members above
 };
 

@@ -275,6 +275,10 @@ class Store {
   // Ok if a write could be committed now (the database is reachable and
   // not read-only); Unavailable otherwise. /readyz answers 503 meanwhile.
   virtual Status CheckWritable() { return Status::Ok(); }
+  // Why the store refuses the database server it found (an old primary
+  // that came back after a promotion), while it does; "" otherwise (and
+  // for stores with a single server).
+  virtual std::string StalePrimary() const { return ""; }
   // How long writes have been queued with none finished (0: none queued,
   // or the last batch just ended): the watchdog's measure of a stalled
   // store. Takes no lock held across a write.

@@ -25,6 +25,7 @@
 
 #include "tests/testing/cluster.h"
 #include "tests/testing/postgres.h"
+#include "tests/testing/tcp_proxy.h"
 
 namespace sagad::testing {
 namespace {
@@ -201,6 +202,146 @@ TEST(FailoverTest, PrimaryKilledStandbyPromotedNothingLostNothingDoubled) {
   std::cout << "[failover] commits cut by the kill:";
   for (const auto& [what, n] : seen) std::cout << " " << what << " x" << n << ";";
   std::cout << "\n";
+  sagad.process().Kill(SIGTERM);
+  EXPECT_EQ(sagad.process().Wait(std::chrono::seconds(15)), 0);
+}
+
+// Issue 57: the primary's link goes silent without a reset (every byte
+// held, connections left open: a partition, a frozen relay), the standby
+// is promoted, and later the old primary comes back still read-write and
+// first in the URI. sagad must commit on the new primary within its
+// statement deadline and a connect timeout of the promotion, answer
+// /healthz throughout, and never write to the old primary again, even when
+// its connections to the new one are cut and it must connect anew (libpq
+// would pick the old primary first). Replication is asynchronous here, so
+// nothing but sagad's fence keeps the old primary from taking writes.
+TEST(FailoverTest, ASilentPrimaryIsLeftWithinTheDeadlineAndNeverWrittenToWhenItComesBack) {
+  PostgresServer primary("wal_level = replica\nmax_wal_senders = 5\n");
+  PostgresServer standby("wal_retrieve_retry_interval = '200ms'\n", &primary, "sagad_standby");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return primary.QueryValue("postgres",
+                                  "SELECT state FROM pg_stat_replication WHERE "
+                                  "application_name = 'sagad_standby'") == "streaming";
+      },
+      std::chrono::seconds(60)))
+      << "the standby never streamed";
+  const std::string primary_uri = primary.NewDatabase();
+  const std::string db = primary_uri.substr(primary_uri.rfind('/') + 1);
+  TcpProxy link(primary.port());
+  const std::string uri = "postgresql://postgres@127.0.0.1:" + std::to_string(link.port()) +
+                          ",127.0.0.1:" + std::to_string(standby.port()) + "/" + db;
+  TempDir dir;
+  Downstream downstream(/*dedup=*/false);
+  json services = NonDeduplicating({"inventory", "payments", "shipping"});
+  Coordinator sagad(downstream, dir.path() + "/data", services);
+  sagad.Configure({{"store", uri}});
+  sagad.LogTo(dir.path() + "/sagad.log");
+  ASSERT_GT(sagad.Start(), 0);
+  const int port = sagad.port();
+
+  // Clients submit with keys until told to stop.
+  std::atomic<bool> stop{false};
+  std::atomic<int> acknowledged{0};
+  std::mutex mu;
+  std::vector<Submitted> answers;
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c)
+    clients.emplace_back([&, c] {
+      Client cli(port);
+      for (int i = 0; !stop; ++i) {
+        json input = OrderInput();
+        input["customer"] = "s-" + std::to_string(c) + "-" + std::to_string(i);
+        Submitted s = cli.Submit("silent-" + std::to_string(c) + "-" + std::to_string(i), input,
+                                 Clock::now() + std::chrono::minutes(2));
+        if (!s.id.empty()) ++acknowledged;
+        std::lock_guard<std::mutex> l(mu);
+        answers.push_back(s);
+      }
+    });
+  ASSERT_TRUE(WaitFor([&] { return acknowledged >= 20; }, std::chrono::seconds(60)));
+
+  link.Freeze();  // the primary's host goes silent: no reset, no answer
+  const int64_t frozen_at = WallMs();
+  // What sagad committed before the silence reaches the standby (it
+  // streams from the primary directly): asynchronous replication would
+  // otherwise lose it, which is not what this test is about.
+  ASSERT_TRUE(WaitFor([&] {
+    return primary.QueryValue("postgres",
+                              "SELECT pg_current_wal_lsn() <= replay_lsn FROM pg_stat_replication "
+                              "WHERE application_name = 'sagad_standby'") == "t";
+  }));
+  standby.Promote();
+  const int64_t promoted_at = WallMs();
+  // /healthz answers from memory throughout.
+  int64_t slowest_health_ms = 0;
+  std::string first_commit;
+  const bool moved = WaitFor(
+      [&] {
+        const auto h0 = Clock::now();
+        EXPECT_EQ(Http(port, "GET", "/healthz").status, 200);
+        slowest_health_ms = std::max<int64_t>(
+            slowest_health_ms,
+            std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - h0).count());
+        first_commit = standby.QueryValue(
+            db, "SELECT min(at) FROM sagad_batches WHERE answers IS NOT NULL AND at > " +
+                    std::to_string(promoted_at));
+        return !first_commit.empty() && first_commit.rfind("error", 0) != 0;
+      },
+      std::chrono::seconds(60));
+  ASSERT_TRUE(moved) << "no commit on the new primary: " << first_commit;
+  const int64_t after_promotion = std::atoll(first_commit.c_str()) - promoted_at;
+  std::cout << "[silent primary] first commit on the new primary " << after_promotion
+            << " ms after the promotion (" << promoted_at - frozen_at
+            << " ms after the link went silent); slowest /healthz " << slowest_health_ms << " ms\n";
+  RecordProperty("silent_primary_to_first_commit_ms", std::to_string(after_promotion));
+  EXPECT_LT(after_promotion, 12000);
+  EXPECT_LT(slowest_health_ms, 1000);
+
+  // The old primary comes back, read-write, first in the URI; what the link
+  // held is delivered. Then sagad's connections to the new primary are cut:
+  // it must connect anew, and refuse the old primary it finds first.
+  link.Thaw();
+  ASSERT_TRUE(WaitFor([&] {
+    return standby.QueryValue(db,
+                              "SELECT count(*) FROM pg_stat_activity WHERE "
+                              "application_name = 'sagad'") != "0";
+  }));
+  standby.QueryValue("postgres",
+                     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                     "application_name = 'sagad'");
+  const std::string old_before = primary.QueryValue(db, "SELECT count(*) FROM sagad_batches");
+  const std::string new_before = standby.QueryValue(db, "SELECT count(*) FROM sagad_batches");
+  const int acked_before = acknowledged;
+  EXPECT_TRUE(WaitFor([&] { return acknowledged >= acked_before + 20; }, std::chrono::seconds(60)))
+      << "no progress after the old primary came back";
+  EXPECT_EQ(primary.QueryValue(db, "SELECT count(*) FROM sagad_batches"), old_before)
+      << "sagad wrote to the old primary";
+  if (::testing::Test::HasFailure()) {
+    std::ifstream again(dir.path() + "/sagad.log");
+    for (std::string line; std::getline(again, line);)
+      if (line.find("primary") != std::string::npos || line.find("store") != std::string::npos)
+        std::cout << line.substr(0, 300) << "\n";
+  }
+  EXPECT_NE(standby.QueryValue(db, "SELECT count(*) FROM sagad_batches"), new_before);
+  EXPECT_TRUE(WaitFor([&] { return Http(port, "GET", "/readyz").status == 200; }))
+      << Http(port, "GET", "/readyz").raw;
+  EXPECT_NE(Http(port, "GET", "/metrics").raw.find("sagad_store_stale_primary 1"),
+            std::string::npos)
+      << "the old primary that came back is not named";
+  stop = true;
+  for (auto& t : clients) t.join();
+  for (const auto& a : answers) {
+    if (a.id.empty()) continue;
+    json view = sagad.WaitStatus(a.id, "COMPLETED", std::chrono::seconds(60));
+    EXPECT_EQ(view.value("status", ""), "COMPLETED") << a.key << " " << a.id;
+  }
+  EXPECT_EQ(RepeatedEffects(downstream), "");
+  std::ifstream log(dir.path() + "/sagad.log");
+  int refused = 0;
+  for (std::string line; std::getline(log, line);)
+    refused += line.find("old primary refused") != std::string::npos;
+  std::cout << "[silent primary] the old primary was refused " << refused << " times\n";
   sagad.process().Kill(SIGTERM);
   EXPECT_EQ(sagad.process().Wait(std::chrono::seconds(15)), 0);
 }

@@ -337,7 +337,8 @@ TEST_F(PostgresCoordinatorTest, ASchemaChangedUnderSagadIsA503WithoutSqlAndNotRe
   for (const char* sql : {"SELECT", "snapshot", "column", "ERROR", "LINE", "PL/pgSQL"})
     EXPECT_EQ(detail.find(sql), std::string::npos) << sql << " in: " << detail;
   EXPECT_NE(detail.find("ref-"), std::string::npos) << detail;
-  EXPECT_EQ(c->Get("/readyz").status, 503);
+  // /readyz answers from its probe of the store (every 250 ms).
+  EXPECT_TRUE(WaitFor([&] { return c->Get("/readyz").status == 503; }, std::chrono::seconds(3)));
   ASSERT_TRUE(Sql(uri_, "ALTER TABLE sagad_instances RENAME COLUMN snapshot_gone TO snapshot"));
   EXPECT_TRUE(WaitFor([&] { return c->Get("/v1/instances/" + id).status == 200; },
                       std::chrono::seconds(5)));

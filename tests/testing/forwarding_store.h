@@ -81,6 +81,7 @@ class ForwardingStore : public Store {
     return real_.DeleteFinished(finished_before_ms, max);
   }
   Status CheckWritable() override { return real_.CheckWritable(); }
+  std::string StalePrimary() const override { return real_.StalePrimary(); }
   StatusOr<std::vector<std::string>> PausedServices() override { return real_.PausedServices(); }
   Status SetServicePaused(const std::string& service, bool paused,
                           const nlohmann::json& note) override {

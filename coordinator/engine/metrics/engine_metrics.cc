@@ -203,6 +203,11 @@ std::string EngineMetrics::Text(Store& store) const {
       "# TYPE sagad_store_synced_commits_total "
       "counter\nsagad_store_synced_commits_total " +
       std::to_string(store.SyncedCommits()) + "\n";
+  extra +=
+      "# HELP sagad_store_stale_primary 1 while the store refuses the database server it "
+      "found: an old primary that came back after a promotion (never written to).\n"
+      "# TYPE sagad_store_stale_primary gauge\nsagad_store_stale_primary " +
+      std::string(store.StalePrimary().empty() ? "0" : "1") + "\n";
   {
     MutexLock l(max_mu_);
     extra +=

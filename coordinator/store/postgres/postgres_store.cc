@@ -47,7 +47,10 @@ std::string RedactUri(const std::string& uri) {
 }
 
 PostgresStore::PostgresStore(std::string uri, size_t pool_size, int64_t readback_ms)
-    : uri_(std::move(uri)), pool_size_(pool_size < 2 ? 2 : pool_size), readback_ms_(readback_ms) {}
+    : uri_(std::move(uri)),
+      fence_(new PrimaryFence()),
+      pool_size_(pool_size < 2 ? 2 : pool_size),
+      readback_ms_(readback_ms) {}
 
 PostgresStore::~PostgresStore() {
   MutexLock l(close_mu_);
@@ -59,7 +62,7 @@ StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& 
                                                              size_t pool_size,
                                                              int64_t readback_ms) {
   std::unique_ptr<PostgresStore> s(new PostgresStore(uri, pool_size, readback_ms));
-  auto c = Connection::Open(uri);
+  auto c = Connection::Open(uri, s->fence_.get());
   if (!c.ok()) return c.status();
   Connection& conn = **c;
   auto fail = [&](const Status& st) -> Status {
@@ -105,7 +108,9 @@ StatusOr<std::unique_ptr<PostgresStore::Connection>> PostgresStore::Acquire() {
     if (!idle_.empty()) {
       auto c = std::move(idle_.back());
       idle_.pop_back();
-      if (!c->Broken()) return c;
+      // A connection to a server older than the newest primary seen (an
+      // old primary that came back) is never used again.
+      if (!c->Broken() && !fence_->Behind(c->timeline())) return c;
       --open_;  // dropped below; a fresh one is opened in its place
     }
     ++open_;
@@ -124,10 +129,16 @@ StatusOr<std::unique_ptr<PostgresStore::Connection>> PostgresStore::Connect() {
     MutexLock l(connect_mu_);
     if (std::chrono::steady_clock::now() < connect_again_at_) return connect_error_;
   }
-  auto c = Connection::Open(uri_);
+  std::string suspect;
+  {
+    MutexLock l(connect_mu_);
+    suspect = suspect_;
+  }
+  auto c = Connection::Open(uri_, fence_.get(), suspect);
   MutexLock l(connect_mu_);
   if (c.ok()) {
     connect_backoff_ = std::chrono::milliseconds(0);
+    if ((*c)->server() == suspect_) suspect_.clear();  // back: nothing to avoid
   } else {  // no server takes connections: wait longer each time, up to 1 s
     connect_backoff_ = std::clamp(2 * connect_backoff_, std::chrono::milliseconds(50),
                                   std::chrono::milliseconds(1000));
@@ -149,13 +160,25 @@ StatusOr<PgRows> PostgresStore::Query(const char* statement, const std::vector<s
 }
 
 void PostgresStore::Release(std::unique_ptr<Connection> c) {
+  std::vector<std::unique_ptr<Connection>> dropped;  // closed after the lock
+  if (c->Broken()) {
+    MutexLock l(connect_mu_);
+    suspect_ = c->server();
+  }
   MutexLock l(pool_mu_);
   if (c->Broken()) {
     --open_;
+    // The idle ones most likely lead to the same lost server: each would
+    // cost a statement deadline to find out. They are opened again (to
+    // whichever host is the primary now) as they are needed.
+    open_ -= idle_.size();
+    dropped.swap(idle_);
+    dropped.push_back(std::move(c));
   } else {
     idle_.push_back(std::move(c));
   }
-  pool_cv_.NotifyOne();
+  pool_cv_.NotifyAll();
+  l.Unlock();
 }
 
 namespace {
@@ -369,7 +392,8 @@ StatusOr<Lease> PostgresStore::GetLease(const std::string& id) {
 
 StatusOr<std::vector<OutboxRecord>> PostgresStore::PeekOutbox(size_t max) {
   MutexLock l(outbox_mu_);
-  if (outbox_conn_ && outbox_conn_->Broken()) outbox_conn_.reset();
+  if (outbox_conn_ && (outbox_conn_->Broken() || fence_->Behind(outbox_conn_->timeline())))
+    outbox_conn_.reset();
   if (!outbox_conn_) {
     auto c = Connect();
     if (!c.ok()) return c.status();

@@ -124,8 +124,10 @@ class PostgresStore : public Store {
                                const nlohmann::json& body) override;
   StatusOr<std::vector<StoredDefinition>> ListDefinitions() override;
   Status CheckWritable() override;
+  std::string StalePrimary() const override;
 
-  class Connection;  // one libpq connection (postgres_store.cc)
+  class Connection;    // one libpq connection (postgres_connection.h)
+  class PrimaryFence;  // never an old primary again (postgres_connection.h)
 
  private:
   PostgresStore(std::string uri, size_t pool_size, int64_t readback_ms);
@@ -177,6 +179,7 @@ class PostgresStore : public Store {
   static Status AnswerOf(const Pending& w, const std::string& answer);
 
   std::string uri_;
+  const std::unique_ptr<PrimaryFence> fence_;
   size_t pool_size_;
   Mutex pool_mu_;
   CondVar pool_cv_;
@@ -191,6 +194,9 @@ class PostgresStore : public Store {
   std::chrono::steady_clock::time_point connect_again_at_ GUARDED_BY(connect_mu_);
   std::chrono::milliseconds connect_backoff_ GUARDED_BY(connect_mu_){0};
   Status connect_error_ GUARDED_BY(connect_mu_);
+  // The server ("host:port") of the last connection lost: the next ones try
+  // the URI's other hosts first.
+  std::string suspect_ GUARDED_BY(connect_mu_);
   Mutex close_mu_;
   CondVar close_cv_;
   bool closing_ GUARDED_BY(close_mu_) = false;

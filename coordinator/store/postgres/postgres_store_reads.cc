@@ -1,4 +1,5 @@
 // PostgresStore: reads, listing, retention and the writability check.
+#include "coordinator/store/postgres/postgres_connection.h"
 #include "coordinator/store/postgres/postgres_rows.h"
 #include "coordinator/store/postgres/postgres_store.h"
 #include "util/json_limits.h"
@@ -126,6 +127,8 @@ StatusOr<std::vector<std::string>> PostgresStore::DeleteFinished(int64_t finishe
   if (!ids.empty()) ++synced_commits_;
   return ids;
 }
+
+std::string PostgresStore::StalePrimary() const { return fence_->Stale(); }
 
 Status PostgresStore::CheckWritable() {
   auto r = Query("writable", {});
