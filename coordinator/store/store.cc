@@ -78,6 +78,8 @@ SnapshotRecord SnapshotRecord::FromJson(const nlohmann::json& snapshot) {
   r.status = snapshot.value("status", "");
   auto waiting = snapshot.find("waiting_for");
   if (waiting != snapshot.end() && waiting->is_string()) r.waiting_for = *waiting;
+  auto owner = snapshot.find("owner");
+  if (owner != snapshot.end() && owner->is_string()) r.owner = *owner;
   r.version = snapshot.value("version", uint64_t(0));
   r.updated_at = snapshot.value("updated_at", int64_t(0));
   return r;
@@ -91,6 +93,7 @@ SnapshotRecord SnapshotRecord::FromInstance(Instance& inst) {
   r.status = inst.StatusName();
   std::string waiting = inst.WaitingFor();
   if (!waiting.empty()) r.waiting_for = waiting;
+  r.owner = inst.owner();
   r.version = inst.version();
   r.updated_at = inst.updated_at();
   return r;

@@ -114,6 +114,7 @@ struct SnapshotRecord {
   std::string text;
   std::string id, saga, status;
   nlohmann::json waiting_for;  // a string, or null
+  std::string owner;           // the principal that created it ("" before owners)
   uint64_t version = 0;
   int64_t updated_at = 0;
 

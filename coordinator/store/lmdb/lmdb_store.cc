@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -42,8 +43,53 @@ static StatusOr<SnapshotRecord> RecordOf(const nlohmann::json& snapshot) {
   }
 }
 
+// The listing's index keys of a snapshot (LmdbStore::PutIndexes).
+static std::vector<std::string> IndexKeys(const std::string& id, const SnapshotRecord& r) {
+  std::vector<std::string> out;
+  auto add = [&](char code, const std::string& value) {
+    if (value.empty() || value.find('\0') != std::string::npos) return;
+    std::string k(1, code);
+    k += value;
+    k.push_back('\0');
+    k += id;
+    if (k.size() <= 500) out.push_back(std::move(k));  // LMDB keys: 511 bytes at most
+  };
+  add('s', r.status);
+  add('g', r.saga);
+  if (r.waiting_for.is_string()) add('w', r.waiting_for.get<std::string>());
+  add('o', r.owner);
+  return out;
+}
+
+Status LmdbStore::PutIndexes(MDB_txn* txn, const std::string& id, const SnapshotRecord* snapshot) {
+  std::vector<std::string> now = snapshot ? IndexKeys(id, *snapshot) : std::vector<std::string>{};
+  std::vector<std::string> before;
+  auto held = GetJson(txn, indexed_, id);
+  if (held.ok() && held->is_array())
+    for (const auto& k : *held)
+      if (k.is_string()) before.push_back(k.get<std::string>());
+  if (before == now) return Status::Ok();
+  for (const auto& k : before) {
+    if (std::find(now.begin(), now.end(), k) != now.end()) continue;
+    MDB_val key = Val(k);
+    int rc = mdb_del(txn, by_field_, &key, nullptr);
+    if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_del", rc);
+  }
+  for (const auto& k : now) {
+    if (std::find(before.begin(), before.end(), k) != before.end()) continue;
+    SAGAD_RETURN_IF_ERROR(PutText(txn, by_field_, k, ""));
+  }
+  if (now.empty()) {
+    MDB_val key = Val(id);
+    int rc = mdb_del(txn, indexed_, &key, nullptr);
+    return rc == 0 || rc == MDB_NOTFOUND ? Status::Ok() : LmdbError("mdb_del", rc);
+  }
+  return PutJson(txn, indexed_, id, now);
+}
+
 Status LmdbStore::PutSnapshot(MDB_txn* txn, const std::string& id, const SnapshotRecord& snapshot) {
   SAGAD_RETURN_IF_ERROR(PutText(txn, instances_, id, snapshot.text));
+  SAGAD_RETURN_IF_ERROR(PutIndexes(txn, id, &snapshot));
   MDB_val k = Val(id);
   if (IsTerminalName(snapshot.status)) {
     int rc = mdb_del(txn, active_, &k, nullptr);

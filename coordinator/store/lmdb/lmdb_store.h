@@ -40,7 +40,14 @@
 
 namespace sagad {
 
-constexpr int kStoreSchemaVersion = 1;
+// 2: the listing's indexes (by_field, indexed): built from the snapshots
+// when a data dir of schema 1 is opened.
+constexpr int kStoreSchemaVersion = 2;
+// A list examines at most this many stored instances per request (each a
+// snapshot parsed): past it the page ends early, with a next_cursor. What
+// an index answers (status, saga, waiting, owner) is examined only among
+// the instances that have the indexed value.
+constexpr size_t kMaxExaminedPerList = 5000;
 
 class LmdbStore : public Store {
  public:
@@ -125,6 +132,12 @@ class LmdbStore : public Store {
   StatusOr<Lease> TakeLease(MDB_txn* txn, const std::string& id, const std::string& owner,
                             int64_t now_ms, int64_t ttl_ms, const std::string& successor_of);
   Status MigrateV0ToV1(MDB_txn* txn);
+  // Schema 1 to 2: the listing's indexes of every stored snapshot.
+  Status BuildIndexes(MDB_txn* txn);
+  // Keeps the listing's indexes of `id` those of `snapshot` (null: none, it
+  // is deleted): by_field holds code + value + NUL + id for its status (s),
+  // saga (g), waiting_for (w) and owner (o); indexed, the keys it holds now.
+  Status PutIndexes(MDB_txn* txn, const std::string& id, const SnapshotRecord* snapshot);
   // The named databases and their handles.
   std::vector<std::pair<const char*, MDB_dbi*>> Databases();
   // Refuses a data.mdb shorter than its meta page says it is.
@@ -214,7 +227,9 @@ class LmdbStore : public Store {
   MDB_env* env_ = nullptr;
   MDB_dbi instances_ = 0, events_ = 0, operations_ = 0, submissions_ = 0, active_ = 0, meta_ = 0,
           outbox_ = 0, leases_ = 0,
-          sub_index_ = 0;  // instance id -> its submission key (for retention)
+          sub_index_ = 0,  // instance id -> its submission key (for retention)
+      by_field_ = 0,       // code value NUL id -> "" (PutIndexes)
+      indexed_ = 0;        // instance id -> the by_field keys it holds (JSON)
 };
 
 }  // namespace sagad

@@ -10,14 +10,16 @@
 #include "coordinator/store/lmdb/lmdb_store.h"
 #include "coordinator/store/lmdb/lmdb_util.h"
 #include "util/json_limits.h"
+#include "util/log.h"
 
 namespace sagad {
 using namespace lmdb_util;
 
 std::vector<std::pair<const char*, MDB_dbi*>> LmdbStore::Databases() {
-  return {{"instances", &instances_},     {"events", &events_}, {"operations", &operations_},
-          {"submissions", &submissions_}, {"active", &active_}, {"meta", &meta_},
-          {"outbox", &outbox_},           {"leases", &leases_}, {"sub_index", &sub_index_}};
+  return {{"instances", &instances_},     {"events", &events_},  {"operations", &operations_},
+          {"submissions", &submissions_}, {"active", &active_},  {"meta", &meta_},
+          {"outbox", &outbox_},           {"leases", &leases_},  {"sub_index", &sub_index_},
+          {"by_field", &by_field_},       {"indexed", &indexed_}};
 }
 
 // A data.mdb shorter than its meta page says (a truncated copy, a partial
@@ -72,6 +74,10 @@ StatusOr<std::unique_ptr<LmdbStore>> LmdbStore::Open(const std::string& dir,
     SAGAD_RETURN_IF_ERROR(s->MigrateV0ToV1(txn.get()));
     v = 1;
   }
+  if (v == 1) {
+    SAGAD_RETURN_IF_ERROR(s->BuildIndexes(txn.get()));
+    v = 2;
+  }
   if (v < 0) v = kStoreSchemaVersion;  // a new data dir
   SAGAD_RETURN_IF_ERROR(PutJson(txn.get(), s->meta_, "schema_version", v));
   rc = txn.Commit();
@@ -98,6 +104,24 @@ Status LmdbStore::MigrateV0ToV1(MDB_txn* txn) {
     snap["schema_version"] = 1;
     SAGAD_RETURN_IF_ERROR(PutSnapshot(txn, id, SnapshotRecord::FromJson(snap)));
   }
+  return Status::Ok();
+}
+
+Status LmdbStore::BuildIndexes(MDB_txn* txn) {
+  Cursor cur(txn, instances_);
+  if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+  MDB_val k, v;
+  int rc = 0;
+  size_t n = 0;
+  for (rc = cur.Get(&k, &v, MDB_FIRST); rc == 0; rc = cur.Get(&k, &v, MDB_NEXT)) {
+    auto j = nlohmann::json::parse(Str(v), nullptr, false);
+    if (!j.is_object()) return Internal("index build: corrupt instance record " + Str(k));
+    const SnapshotRecord r = SnapshotRecord::FromJson(j);
+    SAGAD_RETURN_IF_ERROR(PutIndexes(txn, Str(k), &r));
+    ++n;
+  }
+  if (rc != MDB_NOTFOUND) return LmdbError("mdb_cursor_get", rc);
+  EngineLog({{"msg", "store indexes built"}, {"instances", n}});
   return Status::Ok();
 }
 

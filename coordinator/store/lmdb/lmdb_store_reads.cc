@@ -89,35 +89,71 @@ void LmdbStore::SetSubmissionResponseAsync(const std::string& key, int status,
   group_.CommitAsync(std::move(r));
 }
 
+namespace {
+
+// The index a filter is answered from (LmdbStore::PutIndexes): the code and
+// value of its most selective indexed condition, or code 0 for none.
+std::pair<char, std::string> IndexOf(const InstanceFilter& f) {
+  if (!f.waiting.empty()) return {'w', f.waiting};
+  if (!f.status.empty()) return {'s', f.status};
+  if (!f.owner.empty()) return {'o', f.owner};
+  if (!f.saga.empty()) return {'g', f.saga};
+  return {0, ""};
+}
+
+}  // namespace
+
+// Newest first, from the cursor (strictly older). With an indexed condition
+// only the instances that have its value are examined; in every case at
+// most kMaxExaminedPerList snapshots are read per request: a page that ends
+// there early carries the cursor to go on from (a list is short, never
+// silently incomplete).
 StatusOr<InstancePage> LmdbStore::ListInstances(const InstanceFilter& filter, size_t limit,
                                                 const std::string& cursor) {
   if (!filter.idempotency_key.empty()) return ListByKey(filter, cursor);
   Txn txn(env_, false);
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
-  Cursor cur(txn.get(), instances_);
-  if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
-  int rc = 0;
-  InstancePage page;
-  MDB_val k, v;
-  if (cursor.empty()) {
-    rc = cur.Get(&k, &v, MDB_LAST);
-  } else {
-    k = Val(cursor);
-    rc = cur.Get(&k, &v, MDB_SET_RANGE);
-    if (rc == MDB_NOTFOUND)
-      rc = cur.Get(&k, &v, MDB_LAST);
-    else if (rc == 0)
-      rc = cur.Get(&k, &v, MDB_PREV);  // strictly older
+  const auto [code, value] = IndexOf(filter);
+  std::string prefix;
+  if (code) {
+    prefix.push_back(code);
+    prefix += value;
+    prefix.push_back('\0');
   }
-  for (; rc == 0; rc = cur.Get(&k, &v, MDB_PREV)) {
-    if (page.instances.size() == limit) {
-      page.next_cursor = page.instances.back().value("id", "");
+  Cursor cur(txn.get(), code ? by_field_ : instances_);
+  if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+  // Start past the newest candidate (or at the cursor), then step back.
+  std::string start = prefix + (cursor.empty() ? std::string(1, '\xff') : cursor);
+  MDB_val k = Val(start), v;
+  int rc = cur.Get(&k, &v, MDB_SET_RANGE);
+  if (rc == MDB_NOTFOUND)
+    rc = cur.Get(&k, &v, MDB_LAST);
+  else if (rc == 0)
+    rc = cur.Get(&k, &v, MDB_PREV);  // strictly older
+  InstancePage page;
+  std::string last;
+  for (size_t examined = 0; rc == 0; rc = cur.Get(&k, &v, MDB_PREV)) {
+    std::string key = Str(k);
+    if (code && key.compare(0, prefix.size(), prefix) != 0) break;  // past the value's entries
+    if (page.instances.size() == limit || examined == kMaxExaminedPerList) {
+      page.next_cursor = last;
       break;
     }
-    auto j = nlohmann::json::parse(Str(v), nullptr, false);
+    ++examined;
+    last = code ? key.substr(prefix.size()) : key;
+    std::string text;
+    if (code) {
+      auto t = ReadString(txn.get(), instances_, last);
+      if (!t.ok()) continue;  // an index entry without its instance: skipped
+      text = std::move(*t);
+    } else {
+      text = Str(v);
+    }
+    auto j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !Matches(filter, j)) continue;
     page.instances.push_back(std::move(j));
   }
+  if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_cursor_get", rc);
   return page;
 }
 
@@ -176,6 +212,7 @@ Status LmdbStore::DeleteRecords(MDB_txn* txn, const std::string& id, const nlohm
     return rc == 0 || rc == MDB_NOTFOUND ? Status::Ok() : LmdbError("mdb_del", rc);
   };
   SAGAD_RETURN_IF_ERROR(del(instances_, id));
+  SAGAD_RETURN_IF_ERROR(PutIndexes(txn, id, nullptr));
   SAGAD_RETURN_IF_ERROR(del(active_, id));
   SAGAD_RETURN_IF_ERROR(del(leases_, id));
   for (const auto& st : snap.value("steps", nlohmann::json::array())) {

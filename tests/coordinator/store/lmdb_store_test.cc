@@ -8,7 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <mutex>
 
 #include "coordinator/store/lmdb/lmdb_util.h"
 #include "tests/testing/subprocess.h"
@@ -74,6 +78,132 @@ TEST_F(LmdbStoreTest, SurvivesReopenAndRefusesANewerSchema) {
   auto refused = LmdbStore::Open(dir_.path());
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("newer"), std::string::npos);
+}
+
+// Many instances, created in a few group commits; instance i is the i-th
+// oldest (ids as NewInstanceId makes them: time first).
+void CreateMany(Store& store, int n, const std::function<nlohmann::json(int)>& snap) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int done = 0, failed = 0;
+  for (int i = 0; i < n; ++i) {
+    auto w = std::make_shared<CreationWrite>();
+    w->snapshot = snap(i);
+    store.CreateInstanceAsync(w, [&](Status s) {
+      std::lock_guard<std::mutex> l(mu);
+      ++done;
+      failed += !s.ok();
+      cv.notify_all();
+    });
+  }
+  std::unique_lock<std::mutex> l(mu);
+  ASSERT_TRUE(cv.wait_for(l, std::chrono::seconds(60), [&] { return done == n; }));
+  ASSERT_EQ(failed, 0);
+}
+
+std::string IdOf(int i) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%012x-%016x", i + 1, i + 1);
+  return buf;
+}
+
+// Issue 63: a filtered list read every snapshot of the history; now an
+// indexed condition (status, saga, waiting, owner) reads only the instances
+// that have its value, and any list reads at most kMaxExaminedPerList
+// snapshots per request (a page that stops there carries its cursor).
+TEST_F(LmdbStoreTest, IndexedFiltersReadOnlyTheirCandidatesAndAnyListIsBounded) {
+  const int n = static_cast<int>(kMaxExaminedPerList) + 500;
+  CreateMany(*store_, n, [](int i) {
+    const bool review = i < 3;  // the three oldest
+    nlohmann::json j = {{"id", IdOf(i)},
+                        {"version", 1},
+                        {"status", review ? "NEEDS_REVIEW" : "COMPLETED"},
+                        {"saga", "s"},
+                        {"owner", i % 2 ? "agent-a" : "agent-b"},
+                        {"input", {{"customer", i == 1 ? "rare" : "common"}}}};
+    if (review) j["waiting_for"] = "review";
+    return j;
+  });
+  // Indexed: the three, in one page, no cursor, newest first.
+  InstanceFilter review;
+  review.status = "NEEDS_REVIEW";
+  auto page = store_->ListInstances(review, 10, "");
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->instances.size(), 3u);
+  EXPECT_EQ(page->instances[0]["id"], IdOf(2));
+  EXPECT_EQ(page->next_cursor, "");
+  EXPECT_EQ(store_->ListInstances({"", "", "review"}, 10, "")->instances.size(), 3u);
+  InstanceFilter both = review;
+  both.owner = "agent-a";
+  EXPECT_EQ(store_->ListInstances(both, 10, "")->instances.size(), 1u);
+  // Paging an indexed value: every instance once, in order.
+  InstanceFilter mine;
+  mine.owner = "agent-b";
+  std::string cursor;
+  int seen = 0;
+  std::string previous = "~";
+  do {
+    auto p = store_->ListInstances(mine, 1000, cursor);
+    ASSERT_TRUE(p.ok());
+    for (const auto& i : p->instances) {
+      EXPECT_LT(i["id"].get<std::string>(), previous);
+      previous = i["id"];
+      ++seen;
+    }
+    cursor = p->next_cursor;
+  } while (!cursor.empty());
+  EXPECT_EQ(seen, (n + 1) / 2);
+  // Not indexed: the first request stops at the bound with a cursor; the
+  // one match is found by following it.
+  InstanceFilter rare;
+  rare.input_field = "customer";
+  rare.input_value = "rare";
+  auto first = store_->ListInstances(rare, 10, "");
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(first->instances.empty());
+  ASSERT_FALSE(first->next_cursor.empty());
+  auto second = store_->ListInstances(rare, 10, first->next_cursor);
+  ASSERT_TRUE(second.ok());
+  ASSERT_EQ(second->instances.size(), 1u);
+  EXPECT_EQ(second->instances[0]["id"], IdOf(1));
+  // A status change moves an instance between the status's entries.
+  auto moved = Snap(IdOf(0), 2);
+  moved["status"] = "COMPLETED";
+  ASSERT_TRUE(store_->Commit(IdOf(0), 1, moved, {}, {}, {}, nullptr).ok());
+  EXPECT_EQ(store_->ListInstances(review, 10, "")->instances.size(), 2u);
+}
+
+// A data dir of schema 1 (before the indexes) gets them when it is opened.
+TEST_F(LmdbStoreTest, ADataDirWithoutIndexesGetsThemWhenOpened) {
+  CreateMany(*store_, 5, [](int i) {
+    return nlohmann::json{{"id", IdOf(i)},
+                          {"version", 1},
+                          {"status", i < 2 ? "NEEDS_REVIEW" : "RUNNING"},
+                          {"saga", "s"}};
+  });
+  store_.reset();
+  // As schema 1 left it: no index entries, stamped 1.
+  MDB_env* env;
+  ASSERT_EQ(mdb_env_create(&env), 0);
+  mdb_env_set_maxdbs(env, 16);
+  ASSERT_EQ(mdb_env_open(env, dir_.path().c_str(), 0, 0644), 0);
+  MDB_txn* txn;
+  MDB_dbi meta, by_field, indexed;
+  ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
+  ASSERT_EQ(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+  ASSERT_EQ(mdb_dbi_open(txn, "by_field", 0, &by_field), 0);
+  ASSERT_EQ(mdb_dbi_open(txn, "indexed", 0, &indexed), 0);
+  ASSERT_EQ(mdb_drop(txn, by_field, 0), 0);
+  ASSERT_EQ(mdb_drop(txn, indexed, 0), 0);
+  std::string k = "schema_version", v = "1";
+  MDB_val key{k.size(), k.data()}, val{v.size(), v.data()};
+  ASSERT_EQ(mdb_put(txn, meta, &key, &val, 0), 0);
+  ASSERT_EQ(mdb_txn_commit(txn), 0);
+  mdb_env_close(env);
+  auto again = LmdbStore::Open(dir_.path());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ((*again)->ListInstances({"NEEDS_REVIEW", "", ""}, 10, "")->instances.size(), 2u);
+  EXPECT_EQ((*again)->ListInstances({"", "s", ""}, 10, "")->instances.size(), 5u);
 }
 
 // A creation refused for lack of space makes the store unready; a small
