@@ -19,6 +19,9 @@ CREATE INDEX IF NOT EXISTS sagad_instances_unfinished ON sagad_instances (id) WH
 -- on the input object.
 CREATE INDEX IF NOT EXISTS sagad_instances_input
   ON sagad_instances USING gin (((snapshot::jsonb) -> 'input') jsonb_path_ops);
+-- A submitter's own instances (GET /v1/instances as a submitter, ?owner=).
+CREATE INDEX IF NOT EXISTS sagad_instances_owner
+  ON sagad_instances (((snapshot::jsonb) ->> 'owner'), id);
 CREATE TABLE IF NOT EXISTS sagad_events (
   instance_id text NOT NULL,
   seq bigint NOT NULL,

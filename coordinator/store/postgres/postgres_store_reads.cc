@@ -64,7 +64,7 @@ StatusOr<InstancePage> PostgresStore::ListInstances(const InstanceFilter& filter
   if (!filter.status.empty()) add("status =", filter.status);
   if (!filter.saga.empty()) add("saga =", filter.saga);
   if (!filter.waiting.empty()) add("waiting =", filter.waiting);
-  if (!filter.owner.empty()) add("snapshot::jsonb ->> 'owner' =", filter.owner);
+  if (!filter.owner.empty()) add("(snapshot::jsonb) ->> 'owner' =", filter.owner);
   if (!filter.idempotency_key.empty()) {
     add("id IN (SELECT instance_id FROM sagad_submissions WHERE key =", filter.idempotency_key);
     sql += ")";

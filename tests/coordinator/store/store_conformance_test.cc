@@ -152,8 +152,20 @@ TEST_F(StoreTest, ListsNewestFirstWithFiltersAndCursor) {
     nlohmann::json snap = Snap(id, 1, i % 2 ? "COMPLETED" : "RUNNING");
     if (i == 2) snap["waiting_for"] = "approval";
     if (i == 4) snap["saga"] = "other";
+    if (i != 0) snap["owner"] = i % 2 ? "agent-a" : "agent-b";
     ASSERT_TRUE(store_->CreateInstance(snap, {Ev(1, "c")}, nullptr, {}, nullptr).ok());
   }
+  // A principal's own instances (the owner a submitter lists by).
+  InstanceFilter mine;
+  mine.owner = "agent-a";
+  auto owned = store_->ListInstances(mine, 10, "");
+  ASSERT_TRUE(owned.ok()) << owned.status().ToString();
+  ASSERT_EQ(owned->instances.size(), 2u);
+  EXPECT_EQ(owned->instances[0]["id"], "id3");
+  mine.status = "COMPLETED";
+  EXPECT_EQ(store_->ListInstances(mine, 10, "")->instances.size(), 2u);
+  mine.owner = "nobody";
+  EXPECT_EQ(store_->ListInstances(mine, 10, "")->instances.size(), 0u);
   auto p1 = store_->ListInstances({}, 2, "");
   ASSERT_TRUE(p1.ok());
   ASSERT_EQ(p1->instances.size(), 2u);
