@@ -276,6 +276,7 @@ void ApiServer::Impl::List(const HttpRequest& req, HttpResponse& res) {
   nlohmann::json out = {{"instances", page->instances}};
   out["next_cursor"] =
       page->next_cursor.empty() ? nlohmann::json() : nlohmann::json(page->next_cursor);
+  out["indexed"] = page->indexed;
   Json(res, 200, out);
 }
 

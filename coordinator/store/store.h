@@ -104,6 +104,9 @@ struct OutboxRecord {
 struct InstancePage {
   std::vector<nlohmann::json> instances;  // snapshots, newest first
   std::string next_cursor;                // empty when there is no more
+  // False when a condition was checked on each stored instance in turn (a
+  // bounded scan: a short or empty page with a cursor may still have more).
+  bool indexed = true;
 };
 
 // An instance's snapshot as a store writes it: the JSON text, and the

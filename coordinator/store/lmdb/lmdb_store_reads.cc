@@ -131,6 +131,7 @@ StatusOr<InstancePage> LmdbStore::ListInstances(const InstanceFilter& filter, si
   else if (rc == 0)
     rc = cur.Get(&k, &v, MDB_PREV);  // strictly older
   InstancePage page;
+  page.indexed = filter.input_field.empty();  // input.* and metadata.*: a bounded scan
   std::string last;
   for (size_t examined = 0; rc == 0; rc = cur.Get(&k, &v, MDB_PREV)) {
     std::string key = Str(k);

@@ -98,6 +98,7 @@ StatusOr<InstancePage> PostgresStore::ListInstances(const InstanceFilter& filter
   auto r = Query(sql.c_str(), params);
   if (!r.ok()) return r.status();
   InstancePage page;
+  page.indexed = !filter.in_metadata;  // the input has a GIN index, a run's metadata none
   for (int i = 0; i < r->rows() && page.instances.size() < limit; ++i) {
     auto j = ParseStored(r->get(i, 0), "instance " + r->get(i, 1));
     if (!j.ok()) continue;

@@ -132,6 +132,7 @@ TEST_F(LmdbStoreTest, IndexedFiltersReadOnlyTheirCandidatesAndAnyListIsBounded) 
   ASSERT_EQ(page->instances.size(), 3u);
   EXPECT_EQ(page->instances[0]["id"], IdOf(2));
   EXPECT_EQ(page->next_cursor, "");
+  EXPECT_TRUE(page->indexed);
   EXPECT_EQ(store_->ListInstances({"", "", "review"}, 10, "")->instances.size(), 3u);
   InstanceFilter both = review;
   both.owner = "agent-a";
@@ -161,6 +162,7 @@ TEST_F(LmdbStoreTest, IndexedFiltersReadOnlyTheirCandidatesAndAnyListIsBounded) 
   auto first = store_->ListInstances(rare, 10, "");
   ASSERT_TRUE(first.ok());
   EXPECT_TRUE(first->instances.empty());
+  EXPECT_FALSE(first->indexed);
   ASSERT_FALSE(first->next_cursor.empty());
   auto second = store_->ListInstances(rare, 10, first->next_cursor);
   ASSERT_TRUE(second.ok());
