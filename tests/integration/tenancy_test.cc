@@ -421,7 +421,8 @@ TEST_F(RebindingTest, AForeignHostOrOriginIsRefusedWithoutTokens) {
                     {"params", {{"protocolVersion", "2025-11-25"}, {"capabilities", {}}}}},
                    {{"Host", "evil.example.com"}, {"Origin", "http://evil.example.com"}});
   EXPECT_EQ(mcp.status, 403) << mcp.raw;
-  for (const auto& s : sagad_.Get("/v1/services").body["services"])
+  const Reply services = sagad_.Get("/v1/services");
+  for (const auto& s : services.body["services"])
     EXPECT_FALSE(s.value("paused", false)) << s.dump();
   // Probes answer whatever the Host; loopback names and pages are served.
   EXPECT_EQ(Http(sagad_.port(), "GET", "/healthz", "", {{"Host", "evil.example"}}).status, 200);
