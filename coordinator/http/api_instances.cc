@@ -286,9 +286,8 @@ void ApiServer::Impl::Get(const HttpRequest& req, HttpResponse& res) {
   double wait;
   if (!WaitParam(req, res, &wait)) return;
   std::string id = req.matches[1];
-  auto seen = VisibleInstance(caller, id);
-  if (!seen.ok()) return ProblemFromStatus(req, res, seen.status());
   if (wait > 0) {  // a long poll: no thread waits for it
+    if (Status may = MayRead(caller, id); !may.ok()) return ProblemFromStatus(req, res, may);
     auto drop = std::make_shared<std::function<bool()>>([] { return false; });
     auto answer = DeferredAnswer::Start(res, [drop] { (*drop)(); });
     *drop = engine_.WaitSettledAsync(id, std::chrono::milliseconds(int64_t(wait * 1000)),
@@ -302,14 +301,16 @@ void ApiServer::Impl::Get(const HttpRequest& req, HttpResponse& res) {
                                      });
     return;
   }
+  auto seen = VisibleInstance(caller, id);
+  if (!seen.ok()) return ProblemFromStatus(req, res, seen.status());
   Json(res, 200, *seen);
 }
 
 void ApiServer::Impl::Events(const HttpRequest& req, HttpResponse& res) {
   const Caller caller = auth_.Identify(req, res, Role::kViewer);
   if (caller.name.empty()) return;
-  auto seen = VisibleInstance(caller, req.matches[1]);
-  if (!seen.ok()) return ProblemFromStatus(req, res, seen.status());
+  if (Status may = MayRead(caller, req.matches[1]); !may.ok())
+    return ProblemFromStatus(req, res, may);
   auto evs = engine_.GetEvents(req.matches[1]);
   if (!evs.ok()) return ProblemFromStatus(req, res, evs.status());
   nlohmann::json out = nlohmann::json::array();

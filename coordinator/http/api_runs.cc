@@ -273,8 +273,7 @@ void ApiServer::Impl::EndRun(const HttpRequest& req, HttpResponse& res) {
   std::string reason;
   if (!OptionalString(req, res, body, "reason", &reason)) return;
   const std::string id = req.matches[1];
-  if (auto seen = VisibleInstance(caller, id); !seen.ok())
-    return ProblemFromStatus(req, res, seen.status());
+  if (Status may = MayRead(caller, id); !may.ok()) return ProblemFromStatus(req, res, may);
   Engine::ActionDone done = DeferAction(req, res, id);
   Status s = std::string(req.matches[2]) == "finish" ? engine_.FinishRun(id, who, done)
                                                      : engine_.AbortRun(id, who, reason, done);

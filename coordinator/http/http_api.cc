@@ -106,20 +106,22 @@ bool ApiServer::Impl::ProbedReadiness(const HttpRequest& req, HttpResponse& res)
                  std::chrono::steady_clock::now() - probed_at_)
                  .count();
   }
-  if (!ready_) {
-    Problem(req, res, 503, "recovery in progress");
-    return true;
-  }
-  if (StalledAnswer(req, res)) return true;
-  if (age_ms > kProbeStaleMs)
-    s = Unavailable("it has not answered for " + std::to_string(age_ms) + " ms");
-  if (s.ok()) {
-    Json(res, 200, {{"status", "ready"}});
-    return true;
-  }
+  AnswerReadiness(req, res, [&] {
+    return age_ms > kProbeStaleMs
+               ? Unavailable("it has not answered for " + std::to_string(age_ms) + " ms")
+               : s;
+  });
+  return true;
+}
+
+void ApiServer::Impl::AnswerReadiness(const HttpRequest& req, HttpResponse& res,
+                                      const std::function<Status()>& writable) {
+  if (!ready_) return Problem(req, res, 503, "recovery in progress");
+  if (StalledAnswer(req, res)) return;
+  Status s = writable();
+  if (s.ok()) return Json(res, 200, {{"status", "ready"}});
   res.set_header("Retry-After", "1");
   Problem(req, res, 503, "the store cannot take writes: " + s.message());
-  return true;
 }
 
 int64_t ApiServer::Impl::StalledMs() const {
@@ -245,8 +247,8 @@ void ApiServer::Impl::InstanceRoutes() {
                 [this](const HttpRequest& req, HttpResponse& res) {
                   const Caller caller = auth_.Identify(req, res, Role::kViewer);
                   if (caller.name.empty()) return;
-                  auto seen = VisibleInstance(caller, req.matches[1]);
-                  if (!seen.ok()) return ProblemFromStatus(req, res, seen.status());
+                  if (Status may = MayRead(caller, req.matches[1]); !may.ok())
+                    return ProblemFromStatus(req, res, may);
                   auto b = engine_.Bundle(req.matches[1]);
                   if (!b.ok()) return ProblemFromStatus(req, res, b.status());
                   Json(res, 200, *b);
@@ -317,16 +319,13 @@ StatusOr<nlohmann::json> ApiServer::Impl::VisibleInstance(const Caller& caller,
   return NotFound("instance '" + id + "' does not exist");  // as the stores say it
 }
 
+Status ApiServer::Impl::MayRead(const Caller& caller, const std::string& id) {
+  return caller.SeesAll() ? Status::Ok() : VisibleInstance(caller, id).status();
+}
+
 void ApiServer::Impl::Readyz(const HttpRequest& req, HttpResponse& res) {
   if (ProbedReadiness(req, res)) return;
-  if (!ready_) return Problem(req, res, 503, "recovery in progress");
-  if (StalledAnswer(req, res)) return;
-  Status writable = engine_.CheckWritable();
-  if (!writable.ok()) {
-    res.set_header("Retry-After", "1");
-    return Problem(req, res, 503, "the store cannot take writes: " + writable.message());
-  }
-  Json(res, 200, {{"status", "ready"}});
+  AnswerReadiness(req, res, [this] { return engine_.CheckWritable(); });
 }
 
 void ApiServer::Impl::Metrics(const HttpRequest& req, HttpResponse& res) {

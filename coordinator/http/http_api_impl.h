@@ -89,6 +89,10 @@ class ApiServer::Impl {
   // milliseconds whatever the store does; false when no probe runs (the
   // simulator: Readyz asks the store itself).
   bool ProbedReadiness(const HttpRequest& req, HttpResponse& res);
+  // /readyz's answer: 503 while recovering or while the store is stalled,
+  // else what `writable` (asked last) says.
+  void AnswerReadiness(const HttpRequest& req, HttpResponse& res,
+                       const std::function<Status()>& writable);
   // Asks the store whether it could take a write every kProbeEveryMs until
   // Stop, keeping the last answer and when it came.
   void ProbeLoop();
@@ -102,6 +106,9 @@ class ApiServer::Impl {
   // The instance `id` when `caller` may see it; NotFound, as if it did not
   // exist, when it is another principal's (api_tenancy.h).
   StatusOr<nlohmann::json> VisibleInstance(const Caller& caller, const std::string& id);
+  // Whether `caller` may read instance `id`, without a read when it sees
+  // every instance (what it reads next answers for one that is missing).
+  Status MayRead(const Caller& caller, const std::string& id);
   void Routes();
   void ProbeRoutes();
   void InstanceRoutes();

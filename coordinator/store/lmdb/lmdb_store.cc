@@ -63,12 +63,18 @@ static std::vector<std::string> IndexKeys(const std::string& id, const SnapshotR
 
 Status LmdbStore::PutIndexes(MDB_txn* txn, const std::string& id, const SnapshotRecord* snapshot) {
   std::vector<std::string> now = snapshot ? IndexKeys(id, *snapshot) : std::vector<std::string>{};
+  const std::string now_text = DumpJson(now);
+  // Most transitions change none of the indexed fields: the stored text
+  // is compared as it is, and parsed only when it differs.
+  auto held = ReadString(txn, indexed_, id);
+  if (held.ok() ? *held == now_text : now.empty()) return Status::Ok();
   std::vector<std::string> before;
-  auto held = GetJson(txn, indexed_, id);
-  if (held.ok() && held->is_array())
-    for (const auto& k : *held)
-      if (k.is_string()) before.push_back(k.get<std::string>());
-  if (before == now) return Status::Ok();
+  if (held.ok()) {
+    auto j = nlohmann::json::parse(*held, nullptr, false);
+    if (j.is_array())
+      for (const auto& k : j)
+        if (k.is_string()) before.push_back(k.get<std::string>());
+  }
   for (const auto& k : before) {
     if (std::find(now.begin(), now.end(), k) != now.end()) continue;
     MDB_val key = Val(k);
@@ -84,7 +90,7 @@ Status LmdbStore::PutIndexes(MDB_txn* txn, const std::string& id, const Snapshot
     int rc = mdb_del(txn, indexed_, &key, nullptr);
     return rc == 0 || rc == MDB_NOTFOUND ? Status::Ok() : LmdbError("mdb_del", rc);
   }
-  return PutJson(txn, indexed_, id, now);
+  return PutText(txn, indexed_, id, now_text);
 }
 
 Status LmdbStore::PutSnapshot(MDB_txn* txn, const std::string& id, const SnapshotRecord& snapshot) {
