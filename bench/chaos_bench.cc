@@ -118,6 +118,7 @@ int main(int argc, char** argv) {
                    {"services", svc},
                    {"workers", 16},
                    {"coordinator_id", "chaos-" + std::to_string(k)},
+                   {"log_level", "debug"},  // the figures below come from every call's line
                    {"examples", true}};
     if (!db.empty()) config["store"] = db;
     config_paths.push_back(dir.path() + "/config" + std::to_string(k) + ".json");

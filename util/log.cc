@@ -1,5 +1,6 @@
 #include "util/log.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -20,6 +21,28 @@ std::function<void(nlohmann::json&)>& Sink() {
 }  // namespace
 
 void SetLogSink(std::function<void(nlohmann::json&)> sink) { Sink() = std::move(sink); }
+
+namespace {
+std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
+constexpr const char* kLevelNames[] = {"debug", "info", "warn", "error"};
+}  // namespace
+
+void SetLogLevel(LogLevel level) { g_level.store(static_cast<int>(level)); }
+
+bool LogEnabled(LogLevel level) {
+  return static_cast<int>(level) >= g_level.load(std::memory_order_relaxed);
+}
+
+bool ParseLogLevel(const std::string& name, LogLevel* level) {
+  for (int i = 0; i < 4; ++i)
+    if (name == kLevelNames[i]) {
+      *level = static_cast<LogLevel>(i);
+      return true;
+    }
+  return false;
+}
+
+const char* LogLevelName(LogLevel level) { return kLevelNames[static_cast<int>(level)]; }
 
 namespace {
 
@@ -59,8 +82,9 @@ bool LetThrough(nlohmann::json& line, int64_t second) {
 
 }  // namespace
 
-void EngineLog(nlohmann::json line) {
+void EngineLog(LogLevel level, nlohmann::json line) {
   if (Sink()) return Sink()(line);
+  if (!LogEnabled(level)) return;
   static Mutex mu;
   auto now = std::chrono::system_clock::now();
   if (!LetThrough(line,
@@ -75,7 +99,7 @@ void EngineLog(nlohmann::json line) {
   snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
            tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
   line["ts"] = ts;
-  line["level"] = "info";
+  line["level"] = LogLevelName(level);
   std::string text = DumpJson(line);
   text += '\n';
   MutexLock l(mu);

@@ -127,6 +127,7 @@ auto Engine::Impl::LoadDeployed(bool starting) -> Status {
       if (s.ok()) continue;
       if (starting && s.code() == StatusCode::kAlreadyExists) return s;
       EngineLog(
+          LogLevel::kError,
           {{"msg", "deployed toolbox not loaded"}, {"toolbox", key}, {"error", s.ToString()}});
       continue;
     }
@@ -142,7 +143,8 @@ auto Engine::Impl::LoadDeployed(bool starting) -> Status {
     if (s.ok()) s = defs_.Register(*def);
     if (s.ok()) continue;
     if (starting && s.code() == StatusCode::kAlreadyExists) return s;
-    EngineLog({{"msg", "deployed definition not loaded"}, {"saga", key}, {"error", s.ToString()}});
+    EngineLog(LogLevel::kError,
+              {{"msg", "deployed definition not loaded"}, {"saga", key}, {"error", s.ToString()}});
   }
   return Status::Ok();
 }

@@ -213,7 +213,7 @@ class Engine::Impl final : private InstanceRepository::Listener, private Submiss
   void CommitAttempted(std::chrono::steady_clock::duration took) override {
     metrics_.CommitAttempt(took);
   }
-  void Log(nlohmann::json line) override { EngineLog(std::move(line)); }
+  void Log(LogLevel level, nlohmann::json line) override { EngineLog(level, std::move(line)); }
 
   Store& store_;
 

@@ -37,7 +37,8 @@ auto Engine::Impl::OutboxMessages(const Instance& inst, const std::vector<Event>
 }
 
 auto Engine::Impl::MetricsText() -> std::string {
-  return metrics_.Text(store_) + metrics_.ServicesText(gates_.Views());
+  return metrics_.Text(store_) + metrics_.ServicesText(gates_.Views()) +
+         metrics_.MemoryText(runs_.PendingWakes(), executor_.PendingTimers(), repo_.Cached());
 }
 
 auto Engine::Impl::Heartbeat() -> void {
@@ -46,15 +47,17 @@ auto Engine::Impl::Heartbeat() -> void {
   if (lost.ok())
     for (const auto& id : *lost) {
       repo_.Evict(id);
-      EngineLog({{"msg", "lease lost"}, {"instance", id}});
+      EngineLog(LogLevel::kWarn, {{"msg", "lease lost"}, {"instance", id}});
     }
   // A pause or resume on another coordinator of the store.
   Status paused = RefreshPaused();
-  if (!paused.ok()) EngineLog({{"msg", "paused services unread"}, {"error", paused.ToString()}});
+  if (!paused.ok())
+    EngineLog(LogLevel::kError, {{"msg", "paused services unread"}, {"error", paused.ToString()}});
   // A definition another coordinator deployed.
   Status deployed = LoadDeployed(false);
   if (!deployed.ok())
-    EngineLog({{"msg", "deployed definitions unread"}, {"error", deployed.ToString()}});
+    EngineLog(LogLevel::kError,
+              {{"msg", "deployed definitions unread"}, {"error", deployed.ToString()}});
   const int64_t now = clock_.NowMillis();
   auto active = store_.ListActive();
   if (active.ok()) {
@@ -83,7 +86,8 @@ auto Engine::Impl::Sweep() -> void {
   for (int round = 0; round < 50 && !runs_.Stopping(); ++round) {
     auto ids = store_.DeleteFinished(cutoff, 100);
     if (!ids.ok()) {
-      EngineLog({{"msg", "retention sweep failed"}, {"error", ids.status().ToString()}});
+      EngineLog(LogLevel::kError,
+                {{"msg", "retention sweep failed"}, {"error", ids.status().ToString()}});
       break;
     }
     for (const auto& id : *ids) repo_.Evict(id);

@@ -102,10 +102,10 @@ void ProblemFromStatus(const HttpRequest& req, HttpResponse& res, const Status& 
     // What went wrong inside (a store's own error text, SQL included) is
     // for the log, not for the client.
     std::string ref = NewErrorReference();
-    EngineLog({{"msg", "internal error"},
-               {"path", req.path},
-               {"error", s.ToString()},
-               {"reference", ref}});
+    EngineLog(LogLevel::kError, {{"msg", "internal error"},
+                                 {"path", req.path},
+                                 {"error", s.ToString()},
+                                 {"reference", ref}});
     Problem(req, res, code, "internal error (" + ref + " in the coordinator's log)",
             {{"reference", ref}});
     return;

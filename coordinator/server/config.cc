@@ -14,6 +14,7 @@
 
 #include "adapters/sha256.h"
 #include "util/json_limits.h"
+#include "util/log.h"
 
 namespace sagad {
 
@@ -320,6 +321,12 @@ Status ParseProcess(const nlohmann::json& j, Config* c) {
   SAGAD_RETURN_IF_ERROR(IntField(j, "watchdog_ms", 100, kMaxMs, "the config", &c->watchdog_ms));
   SAGAD_RETURN_IF_ERROR(
       IntField(j, "max_open_runs", 0, 100000000, "the config", &c->max_open_runs));
+  if (j.contains("log_level")) {
+    LogLevel level;
+    if (!j["log_level"].is_string() || !ParseLogLevel(j["log_level"].get<std::string>(), &level))
+      return InvalidArgument("the config: log_level must be one of debug, info, warn, error");
+    c->log_level = j["log_level"].get<std::string>();
+  }
   for (const char* key : {"allowed_hosts", "allowed_origins"}) {
     if (!j.contains(key)) continue;
     if (!j[key].is_array())
@@ -407,7 +414,8 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
                                        "allowed_hosts",
                                        "allowed_origins",
                                        "metrics_token",
-                                       "max_open_runs"},
+                                       "max_open_runs",
+                                       "log_level"},
                                       "the config"));
   try {
     SAGAD_RETURN_IF_ERROR(ParseProcess(j, &c));

@@ -75,6 +75,8 @@ struct Config {
   std::vector<std::string> allowed_hosts, allowed_origins;
   std::string metrics_token;
   size_t max_open_runs = 1000;
+  // "log_level" (and --log-level): debug, info (the default), warn or error.
+  std::string log_level = "info";
 };
 
 // The API's part of `config`.

@@ -19,16 +19,18 @@
 #include "coordinator/store/postgres/postgres_store.h"
 #include "util/crash_point.h"
 #include "util/json_limits.h"
+#include "util/log.h"
 
 namespace sagad {
 
 const char* const kSagadUsage =
     "usage: sagad [--config FILE] [--data-dir DIR] [--store postgresql://...] "
     "[--listen HOST:PORT] [--service NAME=URL]... [--definitions DIR] [--examples]\n"
+    "             [--log-level debug|info|warn|error]\n"
     "       sagad check [--config FILE] [--definitions DIR] [--examples]";
 
 StatusOr<Config> ConfigFromArgs(int argc, char** argv) {
-  std::string config_path, data_dir, listen, definitions_dir, store;
+  std::string config_path, data_dir, listen, definitions_dir, store, log_level;
   std::vector<std::string> services;
   bool examples = false;
   for (int i = 1; i < argc; ++i) {
@@ -58,6 +60,8 @@ StatusOr<Config> ConfigFromArgs(int argc, char** argv) {
       services.push_back(v);
     else if (a == "--examples")
       examples = true;
+    else if (a == "--log-level" && value(&v))
+      log_level = v;
     else
       return InvalidArgument("unknown or incomplete argument '" + a + "'\n" + kSagadUsage);
   }
@@ -75,6 +79,13 @@ StatusOr<Config> ConfigFromArgs(int argc, char** argv) {
         RedactUri(config.store) + "'");
   if (!definitions_dir.empty()) config.definitions_dir = definitions_dir;
   if (examples) config.examples = true;
+  if (!log_level.empty()) {
+    LogLevel level;
+    if (!ParseLogLevel(log_level, &level))
+      return InvalidArgument("--log-level must be one of debug, info, warn, error, got '" +
+                             log_level + "'");
+    config.log_level = log_level;
+  }
   if (!listen.empty())
     SAGAD_RETURN_IF_ERROR(ParseListen(listen, &config.listen_host, &config.listen_port));
   for (const auto& s : services) SAGAD_RETURN_IF_ERROR(ApplyServiceOverride(s, &config));
@@ -322,6 +333,9 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas,
   // is opened: nothing is touched when one is bad.
   auto collected = CollectDefinitions(config, sagas, &toolboxes);
   if (!collected.ok()) return BadDefinition(collected.status().message());
+  LogLevel level = LogLevel::kInfo;
+  ParseLogLevel(config.log_level, &level);  // checked when the config was read
+  SetLogLevel(level);
   RaiseFileLimit();
   InitCrashPointsFromEnv();
   sigset_t sigs = BlockStopSignals();

@@ -34,9 +34,9 @@ void StopDeadline::Watch(std::chrono::steady_clock::time_point deadline,
                          std::chrono::milliseconds limit) {
   MutexLock l(mu_);
   if (cv_.WaitUntil(mu_, deadline, [&]() REQUIRES(mu_) { return over_; })) return;
-  EngineLog({{"msg", "stop did not finish in time; exiting 1"},
-             {"unfinished", phase_},
-             {"limit_ms", static_cast<int64_t>(limit.count())}});
+  EngineLog(LogLevel::kError, {{"msg", "stop did not finish in time; exiting 1"},
+                               {"unfinished", phase_},
+                               {"limit_ms", static_cast<int64_t>(limit.count())}});
   _exit(1);
 }
 

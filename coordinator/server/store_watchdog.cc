@@ -30,9 +30,9 @@ void StoreWatchdog::Run() {
     const int64_t ms = store_.WritesStalled().count();
     if (ms >= watchdog_ms_ && !stalled) {
       stalled = true;
-      EngineLog({{"msg", "store stalled: writes queued and none finished"},
-                 {"stalled_ms", ms},
-                 {"watchdog_ms", watchdog_ms_}});
+      EngineLog(LogLevel::kWarn, {{"msg", "store stalled: writes queued and none finished"},
+                                  {"stalled_ms", ms},
+                                  {"watchdog_ms", watchdog_ms_}});
     } else if (ms < watchdog_ms_ && stalled) {
       stalled = false;
       EngineLog({{"msg", "store moving again"}});

@@ -68,6 +68,30 @@ void SimExecutor::PostAfterTo(const std::string& owner, int64_t delay_ms,
   Later(ShardOf(owner), delay_ms, std::move(fn));
 }
 
+uint64_t SimExecutor::TimerTo(const std::string& owner, int64_t delay_ms,
+                              std::function<void()> fn) {
+  // The World's queue cannot take a task back: the task holds a slot the
+  // cancel empties, which frees what `fn` held at once.
+  const uint64_t handle = ++last_timer_;
+  auto slot = std::make_shared<std::function<void()>>(std::move(fn));
+  timers_.emplace(handle, slot);
+  Later(ShardOf(owner), delay_ms, [this, handle, slot] {
+    if (!*slot) return;  // cancelled
+    timers_.erase(handle);
+    auto f = std::move(*slot);
+    *slot = nullptr;
+    f();
+  });
+  return handle;
+}
+
+void SimExecutor::CancelTimer(uint64_t handle) {
+  auto it = timers_.find(handle);
+  if (it == timers_.end()) return;
+  *it->second = nullptr;
+  timers_.erase(it);
+}
+
 bool SimExecutor::OnOwner(const std::string& owner) const {
   return tl_executor == this && tl_shard == ShardOf(owner);
 }

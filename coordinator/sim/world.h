@@ -66,6 +66,9 @@ class SimExecutor final : public Executor {
   void PostTo(const std::string& owner, std::function<void()> fn) override;
   void PostAfter(int64_t delay_ms, std::function<void()> fn) override;
   void PostAfterTo(const std::string& owner, int64_t delay_ms, std::function<void()> fn) override;
+  uint64_t TimerTo(const std::string& owner, int64_t delay_ms, std::function<void()> fn) override;
+  void CancelTimer(uint64_t handle) override;
+  size_t PendingTimers() const override { return timers_.size(); }
   // True inside a task posted to an owner of the same shard (of kShards,
   // as production's threads): a task posted to nobody, or run by the
   // store's committer or a client, is nobody's owner.
@@ -88,6 +91,10 @@ class SimExecutor final : public Executor {
   World& world_;
   int proc_;
   uint64_t incarnation_;
+  // TimerTo's timers not yet fired nor cancelled (the World runs one task at
+  // a time: no lock).
+  std::map<uint64_t, std::shared_ptr<std::function<void()>>> timers_;
+  uint64_t last_timer_ = 0;
 };
 
 struct Process {

@@ -34,7 +34,8 @@ std::string NewErrorReference() {
 
 Status StoreFault(const std::string& store, const std::string& details) {
   std::string ref = NewErrorReference();
-  EngineLog({{"msg", "store failure"}, {"store", store}, {"error", details}, {"reference", ref}});
+  EngineLog(LogLevel::kError,
+            {{"msg", "store failure"}, {"store", store}, {"error", details}, {"reference", ref}});
   return Unavailable("the " + store + " store failed (" + ref +
                      " in the coordinator's log); retry later");
 }

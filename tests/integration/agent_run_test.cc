@@ -235,5 +235,41 @@ TEST_F(AgentRunTest, ARunWhoseAgentFallsSilentGoesToReviewAndTheAgentsReturnResu
   EXPECT_EQ(finished.body["status"], "COMPLETED") << finished.raw;
 }
 
+// A gauge of sagad's /metrics (-1 if absent).
+double Gauge(Coordinator& sagad, const std::string& name) {
+  const std::string m =
+      Http(sagad.port(), "GET", "/metrics", "", {{"Authorization", "Bearer operator-token"}}).raw;
+  const size_t at = m.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(m.substr(at + name.size() + 2));
+}
+
+// A run that ends (finished, aborted) keeps nothing in sagad's memory: its
+// idle-timeout wake-up (an hour by default) is called off with its timer,
+// not left to fire for nothing an hour later.
+TEST_F(AgentRunTest, AnEndedRunLeavesNoWakeUpBehind) {
+  const int kRuns = 12;
+  std::vector<Agent> agents(kRuns, Agent{sagad_});
+  for (Agent& a : agents) ASSERT_EQ(a.Open().status, 201);
+  ASSERT_EQ(agents[0].Tool("block", "block_ip", {{"ip", "203.0.113.12"}}).body["status"],
+            "COMMITTED");
+  // Each open run waits for its agent, with the idle timeout as deadline.
+  EXPECT_TRUE(WaitFor([&] { return Gauge(sagad_, "sagad_wakeups_pending") >= kRuns; }))
+      << Gauge(sagad_, "sagad_wakeups_pending");
+  for (int i = 0; i < kRuns; ++i) {
+    Agent& a = agents[static_cast<size_t>(i)];
+    Reply r = a.Call("POST", "/v1/instances/" + a.run + (i % 2 ? "/abort" : "/finish"),
+                     {{"reason", "done"}});
+    ASSERT_LT(r.status, 300) << r.raw;
+  }
+  EXPECT_TRUE(WaitFor([&] {
+    return Gauge(sagad_, "sagad_wakeups_pending") == 0 &&
+           Gauge(sagad_, "sagad_timers_pending") == 0 &&
+           Gauge(sagad_, "sagad_instances_cached") == 0;
+  })) << "wake-ups "
+      << Gauge(sagad_, "sagad_wakeups_pending") << ", timers "
+      << Gauge(sagad_, "sagad_timers_pending") << ", cached "
+      << Gauge(sagad_, "sagad_instances_cached");
+}
+
 }  // namespace
 }  // namespace sagad::testing

@@ -366,5 +366,39 @@ TEST_F(EdgesTest, ATruncatedDataFileStopsSagadWithAMessage) {
   EXPECT_NE(Slurp(dir_.path() + "/sagactl.log").find("is truncated"), std::string::npos);
 }
 
+// At the default level a saga that goes well writes nothing to the log:
+// every step of every saga is debug. --log-level debug tells each step and
+// says its level; a level that does not exist is refused naming the flag.
+TEST_F(EdgesTest, TheDefaultLogKeepsQuietAboutWhatWentWell) {
+  ASSERT_GT(Start(), 0);
+  const std::string log = dir_.path() + "/sagad.log";
+  const size_t before = Slurp(log).size();
+  for (int i = 0; i < 5; ++i) {
+    Reply o = sagad_->Submit("order_fulfilment", OrderInput());
+    ASSERT_EQ(o.status, 201) << o.raw;
+    EXPECT_EQ(sagad_->WaitStatus(o.body["id"], "COMPLETED")["status"], "COMPLETED");
+  }
+  std::string quiet = Slurp(log).substr(before);
+  EXPECT_EQ(quiet.find("\"step call\""), std::string::npos) << quiet;
+  EXPECT_EQ(quiet.find("\"instance created\""), std::string::npos) << quiet;
+  sagad_->Kill();
+
+  sagad_->AddArgs({"--log-level", "debug"});
+  ASSERT_GT(sagad_->Start(), 0);
+  const size_t from = Slurp(log).size();
+  Reply o = sagad_->Submit("order_fulfilment", OrderInput());
+  ASSERT_EQ(o.status, 201) << o.raw;
+  ASSERT_EQ(sagad_->WaitStatus(o.body["id"], "COMPLETED")["status"], "COMPLETED");
+  std::string told = Slurp(log).substr(from);
+  EXPECT_EQ(Count(told, "\"msg\":\"step call\""), 3u) << told;
+  EXPECT_NE(told.find("\"level\":\"debug\""), std::string::npos) << told;
+  sagad_->Kill();
+
+  const std::string err = dir_.path() + "/bad.err";
+  Subprocess bad({SAGAD_BIN, "--log-level", "loud"}, {}, err);
+  EXPECT_EQ(bad.Wait(), 2);
+  EXPECT_NE(Slurp(err).find("--log-level must be one of"), std::string::npos) << Slurp(err);
+}
+
 }  // namespace
 }  // namespace sagad::testing

@@ -30,5 +30,27 @@ TEST(LogTest, OneErrorRepeatedByEveryInstanceIsWrittenAtMostTenTimesASecond) {
   EXPECT_EQ(Count(out, "instance created"), 30);  // no error: never limited
 }
 
+TEST(LogTest, LinesBelowTheLevelAreNotWrittenAndEachSaysItsLevel) {
+  ::testing::internal::CaptureStderr();
+  EngineLog(LogLevel::kDebug, {{"msg", "step call"}});
+  EngineLog({{"msg", "service paused"}});
+  SetLogLevel(LogLevel::kDebug);
+  EngineLog(LogLevel::kDebug, {{"msg", "lease acquired"}});
+  SetLogLevel(LogLevel::kError);
+  EngineLog(LogLevel::kWarn, {{"msg", "lease lost"}});
+  EngineLog(LogLevel::kError, {{"msg", "store failure"}});
+  SetLogLevel(LogLevel::kInfo);
+  std::string out = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(Count(out, "step call"), 0) << out;
+  EXPECT_EQ(Count(out, "\"level\":\"info\",\"msg\":\"service paused\""), 1) << out;
+  EXPECT_EQ(Count(out, "\"level\":\"debug\",\"msg\":\"lease acquired\""), 1) << out;
+  EXPECT_EQ(Count(out, "lease lost"), 0) << out;
+  EXPECT_EQ(Count(out, "\"level\":\"error\",\"msg\":\"store failure\""), 1) << out;
+  LogLevel level;
+  EXPECT_TRUE(ParseLogLevel("warn", &level));
+  EXPECT_EQ(level, LogLevel::kWarn);
+  EXPECT_FALSE(ParseLogLevel("WARN", &level));
+}
+
 }  // namespace
 }  // namespace sagad

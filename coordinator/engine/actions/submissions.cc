@@ -142,10 +142,10 @@ StatusOr<SubmitOutcome> Submissions::End(Creation& c, const Status& s) {
     }
     return s;
   }
-  EngineLog({{"msg", "instance created"},
-             {"instance", c.id},
-             {"saga", c.saga},
-             {"trace_id", c.trace.trace_id}});
+  EngineLog(LogLevel::kDebug, {{"msg", "instance created"},
+                               {"instance", c.id},
+                               {"saga", c.saga},
+                               {"trace_id", c.trace.trace_id}});
   CrashPoint("after_create");
   if (c.first) CrashPoint("after_started");
   starter_.StartCreated(c.id, c.def, std::move(c.first), &c.request, c.trace, true);
@@ -207,7 +207,8 @@ void Submissions::Finish(const std::string& key, int status, const nlohmann::jso
   repo_.store().SetSubmissionResponseAsync(
       key, status, response, [this, key, then = std::move(then)](Status s) {
         if (!s.ok())
-          EngineLog({{"msg", "cannot store submission response"}, {"error", s.ToString()}});
+          EngineLog(LogLevel::kError,
+                    {{"msg", "cannot store submission response"}, {"error", s.ToString()}});
         EndInflight(key);
         if (then) then();
         MutexLock l(mu_);

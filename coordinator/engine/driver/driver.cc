@@ -65,7 +65,8 @@ auto Driver::StartCreated(const std::string& id, const SagaDefinitionPtr& def, S
       if (runs_.Stopping()) return done(Next::kStop);
       steps_.Send(id, d, step, std::move(r), trace, mark, done);
     } catch (const std::exception& e) {
-      EngineLog({{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
+      EngineLog(LogLevel::kError,
+                {{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
       ScheduleAfter(id, 5000);
       done(Next::kStop);
     }
@@ -147,7 +148,7 @@ auto Driver::CommitRound(const std::string& id, int round, Mutation fn, After af
 auto Driver::DriverError(const std::string& id, const std::exception& e) -> void {
   // A bug, not an expected failure: say so loudly and try again later
   // rather than leave the instance without a driver.
-  EngineLog({{"msg", "driver error"}, {"instance", id}, {"error", e.what()}});
+  EngineLog(LogLevel::kError, {{"msg", "driver error"}, {"instance", id}, {"error", e.what()}});
   ScheduleAfter(id, 5000);
 }
 
@@ -160,14 +161,19 @@ auto Driver::DriveRound(const std::string& id, int round) -> Round {
     // Owned at the previous round and not now: it finished (a terminal
     // commit gives the lease up) or another process took it. Either way
     // there is nothing more to do here.
-    if (!ownership_.Held(id)) return Round::kDone;
+    if (!ownership_.Held(id)) {
+      NoWake(id);
+      return Round::kDone;
+    }
   } else if (!EnsureOwned(id)) {  // another live process drives it
     recovery_.Forget(id);
+    NoWake(id);
     return Round::kDone;
   }
   auto inst = repo_.Load(id);
   if (!inst.ok()) {
     EngineLog(
+        LogLevel::kError,
         {{"msg", "cannot load instance"}, {"instance", id}, {"error", inst.status().ToString()}});
     recovery_.Forget(id);
     // Storage trouble (a database restart): try again, or nothing would
@@ -187,7 +193,10 @@ auto Driver::DriveRound(const std::string& id, int round) -> Round {
   if (a.kind == ActionKind::kRequestApproval || IsStepAction(a.kind))
     return StepRound(id, round, def, **inst, actions, wake_at);
   if (a.kind == ActionKind::kNone) {
-    if (wake_at > 0) WakeAt(id, wake_at);
+    if (wake_at > 0)
+      WakeAt(id, wake_at);
+    else
+      NoWake(id);
     MarkRecovered(id);
     return Round::kDone;
   }
@@ -201,7 +210,8 @@ auto Driver::DriveRound(const std::string& id, int round) -> Round {
 auto Driver::EscalateUnregistered(const std::string& id, int round, const Instance& inst) -> Round {
   std::string why = "saga " + inst.saga() + " version " + std::to_string(inst.saga_version()) +
                     " is not registered in this coordinator";
-  EngineLog({{"msg", "definition not registered"}, {"instance", id}, {"saga", inst.saga()}});
+  EngineLog(LogLevel::kWarn,
+            {{"msg", "definition not registered"}, {"instance", id}, {"saga", inst.saga()}});
   SagaStatus ss = inst.status();
   MarkRecovered(id);
   if (ss != SagaStatus::kRunning && ss != SagaStatus::kAwaitingApproval &&
@@ -370,7 +380,8 @@ auto Driver::RunStepTask(const std::string& id, Action a, const std::shared_ptr<
   try {
     RunStep(id, a, mark, done);
   } catch (const std::exception& e) {
-    EngineLog({{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
+    EngineLog(LogLevel::kError,
+              {{"msg", "step task error"}, {"instance", id}, {"error", e.what()}});
     ScheduleAfter(id, 5000);
     done(Next::kStop);
   }
@@ -404,11 +415,19 @@ auto Driver::RunStep(const std::string& id, const Action& a, const std::shared_p
 
 auto Driver::WakeAt(const std::string& id, int64_t due_ms) -> void {
   const int64_t now = clock_.NowMillis();
-  if (!runs_.ClaimWake(id, due_ms, now)) return;
-  executor_.PostAfterTo(id, std::max<int64_t>(1, due_ms - now), [this, id, due_ms] {
-    runs_.WakeFired(id, due_ms);
-    Schedule(id);
-  });
+  uint64_t superseded = 0;
+  if (!runs_.ClaimWake(id, due_ms, now, &superseded)) return;
+  if (superseded != 0) executor_.CancelTimer(superseded);
+  const uint64_t timer =
+      executor_.TimerTo(id, std::max<int64_t>(1, due_ms - now), [this, id, due_ms] {
+        runs_.WakeFired(id, due_ms);
+        Schedule(id);
+      });
+  if (!runs_.WakeSet(id, due_ms, timer)) executor_.CancelTimer(timer);  // fired or replaced
+}
+
+auto Driver::NoWake(const std::string& id) -> void {
+  if (const uint64_t timer = runs_.DropWake(id)) executor_.CancelTimer(timer);
 }
 
 auto Driver::Deadlines(const SagaDefinition& def, const Instance& inst, int64_t* wake_at)
@@ -453,7 +472,7 @@ auto Driver::MarkRecovered(const std::string& id) -> void {
   auto secs = recovery_.Resumed(id, clock_.SteadyNow());
   if (!secs) return;
   metrics_.RecoveryLatency(*secs);
-  EngineLog({{"msg", "recovered"}, {"instance", id}, {"ms", *secs * 1000}});
+  EngineLog(LogLevel::kDebug, {{"msg", "recovered"}, {"instance", id}, {"ms", *secs * 1000}});
 }
 
 auto Driver::EnsureOwned(const std::string& id) -> bool {
@@ -466,7 +485,8 @@ auto Driver::EnsureOwned(const std::string& id) -> bool {
       break;
   }
   repo_.Evict(id);  // a new generation: what another owner did since counts
-  EngineLog({{"msg", "lease acquired"}, {"instance", id}, {"generation", ownership_.Token(id)}});
+  EngineLog(LogLevel::kDebug,
+            {{"msg", "lease acquired"}, {"instance", id}, {"generation", ownership_.Token(id)}});
   return true;
 }
 

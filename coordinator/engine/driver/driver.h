@@ -150,6 +150,10 @@ class Driver final : private StepRunner::Host {
   // Schedules the instance at wall time `due_ms` unless a wake-up at or
   // before it is already pending.
   void WakeAt(const std::string& id, int64_t due_ms);
+  // The instance wants no wake-up (it finished, it waits for nothing with a
+  // deadline, or another process drives it): its pending timer, if any, is
+  // cancelled, so nothing of it stays in memory until the timer's time.
+  void NoWake(const std::string& id);
   // The saga's deadline, a run's idle timeout and the approval timeouts
   // (which ran out is policies/deadlines.h's NextDeadline): the transition
   // of the one that did, else empty and *wake_at is the nearest deadline

@@ -14,7 +14,8 @@ auto Driver::AfterFailedCommit(const std::string& id, const Status& s) -> Next {
     return Next::kStop;  // another process owns it now: no further calls from
                          // here
   if (s.code() == StatusCode::kMovedOn) return Next::kContinue;
-  EngineLog({{"msg", "transition failed"}, {"instance", id}, {"error", s.ToString()}});
+  EngineLog(LogLevel::kError,
+            {{"msg", "transition failed"}, {"instance", id}, {"error", s.ToString()}});
   ScheduleAfter(id, NextRetryDelay(id));
   return Next::kStop;
 }
@@ -51,7 +52,7 @@ auto Driver::CommitAsOwnerAsync(const std::string& id, Mutation fn, Completion<S
 
 auto Driver::DropFenced(const std::string& id) -> void {
   ownership_.Release(id);
-  EngineLog({{"msg", "lease lost; dropping instance"}, {"instance", id}});
+  EngineLog(LogLevel::kWarn, {{"msg", "lease lost; dropping instance"}, {"instance", id}});
 }
 
 }  // namespace sagad

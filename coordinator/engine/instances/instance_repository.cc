@@ -24,7 +24,7 @@ std::vector<nlohmann::json> InstanceRepository::Listener::OutboxMessages(
 }
 void InstanceRepository::Listener::Committed(const Commit&) {}
 void InstanceRepository::Listener::CommitAttempted(std::chrono::steady_clock::duration) {}
-void InstanceRepository::Listener::Log(nlohmann::json) {}
+void InstanceRepository::Listener::Log(LogLevel, nlohmann::json) {}
 
 namespace {
 InstanceRepository::Listener& NoListener() {
@@ -54,6 +54,11 @@ uint64_t InstanceRepository::CachedVersion(const std::string& id) {
   return it == cache_.end() ? 0 : it->second->version();
 }
 
+size_t InstanceRepository::Cached() {
+  MutexLock l(cache_mu_);
+  return cache_.size();
+}
+
 void InstanceRepository::Evict(const std::string& id) {
   MutexLock l(cache_mu_);
   cache_.erase(id);
@@ -75,8 +80,10 @@ StatusOr<std::shared_ptr<const Instance>> InstanceRepository::LoadLocked(const s
   inst->set_version(snap->value("version", uint64_t(0)));
   if (!AgreesWithSnapshot(*inst, *snap))
     listener_.Log(
+        LogLevel::kWarn,
         {{"msg", "snapshot differs from replayed event log; using the log"}, {"instance", id}});
-  listener_.Log({{"msg", "replayed"}, {"instance", id}, {"events", events->size()}});
+  listener_.Log(LogLevel::kDebug,
+                {{"msg", "replayed"}, {"instance", id}, {"events", events->size()}});
   std::shared_ptr<const Instance> ptr = std::make_shared<Instance>(std::move(*inst));
   if (keep) CachePut(id, ptr);
   return ptr;

@@ -46,6 +46,7 @@
 #include "coordinator/store/store.h"
 #include "sagas/instance.h"
 #include "util/clock.h"
+#include "util/log.h"
 #include "util/mutex.h"
 
 namespace sagad {
@@ -75,7 +76,7 @@ class InstanceRepository {
     // Every store commit attempt, lost races included.
     virtual void CommitAttempted(std::chrono::steady_clock::duration took);
     // A line for the log (a replay, a snapshot that disagrees with its log).
-    virtual void Log(nlohmann::json line);
+    virtual void Log(LogLevel level, nlohmann::json line);
   };
 
   // `listener`: null listens to nothing. `owners`: where what follows an
@@ -101,6 +102,8 @@ class InstanceRepository {
   uint64_t CachedVersion(const std::string& id);
   // Drops the cached copy: the next Load reads the store.
   void Evict(const std::string& id);
+  // Instances cached now (a gauge).
+  size_t Cached();
 
   // Creates an instance (version 1) from its first events (the creation
   // and what rode with it) and their operation records, with the

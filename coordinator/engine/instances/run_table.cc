@@ -67,18 +67,43 @@ bool RunTable::StepUnderWay(const std::string& id, int step) const {
   return it != steps_.end() && it->second.count(step);
 }
 
-bool RunTable::ClaimWake(const std::string& id, int64_t due_ms, int64_t now_ms) {
+bool RunTable::ClaimWake(const std::string& id, int64_t due_ms, int64_t now_ms,
+                         uint64_t* superseded) {
+  *superseded = 0;
   MutexLock l(mu_);
   auto it = wakes_.find(id);
-  if (it != wakes_.end() && it->second <= due_ms && it->second > now_ms) return false;
-  wakes_[id] = due_ms;
+  if (it != wakes_.end() && it->second.due_ms <= due_ms && it->second.due_ms > now_ms) return false;
+  if (it != wakes_.end()) *superseded = it->second.timer;
+  wakes_[id] = Wake{due_ms, 0};
+  return true;
+}
+
+bool RunTable::WakeSet(const std::string& id, int64_t due_ms, uint64_t handle) {
+  MutexLock l(mu_);
+  auto it = wakes_.find(id);
+  if (it == wakes_.end() || it->second.due_ms != due_ms || it->second.timer != 0) return false;
+  it->second.timer = handle;
   return true;
 }
 
 void RunTable::WakeFired(const std::string& id, int64_t due_ms) {
   MutexLock l(mu_);
   auto it = wakes_.find(id);
-  if (it != wakes_.end() && it->second == due_ms) wakes_.erase(it);
+  if (it != wakes_.end() && it->second.due_ms == due_ms) wakes_.erase(it);
+}
+
+uint64_t RunTable::DropWake(const std::string& id) {
+  MutexLock l(mu_);
+  auto it = wakes_.find(id);
+  if (it == wakes_.end()) return 0;
+  const uint64_t timer = it->second.timer;
+  wakes_.erase(it);
+  return timer;
+}
+
+size_t RunTable::PendingWakes() const {
+  MutexLock l(mu_);
+  return wakes_.size();
 }
 
 void RunTable::AwaitReply(bool waiting) {

@@ -11,7 +11,8 @@
 //   request still in flight; at most `limit` steps of one instance at once.
 //   A mark is an object (StepMark) the action holds; it is released by the
 //   action, never by id and index.
-// - Wake-ups. One pending wake-up per instance, the earliest asked for.
+// - Wake-ups. One pending wake-up per instance, the earliest asked for,
+//   dropped (its timer cancelled) once the instance wants none.
 // - Stopping. Once StopAndWait() began no driver starts; it returns when no
 //   driver and no step action is left.
 // Thread-safety: every method may be called from any thread.
@@ -56,9 +57,20 @@ class RunTable {
 
   // A wake-up of `id` at wall time `due_ms` is wanted: true if the caller
   // must set a timer (no wake-up at or before `due_ms` is pending and still
-  // ahead of `now_ms`); the timer then calls WakeFired.
-  bool ClaimWake(const std::string& id, int64_t due_ms, int64_t now_ms);
+  // ahead of `now_ms`), then tell its handle to WakeSet; the timer calls
+  // WakeFired. `*superseded`: the handle of a later wake-up this one
+  // replaces, for the caller to cancel (0: none).
+  bool ClaimWake(const std::string& id, int64_t due_ms, int64_t now_ms, uint64_t* superseded);
+  // The timer of the wake-up claimed at `due_ms` (kept unless it fired or
+  // was replaced meanwhile; false then, and the caller cancels `handle`).
+  bool WakeSet(const std::string& id, int64_t due_ms, uint64_t handle);
   void WakeFired(const std::string& id, int64_t due_ms);
+  // No wake-up of `id` is wanted any more (it finished, or is not ours):
+  // its entry goes, and the handle of its pending timer is answered for the
+  // caller to cancel (0: none).
+  uint64_t DropWake(const std::string& id);
+  // Wake-ups pending (instances with a timer set).
+  size_t PendingWakes() const;
 
   // A step action under way sent its request (true) or has its reply
   // (false): while it waits it holds no worker.
@@ -88,7 +100,11 @@ class RunTable {
   int steps_under_way_ GUARDED_BY(mu_) = 0;
   int awaiting_replies_ GUARDED_BY(mu_) = 0;  // of those, waiting for a reply
   int ending_ GUARDED_BY(mu_) = 0;            // ReleaseThen's `then` running
-  std::unordered_map<std::string, int64_t> wakes_ GUARDED_BY(mu_);
+  struct Wake {
+    int64_t due_ms = 0;
+    uint64_t timer = 0;  // 0 until WakeSet
+  };
+  std::unordered_map<std::string, Wake> wakes_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
   bool stopped_ GUARDED_BY(mu_) = false;
 };

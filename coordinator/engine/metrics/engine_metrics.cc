@@ -176,6 +176,19 @@ std::string EngineMetrics::ServicesText(const std::vector<ServiceGates::View>& s
   return in_flight + queued + paused;
 }
 
+std::string EngineMetrics::MemoryText(size_t wakeups, size_t timers, size_t cached) {
+  return "# HELP sagad_wakeups_pending Instances this process will look at again at a set time "
+         "(a deadline, an approval timeout, a run's idle timeout); a finished one has none.\n"
+         "# TYPE sagad_wakeups_pending gauge\nsagad_wakeups_pending " +
+         std::to_string(wakeups) +
+         "\n# HELP sagad_timers_pending Cancellable timers set and not yet fired nor "
+         "cancelled.\n# TYPE sagad_timers_pending gauge\nsagad_timers_pending " +
+         std::to_string(timers) +
+         "\n# HELP sagad_instances_cached Unfinished instances held in memory by this "
+         "process.\n# TYPE sagad_instances_cached gauge\nsagad_instances_cached " +
+         std::to_string(cached) + "\n";
+}
+
 std::string EngineMetrics::Text(Store& store) const {
   std::string extra;
   auto active = store.ListActive();

@@ -68,6 +68,10 @@ class EngineMetrics {
   // The gauges of each downstream service: calls in flight, steps queued
   // for a permit, paused (1) or not (0).
   static std::string ServicesText(const std::vector<ServiceGates::View>& services);
+  // The gauges of what this process holds in memory per instance: wake-ups
+  // pending (a timer each) and instances cached. Both follow what is in
+  // flight: a finished instance has neither.
+  static std::string MemoryText(size_t wakeups, size_t timers, size_t cached);
 
   // A counter's current value (tests).
   double Get(const std::string& name, const std::string& labels = "") const {

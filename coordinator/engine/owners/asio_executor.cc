@@ -7,8 +7,10 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
+#include "util/mutex.h"
 #include "util/thread_role.h"
 
 namespace sagad {
@@ -61,6 +63,12 @@ struct AsioExecutor::State {
   boost::asio::io_context timers;
   WorkGuard timers_work{boost::asio::make_work_guard(timers)};
   std::thread timer_thread;
+  // TimerTo's timers not yet fired nor cancelled, by handle (after `timers`:
+  // destroyed before the loop they belong to).
+  mutable Mutex cancellable_mu;
+  std::unordered_map<uint64_t, std::shared_ptr<boost::asio::steady_timer>> cancellable
+      GUARDED_BY(cancellable_mu);
+  uint64_t last_handle GUARDED_BY(cancellable_mu) = 0;
   std::atomic<bool> shut{false};
   std::atomic<int> posting{0};  // posts that have not returned yet
 };
@@ -103,6 +111,50 @@ void AsioExecutor::PostAfterTo(const std::string& owner, int64_t delay_ms, Task 
   state_->After(delay_ms, [shard = state_->ShardOf(owner), fn = std::move(fn)](State& s) mutable {
     s.PostOn(shard, std::move(fn));
   });
+}
+
+uint64_t AsioExecutor::TimerTo(const std::string& owner, int64_t delay_ms, Task fn) {
+  State& s = *state_;
+  auto timer = std::make_shared<boost::asio::steady_timer>(s.timers);
+  uint64_t handle;
+  {
+    MutexLock l(s.cancellable_mu);
+    handle = ++s.last_handle;
+    s.cancellable.emplace(handle, timer);
+  }
+  // Only the caller knows `handle`, and only once this returns: no
+  // CancelTimer can touch the timer before async_wait was called.
+  timer->expires_after(std::chrono::milliseconds(std::max<int64_t>(0, delay_ms)));
+  timer->async_wait([&s, timer, handle, shard = s.ShardOf(owner),
+                     fn = std::move(fn)](const boost::system::error_code& ec) mutable {
+    bool live;
+    {
+      MutexLock l(s.cancellable_mu);
+      live = s.cancellable.erase(handle) == 1;
+    }
+    if (!ec && live) s.PostOn(shard, std::move(fn));
+  });
+  return handle;
+}
+
+void AsioExecutor::CancelTimer(uint64_t handle) {
+  State& s = *state_;
+  std::shared_ptr<boost::asio::steady_timer> timer;
+  {
+    MutexLock l(s.cancellable_mu);
+    auto it = s.cancellable.find(handle);
+    if (it == s.cancellable.end()) return;  // fired, or cancelled already
+    timer = std::move(it->second);
+    s.cancellable.erase(it);
+  }
+  // A timer is touched on its loop's thread only: the cancel completes the
+  // wait at once (operation_aborted), which frees the task it held.
+  boost::asio::post(s.timers, [timer] { timer->cancel(); });
+}
+
+size_t AsioExecutor::PendingTimers() const {
+  MutexLock l(state_->cancellable_mu);
+  return state_->cancellable.size();
 }
 
 bool AsioExecutor::OnOwner(const std::string& owner) const {

@@ -26,6 +26,9 @@ class AsioExecutor final : public Executor {
   void PostTo(const std::string& owner, Task fn) override;
   void PostAfter(int64_t delay_ms, Task fn) override;
   void PostAfterTo(const std::string& owner, int64_t delay_ms, Task fn) override;
+  uint64_t TimerTo(const std::string& owner, int64_t delay_ms, Task fn) override;
+  void CancelTimer(uint64_t handle) override;
+  size_t PendingTimers() const override;
   bool OnOwner(const std::string& owner) const override;
   void Shutdown() override;
 

@@ -19,6 +19,12 @@
 //   of one owner never run at once.
 // - PostAfter(ms, fn) / PostAfterTo(owner, ms, fn): fn runs once, no sooner
 //   than `ms` of the executor's time from now, like a Post (PostTo) then.
+// - TimerTo(owner, ms, fn): as PostAfterTo, and answers a handle (never 0).
+//   CancelTimer(handle) before the timer fired: fn never runs, and it (with
+//   whatever it holds) is freed soon, not when its time would have come;
+//   after it fired, or a second time: nothing. A wake-up that may become
+//   useless (a run that finishes before its idle timeout) is a TimerTo, so
+//   that nothing of a finished instance stays in memory until then.
 // - OnOwner(owner): whether the calling thread runs `owner`'s tasks now
 //   (the engine asserts it where an instance's work begins).
 // - Shutdown(): once it returns no task runs or will run: tasks still
@@ -43,6 +49,10 @@ class Executor {
   virtual void PostTo(const std::string& owner, Task fn) = 0;
   virtual void PostAfter(int64_t delay_ms, Task fn) = 0;
   virtual void PostAfterTo(const std::string& owner, int64_t delay_ms, Task fn) = 0;
+  virtual uint64_t TimerTo(const std::string& owner, int64_t delay_ms, Task fn) = 0;
+  virtual void CancelTimer(uint64_t handle) = 0;
+  // Timers set by TimerTo that neither fired nor were cancelled (a gauge).
+  virtual size_t PendingTimers() const = 0;
   virtual bool OnOwner(const std::string& owner) const = 0;
   virtual void Shutdown() = 0;
 };

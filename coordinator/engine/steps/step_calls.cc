@@ -35,7 +35,8 @@ auto StepRunner::Guarded(const ActionPtr& a, const Task& fn) -> void {
   } catch (const std::exception& e) {
     // A bug, not an expected failure: loud, and the instance is planned
     // again rather than left without a driver.
-    EngineLog({{"msg", "step task error"}, {"instance", a->id()}, {"error", e.what()}});
+    EngineLog(LogLevel::kError,
+              {{"msg", "step task error"}, {"instance", a->id()}, {"error", e.what()}});
     host_.ScheduleAfter(a->id(), 5000);
     a->End(Next::kStop);
   }
@@ -47,10 +48,10 @@ auto StepRunner::CallIfOwner(const ActionPtr& a, const CallRequest& req, Complet
   Status ready = host_.MaySend(req.instance_id);
   if (!ready.ok()) {
     metrics_.SendWithheld();
-    EngineLog({{"msg", "not sent: lease"},
-               {"instance", req.instance_id},
-               {"key", req.idempotency_key},
-               {"error", ready.ToString()}});
+    EngineLog(LogLevel::kWarn, {{"msg", "not sent: lease"},
+                                {"instance", req.instance_id},
+                                {"key", req.idempotency_key},
+                                {"error", ready.ToString()}});
     Abandon(a, ready);
     return;
   }
@@ -77,10 +78,10 @@ auto StepRunner::CallIfOwner(const ActionPtr& a, const CallRequest& req, Complet
     runs_.AwaitReply(false);
     if (res.withheld) {
       metrics_.SendWithheld();
-      EngineLog({{"msg", "not sent: lease"},
-                 {"instance", a->id()},
-                 {"key", a->key()},
-                 {"error", res.error}});
+      EngineLog(LogLevel::kWarn, {{"msg", "not sent: lease"},
+                                  {"instance", a->id()},
+                                  {"key", a->key()},
+                                  {"error", res.error}});
       Status lost = Unavailable(res.error);  // planned again: reconciled before any re-send
       return Continue(h, a, [this, a, lost] { Abandon(a, lost); });
     }

@@ -53,7 +53,8 @@ auto StepRunner::GiveUpRecording(const std::string& id, const Status& s, Done do
   // The store keeps refusing what this transition writes: never loop on
   // it. The saga stops for a human (the step keeps its last recorded
   // state: what the call did is in the log line below and the bundle).
-  EngineLog({{"msg", "outcome cannot be recorded"}, {"instance", id}, {"error", s.ToString()}});
+  EngineLog(LogLevel::kError,
+            {{"msg", "outcome cannot be recorded"}, {"instance", id}, {"error", s.ToString()}});
   host_.CommitAsOwnerAsync(
       id,
       [why = s.message()](Tx& tx) -> Status {
@@ -231,7 +232,9 @@ auto StepRunner::AfterForward(const ActionPtr& a, const CallResult& res) -> void
   host_.MarkRecovered(a->id());  // resumed: its first step after a restart was sent
   const auto took = clock_.SteadyNow() - a->sent_at();
   metrics_.Call("forward", res, took, EngineMetrics::LabelsOf(*defp, sd, sd.forward.service));
-  EngineLog({{"msg", "step call"},
+  // A call that went as asked is routine (debug); any other outcome is not.
+  EngineLog(res.outcome == Outcome::kCommitted ? LogLevel::kDebug : LogLevel::kInfo,
+            {{"msg", "step call"},
              {"instance", a->id()},
              {"trace_id", a->trace().trace_id},
              {"step", sd.name},

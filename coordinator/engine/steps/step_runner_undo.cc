@@ -84,7 +84,8 @@ auto StepRunner::AfterUndo(const ActionPtr& a, const CallResult& res) -> void {
   CrashPoint("before_compensation_outcome");
   metrics_.Call("compensation", res, clock_.SteadyNow() - a->sent_at(),
                 EngineMetrics::LabelsOf(*defp, sd, sd.compensation->service));
-  EngineLog({{"msg", "compensation call"},
+  EngineLog(res.outcome == Outcome::kCommitted ? LogLevel::kDebug : LogLevel::kInfo,
+            {{"msg", "compensation call"},
              {"instance", a->id()},
              {"trace_id", a->trace().trace_id},
              {"step", sd.name},

@@ -220,7 +220,7 @@ StatusOr<std::unique_ptr<PostgresStore::Connection>> PostgresStore::Connection::
     (*c)->Identity(&system, &timeline);
     Status s = fence->Admit(system, timeline, "the primary at " + (*c)->server());
     if (!s.ok()) {
-      EngineLog({{"msg", "old primary refused"}, {"error", s.message()}});
+      EngineLog(LogLevel::kWarn, {{"msg", "old primary refused"}, {"error", s.message()}});
       return s;
     }
     (*c)->timeline_ = timeline;

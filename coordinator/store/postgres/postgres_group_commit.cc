@@ -100,9 +100,9 @@ StatusOr<std::string> PostgresStore::ReadBack(const std::string& batch_id, const
     last = r.status();
     pause = std::min(2 * pause, std::chrono::milliseconds(1000));
   } while (std::chrono::steady_clock::now() + pause < deadline && Pause(pause));
-  EngineLog({{"msg", "read back failed: the outcome of the batch is unknown"},
-             {"batch", batch_id},
-             {"error", last.message()}});
+  EngineLog(LogLevel::kError, {{"msg", "read back failed: the outcome of the batch is unknown"},
+                               {"batch", batch_id},
+                               {"error", last.message()}});
   return Unavailable(
       "the database connection broke while this write was being committed and whether it was "
       "cannot be learnt now (" +

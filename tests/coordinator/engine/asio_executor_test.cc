@@ -93,5 +93,28 @@ TEST(AsioExecutorTest, ShutdownRunsTheQueuedTasksAndNoTimerNotYetDue) {
   EXPECT_EQ(late, 0);
 }
 
+// A cancelled timer never runs and frees what its task holds at once, not
+// when its time (an hour away) comes; one not cancelled fires on its owner.
+TEST(AsioExecutorTest, ACancelledTimerNeverRunsAndFreesItsTaskAtOnce) {
+  AsioExecutor executor(2);
+  auto held = std::make_shared<int>(7);
+  std::weak_ptr<int> watch = held;
+  std::atomic<int> ran{0};
+  const uint64_t far = executor.TimerTo("a", 3600 * 1000, [held, &ran] { ++ran; });
+  held.reset();
+  std::atomic<bool> near_on_owner{false};
+  const uint64_t near = executor.TimerTo("b", 1, [&] { near_on_owner = executor.OnOwner("b"); });
+  EXPECT_NE(far, 0u);
+  EXPECT_NE(far, near);
+  EXPECT_FALSE(watch.expired());
+  executor.CancelTimer(far);
+  executor.CancelTimer(far);  // twice: nothing
+  EXPECT_TRUE(testing::WaitFor([&] { return watch.expired() && near_on_owner.load(); }));
+  EXPECT_EQ(executor.PendingTimers(), 0u);
+  executor.CancelTimer(near);  // fired already: nothing
+  executor.Shutdown();
+  EXPECT_EQ(ran, 0);
+}
+
 }  // namespace
 }  // namespace sagad

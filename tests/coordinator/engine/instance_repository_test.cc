@@ -42,7 +42,7 @@ class InstanceRepositoryTest : public testing::StoreFixture {
     void Committed(const InstanceRepository::Commit& c) override {
       for (const Event& e : *c.events) seen_->push_back(e.type);
     }
-    void Log(nlohmann::json line) override { logs_->push_back(line.value("msg", "")); }
+    void Log(LogLevel, nlohmann::json line) override { logs_->push_back(line.value("msg", "")); }
 
    private:
     std::vector<std::string>* seen_;

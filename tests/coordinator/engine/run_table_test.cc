@@ -72,14 +72,36 @@ TEST(RunTableTest, AMarkIsReleasedOnceByItsLastHolder) {
 
 TEST(RunTableTest, OneWakeUpPerInstanceTheEarliest) {
   RunTable t;
-  EXPECT_TRUE(t.ClaimWake("a", 1000, 0));
-  EXPECT_FALSE(t.ClaimWake("a", 2000, 0));   // an earlier one is pending
-  EXPECT_TRUE(t.ClaimWake("a", 500, 0));     // earlier: set a timer
-  EXPECT_TRUE(t.ClaimWake("a", 2000, 600));  // the pending one is past
+  uint64_t superseded = 7;
+  EXPECT_TRUE(t.ClaimWake("a", 1000, 0, &superseded));
+  EXPECT_EQ(superseded, 0u);
+  EXPECT_TRUE(t.WakeSet("a", 1000, 11));
+  EXPECT_FALSE(t.ClaimWake("a", 2000, 0, &superseded));   // an earlier one is pending
+  EXPECT_TRUE(t.ClaimWake("a", 500, 0, &superseded));     // earlier: set a timer
+  EXPECT_EQ(superseded, 11u);                             // and cancel the later one
+  EXPECT_FALSE(t.WakeSet("a", 1000, 12));                 // replaced meanwhile
+  EXPECT_TRUE(t.ClaimWake("a", 2000, 600, &superseded));  // the pending one is past
   t.WakeFired("a", 2000);
-  EXPECT_TRUE(t.ClaimWake("a", 3000, 700));
+  EXPECT_TRUE(t.ClaimWake("a", 3000, 700, &superseded));
   t.WakeFired("a", 1000);  // a stale timer does not clear the newer wake-up
-  EXPECT_FALSE(t.ClaimWake("a", 4000, 800));
+  EXPECT_FALSE(t.ClaimWake("a", 4000, 800, &superseded));
+  EXPECT_EQ(t.PendingWakes(), 1u);
+}
+
+// A finished instance keeps no wake-up: its entry goes and the caller gets
+// the timer to cancel.
+TEST(RunTableTest, ADroppedWakeUpLeavesNothingBehind) {
+  RunTable t;
+  uint64_t superseded = 0;
+  EXPECT_EQ(t.DropWake("a"), 0u);
+  ASSERT_TRUE(t.ClaimWake("a", 1000, 0, &superseded));
+  EXPECT_TRUE(t.WakeSet("a", 1000, 42));
+  EXPECT_EQ(t.PendingWakes(), 1u);
+  EXPECT_EQ(t.DropWake("a"), 42u);
+  EXPECT_EQ(t.PendingWakes(), 0u);
+  EXPECT_FALSE(t.WakeSet("a", 1000, 43));  // a late handle is not kept
+  EXPECT_TRUE(t.ClaimWake("a", 2000, 0, &superseded));
+  EXPECT_EQ(superseded, 0u);
 }
 
 TEST(RunTableTest, StopWaitsForDriversAndStepsAndRefusesNewOnes) {

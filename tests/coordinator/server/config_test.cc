@@ -217,5 +217,15 @@ TEST(ConfigTest, ATokenNameOrSecretGivenTwiceIsRefused) {
   EXPECT_NE(Refusal({{"tokens", same_secret}}).find("are the same secret"), std::string::npos)
       << Refusal({{"tokens", same_secret}});
 }
+
+TEST(ConfigTest, TheLogLevelIsOneOfFourAndInfoByDefault) {
+  auto c = ParseConfig(json::object());
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->log_level, "info");
+  for (const char* level : {"debug", "info", "warn", "error"})
+    EXPECT_EQ(Refusal({{"log_level", level}}), "") << level;
+  EXPECT_NE(Refusal({{"log_level", "loud"}}).find("log_level must be one of"), std::string::npos);
+  EXPECT_NE(Refusal({{"log_level", 3}}).find("log_level"), std::string::npos);
+}
 }  // namespace
 }  // namespace sagad
