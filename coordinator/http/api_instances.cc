@@ -271,13 +271,32 @@ void ApiServer::Impl::List(const HttpRequest& req, HttpResponse& res) {
   Caller keys = caller;
   if (!filter.owner.empty()) keys.name = filter.owner;
   filter.idempotency_key = ScopedKey(keys, filter.idempotency_key);
-  auto page = engine_.List(filter, limit, cursor);
-  if (!page.ok()) return ProblemFromStatus(req, res, page.status());
-  nlohmann::json out = {{"instances", page->instances}};
-  out["next_cursor"] =
-      page->next_cursor.empty() ? nlohmann::json() : nlohmann::json(page->next_cursor);
-  out["indexed"] = page->indexed;
-  Json(res, 200, out);
+  // The page is read by a reader (history_readers.h), never on this thread;
+  // `req` is touched only inside Give, which a gone client never reaches.
+  auto answer = DeferredAnswer::Start(res, nullptr);
+  const bool queued = readers_.Post([this, answer, &req, filter, limit, cursor] {
+    StatusOr<InstancePage> page = Internal("the list was not read");
+    try {
+      page = engine_.List(filter, limit, cursor);
+    } catch (const std::exception& e) {
+      page = Internal(e.what());
+    }
+    answer->Give([&](HttpResponse& res) {
+      if (!page.ok()) return ProblemFromStatus(req, res, page.status());
+      nlohmann::json out = {{"instances", page->instances}};
+      out["next_cursor"] =
+          page->next_cursor.empty() ? nlohmann::json() : nlohmann::json(page->next_cursor);
+      out["indexed"] = page->indexed;
+      Json(res, 200, out);
+    });
+  });
+  if (!queued)
+    answer->Give([&](HttpResponse& res) {
+      res.set_header("Retry-After", "1");
+      Problem(req, res, 503,
+              std::to_string(kMaxQueuedHistoryReads) +
+                  " reads of the history are queued already; ask again in a moment");
+    });
 }
 
 void ApiServer::Impl::Get(const HttpRequest& req, HttpResponse& res) {

@@ -22,6 +22,12 @@ inline int DefaultApiThreads() {
   return std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency()));
 }
 
+// The default number of threads that read the history (api.history_readers,
+// coordinator/http/history_readers.h): half the cores, at least one.
+inline int DefaultHistoryReaders() {
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
+}
+
 enum class Role { kViewer = 0, kSubmitter = 1, kOperator = 2, kAdmin = 3 };
 // "viewer" | "submitter" | "operator" | "admin"; false for anything else.
 bool ParseRole(const std::string& s, Role* out);
@@ -45,6 +51,9 @@ struct ApiOptions {
   int64_t request_timeout_ms = 10000;
   int64_t idle_timeout_ms = 30000;
   int api_threads = DefaultApiThreads();
+  // Threads that read the history (lists, searches) apart from the handlers
+  // (history_readers.h); 0: on the handler thread (the simulator).
+  int history_readers = DefaultHistoryReaders();
   // The store watchdog: /readyz answers 503 (and sagad_store_stalled is 1)
   // while writes have been queued this long with none finished.
   int64_t watchdog_ms = 10000;

@@ -28,6 +28,7 @@ ApiServer::Impl::Impl(Engine& engine, const ApiOptions& options)
     : engine_(engine),
       options_(options),
       auth_(options.tokens),
+      readers_(options.history_readers, kMaxQueuedHistoryReads),
       server_(
           [this, &options] {
             HttpServerOptions o = ServerOptions(options, auth_);
@@ -73,6 +74,7 @@ void ApiServer::Impl::Serve() {
 }
 
 ApiServer::Impl::~Impl() {
+  readers_.Stop();  // before the server: a read answers through it
   {
     MutexLock l(probe_mu_);
     probe_stop_ = true;
@@ -175,6 +177,7 @@ void ApiServer::Impl::Stop() {
   server_.StopAccepting();
   engine_.FinishWaits(Unavailable("sagad is shutting down; ask again in a moment"));
   server_.WaitIdle(std::chrono::seconds(2));
+  readers_.Stop();  // the reads still queued are answered first
   server_.Stop();
   engine_.CancelWaits();  // whatever raced in after the drain
 }

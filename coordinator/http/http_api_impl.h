@@ -15,6 +15,7 @@
 #include "coordinator/engine/engine.h"
 #include "coordinator/http/api_auth.h"
 #include "coordinator/http/api_router.h"
+#include "coordinator/http/history_readers.h"
 #include "coordinator/http/http_api.h"
 #include "coordinator/http/http_server.h"
 #include "util/mutex.h"
@@ -24,6 +25,9 @@
   [this](const HttpRequest& req, HttpResponse& res) { method(req, res); }
 
 namespace sagad {
+
+// Reads of the history waiting for a reader; one more answers 503.
+constexpr size_t kMaxQueuedHistoryReads = 64;
 
 // What a run keeps of its agent's words: its metadata, and a call's reason
 // and evidence, at most this many bytes of JSON each (413 beyond).
@@ -222,6 +226,8 @@ class ApiServer::Impl {
   Status probed_ GUARDED_BY(probe_mu_);
   std::chrono::steady_clock::time_point probed_at_ GUARDED_BY(probe_mu_);
   std::thread prober_;
+  // Lists and searches of the history run there, not on handler threads.
+  HistoryReaders readers_;
   HttpServer server_;  // last: its threads call into the members above
 };
 

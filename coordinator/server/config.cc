@@ -34,6 +34,7 @@ ApiOptions ApiOptionsOf(const Config& config) {
   o.request_timeout_ms = config.request_timeout_ms;
   o.idle_timeout_ms = config.idle_timeout_ms;
   o.api_threads = config.api_threads;
+  o.history_readers = config.history_readers;
   o.watchdog_ms = config.watchdog_ms;
   o.allowed_hosts = config.allowed_hosts;
   o.allowed_origins = config.allowed_origins;
@@ -135,10 +136,11 @@ Status ParseTls(const nlohmann::json& t, Config* c) {
 
 Status ParseApi(const nlohmann::json& a, Config* c) {
   if (!a.is_object()) return InvalidArgument("'api' must be an object");
-  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(a,
-                                      {"max_connections", "max_connections_per_client",
-                                       "request_timeout_ms", "idle_timeout_ms", "threads"},
-                                      "api"));
+  SAGAD_RETURN_IF_ERROR(
+      OnlyKnownKeys(a,
+                    {"max_connections", "max_connections_per_client", "request_timeout_ms",
+                     "idle_timeout_ms", "threads", "history_readers"},
+                    "api"));
   SAGAD_RETURN_IF_ERROR(IntField(a, "max_connections", 1, 1000000, "api", &c->max_connections));
   SAGAD_RETURN_IF_ERROR(IntField(a, "max_connections_per_client", 1,
                                  static_cast<int64_t>(c->max_connections), "api",
@@ -146,6 +148,7 @@ Status ParseApi(const nlohmann::json& a, Config* c) {
   SAGAD_RETURN_IF_ERROR(
       IntField(a, "request_timeout_ms", 100, kMaxMs, "api", &c->request_timeout_ms));
   SAGAD_RETURN_IF_ERROR(IntField(a, "idle_timeout_ms", 100, kMaxMs, "api", &c->idle_timeout_ms));
+  SAGAD_RETURN_IF_ERROR(IntField(a, "history_readers", 1, 64, "api", &c->history_readers));
   return IntField(a, "threads", 1, 1024, "api", &c->api_threads);
 }
 

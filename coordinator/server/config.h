@@ -68,6 +68,8 @@ struct Config {
   int64_t request_timeout_ms = 10000;
   int64_t idle_timeout_ms = 30000;
   int api_threads = DefaultApiThreads();
+  // The threads that read the history (lists, searches), at nice 10.
+  int history_readers = DefaultHistoryReaders();
   // Tenancy (docs/configuration.md): Host names served without tokens
   // besides loopback ones, Origins a browser may call from, the secret a
   // Prometheus scrape sends for /metrics, the runs one principal may have

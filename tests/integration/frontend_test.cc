@@ -279,7 +279,7 @@ TEST(FrontEndTest, ASagadRunsTheThreadsItNames) {
   TempDir dir;
   Downstream downstream;
   Coordinator sagad(downstream, dir.path() + "/data");
-  sagad.Configure({{"workers", 2}, {"api", {{"threads", 4}}}});
+  sagad.Configure({{"workers", 2}, {"api", {{"threads", 4}, {"history_readers", 1}}}});
   ASSERT_GT(sagad.Start(), 0);
   for (int i = 0; i < 3; ++i) {
     Reply r = sagad.Submit("order_fulfilment", OrderInput(), 10);
@@ -290,7 +290,7 @@ TEST(FrontEndTest, ASagadRunsTheThreadsItNames) {
   std::multiset<std::string> expected = {
       "sagad",       "sagad",         "sagad",          "sagad",       "sagad",
       "sagad-api",   "sagad-shard-0", "sagad-shard-1",  "sagad-timer", "sagad-calls",
-      "sagad-calls", "sagad-commit",  "sagad-watchdog", "sagad-ready"};
+      "sagad-calls", "sagad-commit",  "sagad-watchdog", "sagad-ready", "sagad-reader"};
 #if defined(__SANITIZE_THREAD__)
   expected.insert("sagad");  // ThreadSanitizer's runtime runs a thread of its own
 #endif
