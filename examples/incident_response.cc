@@ -6,6 +6,7 @@ namespace sagad {
 
 SagaDefinition IncidentResponse() {
   auto def = SagaBuilder("incident_response", 1)
+                 .SearchAttributes({"user", "host"})
                  .Step("create_ticket")
                  .Call("ticketing", "POST", "/tickets",
                        {{"title", "{{input.title}}"}, {"severity", "{{input.severity}}"}})

@@ -6,6 +6,7 @@ namespace sagad {
 
 SagaDefinition OrderFulfilment() {
   auto def = SagaBuilder("order_fulfilment", 1)
+                 .SearchAttributes({"customer", "sku"})
                  .Step("reserve_inventory")
                  .Call("inventory", "POST", "/reservations",
                        {{"sku", "{{input.sku}}"}, {"qty", "{{input.qty}}"}})

@@ -19,6 +19,7 @@ ToolboxDefinition SocTools() {
           .Description("Incident response: ticket, block, disable, notify")
           .InputSchema(object({{"incident", text}}, {"incident"}))
           .IdleTimeout(3600, "review")
+          .SearchAttributes({"incident", "metadata.agent"})
           .Tool("create_ticket",
                 "Open an incident ticket; the answer says whether the source is "
                 "internal or external",

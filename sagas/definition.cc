@@ -7,6 +7,7 @@
 
 #include "sagas/definition_keys.h"
 #include "sagas/graph.h"
+#include "sagas/search_attributes.h"
 #include "sagas/template.h"
 #include "util/json_limits.h"
 
@@ -108,7 +109,7 @@ bool SagaDefinition::operator==(const SagaDefinition& o) const {
   return name == o.name && version == o.version && steps == o.steps &&
          deadline_ms == o.deadline_ms && max_parallel == o.max_parallel &&
          compensation_order == o.compensation_order && input == o.input &&
-         input_schema == o.input_schema;
+         input_schema == o.input_schema && search_attributes == o.search_attributes;
 }
 
 int SagaDefinition::StepIndex(const std::string& step) const {
@@ -305,6 +306,8 @@ Status ValidatePivot(const SagaDefinition& def, const StepGraph& graph) {
 
 Status Validate(const SagaDefinition& def) {
   SAGAD_RETURN_IF_ERROR(ValidateNames(def));
+  SAGAD_RETURN_IF_ERROR(
+      ValidateSearchAttributes(def.search_attributes, "saga '" + def.name + "'", def.run));
   auto graph = StepGraph::Of(def);
   if (!graph.ok()) return InvalidArgument("saga '" + def.name + "': " + graph.status().message());
   if (!def.input_schema.is_null()) {
@@ -363,6 +366,7 @@ nlohmann::json SagaDefinition::ToJson() const {
     out["compensation_order"] = CompensationOrderName(compensation_order);
   if (!input.empty()) out["input"] = input;
   if (!input_schema.is_null()) out["input_schema"] = input_schema;
+  if (!search_attributes.empty()) out["search_attributes"] = search_attributes;
   return out;
 }
 
@@ -411,6 +415,8 @@ Status StepPoliciesFromJson(const nlohmann::json& js, const std::string& where,
 
 // Everything but the steps.
 Status SagaFieldsFromJson(const nlohmann::json& j, SagaDefinition* def) {
+  SAGAD_RETURN_IF_ERROR(
+      SearchAttributesFromJson(j, "saga definition", /*metadata=*/false, &def->search_attributes));
   if (j.contains("input")) {
     if (!j["input"].is_array()) return InvalidArgument("'input' must be an array of field names");
     def->input = j["input"].get<std::vector<std::string>>();

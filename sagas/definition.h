@@ -109,6 +109,9 @@ struct SagaDefinition {
   // builder and FromJson; compiled on use when a caller set input_schema).
   nlohmann::json input_schema;
   std::shared_ptr<const InputSchema> schema;
+  // The input fields users search instances by (sagas/search_attributes.h):
+  // a store indexes every instance of the saga by them.
+  std::vector<std::string> search_attributes;
   // A run of a toolbox (sagas/toolbox.h): its steps are the calls appended
   // so far, one at a time, and a failed or rejected call does not turn it
   // back; only the agent ends it (finish, abort), or its silence past
@@ -217,6 +220,8 @@ class SagaBuilder {
   SagaBuilder& Deadline(int64_t ms);
   // At most `n` steps of one instance in flight at once (default 8).
   SagaBuilder& MaxParallel(int n);
+  // The input fields instances are searched by (an index each).
+  SagaBuilder& SearchAttributes(std::vector<std::string> fields);
   // The order committed steps are undone in (default reverse_topological).
   SagaBuilder& CompensationOrder(sagad::CompensationOrder order);
   // Declares required input fields (besides those the templates name).

@@ -3,9 +3,10 @@
 namespace sagad {
 
 const DefinitionKeys& SagaKeys() {
-  static const DefinitionKeys k{"saga",
-                                {"name", "version", "steps", "deadline_ms", "max_parallel",
-                                 "compensation_order", "input", "input_schema"}};
+  static const DefinitionKeys k{
+      "saga",
+      {"name", "version", "steps", "deadline_ms", "max_parallel", "compensation_order", "input",
+       "input_schema", "search_attributes"}};
   return k;
 }
 

@@ -19,6 +19,11 @@ SagaBuilder& SagaBuilder::MaxParallel(int n) {
   return *this;
 }
 
+SagaBuilder& SagaBuilder::SearchAttributes(std::vector<std::string> fields) {
+  def_.search_attributes = std::move(fields);
+  return *this;
+}
+
 SagaBuilder& SagaBuilder::Input(std::vector<std::string> fields) {
   def_.input = std::move(fields);
   return *this;

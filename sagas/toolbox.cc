@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "sagas/search_attributes.h"
 #include "sagas/template.h"
 #include "util/json_limits.h"
 
@@ -9,9 +10,9 @@ namespace sagad {
 namespace {
 
 const std::vector<const char*>& ToolboxKeys() {
-  static const std::vector<const char*> k = {"kind",           "name",    "version",
-                                             "description",    "tools",   "input_schema",
-                                             "idle_timeout_s", "on_idle", "max_calls"};
+  static const std::vector<const char*> k = {
+      "kind",         "name",           "version", "description", "tools",
+      "input_schema", "idle_timeout_s", "on_idle", "max_calls",   "search_attributes"};
   return k;
 }
 
@@ -201,6 +202,7 @@ nlohmann::json ToolboxDefinition::ToJson() const {
                         {"tools", std::move(ts)}};
   if (!description.empty()) out["description"] = description;
   if (!input_schema.is_null()) out["input_schema"] = input_schema;
+  if (!search_attributes.empty()) out["search_attributes"] = search_attributes;
   return out;
 }
 
@@ -218,6 +220,8 @@ StatusOr<ToolboxDefinition> ToolboxDefinition::FromJson(const nlohmann::json& j)
         IntField(j, "idle_timeout_s", 0, kMaxDurationMs / 1000, where, &tb.idle_timeout_s));
     SAGAD_RETURN_IF_ERROR(IntField(j, "max_calls", 1, kMaxMaxCalls, where, &tb.max_calls));
     tb.on_idle = j.value("on_idle", std::string("review"));
+    SAGAD_RETURN_IF_ERROR(SearchAttributesFromJson(j, "toolbox definition", /*metadata=*/true,
+                                                   &tb.search_attributes));
     if (j.contains("input_schema") && !j["input_schema"].is_null()) {
       tb.input_schema = j["input_schema"];
       auto compiled = InputSchema::Compile(tb.input_schema);
@@ -252,6 +256,8 @@ Status Validate(const ToolboxDefinition& tb) {
                            std::to_string(kMaxMaxCalls));
   if (tb.idle_timeout_s < 0)
     return InvalidArgument("toolbox '" + tb.name + "': idle_timeout_s must be >= 0");
+  SAGAD_RETURN_IF_ERROR(
+      ValidateSearchAttributes(tb.search_attributes, "toolbox '" + tb.name + "'", true));
   std::set<std::string> names;
   for (const auto& t : tb.tools) {
     SAGAD_RETURN_IF_ERROR(ValidateTool(t));

@@ -64,6 +64,9 @@ struct ToolboxDefinition {
   std::string on_idle = "review";                 // or "abort"
   int max_calls = kDefaultMaxCalls;
   std::vector<ToolDefinition> tools;
+  // The input fields and run metadata fields ("metadata.agent") runs are
+  // searched by (sagas/search_attributes.h).
+  std::vector<std::string> search_attributes;
 
   const ToolDefinition* Tool(const std::string& name) const;
   std::vector<SchemaError> InputErrors(const nlohmann::json& input) const;
@@ -139,6 +142,7 @@ class ToolboxBuilder {
   // `on_idle` is "abort".
   ToolboxBuilder& IdleTimeout(int64_t seconds, std::string on_idle = "review");
   ToolboxBuilder& MaxCalls(int n);
+  ToolboxBuilder& SearchAttributes(std::vector<std::string> fields);
   ToolBuilder& Tool(std::string name, std::string description,
                     nlohmann::json arguments_schema = nullptr);
   StatusOr<ToolboxDefinition> Build();

@@ -22,6 +22,11 @@ ToolboxBuilder& ToolboxBuilder::InputSchema(nlohmann::json schema) {
   return *this;
 }
 
+ToolboxBuilder& ToolboxBuilder::SearchAttributes(std::vector<std::string> fields) {
+  tb_.search_attributes = std::move(fields);
+  return *this;
+}
+
 ToolboxBuilder& ToolboxBuilder::IdleTimeout(int64_t seconds, std::string on_idle) {
   tb_.idle_timeout_s = seconds;
   tb_.on_idle = std::move(on_idle);

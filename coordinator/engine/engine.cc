@@ -146,9 +146,7 @@ StatusOr<nlohmann::json> Engine::PauseService(const std::string& service, bool p
                                               const std::string& actor, const std::string& reason) {
   return impl_->PauseService(service, paused, actor, reason);
 }
-Status Engine::RegisterToolbox(const ToolboxDefinition& tb) {
-  return impl_->defs().RegisterToolbox(tb);
-}
+Status Engine::RegisterToolbox(const ToolboxDefinition& tb) { return impl_->RegisterToolbox(tb); }
 std::vector<ToolboxDefinitionPtr> Engine::Toolboxes() const { return impl_->defs().AllToolboxes(); }
 ToolboxDefinitionPtr Engine::Toolbox(const std::string& name, int version) const {
   return impl_->defs().GetToolbox(name, version);

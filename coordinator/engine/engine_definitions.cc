@@ -4,6 +4,33 @@
 
 namespace sagad {
 
+namespace {
+// Declares `fields` of `name` to the store; a refusal is logged (lists
+// keep answering by a bounded scan).
+void DeclareSearchAttributes(Store& store, const std::string& name,
+                             const std::vector<std::string>& fields) {
+  if (fields.empty()) return;
+  store.DeclareSearchAttributesAsync(name, fields, [name](Status s) {
+    if (!s.ok())
+      EngineLog(
+          LogLevel::kError,
+          {{"msg", "search attributes not indexed"}, {"saga", name}, {"error", s.ToString()}});
+  });
+}
+}  // namespace
+
+auto Engine::Impl::Register(const SagaDefinition& def) -> Status {
+  SAGAD_RETURN_IF_ERROR(defs_.Register(def));
+  DeclareSearchAttributes(store_, def.name, def.search_attributes);
+  return Status::Ok();
+}
+
+auto Engine::Impl::RegisterToolbox(const ToolboxDefinition& tb) -> Status {
+  SAGAD_RETURN_IF_ERROR(defs_.RegisterToolbox(tb));
+  DeclareSearchAttributes(store_, tb.name, tb.search_attributes);
+  return Status::Ok();
+}
+
 auto Engine::Impl::ServicesConfigured(const SagaDefinition& def) const -> Status {
   const StepDefinition* st = nullptr;
   const CallSpec* c = FirstUnconfiguredCall(
@@ -62,7 +89,7 @@ auto Engine::Impl::PrepareToolbox(const nlohmann::json& j, Deployment* d) -> Sta
 
 auto Engine::Impl::Deployed(const Deployment& d, const StatusOr<bool>& stored) -> StatusOr<bool> {
   if (!stored.ok()) return stored.status();
-  SAGAD_RETURN_IF_ERROR(d.saga ? defs_.Register(*d.saga) : defs_.RegisterToolbox(*d.toolbox));
+  SAGAD_RETURN_IF_ERROR(d.saga ? Register(*d.saga) : RegisterToolbox(*d.toolbox));
   const char* what = d.saga ? (*stored ? "definition deployed" : "definition deployed again")
                             : (*stored ? "toolbox deployed" : "toolbox deployed again");
   EngineLog({{"msg", what},
@@ -110,7 +137,7 @@ auto Engine::Impl::LoadToolbox(const StoredDefinition& d) -> Status {
                                  " is deployed with another definition than the one given "
                                  "here (a file or C++)")
                  : ToolboxServicesConfigured(*tb);
-  return s.ok() ? defs_.RegisterToolbox(*tb) : s;
+  return s.ok() ? RegisterToolbox(*tb) : s;
 }
 
 auto Engine::Impl::LoadDeployed(bool starting) -> Status {
@@ -140,7 +167,7 @@ auto Engine::Impl::LoadDeployed(bool starting) -> Status {
                                    " is deployed with another definition than the one given "
                                    "here (a file or C++)")
                    : ServicesConfigured(*def);
-    if (s.ok()) s = defs_.Register(*def);
+    if (s.ok()) s = Register(*def);
     if (s.ok()) continue;
     if (starting && s.code() == StatusCode::kAlreadyExists) return s;
     EngineLog(LogLevel::kError,

@@ -68,7 +68,11 @@ class Engine::Impl final : private InstanceRepository::Listener, private Submiss
   ~Impl();
 
   // ---- definitions ----
-  Status Register(const SagaDefinition& def) { return defs_.Register(def); }
+  // Registers a saga (a toolbox) and declares its search attributes to the
+  // store (Store::DeclareSearchAttributesAsync: the index is built behind;
+  // lists scan meanwhile). Every registration goes through these two.
+  Status Register(const SagaDefinition& def);
+  Status RegisterToolbox(const ToolboxDefinition& tb);
 
   std::vector<SagaDefinitionPtr> Definitions() const { return defs_.All(); }
 

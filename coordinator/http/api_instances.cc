@@ -50,6 +50,21 @@ bool InputFilter(const HttpRequest& req, HttpResponse& res, InstanceFilter* filt
   return true;
 }
 
+// ?created_after=MS / ?created_before=MS: a wall time in ms since the epoch
+// (as an instance's created_at); false with a 400.
+bool CreatedBound(const HttpRequest& req, HttpResponse& res, const char* name, int64_t* out) {
+  if (!req.has_param(name)) return true;
+  const std::string v = req.get_param_value(name);
+  if (v.empty() || v.size() > 15 || v.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoll(v) <= 0) {
+    Problem(req, res, 400,
+            std::string(name) + " must be a time in milliseconds since 1970 (as created_at)");
+    return false;
+  }
+  *out = std::stoll(v);
+  return true;
+}
+
 // The filters of a list: status, saga, waiting, the submission's
 // Idempotency-Key, an input field, and the cursor; false with a 400.
 bool ListFilters(const HttpRequest& req, HttpResponse& res, InstanceFilter* filter,
@@ -72,6 +87,9 @@ bool ListFilters(const HttpRequest& req, HttpResponse& res, InstanceFilter* filt
     return false;
   }
   if (!InputFilter(req, res, filter)) return false;
+  if (!CreatedBound(req, res, "created_after", &filter->created_after) ||
+      !CreatedBound(req, res, "created_before", &filter->created_before))
+    return false;
   *cursor = req.get_param_value("cursor");
   if (!ValidCursor(*cursor)) {
     Problem(req, res, 400, "cursor must be a next_cursor value from an earlier page");

@@ -288,7 +288,7 @@ void ApiServer::Impl::InstanceRoutes() {
                 R"(/v1/instances/([^/]+)/(cancel|compensate))", SAGAD_HANDLER(CancelOrCompensate));
   router_.TakesParams("GET", "/v1/instances",
                       {"status", "saga", "waiting", "limit", "cursor", "idempotency_key", "owner",
-                       "input.*", "metadata.*"});
+                       "created_after", "created_before", "input.*", "metadata.*"});
   router_.TakesParams("GET", "/v1/instances/{id}", {"wait"});
   router_.TakesParams("POST", "/v1/sagas/{saga}/instances", {"wait", "version"});
 }

@@ -1,6 +1,9 @@
 // The Store's record types as JSON (both stores keep them in this form).
 #include "coordinator/store/store.h"
 
+#include <algorithm>
+#include <cstdio>
+
 #include "coordinator/store/lease_rule.h"
 #include "util/json_limits.h"
 
@@ -101,7 +104,34 @@ SnapshotRecord SnapshotRecord::FromInstance(Instance& inst) {
 
 nlohmann::json SnapshotRecord::Parse() const { return nlohmann::json::parse(text); }
 
+std::string IdFloor(int64_t ms) {
+  char buf[24];
+  snprintf(buf, sizeof buf, "%012llx", static_cast<unsigned long long>(std::max<int64_t>(0, ms)));
+  return buf;
+}
+
+int64_t CreatedAtOfId(const std::string& id) {
+  if (id.size() < 12) return 0;
+  int64_t ms = 0;
+  for (size_t i = 0; i < 12; ++i) {
+    const char c = id[i];
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return 0;
+    ms = ms * 16 + d;
+  }
+  return ms;
+}
+
+bool WithinCreated(const InstanceFilter& filter, const std::string& id) {
+  const int64_t at = CreatedAtOfId(id);
+  if (filter.created_after > 0 && at <= filter.created_after) return false;
+  return filter.created_before <= 0 || at < filter.created_before;
+}
+
 bool Matches(const InstanceFilter& filter, const nlohmann::json& j) {
+  if ((filter.created_after > 0 || filter.created_before > 0) &&
+      !WithinCreated(filter, j.value("id", "")))
+    return false;
   if (!filter.status.empty() && j.value("status", "") != filter.status) return false;
   if (!filter.saga.empty() && j.value("saga", "") != filter.saga) return false;
   if (!filter.owner.empty() && j.value("owner", "") != filter.owner) return false;
@@ -111,10 +141,18 @@ bool Matches(const InstanceFilter& filter, const nlohmann::json& j) {
   auto input = j.find(filter.in_metadata ? "metadata" : "input");
   if (input == j.end() || !input->is_object()) return false;
   auto v = input->find(filter.input_field);
-  if (v == input->end()) return false;
-  if (v->is_string()) return v->get<std::string>() == filter.input_value;
-  if (v->is_object() || v->is_array()) return false;
-  return v->dump() == filter.input_value;
+  std::string text;
+  return v != input->end() && SearchText(*v, &text) && text == filter.input_value;
+}
+
+bool SearchText(const nlohmann::json& value, std::string* text) {
+  if (value.is_string()) {
+    *text = value.get<std::string>();
+    return true;
+  }
+  if (value.is_object() || value.is_array()) return false;
+  *text = value.dump();
+  return true;
 }
 
 StatusOr<Lease> TakeLeaseRule(const std::string& id, Lease l, const std::string& owner,

@@ -71,7 +71,18 @@ struct InstanceFilter {
   bool in_metadata = false;
   // The principal that created it (the snapshot's "owner"); empty: any.
   std::string owner;
+  // Created strictly after / strictly before these wall times (ms since the
+  // epoch, as the id carries it: its first 12 hex digits); 0: no bound.
+  int64_t created_after = 0, created_before = 0;
 };
+
+// The smallest instance id created at `ms` or later, and the creation time
+// an id carries (0 if it is not an instance id): the creation-time bounds
+// of a list are ranges of ids (ids sort by creation).
+std::string IdFloor(int64_t ms);
+int64_t CreatedAtOfId(const std::string& id);
+// Whether `id` lies within the filter's creation-time bounds.
+bool WithinCreated(const InstanceFilter& filter, const std::string& id);
 
 // A saga definition deployed over the API (Store::PutDefinition).
 struct StoredDefinition {
@@ -83,6 +94,10 @@ struct StoredDefinition {
 // Whether `snapshot` passes the status, saga, waiting, owner and input parts of
 // `filter` (both stores' scans, and the Idempotency-Key lookup).
 bool Matches(const InstanceFilter& filter, const nlohmann::json& snapshot);
+// The text an input or metadata field is searched by (`input_value`): a
+// string's value, or the JSON text of a number, boolean or null; false for
+// an object or an array (never matched).
+bool SearchText(const nlohmann::json& value, std::string* text);
 
 // Ownership of an instance by one coordinator process. The generation grows
 // each time the instance changes hands; it is the downstream fencing token.
@@ -258,6 +273,23 @@ class Store {
                                           const nlohmann::json& response,
                                           std::function<void(Status)> done) {
     done(SetSubmissionResponse(key, status, response));
+  }
+
+  // Every instance of `saga` (a saga's or a toolbox's name) is indexed
+  // from now on by `fields` (sagas/search_attributes.h: input fields, or
+  // "metadata.F" of a run's metadata), and so are those stored already:
+  // a store that indexes declared attributes (LMDB) writes the missing
+  // entries in the transaction that records the declaration (one pass over
+  // the saga's instances), so a list answered from the index is never
+  // incomplete; until then such a list is a bounded scan. Idempotent;
+  // declarations only grow. `done` as CommitAsync's. Default: nothing to
+  // do (PostgreSQL's GIN index holds every input field; memory scans).
+  virtual void DeclareSearchAttributesAsync(const std::string& saga,
+                                            const std::vector<std::string>& fields,
+                                            std::function<void(Status)> done) {
+    (void)saga;
+    (void)fields;
+    done(Status::Ok());
   }
 
   // Newest first. `cursor` is the next_cursor of the previous page.

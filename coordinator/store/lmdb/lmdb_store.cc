@@ -173,6 +173,7 @@ Status LmdbStore::CreateInstance(const nlohmann::json& snapshot, const std::vect
   if (!record.ok()) return record.status();
   CommitRequest r{WriteKind::kCreate, id,         0,       &*record, &events,
                   &operations,        submission, &outbox, lease};
+  r.created = &snapshot;
   SAGAD_RETURN_IF_ERROR(Prepare(r));
   return group_.Commit(r);
 }
@@ -193,6 +194,7 @@ void LmdbStore::CreateInstanceAsync(std::shared_ptr<const CreationWrite> w,
   auto r = std::make_unique<CommitRequest>(
       WriteKind::kCreate, kept->record.id, 0, &kept->record, &c.events, &c.operations,
       c.submission ? &*c.submission : nullptr, &c.outbox, c.lease ? &*c.lease : nullptr);
+  r->created = &c.snapshot;
   r->keep = kept;
   QueueAsync(std::move(r), std::move(done));
 }
@@ -300,6 +302,7 @@ Status LmdbStore::Write(MDB_txn* txn, const CommitRequest& r) {
     if (rc != 0 && rc != MDB_NOTFOUND) return LmdbError("mdb_del", rc);
   }
   SAGAD_RETURN_IF_ERROR(PutSnapshot(txn, id, *r.snapshot));
+  if (create && r.created) SAGAD_RETURN_IF_ERROR(PutAttributeKeys(txn, id, *r.created, true));
   for (const auto& [key, text] : r.texts.events)
     SAGAD_RETURN_IF_ERROR(PutText(txn, events_, key, text, MDB_NOOVERWRITE));
   for (const auto& [key, text] : r.texts.operations)

@@ -122,6 +122,8 @@ class LmdbStore : public Store {
   void PutDefinitionAsync(const std::string& name, int version, const nlohmann::json& body,
                           std::function<void(StatusOr<bool>)> done) override;
   StatusOr<std::vector<StoredDefinition>> ListDefinitions() override;
+  void DeclareSearchAttributesAsync(const std::string& saga, const std::vector<std::string>& fields,
+                                    std::function<void(Status)> done) override;
   Status CheckWritable() override;
 
  private:
@@ -138,6 +140,20 @@ class LmdbStore : public Store {
   // is deleted): by_field holds code + value + NUL + id for its status (s),
   // saga (g), waiting_for (w) and owner (o); indexed, the keys it holds now.
   Status PutIndexes(MDB_txn* txn, const std::string& id, const SnapshotRecord* snapshot);
+  // Declared search attributes (lmdb_store_search.cc): the fields declared
+  // for `saga`; the index keys of a snapshot for `fields`; its entries put
+  // (a new instance) or deleted (retention); a declaration with the entries
+  // of the saga's stored instances; the prefix of the entries a filter's
+  // input or metadata condition is answered from ("" when the index cannot
+  // answer it completely: a saga that may match has not declared it).
+  StatusOr<std::vector<std::string>> DeclaredAttributes(MDB_txn* txn, const std::string& saga);
+  static std::vector<std::string> AttributeKeys(const std::string& id,
+                                                const nlohmann::json& snapshot,
+                                                const std::vector<std::string>& fields);
+  Status PutAttributeKeys(MDB_txn* txn, const std::string& id, const nlohmann::json& snapshot,
+                          bool put);
+  Status Declare(MDB_txn* txn, const std::string& saga, const std::vector<std::string>& fields);
+  StatusOr<std::string> AttributeIndexOf(MDB_txn* txn, const InstanceFilter& f);
   // The named databases and their handles.
   std::vector<std::pair<const char*, MDB_dbi*>> Databases();
   // Refuses a data.mdb shorter than its meta page says it is.
@@ -176,6 +192,9 @@ class LmdbStore : public Store {
     const Submission* submission;  // creates (may be null); responses: key, status, response
     const std::vector<nlohmann::json>* outbox;
     const Lease* lease;
+    // Creates: the snapshot as a tree (its input and metadata give the
+    // entries of declared search attributes); null: none to write.
+    const nlohmann::json* created = nullptr;
     nlohmann::json record;  // responses: the record to write, prepared by Check (null: none)
     // Creates and transitions: the records as they are written, serialised
     // by the writer's own thread before it queues (Prepare), so that the

@@ -113,17 +113,29 @@ StatusOr<InstancePage> LmdbStore::ListInstances(const InstanceFilter& filter, si
   if (!filter.idempotency_key.empty()) return ListByKey(filter, cursor);
   Txn txn(env_, false);
   if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
-  const auto [code, value] = IndexOf(filter);
+  // A declared attribute's entries first (the most selective), else the
+  // status, saga, waiting or owner index, else every instance.
+  auto attribute = AttributeIndexOf(txn.get(), filter);
+  if (!attribute.ok()) return attribute.status();
+  auto [code, value] = IndexOf(filter);
   std::string prefix;
-  if (code) {
+  if (!attribute->empty()) {
+    prefix = *attribute;
+    code = prefix[0];
+  } else if (code) {
     prefix.push_back(code);
     prefix += value;
     prefix.push_back('\0');
   }
   Cursor cur(txn.get(), code ? by_field_ : instances_);
   if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
-  // Start past the newest candidate (or at the cursor), then step back.
-  std::string start = prefix + (cursor.empty() ? std::string(1, '\xff') : cursor);
+  // Start past the newest candidate (or at the cursor, or at the creation
+  // time's upper bound: ids sort by creation), then step back.
+  std::string upper = cursor.empty() ? std::string(1, '\xff') : cursor;
+  if (filter.created_before > 0) upper = std::min(upper, IdFloor(filter.created_before));
+  // Below this id nothing was created after created_after.
+  const std::string lower = filter.created_after > 0 ? IdFloor(filter.created_after + 1) : "";
+  std::string start = prefix + upper;
   MDB_val k = Val(start), v;
   int rc = cur.Get(&k, &v, MDB_SET_RANGE);
   if (rc == MDB_NOTFOUND)
@@ -131,11 +143,13 @@ StatusOr<InstancePage> LmdbStore::ListInstances(const InstanceFilter& filter, si
   else if (rc == 0)
     rc = cur.Get(&k, &v, MDB_PREV);  // strictly older
   InstancePage page;
-  page.indexed = filter.input_field.empty();  // input.* and metadata.*: a bounded scan
+  // input.* and metadata.*: a bounded scan unless a declared attribute's
+  page.indexed = filter.input_field.empty() || !attribute->empty();
   std::string last;
   for (size_t examined = 0; rc == 0; rc = cur.Get(&k, &v, MDB_PREV)) {
     std::string key = Str(k);
     if (code && key.compare(0, prefix.size(), prefix) != 0) break;  // past the value's entries
+    if (!lower.empty() && key.compare(prefix.size(), std::string::npos, lower) < 0) break;
     if (page.instances.size() == limit || examined == kMaxExaminedPerList) {
       page.next_cursor = last;
       break;
@@ -214,6 +228,7 @@ Status LmdbStore::DeleteRecords(MDB_txn* txn, const std::string& id, const nlohm
   };
   SAGAD_RETURN_IF_ERROR(del(instances_, id));
   SAGAD_RETURN_IF_ERROR(PutIndexes(txn, id, nullptr));
+  SAGAD_RETURN_IF_ERROR(PutAttributeKeys(txn, id, snap, false));
   SAGAD_RETURN_IF_ERROR(del(active_, id));
   SAGAD_RETURN_IF_ERROR(del(leases_, id));
   for (const auto& st : snap.value("steps", nlohmann::json::array())) {

@@ -94,6 +94,9 @@ StatusOr<InstancePage> PostgresStore::ListInstances(const InstanceFilter& filter
     sql += ")";
   }
   if (!cursor.empty()) add("id <", cursor);
+  // Creation time: ranges of ids (ids sort by creation), on the primary key.
+  if (filter.created_before > 0) add("id <", IdFloor(filter.created_before));
+  if (filter.created_after > 0) add("id >=", IdFloor(filter.created_after + 1));
   sql += " ORDER BY id DESC LIMIT " + std::to_string(limit + 1);
   auto r = Query(sql.c_str(), params);
   if (!r.ok()) return r.status();

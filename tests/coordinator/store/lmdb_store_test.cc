@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <future>
 #include <mutex>
 
 #include "coordinator/store/lmdb/lmdb_util.h"
@@ -309,6 +310,65 @@ TEST(LmdbErrorTest, AnIoErrorIsUnavailableAndCarriesAReferenceNotTheSystemsWords
   EXPECT_EQ(s.message().find("Input/output"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("ref-"), std::string::npos) << s.message();
   EXPECT_EQ(lmdb_util::LmdbError("mdb_put", MDB_BAD_VALSIZE).code(), StatusCode::kInternal);
+}
+
+// Declared search attributes (issue 63): once the declaration committed,
+// a search on the field reads only the instances that have the value, those
+// stored before it too; retention deletes their entries; a saga that did
+// not declare the field keeps the search a bounded scan (never silently
+// incomplete); the declaration survives a restart.
+TEST_F(LmdbStoreTest, ADeclaredSearchAttributeIsAnsweredFromItsIndex) {
+  const int n = static_cast<int>(kMaxExaminedPerList) + 500;
+  auto order = [](int i) {
+    return nlohmann::json{{"id", IdOf(i)},
+                          {"version", 1},
+                          {"status", "COMPLETED"},
+                          {"saga", "orders"},
+                          {"updated_at", 1},
+                          {"input", {{"customer", i == 1 || i == n - 1 ? "rare" : "common"}}}};
+  };
+  CreateMany(*store_, n - 1, order);  // before the declaration
+  InstanceFilter rare;
+  rare.input_field = "customer";
+  rare.input_value = "rare";
+  EXPECT_FALSE(store_->ListInstances(rare, 10, "")->indexed);
+  std::promise<Status> declared;
+  store_->DeclareSearchAttributesAsync("orders", {"customer", "sku"},
+                                       [&](Status s) { declared.set_value(s); });
+  ASSERT_TRUE(declared.get_future().get().ok());
+  CreateMany(*store_, 1, [&](int) { return order(n - 1); });  // after it
+  auto page = store_->ListInstances(rare, 10, "");
+  ASSERT_TRUE(page.ok());
+  EXPECT_TRUE(page->indexed);
+  ASSERT_EQ(page->instances.size(), 2u);  // both, in one page
+  EXPECT_EQ(page->instances[0]["id"], IdOf(n - 1));
+  EXPECT_EQ(page->instances[1]["id"], IdOf(1));
+  EXPECT_EQ(page->next_cursor, "");
+  rare.saga = "orders";
+  rare.status = "COMPLETED";
+  EXPECT_EQ(store_->ListInstances(rare, 10, "")->instances.size(), 2u);
+  // Retention deletes an instance with its entries.
+  ASSERT_TRUE(store_->DeleteFinished(2, 3).ok());
+  page = store_->ListInstances(rare, 10, "");
+  ASSERT_EQ(page->instances.size(), 1u);
+  EXPECT_EQ(page->instances[0]["id"], IdOf(n - 1));
+  // Another saga with instances has not declared it: a search across sagas
+  // is a bounded scan again; within the declaring saga still indexed.
+  CreateMany(*store_, 1, [&](int) {
+    nlohmann::json j = order(n);
+    j["saga"] = "returns";
+    return j;
+  });
+  rare.saga = "";
+  EXPECT_FALSE(store_->ListInstances(rare, 10, "")->indexed);
+  rare.saga = "orders";
+  EXPECT_TRUE(store_->ListInstances(rare, 10, "")->indexed);
+  store_.reset();
+  auto again = LmdbStore::Open(dir_.path());
+  ASSERT_TRUE(again.ok());
+  page = (*again)->ListInstances(rare, 10, "");
+  EXPECT_TRUE(page->indexed);
+  EXPECT_EQ(page->instances.size(), 1u);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // The fixture of the Store conformance suite (store_conformance_test.cc,
-// store_async_commit_test.cc): a store of the backend the target is built
+// store_async_commit_test.cc, store_listing_test.cc): a store of the backend the target is built
 // for (SAGAD_STORE_BACKEND_*), a second handle on the same data, and small
 // snapshots and events.
 #pragma once
