@@ -67,6 +67,10 @@ int Verify(const Args& a) {
     }
     cursor = page->next_cursor;
   } while (!cursor.empty());
+  std::vector<std::string> problems;
+  if (sagad::Status s = store->VerifyIndexes(&problems); !s.ok()) Die(s.message());
+  for (const std::string& p : problems) std::cout << p << "\n";
+  mismatches += static_cast<int>(problems.size());
   std::cout << checked << " instances checked, " << mismatches << " mismatches\n";
   return mismatches == 0 ? 0 : 1;
 }

@@ -292,6 +292,15 @@ class Store {
     done(Status::Ok());
   }
 
+  // Checks the listing's indexes against the snapshots (sagactl verify):
+  // every entry an instance should have is there, and every entry names a
+  // stored instance that should have it; each difference is appended to
+  // `problems`. A store without indexes of its own has nothing to check.
+  virtual Status VerifyIndexes(std::vector<std::string>* problems) {
+    (void)problems;
+    return Status::Ok();
+  }
+
   // Newest first. `cursor` is the next_cursor of the previous page.
   virtual StatusOr<InstancePage> ListInstances(const InstanceFilter& filter, size_t limit,
                                                const std::string& cursor) = 0;

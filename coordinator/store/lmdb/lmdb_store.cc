@@ -44,7 +44,7 @@ static StatusOr<SnapshotRecord> RecordOf(const nlohmann::json& snapshot) {
 }
 
 // The listing's index keys of a snapshot (LmdbStore::PutIndexes).
-static std::vector<std::string> IndexKeys(const std::string& id, const SnapshotRecord& r) {
+std::vector<std::string> LmdbStore::IndexKeys(const std::string& id, const SnapshotRecord& r) {
   std::vector<std::string> out;
   auto add = [&](char code, const std::string& value) {
     if (value.empty() || value.find('\0') != std::string::npos) return;

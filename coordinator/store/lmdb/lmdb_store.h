@@ -124,6 +124,7 @@ class LmdbStore : public Store {
   StatusOr<std::vector<StoredDefinition>> ListDefinitions() override;
   void DeclareSearchAttributesAsync(const std::string& saga, const std::vector<std::string>& fields,
                                     std::function<void(Status)> done) override;
+  Status VerifyIndexes(std::vector<std::string>* problems) override;
   Status CheckWritable() override;
 
  private:
@@ -147,6 +148,7 @@ class LmdbStore : public Store {
   // input or metadata condition is answered from ("" when the index cannot
   // answer it completely: a saga that may match has not declared it).
   StatusOr<std::vector<std::string>> DeclaredAttributes(MDB_txn* txn, const std::string& saga);
+  static std::vector<std::string> IndexKeys(const std::string& id, const SnapshotRecord& r);
   static std::vector<std::string> AttributeKeys(const std::string& id,
                                                 const nlohmann::json& snapshot,
                                                 const std::vector<std::string>& fields);

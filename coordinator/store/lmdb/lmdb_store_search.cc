@@ -165,9 +165,54 @@ StatusOr<std::string> LmdbStore::AttributeIndexOf(MDB_txn* txn, const InstanceFi
   for (const std::string& saga : sagas) {
     auto declared = DeclaredAttributes(txn, saga);
     if (!declared.ok()) return declared.status();
-    if (std::find(declared->begin(), declared->end(), name) == declared->end()) return std::string();
+    if (std::find(declared->begin(), declared->end(), name) == declared->end())
+      return std::string();
   }
   return prefix;
+}
+
+Status LmdbStore::VerifyIndexes(std::vector<std::string>* problems) {
+  Txn txn(env_, false);
+  if (txn.rc() != 0) return LmdbError("mdb_txn_begin", txn.rc());
+  // Every entry each stored instance should have.
+  std::set<std::string> expected;
+  {
+    Cursor cur(txn.get(), instances_);
+    if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+    MDB_val k, v;
+    int rc;
+    for (rc = cur.Get(&k, &v, MDB_FIRST); rc == 0; rc = cur.Get(&k, &v, MDB_NEXT)) {
+      const std::string id = Str(k);
+      auto j = nlohmann::json::parse(Str(v), nullptr, false);
+      if (!j.is_object()) {
+        problems->push_back(id + ": the snapshot is not JSON");
+        continue;
+      }
+      auto fields = DeclaredAttributes(txn.get(), j.value("saga", ""));
+      if (!fields.ok()) return fields.status();
+      std::vector<std::string> keys = IndexKeys(id, SnapshotRecord::FromJson(j));
+      for (auto& a : AttributeKeys(id, j, *fields)) keys.push_back(std::move(a));
+      for (auto& key : keys) {
+        if (!ReadString(txn.get(), by_field_, key).ok())
+          problems->push_back(id + ": index entry missing: " + key.substr(0, key.find('\0')));
+        expected.insert(std::move(key));
+      }
+    }
+    if (rc != MDB_NOTFOUND) return LmdbError("mdb_cursor_get", rc);
+  }
+  // And no entry beside them.
+  Cursor cur(txn.get(), by_field_);
+  if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
+  MDB_val k, v;
+  int rc;
+  for (rc = cur.Get(&k, &v, MDB_FIRST); rc == 0; rc = cur.Get(&k, &v, MDB_NEXT)) {
+    const std::string key = Str(k);
+    if (!expected.count(key))
+      problems->push_back(key.substr(key.rfind('\0') + 1) +
+                          ": stray index entry: " + key.substr(0, key.find('\0')));
+  }
+  if (rc != MDB_NOTFOUND) return LmdbError("mdb_cursor_get", rc);
+  return Status::Ok();
 }
 
 }  // namespace sagad

@@ -19,6 +19,10 @@ CREATE INDEX IF NOT EXISTS sagad_instances_unfinished ON sagad_instances (id) WH
 -- on the input object.
 CREATE INDEX IF NOT EXISTS sagad_instances_input
   ON sagad_instances USING gin (((snapshot::jsonb) -> 'input') jsonb_path_ops);
+-- The same for a run's metadata (?metadata.FIELD=VALUE; a toolbox's
+-- declared metadata.* search attributes).
+CREATE INDEX IF NOT EXISTS sagad_instances_metadata
+  ON sagad_instances USING gin (((snapshot::jsonb) -> 'metadata') jsonb_path_ops);
 -- A submitter's own instances (GET /v1/instances as a submitter, ?owner=).
 CREATE INDEX IF NOT EXISTS sagad_instances_owner
   ON sagad_instances (((snapshot::jsonb) ->> 'owner'), id);

@@ -52,11 +52,12 @@ StatusOr<Submission> PostgresStore::GetSubmission(const std::string& key) {
   return s;
 }
 
-StatusOr<InstancePage> PostgresStore::ListInstances(const InstanceFilter& filter, size_t limit,
-                                                    const std::string& cursor) {
+std::string PostgresStore::ListStatement(const InstanceFilter& filter, size_t limit,
+                                         const std::string& cursor,
+                                         std::vector<std::string>* out_params) {
   // Only the conditions in use, so each filter gets its index.
   std::string sql = "SELECT snapshot, id FROM sagad_instances WHERE true";
-  std::vector<std::string> params;
+  std::vector<std::string>& params = *out_params;
   auto add = [&](const char* cond, const std::string& value) {
     params.push_back(value);
     sql += std::string(" AND ") + cond + " $" + std::to_string(params.size());
@@ -98,10 +99,17 @@ StatusOr<InstancePage> PostgresStore::ListInstances(const InstanceFilter& filter
   if (filter.created_before > 0) add("id <", IdFloor(filter.created_before));
   if (filter.created_after > 0) add("id >=", IdFloor(filter.created_after + 1));
   sql += " ORDER BY id DESC LIMIT " + std::to_string(limit + 1);
+  return sql;
+}
+
+StatusOr<InstancePage> PostgresStore::ListInstances(const InstanceFilter& filter, size_t limit,
+                                                    const std::string& cursor) {
+  std::vector<std::string> params;
+  const std::string sql = ListStatement(filter, limit, cursor, &params);
   auto r = Query(sql.c_str(), params);
   if (!r.ok()) return r.status();
   InstancePage page;
-  page.indexed = !filter.in_metadata;  // the input has a GIN index, a run's metadata none
+  page.indexed = true;  // the input and a run's metadata have a GIN index each
   for (int i = 0; i < r->rows() && page.instances.size() < limit; ++i) {
     auto j = ParseStored(r->get(i, 0), "instance " + r->get(i, 1));
     if (!j.ok()) continue;

@@ -207,6 +207,29 @@ TEST_F(LmdbStoreTest, ADataDirWithoutIndexesGetsThemWhenOpened) {
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ((*again)->ListInstances({"NEEDS_REVIEW", "", ""}, 10, "")->instances.size(), 2u);
   EXPECT_EQ((*again)->ListInstances({"", "s", ""}, 10, "")->instances.size(), 5u);
+  std::vector<std::string> problems;
+  ASSERT_TRUE((*again)->VerifyIndexes(&problems).ok());
+  EXPECT_TRUE(problems.empty()) << ::testing::PrintToString(problems);
+  // sagactl verify's check: an entry lost and an entry left behind are
+  // both reported.
+  again->reset();
+  ASSERT_EQ(mdb_env_create(&env), 0);
+  mdb_env_set_maxdbs(env, 16);
+  ASSERT_EQ(mdb_env_open(env, dir_.path().c_str(), 0, 0644), 0);
+  ASSERT_EQ(mdb_txn_begin(env, nullptr, 0, &txn), 0);
+  ASSERT_EQ(mdb_dbi_open(txn, "by_field", 0, &by_field), 0);
+  std::string lost = std::string("sNEEDS_REVIEW") + '\0' + IdOf(0);
+  std::string stray = std::string("sRUNNING") + '\0' + IdOf(0);
+  MDB_val lk{lost.size(), lost.data()}, sk{stray.size(), stray.data()}, empty{0, nullptr};
+  ASSERT_EQ(mdb_del(txn, by_field, &lk, nullptr), 0);
+  ASSERT_EQ(mdb_put(txn, by_field, &sk, &empty, 0), 0);
+  ASSERT_EQ(mdb_txn_commit(txn), 0);
+  mdb_env_close(env);
+  auto tampered = LmdbStore::OpenReadOnly(dir_.path());
+  ASSERT_TRUE(tampered.ok());
+  problems.clear();
+  ASSERT_TRUE((*tampered)->VerifyIndexes(&problems).ok());
+  EXPECT_EQ(problems.size(), 2u) << ::testing::PrintToString(problems);
 }
 
 // A creation refused for lack of space makes the store unready; a small
@@ -369,6 +392,9 @@ TEST_F(LmdbStoreTest, ADeclaredSearchAttributeIsAnsweredFromItsIndex) {
   page = (*again)->ListInstances(rare, 10, "");
   EXPECT_TRUE(page->indexed);
   EXPECT_EQ(page->instances.size(), 1u);
+  std::vector<std::string> problems;
+  ASSERT_TRUE((*again)->VerifyIndexes(&problems).ok());
+  EXPECT_TRUE(problems.empty()) << ::testing::PrintToString(problems);
 }
 
 }  // namespace

@@ -183,5 +183,76 @@ TEST_F(CommitDropTest, ABatchReadBackAsNotMadeCanNeverLandLater) {
   EXPECT_EQ(Events(), 1);
 }
 
+// The first column of the first row of `sql`.
+std::string Value(const std::string& uri, const std::string& sql) {
+  PGconn* c = PQconnectdb(uri.c_str());
+  PGresult* r = PQexec(c, sql.c_str());
+  std::string out = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0
+                        ? PQgetvalue(r, 0, 0)
+                        : std::string("error: ") + PQerrorMessage(c);
+  PQclear(r);
+  PQfinish(c);
+  return out;
+}
+
+// Issue 63: every documented filter, a search by an input field (a declared
+// search attribute or not) and by a run's metadata field are planned on an
+// index over 20,000 stored instances: EXPLAIN shows no sequential scan.
+TEST(PostgresStoreTest, EveryFilterIsPlannedOnAnIndex) {
+  const std::string uri = testing::PostgresServer::Shared().NewDatabase();
+  ASSERT_TRUE(PostgresStore::Open(uri).ok());
+  Exec(uri,
+       "INSERT INTO sagad_instances SELECT lpad(to_hex(i), 12, '0') || '-' || "
+       "lpad(to_hex(i), 16, '0'), CASE WHEN i % 2 = 0 THEN 'order_fulfilment' ELSE 'other' END, "
+       "CASE WHEN i % 1000 = 0 THEN 'NEEDS_REVIEW' ELSE 'COMPLETED' END, "
+       "CASE WHEN i % 1000 = 0 THEN 'review' END, 1, i % 1000 <> 0, "
+       "json_build_object('owner', 'agent-' || (i % 50), 'input', "
+       "json_build_object('customer', 'c-' || (i % 1000)), 'metadata', "
+       "json_build_object('agent', 'bot-' || (i % 100)))::text "
+       "FROM generate_series(1, 20000) i");
+  Exec(uri, "ANALYZE sagad_instances");
+  std::vector<std::pair<std::string, InstanceFilter>> filters;
+  InstanceFilter f;
+  f.status = "NEEDS_REVIEW";
+  filters.push_back({"status", f});
+  f = InstanceFilter();
+  f.waiting = "review";
+  filters.push_back({"waiting", f});
+  f = InstanceFilter();
+  f.saga = "order_fulfilment";
+  f.status = "NEEDS_REVIEW";
+  filters.push_back({"saga and status", f});
+  f = InstanceFilter();
+  f.owner = "agent-7";
+  filters.push_back({"owner", f});
+  f = InstanceFilter();
+  f.input_field = "customer";
+  f.input_value = "c-7";
+  filters.push_back({"input.customer", f});
+  f.in_metadata = true;
+  f.input_field = "agent";
+  f.input_value = "bot-7";
+  filters.push_back({"metadata.agent", f});
+  f = InstanceFilter();
+  f.created_after = 0x4e00;
+  filters.push_back({"created_after", f});
+  for (const auto& [name, filter] : filters) {
+    std::vector<std::string> params;
+    std::string sql = PostgresStore::ListStatement(filter, 50, "", &params);
+    for (size_t n = params.size(); n >= 1; --n) {  // $10 before $1
+      std::string literal = "'";
+      for (char c : params[n - 1]) literal += c == '\'' ? std::string("''") : std::string(1, c);
+      literal += "'";
+      const std::string tag = "$" + std::to_string(n);
+      for (size_t at; (at = sql.find(tag)) != std::string::npos;)
+        sql.replace(at, tag.size(), literal);
+    }
+    const std::string plan = Value(uri, "EXPLAIN (FORMAT JSON) " + sql);
+    EXPECT_EQ(plan.find("error:"), std::string::npos) << name << ": " << plan;
+    EXPECT_EQ(plan.find("Seq Scan"), std::string::npos) << name << ": " << plan;
+    EXPECT_NE(plan.find("Index"), std::string::npos) << name << ": " << plan;
+  }
+}
+
 }  // namespace
 }  // namespace sagad
