@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <future>
 #include <iomanip>
 #include <iostream>
@@ -162,10 +163,9 @@ struct Run {
         }
       }
       Percentiles p = Of(ms);
-      std::cout << "  " << std::left << std::setw(10) << size << std::setw(30) << name
-                << std::fixed << std::setprecision(2) << std::setw(10) << p.p50 << std::setw(10)
-                << p.p99 << std::setw(8) << found << (indexed ? "indexed" : "bounded scan")
-                << "\n";
+      std::cout << "  " << std::left << std::setw(10) << size << std::setw(30) << name << std::fixed
+                << std::setprecision(2) << std::setw(10) << p.p50 << std::setw(10) << p.p99
+                << std::setw(8) << found << (indexed ? "indexed" : "bounded scan") << "\n";
     }
   }
 
@@ -180,8 +180,7 @@ struct Run {
         c.set_keep_alive(true);
         c.set_read_timeout(60, 0);
         while (!stop) {
-          if (auto r = c.Get("/v1/instances?input.address=nowhere"); r && r->status == 200)
-            ++reads;
+          if (auto r = c.Get("/v1/instances?input.address=nowhere"); r && r->status == 200) ++reads;
           std::this_thread::sleep_for(std::chrono::milliseconds(100));  // paced, by design
         }
       });
@@ -189,8 +188,8 @@ struct Run {
     stop = true;
     for (auto& t : readers) t.join();
     std::cout << std::fixed << std::setprecision(1) << "  submissions alone " << alone
-              << "/s, beside 4 readers " << beside << "/s (" << reads.load()
-              << " reads): ratio " << std::setprecision(2) << beside / alone << "\n";
+              << "/s, beside 4 readers " << beside << "/s (" << reads.load() << " reads): ratio "
+              << std::setprecision(2) << beside / alone << "\n";
   }
 };
 
@@ -206,6 +205,7 @@ int Main(const std::vector<int64_t>& sizes, bool postgres, int queries, double s
   Coordinator sagad(downstream, dir.path() + "/data");
   sagad.Configure({{"workers", 2}});
   if (postgres) sagad.Configure({{"store", uri}});
+  if (const char* log = std::getenv("HISTORY_BENCH_LOG")) sagad.LogTo(log);  // sagad's log
   if (sagad.Start() < 0) return 1;
   // The template: a finished order as sagad wrote it.
   Reply first = sagad.Submit("order_fulfilment", OrderInput(), 10);

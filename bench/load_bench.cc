@@ -17,6 +17,8 @@
 //   load_bench --store postgres|postgresql://...   the same levels on
 //       PostgreSQL in the same run (a server of its own for "postgres"),
 //       then two coordinators sharing it
+//   load_bench --soak-minutes 60 --retention-ms 60000   the same for a time,
+//       reported every 5 minutes, with agent runs beside the sagas
 //   load_bench --soak 1000000 --retention-ms 60000   data file and RSS over a
 //       long run with retention
 //   load_bench --pg-list 3000000   GET /v1/instances?status=NEEDS_REVIEW on
@@ -523,35 +525,81 @@ int PgListMode(Downstream& downstream, const std::string& data, int64_t n) {
   return f1 > 0 && f2 > 0 ? 0 : 1;
 }
 
-// Retention soak: n sagas at concurrency 64 with a retention period; the
-// data file and sagad's RSS printed every tenth of the run (they should stay
-// flat once the first period has passed: LMDB reuses freed pages).
-int SoakMode(Coordinator& sagad, const std::string& data, int64_t n, int64_t retention_ms) {
+// Retention soak: sagas at concurrency 64 with a retention period, and
+// beside them 4 agents each opening a soc_tools run, making one call and
+// finishing it, over and over; the data file and sagad's RSS printed every
+// tenth of the run (n sagas), or every 5 minutes for `minutes` (then n is
+// ignored). They should stay flat once the first period has passed: LMDB
+// reuses freed pages, and nothing of a finished saga or run stays in memory.
+int SoakMode(Coordinator& sagad, const std::string& data, int64_t n, int64_t retention_ms,
+             int minutes) {
   sagad.Terminate();
   sagad.Configure({{"retention", {{"finished_after_ms", retention_ms}}}});
   if (sagad.Start() < 0) return 1;
   const std::string body = json{{"input", OrderInput()}}.dump();
   auto clients = Connected(64, sagad.port(), "/healthz", 60);
-  std::atomic<int64_t> failures{0};
+  std::atomic<int64_t> failures{0}, runs{0}, run_failures{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> agents;
+  for (int a = 0; a < 4; ++a)
+    agents.emplace_back([&, a] {
+      httplib::Client c("127.0.0.1", sagad.port());
+      c.set_keep_alive(true);
+      c.set_read_timeout(60, 0);
+      for (int64_t i = 0; !stop; ++i) {
+        auto opened = c.Post("/v1/toolboxes/soc_tools/runs",
+                             json{{"input", {{"incident", "INC-" + std::to_string(a)}}}}.dump(),
+                             "application/json");
+        const std::string id =
+            opened ? json::parse(opened->body, nullptr, false).value("id", "") : "";
+        bool ok = !id.empty();
+        if (ok) {
+          auto call = c.Post("/v1/instances/" + id + "/calls?wait=10",
+                             json{{"call_id", "block"},
+                                  {"tool", "block_ip"},
+                                  {"arguments", {{"ip", "203.0.113.7"}}}}
+                                 .dump(),
+                             "application/json");
+          auto finished = c.Post("/v1/instances/" + id + "/finish", "{}", "application/json");
+          ok = call && call->status < 300 && finished && finished->status == 200;
+        }
+        if (ok)
+          ++runs;
+        else
+          ++run_failures;
+      }
+    });
   auto t0 = Clock::now();
-  std::cout << "retention soak: " << n << " sagas, finished_after_ms " << retention_ms << "\n"
-            << "sagas      seconds  data.mdb MB  sagad RSS\n";
-  const int64_t step = std::max<int64_t>(1, n / 10);
-  for (int64_t done = 0; done < n; done += step) {
-    Drive(static_cast<int>(std::min(step, n - done)), 64, [&](int t, int) {
+  auto elapsed_s = [&] {
+    return std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - t0).count();
+  };
+  std::cout << "retention soak: "
+            << (minutes > 0 ? std::to_string(minutes) + " minutes" : std::to_string(n) + " sagas")
+            << ", finished_after_ms " << retention_ms << ", 4 agents' runs beside\n"
+            << "sagas      runs      seconds  data.mdb MB  sagad RSS\n";
+  const int64_t step = minutes > 0 ? 5000 : std::max<int64_t>(1, n / 10);
+  int64_t next_report_s = 300;
+  for (int64_t done = 0; minutes > 0 ? elapsed_s() < minutes * 60 : done < n;) {
+    const int64_t batch = minutes > 0 ? step : std::min(step, n - done);
+    Drive(static_cast<int>(batch), 64, [&](int t, int) {
       auto res = clients[t]->Post("/v1/sagas/order_fulfilment/instances?wait=30", body,
                                   "application/json");
       if (!res || res->status != 200) ++failures;
     });
+    done += batch;
+    if (minutes > 0 && elapsed_s() < next_report_s && elapsed_s() < minutes * 60) continue;
+    next_report_s += 300;
     struct stat st {};
     stat((data + "/data.mdb").c_str(), &st);
-    std::cout << std::left << std::setw(11) << done + std::min(step, n - done) << std::setw(9)
-              << std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - t0).count()
-              << std::setw(13) << st.st_size / (1 << 20) << Rss(sagad.process().pid()) << "\n"
+    std::cout << std::left << std::setw(11) << done << std::setw(10) << runs.load() << std::setw(9)
+              << elapsed_s() << std::setw(13) << st.st_size / (1 << 20)
+              << Rss(sagad.process().pid()) << "\n"
               << std::flush;
   }
-  std::cout << "failures: " << failures << "\n";
-  return failures == 0 ? 0 : 1;
+  stop = true;
+  for (auto& t : agents) t.join();
+  std::cout << "failures: " << failures << " sagas, " << run_failures << " runs\n";
+  return failures == 0 && run_failures == 0 ? 0 : 1;
 }
 
 int main(int argc, char** argv) {
@@ -563,6 +611,7 @@ int main(int argc, char** argv) {
   int64_t preload = 0;
   std::string store;  // "postgres" (a server of the bench's own) or a postgresql:// URI
   int64_t pg_list = 0, soak = 0, retention_ms = 60000;
+  int soak_minutes = 0;
   int graph = 0;
   bool keyed = false;
   std::vector<int> levels;
@@ -591,6 +640,8 @@ int main(int argc, char** argv) {
       pg_list = std::stoll(v);
     else if (a == "--soak")
       soak = std::stoll(v);
+    else if (a == "--soak-minutes")
+      soak_minutes = std::stoi(v);
     else if (a == "--retention-ms")
       retention_ms = std::stoll(v);
     else if (a == "--graph")
@@ -603,7 +654,7 @@ int main(int argc, char** argv) {
           << "usage: load_bench [--sagas N] [--levels 1,16,64] [--workers W] [--api-threads T] "
              "[--keyed] "
              "[--preload N | --recovery N | --store postgres|postgresql://... | --pg-list N |\n"
-             " --soak N [--retention-ms MS] | --graph N]\n";
+             " --soak N | --soak-minutes M [--retention-ms MS] | --graph N]\n";
       return 2;
     }
   }
@@ -622,7 +673,7 @@ int main(int argc, char** argv) {
   if (recovery > 0) return RecoveryMode(downstream, sagad, recovery);
   if (graph > 0) return GraphMode(downstream, sagad, graph);
   if (pg_list > 0) return PgListMode(downstream, data, pg_list);
-  if (soak > 0) return SoakMode(sagad, data, soak, retention_ms);
+  if (soak > 0 || soak_minutes > 0) return SoakMode(sagad, data, soak, retention_ms, soak_minutes);
   Bench b{downstream, sagad, sagas};
   b.keyed = keyed;
   if (keyed) std::cout << "keyed clients: an Idempotency-Key per submission, a third replayed\n";
