@@ -250,10 +250,11 @@ StatusOr<std::unique_ptr<PostgresStore::Connection>> PostgresStore::Connection::
   return refused;
 }
 
-StatusOr<PgRows> PostgresStore::Connection::Await(int sent, std::chrono::milliseconds within) {
+StatusOr<PgRows> PostgresStore::Connection::Await(int sent) {
   if (!conn_) return Unavailable("postgresql: the connection was dropped");
   if (!sent) return Check(nullptr);
-  const auto deadline = std::chrono::steady_clock::now() + within;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kStatementDeadlineMs);
   PGresult* kept = nullptr;  // the last result, or the first error
   auto keep = [&kept](PGresult* r) {
     const ExecStatusType st = PQresultStatus(r);
@@ -278,7 +279,7 @@ StatusOr<PgRows> PostgresStore::Connection::Await(int sent, std::chrono::millise
     if (left.count() <= 0) {
       PQclear(kept);
       Drop();  // nothing more can be read of this connection safely
-      return Unavailable("postgresql: no answer within " + std::to_string(within.count()) +
+      return Unavailable("postgresql: no answer within " + std::to_string(kStatementDeadlineMs) +
                          " ms; the connection was dropped");
     }
     pollfd p{PQsocket(conn_), static_cast<short>(POLLIN | (flushing == 1 ? POLLOUT : 0)), 0};
@@ -293,12 +294,6 @@ StatusOr<PgRows> PostgresStore::Connection::Await(int sent, std::chrono::millise
 StatusOr<PgRows> PostgresStore::Connection::Exec(const std::string& sql) {
   if (!conn_) return Unavailable("postgresql: the connection was dropped");
   return Await(PQsendQuery(conn_, sql.c_str()));
-}
-
-StatusOr<PgRows> PostgresStore::Connection::Exec(const std::string& sql,
-                                                 std::chrono::milliseconds deadline) {
-  if (!conn_) return Unavailable("postgresql: the connection was dropped");
-  return Await(PQsendQuery(conn_, sql.c_str()), deadline);
 }
 
 StatusOr<PgRows> PostgresStore::Connection::Run(const char* name,

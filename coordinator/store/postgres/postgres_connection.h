@@ -86,8 +86,6 @@ class PostgresStore::Connection {
   // A statement without parameters (several allowed: the last result, or
   // the first error).
   StatusOr<PgRows> Exec(const std::string& sql);
-  // The same with a deadline of its own (an index build: minutes).
-  StatusOr<PgRows> Exec(const std::string& sql, std::chrono::milliseconds deadline);
 
   // A statement with text parameters: prepared once per connection when it
   // is one of kStatements, else sent as is.
@@ -104,11 +102,10 @@ class PostgresStore::Connection {
   static StatusOr<std::unique_ptr<Connection>> Connect(const std::string& uri,
                                                        const std::string& host,
                                                        const std::string& port);
-  // Waits (at most `deadline`) for the answer of what was just
+  // Waits (at most kStatementDeadlineMs) for the answer of what was just
   // sent (`sent`: PQsend*'s return); the connection is dropped when none
   // comes in time.
-  StatusOr<PgRows> Await(int sent, std::chrono::milliseconds deadline =
-                                       std::chrono::milliseconds(kStatementDeadlineMs));
+  StatusOr<PgRows> Await(int sent);
   StatusOr<PgRows> Check(PGresult* raw);
   void Drop();
 

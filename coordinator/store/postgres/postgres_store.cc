@@ -53,12 +53,9 @@ PostgresStore::PostgresStore(std::string uri, size_t pool_size, int64_t readback
       readback_ms_(readback_ms) {}
 
 PostgresStore::~PostgresStore() {
-  {
-    MutexLock l(close_mu_);
-    closing_ = true;  // a read-back in progress gives up (the group commit stops next)
-    close_cv_.NotifyAll();
-  }
-  if (indexer_.joinable()) indexer_.join();  // an index build in progress ends first
+  MutexLock l(close_mu_);
+  closing_ = true;  // a read-back in progress gives up (the group commit stops next)
+  close_cv_.NotifyAll();
 }
 
 StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& uri,

@@ -47,9 +47,7 @@
 #include <chrono>
 #include <deque>
 #include <memory>
-#include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "coordinator/store/group_commit.h"
@@ -115,29 +113,10 @@ class PostgresStore : public Store {
   // The statement ListInstances sends for a list and its parameters ($1...):
   // only the conditions in use, so that each filter gets its index (a test
   // EXPLAINs it).
-  // `by_search_index`: the filter's field has its own B-tree index
-  // (SearchCondition): the search is that condition alone, which the
-  // planner answers newest first from the index.
   static std::string ListStatement(const InstanceFilter& filter, size_t limit,
-                                   const std::string& cursor, std::vector<std::string>* params,
-                                   bool by_search_index = false);
+                                   const std::string& cursor, std::vector<std::string>* params);
   StatusOr<InstancePage> ListInstances(const InstanceFilter& filter, size_t limit,
                                        const std::string& cursor) override;
-  // A B-tree index per declared field (the field's text, then the id), so
-  // that a search by it comes newest first from the index instead of
-  // every match being fetched and sorted: built CONCURRENTLY (writes go on)
-  // on a thread of the store's, one at a time, on a connection without the
-  // statement deadlines (a build takes as long as the table is big).
-  void DeclareSearchAttributesAsync(const std::string& saga, const std::vector<std::string>& fields,
-                                    std::function<void(Status)> done) override;
-  // The name of the index of declared field `name` ("customer",
-  // "metadata.agent").
-  static std::string SearchIndexName(const std::string& name);
-  // The condition (ending in "=", its value to follow) of a filter's input
-  // or metadata field that a declared field's index answers, meaning what
-  // Matches means; "" when none can (a JSON null, a value that looks like
-  // an object or an array, a name that is not a field name).
-  static std::string SearchCondition(const InstanceFilter& f);
   StatusOr<std::vector<ActiveInstance>> ListActive() override;
   uint64_t SyncedCommits() const override;
   StatusOr<std::vector<std::string>> DeleteFinished(int64_t finished_before_ms,
@@ -226,22 +205,6 @@ class PostgresStore : public Store {
   Mutex close_mu_;
   CondVar close_cv_;
   bool closing_ GUARDED_BY(close_mu_) = false;
-  // The index builds asked for (DeclareSearchAttributesAsync) and their
-  // thread, started by the first; joined by the destructor.
-  struct IndexBuild {
-    std::vector<std::string> fields;
-    std::function<void(Status)> done;
-  };
-  void IndexLoop();
-  // Whether the index of declared field `name` exists and is valid; its
-  // build (an invalid one from a build cut off is dropped first).
-  StatusOr<bool> SearchIndexBuilt(const std::string& name);
-  Status BuildSearchIndex(const std::string& name);
-  std::deque<IndexBuild> index_builds_ GUARDED_BY(close_mu_);
-  std::thread indexer_;
-  // The declared fields whose index this process built (or found built).
-  Mutex search_mu_;
-  std::set<std::string> searchable_ GUARDED_BY(search_mu_);
   std::atomic<uint64_t> synced_commits_{0};
   uint64_t batches_ = 0;  // written by the group commit's leader only
   FaultWindow faults_;    // store faults, for CheckWritable

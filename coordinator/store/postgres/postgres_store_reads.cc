@@ -54,8 +54,7 @@ StatusOr<Submission> PostgresStore::GetSubmission(const std::string& key) {
 
 std::string PostgresStore::ListStatement(const InstanceFilter& filter, size_t limit,
                                          const std::string& cursor,
-                                         std::vector<std::string>* out_params,
-                                         bool by_search_index) {
+                                         std::vector<std::string>* out_params) {
   // Only the conditions in use, so each filter gets its index.
   std::string sql = "SELECT snapshot, id FROM sagad_instances WHERE true";
   std::vector<std::string>& params = *out_params;
@@ -71,12 +70,7 @@ std::string PostgresStore::ListStatement(const InstanceFilter& filter, size_t li
     add("id IN (SELECT instance_id FROM sagad_submissions WHERE key =", filter.idempotency_key);
     sql += ")";
   }
-  const std::string indexed_condition = by_search_index ? SearchCondition(filter) : "";
-  if (!indexed_condition.empty()) {
-    // A declared field with its own index: this condition alone (any other
-    // would make the planner fetch and sort every match).
-    add(indexed_condition.c_str(), filter.input_value);
-  } else if (!filter.input_field.empty()) {
+  if (!filter.input_field.empty()) {
     params.push_back(filter.input_field);
     // The object searched: the input, or a run's metadata (a literal).
     const std::string root = filter.in_metadata ? "'metadata'" : "'input'";
@@ -111,13 +105,7 @@ std::string PostgresStore::ListStatement(const InstanceFilter& filter, size_t li
 StatusOr<InstancePage> PostgresStore::ListInstances(const InstanceFilter& filter, size_t limit,
                                                     const std::string& cursor) {
   std::vector<std::string> params;
-  bool by_search_index = false;
-  if (!filter.input_field.empty()) {
-    MutexLock l(search_mu_);
-    by_search_index =
-        searchable_.count((filter.in_metadata ? "metadata." : "") + filter.input_field) > 0;
-  }
-  const std::string sql = ListStatement(filter, limit, cursor, &params, by_search_index);
+  const std::string sql = ListStatement(filter, limit, cursor, &params);
   auto r = Query(sql.c_str(), params);
   if (!r.ok()) return r.status();
   InstancePage page;
