@@ -415,8 +415,7 @@ Status StepPoliciesFromJson(const nlohmann::json& js, const std::string& where,
 
 // Everything but the steps.
 Status SagaFieldsFromJson(const nlohmann::json& j, SagaDefinition* def) {
-  SAGAD_RETURN_IF_ERROR(
-      SearchAttributesFromJson(j, "saga definition", /*metadata=*/false, &def->search_attributes));
+  SAGAD_RETURN_IF_ERROR(SearchAttributesFromJson(j, "saga definition", &def->search_attributes));
   if (j.contains("input")) {
     if (!j["input"].is_array()) return InvalidArgument("'input' must be an array of field names");
     def->input = j["input"].get<std::vector<std::string>>();

@@ -19,13 +19,17 @@ constexpr size_t kMaxSearchAttributes = 16;
 // The prefix of a run metadata field among a toolbox's search attributes.
 constexpr char kMetadataAttributePrefix[] = "metadata.";
 
+// Where declared attribute `name` lives: true for a run's metadata
+// ("metadata.agent": *field "agent"), false for the input ("customer").
+bool SplitSearchAttribute(const std::string& name, std::string* field);
 // `where` starts the message ("saga 'x'"); `metadata`: "metadata.F" allowed
 // (a toolbox).
 Status ValidateSearchAttributes(const std::vector<std::string>& fields, const std::string& where,
                                 bool metadata);
 // The "search_attributes" member of a definition's JSON, if any, into
-// *out (validated).
+// *out: an array of strings (what they say is Validate's, as for a
+// definition built in C++).
 Status SearchAttributesFromJson(const nlohmann::json& definition, const std::string& where,
-                                bool metadata, std::vector<std::string>* out);
+                                std::vector<std::string>* out);
 
 }  // namespace sagad

@@ -220,8 +220,7 @@ StatusOr<ToolboxDefinition> ToolboxDefinition::FromJson(const nlohmann::json& j)
         IntField(j, "idle_timeout_s", 0, kMaxDurationMs / 1000, where, &tb.idle_timeout_s));
     SAGAD_RETURN_IF_ERROR(IntField(j, "max_calls", 1, kMaxMaxCalls, where, &tb.max_calls));
     tb.on_idle = j.value("on_idle", std::string("review"));
-    SAGAD_RETURN_IF_ERROR(SearchAttributesFromJson(j, "toolbox definition", /*metadata=*/true,
-                                                   &tb.search_attributes));
+    SAGAD_RETURN_IF_ERROR(SearchAttributesFromJson(j, "toolbox definition", &tb.search_attributes));
     if (j.contains("input_schema") && !j["input_schema"].is_null()) {
       tb.input_schema = j["input_schema"];
       auto compiled = InputSchema::Compile(tb.input_schema);

@@ -48,11 +48,8 @@ std::vector<std::string> LmdbStore::IndexKeys(const std::string& id, const Snaps
   std::vector<std::string> out;
   auto add = [&](char code, const std::string& value) {
     if (value.empty() || value.find('\0') != std::string::npos) return;
-    std::string k(1, code);
-    k += value;
-    k.push_back('\0');
-    k += id;
-    if (k.size() <= 500) out.push_back(std::move(k));  // LMDB keys: 511 bytes at most
+    std::string k = IndexPrefix(code, value) + id;
+    if (k.size() <= kMaxIndexKey) out.push_back(std::move(k));
   };
   add('s', r.status);
   add('g', r.saga);

@@ -134,9 +134,7 @@ StatusOr<InstancePage> LmdbStore::ListInstances(const InstanceFilter& filter, si
     prefix = *attribute;
     code = prefix[0];
   } else if (code) {
-    prefix.push_back(code);
-    prefix += value;
-    prefix.push_back('\0');
+    prefix = IndexPrefix(code, value);
   }
   Cursor cur(txn.get(), code ? by_field_ : instances_);
   if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());

@@ -28,16 +28,11 @@ std::string DeclaredKey(const std::string& saga) {
 
 // code + field + NUL + value + NUL: the entries of one value, newest id last.
 std::string AttributePrefix(bool metadata, const std::string& field, const std::string& value) {
-  std::string k(1, metadata ? 'm' : 'a');
-  k += field;
-  k.push_back('\0');
-  k += value;
-  k.push_back('\0');
-  return k;
+  return IndexPrefix(metadata ? 'm' : 'a', field) + value + '\0';
 }
 
-// An id is 29 bytes; LMDB keys are at most 511.
-constexpr size_t kMaxAttributePrefix = 500 - 29;
+// An id is 29 bytes.
+constexpr size_t kMaxAttributePrefix = kMaxIndexKey - 29;
 
 }  // namespace
 
@@ -58,8 +53,8 @@ std::vector<std::string> LmdbStore::AttributeKeys(const std::string& id,
                                                   const std::vector<std::string>& fields) {
   std::vector<std::string> out;
   for (const std::string& name : fields) {
-    const bool metadata = name.rfind(kMetadataAttributePrefix, 0) == 0;
-    const std::string field = metadata ? name.substr(sizeof kMetadataAttributePrefix - 1) : name;
+    std::string field;
+    const bool metadata = SplitSearchAttribute(name, &field);
     auto root = snapshot.find(metadata ? "metadata" : "input");
     if (root == snapshot.end() || !root->is_object()) continue;
     auto v = root->find(field);
@@ -101,8 +96,7 @@ Status LmdbStore::Declare(MDB_txn* txn, const std::string& saga,
   // fields declared now.
   Cursor cur(txn, by_field_);
   if (cur.rc() != 0) return LmdbError("mdb_cursor_open", cur.rc());
-  std::string prefix = "g" + saga;
-  prefix.push_back('\0');
+  const std::string prefix = IndexPrefix('g', saga);
   std::vector<std::string> ids;
   MDB_val k = Val(prefix), v;
   int rc = cur.Get(&k, &v, MDB_SET_RANGE);

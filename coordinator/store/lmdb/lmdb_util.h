@@ -126,6 +126,19 @@ inline Status PutJson(MDB_txn* txn, MDB_dbi dbi, const std::string& key, const n
   return PutText(txn, dbi, key, DumpJson(j), flags);
 }
 
+// The longest index entry written (LMDB keys are at most 511 bytes); a
+// value whose entry would be longer is not indexed.
+constexpr size_t kMaxIndexKey = 500;
+
+// The start of the listing's index entries of one value (by_field): the
+// index's code, the value, NUL; each entry is this and an instance id.
+inline std::string IndexPrefix(char code, const std::string& value) {
+  std::string k(1, code);
+  k += value;
+  k.push_back('\0');
+  return k;
+}
+
 inline bool IsTerminalName(const std::string& s) { return s == "COMPLETED" || s == "COMPENSATED"; }
 
 }  // namespace lmdb_util
