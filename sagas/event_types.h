@@ -5,6 +5,7 @@
 // texts are in every stored log, so they never change.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace sagad {
@@ -24,5 +25,10 @@ bool ParseStepNote(const std::string& type, StepNote* out);
 inline constexpr char kInstanceCreatedEvent[] = "instance_created";
 // A run's new call (a step named by its call id).
 inline constexpr char kCallAppendedEvent[] = "call_appended";
+// A value a run's agent computed (a model's answer), kept under its
+// decision_id: the first one recorded answers every later ask.
+inline constexpr char kDecisionRecordedEvent[] = "decision_recorded";
+// The most decisions one run keeps.
+inline constexpr size_t kMaxDecisions = 256;
 
 }  // namespace sagad

@@ -174,6 +174,8 @@ Status Instance::Apply(const Event& e) {
     return FailedPrecondition("first event must be instance_created, got " + e.type);
   } else if (e.type == kCallAppendedEvent) {
     SAGAD_RETURN_IF_ERROR(ApplyCallAppended(e));
+  } else if (e.type == kDecisionRecordedEvent) {
+    SAGAD_RETURN_IF_ERROR(ApplyDecision(e));
   } else if (e.step.empty()) {
     SagaEvent se;
     if (!ParseSagaEvent(e.type, &se)) return InvalidArgument("unknown saga event " + e.type);
@@ -325,6 +327,9 @@ nlohmann::json Instance::TopJson() const {
                       {"schema_version", kRecordSchemaVersion}};
   if (!review_reason_.empty()) j["review_reason"] = review_reason_;
   if (run_) j["kind"] = "run";
+  // Absent when none: a snapshot written before decisions existed replays
+  // to the same bytes.
+  if (!decisions_.empty()) j["decisions"] = decisions_;
   if (!owner_.empty()) j["owner"] = owner_;
   // An OPEN run waiting for its silent agent: until when (the idle rule of
   // policies/deadlines.h, from the same two values).

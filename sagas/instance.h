@@ -142,6 +142,12 @@ class Instance {
   bool is_run() const { return run_ != nullptr; }
   const SagaDefinitionPtr& run_definition() const { return run_; }
   const nlohmann::json& metadata() const { return metadata_; }
+  // A run's decisions (event "decision_recorded"), in the order recorded:
+  // each {"decision_id", "value", "model", "prompt_version", "by",
+  // "recorded_at", "seq", "after_calls": how many calls the run had made
+  // when it was recorded}; Decision: the one named `id`, or null.
+  const std::vector<nlohmann::json>& decisions() const { return decisions_; }
+  const nlohmann::json* Decision(const std::string& id) const;
   // The principal that created the instance (the token's name, "local"
   // without tokens): a run belongs to it. Empty for an instance created
   // before owners were recorded (then only operators see it).
@@ -193,6 +199,7 @@ class Instance {
   Status ApplyStepEvent(const Event& e);               // an event of one step
   Status ApplyRunCreated(const Event& e);              // instance_created of a run
   Status ApplyCallAppended(const Event& e);            // a run's new call (a new step)
+  Status ApplyDecision(const Event& e);                // a run's recorded decision
   nlohmann::json StepJson(const StepState& st) const;  // one step of ToJson()
   nlohmann::json TopJson() const;                      // ToJson() without input, trace and steps
 
@@ -204,9 +211,10 @@ class Instance {
   int saga_version_ = 0;
   nlohmann::json input_;
   nlohmann::json trace_;
-  SagaDefinitionPtr run_;    // a run's definition (its calls so far); null for a saga
-  nlohmann::json metadata_;  // a run's metadata (null for a saga)
-  std::string owner_;        // instance_created's "by"
+  SagaDefinitionPtr run_;                  // a run's definition (its calls so far); null for a saga
+  nlohmann::json metadata_;                // a run's metadata (null for a saga)
+  std::vector<nlohmann::json> decisions_;  // a run's, in order
+  std::string owner_;                      // instance_created's "by"
   // The texts of input_ and trace_ in SnapshotText() (set once, shared).
   std::shared_ptr<const std::string> input_text_, trace_text_, metadata_text_;
   SagaMachine machine_;

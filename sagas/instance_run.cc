@@ -1,5 +1,6 @@
 // The parts of Instance only a run has (sagas/instance.h): its creation, its
 // calls appended at run time, its OPEN status.
+#include "sagas/event_types.h"
 #include "sagas/instance.h"
 #include "sagas/toolbox.h"
 #include "util/json_limits.h"
@@ -48,6 +49,29 @@ Status Instance::ApplyRunCreated(const Event& e) {
     return InvalidArgument("malformed instance_created: a run starts with no calls");
   metadata_ = e.data.value("metadata", nlohmann::json::object());
   run_ = std::move(def);
+  return Status::Ok();
+}
+
+const nlohmann::json* Instance::Decision(const std::string& id) const {
+  for (const auto& d : decisions_)
+    if (d.value("decision_id", "") == id) return &d;
+  return nullptr;
+}
+
+Status Instance::ApplyDecision(const Event& e) {
+  if (!run_) return FailedPrecondition("decision_recorded: " + id_ + " is not a run");
+  const std::string id = e.data.value("decision_id", "");
+  if (!IsCallId(id)) return InvalidArgument("decision_recorded: bad decision_id '" + id + "'");
+  if (Decision(id)) return InvalidArgument("decision_recorded: the run has '" + id + "' already");
+  if (decisions_.size() >= kMaxDecisions)
+    return FailedPrecondition("decision_recorded: the run keeps " + std::to_string(kMaxDecisions) +
+                              " decisions at most");
+  if (!e.data.contains("value")) return InvalidArgument("decision_recorded: no value");
+  nlohmann::json d = e.data;
+  d["recorded_at"] = e.at_ms;
+  d["seq"] = e.seq;
+  d["after_calls"] = steps_.size();  // its place among the calls
+  decisions_.push_back(std::move(d));
   return Status::Ok();
 }
 

@@ -11,8 +11,8 @@ namespace {
 
 const std::vector<const char*>& ToolboxKeys() {
   static const std::vector<const char*> k = {
-      "kind",         "name",           "version", "description", "tools",
-      "input_schema", "idle_timeout_s", "on_idle", "max_calls",   "search_attributes"};
+      "kind",           "name",    "version",   "description",       "tools", "input_schema",
+      "idle_timeout_s", "on_idle", "max_calls", "search_attributes", "guards"};
   return k;
 }
 
@@ -203,6 +203,11 @@ nlohmann::json ToolboxDefinition::ToJson() const {
   if (!description.empty()) out["description"] = description;
   if (!input_schema.is_null()) out["input_schema"] = input_schema;
   if (!search_attributes.empty()) out["search_attributes"] = search_attributes;
+  if (!guards.empty()) {
+    nlohmann::json gs = nlohmann::json::array();
+    for (const auto& g : guards) gs.push_back(g.ToJson());
+    out["guards"] = std::move(gs);
+  }
   return out;
 }
 
@@ -235,6 +240,7 @@ StatusOr<ToolboxDefinition> ToolboxDefinition::FromJson(const nlohmann::json& j)
       if (!t.ok()) return t.status();
       tb.tools.push_back(std::move(*t));
     }
+    SAGAD_RETURN_IF_ERROR(GuardsFromJson(j, tb.tools, &tb.guards));
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument("toolbox definition: " + JsonErrorText(e));
   }
@@ -263,6 +269,12 @@ Status Validate(const ToolboxDefinition& tb) {
     if (!names.insert(t.name()).second)
       return InvalidArgument("toolbox '" + tb.name + "': duplicate tool '" + t.name() + "'");
   }
+  // The guards again from their JSON: a builder's are checked as a file's.
+  nlohmann::json gs = nlohmann::json::array();
+  for (const auto& g : tb.guards) gs.push_back(g.ToJson());
+  std::vector<Guard> checked;
+  if (Status s = GuardsFromJson({{"guards", gs}}, tb.tools, &checked); !s.ok())
+    return InvalidArgument("toolbox '" + tb.name + "': " + s.message());
   return Status::Ok();
 }
 

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "sagas/definition.h"
+#include "sagas/guards.h"
 #include "sagas/json_schema.h"
 #include "util/status.h"
 
@@ -67,6 +68,8 @@ struct ToolboxDefinition {
   // The input fields and run metadata fields ("metadata.agent") runs are
   // searched by (sagas/search_attributes.h).
   std::vector<std::string> search_attributes;
+  // Limits across calls (sagas/guards.h).
+  std::vector<Guard> guards;
 
   const ToolDefinition* Tool(const std::string& name) const;
   std::vector<SchemaError> InputErrors(const nlohmann::json& input) const;
@@ -143,6 +146,8 @@ class ToolboxBuilder {
   ToolboxBuilder& IdleTimeout(int64_t seconds, std::string on_idle = "review");
   ToolboxBuilder& MaxCalls(int n);
   ToolboxBuilder& SearchAttributes(std::vector<std::string> fields);
+  // A guard as its JSON (sagas/guards.h), checked by Build.
+  ToolboxBuilder& Guard(nlohmann::json guard);
   ToolBuilder& Tool(std::string name, std::string description,
                     nlohmann::json arguments_schema = nullptr);
   StatusOr<ToolboxDefinition> Build();
@@ -150,6 +155,7 @@ class ToolboxBuilder {
  private:
   friend class ToolBuilder;
   ToolboxDefinition tb_;
+  nlohmann::json guards_ = nlohmann::json::array();
   std::vector<std::unique_ptr<ToolBuilder>> builders_;
 };
 

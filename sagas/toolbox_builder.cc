@@ -27,6 +27,11 @@ ToolboxBuilder& ToolboxBuilder::SearchAttributes(std::vector<std::string> fields
   return *this;
 }
 
+ToolboxBuilder& ToolboxBuilder::Guard(nlohmann::json guard) {
+  guards_.push_back(std::move(guard));
+  return *this;
+}
+
 ToolboxBuilder& ToolboxBuilder::IdleTimeout(int64_t seconds, std::string on_idle) {
   tb_.idle_timeout_s = seconds;
   tb_.on_idle = std::move(on_idle);
@@ -54,6 +59,8 @@ ToolBuilder& ToolboxBuilder::Tool(std::string name, std::string description,
 }
 
 StatusOr<ToolboxDefinition> ToolboxBuilder::Build() {
+  if (Status s = GuardsFromJson({{"guards", guards_}}, tb_.tools, &tb_.guards); !s.ok())
+    return InvalidArgument("toolbox '" + tb_.name + "': " + s.message());
   SAGAD_RETURN_IF_ERROR(Validate(tb_));
   if (!tb_.input_schema.is_null() && !tb_.schema)
     return sagad::InputSchema::Compile(tb_.input_schema).status();

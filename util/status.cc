@@ -26,6 +26,8 @@ const char* StatusCodeName(StatusCode code) {
       return "MOVED_ON";
     case StatusCode::kPermissionDenied:
       return "PERMISSION_DENIED";
+    case StatusCode::kResourceExhausted:
+      return "RESOURCE_EXHAUSTED";
   }
   return "UNKNOWN_CODE";
 }

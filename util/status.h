@@ -23,6 +23,8 @@
 //   kPermissionDenied   the caller may not do this (a missing or unknown
 //                       token, or a role too low); sagad::Client's answer to
 //                       a 401 or 403.
+//   kResourceExhausted  a limit the caller is held to is reached (a guard of
+//                       a toolbox): not now, perhaps later; HTTP 429.
 //   kInternal           a broken invariant or an I/O error of our own.
 // Thread-safety: values; safe to copy between threads.
 #pragma once
@@ -45,6 +47,7 @@ enum class StatusCode {
   kLeaseLost,
   kMovedOn,
   kPermissionDenied,
+  kResourceExhausted,
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -82,6 +85,9 @@ inline Status LeaseLost(std::string m) { return Status(StatusCode::kLeaseLost, s
 inline Status MovedOn(std::string m) { return Status(StatusCode::kMovedOn, std::move(m)); }
 inline Status PermissionDenied(std::string m) {
   return Status(StatusCode::kPermissionDenied, std::move(m));
+}
+inline Status ResourceExhausted(std::string m) {
+  return Status(StatusCode::kResourceExhausted, std::move(m));
 }
 inline Status Internal(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 

@@ -45,7 +45,7 @@ constexpr const char* kUsage =
     "usage: sagactl [--url URL] [--token TOKEN] [--ca FILE] [--json] COMMAND ...\n"
     "commands: submit SAGA --input JSON [--wait S] [--key K] | list [--status S] [--saga N]\n"
     "  [--waiting W] [--limit N] [--cursor C] [--key K] [--where FIELD=VALUE] | show ID |\n"
-    "  events ID | bundle ID | approvals |\n"
+    "  events ID | bundle ID | receipt ID | verify-receipt FILE | approvals |\n"
     "  approve ID STEP [--comment C] | reject ID STEP [--reason R] |\n"
     "  resolve ID STEP --outcome committed|not_executed [--ref R] [--comment C] |\n"
     "  retry ID STEP | skip ID STEP --result JSON [--ref R] | cancel ID [--reason R] |\n"
@@ -185,9 +185,9 @@ bool ReadCommand(const std::string& cmd, const Args& a, Client& c, bool* as_json
   } else if (cmd == "events") {
     *out = Must(c.Events(Id(a, 1)));
     if (!*as_json) PrintEvents((*out)["events"]);
-  } else if (cmd == "bundle") {
-    *out = Must(c.Bundle(Id(a, 1)));
-    *as_json = true;  // the bundle is a document for humans and tools alike
+  } else if (cmd == "bundle" || cmd == "receipt") {
+    *out = Must(cmd == "bundle" ? c.Bundle(Id(a, 1)) : c.Receipt(Id(a, 1)));
+    *as_json = true;  // a document for humans and tools alike
   } else if (cmd == "approvals") {
     *out = Must(c.Approvals());
     if (*as_json) return true;
@@ -332,6 +332,7 @@ int Main(int argc, char** argv) {
   if (cmd == "inspect") return Inspect(a, as_json);
   if (cmd == "export") return Export(a);
   if (cmd == "verify") return Verify(a);
+  if (cmd == "verify-receipt") return VerifyReceiptFile(a);
   Client c = ClientFromArgs(a);
   json out;
   if (ActionCommand(cmd, a, c, &out)) {

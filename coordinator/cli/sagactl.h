@@ -44,5 +44,8 @@ std::string GraphMermaid(const json& definition);
 int Verify(const Args& a);
 int Export(const Args& a);
 int Inspect(const Args& a, bool as_json);
+// verify-receipt FILE: checks a receipt's hash chain offline; exit 1 naming
+// the first entry that does not hold.
+int VerifyReceiptFile(const Args& a);
 
 }  // namespace sagactl

@@ -1,9 +1,12 @@
-// sagactl's commands that read a store directly: inspect, verify, export.
+// sagactl's commands that read a store directly (inspect, verify, export),
+// and the offline check of a receipt file.
 #include <sys/stat.h>
 
+#include <fstream>
 #include <iostream>
 
 #include "coordinator/cli/sagactl.h"
+#include "coordinator/engine/instances/receipt.h"
 #include "coordinator/store/lmdb/lmdb_store.h"
 #include "coordinator/store/postgres/postgres_store.h"
 #include "util/json_limits.h"
@@ -144,6 +147,30 @@ int Inspect(const Args& a, bool as_json) {
     std::cout << sagad::DumpJson(json(page->instances), 2) << "\n";
   else
     PrintList(page->instances, page->next_cursor.empty() ? json() : json(page->next_cursor));
+  return 0;
+}
+
+}  // namespace sagactl
+
+namespace sagactl {
+
+int VerifyReceiptFile(const Args& a) {
+  if (a.positional.size() < 2) Die("missing the receipt's file: sagactl verify-receipt FILE", 2);
+  const std::string& file = a.positional[1];
+  std::ifstream in(file);
+  if (!in) Die("cannot read " + file);
+  json r = json::parse(in, nullptr, false);
+  if (r.is_discarded()) Die(file + " is not JSON");
+  size_t entries = 0;
+  sagad::Status s = sagad::VerifyReceipt(r, &entries);
+  if (!s.ok()) {
+    std::cout << file << ": NOT intact: " << s.message() << "\n";
+    return 1;
+  }
+  std::cout << file << ": intact: receipt of " << r.value("kind", "") << " "
+            << r.value("instance_id", "") << " (" << r.value("name", "") << " version "
+            << r.value("version", 0) << "), " << entries << " entries, head " << r.value("head", "")
+            << "\n";
   return 0;
 }
 

@@ -30,6 +30,8 @@ StatusCode CodeOfHttp(int status) {
       return StatusCode::kNotFound;
     case 409:
       return StatusCode::kFailedPrecondition;
+    case 429:
+      return StatusCode::kResourceExhausted;
     case 503:
       return StatusCode::kUnavailable;
     default:
@@ -159,6 +161,16 @@ StatusOr<json> Client::Events(const std::string& id) {
 
 StatusOr<json> Client::Bundle(const std::string& id) {
   return Named("GET", "/v1/instances/", id, "/bundle");
+}
+
+StatusOr<json> Client::Receipt(const std::string& id) {
+  return Named("GET", "/v1/instances/", id, "/receipt");
+}
+
+StatusOr<json> Client::Decide(const std::string& run, const std::string& decision_id,
+                              const json& value) {
+  return Named("POST", "/v1/instances/", run, "/decisions",
+               {{"decision_id", decision_id}, {"value", value}});
 }
 
 StatusOr<json> Client::Approvals() { return Call("GET", "/v1/approvals"); }

@@ -64,6 +64,14 @@ class Client {
   StatusOr<nlohmann::json> List(const ListQuery& query);
   StatusOr<nlohmann::json> Events(const std::string& id);
   StatusOr<nlohmann::json> Bundle(const std::string& id);
+  // The instance's receipt: its decisions, calls and approvals as a hash
+  // chain (VerifyReceipt in coordinator/engine/instances/receipt.h checks
+  // one).
+  StatusOr<nlohmann::json> Receipt(const std::string& id);
+  // POST /v1/instances/{run}/decisions: the decision as recorded (the first
+  // value under `decision_id`, whatever `value` is now).
+  StatusOr<nlohmann::json> Decide(const std::string& run, const std::string& decision_id,
+                                  const nlohmann::json& value);
   StatusOr<nlohmann::json> Approvals();
 
   StatusOr<nlohmann::json> Approve(const std::string& id, const std::string& step,

@@ -1,4 +1,5 @@
 #include "coordinator/engine/engine_impl.h"
+#include "coordinator/engine/instances/receipt.h"
 #include "coordinator/engine/owners/asio_executor.h"
 
 namespace sagad {
@@ -107,8 +108,12 @@ StatusOr<nlohmann::json> Engine::WaitSettled(const std::string& id, std::chrono:
   return impl_->WaitSettled(id, t);
 }
 CancelWait Engine::WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
-                                    Completion<StatusOr<nlohmann::json>> done) {
-  return impl_->WaitSettledAsync(id, timeout, std::move(done));
+                                    Completion<StatusOr<nlohmann::json>> done, WaitUntil until) {
+  return impl_->WaitSettledAsync(id, timeout, std::move(done), std::move(until));
+}
+Engine::WaitUntil Engine::Decided() { return Waiters::Decided; }
+Engine::WaitUntil Engine::CallDecided(const std::string& call_id) {
+  return Waiters::CallDecided(call_id);
 }
 void Engine::FinishWaits(const Status& why) { impl_->FinishWaits(why); }
 void Engine::CancelWaits() { impl_->CancelWaits(); }
@@ -128,6 +133,11 @@ std::string Engine::MetricsText() { return impl_->MetricsText(); }
 Status Engine::CheckWritable() { return impl_->store().CheckWritable(); }
 std::chrono::milliseconds Engine::WritesStalled() const { return impl_->store().WritesStalled(); }
 StatusOr<nlohmann::json> Engine::Bundle(const std::string& id) { return impl_->Bundle(id); }
+StatusOr<nlohmann::json> Engine::Receipt(const std::string& id) {
+  auto events = impl_->GetEvents(id);
+  if (!events.ok()) return events.status();
+  return BuildReceipt(*events);
+}
 nlohmann::json Engine::Services() { return impl_->Services(); }
 StatusOr<bool> Engine::Deploy(const std::string& name, int version, const nlohmann::json& body,
                               const std::string& actor) {
@@ -176,6 +186,14 @@ StatusOr<bool> Engine::AppendCall(const std::string& id, const nlohmann::json& c
 void Engine::AppendCallAsync(const std::string& id, const nlohmann::json& call,
                              const std::string& actor, Completion<StatusOr<bool>> done) {
   impl_->agent_runs().AppendAsync(id, call, actor, std::move(done));
+}
+void Engine::DecideAsync(const std::string& id, const nlohmann::json& decision,
+                         const std::string& actor,
+                         Completion<StatusOr<std::pair<nlohmann::json, bool>>> done) {
+  impl_->agent_runs().DecideAsync(id, decision, actor, [done](StatusOr<AgentRuns::Decided> d) {
+    if (!d.ok()) return done(d.status());
+    done(std::make_pair(d->decision, d->replayed));
+  });
 }
 Status Engine::FinishRun(const std::string& id, const std::string& actor, ActionDone done) {
   return impl_->agent_runs().Finish(id, actor, std::move(done));

@@ -116,8 +116,15 @@ class Engine {
   // returned function is called (it drops the wait; once it returns, `done`
   // has run or never will, and it says true when never: a long poll whose
   // client went away).
+  // With `until`, waits for that (judged on the view) instead.
+  using WaitUntil = std::function<bool(const nlohmann::json&)>;
   CancelWait WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
-                              Completion<StatusOr<nlohmann::json>> done);
+                              Completion<StatusOr<nlohmann::json>> done, WaitUntil until = nullptr);
+  // `?until=decided`: the instance (or run) has no decision to come: ended,
+  // in review, or a run whose every call is COMMITTED, FAILED, REJECTED,
+  // CANCELLED, COMPENSATED or NEEDS_REVIEW; or that for one call of a run.
+  static WaitUntil Decided();
+  static WaitUntil CallDecided(const std::string& call_id);
   // Answers every pending WaitSettledAsync, and every later one, with `why`
   // (a draining server).
   void FinishWaits(const Status& why);
@@ -141,6 +148,8 @@ class Engine {
   std::string MetricsText();
   // Recovery bundle for a human (any status; meant for NEEDS_REVIEW).
   StatusOr<nlohmann::json> Bundle(const std::string& id);
+  // The instance's receipt (coordinator/engine/instances/receipt.h).
+  StatusOr<nlohmann::json> Receipt(const std::string& id);
 
   // Deploys a saga definition (JSON; a toolbox's when it says "kind":
   // "toolbox") as `name` version `version`, durably
@@ -231,6 +240,11 @@ class Engine {
   // refused first) instead of blocking.
   void AppendCallAsync(const std::string& id, const nlohmann::json& call, const std::string& actor,
                        Completion<StatusOr<bool>> done);
+  // A run's decision (docs/agents.md): `done` gets the decision as
+  // recorded and whether it was recorded before (then it is the first
+  // value, whatever `decision` carries).
+  void DecideAsync(const std::string& id, const nlohmann::json& decision, const std::string& actor,
+                   Completion<StatusOr<std::pair<nlohmann::json, bool>>> done);
   // With `done`: asynchronous, as the operator actions above.
   Status FinishRun(const std::string& id, const std::string& actor, ActionDone done = nullptr);
   Status AbortRun(const std::string& id, const std::string& actor, const std::string& reason,

@@ -98,7 +98,7 @@ class Engine::Impl final : private InstanceRepository::Listener, private Submiss
   StatusOr<nlohmann::json> WaitSettled(const std::string& id, std::chrono::milliseconds timeout);
 
   CancelWait WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
-                              Waiters::Done done);
+                              Waiters::Done done, Waiters::Until until);
   void FinishWaits(const Status& why);
 
   void CancelWaits();
@@ -247,7 +247,9 @@ class Engine::Impl final : private InstanceRepository::Listener, private Submiss
   // body registered here: logged once). Each is looked at once.
   std::set<std::string> handled_ GUARDED_BY(deployed_mu_);
   OperatorActions operators_;
-  AgentRuns agent_runs_{defs_, operators_};
+  AgentRuns agent_runs_{defs_, operators_, store_, executor_,
+                        [this](const std::string& toolbox, const std::string& guard,
+                               const char* verdict) { metrics_.Guarded(toolbox, guard, verdict); }};
   Submissions submissions_;
 
   Driver driver_;

@@ -33,8 +33,8 @@ auto Engine::Impl::WaitSettled(const std::string& id, std::chrono::milliseconds 
 }
 
 auto Engine::Impl::WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
-                                    Waiters::Done done) -> CancelWait {
-  return waiters_.WaitAsync(id, timeout, std::move(done));
+                                    Waiters::Done done, Waiters::Until until) -> CancelWait {
+  return waiters_.WaitAsync(id, timeout, std::move(done), std::move(until));
 }
 
 auto Engine::Impl::FinishWaits(const Status& why) -> void { waiters_.FinishAll(why); }

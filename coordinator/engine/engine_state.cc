@@ -115,9 +115,9 @@ auto Engine::Impl::Committed(const InstanceRepository::Commit& c) -> void {
   if (IsTerminal(c.instance->status())) ownership_.Release(c.id);
   if (options_.on_outbox && options_.outbox) options_.on_outbox();
   metrics_.Committed(*c.events);
-  if (!c.instance->Settled()) return;
-  waiters_.Notify(
-      c.id, c.snapshot ? c.snapshot : std::make_shared<const nlohmann::json>(c.instance->ToJson()));
+  waiters_.Notify(c.id, c.instance->Settled(), [&c] {
+    return c.snapshot ? c.snapshot : std::make_shared<const nlohmann::json>(c.instance->ToJson());
+  });
 }
 
 auto Engine::Impl::store() -> Store& { return store_; }

@@ -90,6 +90,8 @@ int HttpStatusOf(const Status& s) {
       return 503;
     case StatusCode::kPermissionDenied:
       return 403;
+    case StatusCode::kResourceExhausted:
+      return 429;
     default:
       return 500;
   }
@@ -190,6 +192,18 @@ bool OptionalString(const HttpRequest& req, HttpResponse& res, const nlohmann::j
   }
   *out = it->get<std::string>();
   return true;
+}
+
+bool UntilParam(const HttpRequest& req, HttpResponse& res, bool* decided) {
+  *decided = false;
+  if (!req.has_param("until")) return true;
+  const std::string v = req.get_param_value("until");
+  if (v == "decided" || v == "settled") {
+    *decided = v == "decided";
+    return true;
+  }
+  Problem(req, res, 400, "until must be 'settled' (the default) or 'decided'");
+  return false;
 }
 
 // ?wait=SECONDS; -1 when absent, false on a malformed value.

@@ -44,6 +44,10 @@ bool OptionalString(const HttpRequest& req, HttpResponse& res, const nlohmann::j
                     const char* field, std::string* out);
 // ?wait=SECONDS (capped at kMaxWaitSeconds); -1 when absent, false on a bad value.
 bool WaitParam(const HttpRequest& req, HttpResponse& res, double* seconds);
+// ?until=settled (the default: terminal, in review or awaiting an
+// operator) or ?until=decided (past AWAITING_APPROVAL too); false with a 400
+// on any other value.
+bool UntilParam(const HttpRequest& req, HttpResponse& res, bool* decided);
 // Compares without an early exit, so timing does not reveal a prefix match.
 bool ConstantTimeEquals(const std::string& a, const std::string& b);
 // Framing and encoding checks made before a request is routed: empty when it

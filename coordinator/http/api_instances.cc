@@ -321,21 +321,24 @@ void ApiServer::Impl::Get(const HttpRequest& req, HttpResponse& res) {
   const Caller caller = auth_.Identify(req, res, Role::kViewer);
   if (caller.name.empty()) return;
   double wait;
-  if (!WaitParam(req, res, &wait)) return;
+  bool decided;
+  if (!WaitParam(req, res, &wait) || !UntilParam(req, res, &decided)) return;
   std::string id = req.matches[1];
   if (wait > 0) {  // a long poll: no thread waits for it
     if (Status may = MayRead(caller, id); !may.ok()) return ProblemFromStatus(req, res, may);
     auto drop = std::make_shared<std::function<bool()>>([] { return false; });
     auto answer = DeferredAnswer::Start(res, [drop] { (*drop)(); });
-    *drop = engine_.WaitSettledAsync(id, std::chrono::milliseconds(int64_t(wait * 1000)),
-                                     [&req, answer](StatusOr<nlohmann::json> j) {
-                                       answer->Give([&](HttpResponse& res) {
-                                         if (!j.ok())
-                                           ProblemFromStatus(req, res, j.status());
-                                         else
-                                           Json(res, 200, *j);
-                                       });
-                                     });
+    *drop = engine_.WaitSettledAsync(
+        id, std::chrono::milliseconds(int64_t(wait * 1000)),
+        [&req, answer](StatusOr<nlohmann::json> j) {
+          answer->Give([&](HttpResponse& res) {
+            if (!j.ok())
+              ProblemFromStatus(req, res, j.status());
+            else
+              Json(res, 200, *j);
+          });
+        },
+        decided ? Engine::Decided() : nullptr);
     return;
   }
   auto seen = VisibleInstance(caller, id);

@@ -222,7 +222,7 @@ void ApiServer::Impl::McpToolCall(const HttpRequest& req, HttpResponse& res,
     call["reason"] = meta["reason"];
   double wait = 20;
   if (req.has_param("wait") && !WaitParam(req, res, &wait)) return;
-  AppendAndWait(res, caller, run, call, wait, [id](HttpResponse& res, const CallAnswer& a) {
+  AppendAndWait(res, caller, run, call, wait, false, [id](HttpResponse& res, const CallAnswer& a) {
     Rpc(res, 200, Result(id, McpCallResult(a)));
   });
 }

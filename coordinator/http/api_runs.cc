@@ -100,10 +100,12 @@ void ApiServer::Impl::RunRoutes() {
                 SAGAD_HANDLER(OpenRun));
   router_.Route("POST", {"/v1/instances/{id}/calls"}, R"(/v1/instances/([^/]+)/calls)",
                 SAGAD_HANDLER(AppendCall));
+  router_.Route("POST", {"/v1/instances/{id}/decisions"}, R"(/v1/instances/([^/]+)/decisions)",
+                SAGAD_HANDLER(Decide));
   router_.Route("POST", {"/v1/instances/{id}/finish", "/v1/instances/{id}/abort"},
                 R"(/v1/instances/([^/]+)/(finish|abort))", SAGAD_HANDLER(EndRun));
   router_.TakesParams("POST", "/v1/toolboxes/{toolbox}/runs", {"wait", "version"});
-  router_.TakesParams("POST", "/v1/instances/{id}/calls", {"wait"});
+  router_.TakesParams("POST", "/v1/instances/{id}/calls", {"wait", "until"});
   router_.Route("POST", {"/mcp"}, "/mcp", SAGAD_HANDLER(Mcp));
   router_.TakesParams("POST", "/mcp", {"toolbox", "run", "wait", "input.*"});
 }
@@ -185,7 +187,8 @@ void ApiServer::Impl::AppendCall(const HttpRequest& req, HttpResponse& res) {
   if (caller.name.empty()) return;
   const std::string id = req.matches[1];
   double wait;
-  if (!WaitParam(req, res, &wait)) return;
+  bool decided;
+  if (!WaitParam(req, res, &wait) || !UntilParam(req, res, &decided)) return;
   nlohmann::json call;
   if (!BodyObject(req, res, &call, false)) return;
   nlohmann::json said = nlohmann::json::object();  // reason and evidence, bounded together
@@ -194,24 +197,28 @@ void ApiServer::Impl::AppendCall(const HttpRequest& req, HttpResponse& res) {
   if (Status big = WithinRunBounds(said, "reason + evidence"); !big.ok())
     return Problem(req, res, 413, big.message());
   res.set_header("Location", "/v1/instances/" + id);
-  AppendAndWait(res, caller, id, call, wait, [&req](HttpResponse& res, const CallAnswer& a) {
-    if (!a.refused.ok()) {
-      if (!a.errors.empty())
-        return SchemaProblem(req, res, 422, a.refused.message(), "arguments", a.errors);
-      // A call that cannot be made (nothing recorded) is unprocessable; a
-      // call_id already used for another call is a conflict.
-      StatusCode c = a.refused.code();
-      if (c == StatusCode::kInvalidArgument) return Problem(req, res, 422, a.refused.message());
-      if (c == StatusCode::kAlreadyExists) return Problem(req, res, 409, a.refused.message());
-      return ProblemFromStatus(req, res, a.refused);
-    }
-    if (a.replayed) res.set_header("Idempotent-Replayed", "true");
-    Json(res, CallSettledName(a.call.value("status", "")) ? 200 : 202, a.call);
-  });
+  AppendAndWait(
+      res, caller, id, call, wait, decided,
+      [&req, decided, wait](HttpResponse& res, const CallAnswer& a) {
+        if (!a.refused.ok()) {
+          if (!a.errors.empty())
+            return SchemaProblem(req, res, 422, a.refused.message(), "arguments", a.errors);
+          // A call that cannot be made (nothing recorded) is unprocessable; a
+          // call_id already used for another call is a conflict.
+          StatusCode c = a.refused.code();
+          if (c == StatusCode::kInvalidArgument) return Problem(req, res, 422, a.refused.message());
+          if (c == StatusCode::kAlreadyExists) return Problem(req, res, 409, a.refused.message());
+          return ProblemFromStatus(req, res, a.refused);
+        }
+        if (a.replayed) res.set_header("Idempotent-Replayed", "true");
+        // A wait until decided is over: its answer is the call as it is now.
+        const bool waited = decided && wait > 0;
+        Json(res, waited || CallSettledName(a.call.value("status", "")) ? 200 : 202, a.call);
+      });
 }
 
 void ApiServer::Impl::AppendAndWait(HttpResponse& res, const Caller& caller, const std::string& id,
-                                    const nlohmann::json& call, double wait,
+                                    const nlohmann::json& call, double wait, bool decided,
                                     std::function<void(HttpResponse&, const CallAnswer&)> give) {
   const std::string& who = caller.name;
   // No thread waits for the call's commit or for the run to settle: the
@@ -242,7 +249,7 @@ void ApiServer::Impl::AppendAndWait(HttpResponse& res, const Caller& caller, con
     }
   }
   engine_.AppendCallAsync(
-      id, call, who, [this, id, call, wait, pending, answer](StatusOr<bool> appended) {
+      id, call, who, [this, id, call, wait, decided, pending, answer](StatusOr<bool> appended) {
         CallAnswer out;
         if (!appended.ok()) {
           out.refused = appended.status();
@@ -258,8 +265,33 @@ void ApiServer::Impl::AppendAndWait(HttpResponse& res, const Caller& caller, con
         };
         if (wait <= 0) return settled(engine_.GetInstance(id));
         pending->Waiting(engine_.WaitSettledAsync(
-            id, std::chrono::milliseconds(int64_t(wait * 1000)), std::move(settled)));
+            id, std::chrono::milliseconds(int64_t(wait * 1000)), std::move(settled),
+            decided ? Engine::CallDecided(call_id) : nullptr));
       });
+}
+
+void ApiServer::Impl::Decide(const HttpRequest& req, HttpResponse& res) {
+  const Caller caller = auth_.Identify(req, res, Role::kSubmitter);
+  if (caller.name.empty()) return;
+  const std::string id = req.matches[1];
+  nlohmann::json body;
+  if (!BodyObject(req, res, &body, false)) return;
+  if (Status big = WithinRunBounds(body, "the decision"); !big.ok())
+    return Problem(req, res, 413, big.message());
+  if (Status may = MayRead(caller, id); !may.ok()) return ProblemFromStatus(req, res, may);
+  auto answer = DeferredAnswer::Start(res, [] {});
+  engine_.DecideAsync(id, body, caller.name,
+                      [&req, answer](StatusOr<std::pair<nlohmann::json, bool>> d) {
+                        answer->Give([&](HttpResponse& res) {
+                          if (!d.ok()) {
+                            if (d.status().code() == StatusCode::kInvalidArgument)
+                              return Problem(req, res, 422, d.status().message());
+                            return ProblemFromStatus(req, res, d.status());
+                          }
+                          if (d->second) res.set_header("Idempotent-Replayed", "true");
+                          Json(res, d->second ? 200 : 201, d->first);
+                        });
+                      });
 }
 
 void ApiServer::Impl::EndRun(const HttpRequest& req, HttpResponse& res) {

@@ -246,13 +246,17 @@ void ApiServer::Impl::InstanceRoutes() {
   router_.Route("GET", {"/v1/instances/{id}"}, R"(/v1/instances/([^/]+))", SAGAD_HANDLER(Get));
   router_.Route("GET", {"/v1/instances/{id}/events"}, R"(/v1/instances/([^/]+)/events)",
                 SAGAD_HANDLER(Events));
-  router_.Route("GET", {"/v1/instances/{id}/bundle"}, R"(/v1/instances/([^/]+)/bundle)",
+  // The bundle and the receipt: read by whoever may read the instance.
+  router_.Route("GET", {"/v1/instances/{id}/bundle", "/v1/instances/{id}/receipt"},
+                R"(/v1/instances/([^/]+)/(bundle|receipt))",
                 [this](const HttpRequest& req, HttpResponse& res) {
                   const Caller caller = auth_.Identify(req, res, Role::kViewer);
                   if (caller.name.empty()) return;
                   if (Status may = MayRead(caller, req.matches[1]); !may.ok())
                     return ProblemFromStatus(req, res, may);
-                  auto b = engine_.Bundle(req.matches[1]);
+                  auto b = std::string(req.matches[2]) == "bundle"
+                               ? engine_.Bundle(req.matches[1])
+                               : engine_.Receipt(req.matches[1]);
                   if (!b.ok()) return ProblemFromStatus(req, res, b.status());
                   Json(res, 200, *b);
                 });
@@ -289,7 +293,7 @@ void ApiServer::Impl::InstanceRoutes() {
   router_.TakesParams("GET", "/v1/instances",
                       {"status", "saga", "waiting", "limit", "cursor", "idempotency_key", "owner",
                        "created_after", "created_before", "input.*", "metadata.*"});
-  router_.TakesParams("GET", "/v1/instances/{id}", {"wait"});
+  router_.TakesParams("GET", "/v1/instances/{id}", {"wait", "until"});
   router_.TakesParams("POST", "/v1/sagas/{saga}/instances", {"wait", "version"});
 }
 

@@ -166,13 +166,19 @@ class ApiServer::Impl {
   void PutToolbox(const HttpRequest& req, HttpResponse& res);
   void OpenRun(const HttpRequest& req, HttpResponse& res);
   // POST /v1/instances/{id}/calls[?wait=S]: 202 with the call, 200 once it
-  // settled (COMMITTED, FAILED, REJECTED, AWAITING_APPROVAL, NEEDS_REVIEW).
+  // settled (COMMITTED, FAILED, REJECTED, AWAITING_APPROVAL, NEEDS_REVIEW);
+  // with &until=decided, 200 once decided (not AWAITING_APPROVAL) or when
+  // the wait is over.
   void AppendCall(const HttpRequest& req, HttpResponse& res);
+  // POST /v1/instances/{id}/decisions: 201 the decision recorded, 200 with
+  // Idempotent-Replayed the one recorded before under its decision_id.
+  void Decide(const HttpRequest& req, HttpResponse& res);
   // Appends `call` to run `id` as `who`; `give` answers once, with the call
-  // as it is now (wait <= 0) or once the run settles or `wait` seconds
-  // pass: a deferred answer, no thread waits for it.
+  // as it is now (wait <= 0) or once the run settles (`decided`: the call
+  // is decided) or `wait` seconds pass: a deferred answer, no thread waits
+  // for it.
   void AppendAndWait(HttpResponse& res, const Caller& caller, const std::string& id,
-                     const nlohmann::json& call, double wait,
+                     const nlohmann::json& call, double wait, bool decided,
                      std::function<void(HttpResponse&, const CallAnswer&)> give);
   // Whether `caller` may open one more run (max_open_runs; a key that
   // opened one already replays it); false with its 429 answered.

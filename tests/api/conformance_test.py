@@ -235,6 +235,12 @@ class Conformance(unittest.TestCase):
                                           "metadata": {"agent": "conformance"}}, expect=201)
         self.assertEqual(run["status"], "OPEN")
         calls = "/v1/instances/%s/calls" % run["id"]
+        decisions = "/v1/instances/%s/decisions" % run["id"]
+        self.call("POST", decisions, {"decision_id": "d1", "value": {"block": True}}, expect=201)
+        _, d = self.call("POST", decisions, {"decision_id": "d1", "value": 2}, expect=200)
+        self.assertEqual(d["value"], {"block": True})
+        self.call("POST", decisions, {"decision_id": "d 2", "value": 1}, expect=422)
+        self.call("POST", decisions, {"decision_id": "d3", "value": "x" * 20000}, expect=413)
         block = {"call_id": "b1", "tool": "block_ip", "arguments": {"ip": "203.0.113.1"}}
         _, c = self.call("POST", calls + "?wait=10", block, expect=200)
         self.assertEqual(c["status"], "COMMITTED")
@@ -247,6 +253,17 @@ class Conformance(unittest.TestCase):
         _, mail = self.call("POST", calls + "?wait=10", {"call_id": "m1", "tool": "notify_user",
                             "arguments": {"to": "x", "body": "y"}}, expect=200)
         self.assertEqual(mail["status"], "AWAITING_APPROVAL")
+        _, held = self.call("POST", calls + "?wait=0.1&until=decided", {
+            "call_id": "m1", "tool": "notify_user", "arguments": {"to": "x", "body": "y"}},
+            expect=200)
+        self.assertEqual(held["status"], "AWAITING_APPROVAL")
+        self.call("GET", "/v1/instances/%s?wait=0.1&until=decided" % run["id"], token=VIEWER,
+                  expect=200)
+        self.call("GET", "/v1/instances/%s?until=soon" % run["id"], token=VIEWER, expect=400)
+        _, receipt = self.call("GET", "/v1/instances/%s/receipt" % run["id"], token=VIEWER,
+                               expect=200)
+        self.assertEqual(receipt["entries"][0]["type"], "opened")
+        self.call("GET", "/v1/instances/nope/receipt", token=VIEWER, expect=404)
         self.call("POST", "/v1/instances/%s/finish" % run["id"], {}, expect=409)
         self.call("POST", "/v1/instances/%s/abort" % run["id"], {"reason": "t"}, expect=200)
         self.wait_status(run["id"], "COMPENSATED")

@@ -7,55 +7,12 @@
 #include <gtest/gtest.h>
 
 #include "adapters/sha256.h"
+#include "tests/testing/agent.h"
 #include "tests/testing/cluster.h"
 #include "util/json_limits.h"
 
 namespace sagad::testing {
 namespace {
-
-const nlohmann::json kTokens = {
-    {{"name", "soc-agent"}, {"token", "agent-token"}, {"role", "submitter"}},
-    {{"name", "alice"}, {"token", "operator-token"}, {"role", "operator"}}};
-
-// An agent: a submitter's token, its run, its calls.
-struct Agent {
-  explicit Agent(Coordinator& c, std::string t = "agent-token") : sagad(c), token(std::move(t)) {}
-  Coordinator& sagad;
-  std::string token;
-  std::string run;
-
-  Reply Call(const std::string& method, const std::string& path, const nlohmann::json& body,
-             const std::map<std::string, std::string>& extra = {}) {
-    std::map<std::string, std::string> h = {{"Authorization", "Bearer " + token},
-                                            {"Content-Type", "application/json"}};
-    h.insert(extra.begin(), extra.end());
-    return Http(sagad.port(), method, path, body.is_null() ? "" : body.dump(), h);
-  }
-  Reply Open(const std::string& key = "") {
-    Reply r = Call("POST", "/v1/toolboxes/soc_tools/runs",
-                   {{"input", {{"incident", "INC-7"}}},
-                    {"metadata", {{"agent", "soc-bot"}, {"model", "m-1"}}}},
-                   key.empty() ? std::map<std::string, std::string>{}
-                               : std::map<std::string, std::string>{{"Idempotency-Key", key}});
-    if (r.body.is_object() && r.body.contains("id")) run = r.body["id"];
-    return r;
-  }
-  Reply Tool(const std::string& call_id, const std::string& tool, const nlohmann::json& args,
-             double wait = 10) {
-    return Call("POST", "/v1/instances/" + run + "/calls?wait=" + std::to_string(wait),
-                {{"call_id", call_id},
-                 {"tool", tool},
-                 {"arguments", args},
-                 {"reason", "incident INC-7"},
-                 {"evidence", {"alert-42"}},
-                 {"model", "m-1"}});
-  }
-};
-
-Reply AsOperator(Coordinator& sagad, const std::string& path, const nlohmann::json& body = {}) {
-  return Http(sagad.port(), "POST", path, body.is_null() ? "{}" : body.dump(),
-              {{"Authorization", "Bearer operator-token"}, {"Content-Type", "application/json"}});
-}
 
 class AgentRunTest : public ::testing::Test {
  protected:
@@ -65,7 +22,7 @@ class AgentRunTest : public ::testing::Test {
   }
   TempDir dir_;
   Downstream downstream_;
-  Coordinator sagad_{downstream_, dir_.path() + "/data", nlohmann::json::object(), kTokens};
+  Coordinator sagad_{downstream_, dir_.path() + "/data", nlohmann::json::object(), kAgentTokens};
 };
 
 TEST_F(AgentRunTest, TheIncidentAgentDecidesEachCallFromTheLastResult) {

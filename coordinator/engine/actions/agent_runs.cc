@@ -63,7 +63,7 @@ std::string ToolList(const ToolboxDefinition& tb) {
 // toolbox, and its request rendered once now (a value that is not there is
 // refused now, unless an earlier call still to settle may supply it).
 Status AddCall(Tx& tx, const ToolboxDefinition& tb, const std::string& call_id,
-               const nlohmann::json& record) {
+               const nlohmann::json& record, bool hold) {
   const Instance& inst = tx.inst();
   if (inst.steps().size() >= static_cast<size_t>(tb.max_calls))
     return FailedPrecondition("the run has made " + std::to_string(inst.steps().size()) +
@@ -83,6 +83,7 @@ Status AddCall(Tx& tx, const ToolboxDefinition& tb, const std::string& call_id,
       *tool, call_id, [&](const std::string& c) { return inst.StepIndex(c) >= 0; },
       [&](const ApprovalRule& r) { return EvaluateApprovalRule(r, args); });
   if (!step.ok()) return step.status();
+  if (hold) step->requires_approval = true;  // a guard asks an operator
   nlohmann::json data = record;
   data["definition"] = StepToJson(*step);
   SAGAD_RETURN_IF_ERROR(tx.Call(call_id, std::move(data)));
@@ -93,15 +94,83 @@ Status AddCall(Tx& tx, const ToolboxDefinition& tb, const std::string& call_id,
   return InvalidArgument("the call's request cannot be built: " + r.status().message());
 }
 
+bool HasPrincipalGuard(const ToolboxDefinition& tb) {
+  for (const Guard& g : tb.guards)
+    if (g.per_principal()) return true;
+  return false;
+}
+
+// The decision's fields as recorded: what the agent sent, checked.
+StatusOr<nlohmann::json> DecisionRecord(const nlohmann::json& d) {
+  if (!d.is_object()) return InvalidArgument("a decision must be a JSON object");
+  SAGAD_RETURN_IF_ERROR(
+      OnlyKnownKeys(d, {"decision_id", "value", "model", "prompt_version"}, "the decision"));
+  if (!d.contains("decision_id") || !d["decision_id"].is_string() ||
+      !IsCallId(d["decision_id"].get<std::string>()))
+    return InvalidArgument("decision_id must be 1-64 of [A-Za-z0-9_-] (and not \"input\")");
+  if (!d.contains("value"))
+    return InvalidArgument("value is required: what was decided (any JSON)");
+  nlohmann::json out = {{"decision_id", d["decision_id"]}, {"value", d["value"]}};
+  for (const char* f : {"model", "prompt_version"}) {
+    if (!d.contains(f) || d[f].is_null()) continue;
+    if (!d[f].is_string()) return InvalidArgument(std::string(f) + " must be a string");
+    out[f] = d[f];
+  }
+  return out;
+}
+
 }  // namespace
 
+std::pair<std::string, std::string> AgentRuns::PrincipalGuarded(const std::string& id) const {
+  auto view = store_.GetInstance(id);
+  if (!view.ok() || view->value("kind", "") != "run") return {};
+  ToolboxDefinitionPtr tb =
+      defs_.GetToolbox(view->value("saga", ""), view->value("saga_version", 0));
+  const std::string owner = view->value("owner", "");
+  if (!tb || owner.empty() || !HasPrincipalGuard(*tb)) return {};
+  return {tb->name, owner};
+}
+
+Status AgentRuns::CheckGuards(const Tx& tx, const ToolboxDefinition& tb,
+                              const nlohmann::json& record, const Elsewhere& elsewhere,
+                              nlohmann::json* held) const {
+  const std::string tool = record["tool"].get<std::string>();
+  std::vector<GuardedCall> mine;
+  for (const StepState& st : tx.inst().steps())
+    mine.push_back({st.call.value("tool", ""), st.call.value("arguments", nlohmann::json()),
+                    StepStatusName(st.status()), st.call.value("appended_at", int64_t{0})});
+  std::vector<GuardedCall> all;
+  for (const Guard& g : tb.guards) {
+    if (g.tool != tool) continue;
+    const std::vector<GuardedCall>* made = &mine;
+    if (g.per_principal()) {
+      if (all.empty()) {
+        all = mine;
+        if (elsewhere) all.insert(all.end(), elsewhere->begin(), elsewhere->end());
+      }
+      made = &all;
+    }
+    auto over = OverGuard(g, *made, tool, record["arguments"], tx.now());
+    if (!over.ok()) return over.status();
+    if (over->empty()) continue;
+    if (!g.approval) {
+      if (on_guard_) on_guard_(tb.name, g.name, "refused");
+      return ResourceExhausted(*over);
+    }
+    if (held->is_null()) *held = {{"name", g.name}, {"why", *over}};
+  }
+  if (!held->is_null() && on_guard_) on_guard_(tb.name, (*held)["name"], "held");
+  return Status::Ok();
+}
+
 StatusOr<Mutation> AgentRuns::Appending(const std::string& id, const nlohmann::json& call,
-                                        const std::string& actor,
-                                        std::shared_ptr<bool> appended) const {
+                                        const std::string& actor, std::shared_ptr<bool> appended,
+                                        Elsewhere elsewhere) const {
   auto record = CallRecord(call);
   if (!record.ok()) return record.status();
   const std::string call_id = call["call_id"].get<std::string>();
-  return Mutation([this, id, call_id, record = *record, actor, appended](Tx& tx) -> Status {
+  return Mutation([this, id, call_id, record = *record, actor, appended,
+                   elsewhere](Tx& tx) -> Status {
     *appended = false;  // a lost race applies it again
     const Instance& inst = tx.inst();
     SAGAD_RETURN_IF_ERROR(NotARun(inst));
@@ -127,17 +196,26 @@ StatusOr<Mutation> AgentRuns::Appending(const std::string& id, const nlohmann::j
     if (!tb)
       return FailedPrecondition("toolbox '" + inst.saga() + "' version " +
                                 std::to_string(inst.saga_version()) + " is not registered here");
+    nlohmann::json held;
+    SAGAD_RETURN_IF_ERROR(CheckGuards(tx, *tb, record, elsewhere, &held));
     *appended = true;
     nlohmann::json made = record;
     made["by"] = actor;  // who made it: the call's view and its event say so
-    return AddCall(tx, *tb, call_id, made);
+    if (!held.is_null()) made["guard"] = held;
+    return AddCall(tx, *tb, call_id, made, !held.is_null());
   });
 }
 
 StatusOr<bool> AgentRuns::Append(const std::string& id, const nlohmann::json& call,
                                  const std::string& actor) {
+  Elsewhere elsewhere;
+  if (auto [toolbox, owner] = PrincipalGuarded(id); !toolbox.empty()) {
+    auto calls = PrincipalCalls(store_, toolbox, owner, id);
+    if (!calls.ok()) return calls.status();
+    elsewhere = std::make_shared<const std::vector<GuardedCall>>(std::move(*calls));
+  }
   auto appended = std::make_shared<bool>(false);
-  auto fn = Appending(id, call, actor, appended);
+  auto fn = Appending(id, call, actor, appended, elsewhere);
   if (!fn.ok()) return fn.status();
   SAGAD_RETURN_IF_ERROR(act_.Act(id, *fn));
   return *appended;
@@ -145,13 +223,66 @@ StatusOr<bool> AgentRuns::Append(const std::string& id, const nlohmann::json& ca
 
 void AgentRuns::AppendAsync(const std::string& id, const nlohmann::json& call,
                             const std::string& actor, Completion<StatusOr<bool>> done) {
-  auto appended = std::make_shared<bool>(false);
-  auto fn = Appending(id, call, actor, appended);
-  if (!fn.ok()) return done(fn.status());
-  // With a continuation Run refuses nothing before its commit: always Ok.
-  (void)act_.Run(id, std::move(*fn), [appended, done](Status s) {
+  auto start = [this, id, call, actor](Elsewhere elsewhere, Completion<StatusOr<bool>> done) {
+    auto appended = std::make_shared<bool>(false);
+    auto fn = Appending(id, call, actor, appended, std::move(elsewhere));
+    if (!fn.ok()) return done(fn.status());
+    // With a continuation Run refuses nothing before its commit: always Ok.
+    (void)act_.Run(id, std::move(*fn), [appended, done](Status s) {
+      if (!s.ok()) return done(s);
+      done(*appended);
+    });
+  };
+  auto [toolbox, owner] = PrincipalGuarded(id);
+  if (toolbox.empty()) return start(nullptr, std::move(done));
+  // One append of this principal and toolbox at a time, from its read of
+  // the other runs to its commit.
+  gate_.Run(toolbox + "\n" + owner,
+            [this, id, toolbox = toolbox, owner = owner, start, done](Task release) {
+              auto calls = PrincipalCalls(store_, toolbox, owner, id);
+              if (!calls.ok()) {
+                release();
+                return done(calls.status());
+              }
+              start(std::make_shared<const std::vector<GuardedCall>>(std::move(*calls)),
+                    [release, done](StatusOr<bool> r) {
+                      release();
+                      done(std::move(r));
+                    });
+            });
+}
+
+void AgentRuns::DecideAsync(const std::string& id, const nlohmann::json& decision,
+                            const std::string& actor, Completion<StatusOr<Decided>> done) {
+  auto record = DecisionRecord(decision);
+  if (!record.ok()) return done(record.status());
+  auto out = std::make_shared<Decided>();
+  auto fn = [id, record = *record, actor, out](Tx& tx) -> Status {
+    SAGAD_RETURN_IF_ERROR(NotARun(tx.inst()));
+    const std::string did = record["decision_id"].get<std::string>();
+    if (const nlohmann::json* first = tx.inst().Decision(did)) {
+      out->decision = *first;  // the first write wins
+      out->replayed = true;
+      return Status::Ok();
+    }
+    SAGAD_RETURN_IF_ERROR(ResumeIfSilent(tx, actor));
+    SagaStatus ss = tx.inst().status();
+    if (ss != SagaStatus::kRunning && ss != SagaStatus::kAwaitingApproval)
+      return FailedPrecondition("run " + id + " is " + tx.inst().StatusName() +
+                                "; it takes no new decision");
+    if (tx.inst().decisions().size() >= kMaxDecisions)
+      return FailedPrecondition("run " + id + " keeps " + std::to_string(kMaxDecisions) +
+                                " decisions, the most a run keeps");
+    nlohmann::json made = record;
+    made["by"] = actor;
+    SAGAD_RETURN_IF_ERROR(tx.Decision(made));
+    out->decision = tx.inst().decisions().back();
+    out->replayed = false;
+    return Status::Ok();
+  };
+  (void)act_.Run(id, std::move(fn), [out, done](Status s) {
     if (!s.ok()) return done(s);
-    done(*appended);
+    done(*out);
   });
 }
 

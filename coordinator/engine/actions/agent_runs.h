@@ -13,12 +13,22 @@
 // that is not there) is InvalidArgument and records nothing. A run that
 // went to review because its agent fell silent resumes when the agent
 // comes back (a call, finish or abort).
+//
+// Guards (sagas/guards.h): a call over a guard of its toolbox is
+// ResourceExhausted naming the guard and records nothing, or, when the
+// guard says "then": "approval", is recorded waiting for an operator with
+// the guard named in the call ("guard"). Guards per principal go through
+// the GuardGate (guard_gate.h).
+//
+// Decide: a run's decision (docs/agents.md, "Decisions"): the first value
+// recorded under a decision_id is kept and answers every later ask.
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "coordinator/engine/actions/guard_gate.h"
 #include "coordinator/engine/actions/operator_actions.h"
 #include "coordinator/engine/callbacks.h"
 #include "coordinator/engine/instances/definition_registry.h"
@@ -28,7 +38,11 @@ namespace sagad {
 
 class AgentRuns {
  public:
-  AgentRuns(const DefinitionRegistry& defs, OperatorActions& act) : defs_(defs), act_(act) {}
+  // A guard's verdict, for the metrics: toolbox, guard, "refused" | "held".
+  using OnGuard = std::function<void(const std::string&, const std::string&, const char*)>;
+  AgentRuns(const DefinitionRegistry& defs, OperatorActions& act, Store& store, Executor& executor,
+            OnGuard on_guard)
+      : defs_(defs), act_(act), store_(store), gate_(executor), on_guard_(std::move(on_guard)) {}
 
   // `call`: {"call_id", "tool", "arguments", "reason", "evidence", "model",
   // "prompt_version"}; true when it was recorded now, false when the same
@@ -50,13 +64,39 @@ class AgentRuns {
   Status Abort(const std::string& id, const std::string& actor, const std::string& reason,
                OperatorActions::Done done = nullptr);
 
+  // What Decide answers: the decision as recorded, and whether it was
+  // recorded before (the value sent now, if another, is not kept).
+  struct Decided {
+    nlohmann::json decision;
+    bool replayed = false;
+  };
+  // `decision`: {"decision_id", "value", "model", "prompt_version"}.
+  // InvalidArgument (malformed), FailedPrecondition (not a run; a run that
+  // ended takes no new decision, though its recorded ones answer), NotFound.
+  void DecideAsync(const std::string& id, const nlohmann::json& decision, const std::string& actor,
+                   Completion<StatusOr<Decided>> done);
+
  private:
+  // The calls of the run owner's other runs the guards per principal
+  // count: null when its toolbox has no such guard.
+  using Elsewhere = std::shared_ptr<const std::vector<GuardedCall>>;
   // The transition of Append; *appended says whether it added the call.
   StatusOr<Mutation> Appending(const std::string& id, const nlohmann::json& call,
-                               const std::string& actor, std::shared_ptr<bool> appended) const;
+                               const std::string& actor, std::shared_ptr<bool> appended,
+                               Elsewhere elsewhere) const;
+  // The run's toolbox and owner when its toolbox has a guard per
+  // principal; empty strings else (or when the run is not found).
+  std::pair<std::string, std::string> PrincipalGuarded(const std::string& id) const;
+  // The guards' verdict on a new call inside its transition: refused
+  // (ResourceExhausted), or *held with the guard that asks an operator.
+  Status CheckGuards(const Tx& tx, const ToolboxDefinition& tb, const nlohmann::json& record,
+                     const Elsewhere& elsewhere, nlohmann::json* held) const;
 
   const DefinitionRegistry& defs_;
   OperatorActions& act_;
+  Store& store_;
+  GuardGate gate_;
+  OnGuard on_guard_;
 };
 
 }  // namespace sagad

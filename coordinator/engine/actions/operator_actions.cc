@@ -5,6 +5,7 @@
 #include "policies/failure_policy.h"
 #include "policies/operator_rules.h"
 #include "sagas/step_key.h"
+#include "util/json_limits.h"
 
 namespace sagad {
 
@@ -23,6 +24,42 @@ Status TurnBack(Tx& tx, const std::string& actor, const char* flag, const std::s
 }
 
 }  // namespace
+
+// What asked for an operator on step i (the receipt's "rule"): a guard of
+// the toolbox, the tool's or step's irreversible, requires_approval or
+// approval_if.
+std::string OperatorActions::ApprovalRuleOf(const Instance& inst, int i) const {
+  const StepState& st = inst.step(i);
+  if (st.call.is_object() && st.call.contains("guard"))
+    return "guard '" + st.call["guard"].value("name", "") + "'";
+  const StepDefinition* step = nullptr;
+  ToolboxDefinitionPtr tb;
+  SagaDefinitionPtr def;
+  if (inst.is_run()) {
+    tb = defs_.GetToolbox(inst.saga(), inst.saga_version());
+    const ToolDefinition* tool = tb ? tb->Tool(st.call.value("tool", "")) : nullptr;
+    step = tool ? &tool->step : nullptr;
+  } else if ((def = defs_.For(inst))) {
+    step = &def->steps[i];
+  }
+  if (!step) return "";
+  if (step->irreversible) return "irreversible";
+  if (step->requires_approval) return "requires_approval";
+  if (step->approval_if)
+    return "approval_if " + step->approval_if->field + " " + step->approval_if->op + " " +
+           DumpJson(step->approval_if->value);
+  return "";
+}
+
+// Who decided on step i's approval and on what: the request's digest, the
+// definition's version, the rule that asked.
+nlohmann::json OperatorActions::Verdict(const Instance& inst, int i, const std::string& actor,
+                                        const std::string& digest) const {
+  return {{"by", actor},
+          {"digest", digest},
+          {"version", inst.saga_version()},
+          {"rule", ApprovalRuleOf(inst, i)}};
+}
 
 Status OperatorActions::Act(const std::string& id, const Mutation& fn) {
   const uint64_t cached = repo_.CachedVersion(id);
@@ -90,6 +127,15 @@ Mutation OperatorActions::WithDefinition(Fn fn) const {
   };
 }
 
+// The digest of step i's request as it would be sent now ("" when it
+// cannot be built).
+std::string OperatorActions::RequestDigest(const Instance& inst, int i) const {
+  SagaDefinitionPtr def = defs_.For(inst);
+  if (!def || i >= static_cast<int>(def->steps.size())) return "";
+  auto r = RenderStepRequest(inst, def->steps[i].forward);
+  return r.ok() ? r->hash : "";
+}
+
 Status OperatorActions::Approve(const std::string& id, const std::string& step,
                                 const std::string& actor, const std::string& comment, Done done) {
   return Run(id,
@@ -109,11 +155,11 @@ Status OperatorActions::Approve(const std::string& id, const std::string& step,
                       if (!r.ok())
                         return FailedPrecondition("cannot build the request to approve: " +
                                                   r.status().message());
-                      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kApprove,
-                                                    {{"by", actor},
-                                                     {"comment", comment},
-                                                     {"key", StepKey(id, step)},
-                                                     {"args_hash", r->hash}}));
+                      nlohmann::json data = Verdict(tx.inst(), i, actor, r->hash);
+                      data["comment"] = comment;
+                      data["key"] = StepKey(id, step);
+                      data["args_hash"] = r->hash;
+                      SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kApprove, std::move(data)));
                       if (tx.inst().status() == SagaStatus::kAwaitingApproval)
                         SAGAD_RETURN_IF_ERROR(tx.Saga(SagaEvent::kResume, {{"by", actor}}));
                       return Status::Ok();
@@ -129,8 +175,9 @@ Status OperatorActions::Reject(const std::string& id, const std::string& step,
              [=](Tx& tx, int i) -> Status {
                if (tx.inst().step(i).status() == StepStatus::kRejected) return Status::Ok();
                SAGAD_RETURN_IF_ERROR(MayReject(tx.inst(), i));
-               SAGAD_RETURN_IF_ERROR(
-                   tx.Step(i, StepEvent::kReject, {{"by", actor}, {"reason", reason}}));
+               nlohmann::json data = Verdict(tx.inst(), i, actor, RequestDigest(tx.inst(), i));
+               data["reason"] = reason;
+               SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kReject, std::move(data)));
                // A run's call refused: the run goes on, its agent decides what next.
                if (tx.inst().is_run())
                  return tx.inst().status() == SagaStatus::kAwaitingApproval

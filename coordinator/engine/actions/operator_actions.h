@@ -73,6 +73,10 @@ class OperatorActions {
   Status Run(const std::string& id, Mutation fn, Done done);
 
  private:
+  std::string ApprovalRuleOf(const Instance& inst, int i) const;
+  std::string RequestDigest(const Instance& inst, int i) const;
+  nlohmann::json Verdict(const Instance& inst, int i, const std::string& actor,
+                         const std::string& digest) const;
   // What Act and Run do after the commit: wake the owner (see above).
   void Acted(const std::string& id, uint64_t cached, bool terminal, const Status& s);
   // fn(tx, definition) with the instance's definition: Internal if it is

@@ -17,7 +17,8 @@ struct Waiters::Blocking {
 
 struct Waiters::Async {
   std::string id;
-  Done done;  // empty once called or dropped
+  Done done;    // empty once called or dropped
+  Until until;  // empty: Settled
   std::chrono::steady_clock::time_point deadline;
 };
 
@@ -37,6 +38,47 @@ bool Waiters::Settled(const nlohmann::json& view) {
     return true;
   }
   return s == "COMPLETED" || s == "COMPENSATED" || s == "AWAITING_APPROVAL" || s == "NEEDS_REVIEW";
+}
+
+namespace {
+
+bool DecidedCallStatus(const std::string& s) {
+  return s == "COMMITTED" || s == "FAILED" || s == "REJECTED" || s == "CANCELLED" ||
+         s == "COMPENSATED" || s == "NEEDS_REVIEW";
+}
+
+// The run (or instance) itself has nothing more to decide: ended or in
+// review.
+bool DecidedInstanceStatus(const std::string& s) {
+  return s == "COMPLETED" || s == "COMPENSATED" || s == "NEEDS_REVIEW";
+}
+
+}  // namespace
+
+bool Waiters::Decided(const nlohmann::json& view) {
+  const std::string s = view.value("status", "");
+  if (DecidedInstanceStatus(s)) return true;
+  if (view.value("kind", "") != "run" || (s != "OPEN" && s != "AWAITING_APPROVAL")) return false;
+  const nlohmann::json& calls = view.contains("calls") ? view["calls"] : nlohmann::json();
+  if (!calls.is_array()) return false;
+  for (const auto& c : calls)
+    if (!DecidedCallStatus(c.value("status", ""))) return false;
+  return true;
+}
+
+Waiters::Until Waiters::CallDecided(const std::string& call_id) {
+  return [call_id](const nlohmann::json& view) {
+    if (DecidedInstanceStatus(view.value("status", ""))) return true;
+    const nlohmann::json& calls = view.contains("calls") ? view["calls"] : nlohmann::json();
+    if (!calls.is_array()) return true;  // not a run: nothing to wait for
+    for (const auto& c : calls)
+      if (c.value("call_id", "") == call_id) return DecidedCallStatus(c.value("status", ""));
+    return true;  // no such call: the answer says so
+  };
+}
+
+bool Waiters::Holds(const Async& w, const nlohmann::json& view) {
+  return w.until ? w.until(view) : Settled(view);
 }
 
 StatusOr<nlohmann::json> Waiters::Wait(const std::string& id, std::chrono::milliseconds timeout) {
@@ -63,10 +105,12 @@ StatusOr<nlohmann::json> Waiters::Wait(const std::string& id, std::chrono::milli
   }
 }
 
-CancelWait Waiters::WaitAsync(const std::string& id, std::chrono::milliseconds timeout, Done done) {
+CancelWait Waiters::WaitAsync(const std::string& id, std::chrono::milliseconds timeout, Done done,
+                              Until until) {
   auto w = std::make_shared<Async>();
   w->id = id;
   w->done = std::move(done);
+  w->until = std::move(until);
   w->deadline = std::chrono::steady_clock::now() + timeout;
   CancelWait drop = [this, weak = std::weak_ptr<Async>(w)] {
     auto a = weak.lock();
@@ -84,7 +128,7 @@ CancelWait Waiters::WaitAsync(const std::string& id, std::chrono::milliseconds t
     return [] { return false; };
   }
   auto j = store_.GetInstance(id);
-  if (!j.ok() || Settled(*j) || timeout.count() <= 0)
+  if (!j.ok() || Holds(*w, *j) || timeout.count() <= 0)
     Finish(w, std::move(j));
   else
     Arm(w);
@@ -132,7 +176,7 @@ void Waiters::Arm(const std::shared_ptr<Async>& w) {
       if (!w->done) return;
     }
     auto j = store_.GetInstance(w->id);
-    if (!j.ok() || Settled(*j) || std::chrono::steady_clock::now() >= w->deadline)
+    if (!j.ok() || Holds(*w, *j) || std::chrono::steady_clock::now() >= w->deadline)
       return Finish(w, std::move(j));
     Arm(w);
   });
@@ -151,17 +195,27 @@ void Waiters::Finish(const std::shared_ptr<Async>& w, StatusOr<nlohmann::json> j
   if (--running_ == 0) idle_cv_.NotifyAll();
 }
 
-void Waiters::Notify(const std::string& id, const std::shared_ptr<const nlohmann::json>& snapshot) {
+void Waiters::Notify(const std::string& id, bool settled, const Snapshot& snapshot) {
   std::vector<std::shared_ptr<Async>> woken;
   {
     MutexLock l(mu_);
+    const bool blocked = blocking_.count(id) > 0;
+    for (auto [it, end] = async_.equal_range(id); it != end; ++it)
+      if (settled || it->second->until) woken.push_back(it->second);
+    if (woken.empty() && !(settled && blocked)) return;
+  }
+  // Made outside the table's lock (it may build the view from the
+  // instance); a waiter that left meanwhile is skipped by Finish.
+  std::shared_ptr<const nlohmann::json> view = snapshot();
+  if (settled) {
+    MutexLock l(mu_);
     for (auto [it, end] = blocking_.equal_range(id); it != end; ++it) {
-      it->second->settled = snapshot;
+      it->second->settled = view;
       it->second->cv.NotifyOne();
     }
-    for (auto [it, end] = async_.equal_range(id); it != end; ++it) woken.push_back(it->second);
   }
-  for (const auto& w : woken) Finish(w, *snapshot);
+  for (const auto& w : woken)
+    if (w->until ? w->until(*view) : settled) Finish(w, *view);
 }
 
 void Waiters::CancelAll() {

@@ -2,10 +2,12 @@
 // for a human), either blocking a thread (Wait) or not (WaitAsync: the API's
 // long polls, which must hold no thread while they wait).
 //
-// The commit that settles an instance hands its snapshot to that instance's
-// waiters (Notify). Another process sharing the store may commit it too, so
-// every waiter also reads the store every 200 ms; a waiter whose time is up
-// gets the instance as it is.
+// An asynchronous waiter may name its own condition (`Until`: a call
+// decided, not merely waiting for an operator); by default it waits for
+// the instance to settle. Every commit of an instance with waiters hands
+// them its snapshot (Notify): each whose condition now holds is answered. Another process sharing
+// the store may commit it too, so every waiter also reads the store every 200 ms; a waiter whose
+// time is up gets the instance as it is.
 //
 // No `done` runs under the lock of the waiters' table: it is taken out of
 // the table under the lock and called after (Notify runs on the thread that
@@ -32,6 +34,11 @@ namespace sagad {
 class Waiters {
  public:
   using Done = Completion<StatusOr<nlohmann::json>>;
+  // What an asynchronous waiter waits for, judged on the instance's view;
+  // empty: Settled.
+  using Until = std::function<bool(const nlohmann::json&)>;
+  // Makes the snapshot a commit wrote, only when a waiter needs it.
+  using Snapshot = std::function<std::shared_ptr<const nlohmann::json>()>;
 
   // The store reads of asynchronous waiters are tasks on `executor`.
   Waiters(Store& store, Executor& executor);
@@ -43,13 +50,17 @@ class Waiters {
   // Wait would return; unless CancelAll comes first, or the returned
   // function (which drops this wait: true when `done` never will run; false
   // when it was already taken to run: it runs or has run). Call it only
-  // while the Waiters exist.
-  CancelWait WaitAsync(const std::string& id, std::chrono::milliseconds timeout, Done done);
+  // while the Waiters exist. With `until`, waits for that instead of
+  // Settled.
+  CancelWait WaitAsync(const std::string& id, std::chrono::milliseconds timeout, Done done,
+                       Until until = nullptr);
   // Answers every asynchronous waiter with `why` now, and every later one at
   // once (a draining server: its long polls get a 503, not a dropped line).
   void FinishAll(const Status& why);
-  // A commit settled `id`: wake its waiters with the snapshot it wrote.
-  void Notify(const std::string& id, const std::shared_ptr<const nlohmann::json>& snapshot);
+  // A commit of `id` (`settled`: it left the instance settled): wake the
+  // waiters whose condition holds with the snapshot it wrote. Cheap when
+  // `id` has no waiter: `snapshot` is called only when one needs it.
+  void Notify(const std::string& id, bool settled, const Snapshot& snapshot);
   // Drops every asynchronous waiter without calling it, and every later
   // one. When it returns no `done` runs or will run (it waits for those
   // already taken to run).
@@ -57,10 +68,19 @@ class Waiters {
 
   // True when the instance needs nothing more from the engine right now.
   static bool Settled(const nlohmann::json& view);
+  // True when no operator's or the engine's decision is still to come:
+  // an instance finished or in review; a run whose every call is
+  // COMMITTED, FAILED, REJECTED, CANCELLED, COMPENSATED or NEEDS_REVIEW
+  // (not PLANNED, STARTED, UNKNOWN nor AWAITING_APPROVAL). `?until=decided`.
+  static bool Decided(const nlohmann::json& view);
+  // Decided for the one call `call_id` of a run: its status is one of
+  // those, or the run has ended or is in review.
+  static Until CallDecided(const std::string& call_id);
 
  private:
   struct Blocking;
   struct Async;
+  static bool Holds(const Async& w, const nlohmann::json& view);
   void Finish(const std::shared_ptr<Async>& w, StatusOr<nlohmann::json> j);
   bool Drop(const std::shared_ptr<Async>& w);
   Done TakeLocked(const std::shared_ptr<Async>& w) REQUIRES(mu_);

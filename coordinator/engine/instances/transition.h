@@ -38,6 +38,11 @@ class Tx {
   Status Call(const std::string& call_id, nlohmann::json data) {
     return Add(call_id, kCallAppendedEvent, std::move(data), -1);
   }
+  // A run's decision (Instance::Apply checks it).
+  Status Decision(nlohmann::json data) {
+    return Add("", kDecisionRecordedEvent, std::move(data), -1);
+  }
+  int64_t now() const { return now_; }
   // Rejects every step awaiting approval (the saga turns back or waits on
   // something else: those requests will not be sent).
   Status RejectAwaitingApprovals(const std::string& by, const std::string& reason) {

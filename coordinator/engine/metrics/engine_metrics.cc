@@ -31,6 +31,9 @@ EngineMetrics::EngineMetrics() {
   metrics_.Describe("sagad_tool_calls_total", "counter",
                     "Calls of agent runs by toolbox, tool, phase and classified outcome "
                     "(never by call_id or run).");
+  metrics_.Describe("sagad_guard_verdicts_total", "counter",
+                    "Calls of agent runs a toolbox's guard refused or held for an operator, by "
+                    "toolbox, guard and verdict (refused | held).");
   metrics_.Describe("sagad_escalations_total", "counter", "Instances sent to NEEDS_REVIEW.");
   metrics_.Describe("sagad_store_commit_seconds", "histogram",
                     "Store commits of a transition, queueing in the group "
@@ -146,6 +149,13 @@ void EngineMetrics::Committed(const std::vector<Event>& events) {
 
 void EngineMetrics::RetryBudgetExhausted(const std::string& service) {
   metrics_.Inc("sagad_retry_budget_exhausted_total", "service=\"" + service + "\"");
+}
+
+void EngineMetrics::Guarded(const std::string& toolbox, const std::string& guard,
+                            const char* verdict) {
+  metrics_.Inc("sagad_guard_verdicts_total", "toolbox=\"" + LabelValue(toolbox) + "\",guard=\"" +
+                                                 LabelValue(guard) + "\",verdict=\"" + verdict +
+                                                 "\"");
 }
 
 void EngineMetrics::RetentionDeleted(size_t n) {

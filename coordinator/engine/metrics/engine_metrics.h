@@ -58,6 +58,9 @@ class EngineMetrics {
   // The events of a committed transition (by type; escalations; re-sends).
   void Committed(const std::vector<Event>& events);
   void RetryBudgetExhausted(const std::string& service);
+  // A toolbox's guard refused a call or held it for an operator (`verdict`
+  // "refused" or "held"); labels named by the toolbox, never by a client.
+  void Guarded(const std::string& toolbox, const std::string& guard, const char* verdict);
   void RetentionDeleted(size_t n);
   void RecoveryLatency(double seconds);
 

@@ -49,6 +49,41 @@ TEST_F(WaitersTest, SettledMeansNothingMoreFromTheEngineForNow) {
   EXPECT_FALSE(Waiters::Settled(Snap("COMPENSATING")));
 }
 
+// ?until=decided: AWAITING_APPROVAL settles a wait but decides nothing; a
+// waiter with its own condition is woken by a commit that does not settle
+// the instance, and only when its condition holds.
+TEST_F(WaitersTest, AWaiterUntilDecidedHoldsPastAnApprovalAndWakesOnTheDecision) {
+  nlohmann::json run = {{"id", "r1"},
+                        {"version", 1},
+                        {"saga", "s"},
+                        {"kind", "run"},
+                        {"status", "AWAITING_APPROVAL"},
+                        {"calls",
+                         {{{"call_id", "a"}, {"status", "AWAITING_APPROVAL"}},
+                          {{"call_id", "b"}, {"status", "STARTED"}}}}};
+  EXPECT_FALSE(Waiters::Decided(run));
+  EXPECT_FALSE(Waiters::CallDecided("a")(run));
+  Event e;
+  e.seq = 1;
+  e.type = "instance_created";
+  ASSERT_TRUE(store_->CreateInstance(run, {e}, nullptr, {}, nullptr).ok());
+  std::promise<nlohmann::json> got;
+  waiters_->WaitAsync(
+      "r1", std::chrono::seconds(30), [&](StatusOr<nlohmann::json> j) { got.set_value(*j); },
+      Waiters::CallDecided("a"));
+  auto view = [&run] { return std::make_shared<const nlohmann::json>(run); };
+  run["status"] = "OPEN";
+  run["calls"][1]["status"] = "COMMITTED";  // the other call: not this waiter's
+  waiters_->Notify("r1", false, view);
+  auto fut = got.get_future();
+  EXPECT_EQ(fut.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  run["calls"][0]["status"] = "REJECTED";  // the operator decided
+  EXPECT_TRUE(Waiters::Decided(run));
+  waiters_->Notify("r1", true, view);
+  ASSERT_EQ(fut.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(fut.get()["calls"][0]["status"], "REJECTED");
+}
+
 TEST_F(WaitersTest, ABlockingWaitReturnsTheViewAtItsTimeout) {
   auto j = waiters_->Wait("w1", std::chrono::milliseconds(50));
   ASSERT_TRUE(j.ok());
@@ -62,7 +97,7 @@ TEST_F(WaitersTest, ABlockingWaitWakesWithTheSnapshotThatSettledIt) {
                             [this] { return waiters_->Wait("w1", std::chrono::seconds(30)); });
   // The store still says RUNNING: only the notification can answer COMPLETED.
   while (waiting.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready)
-    waiters_->Notify("w1", Settled());
+    waiters_->Notify("w1", true, [this] { return Settled(); });
   auto j = waiting.get();
   ASSERT_TRUE(j.ok());
   EXPECT_EQ(j->value("status", ""), "COMPLETED");
@@ -74,8 +109,8 @@ TEST_F(WaitersTest, AnAsynchronousWaitIsAnsweredOnceAndThenCannotBeDropped) {
   auto drop = waiters_->WaitAsync("w1", std::chrono::seconds(30), [&](StatusOr<nlohmann::json> j) {
     if (calls++ == 0) answer.set_value(j->value("status", ""));
   });
-  waiters_->Notify("w1", Settled());
-  waiters_->Notify("w1", Settled());
+  waiters_->Notify("w1", true, [this] { return Settled(); });
+  waiters_->Notify("w1", true, [this] { return Settled(); });
   EXPECT_EQ(answer.get_future().get(), "COMPLETED");
   EXPECT_FALSE(drop());  // it ran
   EXPECT_EQ(calls, 1);
@@ -86,7 +121,7 @@ TEST_F(WaitersTest, ADroppedWaitIsNeverAnswered) {
   auto drop = waiters_->WaitAsync("w1", std::chrono::seconds(30),
                                   [&](StatusOr<nlohmann::json>) { ++calls; });
   EXPECT_TRUE(drop());
-  waiters_->Notify("w1", Settled());
+  waiters_->Notify("w1", true, [this] { return Settled(); });
   EXPECT_EQ(calls, 0);
 }
 
@@ -115,7 +150,7 @@ TEST_F(WaitersTest, AfterCancelAllNoWaiterIsAnswered) {
   std::atomic<int> calls{0};
   waiters_->WaitAsync("w1", std::chrono::seconds(30), [&](StatusOr<nlohmann::json>) { ++calls; });
   waiters_->CancelAll();
-  waiters_->Notify("w1", Settled());
+  waiters_->Notify("w1", true, [this] { return Settled(); });
   waiters_->WaitAsync("w1", std::chrono::seconds(30), [&](StatusOr<nlohmann::json>) { ++calls; });
   EXPECT_EQ(calls, 0);
 }
