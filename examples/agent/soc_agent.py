@@ -9,17 +9,20 @@ irreversible e-mail: an operator approves it in sagad, never the agent).
 
 The agent keeps no state of its own: killed and started again with the
 same incident, it opens the same run (the incident is the run's
-Idempotency-Key), rebuilds what it knows from the run's calls, and asks for
-the next one. A call it had sent when it died is sent again with the same
-call_id (derived from the run, the tool and the arguments): sagad answers
-the first outcome, and nothing happens twice.
+Idempotency-Key). Each choice of its model is recorded in the run as a
+decision ("next-0", "next-1", ...) before it is acted on, and the call it
+leads to is named after it: started again, the agent replays its decisions
+(the model is not asked again, so a model that would now answer otherwise
+changes nothing), sends each call again with the same call_id and
+arguments, and sagad answers the first outcome: nothing happens twice. A
+call that waits for an operator is held by sagad (until_decided), not
+polled.
 
     soc_agent.py --url http://127.0.0.1:8080 --token TOKEN --incident INC-7 \
         --ip 203.0.113.9 --user bob --email bob@example.com
 """
 import argparse
 import sys
-import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from sagad_client import Client
@@ -53,27 +56,33 @@ def work(client: Client, incident: Dict[str, str], log=print) -> Dict[str, Any]:
                                      "prompt_version": "soc-v1"},
                            idempotency_key="soc-agent:" + incident["id"])
     log("run %s" % run.id)
+    n = 0  # the agent's n-th choice, and the call it led to, are both "next-<n>"
     while True:
+        name = "next-%d" % n
+        # Recorded before it is acted on: after a crash the model is not
+        # asked again, and the call below goes with the same call_id and
+        # arguments (its first outcome answers).
         calls = run.calls()
-        pending = [c for c in calls if c["status"] not in ("COMMITTED", "FAILED", "REJECTED")]
-        if pending:  # a call of an earlier life: ask again with its own call_id
-            c = pending[0]
-            nxt: Optional[Call] = (c["tool"], c["arguments"])
-        else:
-            nxt = decide(incident, calls)
-        if nxt is None:
+        choice = run.decide(name, lambda: _as_json(decide(incident, calls[:n])),
+                            model="scripted-1", prompt_version="soc-v1")
+        if choice is None:
             view = run.finish()
             log("finished: %s" % view["status"])
             return view
-        tool, args = nxt
-        out = run.call(tool, args, wait_s=30, reason="incident " + incident["id"],
+        out = run.call(choice["tool"], choice["arguments"], call_id=name, until_decided=True,
+                       wait_s=300, reason="incident " + incident["id"],
                        evidence=["alert:" + incident["id"]], model="scripted-1")
-        log("%s -> %s %s" % (tool, out["status"], out.get("result") or out.get("last_error", "")))
-        if out["status"] == "AWAITING_APPROVAL":
-            time.sleep(0.5)  # an operator decides; ask again with the same call_id
-        elif out["status"] == "NEEDS_REVIEW":
+        log("%s -> %s %s" % (choice["tool"], out["status"],
+                             out.get("result") or out.get("last_error", "")))
+        if out["status"] == "NEEDS_REVIEW":
             log("an operator must review %s; stopping" % out["call_id"])
             return run.get()
+        if out["status"] not in ("AWAITING_APPROVAL", "STARTED", "PLANNED", "UNKNOWN"):
+            n += 1  # decided: the next choice (else the same call is asked again)
+
+
+def _as_json(call: Optional[Call]) -> Optional[Dict[str, Any]]:
+    return None if call is None else {"tool": call[0], "arguments": call[1]}
 
 
 def main(argv: List[str]) -> int:

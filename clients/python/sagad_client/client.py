@@ -24,7 +24,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from .errors import SagadError, TransportError, Unavailable, error_for
 
@@ -33,6 +33,9 @@ Json = Dict[str, Any]
 # A call's statuses that need nothing more from sagad until someone acts.
 SETTLED_CALL = ("COMMITTED", "FAILED", "REJECTED", "AWAITING_APPROVAL", "NEEDS_REVIEW",
                 "COMPENSATING", "COMPENSATED", "CANCELLED")
+# A call's statuses after which no decision is left: not waiting for an
+# operator any more (until_decided).
+DECIDED_CALL = ("COMMITTED", "FAILED", "REJECTED", "NEEDS_REVIEW", "COMPENSATED", "CANCELLED")
 
 
 def derive_call_id(run_id: str, tool: str, arguments: Json) -> str:
@@ -155,12 +158,15 @@ class Run:
     def call(self, tool: str, arguments: Optional[Json] = None, *,
              call_id: Optional[str] = None, wait_s: float = 30.0, reason: Optional[str] = None,
              evidence: Optional[List[Any]] = None, model: Optional[str] = None,
-             prompt_version: Optional[str] = None) -> Json:
+             prompt_version: Optional[str] = None, until_decided: bool = False) -> Json:
         """Calls `tool` with `arguments`; the call as sagad records it, once
         it is COMMITTED (its "result"), FAILED, REJECTED, AWAITING_APPROVAL
         (an operator decides; call again later for the outcome) or
-        NEEDS_REVIEW, or as it is when `wait_s` runs out. The same call_id
-        with the same arguments never acts twice."""
+        NEEDS_REVIEW, or as it is when `wait_s` runs out. With
+        `until_decided`, a call waiting for an operator is held (by sagad,
+        no polling) until the operator decided and it went on, or `wait_s`
+        ran out. The same call_id with the same arguments never acts
+        twice: name it after the decision that led to it (see `decide`)."""
         arguments = arguments or {}
         cid = call_id or derive_call_id(self.id, tool, arguments)
         body: Json = {"call_id": cid, "tool": tool, "arguments": arguments}
@@ -169,14 +175,47 @@ class Run:
             if v is not None:
                 body[k] = v
         deadline = time.monotonic() + wait_s
+        done = DECIDED_CALL if until_decided else SETTLED_CALL
         while True:
             left = max(0.0, deadline - time.monotonic())
             step = min(left, 30.0)
             q = "?wait=%.3f" % step if step > 0 else ""
+            if q and until_decided:
+                q += "&until=decided"
             out = self.client.request("POST", "/v1/instances/%s/calls%s" % (_q(self.id), q),
                                       body, wait_s=step)
-            if out.get("status") in SETTLED_CALL or time.monotonic() >= deadline:
+            if out.get("status") in done or time.monotonic() >= deadline:
                 return out
+
+    def decision(self, decision_id: str) -> Optional[Json]:
+        """The decision recorded under `decision_id` ({"value", "model",
+        ...}), or None."""
+        for d in self.get().get("decisions") or []:
+            if d.get("decision_id") == decision_id:
+                return d
+        return None
+
+    def decide(self, decision_id: str, compute: Callable[[], Any], *,
+               model: Optional[str] = None, prompt_version: Optional[str] = None) -> Any:
+        """The value decided under `decision_id`: the one recorded before (an
+        agent that restarted: its model is not asked again), or `compute()`'s,
+        recorded now. The first value recorded is kept: if another copy of
+        the agent recorded one first, that one is returned."""
+        first = self.decision(decision_id)
+        if first is not None:
+            return first.get("value")
+        body: Json = {"decision_id": decision_id, "value": compute()}
+        if model is not None:
+            body["model"] = model
+        if prompt_version is not None:
+            body["prompt_version"] = prompt_version
+        out = self.client.request("POST", "/v1/instances/%s/decisions" % _q(self.id), body)
+        return out.get("value")
+
+    def receipt(self) -> Json:
+        """The run's receipt: its decisions, calls and approvals as a hash
+        chain (`sagactl verify-receipt FILE` checks one offline)."""
+        return self.client.request("GET", "/v1/instances/%s/receipt" % _q(self.id))
 
     def get(self, *, wait_s: float = 0.0) -> Json:
         """The run's view: its status and its calls, in order."""

@@ -45,6 +45,11 @@ class Unprocessable(SagadError):
         return list(self.problem.get("errors") or [])
 
 
+class TooManyRequests(SagadError):
+    """429: a limit holds the call back (a guard of the toolbox, named in
+    the detail; too many open runs). Nothing was recorded."""
+
+
 class Unavailable(SagadError):
     """503 (draining, or the store cannot take writes) after every retry."""
 
@@ -58,7 +63,7 @@ class TransportError(SagadError):
 
 
 _BY_STATUS = {400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound,
-              409: Conflict, 422: Unprocessable, 503: Unavailable}
+              409: Conflict, 422: Unprocessable, 429: TooManyRequests, 503: Unavailable}
 
 
 def error_for(status: int, problem: Optional[Dict[str, Any]]) -> SagadError:

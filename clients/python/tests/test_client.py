@@ -167,6 +167,61 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(run.call("disable_account", {"user": "erin"})["status"], "COMMITTED")
         self.assertEqual(self.box.effects()["by_route"]["disable_account"], before + 1)
 
+    def test_decide_keeps_the_first_value_and_until_decided_waits_for_the_operator(self):
+        run = self.agent().start_run("soc_tools", {"incident": "INC-5"})
+        asked = []
+
+        def model(answer):
+            return lambda: asked.append(answer) or answer
+
+        self.assertEqual(run.decide("triage", model({"block": "198.51.100.5"}), model="m-1"),
+                         {"block": "198.51.100.5"})
+        self.assertEqual(run.decide("triage", model({"block": "other"})), {"block": "198.51.100.5"})
+        self.assertEqual(asked, [{"block": "198.51.100.5"}])  # the model was asked once
+        self.assertEqual(run.decision("triage")["model"], "m-1")
+        result = {}
+
+        def send():
+            result["mail"] = run.call("notify_user", {"to": "x", "body": "y"}, call_id="mail",
+                                      until_decided=True, wait_s=60)
+
+        waiting = threading.Thread(target=send)
+        waiting.start()
+        deadline = time.monotonic() + 10
+        while not any(c["status"] == "AWAITING_APPROVAL" for c in run.calls()):
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.05)
+        self.assertTrue(waiting.is_alive())  # held past AWAITING_APPROVAL
+        self.operator().request("POST", "/v1/instances/%s/steps/mail/approve" % run.id, {})
+        waiting.join(30)
+        self.assertEqual(result["mail"]["status"], "COMMITTED", result)
+        kinds = [e["type"] for e in run.receipt()["entries"]]
+        self.assertEqual(kinds[:3], ["opened", "decision", "call"])
+        self.assertIn("approved", kinds)
+
+    def test_an_agent_killed_after_its_models_answer_does_not_ask_it_again(self):
+        """The agent is SIGKILLed between its model's answer (recorded as a
+        decision) and its call; started again, it replays the decision: the
+        model, which would answer otherwise, is not asked again, and one
+        effect happens."""
+        agent = os.path.join(os.path.dirname(os.path.abspath(__file__)), "decide_agent.py")
+        counter = os.path.join(self.box.dir, "model-calls")
+        before = self.box.effects()["by_route"].get("block_ip", 0)
+        env = dict(os.environ, SAGAD_URL=self.box.url, SAGAD_TOKEN=AGENT, MODEL_COUNTER=counter,
+                   INCIDENT="INC-6")
+        import subprocess
+        first = subprocess.run([sys.executable, agent], env=dict(env, CRASH_AFTER_DECIDE="1"),
+                               capture_output=True, text=True, timeout=60)
+        self.assertEqual(first.returncode, -signal.SIGKILL, first.stderr)
+        self.assertEqual(self.box.effects()["by_route"].get("block_ip", 0), before)
+        second = subprocess.run([sys.executable, agent], env=env, capture_output=True, text=True,
+                                timeout=60)
+        self.assertEqual(second.returncode, 0, second.stderr)
+        with open(counter) as f:
+            self.assertEqual(f.read(), "1")  # the model was asked once
+        self.assertEqual(self.box.effects()["by_route"]["block_ip"], before + 1)
+        self.assertIn("198.51.100.101", second.stdout)
+
     def test_an_unreachable_sagad_is_a_transport_error(self):
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
