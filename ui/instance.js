@@ -1,4 +1,5 @@
-// One instance: its graph, steps, recovery bundle, timeline, and the
+// One instance: its graph, steps (a run's decisions and calls), recovery
+// bundle, receipt, timeline, and the
 // operator's actions, each enabled exactly when the server would accept it
 // (the view's `actions`, decided by the server's own rules).
 import { api, answerBox, canOperate, el, field, json, longValue, poll, pre, row, setMain,
@@ -11,13 +12,39 @@ const CALL_COLUMNS = ['Call', 'Tool', 'Status', 'Arguments', 'Result', 'Reason',
 function callRow(c) {
   return row(CALL_COLUMNS, { 'data-call': c.call_id }, [
     c.call_id, el('td', { class: 'call-tool' }, c.tool || '-'),
-    el('td', { class: 'call-status' }, statusBadge(c.status)),
+    el('td', { class: 'call-status' }, statusBadge(c.status),
+      c.guard ? el('span', { class: 'call-guard' }, ' held by guard ' + c.guard.name + ': ' + c.guard.why) : ''),
     pre(json(c.arguments || {}), { class: 'call-arguments' }),
     c.result === null || c.result === undefined ? '-' : pre(json(c.result), { class: 'call-result' }),
     el('td', { class: 'call-reason' }, c.reason || '-'),
     el('td', { class: 'call-evidence' }, (c.evidence || []).map(String).join(', ') || '-'),
     el('td', { class: 'call-model' }, c.model || '-'),
     el('td', { class: 'call-by' }, c.by || '-')]);
+}
+
+// A run's decisions, in the order recorded; each before the call it led to
+// (its place among the calls: how many had been made).
+const DECISION_COLUMNS = ['Decision', 'Value', 'Model', 'By', 'Recorded', 'Calls before'];
+
+function decisionRow(d) {
+  return row(DECISION_COLUMNS, { 'data-decision': d.decision_id }, [
+    d.decision_id, pre(json(d.value), { class: 'decision-value' }),
+    el('td', { class: 'decision-model' }, [d.model, d.prompt_version].filter(Boolean).join(' · ') || '-'),
+    d.by || '-', when(d.recorded_at), String(d.after_calls ?? '-')]);
+}
+
+// The receipt (a hash chain an auditor checks with sagactl verify-receipt)
+// as a file: fetched with the token, saved from memory.
+function receiptButton(path, id) {
+  return el('button', { id: 'receipt-download', type: 'button', onclick: async () => {
+    const r = await api('GET', path + '/receipt');
+    if (r.status !== 200) return;
+    const a = el('a', { href: URL.createObjectURL(new Blob([JSON.stringify(r.body, null, 1)],
+      { type: 'application/json' })), download: 'receipt-' + id + '.json' });
+    document.body.append(a);
+    a.click();
+    a.remove();
+  } }, 'Download receipt');
 }
 
 const STEP_COLUMNS = ['Step', 'After', 'Status', 'Attempts', 'Last error', 'Next retry',
@@ -32,11 +59,15 @@ export function instancePage(id) {
   const forms = el('div', { id: 'forms' });
   const calls = table('calls', CALL_COLUMNS, 'calls-body');
   const callsBox = el('div', { id: 'calls-box', hidden: true }, el('h2', {}, 'Calls'), calls.table);
-  setMain(el('h1', {}, 'Instance ', longValue(id, 'instance-id', 'instance id')), head, callsBox,
+  const decisions = table('decisions', DECISION_COLUMNS, 'decisions-body');
+  const decisionsBox = el('div', { id: 'decisions-box', hidden: true }, el('h2', {}, 'Decisions'),
+    decisions.table);
+  const path = '/v1/instances/' + encodeURIComponent(id);
+  setMain(el('h1', {}, 'Instance ', longValue(id, 'instance-id', 'instance id')), head,
+    el('p', {}, receiptButton(path, id)), decisionsBox, callsBox,
     el('h2', {}, 'Graph'), graph, el('h2', {}, 'Steps'), steps.table,
     forms, bundle, el('h2', {}, 'Timeline'), timeline);
   let built = null;  // the operator forms, built once (typing survives refreshes)
-  const path = '/v1/instances/' + encodeURIComponent(id);
   const refresh = poll(async () => {
     const r = await api('GET', path);
     if (r.status !== 200) { head.replaceChildren(answerBox(r)); return; }
@@ -46,6 +77,8 @@ export function instancePage(id) {
     steps.body.replaceChildren(...inst.steps.map((s) => stepRow(s)));
     callsBox.hidden = inst.kind !== 'run';
     if (inst.kind === 'run') calls.body.replaceChildren(...(inst.calls || []).map(callRow));
+    decisionsBox.hidden = !(inst.decisions || []).length;
+    decisions.body.replaceChildren(...(inst.decisions || []).map(decisionRow));
     const ev = await api('GET', path + '/events');
     if (ev.status === 200) timeline.replaceChildren(...ev.body.events.map(timelineItem));
     await showBundle(bundle, path, inst);

@@ -487,6 +487,10 @@ class Console(unittest.TestCase):
                            {"input": {"incident": "INC-UI"}, "metadata": {"agent": "soc-bot"}},
                            OPERATOR)
         self.assertEqual(status, 201, run)
+        status, _ = http(self.port, "POST", "/v1/instances/%s/decisions" % run["id"],
+                         {"decision_id": "triage", "value": {"block": "203.0.113.9"},
+                          "model": "m-ui"}, OPERATOR)
+        self.assertEqual(status, 201)
         calls = "/v1/instances/%s/calls?wait=10" % run["id"]
         status, ticket = http(self.port, "POST", calls, {
             "call_id": "ticket", "tool": "create_ticket", "reason": "alert 42",
@@ -517,6 +521,9 @@ class Console(unittest.TestCase):
         self.assertEqual(self.text_of('#calls-body tr[data-call="ticket"] .call-reason'), "alert 42")
         self.assertEqual(self.text_of('#calls-body tr[data-call="mail"] .call-status'),
                          "AWAITING_APPROVAL")
+        self.assertIn('"block": "203.0.113.9"',
+                      self.text_of('#decisions-body tr[data-decision="triage"] .decision-value'))
+        self.assertTrue(self.css("#receipt-download"))
         self.axe("a run")
         self.driver.set_window_size(*PHONE)
         try:
