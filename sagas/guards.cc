@@ -154,12 +154,11 @@ StatusOr<std::string> OverGuard(const Guard& g, const std::vector<GuardedCall>& 
       (g.window_s > 0 ? " in the last " + std::to_string(g.window_s) + " s" : std::string());
   if (g.max_calls > 0 && count + 1 > g.max_calls)
     return "guard '" + g.name + "': " + std::to_string(count) + " call" + (count == 1 ? "" : "s") +
-           " of '" + g.tool + "' in " + scope + " (counting those in flight and unclear), at most " +
-           std::to_string(g.max_calls);
+           " of '" + g.tool + "' in " + scope +
+           " (counting those in flight and unclear), at most " + std::to_string(g.max_calls);
   if (!g.sum.empty() && total + mine > g.max)
-    return "guard '" + g.name + "': " + g.sum + " " + Number(mine) + " on top of " +
-           Number(total) + " in " + scope + " (counting calls in flight and unclear) is over " +
-           Number(g.max);
+    return "guard '" + g.name + "': " + g.sum + " " + Number(mine) + " on top of " + Number(total) +
+           " in " + scope + " (counting calls in flight and unclear) is over " + Number(g.max);
   return std::string();
 }
 

@@ -320,6 +320,16 @@ class Store {
   // Ok if a write could be committed now (the database is reachable and
   // not read-only); Unavailable otherwise. /readyz answers 503 meanwhile.
   virtual Status CheckWritable() { return Status::Ok(); }
+  // A lock named `name` shared by every coordinator of this store, held
+  // until the returned function is called (once, from any thread): what
+  // must be read and committed by one coordinator at a time (a toolbox's
+  // guard per principal). Blocks until it is had; Unavailable when it
+  // cannot be within a few seconds. The default, for a store only one
+  // process opens, holds nothing (the caller serialises its own threads).
+  virtual StatusOr<std::function<void()>> LockShared(const std::string& name) {
+    (void)name;
+    return std::function<void()>([] {});
+  }
   // Why the store refuses the database server it found (an old primary
   // that came back after a promotion), while it does; "" otherwise (and
   // for stores with a single server).

@@ -21,58 +21,6 @@ const nlohmann::json kTokens = {
     {{"name", "alice"}, {"token", "operator-token"}, {"role", "operator"}},
     {{"name", "root"}, {"token", "admin-token"}, {"role", "admin"}}};
 
-// A toolbox with a guard of each kind: block_ip twice per run; charge at
-// most 100 per principal (then an operator decides); disable_account twice
-// per principal in a day.
-nlohmann::json GuardedToolbox() {
-  auto any = [](std::initializer_list<std::pair<const char*, const char*>> props) {
-    nlohmann::json p = nlohmann::json::object();
-    for (auto [name, type] : props) p[name] = {{"type", type}};
-    return nlohmann::json{{"type", "object"}, {"properties", p}};
-  };
-  return {
-      {"kind", "toolbox"},
-      {"name", "guarded"},
-      {"version", 1},
-      {"tools",
-       {{{"name", "block_ip"},
-         {"arguments_schema", any({{"ip", "string"}})},
-         {"forward",
-          {{"service", "edr"}, {"method", "POST"}, {"path", "/ips/block"}, {"body", {{"ip", "{{args.ip}}"}}}}},
-         {"compensation",
-          {{"service", "edr"}, {"method", "POST"}, {"path", "/ips/unblock"}, {"body", {{"ip", "{{args.ip}}"}}}}}},
-        {{"name", "charge"},
-         {"arguments_schema", any({{"amount", "number"}})},
-         {"forward",
-          {{"service", "payments"},
-           {"method", "POST"},
-           {"path", "/charges"},
-           {"body", {{"amount", "{{args.amount}}"}, {"currency", "EUR"}, {"customer", "c"}}}}},
-         {"compensation",
-          {{"service", "payments"}, {"method", "POST"}, {"path", "/charges/{{result.ref}}/refund"}}}},
-        {{"name", "disable_account"},
-         {"arguments_schema", any({{"user", "string"}})},
-         {"forward",
-          {{"service", "iam"},
-           {"method", "POST"},
-           {"path", "/accounts/disable"},
-           {"body", {{"user", "{{args.user}}"}}}}},
-         {"compensation",
-          {{"service", "iam"},
-           {"method", "POST"},
-           {"path", "/accounts/restore"},
-           {"body", {{"user", "{{args.user}}"}}}}}}}},
-      {"guards",
-       {{{"tool", "block_ip"}, {"max_calls", 2}, {"per", "run"}},
-        {{"name", "spend"},
-         {"tool", "charge"},
-         {"sum", "amount"},
-         {"max", 100},
-         {"per", "principal"},
-         {"then", "approval"}},
-        {{"tool", "disable_account"}, {"max_calls", 2}, {"per", "principal"}, {"window_s", 86400}}}}};
-}
-
 class AgentMemoryTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -80,13 +28,14 @@ class AgentMemoryTest : public ::testing::Test {
     ASSERT_GT(sagad_.Start(), 0);
   }
   Reply Deploy(const nlohmann::json& toolbox) {
-    return Http(sagad_.port(), "PUT", "/v1/toolboxes/" + toolbox["name"].get<std::string>() +
-                                          "/versions/1",
+    return Http(sagad_.port(), "PUT",
+                "/v1/toolboxes/" + toolbox["name"].get<std::string>() + "/versions/1",
                 toolbox.dump(),
                 {{"Authorization", "Bearer admin-token"}, {"Content-Type", "application/json"}});
   }
   Reply OpenGuarded(Agent& agent) {
-    Reply r = agent.Call("POST", "/v1/toolboxes/guarded/runs", {{"input", nlohmann::json::object()}});
+    Reply r =
+        agent.Call("POST", "/v1/toolboxes/guarded/runs", {{"input", nlohmann::json::object()}});
     if (r.body.is_object() && r.body.contains("id")) agent.run = r.body["id"];
     return r;
   }
@@ -106,9 +55,9 @@ TEST_F(AgentMemoryTest, AWaitUntilDecidedIsAnsweredWhenTheOperatorDecides) {
   Reply settled = agent.Call("POST", "/v1/instances/" + agent.run + "/calls?wait=10", mail);
   ASSERT_EQ(settled.status, 200) << settled.raw;
   EXPECT_EQ(settled.body["status"], "AWAITING_APPROVAL");
-  EXPECT_EQ(agent.Call("POST", "/v1/instances/" + agent.run + "/calls?wait=1&until=later", mail)
-                .status,
-            400);
+  EXPECT_EQ(
+      agent.Call("POST", "/v1/instances/" + agent.run + "/calls?wait=1&until=later", mail).status,
+      400);
 
   std::atomic<bool> answered{false};
   Reply decided, run_decided;
@@ -134,10 +83,11 @@ TEST_F(AgentMemoryTest, AWaitUntilDecidedIsAnsweredWhenTheOperatorDecides) {
   EXPECT_EQ(run_decided.body["calls"][0]["status"], "COMMITTED") << run_decided.raw;
 
   // A wait until decided that runs out answers 200 with the call as it is.
-  ASSERT_EQ(agent.Call("POST", "/v1/instances/" + agent.run + "/calls?wait=0.2&until=decided",
-                       {{"call_id", "mail2"},
-                        {"tool", "notify_user"},
-                        {"arguments", {{"to", "eve@example.com"}, {"body", "x"}}}})
+  ASSERT_EQ(agent
+                .Call("POST", "/v1/instances/" + agent.run + "/calls?wait=0.2&until=decided",
+                      {{"call_id", "mail2"},
+                       {"tool", "notify_user"},
+                       {"arguments", {{"to", "eve@example.com"}, {"body", "x"}}}})
                 .body["status"],
             "AWAITING_APPROVAL");
 }
@@ -179,9 +129,9 @@ TEST_F(AgentMemoryTest, TheFirstDecisionIsKeptAndAnsweredAgainAfterARestart) {
   // Malformed, too big, not the owner's, a saga: refused by name.
   EXPECT_EQ(agent.Call("POST", path, {{"decision_id", "a b"}, {"value", 1}}).status, 422);
   EXPECT_EQ(agent.Call("POST", path, {{"decision_id", "v"}}).status, 422);
-  EXPECT_EQ(agent.Call("POST", path, {{"decision_id", "big"}, {"value", std::string(20000, 'x')}})
-                .status,
-            413);
+  EXPECT_EQ(
+      agent.Call("POST", path, {{"decision_id", "big"}, {"value", std::string(20000, 'x')}}).status,
+      413);
   Agent other{sagad_, "other-token"};
   EXPECT_EQ(other.Call("POST", path, {{"decision_id", "mine"}, {"value", 1}}).status, 404);
   // A finished run answers its decisions, and takes no new one.
@@ -263,8 +213,9 @@ TEST_F(AgentMemoryTest, CallsRacingForTheLastUnitOfAGuardNeverBothPass) {
   std::vector<Reply> replies(agents.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < agents.size(); ++i)
-    threads.emplace_back(
-        [&, i] { replies[i] = agents[i].Tool("d", "disable_account", {{"user", "u"}}); });
+    threads.emplace_back([&, i] {
+      replies[i] = agents[i].Tool("d", "disable_account", {{"user", "u"}});
+    });
   for (auto& t : threads) t.join();
   int passed = 0, refused = 0;
   for (const auto& r : replies) {
@@ -299,7 +250,7 @@ TEST_F(AgentMemoryTest, TheReceiptIsAHashChainAndSagactlFindsTampering) {
     types.push_back(e["type"]);
     if (e["type"] == "approved") approval = e;
   }
-  const std::vector<std::string> want = {"opened", "decision", "call", "approval_requested",
+  const std::vector<std::string> want = {"opened",   "decision", "call", "approval_requested",
                                          "approved", "committed"};
   EXPECT_EQ(types, want) << receipt.raw;
   EXPECT_EQ(approval["by"], "alice");

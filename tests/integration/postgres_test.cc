@@ -12,6 +12,7 @@
 #include <future>
 #include <thread>
 
+#include "tests/testing/agent.h"
 #include "tests/testing/cluster.h"
 #include "tests/testing/non_fencing_service.h"
 #include "tests/testing/tcp_proxy.h"
@@ -117,6 +118,45 @@ TEST_F(PostgresCoordinatorTest, TwoCoordinatorsShareTheWorkAndTheSurvivorTakesOv
   std::string id = incident.body["id"];
   ASSERT_EQ(b->Post("/v1/instances/" + id + "/steps/notify_user/approve").status, 200);
   EXPECT_EQ(a->WaitStatus(id, "COMPLETED")["status"], "COMPLETED");
+}
+
+// A toolbox's guard per principal (disable_account twice) raced by twelve
+// runs of one principal, six appending through each of two coordinators
+// sharing the database: exactly two calls pass, the others are 429 and
+// record nothing.
+TEST_F(PostgresCoordinatorTest, TwoCoordinatorsRacingForTheLastUnitOfAGuardNeverBothPass) {
+  auto a = Make("pg-a"), b = Make("pg-b");
+  ASSERT_GT(a->Start(), 0);
+  ASSERT_GT(b->Start(), 0);
+  const nlohmann::json toolbox = GuardedToolbox();
+  for (Coordinator* c : {a.get(), b.get()}) {
+    Reply deployed = Http(c->port(), "PUT", "/v1/toolboxes/guarded/versions/1", toolbox.dump(),
+                          {{"Content-Type", "application/json"}});
+    ASSERT_TRUE(deployed.status == 201 || deployed.status == 200) << deployed.raw;
+  }
+  std::vector<Agent> agents;
+  for (int i = 0; i < 12; ++i) agents.emplace_back(i % 2 ? *b : *a, "");
+  for (auto& agent : agents) {
+    Reply opened =
+        agent.Call("POST", "/v1/toolboxes/guarded/runs", {{"input", nlohmann::json::object()}});
+    ASSERT_EQ(opened.status, 201) << opened.raw;
+    agent.run = opened.body["id"];
+  }
+  std::vector<Reply> replies(agents.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < agents.size(); ++i)
+    threads.emplace_back([&, i] {
+      replies[i] = agents[i].Tool("d", "disable_account", {{"user", "u"}});
+    });
+  for (auto& t : threads) t.join();
+  int passed = 0, refused = 0;
+  for (const auto& r : replies) {
+    if (r.status == 200 && r.body["status"] == "COMMITTED") ++passed;
+    if (r.status == 429) ++refused;
+  }
+  EXPECT_EQ(passed, 2);
+  EXPECT_EQ(refused, 10);
+  EXPECT_EQ(downstream_.Effects()["by_route"].value("disable_account", 0), 2);
 }
 
 // The database crashes and restarts while sagas are in flight: while it is

@@ -22,8 +22,8 @@ struct Agent {
 
   Reply Call(const std::string& method, const std::string& path, const nlohmann::json& body,
              const std::map<std::string, std::string>& extra = {}) {
-    std::map<std::string, std::string> h = {{"Authorization", "Bearer " + token},
-                                            {"Content-Type", "application/json"}};
+    std::map<std::string, std::string> h = {{"Content-Type", "application/json"}};
+    if (!token.empty()) h["Authorization"] = "Bearer " + token;  // "": tokenless sagad
     h.insert(extra.begin(), extra.end());
     return Http(sagad.port(), method, path, body.is_null() ? "" : body.dump(), h);
   }
@@ -48,9 +48,72 @@ struct Agent {
   }
 };
 
-inline Reply AsOperator(Coordinator& sagad, const std::string& path, const nlohmann::json& body = {}) {
+inline Reply AsOperator(Coordinator& sagad, const std::string& path,
+                        const nlohmann::json& body = {}) {
   return Http(sagad.port(), "POST", path, body.is_null() ? "{}" : body.dump(),
               {{"Authorization", "Bearer operator-token"}, {"Content-Type", "application/json"}});
+}
+
+// A toolbox with a guard of each kind: block_ip twice per run; charge at
+// most 100 per principal (then an operator decides); disable_account twice
+// per principal in a day.
+inline nlohmann::json GuardedToolbox() {
+  auto any = [](std::initializer_list<std::pair<const char*, const char*>> props) {
+    nlohmann::json p = nlohmann::json::object();
+    for (auto [name, type] : props) p[name] = {{"type", type}};
+    return nlohmann::json{{"type", "object"}, {"properties", p}};
+  };
+  return {{"kind", "toolbox"},
+          {"name", "guarded"},
+          {"version", 1},
+          {"tools",
+           {{{"name", "block_ip"},
+             {"arguments_schema", any({{"ip", "string"}})},
+             {"forward",
+              {{"service", "edr"},
+               {"method", "POST"},
+               {"path", "/ips/block"},
+               {"body", {{"ip", "{{args.ip}}"}}}}},
+             {"compensation",
+              {{"service", "edr"},
+               {"method", "POST"},
+               {"path", "/ips/unblock"},
+               {"body", {{"ip", "{{args.ip}}"}}}}}},
+            {{"name", "charge"},
+             {"arguments_schema", any({{"amount", "number"}})},
+             {"forward",
+              {{"service", "payments"},
+               {"method", "POST"},
+               {"path", "/charges"},
+               {"body", {{"amount", "{{args.amount}}"}, {"currency", "EUR"}, {"customer", "c"}}}}},
+             {"compensation",
+              {{"service", "payments"},
+               {"method", "POST"},
+               {"path", "/charges/{{result.ref}}/refund"}}}},
+            {{"name", "disable_account"},
+             {"arguments_schema", any({{"user", "string"}})},
+             {"forward",
+              {{"service", "iam"},
+               {"method", "POST"},
+               {"path", "/accounts/disable"},
+               {"body", {{"user", "{{args.user}}"}}}}},
+             {"compensation",
+              {{"service", "iam"},
+               {"method", "POST"},
+               {"path", "/accounts/restore"},
+               {"body", {{"user", "{{args.user}}"}}}}}}}},
+          {"guards",
+           {{{"tool", "block_ip"}, {"max_calls", 2}, {"per", "run"}},
+            {{"name", "spend"},
+             {"tool", "charge"},
+             {"sum", "amount"},
+             {"max", 100},
+             {"per", "principal"},
+             {"then", "approval"}},
+            {{"tool", "disable_account"},
+             {"max_calls", 2},
+             {"per", "principal"},
+             {"window_s", 86400}}}}};
 }
 
 }  // namespace sagad::testing

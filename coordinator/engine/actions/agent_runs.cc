@@ -236,17 +236,31 @@ void AgentRuns::AppendAsync(const std::string& id, const nlohmann::json& call,
   auto [toolbox, owner] = PrincipalGuarded(id);
   if (toolbox.empty()) return start(nullptr, std::move(done));
   // One append of this principal and toolbox at a time, from its read of
-  // the other runs to its commit.
+  // the other runs to its commit: in this process (the gate), and between
+  // the coordinators sharing the store (its shared lock).
   gate_.Run(toolbox + "\n" + owner,
             [this, id, toolbox = toolbox, owner = owner, start, done](Task release) {
+              auto unlock = store_.LockShared("sagad guard\n" + toolbox + "\n" + owner);
+              if (!unlock.ok()) {
+                release();
+                return done(unlock.status());
+              }
+              // Released off the thread that ends the commit (an owner or the
+              // committer, which make no store round trip), then the gate.
+              auto end = [this, release, unlock = *unlock] {
+                executor_.Post([release, unlock] {
+                  unlock();
+                  release();
+                });
+              };
               auto calls = PrincipalCalls(store_, toolbox, owner, id);
               if (!calls.ok()) {
-                release();
+                end();
                 return done(calls.status());
               }
               start(std::make_shared<const std::vector<GuardedCall>>(std::move(*calls)),
-                    [release, done](StatusOr<bool> r) {
-                      release();
+                    [end, done](StatusOr<bool> r) {
+                      end();
                       done(std::move(r));
                     });
             });

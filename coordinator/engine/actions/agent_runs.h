@@ -42,7 +42,12 @@ class AgentRuns {
   using OnGuard = std::function<void(const std::string&, const std::string&, const char*)>;
   AgentRuns(const DefinitionRegistry& defs, OperatorActions& act, Store& store, Executor& executor,
             OnGuard on_guard)
-      : defs_(defs), act_(act), store_(store), gate_(executor), on_guard_(std::move(on_guard)) {}
+      : defs_(defs),
+        act_(act),
+        store_(store),
+        executor_(executor),
+        gate_(executor),
+        on_guard_(std::move(on_guard)) {}
 
   // `call`: {"call_id", "tool", "arguments", "reason", "evidence", "model",
   // "prompt_version"}; true when it was recorded now, false when the same
@@ -95,6 +100,7 @@ class AgentRuns {
   const DefinitionRegistry& defs_;
   OperatorActions& act_;
   Store& store_;
+  Executor& executor_;
   GuardGate gate_;
   OnGuard on_guard_;
 };

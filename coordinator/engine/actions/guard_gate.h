@@ -6,8 +6,10 @@
 // reads them from the store, and the gate runs the appends of one
 // (toolbox, principal) one at a time, each from its read to its commit, so
 // two calls racing for the last unit of a guard never both pass in this
-// process. Between coordinators sharing a PostgreSQL store, two appends
-// can still pass together (docs/agents.md says so).
+// process; AgentRuns also holds the store's shared lock (Store::LockShared:
+// a PostgreSQL advisory lock) over the same span, so neither do two
+// coordinators sharing a PostgreSQL store. (Two coordinators sharing one
+// LMDB data dir do not lock together: docs/agents.md says so.)
 //
 // The next waiting append is posted to the executor (never run on the
 // thread that completed the commit before it: a committer or an owner,

@@ -122,8 +122,7 @@ Status VerifyReceipt(const nlohmann::json& r, size_t* count) {
     prev = e["hash"].get<std::string>();
     ++*count;
   }
-  if (r.value("head", "") != prev)
-    return InvalidArgument("head is not the hash of the last entry");
+  if (r.value("head", "") != prev) return InvalidArgument("head is not the hash of the last entry");
   return Status::Ok();
 }
 

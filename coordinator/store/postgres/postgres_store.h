@@ -130,6 +130,11 @@ class PostgresStore : public Store {
   StatusOr<std::vector<StoredDefinition>> ListDefinitions() override;
   Status CheckWritable() override;
   std::string StalePrimary() const override;
+  // A session advisory lock (pg_advisory_lock on the name's 64-bit hash) on
+  // a connection of its own, outside the pool (a lock held while its
+  // holder waits for a commit must not take the commit's connection); the
+  // server releases it if the connection drops.
+  StatusOr<std::function<void()>> LockShared(const std::string& name) override;
 
   class Connection;    // one libpq connection (postgres_connection.h)
   class PrimaryFence;  // never an old primary again (postgres_connection.h)
@@ -190,6 +195,9 @@ class PostgresStore : public Store {
   CondVar pool_cv_;
   std::vector<std::unique_ptr<Connection>> idle_ GUARDED_BY(pool_mu_);
   size_t open_ GUARDED_BY(pool_mu_) = 0;
+  // LockShared's connections not holding a lock now (a few kept).
+  Mutex lock_conns_mu_;
+  std::vector<std::unique_ptr<Connection>> lock_conns_ GUARDED_BY(lock_conns_mu_);
   Mutex outbox_mu_;
   // Holds the publisher's advisory lock when outbox_locked_.
   std::unique_ptr<Connection> outbox_conn_ GUARDED_BY(outbox_mu_);

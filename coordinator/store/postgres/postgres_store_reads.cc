@@ -151,6 +151,35 @@ Status PostgresStore::CheckWritable() {
   return faults_.Recent(5000);
 }
 
+StatusOr<std::function<void()>> PostgresStore::LockShared(const std::string& name) {
+  std::unique_ptr<Connection> c;
+  {
+    MutexLock l(lock_conns_mu_);
+    if (!lock_conns_.empty()) {
+      c = std::move(lock_conns_.back());
+      lock_conns_.pop_back();
+    }
+  }
+  if (!c || c->Broken()) {
+    auto fresh = Connect();
+    if (!fresh.ok()) return fresh.status();
+    c = std::move(*fresh);
+  }
+  // Waits on the server, within the statement's deadline (5 s, then the
+  // connection is dropped: Unavailable).
+  auto r = c->Run("SELECT pg_advisory_lock(hashtextextended($1, 0))", {name});
+  if (!r.ok()) return r.status();
+  auto held = std::make_shared<std::unique_ptr<Connection>>(std::move(c));
+  return std::function<void()>([this, held, name] {
+    std::unique_ptr<Connection> conn = std::move(*held);
+    if (!conn) return;
+    // A failed unlock drops the connection: the server ends the lock with it.
+    if (!conn->Run("SELECT pg_advisory_unlock(hashtextextended($1, 0))", {name}).ok()) return;
+    MutexLock l(lock_conns_mu_);
+    if (lock_conns_.size() < 4) lock_conns_.push_back(std::move(conn));
+  });
+}
+
 StatusOr<std::vector<std::string>> PostgresStore::PausedServices() {
   auto r = Query("paused_services", {});
   if (!r.ok()) return r.status();
