@@ -210,18 +210,7 @@ TEST_F(AgentMemoryTest, CallsRacingForTheLastUnitOfAGuardNeverBothPass) {
   ASSERT_EQ(deployed.status, 201) << deployed.raw;
   std::vector<Agent> agents(6, Agent{sagad_});
   for (auto& a : agents) ASSERT_EQ(OpenGuarded(a).status, 201);
-  std::vector<Reply> replies(agents.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < agents.size(); ++i)
-    threads.emplace_back([&, i] {
-      replies[i] = agents[i].Tool("d", "disable_account", {{"user", "u"}});
-    });
-  for (auto& t : threads) t.join();
-  int passed = 0, refused = 0;
-  for (const auto& r : replies) {
-    if (r.status == 200 && r.body["status"] == "COMMITTED") ++passed;
-    if (r.status == 429) ++refused;
-  }
+  auto [passed, refused] = RaceForDisableAccount(agents);
   EXPECT_EQ(passed, 2);
   EXPECT_EQ(refused, 4);
 }

@@ -142,18 +142,7 @@ TEST_F(PostgresCoordinatorTest, TwoCoordinatorsRacingForTheLastUnitOfAGuardNever
     ASSERT_EQ(opened.status, 201) << opened.raw;
     agent.run = opened.body["id"];
   }
-  std::vector<Reply> replies(agents.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < agents.size(); ++i)
-    threads.emplace_back([&, i] {
-      replies[i] = agents[i].Tool("d", "disable_account", {{"user", "u"}});
-    });
-  for (auto& t : threads) t.join();
-  int passed = 0, refused = 0;
-  for (const auto& r : replies) {
-    if (r.status == 200 && r.body["status"] == "COMMITTED") ++passed;
-    if (r.status == 429) ++refused;
-  }
+  auto [passed, refused] = RaceForDisableAccount(agents);
   EXPECT_EQ(passed, 2);
   EXPECT_EQ(refused, 10);
   EXPECT_EQ(downstream_.Effects()["by_route"].value("disable_account", 0), 2);

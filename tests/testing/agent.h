@@ -4,6 +4,9 @@
 
 #include <map>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "tests/testing/cluster.h"
 
@@ -114,6 +117,24 @@ inline nlohmann::json GuardedToolbox() {
              {"max_calls", 2},
              {"per", "principal"},
              {"window_s", 86400}}}}};
+}
+
+// Every agent (each with its run open) calls disable_account at once: how
+// many calls COMMITTED and how many were refused with 429.
+inline std::pair<int, int> RaceForDisableAccount(std::vector<Agent>& agents) {
+  std::vector<Reply> replies(agents.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < agents.size(); ++i)
+    threads.emplace_back([&, i] {
+      replies[i] = agents[i].Tool("d", "disable_account", {{"user", "u"}});
+    });
+  for (auto& t : threads) t.join();
+  std::pair<int, int> out{0, 0};
+  for (const auto& r : replies) {
+    if (r.status == 200 && r.body["status"] == "COMMITTED") ++out.first;
+    if (r.status == 429) ++out.second;
+  }
+  return out;
 }
 
 }  // namespace sagad::testing
