@@ -126,6 +126,8 @@ class ToolBuilder {
   ToolBuilder& Retry(RetryPolicy policy);
   ToolBuilder& Tool(std::string name, std::string description,
                     nlohmann::json arguments_schema = nullptr);
+  // The toolbox's guard (ToolboxBuilder::Guard), after the tools.
+  ToolBuilder& Guard(nlohmann::json guard);
   StatusOr<ToolboxDefinition> Build();
 
  private:

@@ -109,6 +109,11 @@ ToolBuilder& ToolBuilder::Tool(std::string name, std::string description,
   return parent_->Tool(std::move(name), std::move(description), std::move(arguments_schema));
 }
 
+ToolBuilder& ToolBuilder::Guard(nlohmann::json guard) {
+  parent_->Guard(std::move(guard));
+  return *this;
+}
+
 StatusOr<ToolboxDefinition> ToolBuilder::Build() { return parent_->Build(); }
 
 }  // namespace sagad

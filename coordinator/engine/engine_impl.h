@@ -253,7 +253,7 @@ class Engine::Impl final : private InstanceRepository::Listener, private Submiss
   Submissions submissions_;
 
   Driver driver_;
-  Waiters waiters_{store_, executor_};
+  Waiters waiters_{store_, executor_, clock_};
 };
 
 }  // namespace sagad

@@ -42,6 +42,10 @@ ToolboxDefinition SimTools() {
                 .Tool("pivot", "", args)
                 .Call("delta", "POST", "/pivot", body)
                 .Irreversible()
+                // A guard of each kind: op2 once a run; gated three times
+                // across every run of the principal (all the seed's agents).
+                .Guard({{"tool", "op2"}, {"max_calls", 1}, {"per", "run"}})
+                .Guard({{"tool", "gated"}, {"max_calls", 3}, {"per", "principal"}})
                 .Build();
   SAGAD_CHECK(tb.ok()) << tb.status().ToString();
   return *tb;
@@ -114,7 +118,7 @@ void Agents::Step(size_t a) {
   Operate(g);
   if (g.done) return;
   if (g.run.empty()) return Open(a);
-  if (g.next < g.calls) return Call(a);
+  if (g.next < g.calls) return g.decided.count(g.next) ? Call(a) : Decide(a);
   if (g.end == End::kSilent) {  // its run must go to review by itself
     g.done = true;
     return;
@@ -151,13 +155,53 @@ void Agents::Opened(size_t a, const ApiClient::Answer& out) {
   Later(a, 100, 1500);
 }
 
-nlohmann::json Agents::CallOf(const Agent& g, int n) {
+// The agent's "model": which tool its n-th call uses. Asked again (after
+// a crash) it may answer otherwise: a fresh draw each time.
+nlohmann::json Agents::Model(const Agent& g, int n) {
   static const char* const kTools[] = {"op",  "op",    "op",    "op",    "op2",
                                        "op2", "gated", "gated", "pivot", "op"};
-  const uint64_t h = Mix(g.key, n);
+  return {{"tool", kTools[r_.Below(10)]}, {"order", g.key + "-" + std::to_string(n)}};
+}
+
+// The n-th call: what the recorded decision says, named after it.
+nlohmann::json Agents::CallOf(const Agent& g, int n) {
+  const nlohmann::json& d = g.decided.at(n);
   return {{"call_id", "c" + std::to_string(n)},
-          {"tool", kTools[h % 10]},
-          {"arguments", {{"order", g.key + "-" + std::to_string(n)}}}};
+          {"tool", d.value("tool", "op")},
+          {"arguments", {{"order", d.value("order", "")}}}};
+}
+
+// Records the model's choice for the next call before acting on it. The
+// first value recorded answers every later ask, whatever the model says
+// now: an answer that differs from one seen before is a violation.
+void Agents::Decide(size_t a) {
+  Agent& g = all_[a];
+  Process* p = Live();
+  if (!p) return Later(a, 200, 2000);
+  const int n = g.next;
+  const nlohmann::json body = {{"decision_id", "d" + std::to_string(n)}, {"value", Model(g, n)}};
+  client_->Send(*p, "POST", "/v1/instances/" + g.run + "/decisions", {}, body, 0,
+                [this, a, n](const ApiClient::Answer& out) {
+                  Agent& g = all_[a];
+                  if (out.status != 200 && out.status != 201) {
+                    if (out.status == 400 || out.status == 422 || out.status == 404)
+                      world_.Violation(g.key + ": decision refused: " + out.body.dump());
+                    return Later(a, 200, 2000);
+                  }
+                  const nlohmann::json value = out.body.value("value", nlohmann::json());
+                  SIM_TRACE(world_, g.key + " decided d" + std::to_string(n) + " = " +
+                                        value.dump() + ": " + std::to_string(out.status));
+                  auto [seen, first] = g.answered.emplace(n, value);
+                  if (!first && seen->second != value)
+                    world_.Violation(g.key + ": decision d" + std::to_string(n) + " was " +
+                                     seen->second.dump() + ", now " + value.dump());
+                  // Now and then the agent "crashes" between its decision
+                  // and its call: it asks again (its model would answer
+                  // otherwise) before it calls.
+                  if (r_.Chance(0.2)) return Later(a, 100, 2000);
+                  g.decided[n] = value;
+                  Later(a, 50, 500);
+                });
 }
 
 void Agents::Call(size_t a) {
@@ -175,9 +219,15 @@ void Agents::Call(size_t a) {
     });
   }
   const nlohmann::json call = CallOf(g, g.next);
-  // Sometimes waiting for the call to settle (?wait), as a client may.
+  // Sometimes waiting for the call to settle (?wait), as a client may, or
+  // to be decided (past an operator's approval).
   const bool wait = r_.Chance(0.3);
-  client_->Send(*p, "POST", target + (wait ? "?wait=5" : ""), {}, call, wait ? 5 : 0,
+  const bool decided = wait && r_.Chance(0.5);
+  client_->Send(*p, "POST",
+                target + (decided ? "?wait=5&until=decided"
+                          : wait  ? "?wait=5"
+                                  : ""),
+                {}, call, wait ? 5 : 0,
                 [this, a, call](const ApiClient::Answer& out) { Called(a, call, out); });
 }
 
@@ -185,13 +235,18 @@ void Agents::Called(size_t a, const nlohmann::json& call, const ApiClient::Answe
   Agent& g = all_[a];
   const bool ok = out.status == 200 || out.status == 202;
   SIM_TRACE(world_, g.key + " calls " + call.dump() + ": " + std::to_string(out.status) +
-                        (out.Header("idempotent-replayed") == "true" ? " (answered again)" : ""));
+                        (out.Header("idempotent-replayed") == "true" ? " (answered again)" : "") +
+                        (ok ? "" : " " + out.body.value("detail", "")));
   if (!ok) {
     // Refused arguments, or a call_id taken by another call: never right here.
     const std::string detail = out.body.is_object() ? out.body.value("detail", "") : "";
     if (out.status == 422 || out.status == 400 ||
         (out.status == 409 && detail.find("new call_id") != std::string::npos))
       world_.Violation(g.key + ": call " + call.dump() + " refused: " + out.body.dump());
+    if (out.status == 429 && detail.find("guard") != std::string::npos) {
+      ++g.next;  // over a guard: nothing recorded; the agent goes on without it
+      g.tries = 0;
+    }
     return Later(a, 200, 3000);
   }
   // Recorded. Now and then the agent "crashes" before it learns so, and

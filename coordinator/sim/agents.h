@@ -1,7 +1,11 @@
 // Agents of one seed (docs/agents.md): each opens a run of the toolbox
-// `sim_tools` with a key of its own, appends calls one by one at random
+// `sim_tools` with a key of its own, records a decision (its "model"'s
+// choice of tool, drawn afresh each time it is asked) before each call and
+// makes the call the recorded decision names, appends calls one by one at random
 // times (now and then one its schema refuses, which must record nothing),
-// "crashes" and sends the same call_id again, and at last finishes, aborts
+// "crashes" (between a decision and its call, or after a call) and asks
+// again, a call over a guard of the toolbox (429) is left out, and at last
+// finishes, aborts
 // (finishing instead when an irreversible call makes abort refused) or falls
 // silent (its run must go to review when its idle timeout passes). Every
 // request goes to a random live process and is sent again on an error,
@@ -11,6 +15,7 @@
 // that stream says so: the seeds without keep every other draw they had.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -46,6 +51,9 @@ class Agents {
     int tries = 0;    // requests of the current step
     End end = End::kFinish;
     bool done = false;
+    // The decision of each call as the agent holds it now (lost in a
+    // "crash"), and the first answer sagad gave for it (never changes).
+    std::map<int, nlohmann::json> decided, answered;
   };
 
   Process* Live();
@@ -61,6 +69,8 @@ class Agents {
   void Finish(size_t a);
   void Ended(size_t a, const ApiClient::Answer& out);
   void Operate(const Agent& g);
+  void Decide(size_t a);
+  nlohmann::json Model(const Agent& g, int n);
   nlohmann::json CallOf(const Agent& g, int n);
 
   World& world_;

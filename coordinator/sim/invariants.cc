@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "coordinator/sim/agents.h"
 #include "policies/planner.h"
 #include "sagas/event_types.h"
 #include "sagas/step_key.h"
@@ -139,10 +140,33 @@ std::string CheckInstance(World& w, MemoryStore& store, const std::string& id,
 
 }  // namespace
 
+// No guard of sim_tools is exceeded: the calls it counts (those that may
+// have or may still take effect) are within its bound per run and per
+// principal. A call that stopped counting never counts again, so the end
+// is the most the count ever held for what was appended past the guard.
+std::string CheckGuards(const std::vector<nlohmann::json>& snapshots) {
+  const ToolboxDefinition tools = SimTools();
+  for (const Guard& g : tools.guards) {
+    std::map<std::string, int64_t> counted;  // run id or owner -> calls
+    for (const auto& snap : snapshots) {
+      if (snap.value("kind", "") != "run" || snap.value("saga", "") != tools.name) continue;
+      const std::string scope = g.per_principal() ? snap.value("owner", "") : snap.value("id", "");
+      for (const auto& c : snap.value("calls", nlohmann::json::array()))
+        if (c.value("tool", "") == g.tool && GuardCounts(c.value("status", ""))) ++counted[scope];
+    }
+    for (const auto& [scope, n] : counted)
+      if (n > g.max_calls)
+        return "guard " + g.name + " exceeded: " + std::to_string(n) + " calls counted for " +
+               scope + ", at most " + std::to_string(g.max_calls);
+  }
+  return "";
+}
+
 std::string CheckEnd(World& w, const std::set<std::string>& keys) {
   MemoryStore store(w.data());
   auto page = store.ListInstances({}, 100000, "");
   if (!page.ok()) return "store unreadable";
+  if (std::string v = CheckGuards(page->instances); !v.empty()) return v;
   if (page->instances.size() > keys.size())
     return std::to_string(page->instances.size()) + " instances from " +
            std::to_string(keys.size()) + " client keys";

@@ -13,7 +13,11 @@
 // - never COMPENSATED with an irreversible step that took effect;
 // - undo in dependency order: a step is undone only after every step that
 //   depends on it and took effect was undone;
-// - at most one instance per client Idempotency-Key.
+// - at most one instance per client Idempotency-Key;
+// - no guard of the agents' toolbox exceeded (per run, per principal).
+// (The agents check as they go that a decision, once answered, never
+// changes; ApiClient that every request, a wait until decided included, is
+// answered within its bound.)
 #pragma once
 
 #include <set>

@@ -260,4 +260,26 @@ StatusOr<std::vector<StoredDefinition>> SimStore::ListDefinitions() {
 
 #undef SAGAD_SIM_READ
 
+void SimStore::Kill() {
+  dead_ = true;
+  auto& locks = world_.shared_locks();
+  for (auto it = locks.begin(); it != locks.end();)
+    it = it->second.first == proc_ ? locks.erase(it) : std::next(it);
+}
+
+StatusOr<std::function<void()>> SimStore::LockShared(const std::string& name) {
+  if (dead_) return Dead();
+  auto& locks = world_.shared_locks();
+  if (locks.count(name))
+    return Unavailable("the shared lock '" + name + "' is held by process " +
+                       std::to_string(locks[name].first));
+  const uint64_t serial = world_.NextSerial();
+  locks[name] = {proc_, serial};
+  return std::function<void()>([&world = world_, name, serial] {
+    auto& held = world.shared_locks();
+    auto it = held.find(name);
+    if (it != held.end() && it->second.second == serial) held.erase(it);
+  });
+}
+
 }  // namespace sagad::sim

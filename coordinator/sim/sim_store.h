@@ -30,7 +30,8 @@ struct StoreFaultRates {
 class SimStore final : public Store {
  public:
   SimStore(World& world, int proc);
-  void Kill() { dead_ = true; }
+  // The process died: its shared locks go with its connections.
+  void Kill();
 
   Status CreateInstance(const nlohmann::json& snapshot, const std::vector<Event>& events,
                         const Submission* submission, const std::vector<nlohmann::json>& outbox,
@@ -83,6 +84,10 @@ class SimStore final : public Store {
   StatusOr<bool> PutDefinition(const std::string& name, int version,
                                const nlohmann::json& body) override;
   StatusOr<std::vector<StoredDefinition>> ListDefinitions() override;
+  // As PostgreSQL's advisory lock, but never waiting (one thread runs every
+  // process): held by another process, it is Unavailable (the call is
+  // answered 503 and sent again).
+  StatusOr<std::function<void()>> LockShared(const std::string& name) override;
 
  private:
   // A write: `apply` runs unless a fault drawn here stops it first.

@@ -155,6 +155,10 @@ class World {
     return meant_gated_.count(saga + "/" + step) > 0;
   }
   std::vector<Process>& processes() { return procs_; }
+  // The store's shared locks (Store::LockShared, as PostgreSQL's advisory
+  // locks): name -> the holding process and the hold's serial.
+  std::map<std::string, std::pair<int, uint64_t>>& shared_locks() { return shared_locks_; }
+  uint64_t NextSerial() { return ++serial_; }
   // The process whose task runs now (-1: the world's own).
   int running_proc() const { return running_proc_; }
 
@@ -219,6 +223,8 @@ class World {
   std::shared_ptr<MemoryData> data_;
   Downstreams downstreams_;
   std::vector<Process> procs_;
+  std::map<std::string, std::pair<int, uint64_t>> shared_locks_;
+  uint64_t serial_ = 0;
   std::vector<int> teardown_;  // crashed inside a task
   int running_proc_ = -1;
   bool nested_ = false;

@@ -148,6 +148,30 @@ TEST_F(PostgresCoordinatorTest, TwoCoordinatorsRacingForTheLastUnitOfAGuardNever
   EXPECT_EQ(downstream_.Effects()["by_route"].value("disable_account", 0), 2);
 }
 
+// An operator approves, through coordinator B, a call appended through A,
+// B having cached the run before the call (it recorded the agent's
+// decision): B's copy has no such call yet, and the approval must not be
+// 404 for it (found by the simulator: the operator's approval refused
+// forever).
+TEST_F(PostgresCoordinatorTest, AnApprovalThroughAnotherCoordinatorFindsACallItHadNotSeen) {
+  auto a = Make("pg-a"), b = Make("pg-b");
+  ASSERT_GT(a->Start(), 0);
+  ASSERT_GT(b->Start(), 0);
+  Agent on_a{*a, ""}, on_b{*b, ""};
+  Reply opened =
+      on_a.Call("POST", "/v1/toolboxes/soc_tools/runs", {{"input", {{"incident", "I"}}}});
+  ASSERT_EQ(opened.status, 201) << opened.raw;
+  on_a.run = on_b.run = opened.body["id"];
+  ASSERT_EQ(on_b.Call("POST", "/v1/instances/" + on_b.run + "/decisions",
+                      {{"decision_id", "d"}, {"value", 1}})
+                .status,
+            201);
+  Reply mail = on_a.Tool("mail", "notify_user", {{"to", "bob@example.com"}, {"body", "x"}});
+  ASSERT_EQ(mail.body["status"], "AWAITING_APPROVAL") << mail.raw;
+  Reply approved = b->Post("/v1/instances/" + on_b.run + "/steps/mail/approve");
+  EXPECT_EQ(approved.status, 200) << approved.raw;
+}
+
 // The database crashes and restarts while sagas are in flight: while it is
 // down sagad stays up, /readyz says 503 and submissions get 503 with
 // Retry-After; afterwards everything finishes, each effect once.

@@ -94,9 +94,9 @@ Status AddCall(Tx& tx, const ToolboxDefinition& tb, const std::string& call_id,
   return InvalidArgument("the call's request cannot be built: " + r.status().message());
 }
 
-bool HasPrincipalGuard(const ToolboxDefinition& tb) {
+bool HasPrincipalGuard(const ToolboxDefinition& tb, const std::string& tool) {
   for (const Guard& g : tb.guards)
-    if (g.per_principal()) return true;
+    if (g.per_principal() && g.tool == tool) return true;
   return false;
 }
 
@@ -121,13 +121,16 @@ StatusOr<nlohmann::json> DecisionRecord(const nlohmann::json& d) {
 
 }  // namespace
 
-std::pair<std::string, std::string> AgentRuns::PrincipalGuarded(const std::string& id) const {
+std::pair<std::string, std::string> AgentRuns::PrincipalGuarded(const std::string& id,
+                                                                const nlohmann::json& call) const {
+  const nlohmann::json tool = call.is_object() ? call.value("tool", nlohmann::json()) : nullptr;
+  if (!tool.is_string()) return {};
   auto view = store_.GetInstance(id);
   if (!view.ok() || view->value("kind", "") != "run") return {};
   ToolboxDefinitionPtr tb =
       defs_.GetToolbox(view->value("saga", ""), view->value("saga_version", 0));
   const std::string owner = view->value("owner", "");
-  if (!tb || owner.empty() || !HasPrincipalGuard(*tb)) return {};
+  if (!tb || owner.empty() || !HasPrincipalGuard(*tb, tool.get<std::string>())) return {};
   return {tb->name, owner};
 }
 
@@ -209,7 +212,7 @@ StatusOr<Mutation> AgentRuns::Appending(const std::string& id, const nlohmann::j
 StatusOr<bool> AgentRuns::Append(const std::string& id, const nlohmann::json& call,
                                  const std::string& actor) {
   Elsewhere elsewhere;
-  if (auto [toolbox, owner] = PrincipalGuarded(id); !toolbox.empty()) {
+  if (auto [toolbox, owner] = PrincipalGuarded(id, call); !toolbox.empty()) {
     auto calls = PrincipalCalls(store_, toolbox, owner, id);
     if (!calls.ok()) return calls.status();
     elsewhere = std::make_shared<const std::vector<GuardedCall>>(std::move(*calls));
@@ -233,7 +236,7 @@ void AgentRuns::AppendAsync(const std::string& id, const nlohmann::json& call,
       done(*appended);
     });
   };
-  auto [toolbox, owner] = PrincipalGuarded(id);
+  auto [toolbox, owner] = PrincipalGuarded(id, call);
   if (toolbox.empty()) return start(nullptr, std::move(done));
   // One append of this principal and toolbox at a time, from its read of
   // the other runs to its commit: in this process (the gate), and between

@@ -90,8 +90,10 @@ class AgentRuns {
                                const std::string& actor, std::shared_ptr<bool> appended,
                                Elsewhere elsewhere) const;
   // The run's toolbox and owner when its toolbox has a guard per
-  // principal; empty strings else (or when the run is not found).
-  std::pair<std::string, std::string> PrincipalGuarded(const std::string& id) const;
+  // principal on the call's tool; empty strings else (or when the run is
+  // not found: the append says so).
+  std::pair<std::string, std::string> PrincipalGuarded(const std::string& id,
+                                                       const nlohmann::json& call) const;
   // The guards' verdict on a new call inside its transition: refused
   // (ResourceExhausted), or *held with the guard that asks an operator.
   Status CheckGuards(const Tx& tx, const ToolboxDefinition& tb, const nlohmann::json& record,

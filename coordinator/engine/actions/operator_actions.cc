@@ -64,15 +64,29 @@ nlohmann::json OperatorActions::Verdict(const Instance& inst, int i, const std::
 Status OperatorActions::Act(const std::string& id, const Mutation& fn) {
   const uint64_t cached = repo_.CachedVersion(id);
   bool terminal = false;
-  Status s = repo_.Mutate(
-      id,
-      [&](Tx& tx) {
-        terminal = IsTerminal(tx.inst().status());
-        return fn(tx);
-      },
-      /*fence=*/nullptr);
+  auto once = [&] {
+    return repo_.Mutate(
+        id,
+        [&](Tx& tx) {
+          terminal = IsTerminal(tx.inst().status());
+          return fn(tx);
+        },
+        /*fence=*/nullptr);
+  };
+  Status s = once();
+  if (StaleRefusal(id, cached, s)) s = once();
   Acted(id, cached, terminal, s);
   return s;
+}
+
+// A step (a call appended through another coordinator) the cached copy
+// does not have yet is NotFound there though the store has it: the cached
+// copy is dropped and the action tried once more on the store's.
+bool OperatorActions::StaleRefusal(const std::string& id, uint64_t cached, const Status& s) {
+  if (s.code() != StatusCode::kNotFound || cached == 0 || repo_.CachedVersion(id) != cached)
+    return false;
+  repo_.Evict(id);
+  return true;
 }
 
 void OperatorActions::Acted(const std::string& id, uint64_t cached, bool terminal,
@@ -95,18 +109,25 @@ Status OperatorActions::Run(const std::string& id, Mutation fn, Done done) {
   // from a commit (a ?wait settled in review) and acting at once must not
   // find the mark of the step action that commit ended ("a request in
   // flight"), which that task's continuation is about to release.
+  RunOnOwner(id, std::move(fn), cached, terminal, std::move(done), /*again=*/true);
+  return Status::Ok();
+}
+
+void OperatorActions::RunOnOwner(const std::string& id, Mutation fn, uint64_t cached,
+                                 std::shared_ptr<bool> terminal, Done done, bool again) {
   repo_.MutateAsyncOnOwner(
       id,
-      [terminal, fn = std::move(fn)](Tx& tx) {
+      [terminal, fn](Tx& tx) {
         *terminal = IsTerminal(tx.inst().status());
         return fn(tx);
       },
       std::nullopt,
-      [this, id, cached, terminal, done = std::move(done)](Status s) {
+      [this, id, fn, cached, terminal, done = std::move(done), again](Status s) {
+        if (again && StaleRefusal(id, cached, s))
+          return RunOnOwner(id, fn, cached, terminal, done, /*again=*/false);
         Acted(id, cached, *terminal, s);
         done(s);
       });
-  return Status::Ok();
 }
 
 template <typename Fn>

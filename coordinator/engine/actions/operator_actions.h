@@ -73,6 +73,9 @@ class OperatorActions {
   Status Run(const std::string& id, Mutation fn, Done done);
 
  private:
+  bool StaleRefusal(const std::string& id, uint64_t cached, const Status& s);
+  void RunOnOwner(const std::string& id, Mutation fn, uint64_t cached,
+                  std::shared_ptr<bool> terminal, Done done, bool again);
   std::string ApprovalRuleOf(const Instance& inst, int i) const;
   std::string RequestDigest(const Instance& inst, int i) const;
   nlohmann::json Verdict(const Instance& inst, int i, const std::string& actor,

@@ -22,7 +22,8 @@ struct Waiters::Async {
   std::chrono::steady_clock::time_point deadline;
 };
 
-Waiters::Waiters(Store& store, Executor& executor) : store_(store), executor_(executor) {}
+Waiters::Waiters(Store& store, Executor& executor, const Clock& clock)
+    : store_(store), executor_(executor), clock_(clock) {}
 
 Waiters::~Waiters() { CancelAll(); }
 
@@ -111,7 +112,7 @@ CancelWait Waiters::WaitAsync(const std::string& id, std::chrono::milliseconds t
   w->id = id;
   w->done = std::move(done);
   w->until = std::move(until);
-  w->deadline = std::chrono::steady_clock::now() + timeout;
+  w->deadline = clock_.SteadyNow() + timeout;
   CancelWait drop = [this, weak = std::weak_ptr<Async>(w)] {
     auto a = weak.lock();
     return a && Drop(a);
@@ -168,15 +169,14 @@ void Waiters::FinishAll(const Status& why) {
 // thread; finish if settled or the time is up, else look again later.
 void Waiters::Arm(const std::shared_ptr<Async>& w) {
   auto wait = std::min(
-      std::chrono::ceil<std::chrono::milliseconds>(w->deadline - std::chrono::steady_clock::now()),
-      kPoll);
+      std::chrono::ceil<std::chrono::milliseconds>(w->deadline - clock_.SteadyNow()), kPoll);
   executor_.PostAfter(std::max<int64_t>(0, wait.count()), [this, w] {
     {
       MutexLock l(mu_);
       if (!w->done) return;
     }
     auto j = store_.GetInstance(w->id);
-    if (!j.ok() || Holds(*w, *j) || std::chrono::steady_clock::now() >= w->deadline)
+    if (!j.ok() || Holds(*w, *j) || clock_.SteadyNow() >= w->deadline)
       return Finish(w, std::move(j));
     Arm(w);
   });

@@ -40,8 +40,10 @@ class Waiters {
   // Makes the snapshot a commit wrote, only when a waiter needs it.
   using Snapshot = std::function<std::shared_ptr<const nlohmann::json>()>;
 
-  // The store reads of asynchronous waiters are tasks on `executor`.
-  Waiters(Store& store, Executor& executor);
+  // The store reads of asynchronous waiters are tasks on `executor`; their
+  // deadlines are on `clock` (the simulator's time, in the simulator). A
+  // blocking Wait waits on the system's steady clock.
+  Waiters(Store& store, Executor& executor, const Clock& clock);
   ~Waiters();
 
   // Blocks until the instance settles or `timeout` passes; its view then.
@@ -88,6 +90,7 @@ class Waiters {
 
   Store& store_;
   Executor& executor_;
+  const Clock& clock_;
   Mutex mu_;
   bool cancelled_ GUARDED_BY(mu_) = false;
   int running_ GUARDED_BY(mu_) = 0;  // `done`s taken and not yet returned

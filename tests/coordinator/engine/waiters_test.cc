@@ -21,7 +21,7 @@ class WaitersTest : public testing::StoreFixture {
     e.seq = 1;
     e.type = "instance_created";
     ASSERT_TRUE(store_->CreateInstance(Snap("RUNNING"), {e}, nullptr, {}, nullptr).ok());
-    waiters_ = std::make_unique<Waiters>(*store_, executor_);
+    waiters_ = std::make_unique<Waiters>(*store_, executor_, clock_);
   }
   // The timers and readers stop before the waiters go: their handlers
   // point at them (as Engine::Impl::Stop does it).
@@ -38,6 +38,7 @@ class WaitersTest : public testing::StoreFixture {
   }
 
   AsioExecutor executor_{1};
+  SystemClock clock_;
   std::unique_ptr<Waiters> waiters_;
 };
 
