@@ -87,15 +87,22 @@ Status ValidateTool(const ToolDefinition& t) {
     return InvalidArgument("tool name must be 1-64 of [A-Za-z0-9_-], got '" +
                            SanitizeUtf8(st.name) + "'");
   if (st.after) return InvalidArgument("tool '" + st.name + "': a tool has no \"after\"");
-  if (auto declared = DeclaredArguments(t); declared && declared->count("call_id"))
-    return InvalidArgument("tool '" + st.name +
-                           "': an argument may not be named call_id (it is the call's own name, "
-                           "given beside the arguments, and over MCP among them)");
-  if (t.arguments_schema.is_object() && t.arguments_schema.contains("required") &&
-      t.arguments_schema["required"].is_array())
-    for (const auto& r : t.arguments_schema["required"])
-      if (r == "call_id")
-        return InvalidArgument("tool '" + st.name + "': an argument may not be named call_id");
+  // MCP's run tools and the names MCP passes among a tool's arguments.
+  if (st.name == "open_run" || st.name == "finish_run" || st.name == "abort_run")
+    return InvalidArgument("tool name '" + st.name +
+                           "' is taken by sagad's MCP server (it opens and ends runs)");
+  for (const char* taken : {"call_id", "run"}) {
+    const std::string why =
+        "tool '" + st.name + "': an argument may not be named " + taken +
+        " (over MCP it is given among the arguments: " +
+        (std::string(taken) == "call_id" ? "the call's own name" : "the run's handle") + ")";
+    if (auto declared = DeclaredArguments(t); declared && declared->count(taken))
+      return InvalidArgument(why);
+    if (t.arguments_schema.is_object() && t.arguments_schema.contains("required") &&
+        t.arguments_schema["required"].is_array())
+      for (const auto& r : t.arguments_schema["required"])
+        if (r == taken) return InvalidArgument(why);
+  }
   SAGAD_RETURN_IF_ERROR(CheckCall(t, st.forward, false));
   if (!st.irreversible && !st.compensation)
     return InvalidArgument("tool '" + st.name +

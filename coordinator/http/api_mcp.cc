@@ -14,131 +14,23 @@
 #include "adapters/sha256.h"
 #include "coordinator/http/api_exchange.h"
 #include "coordinator/http/http_api_impl.h"
+#include "coordinator/http/mcp_wire.h"
 #include "util/json_limits.h"
 
 namespace sagad {
 namespace {
-
-const std::vector<std::string>& Versions() {
-  static const std::vector<std::string> v = {"2025-11-25", "2025-06-18", "2025-03-26"};
-  return v;
-}
-
-bool Speaks(const std::string& version) {
-  for (const auto& v : Versions())
-    if (v == version) return true;
-  return false;
-}
-
-nlohmann::json Result(const nlohmann::json& id, nlohmann::json result) {
-  return {{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}};
-}
-
-nlohmann::json Error(const nlohmann::json& id, int code, const std::string& message,
-                     nlohmann::json data = nullptr) {
-  nlohmann::json e = {{"code", code}, {"message", message}};
-  if (!data.is_null()) e["data"] = std::move(data);
-  return {{"jsonrpc", "2.0"}, {"id", id}, {"error", std::move(e)}};
-}
-
-void Rpc(HttpResponse& res, int status, const nlohmann::json& message) {
-  res.status = status;
-  res.set_content(DumpJson(message), "application/json");
-}
-
-// A tool's input schema: its arguments' schema with a required call_id.
-nlohmann::json InputSchemaOf(const ToolDefinition& t) {
-  nlohmann::json s =
-      t.arguments_schema.is_object() ? t.arguments_schema : nlohmann::json{{"type", "object"}};
-  s["type"] = "object";
-  if (!s.contains("properties") || !s["properties"].is_object())
-    s["properties"] = nlohmann::json::object();
-  s["properties"]["call_id"] = {
-      {"type", "string"},
-      {"pattern", "^[A-Za-z0-9_-]{1,64}$"},
-      {"description",
-       "Your name for this one call, unique in the session: the same call_id with the same "
-       "arguments never acts twice (it answers the first outcome); a new call needs a new one"}};
-  nlohmann::json required = s.value("required", nlohmann::json::array());
-  required.push_back("call_id");
-  s["required"] = required;
-  return s;
-}
-
-nlohmann::json ToolsOf(const ToolboxDefinition& tb) {
-  nlohmann::json tools = nlohmann::json::array();
-  for (const auto& t : tb.tools) {
-    nlohmann::json annotations = {{"readOnlyHint", false},
-                                  {"destructiveHint", t.step.irreversible},
-                                  {"idempotentHint", true},
-                                  {"openWorldHint", true}};
-    std::string description = t.description;
-    if (t.step.irreversible || t.step.requires_approval || t.step.approval_if)
-      description += (description.empty() ? "" : " ") +
-                     std::string("(An operator approves this call before it is made.)");
-    tools.push_back({{"name", t.name()},
-                     {"description", description},
-                     {"inputSchema", InputSchemaOf(t)},
-                     {"annotations", annotations}});
-  }
-  return tools;
-}
-
-nlohmann::json Text(const std::string& text) {
-  return nlohmann::json::array({{{"type", "text"}, {"text", text}}});
-}
-
-// The tools/call result for a call's view (or why it was refused).
-nlohmann::json McpCallResult(const CallAnswer& a) {
-  if (!a.refused.ok()) {
-    std::string text = "refused: " + a.refused.message();
-    for (const auto& e : a.errors)
-      text += "; " + (e.path.empty() ? std::string("arguments") : e.path) + " " + e.message;
-    return {{"content", Text(text)}, {"isError", true}};
-  }
-  const nlohmann::json& c = a.call;
-  const std::string status = c.value("status", "");
-  const std::string id = c.value("call_id", "");
-  nlohmann::json structured = {
-      {"call_id", id}, {"status", status}, {"result", c.value("result", nlohmann::json())}};
-  std::string text;
-  bool error = false;
-  if (status == "COMMITTED") {
-    text = DumpJson(c.value("result", nlohmann::json()));
-  } else if (status == "FAILED" || status == "REJECTED" || status == "CANCELLED") {
-    error = true;
-    text = "call " + id + " " + status + ": " +
-           (status == "REJECTED"    ? "an operator refused it"
-            : status == "CANCELLED" ? "its run ended before it was sent; it never will be"
-                                    : c.value("last_error", ""));
-  } else if (status == "AWAITING_APPROVAL") {
-    text = "call " + id +
-           " is waiting for an operator to approve it; call again with the same "
-           "call_id later for its outcome";
-  } else if (status == "NEEDS_REVIEW") {
-    error = true;
-    text = "call " + id +
-           " needs an operator's review (its outcome is unknown); call again "
-           "with the same call_id later";
-  } else {
-    text = "call " + id + " is " + (status.empty() ? "under way" : status) +
-           "; call again with the same call_id for its outcome";
-  }
-  return {{"content", Text(text)}, {"structuredContent", structured}, {"isError", error}};
-}
-
 // The answer to initialize: the session is the run.
 void Initialized(HttpResponse& res, const nlohmann::json& id, const std::string& version,
                  const std::string& run) {
   res.set_header("Mcp-Session-Id", run);
   Rpc(res, 200,
-      Result(id, {{"protocolVersion", version},
-                  {"capabilities", {{"tools", {{"listChanged", false}}}}},
-                  {"serverInfo", {{"name", "sagad"}, {"version", "4"}}},
-                  {"instructions",
-                   "Each tool call takes a call_id: your name for that one call. Sending the "
-                   "same call_id again (after a lost reply, a restart) never acts twice: it "
-                   "answers the first outcome. Irreversible tools wait for an operator."}}));
+      RpcResult(id, {{"protocolVersion", version},
+                     {"capabilities", {{"tools", {{"listChanged", false}}}}},
+                     {"serverInfo", {{"name", "sagad"}, {"version", "4"}}},
+                     {"instructions",
+                      "Each tool call takes a call_id: your name for that one call. Sending the "
+                      "same call_id again (after a lost reply, a restart) never acts twice: it "
+                      "answers the first outcome. Irreversible tools wait for an operator."}}));
 }
 
 }  // namespace
@@ -146,29 +38,30 @@ void Initialized(HttpResponse& res, const nlohmann::json& id, const std::string&
 void ApiServer::Impl::Mcp(const HttpRequest& req, HttpResponse& res) {
   const Caller caller = auth_.Identify(req, res, Role::kSubmitter);
   if (caller.name.empty()) return;
-  const std::string asked = req.get_header_value("MCP-Protocol-Version");
-  if (!asked.empty() && !Speaks(asked))
-    return Rpc(res, 400,
-               Error(nullptr, -32000, "Bad Request: unsupported protocol version " + asked,
-                     {{"supported", Versions()}, {"requested", asked}}));
   // JSON only: no other web site can post to sagad with a simple form.
   if (!IsJsonContentType(req.get_header_value("Content-Type")))
     return Problem(req, res, 415, "Content-Type must be application/json");
   if (!JsonDepthWithin(req.body))
-    return Rpc(res, 400, Error(nullptr, -32700, "Parse error: nested too deep"));
+    return Rpc(res, 400, RpcError(nullptr, -32700, "Parse error: nested too deep"));
   nlohmann::json m = nlohmann::json::parse(req.body, nullptr, false);
-  if (m.is_discarded()) return Rpc(res, 400, Error(nullptr, -32700, "Parse error"));
+  if (m.is_discarded()) return Rpc(res, 400, RpcError(nullptr, -32700, "Parse error"));
   if (m.is_array())
-    return Rpc(res, 400, Error(nullptr, -32600, "Invalid Request: batches are not supported"));
+    return Rpc(res, 400, RpcError(nullptr, -32600, "Invalid Request: batches are not supported"));
   const nlohmann::json id = m.is_object() ? m.value("id", nlohmann::json()) : nlohmann::json();
   if (!m.is_object() || m.value("jsonrpc", "") != "2.0" ||
       (m.contains("method") && !m["method"].is_string()) ||
       !(id.is_null() || id.is_string() || id.is_number_integer()))
-    return Rpc(res, 400, Error(nullptr, -32600, "Invalid Request"));
+    return Rpc(res, 400, RpcError(nullptr, -32600, "Invalid Request"));
   // A request's id is a string or an integer, never null (MCP: "MUST NOT be
   // null"); a notification has none.
   if (m.contains("id") && id.is_null())
-    return Rpc(res, 400, Error(nullptr, -32600, "Invalid Request: id must not be null"));
+    return Rpc(res, 400, RpcError(nullptr, -32600, "Invalid Request: id must not be null"));
+  const std::string asked = req.get_header_value("MCP-Protocol-Version");
+  if (IsModernMcp(asked, m)) return McpModern(req, res, m, caller);
+  if (!asked.empty() && !McpSpeaksLegacy(asked))
+    return Rpc(res, 400,
+               RpcError(nullptr, -32022, "Bad Request: unsupported protocol version " + asked,
+                        {{"supported", McpAllVersions()}, {"requested", asked}}));
   // A notification or a response from the client: accepted, no answer.
   if (!m.contains("method") || !m.contains("id")) {
     res.status = 202;
@@ -176,55 +69,91 @@ void ApiServer::Impl::Mcp(const HttpRequest& req, HttpResponse& res) {
   }
   const std::string method = m["method"];
   const nlohmann::json params = m.value("params", nlohmann::json::object());
-  if (!params.is_object()) return Rpc(res, 200, Error(id, -32602, "params must be an object"));
+  if (!params.is_object()) return Rpc(res, 200, RpcError(id, -32602, "params must be an object"));
   if (method == "initialize") return McpInitialize(req, res, id, params, caller);
   // Every other request names its session: the run.
   std::string run = req.get_header_value("Mcp-Session-Id");
   if (run.empty())
-    return Rpc(res, 400, Error(id, -32000, "Bad Request: Mcp-Session-Id header is required"));
+    return Rpc(res, 400, RpcError(id, -32000, "Bad Request: Mcp-Session-Id header is required"));
   auto view = VisibleInstance(caller, run);  // a session is its principal's
   if (!view.ok() || view->value("kind", "") != "run")
-    return Rpc(res, 404, Error(id, -32001, "Session not found (no run " + run + ")"));
+    return Rpc(res, 404, RpcError(id, -32001, "Session not found (no run " + run + ")"));
   ToolboxDefinitionPtr tb =
       engine_.Toolbox(view->value("saga", ""), view->value("saga_version", 0));
-  if (method == "ping") return Rpc(res, 200, Result(id, nlohmann::json::object()));
+  if (method == "ping") return Rpc(res, 200, RpcResult(id, nlohmann::json::object()));
   if (method == "tools/list") {
-    if (!tb) return Rpc(res, 200, Error(id, -32603, "the run's toolbox is not registered here"));
-    return Rpc(res, 200, Result(id, {{"tools", ToolsOf(*tb)}}));
+    if (!tb) return Rpc(res, 200, RpcError(id, -32603, "the run's toolbox is not registered here"));
+    nlohmann::json tools = McpToolsOf(*tb, false);
+    for (auto& t : McpRunTools(*tb, false)) tools.push_back(std::move(t));
+    return Rpc(res, 200, RpcResult(id, {{"tools", tools}}));
   }
   if (method != "tools/call")
-    return Rpc(res, 200, Error(id, -32601, "Method not found: " + SanitizeUtf8(method)));
-  if (!tb) return Rpc(res, 200, Error(id, -32603, "the run's toolbox is not registered here"));
-  McpToolCall(req, res, id, params, run, *tb, caller);
+    return Rpc(res, 200, RpcError(id, -32601, "Method not found: " + SanitizeUtf8(method)));
+  if (!tb) return Rpc(res, 200, RpcError(id, -32603, "the run's toolbox is not registered here"));
+  McpToolCall(req, res, id, params, run, *tb, caller, false);
 }
 
 void ApiServer::Impl::McpToolCall(const HttpRequest& req, HttpResponse& res,
                                   const nlohmann::json& id, const nlohmann::json& params,
                                   const std::string& run, const ToolboxDefinition& tb,
-                                  const Caller& caller) {
+                                  const Caller& caller, bool modern) {
   const nlohmann::json name = params.value("name", nlohmann::json());
   nlohmann::json args = params.value("arguments", nlohmann::json::object());
   if (!name.is_string() || !args.is_object())
-    return Rpc(res, 200, Error(id, -32602, "tools/call needs a tool name and arguments (object)"));
+    return Rpc(res, 200,
+               RpcError(id, -32602, "tools/call needs a tool name and arguments (object)"));
+  if (modern) args.erase("run");  // the handle, never an argument of the tool
+  if (name == "finish_run" || name == "abort_run")
+    return McpEndRun(res, id, run, name, args, caller, modern);
   if (!tb.Tool(name.get<std::string>()))
     return Rpc(res, 200,
-               Error(id, -32602, "Unknown tool: " + SanitizeUtf8(name.get<std::string>())));
+               RpcError(id, -32602, "Unknown tool: " + SanitizeUtf8(name.get<std::string>())));
   nlohmann::json call = {{"tool", name}, {"call_id", args.value("call_id", nlohmann::json())}};
   args.erase("call_id");
   call["arguments"] = std::move(args);
   if (!call["call_id"].is_string()) {
     CallAnswer a;
     a.refused = InvalidArgument("arguments.call_id is required: your name for this one call");
-    return Rpc(res, 200, Result(id, McpCallResult(a)));
+    return Rpc(res, 200, RpcResult(id, McpOutcome(McpCallResult(a), modern)));
   }
   const nlohmann::json meta = params.value("_meta", nlohmann::json::object());
   if (meta.is_object() && meta.contains("reason") && meta["reason"].is_string())
     call["reason"] = meta["reason"];
   double wait = 20;
   if (req.has_param("wait") && !WaitParam(req, res, &wait)) return;
-  AppendAndWait(res, caller, run, call, wait, false, [id](HttpResponse& res, const CallAnswer& a) {
-    Rpc(res, 200, Result(id, McpCallResult(a)));
-  });
+  AppendAndWait(res, caller, run, call, wait, false,
+                [id, modern](HttpResponse& res, const CallAnswer& a) {
+                  Rpc(res, 200, RpcResult(id, McpOutcome(McpCallResult(a), modern)));
+                });
+}
+
+void ApiServer::Impl::McpEndRun(HttpResponse& res, const nlohmann::json& id, const std::string& run,
+                                const std::string& tool, const nlohmann::json& args,
+                                const Caller& caller, bool modern) {
+  const nlohmann::json reason = args.value("reason", nlohmann::json(""));
+  if (!reason.is_string())
+    return Rpc(res, 200,
+               RpcResult(id, McpOutcome(McpToolError("reason must be a string"), modern)));
+  // No thread waits for the run's commit: its continuation answers.
+  auto answer = DeferredAnswer::Start(res, nullptr);
+  Engine::ActionDone done = [this, answer, id, run, modern](Status s) {
+    nlohmann::json out;
+    if (!s.ok()) {
+      out = McpToolError(s.message());
+    } else {
+      auto view = engine_.GetInstance(run);
+      const std::string status = view.ok() ? view->value("status", "") : "";
+      out = {{"content", McpText("run " + run + " is " + status)},
+             {"structuredContent", {{"run", run}, {"status", status}}},
+             {"isError", false}};
+    }
+    answer->Give([&](HttpResponse& res) {
+      Rpc(res, 200, RpcResult(id, McpOutcome(std::move(out), modern)));
+    });
+  };
+  Status s = tool == "finish_run" ? engine_.FinishRun(run, caller.name, done)
+                                  : engine_.AbortRun(run, caller.name, reason, done);
+  if (!s.ok()) done(s);  // refused before any commit
 }
 
 void ApiServer::Impl::McpInitialize(const HttpRequest& req, HttpResponse& res,
@@ -232,25 +161,26 @@ void ApiServer::Impl::McpInitialize(const HttpRequest& req, HttpResponse& res,
                                     const Caller& caller) {
   const std::string& who = caller.name;
   const nlohmann::json asked = params.value("protocolVersion", nlohmann::json());
-  if (!asked.is_string()) return Rpc(res, 200, Error(id, -32602, "protocolVersion is required"));
+  if (!asked.is_string()) return Rpc(res, 200, RpcError(id, -32602, "protocolVersion is required"));
   // A version this server does not speak is answered with the newest it does.
-  const std::string version = Speaks(asked) ? asked.get<std::string>() : Versions()[0];
+  const std::string version =
+      McpSpeaksLegacy(asked) ? asked.get<std::string>() : McpLegacyVersions()[0];
   std::string run = req.get_header_value("Mcp-Session-Id");
   if (run.empty()) run = req.get_param_value("run");
   if (!run.empty()) {
     auto view = VisibleInstance(caller, run);
     if (!view.ok() || view->value("kind", "") != "run")
-      return Rpc(res, 404, Error(id, -32001, "Session not found (no run " + run + ")"));
+      return Rpc(res, 404, RpcError(id, -32001, "Session not found (no run " + run + ")"));
     const std::string toolbox = req.get_param_value("toolbox");
     if (!toolbox.empty() && toolbox != view->value("saga", ""))
       return Rpc(res, 200,
-                 Error(id, -32602,
-                       "session " + run + " is a run of toolbox '" + view->value("saga", "") +
-                           "', not '" + SanitizeUtf8(toolbox) + "'"));
+                 RpcError(id, -32602,
+                          "session " + run + " is a run of toolbox '" + view->value("saga", "") +
+                              "', not '" + SanitizeUtf8(toolbox) + "'"));
   } else {
     const std::string toolbox = req.get_param_value("toolbox");
     if (toolbox.empty())
-      return Rpc(res, 200, Error(id, -32602, "name the toolbox: POST /mcp?toolbox=NAME"));
+      return Rpc(res, 200, RpcError(id, -32602, "name the toolbox: POST /mcp?toolbox=NAME"));
     nlohmann::json input = nlohmann::json::object();
     for (const auto& [k, v] : req.params)
       if (k.rfind("input.", 0) == 0 && k.size() > 6) input[k.substr(6)] = v;
@@ -261,9 +191,9 @@ void ApiServer::Impl::McpInitialize(const HttpRequest& req, HttpResponse& res,
     Status failed;
     const std::string too_many = TooManyOpenRuns(caller, key, &failed);
     if (!failed.ok())
-      return Rpc(res, 200, Error(id, -32603, "cannot open a run: " + failed.message()));
+      return Rpc(res, 200, RpcError(id, -32603, "cannot open a run: " + failed.message()));
     if (!too_many.empty())
-      return Rpc(res, 429, Error(id, -32000, "cannot open a run: " + too_many));
+      return Rpc(res, 429, RpcError(id, -32000, "cannot open a run: " + too_many));
     // No thread waits for the run's creation: its continuation answers.
     auto answer = DeferredAnswer::Start(res, nullptr);
     engine_.StartRunAsync(
@@ -274,7 +204,7 @@ void ApiServer::Impl::McpInitialize(const HttpRequest& req, HttpResponse& res,
           answer->Give([&](HttpResponse& res) {
             if (!sub.ok())
               return Rpc(res, 200,
-                         Error(id, -32602, "cannot open a run: " + sub.status().message()));
+                         RpcError(id, -32602, "cannot open a run: " + sub.status().message()));
             Initialized(res, id, version, sub->instance_id);
           });
         });

@@ -189,10 +189,21 @@ class ApiServer::Impl {
   std::string TooManyOpenRuns(const Caller& caller, const std::string& key, Status* failed);
   // api_mcp.cc: POST /mcp, sagad as an MCP server (Streamable HTTP).
   void Mcp(const HttpRequest& req, HttpResponse& res);
-  // tools/call in the session of `run`: append the call, answer its outcome.
+  // tools/call on run `run` (the session's, or the handle the call names):
+  // append the call and answer its outcome, or finish_run / abort_run.
+  // `modern`: the 2026-07-28 revision (each result says so).
   void McpToolCall(const HttpRequest& req, HttpResponse& res, const nlohmann::json& id,
                    const nlohmann::json& params, const std::string& run,
-                   const ToolboxDefinition& tb, const Caller& caller);
+                   const ToolboxDefinition& tb, const Caller& caller, bool modern);
+  void McpEndRun(HttpResponse& res, const nlohmann::json& id, const std::string& run,
+                 const std::string& tool, const nlohmann::json& args, const Caller& caller,
+                 bool modern);
+  // api_mcp_modern.cc: a request of the 2026-07-28 revision (no session;
+  // the run is a handle passed as a tool argument).
+  void McpModern(const HttpRequest& req, HttpResponse& res, const nlohmann::json& m,
+                 const Caller& caller);
+  void McpOpenRun(HttpResponse& res, const nlohmann::json& id, const std::string& toolbox,
+                  const nlohmann::json& args, const nlohmann::json& client, const Caller& caller);
   // initialize: a new run of ?toolbox=NAME, or the run the session names
   // (the caller's own: another principal's session does not exist).
   void McpInitialize(const HttpRequest& req, HttpResponse& res, const nlohmann::json& id,

@@ -31,8 +31,8 @@ assert.ok(run, "the session id names the run");
 
 const { tools } = await client.listTools();
 assert.deepEqual(tools.map((t) => t.name).sort(),
-  ["block_ip", "create_ticket", "disable_account", "notify_user"]);
-for (const t of tools) {
+  ["abort_run", "block_ip", "create_ticket", "disable_account", "finish_run", "notify_user"]);
+for (const t of tools.filter((t) => !t.name.endsWith("_run"))) {
   assert.ok(t.inputSchema.required.includes("call_id"), `${t.name} needs a call_id`);
   assert.equal(t.annotations.idempotentHint, true);
   assert.equal(t.annotations.destructiveHint, t.name === "notify_user");

@@ -66,6 +66,63 @@ TEST(ToolboxTest, RefusalsNameTheToolAndTheKey) {
   j = SocJson();
   j["tools"][0]["arguments_schema"] = {{"type", "object"}, {"patternProperties", {}}};
   EXPECT_NE(Refusal(j).find("arguments_schema"), std::string::npos);
+  // The names sagad's MCP server takes: its run tools, and the arguments it
+  // passes among a tool's (the call's name, the run's handle).
+  j = SocJson();
+  j["tools"][1]["name"] = "finish_run";
+  EXPECT_NE(Refusal(j).find("tool name 'finish_run' is taken"), std::string::npos);
+  j = SocJson();
+  j["tools"][1]["arguments_schema"]["properties"]["run"] = {{"type", "string"}};
+  EXPECT_NE(Refusal(j).find("may not be named run"), std::string::npos);
+  // Guards: a tool that is not there, both a count and a sum, a sum of an
+  // argument not declared, a window out of range.
+  j = SocJson();
+  j["guards"] = {{{"tool", "nope"}, {"max_calls", 1}}};
+  EXPECT_NE(Refusal(j).find("guards[0].tool: the toolbox has no tool 'nope'"), std::string::npos);
+  j["guards"] = {{{"tool", "block_ip"}, {"max_calls", 1}, {"sum", "ip"}, {"max", 1}}};
+  EXPECT_NE(Refusal(j).find("either max_calls or sum"), std::string::npos);
+  j["guards"] = {{{"tool", "block_ip"}, {"sum", "amount"}, {"max", 1}}};
+  EXPECT_NE(Refusal(j).find("declares no argument 'amount'"), std::string::npos);
+  j["guards"] = {{{"tool", "block_ip"}, {"max_calls", 1}, {"window_s", 0}}};
+  EXPECT_NE(Refusal(j).find("window_s"), std::string::npos);
+  j["guards"] = {{{"tool", "block_ip"}, {"max_calls", 1}, {"per", "tenant"}}};
+  EXPECT_NE(Refusal(j).find("per must be"), std::string::npos);
+  j["guards"] = {
+      {{"tool", "block_ip"}, {"max_calls", 2}, {"per", "principal"}, {"then", "approval"}}};
+  EXPECT_EQ(Refusal(j), "accepted");
+  auto back = ToolboxDefinition::FromJson(j);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->guards[0].name, "block_ip.max_calls.principal");
+  EXPECT_EQ(ToolboxDefinition::FromJson(back->ToJson())->ToJson(), back->ToJson());
+}
+
+// A guard's verdict counts what may take effect (in flight, unclear,
+// committed), not what failed or was refused or undone, within its window.
+TEST(ToolboxTest, AGuardCountsWhatMayTakeEffectWithinItsWindow) {
+  Guard g;
+  g.name = "spend";
+  g.tool = "refund";
+  g.sum = "amount";
+  g.max = 100;
+  g.window_s = 60;
+  const int64_t now = 1'000'000;
+  std::vector<GuardedCall> made = {{"refund", {{"amount", 40}}, "COMMITTED", now - 1000},
+                                   {"refund", {{"amount", 30}}, "UNKNOWN", now - 2000},
+                                   {"refund", {{"amount", 500}}, "FAILED", now - 1000},
+                                   {"refund", {{"amount", 500}}, "COMPENSATED", now - 1000},
+                                   {"refund", {{"amount", 90}}, "COMMITTED", now - 61'000},
+                                   {"other", {{"amount", 90}}, "COMMITTED", now}};
+  EXPECT_EQ(*OverGuard(g, made, "refund", {{"amount", 30}}, now), "");
+  EXPECT_NE(OverGuard(g, made, "refund", {{"amount", 31}}, now)->find("guard 'spend'"),
+            std::string::npos);
+  EXPECT_EQ(OverGuard(g, made, "refund", {{"amount", "x"}}, now).status().code(),
+            StatusCode::kInvalidArgument);
+  g.sum.clear();
+  g.max_calls = 2;
+  EXPECT_NE(*OverGuard(g, made, "refund", nlohmann::json::object(), now), "");
+  g.max_calls = 3;
+  EXPECT_EQ(*OverGuard(g, made, "refund", nlohmann::json::object(), now), "");
+  EXPECT_EQ(*OverGuard(g, made, "other", nlohmann::json::object(), now), "");
 }
 
 TEST(ToolboxTest, ACallBecomesAStepNamedByItsCallId) {

@@ -10,6 +10,7 @@ import urllib.error
 import urllib.request
 
 OPERATOR, VIEWER, ADMIN = "op-s3cret", "view-s3cret", "admin-s3cret"
+SUBMITTER = "agent-s3cret"  # an agent of its own: never sees the others' runs
 SERVICES = ("ticketing", "edr", "iam", "mail", "inventory", "payments", "shipping", "airline",
             "hotel", "cars")
 
@@ -53,7 +54,7 @@ def http(port, method, path, body=None, token=None, content_type="application/js
 
 class Sandbox:
     """example-services and a sagad (examples on, tokens for an admin, an
-    operator and a viewer) in a temporary directory."""
+    operator, a viewer and an agent) in a temporary directory."""
 
     def __init__(self, sagad, services, prefix):
         self.dir = tempfile.mkdtemp(prefix=prefix)
@@ -68,7 +69,8 @@ class Sandbox:
                   "services": svc, "workers": 8, "examples": True,
                   "tokens": [{"name": "alice", "token": OPERATOR, "role": "operator"},
                              {"name": "victor", "token": VIEWER, "role": "viewer"},
-                             {"name": "root", "token": ADMIN, "role": "admin"}]}
+                             {"name": "root", "token": ADMIN, "role": "admin"},
+                             {"name": "agent-b", "token": SUBMITTER, "role": "submitter"}]}
         path = os.path.join(self.dir, "config.json")
         with open(path, "w") as f:
             json.dump(config, f)
