@@ -61,15 +61,29 @@ void TcpProxy::DropOn(const std::string& marker, bool deliver) {
   deliver_ = deliver;
 }
 
+void TcpProxy::FreezeOn(const std::string& marker) {
+  std::lock_guard<std::mutex> l(drop_mu_);
+  freeze_marker_ = marker;
+}
+
 bool TcpProxy::FromClient(int a, int b, const char* buf, ssize_t n) {
-  bool drop = false, deliver = false;
+  bool drop = false, deliver = false, freeze = false;
   {
     std::lock_guard<std::mutex> l(drop_mu_);
+    if (!freeze_marker_.empty() && std::string(buf, n).find(freeze_marker_) != std::string::npos) {
+      freeze = true;
+      freeze_marker_.clear();
+    }
     if (!marker_.empty() && std::string(buf, n).find(marker_) != std::string::npos) {
       drop = true;
       deliver = deliver_;
       marker_.clear();
     }
+  }
+  if (freeze) {  // delivered, then nothing more moves either way
+    const bool ok = WriteAll(b, buf, n);
+    frozen_ = true;
+    return ok;
   }
   if (!drop) return WriteAll(b, buf, n);
   if (deliver && WriteAll(b, buf, n)) AwaitReadyForQuery(b);

@@ -30,6 +30,11 @@ class TcpProxy {
   // transaction has ended) and dropped: the client never hears that its
   // commit happened. Without, they are dropped: the server never sees them.
   void DropOn(const std::string& marker, bool deliver);
+  // Once: the first client-to-server bytes that contain `marker` reach the
+  // server, then the link freezes (Freeze): the request was received, its
+  // answer and everything after are held, nothing is reset. Packets
+  // dropped mid-call, as a host that vanished looks.
+  void FreezeOn(const std::string& marker);
   // How many connections DropOn broke.
   int dropped() const { return dropped_; }
 
@@ -42,7 +47,8 @@ class TcpProxy {
   bool FromClient(int a, int b, const char* buf, ssize_t n);
   std::atomic<bool> stop_{false}, cut_{false}, frozen_{false};
   std::mutex drop_mu_;
-  std::string marker_;  // armed when not empty (drop_mu_)
+  std::string marker_;         // armed when not empty (drop_mu_)
+  std::string freeze_marker_;  // armed when not empty (drop_mu_)
   bool deliver_ = false;
   std::atomic<int> dropped_{0};
   std::thread acceptor_;

@@ -1,0 +1,56 @@
+// The network toward a downstream, not only the process: a call whose
+// packets stop mid-way (the request reached the service, which acted; its
+// answer and everything after are held, nothing is reset: a host that
+// vanished, a partition) goes UNKNOWN within the service's timeout, is
+// never re-sent while the truth cannot be known, and is reconciled by
+// asking the service once the link is back: one effect at a service that
+// does not deduplicate.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "tests/testing/cluster.h"
+#include "tests/testing/tcp_proxy.h"
+
+namespace sagad::testing {
+namespace {
+
+TEST(NetworkTest, PacketsDroppedMidCallMakeTheStepUnknownInTimeAndItIsReconciledNotResent) {
+  TempDir dir;
+  Downstream downstream(/*dedup=*/false);
+  TcpProxy link(downstream.port());
+  const int64_t timeout_ms = 1000;
+  Coordinator sagad(downstream, dir.path() + "/data",
+                    {{"payments",
+                      {{"base_url", "http://127.0.0.1:" + std::to_string(link.port())},
+                       {"timeout_ms", timeout_ms}}}});
+  ASSERT_GT(sagad.Start(), 0);
+  link.FreezeOn("/charges");  // the charge arrives; then no packet moves
+  const auto t0 = std::chrono::steady_clock::now();
+  Reply submitted = sagad.Submit("order_fulfilment", OrderInput());
+  ASSERT_EQ(submitted.status, 201) << submitted.raw;
+  const std::string id = submitted.body["id"];
+  nlohmann::json view;
+  ASSERT_TRUE(WaitFor([&] {
+    view = sagad.Get("/v1/instances/" + id).body;
+    return view["steps"][1].value("status", "") == "UNKNOWN";
+  })) << view.dump();
+  const double unknown_after_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  // Within its timeout (and the machine's slack), never minutes.
+  EXPECT_LT(unknown_after_ms, timeout_ms + 3000) << "UNKNOWN after " << unknown_after_ms << " ms";
+  EXPECT_EQ(downstream.RouteCount("charge_payment"), 1);  // the service did act
+  // While the link is down nothing can be known: the charge is not sent
+  // again (its questions are held as well).
+  EXPECT_FALSE(WaitFor([&] { return downstream.RouteCount("charge_payment") > 1; },
+                       std::chrono::milliseconds(2 * timeout_ms)));
+  link.Thaw();
+  view = sagad.WaitStatus(id, "COMPLETED");
+  EXPECT_EQ(view["status"], "COMPLETED") << view.dump();
+  EXPECT_EQ(downstream.RouteCount("charge_payment"), 1);
+  EXPECT_EQ(RepeatedEffects(downstream), "");
+  EXPECT_GE(view["steps"][1].value("reconciliations", 0), 1) << view.dump();
+}
+
+}  // namespace
+}  // namespace sagad::testing
