@@ -96,7 +96,7 @@ void ApiServer::Impl::Mcp(const HttpRequest& req, HttpResponse& res) {
 void ApiServer::Impl::McpToolCall(const HttpRequest& req, HttpResponse& res,
                                   const nlohmann::json& id, const nlohmann::json& params,
                                   const std::string& run, const ToolboxDefinition& tb,
-                                  const Caller& caller, bool modern) {
+                                  const Caller& caller, bool modern, bool tasks) {
   const nlohmann::json name = params.value("name", nlohmann::json());
   nlohmann::json args = params.value("arguments", nlohmann::json::object());
   if (!name.is_string() || !args.is_object())
@@ -122,7 +122,11 @@ void ApiServer::Impl::McpToolCall(const HttpRequest& req, HttpResponse& res,
   double wait = 20;
   if (req.has_param("wait") && !WaitParam(req, res, &wait)) return;
   AppendAndWait(res, caller, run, call, wait, false,
-                [id, modern](HttpResponse& res, const CallAnswer& a) {
+                [id, modern, tasks](HttpResponse& res, const CallAnswer& a) {
+                  // A refused call has no view (a.call is null).
+                  if (tasks && a.refused.ok() && a.call.is_object() &&
+                      McpTaskStatus(a.call.value("status", "")))
+                    return Rpc(res, 200, RpcResult(id, McpCreateTask(a.call)));
                   Rpc(res, 200, RpcResult(id, McpOutcome(McpCallResult(a), modern)));
                 });
 }

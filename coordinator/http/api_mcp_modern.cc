@@ -11,6 +11,14 @@
 // handle is its principal's: another principal's run does not exist.
 // The toolbox is the endpoint's: POST /mcp?toolbox=NAME (a call on a run
 // of another toolbox is refused).
+//
+// Tasks (the io.modelcontextprotocol/tasks extension): to a client that
+// declares it on the request, a call still waiting for an operator or in
+// doubt when its wait ends answers a task instead of a result. The task id
+// is the call's key ("<run>:<call_id>"): the call is recorded before the
+// answer, so the task is durable, and tasks/get answers from the run's view
+// (working until the call is decided; then completed, with the result the
+// call would have answered).
 #include "adapters/sha256.h"
 #include "adapters/trace_context.h"
 #include "coordinator/http/api_exchange.h"
@@ -24,6 +32,15 @@ namespace {
 constexpr int kHeaderMismatch = -32020;
 constexpr int kUnsupportedVersion = -32022;
 constexpr char kVersionKey[] = "io.modelcontextprotocol/protocolVersion";
+constexpr char kTasksExtension[] = "io.modelcontextprotocol/tasks";
+
+bool WantsTasks(const nlohmann::json& meta) {
+  const nlohmann::json caps =
+      meta.is_object() ? meta.value("io.modelcontextprotocol/clientCapabilities", nlohmann::json())
+                       : nlohmann::json();
+  return caps.is_object() && caps.contains("extensions") && caps["extensions"].is_object() &&
+         caps["extensions"].contains(kTasksExtension);
+}
 
 // A header value in the revision's Base64 sentinel form
 // ("=?base64?...?=") decoded; any other value as it is.
@@ -76,7 +93,9 @@ std::string HeaderMismatch(const HttpRequest& req, const std::string& method,
 nlohmann::json Discovered() {
   return McpOutcome(
       {{"supportedVersions", McpAllVersions()},
-       {"capabilities", {{"tools", {{"listChanged", false}}}}},
+       {"capabilities",
+        {{"tools", {{"listChanged", false}}},
+         {"extensions", {{kTasksExtension, nlohmann::json::object()}}}}},
        {"instructions",
         "Open a run with open_run (your key for the task makes it the same run again), then "
         "pass its handle as `run` to every tool, each call with a call_id: your name for that "
@@ -104,8 +123,9 @@ void ApiServer::Impl::McpModern(const HttpRequest& req, HttpResponse& res, const
       meta.is_object() ? meta.value(kVersionKey, nlohmann::json()) : nlohmann::json();
   if (!version.is_string())
     return Rpc(res, 400,
-               RpcError(id, -32602, std::string("params._meta[\"") + kVersionKey +
-                                        "\"] is required in this revision"));
+               RpcError(id, -32602,
+                        std::string("params._meta[\"") + kVersionKey +
+                            "\"] is required in this revision"));
   if (std::string why = HeaderMismatch(req, method, params, version); !why.empty())
     return Rpc(res, 400, RpcError(id, kHeaderMismatch, "Header mismatch: " + why));
   if (version != kMcpModernVersion)
@@ -113,6 +133,8 @@ void ApiServer::Impl::McpModern(const HttpRequest& req, HttpResponse& res, const
                RpcError(id, kUnsupportedVersion, "Unsupported protocol version",
                         {{"supported", McpAllVersions()}, {"requested", version}}));
   if (method == "server/discover") return Rpc(res, 200, RpcResult(id, Discovered()));
+  if (method == "tasks/get" || method == "tasks/cancel" || method == "tasks/update")
+    return McpTask(res, id, method, params, caller);
   if (method != "tools/list" && method != "tools/call")
     return Rpc(res, 404, RpcError(id, -32601, "Method not found: " + SanitizeUtf8(method)));
   const std::string toolbox = req.get_param_value("toolbox");
@@ -132,7 +154,8 @@ void ApiServer::Impl::McpModern(const HttpRequest& req, HttpResponse& res, const
   const nlohmann::json name = params.value("name", nlohmann::json());
   const nlohmann::json args = params.value("arguments", nlohmann::json::object());
   if (!name.is_string() || !args.is_object())
-    return Rpc(res, 200, RpcError(id, -32602, "tools/call needs a tool name and arguments (object)"));
+    return Rpc(res, 200,
+               RpcError(id, -32602, "tools/call needs a tool name and arguments (object)"));
   if (name == "open_run")
     return McpOpenRun(res, id, tb->name, args,
                       meta.value("io.modelcontextprotocol/clientInfo", nlohmann::json()), caller);
@@ -145,13 +168,36 @@ void ApiServer::Impl::McpModern(const HttpRequest& req, HttpResponse& res, const
     return tool_error("arguments.run is required: the handle open_run answered");
   auto view = VisibleInstance(caller, run);
   if (!view.ok() || view->value("kind", "") != "run")
-    return tool_error("no run " + SanitizeUtf8(run.get<std::string>()) + " (open one with open_run)");
+    return tool_error("no run " + SanitizeUtf8(run.get<std::string>()) +
+                      " (open one with open_run)");
   if (view->value("saga", "") != tb->name)
     return tool_error("run " + run.get<std::string>() + " is a run of toolbox '" +
                       view->value("saga", "") + "', not of this endpoint's '" + tb->name + "'");
   ToolboxDefinitionPtr own = engine_.Toolbox(tb->name, view->value("saga_version", 0));
   if (!own) return Rpc(res, 200, RpcError(id, -32603, "the run's toolbox is not registered here"));
-  McpToolCall(req, res, id, params, run, *own, caller, true);
+  McpToolCall(req, res, id, params, run, *own, caller, true, WantsTasks(meta));
+}
+
+void ApiServer::Impl::McpTask(HttpResponse& res, const nlohmann::json& id,
+                              const std::string& method, const nlohmann::json& params,
+                              const Caller& caller) {
+  const nlohmann::json task = params.value("taskId", nlohmann::json());
+  const size_t colon = task.is_string() ? task.get<std::string>().rfind(':') : std::string::npos;
+  if (colon == std::string::npos)
+    return Rpc(res, 200, RpcError(id, -32602, "taskId must name a task this server gave"));
+  const std::string run = task.get<std::string>().substr(0, colon);
+  const std::string call_id = task.get<std::string>().substr(colon + 1);
+  auto view = VisibleInstance(caller, run);  // a task is its principal's
+  nlohmann::json call;
+  if (view.ok())
+    for (const auto& c : view->value("calls", nlohmann::json::array()))
+      if (c.value("call_id", "") == call_id) call = c;
+  if (call.is_null())
+    return Rpc(res, 200, RpcError(id, -32602, "no task " + SanitizeUtf8(task.get<std::string>())));
+  // Cancellation is cooperative: an appended call is never taken back
+  // (abort_run undoes a run); update has no input to take.
+  if (method != "tasks/get") return Rpc(res, 200, RpcResult(id, McpOutcome({}, true)));
+  Rpc(res, 200, RpcResult(id, McpOutcome(McpTaskOf(call, task), true)));
 }
 
 void ApiServer::Impl::McpOpenRun(HttpResponse& res, const nlohmann::json& id,
@@ -169,8 +215,8 @@ void ApiServer::Impl::McpOpenRun(HttpResponse& res, const nlohmann::json& id,
   if (ToolboxDefinitionPtr tb = engine_.Toolbox(toolbox, 0)) {
     std::vector<SchemaError> errors = tb->InputErrors(input);
     if (!errors.empty())
-      return tool_error("input does not match toolbox '" + toolbox + "': " +
-                        (errors[0].path.empty() ? "input" : errors[0].path) + " " +
+      return tool_error("input does not match toolbox '" + toolbox +
+                        "': " + (errors[0].path.empty() ? "input" : errors[0].path) + " " +
                         errors[0].message);
   }
   nlohmann::json metadata = {
@@ -184,18 +230,19 @@ void ApiServer::Impl::McpOpenRun(HttpResponse& res, const nlohmann::json& id,
   // No thread waits for the run's creation: its continuation answers.
   auto answer = DeferredAnswer::Start(res, nullptr);
   engine_.StartRunAsync(
-      toolbox, 0, input, metadata, key,
-      Sha256Hex("mcp\n" + toolbox + "\n" + CanonicalJson(input)), TraceFromHeaders("", ""),
-      caller.name, [this, answer, id, key](const StatusOr<SubmitOutcome>& sub) {
+      toolbox, 0, input, metadata, key, Sha256Hex("mcp\n" + toolbox + "\n" + CanonicalJson(input)),
+      TraceFromHeaders("", ""), caller.name,
+      [this, answer, id, key](const StatusOr<SubmitOutcome>& sub) {
         if (sub.ok() && !key.empty()) engine_.FinishSubmission(key, 0, nullptr);
         nlohmann::json out =
-            !sub.ok() ? McpToolError("cannot open a run: " + sub.status().message())
-                      : nlohmann::json{
-                            {"content", McpText("{\"run\":\"" + sub->instance_id + "\"}")},
-                            {"structuredContent", {{"run", sub->instance_id}}},
-                            {"isError", false}};
-        answer->Give(
-            [&](HttpResponse& res) { Rpc(res, 200, RpcResult(id, McpOutcome(std::move(out), true))); });
+            !sub.ok()
+                ? McpToolError("cannot open a run: " + sub.status().message())
+                : nlohmann::json{{"content", McpText("{\"run\":\"" + sub->instance_id + "\"}")},
+                                 {"structuredContent", {{"run", sub->instance_id}}},
+                                 {"isError", false}};
+        answer->Give([&](HttpResponse& res) {
+          Rpc(res, 200, RpcResult(id, McpOutcome(std::move(out), true)));
+        });
       });
 }
 

@@ -192,9 +192,15 @@ class ApiServer::Impl {
   // tools/call on run `run` (the session's, or the handle the call names):
   // append the call and answer its outcome, or finish_run / abort_run.
   // `modern`: the 2026-07-28 revision (each result says so).
+  // `tasks`: the client takes a task for a call not decided when the wait
+  // ends (api_mcp_modern.cc).
   void McpToolCall(const HttpRequest& req, HttpResponse& res, const nlohmann::json& id,
                    const nlohmann::json& params, const std::string& run,
-                   const ToolboxDefinition& tb, const Caller& caller, bool modern);
+                   const ToolboxDefinition& tb, const Caller& caller, bool modern,
+                   bool tasks = false);
+  // tasks/get, tasks/cancel, tasks/update of the Tasks extension.
+  void McpTask(HttpResponse& res, const nlohmann::json& id, const std::string& method,
+               const nlohmann::json& params, const Caller& caller);
   void McpEndRun(HttpResponse& res, const nlohmann::json& id, const std::string& run,
                  const std::string& tool, const nlohmann::json& args, const Caller& caller,
                  bool modern);

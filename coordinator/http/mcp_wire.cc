@@ -1,5 +1,7 @@
 #include "coordinator/http/mcp_wire.h"
 
+#include <time.h>
+
 #include "util/json_limits.h"
 
 namespace sagad {
@@ -42,8 +44,9 @@ namespace {
 const nlohmann::json& RunProperty() {
   static const nlohmann::json p = {
       {"type", "string"},
-      {"description", "The run's handle, as open_run answered it: every call of one task goes "
-                      "to its run"}};
+      {"description",
+       "The run's handle, as open_run answered it: every call of one task goes "
+       "to its run"}};
   return p;
 }
 
@@ -117,9 +120,11 @@ nlohmann::json McpRunTools(const ToolboxDefinition& tb, bool run_handle) {
           {{"type", "object"},
            {"properties",
             {{"input", input},
-             {"key", {{"type", "string"},
-                      {"description", "Your name for the task (an incident, a ticket): the "
-                                      "same key answers the same run, after a restart too"}}}}},
+             {"key",
+              {{"type", "string"},
+               {"description",
+                "Your name for the task (an incident, a ticket): the "
+                "same key answers the same run, after a restart too"}}}}},
            {"required", nlohmann::json::array()}}},
          {"annotations", annotations}});
   }
@@ -131,8 +136,9 @@ nlohmann::json McpRunTools(const ToolboxDefinition& tb, bool run_handle) {
   abort_annotations["destructiveHint"] = true;
   tools.push_back(
       {{"name", "abort_run"},
-       {"description", "Abort the run: its committed calls are undone in reverse order "
-                       "(refused once an irreversible call is under way or done)."},
+       {"description",
+        "Abort the run: its committed calls are undone in reverse order "
+        "(refused once an irreversible call is under way or done)."},
        {"inputSchema",
         with_run({{"reason", {{"type", "string"}, {"description", "Why, for the operator"}}}},
                  nlohmann::json::array())},
@@ -191,6 +197,70 @@ nlohmann::json McpOutcome(nlohmann::json result, bool modern) {
   result["resultType"] = "complete";
   result["_meta"] = {{"io.modelcontextprotocol/serverInfo", {{"name", "sagad"}, {"version", "5"}}}};
   return result;
+}
+
+bool McpTaskStatus(const std::string& status) {
+  return status == "AWAITING_APPROVAL" || status == "PLANNED" || status == "STARTED" ||
+         status == "UNKNOWN" || status == "NEEDS_REVIEW" || status.empty();
+}
+
+namespace {
+
+constexpr int64_t kTaskPollMs = 2000;
+
+std::string IsoTime(int64_t ms) {
+  char buf[40];
+  const time_t s = static_cast<time_t>(ms / 1000);
+  struct tm tm;
+  gmtime_r(&s, &tm);
+  strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  return std::string(buf) + "." + std::to_string(1000 + ms % 1000).substr(1) + "Z";
+}
+
+// A call is decided for a task: nothing more will happen to it without
+// someone asking (the view's statuses of Waiters::Decided).
+bool TaskDone(const std::string& status) {
+  return status == "COMMITTED" || status == "FAILED" || status == "REJECTED" ||
+         status == "CANCELLED" || status == "COMPENSATED";
+}
+
+// The task of a call's view: working until it is decided, then completed
+// with the result tools/call would have answered (cancelled when its run
+// ended before it was sent).
+}  // namespace
+
+nlohmann::json McpTaskOf(const nlohmann::json& call, const std::string& task_id) {
+  const std::string status = call.value("status", "");
+  const int64_t at = call.value("appended_at", int64_t{0});
+  nlohmann::json t = {{"taskId", task_id},
+                      {"createdAt", IsoTime(at)},
+                      {"lastUpdatedAt", IsoTime(at)},
+                      {"ttlMs", nullptr},
+                      {"pollIntervalMs", kTaskPollMs}};
+  if (status == "CANCELLED") {
+    t["status"] = "cancelled";
+    t["statusMessage"] = "its run ended before it was sent; it never will be";
+  } else if (TaskDone(status)) {
+    CallAnswer a;
+    a.call = call;
+    t["status"] = "completed";
+    t["result"] = McpOutcome(McpCallResult(a), true);
+  } else {
+    t["status"] = "working";
+    t["statusMessage"] = status == "AWAITING_APPROVAL" ? "waiting for an operator to approve it"
+                         : status == "NEEDS_REVIEW"
+                             ? "its outcome is unknown: an operator reviews it"
+                             : "under way (" + status + ")";
+  }
+  return t;
+}
+
+nlohmann::json McpCreateTask(const nlohmann::json& call) {
+  nlohmann::json t =
+      McpTaskOf(call, call.value("instance_id", "") + ":" + call.value("call_id", ""));
+  t["resultType"] = "task";
+  t["_meta"] = McpOutcome(nlohmann::json::object(), true)["_meta"];
+  return t;
 }
 
 bool IsModernMcp(const std::string& header_version, const nlohmann::json& m) {

@@ -40,6 +40,15 @@ nlohmann::json McpToolError(const std::string& text);
 // `result` as the revision wants it: the 2026-07-28 revision adds
 // resultType and the server's identity in _meta.
 nlohmann::json McpOutcome(nlohmann::json result, bool modern);
+// Whether a call in `status` answers a task to a client of the Tasks
+// extension: it waits for an operator, or is under way or in doubt.
+bool McpTaskStatus(const std::string& status);
+// The task of a call's view (taskId `task_id`: "<run>:<call_id>"): working
+// until the call is decided, then completed with the result tools/call
+// would have answered, or cancelled when its run ended before it was sent.
+nlohmann::json McpTaskOf(const nlohmann::json& call, const std::string& task_id);
+// The CreateTaskResult for a call's view (with its instance_id).
+nlohmann::json McpCreateTask(const nlohmann::json& call);
 // Whether a request speaks the 2026-07-28 revision (or later): its
 // MCP-Protocol-Version header or its _meta says so, or it is
 // server/discover.

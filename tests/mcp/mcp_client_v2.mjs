@@ -82,4 +82,46 @@ const lie = await fetch(url, { method: "POST", headers: {
            "io.modelcontextprotocol/clientCapabilities": {} } } }) });
 assert.equal(lie.status, 400);
 assert.equal((await lie.json()).error.code, -32020);
+// Tasks: a client that declares the extension gets a task for a call that
+// waits for an operator; tasks/get is working until the operator decides,
+// then completed with the call's result.
+let rpcId = 100;
+async function rpc(method, params, tasks = false) {
+  const caps = tasks ? { extensions: { "io.modelcontextprotocol/tasks": {} } } : {};
+  const body = { jsonrpc: "2.0", id: ++rpcId, method, params: { ...params, _meta: {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": caps } } };
+  const headers = { Authorization: `Bearer ${token}`, "Content-Type": "application/json",
+    Accept: "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28",
+    "Mcp-Method": method };
+  if (method === "tools/call") headers["Mcp-Name"] = params.name;
+  const r = await fetch(url, { method: "POST", headers, body: JSON.stringify(body) });
+  return (await r.json()).result;
+}
+const discovered = await rpc("server/discover", {});
+assert.ok(discovered.capabilities.extensions["io.modelcontextprotocol/tasks"]);
+const taskRun = (await rpc("tools/call", { name: "open_run",
+  arguments: { input: { incident: "INC-TASK" } } })).structuredContent.run;
+const mail = { run: taskRun, call_id: "mail", to: "bob@example.com", body: "done" };
+const plain = await rpc("tools/call", { name: "notify_user", arguments: mail });
+assert.equal(plain.resultType, "complete", "no task for a client without the extension");
+const created = await rpc("tools/call", { name: "notify_user", arguments: mail }, true);
+assert.equal(created.resultType, "task");
+assert.equal(created.status, "working");
+assert.equal(created.taskId, `${taskRun}:mail`);
+assert.equal((await rpc("tasks/get", { taskId: created.taskId })).status, "working");
+const approved = await fetch(`${api}/v1/instances/${taskRun}/steps/mail/approve`, {
+  method: "POST", headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+  body: "{}" });
+assert.equal(approved.status, 200);
+let done;
+for (let i = 0; i < 100; ++i) {
+  done = await rpc("tasks/get", { taskId: created.taskId });
+  if (done.status !== "working") break;
+  await new Promise((r) => setTimeout(r, 100));
+}
+assert.equal(done.status, "completed", JSON.stringify(done));
+assert.equal(done.result.structuredContent.status, "COMMITTED");
+assert.equal(done.resultType, "complete");
+assert.ok((await rpc("tasks/get", { taskId: "nope" })) === undefined, "an unknown task is an error");
 console.log("mcp v2 ok: run", run);
