@@ -1,4 +1,4 @@
-// history_bench: the history at scale (issue 63). For each size, on LMDB
+// history_bench: the history at scale. For each size, on LMDB
 // and (with --store postgres) on PostgreSQL:
 //   - the first page of each documented filter, over HTTP, p50 and p99 of
 //     --queries requests one after another: status=NEEDS_REVIEW,

@@ -2,7 +2,7 @@
 // follows from it. Threads that serve everyone (the store's committer, the
 // HTTP event loops, the engine's workers) must never wait for a commit or a
 // downstream call: one such wait can hold up every instance, and a committer
-// that waits for a commit waits for itself (the keyed-wait hang of issue 40:
+// that waits for a commit waits for itself (the keyed-wait hang:
 // a commit's continuation stored a submission's response with a blocking
 // commit that only the committer could write).
 //

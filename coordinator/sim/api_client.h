@@ -8,7 +8,7 @@
 //
 // The invariant it checks: every request is answered, or its connection
 // closed, within its own ?wait plus kAnswerSlackMs of simulated time (the
-// keyed-wait hang of issue 40 left requests unanswered forever).
+// keyed-wait hang once left requests unanswered forever).
 // Thread-safety: none (the World's one thread).
 #pragma once
 

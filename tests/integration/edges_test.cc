@@ -1,4 +1,4 @@
-// The edges, second probe (issue 22): request smuggling, abandoned long
+// The edges, second probe: request smuggling, abandoned long
 // polls, SIGHUP and drains, HTTP politeness, a truncated store. Each test
 // failed on the code before its fix.
 #include <arpa/inet.h>

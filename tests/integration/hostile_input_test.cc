@@ -1,4 +1,4 @@
-// Hostile input (issue 12): bytes that are not UTF-8 in every part of a
+// Hostile input: bytes that are not UTF-8 in every part of a
 // request, broken downstream replies, path tricks, malformed HTTP. sagad must
 // answer with a problem+json, keep serving and keep writing.
 #include <gtest/gtest.h>

@@ -80,7 +80,7 @@ TEST_F(OwnershipTest, PausedOwnerCommitsNothingAndItsLateRequestIsFenced) {
   json done = b_->WaitStatus(id, "COMPLETED", std::chrono::seconds(20));
   ASSERT_EQ(done["status"], "COMPLETED") << done.dump();
   // A wakes up: its lease ran out while it was paused, so by the lease rule
-  // its request does not leave at all (issue 21.1; before, it left with the
+  // its request does not leave at all (before, it left with the
   // old token and only a fencing downstream refused it); it commits nothing
   // and starts nothing new.
   a_->process().Kill(SIGCONT);

@@ -1,4 +1,4 @@
-// The promises of issue 21 that need a real sagad, on each store (run again
+// The promises (docs/reliability.md) that need a real sagad, on each store (run again
 // with SAGAD_TEST_STORE=postgres): a U+0000 in what the API receives is
 // refused with 400 and never disturbs other writes, one in a downstream
 // reply is recorded escaped (21.5); definitions are checked before anything

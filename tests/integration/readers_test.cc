@@ -1,4 +1,4 @@
-// Reads of the history at scale (issue 63). Searches by a declared search
+// Reads of the history at scale. Searches by a declared search
 // attribute are answered from its index; by any other field, boundedly.
 // Reads never take the capacity of writes: with
 // one API handler thread and three operators looping a list that reads

@@ -231,7 +231,7 @@ TEST_F(SagactlTest, RefusesWhatWouldActOnTheWrongThing) {
     struct stat st;
     EXPECT_NE(stat(missing.c_str(), &st), 0) << cmd << " created " << missing;
   }
-  // A zero-length data.mdb (a failed copy) is named as such (issue 41).
+  // A zero-length data.mdb (a failed copy) is named as such.
   std::string empty = dir_.path() + "/empty-dir";
   ASSERT_EQ(mkdir(empty.c_str(), 0755), 0);
   std::ofstream(empty + "/data.mdb").close();

@@ -126,7 +126,7 @@ TEST_F(ServicesTest, MaxInFlightBoundsWhatIsUnderWayAndEverySagaCompletes) {
   EXPECT_EQ(RepeatedEffects(downstream_), "");
 }
 
-// Bulk actions (DESIGN Part 4) live beside the services: both are an
+// Bulk actions live beside the services: both are an
 // operator acting on many at once.
 TEST_F(ServicesTest, BulkActionsJudgeEachInstanceAsItsSingleAction) {
   Start();
@@ -195,7 +195,7 @@ TEST_F(ServicesTest, BulkActionsJudgeEachInstanceAsItsSingleAction) {
   EXPECT_EQ(coordinator_->Post("/v1/instances/actions/cancel", {{"ids", {1}}}).status, 400);
 }
 
-// Definitions over the API (DESIGN Part 4): deployed, immutable per version,
+// Definitions over the API: deployed, immutable per version,
 // kept across a restart, run like any other.
 TEST_F(ServicesTest, ADeployedDefinitionRunsAndIsImmutablePerVersion) {
   Start();

@@ -33,7 +33,7 @@ TEST(StorageFullTest, AFullStoreAnswers503UntilThereIsRoomThenEverythingResumes)
   ASSERT_EQ(full.status, 503) << full.raw;
   EXPECT_EQ(full.header("Retry-After"), "1");
   EXPECT_NE(full.body.value("detail", "").find("the store is full"), std::string::npos) << full.raw;
-  // In the operator's terms only: no library text (issue 41).
+  // In the operator's terms only: no library text.
   EXPECT_EQ(full.body.value("detail", "").find("MDB_"), std::string::npos) << full.raw;
   EXPECT_EQ(full.body.value("detail", "").find("mdb_txn"), std::string::npos) << full.raw;
   Reply ready = sagad.Get("/readyz");

@@ -9,7 +9,7 @@
 //     that depends on it was undone;
 //   * reverse_completion: undos never overlap and follow reverse commit order;
 //   * a compensated saga undid every committed step exactly once;
-//   * (issue 21.2) with a pivot: never COMPENSATED with the irreversible step
+//   * with a pivot: never COMPENSATED with the irreversible step
 //     COMMITTED, and no undo starts once the pivot may have taken effect,
 //     with approvals, cancels (refused across the pivot as OperatorActions
 //     refuses them, and now and then accepted as an older sagad did, to

@@ -60,7 +60,7 @@ TEST(ThreadRoleDeathTest, ABlockingWaitOnAThreadThatMustNotBlockAbortsNamingTheR
 }
 
 TEST(ThreadRoleDeathTest, ABlockingCommitFromACommitsContinuationAborts) {
-  // The hang of issue 40: a continuation, on the committer thread, commits
+  // The keyed-wait hang: a continuation, on the committer thread, commits
   // with a blocking write that only the committer could lead.
   EXPECT_DEATH(
       {

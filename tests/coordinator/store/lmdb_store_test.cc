@@ -335,7 +335,7 @@ TEST(LmdbErrorTest, AnIoErrorIsUnavailableAndCarriesAReferenceNotTheSystemsWords
   EXPECT_EQ(lmdb_util::LmdbError("mdb_put", MDB_BAD_VALSIZE).code(), StatusCode::kInternal);
 }
 
-// Declared search attributes (issue 63): once the declaration committed,
+// Declared search attributes: once the declaration committed,
 // a search on the field reads only the instances that have the value, those
 // stored before it too; retention deletes their entries; a saga that did
 // not declare the field keeps the search a bounded scan (never silently

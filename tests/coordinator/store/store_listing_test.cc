@@ -1,4 +1,4 @@
-// The listing's filters that every store answers from an index (issue 63):
+// The listing's filters that every store answers from an index:
 // creation-time bounds (ranges of ids: ids sort by creation), alone, with an
 // indexed condition, and across pages.
 #include "tests/coordinator/store/store_test_fixture.h"
