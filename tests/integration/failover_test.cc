@@ -206,18 +206,22 @@ TEST(FailoverTest, PrimaryKilledStandbyPromotedNothingLostNothingDoubled) {
   EXPECT_EQ(sagad.process().Wait(std::chrono::seconds(15)), 0);
 }
 
-// Issue 57: the primary's link goes silent without a reset (every byte
+// The primary's link goes silent without a reset (every byte
 // held, connections left open: a partition, a frozen relay), the standby
 // is promoted, and later the old primary comes back still read-write and
 // first in the URI. sagad must commit on the new primary within its
 // statement deadline and a connect timeout of the promotion, answer
 // /healthz throughout, and never write to the old primary again, even when
 // its connections to the new one are cut and it must connect anew (libpq
-// would pick the old primary first). Replication is asynchronous here, so
-// nothing but sagad's fence keeps the old primary from taking writes.
+// would pick the old primary first). Replication is synchronous: a write
+// sent to the old primary would still be written there (its commit waits
+// for a standby that left, but it is in its tables), so nothing but
+// sagad's fence keeps the old primary from being written to.
 TEST(FailoverTest, ASilentPrimaryIsLeftWithinTheDeadlineAndNeverWrittenToWhenItComesBack) {
-  PostgresServer primary("wal_level = replica\nmax_wal_senders = 5\n");
-  PostgresServer standby("wal_retrieve_retry_interval = '200ms'\n", &primary, "sagad_standby");
+  PostgresServer primary(
+      "wal_level = replica\nmax_wal_senders = 5\nsynchronous_standby_names = 'sagad_standby'\n");
+  PostgresServer standby("synchronous_standby_names = ''\nwal_retrieve_retry_interval = '200ms'\n",
+                         &primary, "sagad_standby");
   ASSERT_TRUE(WaitFor(
       [&] {
         return primary.QueryValue("postgres",
@@ -263,9 +267,11 @@ TEST(FailoverTest, ASilentPrimaryIsLeftWithinTheDeadlineAndNeverWrittenToWhenItC
 
   link.Freeze();  // the primary's host goes silent: no reset, no answer
   const int64_t frozen_at = WallMs();
-  // What sagad committed before the silence reaches the standby (it
-  // streams from the primary directly): asynchronous replication would
-  // otherwise lose it, which is not what this test is about.
+  // What sagad committed before the silence is on the standby: the
+  // replication is synchronous (with asynchronous replication a commit
+  // acknowledged just before the silence was lost 2 times in 17 runs, and
+  // a step sent after it went again: docs/postgresql.md says why; not what
+  // this test is about). The wait below only makes sure it was replayed.
   ASSERT_TRUE(WaitFor([&] {
     return primary.QueryValue("postgres",
                               "SELECT pg_current_wal_lsn() <= replay_lsn FROM pg_stat_replication "
