@@ -1,6 +1,6 @@
 // libFuzzer: a saga definition or a toolbox (guards included) in JSON
-// (sagad --definitions, the JSON form of the builders). Never a crash; what FromJson accepts survives ToJson/FromJson
-// (input_schema included: compiled, not run here, since a pattern that
+// (sagad --definitions, the JSON form of the builders). Never a crash; what FromJson accepts
+// survives ToJson/FromJson (input_schema included: compiled, not run here, since a pattern that
 // backtracks exponentially would only time the fuzzer out).
 #include <cstdint>
 #include <cstdlib>

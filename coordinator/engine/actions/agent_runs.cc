@@ -125,6 +125,12 @@ std::pair<std::string, std::string> AgentRuns::PrincipalGuarded(const std::strin
                                                                 const nlohmann::json& call) const {
   const nlohmann::json tool = call.is_object() ? call.value("tool", nlohmann::json()) : nullptr;
   if (!tool.is_string()) return {};
+  // No store read for a call no registered toolbox guards per principal
+  // (most calls): the run is read only when one might.
+  bool guarded = false;
+  for (const ToolboxDefinitionPtr& tb : defs_.AllToolboxes())
+    guarded = guarded || HasPrincipalGuard(*tb, tool.get<std::string>());
+  if (!guarded) return {};
   auto view = store_.GetInstance(id);
   if (!view.ok() || view->value("kind", "") != "run") return {};
   ToolboxDefinitionPtr tb =
