@@ -92,6 +92,25 @@ TEST_F(AgentMemoryTest, AWaitUntilDecidedIsAnsweredWhenTheOperatorDecides) {
             "AWAITING_APPROVAL");
 }
 
+// A saga's view waited for until decided holds past its approval and is
+// answered once the operator approved and the saga ended.
+TEST_F(AgentMemoryTest, ASagaWaitedForUntilDecidedIsAnsweredWhenItEnds) {
+  Reply submitted = sagad_.Submit("incident_response", IncidentInput(), 10);
+  ASSERT_EQ(submitted.body["status"], "AWAITING_APPROVAL") << submitted.raw;
+  const std::string id = submitted.body["id"];
+  std::atomic<bool> answered{false};
+  Reply ended;
+  std::thread waiting([&] {
+    ended = sagad_.Get("/v1/instances/" + id + "?wait=60&until=decided");
+    answered = true;
+  });
+  EXPECT_FALSE(WaitFor([&] { return answered.load(); }, std::chrono::milliseconds(1000)));
+  ASSERT_EQ(AsOperator(sagad_, "/v1/instances/" + id + "/steps/notify_user/approve").status, 200);
+  waiting.join();
+  EXPECT_EQ(ended.status, 200) << ended.raw;
+  EXPECT_EQ(ended.body["status"], "COMPLETED") << ended.raw;
+}
+
 // The first decision under a decision_id is kept: asked again with
 // another value it answers the stored one (Idempotent-Replayed), across a
 // restart; decisions are in the run's view in order with the calls.
