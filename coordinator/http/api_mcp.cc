@@ -114,7 +114,7 @@ void ApiServer::Impl::McpToolCall(const HttpRequest& req, HttpResponse& res,
   if (!call["call_id"].is_string()) {
     CallAnswer a;
     a.refused = InvalidArgument("arguments.call_id is required: your name for this one call");
-    return Rpc(res, 200, RpcResult(id, McpOutcome(McpCallResult(a), modern)));
+    return McpAnswer(res, id, McpCallResult(a), modern);
   }
   const nlohmann::json meta = params.value("_meta", nlohmann::json::object());
   if (meta.is_object() && meta.contains("reason") && meta["reason"].is_string())
@@ -127,8 +127,24 @@ void ApiServer::Impl::McpToolCall(const HttpRequest& req, HttpResponse& res,
                   if (tasks && a.refused.ok() && a.call.is_object() &&
                       McpTaskStatus(a.call.value("status", "")))
                     return Rpc(res, 200, RpcResult(id, McpCreateTask(a.call)));
-                  Rpc(res, 200, RpcResult(id, McpOutcome(McpCallResult(a), modern)));
+                  McpAnswer(res, id, McpCallResult(a), modern);
                 });
+}
+
+void ApiServer::Impl::StartMcpRun(const Caller& caller, const std::string& toolbox,
+                                  const nlohmann::json& input, const std::string& key,
+                                  const nlohmann::json& client, const std::string& version,
+                                  Completion<StatusOr<std::string>> opened) {
+  nlohmann::json metadata = {{"agent", caller.name}, {"via", "mcp"}, {"protocol_version", version}};
+  if (client.is_object() && client.contains("name")) metadata["mcp_client"] = client["name"];
+  engine_.StartRunAsync(
+      toolbox, 0, input, metadata, key, Sha256Hex("mcp\n" + toolbox + "\n" + CanonicalJson(input)),
+      TraceFromHeaders("", ""), caller.name,
+      [this, key, opened = std::move(opened)](const StatusOr<SubmitOutcome>& sub) {
+        if (sub.ok() && !key.empty()) engine_.FinishSubmission(key, 0, nullptr);
+        if (!sub.ok()) return opened(sub.status());
+        opened(sub->instance_id);
+      });
 }
 
 void ApiServer::Impl::McpEndRun(HttpResponse& res, const nlohmann::json& id, const std::string& run,
@@ -136,8 +152,7 @@ void ApiServer::Impl::McpEndRun(HttpResponse& res, const nlohmann::json& id, con
                                 const Caller& caller, bool modern) {
   const nlohmann::json reason = args.value("reason", nlohmann::json(""));
   if (!reason.is_string())
-    return Rpc(res, 200,
-               RpcResult(id, McpOutcome(McpToolError("reason must be a string"), modern)));
+    return McpAnswer(res, id, McpToolError("reason must be a string"), modern);
   // No thread waits for the run's commit: its continuation answers.
   auto answer = DeferredAnswer::Start(res, nullptr);
   Engine::ActionDone done = [this, answer, id, run, modern](Status s) {
@@ -151,9 +166,7 @@ void ApiServer::Impl::McpEndRun(HttpResponse& res, const nlohmann::json& id, con
              {"structuredContent", {{"run", run}, {"status", status}}},
              {"isError", false}};
     }
-    answer->Give([&](HttpResponse& res) {
-      Rpc(res, 200, RpcResult(id, McpOutcome(std::move(out), modern)));
-    });
+    answer->Give([&](HttpResponse& res) { McpAnswer(res, id, std::move(out), modern); });
   };
   Status s = tool == "finish_run" ? engine_.FinishRun(run, caller.name, done)
                                   : engine_.AbortRun(run, caller.name, reason, done);
@@ -163,7 +176,6 @@ void ApiServer::Impl::McpEndRun(HttpResponse& res, const nlohmann::json& id, con
 void ApiServer::Impl::McpInitialize(const HttpRequest& req, HttpResponse& res,
                                     const nlohmann::json& id, const nlohmann::json& params,
                                     const Caller& caller) {
-  const std::string& who = caller.name;
   const nlohmann::json asked = params.value("protocolVersion", nlohmann::json());
   if (!asked.is_string()) return Rpc(res, 200, RpcError(id, -32602, "protocolVersion is required"));
   // A version this server does not speak is answered with the newest it does.
@@ -188,9 +200,6 @@ void ApiServer::Impl::McpInitialize(const HttpRequest& req, HttpResponse& res,
     nlohmann::json input = nlohmann::json::object();
     for (const auto& [k, v] : req.params)
       if (k.rfind("input.", 0) == 0 && k.size() > 6) input[k.substr(6)] = v;
-    const nlohmann::json client = params.value("clientInfo", nlohmann::json::object());
-    nlohmann::json metadata = {{"agent", who}, {"via", "mcp"}, {"protocol_version", version}};
-    if (client.is_object() && client.contains("name")) metadata["mcp_client"] = client["name"];
     const std::string key = ScopedKey(caller, req.get_header_value("Idempotency-Key"));
     Status failed;
     const std::string too_many = TooManyOpenRuns(caller, key, &failed);
@@ -200,18 +209,16 @@ void ApiServer::Impl::McpInitialize(const HttpRequest& req, HttpResponse& res,
       return Rpc(res, 429, RpcError(id, -32000, "cannot open a run: " + too_many));
     // No thread waits for the run's creation: its continuation answers.
     auto answer = DeferredAnswer::Start(res, nullptr);
-    engine_.StartRunAsync(
-        toolbox, 0, input, metadata, key,
-        Sha256Hex("mcp\n" + toolbox + "\n" + CanonicalJson(input)), TraceFromHeaders("", ""), who,
-        [this, answer, id, version, key](const StatusOr<SubmitOutcome>& sub) {
-          if (sub.ok() && !key.empty()) engine_.FinishSubmission(key, 0, nullptr);
-          answer->Give([&](HttpResponse& res) {
-            if (!sub.ok())
-              return Rpc(res, 200,
-                         RpcError(id, -32602, "cannot open a run: " + sub.status().message()));
-            Initialized(res, id, version, sub->instance_id);
-          });
-        });
+    StartMcpRun(caller, toolbox, input, key, params.value("clientInfo", nlohmann::json()), version,
+                [answer, id, version](const StatusOr<std::string>& run) {
+                  answer->Give([&](HttpResponse& res) {
+                    if (!run.ok())
+                      return Rpc(
+                          res, 200,
+                          RpcError(id, -32602, "cannot open a run: " + run.status().message()));
+                    Initialized(res, id, version, *run);
+                  });
+                });
     return;
   }
   Initialized(res, id, version, run);

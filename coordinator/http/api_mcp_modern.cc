@@ -19,8 +19,6 @@
 // answer, so the task is durable, and tasks/get answers from the run's view
 // (working until the call is decided; then completed, with the result the
 // call would have answered).
-#include "adapters/sha256.h"
-#include "adapters/trace_context.h"
 #include "coordinator/http/api_exchange.h"
 #include "coordinator/http/http_api_impl.h"
 #include "coordinator/http/mcp_wire.h"
@@ -147,9 +145,7 @@ void ApiServer::Impl::McpModern(const HttpRequest& req, HttpResponse& res, const
   if (method == "tools/list") {
     nlohmann::json tools = McpRunTools(*tb, true);
     for (auto& t : McpToolsOf(*tb, true)) tools.push_back(std::move(t));
-    return Rpc(res, 200,
-               RpcResult(id, McpOutcome({{"tools", tools}, {"ttlMs", 0}, {"cacheScope", "private"}},
-                                        true)));
+    return McpAnswer(res, id, {{"tools", tools}, {"ttlMs", 0}, {"cacheScope", "private"}}, true);
   }
   const nlohmann::json name = params.value("name", nlohmann::json());
   const nlohmann::json args = params.value("arguments", nlohmann::json::object());
@@ -161,9 +157,7 @@ void ApiServer::Impl::McpModern(const HttpRequest& req, HttpResponse& res, const
                       meta.value("io.modelcontextprotocol/clientInfo", nlohmann::json()), caller);
   // Every other tool names its run: the caller's own, of this toolbox.
   const nlohmann::json run = args.value("run", nlohmann::json());
-  auto tool_error = [&](const std::string& text) {
-    Rpc(res, 200, RpcResult(id, McpOutcome(McpToolError(text), true)));
-  };
+  auto tool_error = [&](const std::string& text) { McpAnswer(res, id, McpToolError(text), true); };
   if (!run.is_string())
     return tool_error("arguments.run is required: the handle open_run answered");
   auto view = VisibleInstance(caller, run);
@@ -196,54 +190,37 @@ void ApiServer::Impl::McpTask(HttpResponse& res, const nlohmann::json& id,
     return Rpc(res, 200, RpcError(id, -32602, "no task " + SanitizeUtf8(task.get<std::string>())));
   // Cancellation is cooperative: an appended call is never taken back
   // (abort_run undoes a run); update has no input to take.
-  if (method != "tasks/get") return Rpc(res, 200, RpcResult(id, McpOutcome({}, true)));
-  Rpc(res, 200, RpcResult(id, McpOutcome(McpTaskOf(call, task), true)));
+  if (method != "tasks/get") return McpAnswer(res, id, {}, true);
+  McpAnswer(res, id, McpTaskOf(call, task), true);
 }
 
 void ApiServer::Impl::McpOpenRun(HttpResponse& res, const nlohmann::json& id,
                                  const std::string& toolbox, const nlohmann::json& args,
                                  const nlohmann::json& client, const Caller& caller) {
-  auto tool_error = [&](const std::string& text) {
-    Rpc(res, 200, RpcResult(id, McpOutcome(McpToolError(text), true)));
-  };
+  auto tool_error = [&](const std::string& text) { McpAnswer(res, id, McpToolError(text), true); };
   const nlohmann::json input = args.value("input", nlohmann::json::object());
   const nlohmann::json key_arg = args.value("key", nlohmann::json(""));
   if (!input.is_object() || !key_arg.is_string())
     return tool_error("input must be an object and key a string");
   if (key_arg.get<std::string>().size() > 255)
     return tool_error("key is longer than 255 characters");
-  if (ToolboxDefinitionPtr tb = engine_.Toolbox(toolbox, 0)) {
-    std::vector<SchemaError> errors = tb->InputErrors(input);
-    if (!errors.empty())
-      return tool_error("input does not match toolbox '" + toolbox +
-                        "': " + (errors[0].path.empty() ? "input" : errors[0].path) + " " +
-                        errors[0].message);
-  }
-  nlohmann::json metadata = {
-      {"agent", caller.name}, {"via", "mcp"}, {"protocol_version", kMcpModernVersion}};
-  if (client.is_object() && client.contains("name")) metadata["mcp_client"] = client["name"];
   const std::string key = ScopedKey(caller, key_arg.get<std::string>());
   Status failed;
   const std::string too_many = TooManyOpenRuns(caller, key, &failed);
   if (!failed.ok()) return tool_error("cannot open a run: " + failed.message());
   if (!too_many.empty()) return tool_error("cannot open a run: " + too_many);
-  // No thread waits for the run's creation: its continuation answers.
+  // No thread waits for the run's creation: its continuation answers. The
+  // input is checked against the toolbox's schema there (the engine's).
   auto answer = DeferredAnswer::Start(res, nullptr);
-  engine_.StartRunAsync(
-      toolbox, 0, input, metadata, key, Sha256Hex("mcp\n" + toolbox + "\n" + CanonicalJson(input)),
-      TraceFromHeaders("", ""), caller.name,
-      [this, answer, id, key](const StatusOr<SubmitOutcome>& sub) {
-        if (sub.ok() && !key.empty()) engine_.FinishSubmission(key, 0, nullptr);
-        nlohmann::json out =
-            !sub.ok()
-                ? McpToolError("cannot open a run: " + sub.status().message())
-                : nlohmann::json{{"content", McpText("{\"run\":\"" + sub->instance_id + "\"}")},
-                                 {"structuredContent", {{"run", sub->instance_id}}},
-                                 {"isError", false}};
-        answer->Give([&](HttpResponse& res) {
-          Rpc(res, 200, RpcResult(id, McpOutcome(std::move(out), true)));
-        });
-      });
+  StartMcpRun(caller, toolbox, input, key, client, kMcpModernVersion,
+              [answer, id](const StatusOr<std::string>& run) {
+                nlohmann::json out =
+                    !run.ok() ? McpToolError("cannot open a run: " + run.status().message())
+                              : nlohmann::json{{"content", McpText("{\"run\":\"" + *run + "\"}")},
+                                               {"structuredContent", {{"run", *run}}},
+                                               {"isError", false}};
+                answer->Give([&](HttpResponse& res) { McpAnswer(res, id, std::move(out), true); });
+              });
 }
 
 }  // namespace sagad

@@ -208,6 +208,13 @@ class ApiServer::Impl {
   // the run is a handle passed as a tool argument).
   void McpModern(const HttpRequest& req, HttpResponse& res, const nlohmann::json& m,
                  const Caller& caller);
+  // A run of `toolbox` opened for an MCP client (both eras): its metadata
+  // names the client and the revision; the caller's key, already scoped,
+  // makes it the same run again. `opened` gets its id, or why not, from the
+  // creation's continuation (the input checked there).
+  void StartMcpRun(const Caller& caller, const std::string& toolbox, const nlohmann::json& input,
+                   const std::string& key, const nlohmann::json& client, const std::string& version,
+                   Completion<StatusOr<std::string>> opened);
   void McpOpenRun(HttpResponse& res, const nlohmann::json& id, const std::string& toolbox,
                   const nlohmann::json& args, const nlohmann::json& client, const Caller& caller);
   // initialize: a new run of ?toolbox=NAME, or the run the session names

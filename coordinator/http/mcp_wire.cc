@@ -199,6 +199,10 @@ nlohmann::json McpOutcome(nlohmann::json result, bool modern) {
   return result;
 }
 
+void McpAnswer(HttpResponse& res, const nlohmann::json& id, nlohmann::json result, bool modern) {
+  Rpc(res, 200, RpcResult(id, McpOutcome(std::move(result), modern)));
+}
+
 bool McpTaskStatus(const std::string& status) {
   return status == "AWAITING_APPROVAL" || status == "PLANNED" || status == "STARTED" ||
          status == "UNKNOWN" || status == "NEEDS_REVIEW" || status.empty();

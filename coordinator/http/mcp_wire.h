@@ -40,6 +40,8 @@ nlohmann::json McpToolError(const std::string& text);
 // `result` as the revision wants it: the 2026-07-28 revision adds
 // resultType and the server's identity in _meta.
 nlohmann::json McpOutcome(nlohmann::json result, bool modern);
+// Answers request `id` with `result` (200), as the revision wants it.
+void McpAnswer(HttpResponse& res, const nlohmann::json& id, nlohmann::json result, bool modern);
 // Whether a call in `status` answers a task to a client of the Tasks
 // extension: it waits for an operator, or is under way or in doubt.
 bool McpTaskStatus(const std::string& status);

@@ -144,6 +144,9 @@ Status AgentRuns::CheckGuards(const Tx& tx, const ToolboxDefinition& tb,
                               const nlohmann::json& record, const Elsewhere& elsewhere,
                               nlohmann::json* held) const {
   const std::string tool = record["tool"].get<std::string>();
+  bool guarded = false;  // most calls: no guard names their tool, nothing to gather
+  for (const Guard& g : tb.guards) guarded = guarded || g.tool == tool;
+  if (!guarded) return Status::Ok();
   std::vector<GuardedCall> mine;
   for (const StepState& st : tx.inst().steps())
     mine.push_back({st.call.value("tool", ""), st.call.value("arguments", nlohmann::json()),
