@@ -278,12 +278,12 @@ class Store {
   // Every instance of `saga` (a saga's or a toolbox's name) is indexed
   // from now on by `fields` (sagas/search_attributes.h: input fields, or
   // "metadata.F" of a run's metadata), and so are those stored already:
-  // a store that indexes declared attributes (LMDB) writes the missing
-  // entries in the transaction that records the declaration (one pass over
-  // the saga's instances), so a list answered from the index is never
-  // incomplete; until then such a list is a bounded scan. Idempotent;
-  // declarations only grow. `done` as CommitAsync's. Default: nothing to
-  // do (PostgreSQL's GIN index holds every input field; memory scans).
+  // a store that indexes declared attributes writes the entries of the
+  // saga's stored instances (LMDB: in the transaction that records the
+  // declaration; PostgreSQL: in a background pass after it), so a list
+  // answered from the index is never incomplete; until then such a list is
+  // answered as an undeclared field's. Idempotent; declarations only grow.
+  // `done` as CommitAsync's. Default: nothing to do (memory scans).
   virtual void DeclareSearchAttributesAsync(const std::string& saga,
                                             const std::vector<std::string>& fields,
                                             std::function<void(Status)> done) {

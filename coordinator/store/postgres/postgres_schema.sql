@@ -66,9 +66,76 @@ CREATE TABLE IF NOT EXISTS sagad_outbox (
   seq bigserial PRIMARY KEY,
   instance_id text NOT NULL,
   message text NOT NULL);
+-- Declared search attributes (Store::DeclareSearchAttributesAsync): a
+-- saga's or toolbox's fields ("customer", "metadata.agent") whose values
+-- sagad_attributes holds for each of its instances, written once when the
+-- instance is created (inputs and run metadata never change), so that no
+-- transition pays for them. `complete` once the instances stored before
+-- the declaration have their rows too (sagad_backfill_attributes): only
+-- then does a search use the table.
+CREATE TABLE IF NOT EXISTS sagad_search_attributes (
+  saga text NOT NULL,
+  name text NOT NULL,
+  complete boolean NOT NULL DEFAULT false,
+  PRIMARY KEY (saga, name));
+CREATE TABLE IF NOT EXISTS sagad_attributes (
+  name text NOT NULL,
+  value text NOT NULL,
+  instance_id text NOT NULL,
+  PRIMARY KEY (name, value, instance_id));
+CREATE INDEX IF NOT EXISTS sagad_attributes_instance ON sagad_attributes (instance_id);
 
 CREATE OR REPLACE FUNCTION sagad_now_ms() RETURNS bigint LANGUAGE sql VOLATILE AS
   $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
+
+-- What a search compares a field's value with: a string's text, or the JSON
+-- text of a number, boolean or null; NULL for an object or an array (the
+-- listing's filter says the same, and Matches in store.cc for LMDB).
+CREATE OR REPLACE FUNCTION sagad_search_text(v jsonb) RETURNS text LANGUAGE sql IMMUTABLE AS
+  $$ SELECT CASE jsonb_typeof(v) WHEN 'string' THEN v #>> '{}' WHEN 'object' THEN NULL
+                                 WHEN 'array' THEN NULL ELSE v::text END $$;
+
+-- The attribute rows of instance p_id for every field its saga declared
+-- (none, and no parsing, when it declared none). A value longer than 1000
+-- bytes is not indexed (a search for one does not use the table).
+CREATE OR REPLACE FUNCTION sagad_put_attributes(p_id text, p_saga text, p_snapshot text)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+  doc jsonb;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM sagad_search_attributes WHERE saga = p_saga) THEN
+    RETURN;
+  END IF;
+  doc := p_snapshot::jsonb;
+  INSERT INTO sagad_attributes (name, value, instance_id)
+    SELECT d.name, t.v, p_id FROM sagad_search_attributes d,
+      LATERAL sagad_search_text(CASE WHEN starts_with(d.name, 'metadata.')
+                                     THEN doc -> 'metadata' -> substr(d.name, 10)
+                                     ELSE doc -> 'input' -> d.name END) AS t(v)
+    WHERE d.saga = p_saga AND t.v IS NOT NULL AND octet_length(t.v) <= 1000
+    ON CONFLICT DO NOTHING;
+END $$;
+
+-- The rows of up to n instances of p_saga after id p_after (in id order)
+-- for the declared fields; the last id done, or NULL when none was left:
+-- then the fields `names` are complete.
+CREATE OR REPLACE FUNCTION sagad_backfill_attributes(p_saga text, p_after text, n int,
+                                                     names text[])
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  r record;
+  last text;
+BEGIN
+  FOR r IN SELECT id, snapshot FROM sagad_instances WHERE saga = p_saga AND id > p_after
+           ORDER BY saga, id LIMIT n LOOP
+    PERFORM sagad_put_attributes(r.id, p_saga, r.snapshot);
+    last := r.id;
+  END LOOP;
+  IF last IS NULL THEN
+    UPDATE sagad_search_attributes SET complete = true WHERE saga = p_saga AND name = ANY (names);
+  END IF;
+  RETURN last;
+END $$;
 
 -- One group commit: a JSON array of writes, parsed once into typed columns
 -- (the snapshot travels as a JSON string, stored as is):
@@ -123,6 +190,7 @@ BEGIN
           CONTINUE;
         END IF;
       END IF;
+      PERFORM sagad_put_attributes(w.id, w.saga, w.snapshot);
       IF w.lease IS NOT NULL THEN
         INSERT INTO sagad_leases (instance_id, owner, expires_at, generation)
           SELECT w.id, l.owner, sagad_now_ms() + l.ttl_ms, l.generation
@@ -209,6 +277,7 @@ BEGIN
   DELETE FROM sagad_events WHERE instance_id = ANY (ids);
   DELETE FROM sagad_operations WHERE instance_id = ANY (ids);
   DELETE FROM sagad_submissions WHERE instance_id = ANY (ids);
+  DELETE FROM sagad_attributes WHERE instance_id = ANY (ids);
   DELETE FROM sagad_leases WHERE instance_id = ANY (ids);
   DELETE FROM sagad_instances WHERE id = ANY (ids);
   RETURN QUERY SELECT unnest(ids);

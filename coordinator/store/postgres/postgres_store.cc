@@ -53,9 +53,12 @@ PostgresStore::PostgresStore(std::string uri, size_t pool_size, int64_t readback
       readback_ms_(readback_ms) {}
 
 PostgresStore::~PostgresStore() {
-  MutexLock l(close_mu_);
-  closing_ = true;  // a read-back in progress gives up (the group commit stops next)
-  close_cv_.NotifyAll();
+  {
+    MutexLock l(close_mu_);
+    closing_ = true;  // a read-back or a backfill in progress gives up
+    close_cv_.NotifyAll();
+  }
+  JoinBackfills();  // the group commit stops next
 }
 
 StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const std::string& uri,

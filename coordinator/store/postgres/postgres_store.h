@@ -7,7 +7,9 @@
 // indexed for the listing filters and, partially, for unfinished
 // instances), sagad_events (instance_id, seq), sagad_operations (key),
 // sagad_submissions (key), sagad_leases (instance_id, owner, expires_at,
-// generation) and sagad_outbox (seq, instance_id, message).
+// generation), sagad_outbox (seq, instance_id, message), and the declared
+// search attributes: sagad_search_attributes (saga, name, complete) and
+// sagad_attributes (name, value, instance_id).
 //
 // Writes: new instances, transitions and submission responses queued while
 // a commit is in flight are group-committed: one statement (the server-side
@@ -48,6 +50,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "coordinator/store/group_commit.h"
@@ -113,11 +116,20 @@ class PostgresStore : public Store {
   // The statement ListInstances sends for a list and its parameters ($1...):
   // only the conditions in use, so that each filter gets its index (a test
   // EXPLAINs it).
+  // `by_attribute`: the input (or metadata) field is a declared search
+  // attribute complete in sagad_attributes for every saga that may match,
+  // which then answers it (postgres_store_search.cc).
   static std::string ListStatement(const InstanceFilter& filter, size_t limit,
-                                   const std::string& cursor, std::vector<std::string>* params);
+                                   const std::string& cursor, std::vector<std::string>* params,
+                                   bool by_attribute = false);
   StatusOr<InstancePage> ListInstances(const InstanceFilter& filter, size_t limit,
                                        const std::string& cursor) override;
   StatusOr<std::vector<ActiveInstance>> ListActive() override;
+  // Records the declaration at once (on the calling thread); the rows of the
+  // instances stored before it are written by a thread of the store's, which
+  // completes `done` (postgres_store_search.cc).
+  void DeclareSearchAttributesAsync(const std::string& saga, const std::vector<std::string>& fields,
+                                    std::function<void(Status)> done) override;
   uint64_t SyncedCommits() const override;
   StatusOr<std::vector<std::string>> DeleteFinished(int64_t finished_before_ms,
                                                     size_t max) override;
@@ -185,6 +197,18 @@ class PostgresStore : public Store {
   StatusOr<std::string> ReadBack(const std::string& batch_id, const Status& why);
   // Sleeps `d` unless the store is closing; false if it is.
   bool Pause(std::chrono::milliseconds d);
+  // Search attributes (postgres_store_search.cc). Declare records the
+  // fields not yet declared and answers those not yet complete; Backfill
+  // writes the rows of the instances stored before (in batches) and marks
+  // `names` complete; AttributeComplete says whether sagad_attributes
+  // answers `f`'s field search.
+  StatusOr<std::vector<std::string>> Declare(const std::string& saga,
+                                             const std::vector<std::string>& fields);
+  Status Backfill(const std::string& saga, const std::vector<std::string>& names);
+  StatusOr<bool> AttributeComplete(const InstanceFilter& f);
+  void JoinBackfills();
+  // A longer value is not indexed (sagad_put_attributes says the same).
+  static constexpr size_t kMaxIndexedAttributeBytes = 1000;
   // What sagad_apply's answer for `w` means.
   static Status AnswerOf(const Pending& w, const std::string& answer);
 
@@ -210,6 +234,8 @@ class PostgresStore : public Store {
   // The server ("host:port") of the last connection lost: the next ones try
   // the URI's other hosts first.
   std::string suspect_ GUARDED_BY(connect_mu_);
+  Mutex backfill_mu_;
+  std::vector<std::thread> backfills_ GUARDED_BY(backfill_mu_);
   Mutex close_mu_;
   CondVar close_cv_;
   bool closing_ GUARDED_BY(close_mu_) = false;

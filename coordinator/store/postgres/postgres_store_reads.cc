@@ -2,6 +2,7 @@
 #include "coordinator/store/postgres/postgres_connection.h"
 #include "coordinator/store/postgres/postgres_rows.h"
 #include "coordinator/store/postgres/postgres_store.h"
+#include "sagas/search_attributes.h"
 #include "util/json_limits.h"
 
 namespace sagad {
@@ -54,10 +55,21 @@ StatusOr<Submission> PostgresStore::GetSubmission(const std::string& key) {
 
 std::string PostgresStore::ListStatement(const InstanceFilter& filter, size_t limit,
                                          const std::string& cursor,
-                                         std::vector<std::string>* out_params) {
+                                         std::vector<std::string>* out_params, bool by_attribute) {
   // Only the conditions in use, so each filter gets its index.
   std::string sql = "SELECT snapshot, id FROM sagad_instances WHERE true";
   std::vector<std::string>& params = *out_params;
+  // The id the page is ordered and bounded by: a declared attribute's rows
+  // in their primary key's order (name, value, instance_id), read backward.
+  std::string id = "id";
+  if (by_attribute) {
+    params = {(filter.in_metadata ? kMetadataAttributePrefix : "") + filter.input_field,
+              filter.input_value};
+    sql =
+        "SELECT snapshot, id FROM sagad_attributes JOIN sagad_instances ON id = instance_id "
+        "WHERE name = $1 AND value = $2";
+    id = "instance_id";
+  }
   auto add = [&](const char* cond, const std::string& value) {
     params.push_back(value);
     sql += std::string(" AND ") + cond + " $" + std::to_string(params.size());
@@ -70,7 +82,7 @@ std::string PostgresStore::ListStatement(const InstanceFilter& filter, size_t li
     add("id IN (SELECT instance_id FROM sagad_submissions WHERE key =", filter.idempotency_key);
     sql += ")";
   }
-  if (!filter.input_field.empty()) {
+  if (!filter.input_field.empty() && !by_attribute) {
     params.push_back(filter.input_field);
     // The object searched: the input, or a run's metadata (a literal).
     const std::string root = filter.in_metadata ? "'metadata'" : "'input'";
@@ -94,18 +106,20 @@ std::string PostgresStore::ListStatement(const InstanceFilter& filter, size_t li
     }
     sql += ")";
   }
-  if (!cursor.empty()) add("id <", cursor);
+  if (!cursor.empty()) add((id + " <").c_str(), cursor);
   // Creation time: ranges of ids (ids sort by creation), on the primary key.
-  if (filter.created_before > 0) add("id <", IdFloor(filter.created_before));
-  if (filter.created_after > 0) add("id >=", IdFloor(filter.created_after + 1));
-  sql += " ORDER BY id DESC LIMIT " + std::to_string(limit + 1);
+  if (filter.created_before > 0) add((id + " <").c_str(), IdFloor(filter.created_before));
+  if (filter.created_after > 0) add((id + " >=").c_str(), IdFloor(filter.created_after + 1));
+  sql += " ORDER BY " + id + " DESC LIMIT " + std::to_string(limit + 1);
   return sql;
 }
 
 StatusOr<InstancePage> PostgresStore::ListInstances(const InstanceFilter& filter, size_t limit,
                                                     const std::string& cursor) {
+  auto by_attribute = AttributeComplete(filter);
+  if (!by_attribute.ok()) return by_attribute.status();
   std::vector<std::string> params;
-  const std::string sql = ListStatement(filter, limit, cursor, &params);
+  const std::string sql = ListStatement(filter, limit, cursor, &params, *by_attribute);
   auto r = Query(sql.c_str(), params);
   if (!r.ok()) return r.status();
   InstancePage page;
