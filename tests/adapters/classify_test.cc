@@ -30,7 +30,7 @@ TEST(ClassifyTest, ReconciliationAnswers) {
   EXPECT_EQ(outcome(202, json()), QueryOutcome::kUnknown);
 }
 
-// Issue 21.3: a downstream that stores every answer under its key (errors
+// Regression: a downstream that stores every answer under its key (errors
 // included, as Stripe does) says so in the 200 body; a refusal is never
 // read as success.
 TEST(ClassifyTest, AStoredAnswerCarriesItsOutcome) {

@@ -332,7 +332,7 @@ TEST(ConnectionLimitTest, CallsBeyondMaxConnectionsWaitUnsentForOne) {
   t.join();
 }
 
-// Issue 41: a 200 whose body is not JSON was read as "it happened".
+// Regression: a 200 whose body is not JSON was read as "it happened".
 TEST_F(HttpAdapterTest, AnAnswerThatIsNotJsonLeavesTheOutcomeUnclear) {
   server_.Get("/operations-text/(.+)", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("<html>OK</html>", "text/html");
@@ -347,7 +347,7 @@ TEST_F(HttpAdapterTest, AnAnswerThatIsNotJsonLeavesTheOutcomeUnclear) {
   EXPECT_NE(q.error.find("not JSON"), std::string::npos) << q.error;
 }
 
-// Issue 41 (HIGH), at the adapter: a request that waited in the service's
+// Regression, at the adapter: a request that waited in the service's
 // connection line is asked again, right before its first byte is written,
 // whether it may still leave; refused, it is never written (withheld).
 TEST(ConnectionLimitTest, ARequestWaitingInLineIsWithheldWhenItMayNoLongerLeave) {

@@ -379,7 +379,7 @@ TEST_F(HostileInputTest, EveryByteFromADownstreamLeavesSagadUpAndWritable) {
   EXPECT_EQ(sagad_->Terminate(), 0);
 }
 
-// Issue 41: what a new user tried and got silence or a wrong answer for.
+// Regression: what a new user tried and got silence or a wrong answer for.
 TEST_F(HostileInputTest, FiltersBodiesAndRoutesThatCannotMeanAnythingAreRefusedByName) {
   Start();
   const int p = sagad_->port();

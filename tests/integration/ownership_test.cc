@@ -129,7 +129,7 @@ TEST_F(OwnershipTest, ManyInstancesTwoProcessesRandomKillsAllFinishOnce) {
   EXPECT_EQ(downstream_.Effects()["total"], 3 * 40);
 }
 
-// Issue 21.1, with real processes: two coordinators on one data dir under
+// Regression, with real processes: two coordinators on one data dir under
 // load, each paused (SIGSTOP) longer than a lease several times, maybe
 // while it holds the LMDB writer lock, then continued. The downstream does
 // not deduplicate; every logical operation still takes effect once and
@@ -177,7 +177,7 @@ TEST(PauseTest, OwnersPausedLongerThanALeaseUnderLoadNeverDuplicateAnEffect) {
   }
 }
 
-// Issue 41 (HIGH): the lease rule holds at the service's connection line.
+// Regression: the lease rule holds at the service's connection line.
 // With max_connections 2 and a first step answered after 1 s, most of 30
 // requests wait in line, already past the first check of the lease. The
 // owner is paused (SIGSTOP) for two leases; the other coordinator takes its

@@ -435,7 +435,7 @@ TEST(RolesTest, EveryRoleAgainstEveryEndpoint) {
   EXPECT_EQ(Http(sagad.port(), "GET", "/healthz").status, 200);  // probes need no token
 }
 
-// Issue 21.2: an operator cancels while the irreversible step is in flight
+// Regression: an operator cancels while the irreversible step is in flight
 // (its downstream answers after 1.5 s): refused naming the step; the saga
 // goes forward and nothing is undone.
 TEST_F(PolicyTest, CancelWhileThePivotIsInFlightIsRefusedAndTheSagaGoesForward) {
@@ -453,7 +453,7 @@ TEST_F(PolicyTest, CancelWhileThePivotIsInFlightIsRefusedAndTheSagaGoesForward) 
   EXPECT_EQ(downstream_.RouteCount("release_reservation"), 0);
 }
 
-// Issue 21.3: the downstream refuses the charge and the answer is lost; its
+// Regression: the downstream refuses the charge and the answer is lost; its
 // reconciliation answer says "refused" (stored under the key): the step is
 // FAILED, never COMMITTED, nothing is re-sent, and the saga compensates.
 TEST_F(PolicyTest, AStoredRefusalFoundByReconciliationFailsTheStep) {
@@ -470,7 +470,7 @@ TEST_F(PolicyTest, AStoredRefusalFoundByReconciliationFailsTheStep) {
   EXPECT_EQ(downstream_.RouteCount("release_reservation"), 1);
 }
 
-// Issue 21.3: a template naming a value that is not there never sends; the
+// Regression: a template naming a value that is not there never sends; the
 // saga stops for a human, naming the value.
 TEST_F(PolicyTest, ARequestIsNeverRenderedFromAMissingValue) {
   json review = Submit("missing_value");

@@ -272,7 +272,7 @@ TEST_F(PostgresCoordinatorTest, ASubmissionWhoseCommitIsCutOffIsReadBackNeverMad
   EXPECT_EQ(RepeatedEffects(downstream_), "");
 }
 
-// Issue 40.3: a database link that freezes (bytes held, nothing closed)
+// Regression: a database link that freezes (bytes held, nothing closed)
 // stalls the store's writes, and with them every API handler thread that
 // commits (two here, both taken by submissions). The watchdog says so
 // (/readyz 503 naming the stall, one log line), /healthz still answers at
@@ -324,7 +324,7 @@ TEST_F(PostgresCoordinatorTest, AFrozenDatabaseLinkIsNamedByTheWatchdogAndSigter
   for (auto& s : stuck) s.wait();
 }
 
-// Issue 41 (HIGH) on PostgreSQL, with no pause: only the owner's link to
+// Regression, on PostgreSQL, with no pause: only the owner's link to
 // the database freezes for 8 s (three leases) while most of its 30 first
 // calls wait for one of the service's two connections. It cannot renew;
 // the other coordinator takes the instances over, asks (nothing happened)
@@ -373,7 +373,7 @@ bool Sql(const std::string& uri, const std::string& statement) {
   return ok;
 }
 
-// Issue 22.6: a schema changed under a running sagad gave 500s with SQL in
+// Regression: a schema changed under a running sagad gave 500s with SQL in
 // their detail, and /readyz said 200. Now: 503 with Retry-After and a
 // reference, /readyz 503 until the schema is back.
 TEST_F(PostgresCoordinatorTest, ASchemaChangedUnderSagadIsA503WithoutSqlAndNotReady) {

@@ -98,7 +98,7 @@ class SlowDownstreamTest : public ::testing::Test {
   Downstream downstream_;
 };
 
-// Issue 24: 64 calls to a dripping service in flight (more than sagad's
+// Regression: 64 calls to a dripping service in flight (more than sagad's
 // workers) and no max_in_flight: a saga that calls only healthy services
 // completes about as fast as it does alone, and each dripping call ends at
 // timeout_ms, not when the reply is whole.

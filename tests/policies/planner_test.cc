@@ -45,7 +45,7 @@ TEST_F(PlannerTest, IrreversibleStepWaitsForApproval) {
   EXPECT_EQ(Next().kind, ActionKind::kComplete);
 }
 
-// Issue 21.2: the saga turned back while its irreversible step was in
+// Regression: the saga turned back while its irreversible step was in
 // flight (a cancel accepted before the pivot rule, a deadline): the drain
 // asks first, and once the pivot committed the saga goes forward, never to
 // COMPENSATED.
@@ -107,7 +107,7 @@ TEST_F(PlannerTest, AStepInReviewHoldsUpTheUndoOfWhatItDependsOn) {
   EXPECT_EQ(Next().step, 1);  // undone first
 }
 
-// Issue 41: a step an operator skipped before it was ever sent took no
+// Regression: a step an operator skipped before it was ever sent took no
 // effect; turning back never undoes it. One skipped after a send (its
 // outcome in review) is undone like any committed step.
 TEST_F(PlannerTest, AStepSkippedBeforeItWasSentIsNeverUndone) {

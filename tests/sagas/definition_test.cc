@@ -149,7 +149,7 @@ TEST(DefinitionTest, PolicyDeclarationsRoundTripThroughJson) {
                    .ok());
 }
 
-// Issue 21.4: what a definition says is checked before anything runs.
+// Regression: what a definition says is checked before anything runs.
 TEST(DefinitionTest, ApprovalRulesNameADeclaredFieldAndNeverSitOnThePivot) {
   auto typo = SagaBuilder("transfer", 1)
                   .Input({"amount"})
@@ -259,7 +259,7 @@ TEST(DefinitionTest, JsonLoadingValidatesLikeTheBuilder) {
   EXPECT_FALSE(SagaDefinition::FromJson("not an object").ok());
 }
 
-// Issue 41: a CR/LF (or a space, a control byte, non-ASCII) in a literal
+// Regression: a CR/LF (or a space, a control byte, non-ASCII) in a literal
 // path was written raw into the request line: a second request, without a
 // key, followed. Refused at registration, naming the step.
 TEST(DefinitionTest, APathThatWouldSplitTheRequestLineIsRefused) {

@@ -99,7 +99,7 @@ TEST(InputSchemaTest, EveryViolationIsReportedWithItsPath) {
   EXPECT_EQ(minus[1].message, "must be greater than 0");
 }
 
-// Issue 41: a backtracking matcher took 4 s for `^(a+)+$` over 27
+// Regression: a backtracking matcher took 4 s for `^(a+)+$` over 27
 // characters (hours for 40). Each check below is exponential for a
 // backtracking matcher and linear for RE2: it ends at once, or the test
 // times out.

@@ -90,7 +90,7 @@ TEST(TemplateTest, APathSegmentAValueMakesEmptyOrDotsIsRefused) {
   }
 }
 
-// Issue 22.9: {"input": 1, "input": 2} used to be read as the last one.
+// Regression: {"input": 1, "input": 2} used to be read as the last one.
 TEST(JsonLimitsTest, AKeyGivenTwiceInOneObjectIsFoundWithItsPath) {
   EXPECT_EQ(DuplicateKey(R"({"input": {}, "input": {}})"), "/input");
   EXPECT_EQ(DuplicateKey(R"({"input": {"a": 1, "b": [1, {"c": 1, "c": 2}]}})"), "/input/b/1/c");

@@ -229,7 +229,7 @@ TEST_F(OperatorActionsTest, CancelRunningSagaTurnsItBackAndWithdrawsApprovals) {
   EXPECT_EQ(inst->step(3).status(), StepStatus::kRejected);
 }
 
-// Issue 21.2: once the irreversible step is in flight (or its outcome is
+// Regression: once the irreversible step is in flight (or its outcome is
 // unknown, or it committed), nothing turns the saga back: cancel and a
 // forced compensation are refused naming the step.
 TEST_F(OperatorActionsTest, CancelAndForcedCompensationAreRefusedOnceThePivotIsInFlight) {

@@ -99,7 +99,7 @@ TEST_F(OwnershipTest, RenewExtendsWhatIsHeldAndReportsWhatWasTaken) {
   EXPECT_EQ(east.size(), 1u);
 }
 
-// Issue 22.10: the heartbeat's renewal raced the final commit of an
+// Regression: the heartbeat's renewal raced the final commit of an
 // instance (which releases its lease) and logged "lease lost" for it.
 TEST_F(OwnershipTest, ALeaseReleasedByItsInstancesLastCommitIsNotReportedLost) {
   Ownership east(*store_, clock_, "east", kLease);
@@ -128,7 +128,7 @@ TEST_F(OwnershipTest, AdoptAndReleaseTouchNoStore) {
   EXPECT_FALSE(own.Held("new"));
 }
 
-// Issue 21.1: B waited longer than a lease for the writer lock while A (the
+// Regression: B waited longer than a lease for the writer lock while A (the
 // holder) was paused. The lease B wrote must be counted from inside its
 // transaction (else it is born expired and A takes it back while B sends),
 // and neither may send on what it merely remembers.

@@ -327,7 +327,7 @@ TEST_F(StepRunnerTest, AnAnswerAboutAnUnclearCallIsRecordedWithAnAsynchronousCom
   EXPECT_EQ(downstream_->calls.size(), 1u);
 }
 
-// Issue 21.3: a stored refusal is FAILED (the saga turns back), never
+// Regression: a stored refusal is FAILED (the saga turns back), never
 // COMMITTED, and nothing is re-sent.
 TEST_F(StepRunnerTest, AReconciliationThatSaysRefusedFailsTheStepWithoutAResend) {
   downstream_->answers = {Outcome::kCommitted, Outcome::kUnknown};
@@ -344,7 +344,7 @@ TEST_F(StepRunnerTest, AReconciliationThatSaysRefusedFailsTheStepWithoutAResend)
   EXPECT_EQ(NextAction(def_, *inst).step, 0);
 }
 
-// Issue 21.5: an outcome the store keeps refusing is tried a bounded number
+// Regression: an outcome the store keeps refusing is tried a bounded number
 // of times, then the saga stops for a human; it never loops.
 TEST_F(StepRunnerTest, AnOutcomeTheStoreKeepsRefusingSendsTheSagaToReview) {
   refusing_->refuse = true;
@@ -400,7 +400,7 @@ TEST_F(StepRunnerTest, AFencedOutRunnerSendsNothingMore) {
   EXPECT_EQ(Now()->step(0).status(), StepStatus::kPlanned);
 }
 
-// Issue 21.1: the holder's clock jumps past its lease between the STARTED
+// Regression: the holder's clock jumps past its lease between the STARTED
 // commit and the send (a pause), and another coordinator took the lease
 // meanwhile: nothing leaves; the STARTED record is the new owner's to
 // reconcile.

@@ -138,7 +138,7 @@ TEST(ConfigTest, ApiThreadsDefaultToTwiceTheCoresAtLeastFour) {
   EXPECT_EQ(set->api_threads, 32);
 }
 
-// Issue 22.3: user:password@ in a URL was shown to viewers and unusable.
+// Regression: user:password@ in a URL was shown to viewers and unusable.
 TEST(ConfigTest, CredentialsInAServiceOrWebhookUrlAreRefusedWithoutEchoingThem) {
   std::string why =
       Refusal({{"services", {{"pay", {{"base_url", "http://user:PASSWD@pay.internal:80/x"}}}}}});
@@ -155,7 +155,7 @@ TEST(ConfigTest, CredentialsInAServiceOrWebhookUrlAreRefusedWithoutEchoingThem) 
   EXPECT_FALSE(ApplyServiceOverride("pay=http://u:p@h:1", &c).ok());
 }
 
-// Issue 22.7: the loopback rule was a string prefix ("127." anything).
+// Regression: the loopback rule was a string prefix ("127." anything).
 TEST(ConfigTest, OnlyAddressesThatAreLoopbackCountAsLoopback) {
   for (const char* yes : {"127.0.0.1", "127.1.2.3", "::1", "localhost"})
     EXPECT_TRUE(IsLoopback(yes)) << yes;
@@ -177,7 +177,7 @@ TEST(ConfigTest, AKeyGivenTwiceInTheConfigFileIsRefused) {
       << c.status().message();
 }
 
-// Issue 41: a header name or value with CR/LF was written raw (request
+// Regression: a header name or value with CR/LF was written raw (request
 // splitting); an operations_path without {key} answered every question
 // with one answer; the documented 30-day retention was over a 32-bit bound.
 TEST(ConfigTest, AHeaderThatWouldSplitTheRequestIsRefusedNamingIt) {

@@ -108,7 +108,7 @@ std::string IdOf(int i) {
   return buf;
 }
 
-// Issue 63: a filtered list read every snapshot of the history; now an
+// Regression: a filtered list read every snapshot of the history; now an
 // indexed condition (status, saga, waiting, owner) reads only the instances
 // that have its value, and any list reads at most kMaxExaminedPerList
 // snapshots per request (a page that stops there carries its cursor).
@@ -282,7 +282,7 @@ TEST(LmdbFullStoreTest, StaysUnwritableUntilThereIsRoomForNewWork) {
   EXPECT_TRUE(store.CreateInstance(again, {}, nullptr, {}, nullptr).ok());
 }
 
-// Issue 22.5: a data.mdb shorter than its meta page says (3 pages of it)
+// Regression: a data.mdb shorter than its meta page says (3 pages of it)
 // used to fault with SIGBUS on the first transaction.
 TEST_F(LmdbStoreTest, ATruncatedDataFileIsRefusedByNameBeforeAnyPageIsRead) {
   for (int i = 0; i < 200; ++i)
@@ -302,7 +302,7 @@ TEST_F(LmdbStoreTest, ATruncatedDataFileIsRefusedByNameBeforeAnyPageIsRead) {
   EXPECT_NE(r.status().message().find("is truncated"), std::string::npos);
 }
 
-// Issue 22.9: sagactl inspect could not read a data dir it may not write.
+// Regression: sagactl inspect could not read a data dir it may not write.
 TEST_F(LmdbStoreTest, ADataDirThatCannotBeWrittenCanStillBeRead) {
   ASSERT_TRUE(store_->CreateInstance(Snap("a", 1), {Ev(1, "c")}, nullptr, {}, nullptr).ok());
   store_.reset();
@@ -325,7 +325,7 @@ TEST_F(LmdbStoreTest, ADataDirThatCannotBeWrittenCanStillBeRead) {
   chmod(dir_.path().c_str(), 0755);
 }
 
-// Issue 22.6: a disk that answers EIO is a store fault: 503 material
+// Regression: a disk that answers EIO is a store fault: 503 material
 // (Unavailable), the system's words kept for the log.
 TEST(LmdbErrorTest, AnIoErrorIsUnavailableAndCarriesAReferenceNotTheSystemsWords) {
   Status s = lmdb_util::LmdbError("mdb_txn_commit", EIO);

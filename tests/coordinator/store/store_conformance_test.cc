@@ -458,7 +458,7 @@ TEST_F(StoreTest, SurvivesReopen) {
   EXPECT_TRUE(store_->CheckWritable().ok());
 }
 
-// Issue 21.5: a write the store refuses (PostgreSQL cannot hold U+0000 in
+// Regression: a write the store refuses (PostgreSQL cannot hold U+0000 in
 // a text value; LMDB can) fails alone: the writes group-committed beside it
 // are applied.
 TEST_F(StoreTest, AWriteTheStoreRefusesFailsAloneAndTheRestOfItsBatchIsApplied) {
