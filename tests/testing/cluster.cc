@@ -8,13 +8,19 @@
 #include <mutex>
 #include <thread>
 
+#include "tests/testing/netns.h"
 #include "tests/testing/postgres.h"
 
 namespace sagad::testing {
 
 Reply Http(int port, const std::string& method, const std::string& path, const std::string& body,
            const std::map<std::string, std::string>& headers) {
-  httplib::Client cli("127.0.0.1", port);
+  return HttpAt("127.0.0.1", port, method, path, body, headers);
+}
+
+Reply HttpAt(const std::string& host, int port, const std::string& method, const std::string& path,
+             const std::string& body, const std::map<std::string, std::string>& headers) {
+  httplib::Client cli(host, port);
   cli.set_read_timeout(60, 0);
   httplib::Request req;
   req.method = method;
@@ -34,15 +40,21 @@ Reply Http(int port, const std::string& method, const std::string& path, const s
   return out;
 }
 
-Downstream::Downstream(bool dedup) {
-  std::vector<std::string> argv = {EXAMPLE_SERVICES_BIN, "--listen", "127.0.0.1:0"};
+Downstream::Downstream(bool dedup, const NetNs* ns) {
+  std::vector<std::string> argv;
+  if (ns) {
+    host_ = ns->inner();
+    argv = {"/usr/sbin/ip", "netns", "exec", ns->name()};  // execv: a path
+  }
+  for (std::string a : {std::string(EXAMPLE_SERVICES_BIN), std::string("--listen"), host_ + ":0"})
+    argv.push_back(a);
   if (!dedup) argv.push_back("--no-dedup");
   proc_ = std::make_unique<Subprocess>(argv);
   port_ = proc_->WaitForPort();
   if (port_ < 0) throw std::runtime_error("example-services did not start");
 }
 
-nlohmann::json Downstream::Effects() { return Http(port_, "GET", "/_effects").body; }
+nlohmann::json Downstream::Effects() { return HttpAt(host_, port_, "GET", "/_effects").body; }
 
 int Downstream::RouteCount(const std::string& route) {
   auto e = Effects();
@@ -50,7 +62,7 @@ int Downstream::RouteCount(const std::string& route) {
 }
 
 void Downstream::Fault(const nlohmann::json& fault) {
-  Reply r = Http(port_, "POST", "/_faults", fault.dump());
+  Reply r = HttpAt(host_, port_, "POST", "/_faults", fault.dump());
   if (r.status != 200) throw std::runtime_error("cannot set fault");
 }
 

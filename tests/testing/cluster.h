@@ -25,13 +25,19 @@ struct Reply {
 // One HTTP request on loopback (fresh connection).
 Reply Http(int port, const std::string& method, const std::string& path,
            const std::string& body = "", const std::map<std::string, std::string>& headers = {});
+// The same to `host`.
+Reply HttpAt(const std::string& host, int port, const std::string& method, const std::string& path,
+             const std::string& body = "", const std::map<std::string, std::string>& headers = {});
+
+class NetNs;
 
 class Downstream {
  public:
-  explicit Downstream(bool dedup = true);
+  // With `ns`, it runs in that network namespace, on its address (url()).
+  explicit Downstream(bool dedup = true, const NetNs* ns = nullptr);
   int port() const { return port_; }
   pid_t pid() const { return proc_->pid(); }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const { return "http://" + host_ + ":" + std::to_string(port_); }
   nlohmann::json Effects();
   // Effects counted for a route (create_ticket, close_ticket, ...).
   int RouteCount(const std::string& route);
@@ -39,6 +45,7 @@ class Downstream {
 
  private:
   std::unique_ptr<Subprocess> proc_;
+  std::string host_ = "127.0.0.1";
   int port_ = -1;
 };
 

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tests/testing/netns.h"
 #include "tests/testing/subprocess.h"
 
 namespace sagad::testing {
@@ -46,8 +47,12 @@ PostgresServer& PostgresServer::Shared() {
 }
 
 PostgresServer::PostgresServer(const std::string& conf, const PostgresServer* standby_of,
-                               const std::string& standby_name)
+                               const std::string& standby_name, const NetNs* ns)
     : bin_(PgBinDir()) {
+  if (ns) {
+    host_ = ns->inner();
+    ns_prefix_ = ns->Prefix();
+  }
   char tmpl[] = "/tmp/sagad-pg-XXXXXX";
   dir_ = mkdtemp(tmpl);
   if (getuid() == 0) {
@@ -60,20 +65,25 @@ PostgresServer::PostgresServer(const std::string& conf, const PostgresServer* st
     as_user_ = "runuser -u postgres -- ";
   }
   if (standby_of) {
-    Run(bin_ + "/pg_basebackup -h 127.0.0.1 -p " + std::to_string(standby_of->port()) +
-        " -U postgres -D " + dir_ + "/data -X stream -R >" + dir_ + "/initdb.log 2>&1");
+    Run(bin_ + "/pg_basebackup -h " + standby_of->host() + " -p " +
+        std::to_string(standby_of->port()) + " -U postgres -D " + dir_ + "/data -X stream -R >" +
+        dir_ + "/initdb.log 2>&1");
   } else {
     Run(bin_ + "/initdb -D " + dir_ + "/data -U postgres -A trust -E UTF8 --no-sync >" + dir_ +
         "/initdb.log 2>&1");
   }
+  if (ns) {  // reached over the namespace's link: from 10/8, not loopback
+    std::ofstream hba(dir_ + "/data/pg_hba.conf", std::ios::app);
+    hba << "host all all 10.0.0.0/8 trust\nhost replication all 10.0.0.0/8 trust\n";
+  }
   port_ = FreePort();
   // Later lines win: a standby's copy of its primary's settings is overridden.
   std::ofstream out(dir_ + "/data/postgresql.auto.conf", std::ios::app);
-  out << "port = " << port_ << "\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '"
+  out << "port = " << port_ << "\nlisten_addresses = '" << host_ << "'\nunix_socket_directories = '"
       << dir_ << "'\nmax_connections = 300\nfsync = on\nsynchronous_commit = on\n"
       << conf << "\n";
   if (standby_of)
-    out << "primary_conninfo = 'host=127.0.0.1 port=" << standby_of->port()
+    out << "primary_conninfo = 'host=" << standby_of->host() << " port=" << standby_of->port()
         << " user=postgres application_name=" << standby_name << "'\n";
   out.close();
   Start();
@@ -81,13 +91,14 @@ PostgresServer::PostgresServer(const std::string& conf, const PostgresServer* st
 
 PostgresServer::~PostgresServer() {
   if (!killed_)
-    std::system((as_user_ + bin_ + "/pg_ctl -D " + dir_ + "/data -m immediate stop >/dev/null 2>&1")
+    std::system((ns_prefix_ + as_user_ + bin_ + "/pg_ctl -D " + dir_ +
+                 "/data -m immediate stop >/dev/null 2>&1")
                     .c_str());
   std::system(("rm -rf " + dir_).c_str());
 }
 
 std::string PostgresServer::Run(const std::string& cmd) {
-  int rc = std::system((as_user_ + cmd).c_str());
+  int rc = std::system((ns_prefix_ + as_user_ + cmd).c_str());
   if (rc != 0) {
     std::stringstream ss;
     for (const char* f : {"/pg_ctl.log", "/server.log"}) {
@@ -129,8 +140,8 @@ void PostgresServer::Promote() {
 }
 
 std::string PostgresServer::QueryValue(const std::string& db, const std::string& sql) const {
-  std::string uri =
-      "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/" + db + "?connect_timeout=5";
+  std::string uri = "postgresql://postgres@" + host_ + ":" + std::to_string(port_) + "/" + db +
+                    "?connect_timeout=5";
   PGconn* c = PQconnectdb(uri.c_str());
   std::string out;
   if (PQstatus(c) != CONNECTION_OK) {
@@ -154,7 +165,7 @@ void PostgresServer::RestartImmediately() {
 
 std::string PostgresServer::NewDatabase() {
   std::string name = "t" + std::to_string(getpid()) + "_" + std::to_string(++databases_);
-  std::string admin = "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/postgres";
+  std::string admin = "postgresql://postgres@" + host_ + ":" + std::to_string(port_) + "/postgres";
   PGconn* c = PQconnectdb(admin.c_str());
   if (PQstatus(c) != CONNECTION_OK) {
     std::cerr << "cannot connect to the test server: " << PQerrorMessage(c) << "\n";
@@ -165,7 +176,7 @@ std::string PostgresServer::NewDatabase() {
   PQclear(r);
   PQfinish(c);
   if (!ok) throw std::runtime_error("CREATE DATABASE failed");
-  return "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/" + name;
+  return "postgresql://postgres@" + host_ + ":" + std::to_string(port_) + "/" + name;
 }
 
 }  // namespace sagad::testing

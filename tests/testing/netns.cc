@@ -1,0 +1,80 @@
+#include "tests/testing/netns.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+namespace sagad::testing {
+namespace {
+
+void Must(const std::string& cmd) {
+  if (std::system((cmd + " >/dev/null 2>&1").c_str()) != 0) {
+    std::cerr << "netns: failed: " << cmd << "\n";
+    std::abort();
+  }
+}
+
+// The hardware address of interface `dev` (in the namespace `prefix` runs in).
+std::string Mac(const std::string& prefix, const std::string& dev) {
+  FILE* f = popen((prefix + "cat /sys/class/net/" + dev + "/address").c_str(), "r");
+  char buf[64] = {0};
+  if (!f || !fgets(buf, sizeof buf, f)) {
+    std::cerr << "netns: no address for " << dev << "\n";
+    std::abort();
+  }
+  pclose(f);
+  std::string mac(buf);
+  while (!mac.empty() && (mac.back() == '\n' || mac.back() == ' ')) mac.pop_back();
+  return mac;
+}
+
+}  // namespace
+
+bool NetNs::Available() {
+  return getuid() == 0 && std::system("ip netns list >/dev/null 2>&1") == 0;
+}
+
+NetNs::NetNs() {
+  static std::atomic<int> made{0};
+  const int n = made++;
+  const int pid = static_cast<int>(getpid());
+  const std::string tag = std::to_string(pid % 100000) + "x" + std::to_string(n % 100);
+  name_ = "sagad-" + tag;
+  host_if_ = "sgh" + tag;  // at most 15 characters
+  inner_if_ = "sgn" + tag;
+  const std::string& inner_if = inner_if_;
+  // A /30 of its own: processes and namespaces of one process apart.
+  const int a = 200 + (n % 50), b = pid % 64, c = 4 * ((pid / 64) % 64);
+  const std::string net = "10." + std::to_string(a) + "." + std::to_string(b) + ".";
+  outer_ = net + std::to_string(c + 1);
+  inner_ = net + std::to_string(c + 2);
+  (void)std::system(("ip netns del " + name_ + " >/dev/null 2>&1").c_str());  // a leftover
+  Must("ip netns add " + name_);
+  Must("ip link add " + host_if_ + " type veth peer name " + inner_if);
+  Must("ip link set " + inner_if + " netns " + name_);
+  Must("ip addr add " + outer_ + "/30 dev " + host_if_);
+  Must("ip link set " + host_if_ + " up");
+  Must(Prefix() + "ip addr add " + inner_ + "/30 dev " + inner_if);
+  Must(Prefix() + "ip link set " + inner_if + " up");
+  Must(Prefix() + "ip link set lo up");
+  // Each end knows the other's address for good: a cut link drops packets
+  // and nothing more (no ARP failure turned into "host unreachable").
+  Must("ip neigh replace " + inner_ + " lladdr " + Mac(Prefix(), inner_if) + " dev " + host_if_ +
+       " nud permanent");
+  Must(Prefix() + "ip neigh replace " + outer_ + " lladdr " + Mac("", host_if_) + " dev " +
+       inner_if + " nud permanent");
+}
+
+NetNs::~NetNs() {
+  (void)std::system(("ip link del " + host_if_ + " >/dev/null 2>&1").c_str());
+  (void)std::system(("ip netns del " + name_ + " >/dev/null 2>&1").c_str());
+}
+
+void NetNs::Cut() { Must(Prefix() + "ip link set " + inner_if_ + " down"); }
+
+void NetNs::Restore() { Must(Prefix() + "ip link set " + inner_if_ + " up"); }
+
+}  // namespace sagad::testing
