@@ -27,9 +27,15 @@ struct Shard {
 };
 
 struct AsioExecutor::State {
-  explicit State(int threads) : shards(static_cast<size_t>(std::max(1, threads))) {
+  explicit State(int threads)
+      : shards(static_cast<size_t>(std::max(1, threads))), house(kHouseThreads) {
     for (size_t i = 0; i < shards.size(); ++i)
       shards[i].thread = std::thread([this, i] { RunShard(i); });
+    for (int i = 0; i < kHouseThreads; ++i)
+      house_threads.emplace_back([this, i] {
+        NameThread(("sagad-house-" + std::to_string(i)).c_str());
+        house.run();
+      });
     timer_thread = std::thread([this] {
       NameThread("sagad-timer");
       timers.run();
@@ -40,7 +46,14 @@ struct AsioExecutor::State {
   size_t ShardOf(const std::string& owner) const {
     return std::hash<std::string>()(owner) % shards.size();
   }
-  size_t AnyShard() { return next.fetch_add(1) % shards.size(); }  // nobody's task
+  // Nobody's task (a heartbeat, a retention sweep, a waiter's look at the
+  // store, a guard's lock): on the housekeeping threads, which may wait for
+  // the store, so that no owner does.
+  void PostHouse(Task fn) {
+    posting.fetch_add(1);
+    boost::asio::post(house, std::move(fn));
+    posting.fetch_sub(1);
+  }
   // A thread that posts is still inside Asio (signalling the shard's
   // condition variable) after the task may already have run: counted, so
   // that the loops are destroyed only once every post has returned.
@@ -58,8 +71,13 @@ struct AsioExecutor::State {
         });
   }
 
+  // Two: a heartbeat is not held up by one look at a store that does not
+  // answer (each bounded by the store's statement deadline).
+  static constexpr int kHouseThreads = 2;
   std::vector<Shard> shards;
-  std::atomic<size_t> next{0};  // round robin of the tasks nobody owns
+  boost::asio::io_context house;
+  WorkGuard house_work{boost::asio::make_work_guard(house)};
+  std::vector<std::thread> house_threads;
   boost::asio::io_context timers;
   WorkGuard timers_work{boost::asio::make_work_guard(timers)};
   std::thread timer_thread;
@@ -96,15 +114,14 @@ AsioExecutor::~AsioExecutor() {
   while (state_->posting.load() != 0) std::this_thread::yield();
 }
 
-void AsioExecutor::Post(Task fn) { state_->PostOn(state_->AnyShard(), std::move(fn)); }
+void AsioExecutor::Post(Task fn) { state_->PostHouse(std::move(fn)); }
 
 void AsioExecutor::PostTo(const std::string& owner, Task fn) {
   state_->PostOn(state_->ShardOf(owner), std::move(fn));
 }
 
 void AsioExecutor::PostAfter(int64_t delay_ms, Task fn) {
-  state_->After(delay_ms,
-                [fn = std::move(fn)](State& s) mutable { s.PostOn(s.AnyShard(), std::move(fn)); });
+  state_->After(delay_ms, [fn = std::move(fn)](State& s) mutable { s.PostHouse(std::move(fn)); });
 }
 
 void AsioExecutor::PostAfterTo(const std::string& owner, int64_t delay_ms, Task fn) {
@@ -170,6 +187,9 @@ void AsioExecutor::Shutdown() {
   for (auto& s : state_->shards) s.work.reset();
   for (auto& s : state_->shards)
     if (s.thread.joinable()) s.thread.join();
+  state_->house_work.reset();
+  for (auto& t : state_->house_threads)
+    if (t.joinable()) t.join();
 }
 
 }  // namespace sagad

@@ -1,10 +1,13 @@
 // AsioExecutor: the production Executor (executor.h): `threads` shard
 // threads, each a Boost.Asio event loop of its own that runs its tasks one
-// at a time; an owner's tasks go to the shard its id hashes to, the others
-// round robin; timers on an io_context run by one thread of its own (a
-// timer that fires posts its task to its shard). A shard thread is an
-// engine worker: it must not wait for a commit or a downstream call
-// (util/thread_role.h).
+// at a time; an owner's tasks go to the shard its id hashes to; the tasks
+// nobody owns (Post, PostAfter: heartbeats, retention, waiters' looks at the
+// store, guards' locks) to two housekeeping threads ("sagad-house-N"),
+// which may wait for the store, so that an owner never does for them (as
+// envoy's main thread beside its workers); timers on an io_context run by
+// one thread of its own (a timer that fires posts its task to its shard or
+// to the housekeeping threads). A shard thread is an engine worker: it must
+// not wait for a commit or a downstream call (util/thread_role.h).
 // Thread-safety: as Executor's. The destructor waits for the posts that
 // began before it (a committer may still be returning from the post of a
 // task that has run); a post that begins after it is a caller's bug.

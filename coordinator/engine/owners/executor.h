@@ -14,7 +14,8 @@
 //
 // Contract:
 // - Post(fn): fn runs once, soon, on some thread of the executor (never
-//   inside Post), as nobody's owner (heartbeat, retention, wake-ups).
+//   inside Post), as nobody's owner (heartbeat, retention, wake-ups); it
+//   may wait for the store (production: never on an owner's thread).
 // - PostTo(owner, fn): the same on the thread that owns `owner`; two tasks
 //   of one owner never run at once.
 // - PostAfter(ms, fn) / PostAfterTo(owner, ms, fn): fn runs once, no sooner
