@@ -22,7 +22,7 @@ Engine::Impl::Impl(Store& store, Adapter& adapter, Clock& clock, EngineOptions o
       operators_(defs_, repo_, runs_, [this](const std::string& id) { Schedule(id); }),
       submissions_(defs_, repo_, ownership_, clock_, *this, random_),
       driver_(adapter, defs_, repo_, ownership_, runs_, recovery_, metrics_, gates_, clock_,
-              random_, executor_, options.workers) {
+              random_, executor_, options.workers, store_.ReadsMayWait()) {
   gates_.SetWake([this](const std::string& id) { Schedule(id); });
 }
 

@@ -60,6 +60,8 @@ SeedResult RunOnce(uint64_t seed, const RunOptions& options, bool trace) {
   SeededRandom budgets(seed ^ 0x6275'6467ULL);      // so has the retry budget
   SeededRandom lines(seed ^ 0x6c69'6e65ULL);        // and the connection lines
   SeededRandom agent_draws(seed ^ 0x6167'656eULL);  // and the agents (half the seeds)
+  SeededRandom reads(seed ^ 0x7265'6164ULL);        // and whether reads may wait
+  scenario.remote_reads = reads.Chance(0.5);
   if (scenario.coordinators == 2 && lines.Chance(0.5))
     scenario.faults.line_wait = lines.NextDouble() * 0.1;
   if (budgets.Chance(0.3))

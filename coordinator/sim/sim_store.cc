@@ -18,6 +18,8 @@ std::chrono::steady_clock::time_point SimStore::TrueClock::SteadyNow() const {
 SimStore::SimStore(World& world, int proc)
     : world_(world), proc_(proc), inner_(world.data()), true_clock_(world) {}
 
+bool SimStore::ReadsMayWait() const { return world_.scenario().remote_reads; }
+
 Status SimStore::Dead() const {
   return Unavailable("simulated process " + std::to_string(proc_) + " is dead");
 }

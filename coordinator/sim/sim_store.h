@@ -32,6 +32,8 @@ class SimStore final : public Store {
   SimStore(World& world, int proc);
   // The process died: its shared locks go with its connections.
   void Kill();
+  // As the scenario draws it (Scenario::remote_reads).
+  bool ReadsMayWait() const override;
 
   Status CreateInstance(const nlohmann::json& snapshot, const std::vector<Event>& events,
                         const Submission* submission, const std::vector<nlohmann::json>& outbox,

@@ -127,6 +127,9 @@ struct Scenario {
   // that re-sends are deferred and reserve their tokens.
   RetryBudgetConfig retry_budget{0, 0};
   Bug bug = Bug::kNone;  // re-introduced on purpose (bugs.h)
+  // The store's reads may wait (as PostgreSQL's): the engine reads ahead of
+  // its owners (Store::ReadsMayWait). Half the seeds, each path simulated.
+  bool remote_reads = false;
 };
 
 class World {

@@ -334,6 +334,11 @@ class Store {
   // that came back after a promotion), while it does; "" otherwise (and
   // for stores with a single server).
   virtual std::string StalePrimary() const { return ""; }
+  // Whether a read may wait for a server (a database over the network, up
+  // to its statement deadline) rather than touch memory or a local file:
+  // the engine then makes its owners' reads ahead of time, on threads that
+  // may wait (Driver::Schedule). Default: no (LMDB, memory).
+  virtual bool ReadsMayWait() const { return false; }
   // How long writes have been queued with none finished (0: none queued,
   // or the last batch just ended): the watchdog's measure of a stalled
   // store. Takes no lock held across a write.

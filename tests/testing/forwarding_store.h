@@ -82,6 +82,7 @@ class ForwardingStore : public Store {
   }
   Status CheckWritable() override { return real_.CheckWritable(); }
   std::string StalePrimary() const override { return real_.StalePrimary(); }
+  bool ReadsMayWait() const override { return real_.ReadsMayWait(); }
   StatusOr<std::vector<std::string>> PausedServices() override { return real_.PausedServices(); }
   Status SetServicePaused(const std::string& service, bool paused,
                           const nlohmann::json& note) override {

@@ -18,7 +18,7 @@ namespace sagad {
 Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceRepository& repo,
                Ownership& ownership, RunTable& runs, RecoveryTracker& recovery,
                EngineMetrics& metrics, ServiceGates& gates, const Clock& clock, Random& random,
-               Executor& executor, int workers)
+               Executor& executor, int workers, bool reads_may_wait)
     : defs_(defs),
       repo_(repo),
       ownership_(ownership),
@@ -28,11 +28,31 @@ Driver::Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceReposit
       clock_(clock),
       executor_(executor),
       workers_(std::max(1, workers)),
+      reads_may_wait_(reads_may_wait),
       steps_(adapter, clock, ownership, runs, metrics, gates, executor, *this, random) {}
 
 auto Driver::Schedule(const std::string& id) -> void {
   if (!runs_.Enter(id)) return;
-  executor_.PostTo(id, [this, id] { DriveLoop(id); });
+  if (!reads_may_wait_ || (ownership_.Held(id) && repo_.CachedVersion(id) != 0)) {
+    executor_.PostTo(id, [this, id] { DriveLoop(id); });
+    return;
+  }
+  // A store whose reads may wait (PostgreSQL): what the first round needs
+  // from it (the lease, the instance) is fetched by a task nobody owns,
+  // which may wait: the owner then finds both in memory and makes no round
+  // trip (unless the lease is another live process's, or the copy was
+  // dropped meanwhile). LMDB's reads are memory: the owner reads itself
+  // (the hand-over would cost more: recovery of 10,000 in flight resumed
+  // 5 % and completed 15 % later with it).
+  executor_.Post([this, id] {
+    try {
+      if (!runs_.Stopping() && EnsureOwned(id)) (void)repo_.Load(id);
+    } catch (const std::exception& e) {  // the round says it again
+      EngineLog(LogLevel::kError,
+                {{"msg", "prefetch error"}, {"instance", id}, {"error", e.what()}});
+    }
+    executor_.PostTo(id, [this, id] { DriveLoop(id); });
+  });
 }
 
 auto Driver::FirstStep(Tx& tx, const SagaDefinition& def, StepMark* step, StepRequest* request)
@@ -411,59 +431,6 @@ auto Driver::RunStep(const std::string& id, const Action& a, const std::shared_p
     default:
       return done(Next::kContinue);
   }
-}
-
-auto Driver::WakeAt(const std::string& id, int64_t due_ms) -> void {
-  const int64_t now = clock_.NowMillis();
-  uint64_t superseded = 0;
-  if (!runs_.ClaimWake(id, due_ms, now, &superseded)) return;
-  if (superseded != 0) executor_.CancelTimer(superseded);
-  const uint64_t timer =
-      executor_.TimerTo(id, std::max<int64_t>(1, due_ms - now), [this, id, due_ms] {
-        runs_.WakeFired(id, due_ms);
-        Schedule(id);
-      });
-  if (!runs_.WakeSet(id, due_ms, timer)) executor_.CancelTimer(timer);  // fired or replaced
-}
-
-auto Driver::NoWake(const std::string& id) -> void {
-  if (const uint64_t timer = runs_.DropWake(id)) executor_.CancelTimer(timer);
-}
-
-auto Driver::Deadlines(const SagaDefinition& def, const Instance& inst, int64_t* wake_at)
-    -> Mutation {
-  const DueDeadline due = NextDeadline(def, inst, clock_.NowMillis());  // policies/deadlines.h
-  switch (due.kind) {
-    case DeadlineKind::kNone:
-      *wake_at = due.next_ms;
-      return nullptr;
-    case DeadlineKind::kSagaDeadline:
-      return [ms = def.deadline_ms](Tx& tx) -> Status {
-        SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals("sagad", "saga deadline passed"));
-        return tx.Saga(SagaEvent::kStartCompensation,
-                       {{"reason", "saga deadline of " + std::to_string(ms) + " ms passed"}});
-      };
-    case DeadlineKind::kRunIdle:
-      return IdleRun(def, inst);  // saga_turns.h
-    case DeadlineKind::kApprovalTimeout:
-      break;
-  }
-  const int i = due.step;
-  const StepDefinition& sd = def.steps[i];
-  std::string why = "approval of '" + sd.name + "' timed out after " +
-                    std::to_string(sd.approval_timeout_ms) + " ms";
-  return [i, why, step = sd.name,
-          escalate = sd.approval_timeout_action == "escalate"](Tx& tx) -> Status {
-    if (tx.inst().step(i).status() != StepStatus::kAwaitingApproval)
-      return MovedOn("decided meanwhile");
-    if (escalate) return tx.Saga(SagaEvent::kEscalate, {{"reason", why}, {"step", step}});
-    SAGAD_RETURN_IF_ERROR(tx.Step(i, StepEvent::kReject, {{"by", "sagad"}, {"reason", why}}));
-    if (tx.inst().is_run())  // a run's call refused: its agent decides what next
-      return tx.inst().status() == SagaStatus::kAwaitingApproval ? tx.Saga(SagaEvent::kResume)
-                                                                 : Status::Ok();
-    SAGAD_RETURN_IF_ERROR(tx.RejectAwaitingApprovals("sagad", "not needed: " + why));
-    return tx.Saga(SagaEvent::kStartCompensation, {{"reason", why}});
-  };
 }
 
 auto Driver::RecoveryInProgress() -> bool { return recovery_.InProgress(clock_.SteadyNow()); }

@@ -18,6 +18,9 @@
 //   another: it goes to NEEDS_REVIEW.
 // - Schedule is cheap and idempotent: a second call while the instance is
 //   under way makes the driver run one more round, not a second driver.
+//   An instance not held or not cached has its lease and copy fetched
+//   first by a task nobody owns (Executor::Post), so that its owner's
+//   thread does not wait for the store.
 // Thread-safety: every public method may be called from any thread.
 #pragma once
 
@@ -48,10 +51,12 @@ class Driver final : private StepRunner::Host {
  public:
   // Every driver round, step action and wake-up is a task on `executor`;
   // `workers`: how many of them may run at once (a new instance's first
-  // step rides in its creation commit only while fewer are busy).
+  // step rides in its creation commit only while fewer are busy);
+  // `reads_may_wait`: the store's (Store::ReadsMayWait, see Schedule).
   Driver(Adapter& adapter, const DefinitionRegistry& defs, InstanceRepository& repo,
          Ownership& ownership, RunTable& runs, RecoveryTracker& recovery, EngineMetrics& metrics,
-         ServiceGates& gates, const Clock& clock, Random& random, Executor& executor, int workers);
+         ServiceGates& gates, const Clock& clock, Random& random, Executor& executor, int workers,
+         bool reads_may_wait = false);
 
   // Plans the instance on a worker now (or one more round of its driver).
   void Schedule(const std::string& id) override;
@@ -191,6 +196,7 @@ class Driver final : private StepRunner::Host {
   const Clock& clock_;
   Executor& executor_;
   const int workers_;
+  const bool reads_may_wait_;
   Mutex refused_mu_;
   // Consecutive refused commits per instance (AfterFailedCommit), and
   // whether any is counted: every commit asks, and only one after a

@@ -142,6 +142,7 @@ class PostgresStore : public Store {
   StatusOr<std::vector<StoredDefinition>> ListDefinitions() override;
   Status CheckWritable() override;
   std::string StalePrimary() const override;
+  bool ReadsMayWait() const override { return true; }
   // A session advisory lock (pg_advisory_lock on the name's 64-bit hash) on
   // a connection of its own, outside the pool (a lock held while its
   // holder waits for a commit must not take the commit's connection); the
