@@ -90,9 +90,16 @@ Status Submissions::Begin(const std::string& saga, int version, const nlohmann::
   c->hash = request_hash;
   c->trace = trace;
   if (!client_key.empty()) {
-    MutexLock l(mu_);
-    if (inflight_.count(client_key))
-      return FailedPrecondition("a request with this Idempotency-Key is still in progress");
+    const Status in_progress =
+        FailedPrecondition("a request with this Idempotency-Key is still in progress");
+    {
+      MutexLock l(mu_);
+      if (inflight_.count(client_key)) return in_progress;
+    }
+    // Outside the lock: one key's round trip to the store holds up no
+    // other submission. A request with the key that began meanwhile is
+    // found in flight below; one that also ended meanwhile is found by the
+    // store, whose key is unique (End replays it).
     auto existing = repo_.store().GetSubmission(client_key);
     if (existing.ok()) {
       auto replay = Replay(*existing, request_hash);
@@ -101,7 +108,8 @@ Status Submissions::Begin(const std::string& saga, int version, const nlohmann::
       return Status::Ok();
     }
     if (existing.status().code() != StatusCode::kNotFound) return existing.status();
-    inflight_.insert(client_key);
+    MutexLock l(mu_);
+    if (!inflight_.insert(client_key).second) return in_progress;
     c->sub.emplace();
     c->sub->key = client_key;
     c->sub->request_hash = request_hash;

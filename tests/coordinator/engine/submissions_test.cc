@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <future>
+#include <mutex>
+
 #include "coordinator/engine/instances/definition_registry.h"
 #include "coordinator/engine/instances/instance_repository.h"
 #include "coordinator/engine/instances/ownership.h"
@@ -11,6 +15,7 @@
 #include "coordinator/engine/instances/transition.h"
 #include "coordinator/engine/steps/step_request.h"
 #include "examples/examples.h"
+#include "tests/testing/forwarding_store.h"
 #include "tests/testing/store_fixture.h"
 
 namespace sagad {
@@ -144,6 +149,65 @@ TEST_F(SubmissionsTest, AFirstStepRidesInTheCreationCommitWithItsOperationRecord
   auto op = store_->GetOperation(out->instance_id + ":reserve_inventory");
   ASSERT_TRUE(op.ok());
   EXPECT_EQ(op->state, "STARTED");
+}
+
+// A store read for one key (a database's round trip, up to its deadline)
+// holds up no submission with another key: the key's lookup is made outside
+// the table of keys in flight. A second request with the held key, once the
+// first went on to create, is told it is in progress.
+TEST_F(SubmissionsTest, ALookupOfOneKeyHoldsUpNoOtherSubmission) {
+  class HeldStore final : public testing::ForwardingStore {
+   public:
+    using ForwardingStore::ForwardingStore;
+    StatusOr<Submission> GetSubmission(const std::string& key) override {
+      if (key == "held") {
+        std::unique_lock<std::mutex> l(mu);
+        inside = true;
+        cv.notify_all();
+        cv.wait(l, [&] { return released; });
+      }
+      return ForwardingStore::GetSubmission(key);
+    }
+    std::mutex mu;
+    std::condition_variable cv;
+    bool inside = false, released = false;
+  } held(*store_);
+  InstanceRepository repo(held, clock_);
+  Submissions subs(defs_, repo, *ownership_, clock_, starter_);
+  auto first = std::async(std::launch::async, [&] {
+    return subs.Submit("order_fulfilment", 0, Input(), "held", "h1", TraceContext{});
+  });
+  {
+    std::unique_lock<std::mutex> l(held.mu);
+    ASSERT_TRUE(held.cv.wait_for(l, std::chrono::seconds(10), [&] { return held.inside; }));
+  }
+  auto other = std::async(std::launch::async, [&] {
+    return subs.Submit("order_fulfilment", 0, Input(), "other", "h2", TraceContext{});
+  });
+  const bool done = other.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  {
+    std::lock_guard<std::mutex> l(held.mu);
+    held.released = true;
+    held.cv.notify_all();
+  }
+  ASSERT_TRUE(done) << "a submission with another key waited for the held lookup";
+  ASSERT_TRUE(other.get().ok());
+  auto out = first.get();
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_FALSE(out->replayed);
+  // Not answered yet: the same key again is told it is in progress; once
+  // answered, it replays.
+  EXPECT_EQ(
+      subs.Submit("order_fulfilment", 0, Input(), "held", "h1", TraceContext{}).status().code(),
+      StatusCode::kFailedPrecondition);
+  subs.Finish("held", 201, {{"id", out->instance_id}});
+  subs.WaitIdle();
+  auto again = subs.Submit("order_fulfilment", 0, Input(), "held", "h1", TraceContext{});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->replayed);
+  EXPECT_EQ(again->instance_id, out->instance_id);
+  subs.Finish("other", 201, {});
+  subs.WaitIdle();
 }
 
 }  // namespace
