@@ -4,7 +4,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config libboost-dev liblmdb-dev libcpp-httplib-dev
       nlohmann-json3-dev libgtest-dev libssl-dev libjemalloc-dev ccache curl jq prometheus
       libpq-dev libre2-dev postgresql-15 chromium chromium-driver python3-selenium clang clang-format
-      json-schema-test-suite python3-jsonschema python3-venv)
+      json-schema-test-suite python3-jsonschema python3-venv iproute2)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

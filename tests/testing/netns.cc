@@ -34,7 +34,24 @@ std::string Mac(const std::string& prefix, const std::string& dev) {
 }  // namespace
 
 bool NetNs::Available() {
-  return getuid() == 0 && std::system("ip netns list >/dev/null 2>&1") == 0;
+  // Tried once for real (a namespace and a veth pair made and removed): a
+  // container may have `ip` and root and still refuse either.
+  static const bool available = [] {
+    if (getuid() != 0) return false;
+    const std::string tag = std::to_string(static_cast<int>(getpid()) % 100000);
+    const std::string ns = "sagad-probe-" + tag, dev = "sgp" + tag;
+    const bool ok = std::system(("ip netns add " + ns + " >/dev/null 2>&1 && ip link add " + dev +
+                                 " type veth peer name " + dev +
+                                 "n >/dev/null 2>&1 && ip link "
+                                 "set " +
+                                 dev + "n netns " + ns + " >/dev/null 2>&1")
+                                    .c_str()) == 0;
+    (void)std::system(
+        ("ip link del " + dev + " >/dev/null 2>&1; ip netns del " + ns + " >/dev/null 2>&1")
+            .c_str());
+    return ok;
+  }();
+  return available;
 }
 
 NetNs::NetNs() {
