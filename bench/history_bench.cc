@@ -8,7 +8,9 @@
 //   - submissions beside readers: 16 clients submitting order_fulfilment
 //     (?wait) for --seconds alone, then again while 4 readers each ask the
 //     slowest filter (the undeclared search) 100 ms after its answer; the
-//     ratio of the two rates (same run).
+//     ratio of the two rates (same run);
+//   - the restart at each size: sagad started on the filled store, to its
+//     first /readyz 200.
 // The history is filled between sizes through the store library itself
 // (LmdbStore / PostgresStore::CreateInstanceAsync, sagad stopped): clones
 // of a finished order that sagad wrote, each with its own id and creation
@@ -237,10 +239,25 @@ int Main(const std::vector<int64_t>& sizes, bool postgres, int queries, double s
                 << " s\n";
       stored = size;
     }
-    if (sagad.Start() < 0) return 1;
+    // The restart at this size: from the start to /readyz's 200, right
+    // after the fill (the database may still be writing it out), and again
+    // after the queries.
+    auto restart = [&](const char* what) {
+      const auto started = Steady::now();
+      if (sagad.Start() < 0) return false;
+      if (!WaitFor([&] { return Http(sagad.port(), "GET", "/readyz").status == 200; },
+                   std::chrono::seconds(120)))
+        return false;
+      std::cout << "  " << std::left << std::setw(10) << size << what << " "
+                << static_cast<int64_t>(Ms(Steady::now() - started)) << " ms\n";
+      return true;
+    };
+    if (!restart("restart to /readyz")) return 1;
     Run run{sagad.port(), queries, seconds, t0 + size};
     run.Filters(size);
     run.ReadersBesideWriters();
+    sagad.Terminate();
+    if (!restart("restart to /readyz, again")) return 1;
     sagad.Terminate();
   }
   return 0;
