@@ -247,9 +247,13 @@ class Engine::Impl final : private InstanceRepository::Listener, private Submiss
   // body registered here: logged once). Each is looked at once.
   std::set<std::string> handled_ GUARDED_BY(deployed_mu_);
   OperatorActions operators_;
-  AgentRuns agent_runs_{defs_, operators_, store_, executor_,
+  AgentRuns agent_runs_{defs_,
+                        operators_,
+                        store_,
+                        executor_,
                         [this](const std::string& toolbox, const std::string& guard,
-                               const char* verdict) { metrics_.Guarded(toolbox, guard, verdict); }};
+                               const char* verdict) { metrics_.Guarded(toolbox, guard, verdict); },
+                        this};
   Submissions submissions_;
 
   Driver driver_;

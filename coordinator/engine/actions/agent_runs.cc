@@ -5,6 +5,7 @@
 #include "policies/approval_policy.h"
 #include "policies/operator_rules.h"
 #include "policies/planner.h"
+#include "util/crash_point.h"
 #include "util/json_limits.h"
 
 namespace sagad {
@@ -177,13 +178,15 @@ Status AgentRuns::CheckGuards(const Tx& tx, const ToolboxDefinition& tb,
 
 StatusOr<Mutation> AgentRuns::Appending(const std::string& id, const nlohmann::json& call,
                                         const std::string& actor, std::shared_ptr<bool> appended,
-                                        Elsewhere elsewhere) const {
+                                        Elsewhere elsewhere,
+                                        std::shared_ptr<Chained> chained) const {
   auto record = CallRecord(call);
   if (!record.ok()) return record.status();
   const std::string call_id = call["call_id"].get<std::string>();
-  return Mutation([this, id, call_id, record = *record, actor, appended,
-                   elsewhere](Tx& tx) -> Status {
-    *appended = false;  // a lost race applies it again
+  return Mutation([this, id, call_id, record = *record, actor, appended, elsewhere,
+                   chained](Tx& tx) -> Status {
+    *appended = false;                        // a lost race applies it again
+    if (chained) chained->mark = StepMark();  // and marks again what it starts
     const Instance& inst = tx.inst();
     SAGAD_RETURN_IF_ERROR(NotARun(inst));
     if (int i = inst.StepIndex(call_id); i >= 0) {
@@ -214,7 +217,14 @@ StatusOr<Mutation> AgentRuns::Appending(const std::string& id, const nlohmann::j
     nlohmann::json made = record;
     made["by"] = actor;  // who made it: the call's view and its event say so
     if (!held.is_null()) made["guard"] = held;
-    return AddCall(tx, *tb, call_id, made, !held.is_null());
+    SAGAD_RETURN_IF_ERROR(AddCall(tx, *tb, call_id, made, !held.is_null()));
+    if (!chained || !starter_) return Status::Ok();
+    chained->def = tx.inst().run_definition();
+    chained->trace = TraceContext::FromJson(tx.inst().trace());
+    SAGAD_RETURN_IF_ERROR(
+        starter_->FirstStep(tx, *chained->def, &chained->mark, &chained->request));
+    if (chained->mark) CrashPoint("before_started");  // the STARTED is not durable yet
+    return Status::Ok();
   });
 }
 
@@ -237,10 +247,19 @@ void AgentRuns::AppendAsync(const std::string& id, const nlohmann::json& call,
                             const std::string& actor, Completion<StatusOr<bool>> done) {
   auto start = [this, id, call, actor](Elsewhere elsewhere, Completion<StatusOr<bool>> done) {
     auto appended = std::make_shared<bool>(false);
-    auto fn = Appending(id, call, actor, appended, std::move(elsewhere));
+    auto chained = std::make_shared<Chained>();
+    auto fn = Appending(id, call, actor, appended, std::move(elsewhere), chained);
     if (!fn.ok()) return done(fn.status());
     // With a continuation Run refuses nothing before its commit: always Ok.
-    (void)act_.Run(id, std::move(*fn), [appended, done](Status s) {
+    (void)act_.Run(id, std::move(*fn), [this, id, appended, chained, done](Status s) {
+      // The call's STARTED rode in the commit: send it (not committed: the
+      // mark goes, nothing is sent).
+      if (chained->mark && starter_) {
+        if (s.ok() && *appended) CrashPoint("after_started");
+        starter_->StartCreated(id, chained->def, std::move(chained->mark), &chained->request,
+                               chained->trace, s.ok() && *appended);
+      }
+      chained->mark = StepMark();
       if (!s.ok()) return done(s);
       done(*appended);
     });

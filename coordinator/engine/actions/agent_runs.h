@@ -3,7 +3,12 @@
 // (OperatorActions::Act: serialised per instance, checked by the machines,
 // compare-and-swap, no lease needed since it sends nothing; then the owner's
 // driver plans the run again, which sends the call with the step rules:
-// STARTED first, UNKNOWN reconciled, approval bound to the request).
+// STARTED first, UNKNOWN reconciled, approval bound to the request). A
+// call that may go at once (no approval, its service open, no earlier call
+// to wait for, a worker free) has its STARTED record ride in the append's
+// own commit and is sent once that commit is done, as a new saga's first
+// step rides in its creation (AppendAsync; the Starter's rules): one
+// commit fewer before the send.
 //
 // Append: the same call_id with the same tool and arguments is the agent
 // asking again (after a crash, a lost reply): nothing is recorded, the
@@ -30,6 +35,7 @@
 
 #include "coordinator/engine/actions/guard_gate.h"
 #include "coordinator/engine/actions/operator_actions.h"
+#include "coordinator/engine/actions/submissions.h"
 #include "coordinator/engine/callbacks.h"
 #include "coordinator/engine/instances/definition_registry.h"
 #include "util/status.h"
@@ -40,14 +46,17 @@ class AgentRuns {
  public:
   // A guard's verdict, for the metrics: toolbox, guard, "refused" | "held".
   using OnGuard = std::function<void(const std::string&, const std::string&, const char*)>;
+  // `starter`: how a call's STARTED record rides in its append and the
+  // call is sent after (null: never; the driver sends every call).
   AgentRuns(const DefinitionRegistry& defs, OperatorActions& act, Store& store, Executor& executor,
-            OnGuard on_guard)
+            OnGuard on_guard, Submissions::Starter* starter = nullptr)
       : defs_(defs),
         act_(act),
         store_(store),
         executor_(executor),
         gate_(executor),
-        on_guard_(std::move(on_guard)) {}
+        on_guard_(std::move(on_guard)),
+        starter_(starter) {}
 
   // `call`: {"call_id", "tool", "arguments", "reason", "evidence", "model",
   // "prompt_version"}; true when it was recorded now, false when the same
@@ -85,10 +94,21 @@ class AgentRuns {
   // The calls of the run owner's other runs the guards per principal
   // count: null when its toolbox has no such guard.
   using Elsewhere = std::shared_ptr<const std::vector<GuardedCall>>;
-  // The transition of Append; *appended says whether it added the call.
+  // A call whose STARTED record rides in its append: its step's mark and
+  // rendered request, kept across the tries of the one commit (a try
+  // releases what the one before marked).
+  struct Chained {
+    StepMark mark;
+    StepRequest request;
+    SagaDefinitionPtr def;
+    TraceContext trace;
+  };
+  // The transition of Append; *appended says whether it added the call;
+  // with `chained`, the call's STARTED rides in it when it may go at once.
   StatusOr<Mutation> Appending(const std::string& id, const nlohmann::json& call,
                                const std::string& actor, std::shared_ptr<bool> appended,
-                               Elsewhere elsewhere) const;
+                               Elsewhere elsewhere,
+                               std::shared_ptr<Chained> chained = nullptr) const;
   // The run's toolbox and owner when its toolbox has a guard per
   // principal on the call's tool; empty strings else (or when the run is
   // not found: the append says so).
@@ -105,6 +125,7 @@ class AgentRuns {
   Executor& executor_;
   GuardGate gate_;
   OnGuard on_guard_;
+  Submissions::Starter* const starter_;
 };
 
 }  // namespace sagad

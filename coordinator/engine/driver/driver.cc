@@ -58,7 +58,9 @@ auto Driver::Schedule(const std::string& id) -> void {
 auto Driver::FirstStep(Tx& tx, const SagaDefinition& def, StepMark* step, StepRequest* request)
     -> Status {
   *step = StepMark();
-  if (!def.IsChain()) return Status::Ok();
+  // A graph's roots start together, with a driver round; a run's calls go
+  // one at a time, whatever their definition's order says.
+  if (!def.IsChain() && !tx.inst().is_run()) return Status::Ok();
   // Only with a worker free to send it now. A STARTED record that waits in
   // the queue is, after a crash, a request to ask about and re-send (within
   // the retry budget) although it never left: under load the first step is
