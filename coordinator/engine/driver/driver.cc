@@ -59,8 +59,12 @@ auto Driver::FirstStep(Tx& tx, const SagaDefinition& def, StepMark* step, StepRe
     -> Status {
   *step = StepMark();
   // A graph's roots start together, with a driver round; a run's calls go
-  // one at a time, whatever their definition's order says.
-  if (!def.IsChain() && !tx.inst().is_run()) return Status::Ok();
+  // one at a time, whatever their definition's order says. A call appended
+  // through a coordinator that does not hold the run's lease is left to the
+  // holder's driver (its send would be withheld at the connection line).
+  const Instance& inst = tx.inst();
+  if (!def.IsChain() && !inst.is_run()) return Status::Ok();
+  if (inst.is_run() && !inst.steps().empty() && !ownership_.Held(inst.id())) return Status::Ok();
   // Only with a worker free to send it now. A STARTED record that waits in
   // the queue is, after a crash, a request to ask about and re-send (within
   // the retry budget) although it never left: under load the first step is
