@@ -379,7 +379,13 @@ TEST_F(EdgesTest, TheDefaultLogKeepsQuietAboutWhatWentWell) {
     EXPECT_EQ(sagad_->WaitStatus(o.body["id"], "COMPLETED")["status"], "COMPLETED");
   }
   std::string quiet = Slurp(log).substr(before);
-  EXPECT_EQ(quiet.find("\"step call\""), std::string::npos) << quiet;
+  // A call that went as asked says nothing (one that timed out on a loaded
+  // machine, a sanitizer's, is not what went well: it may speak).
+  std::istringstream lines(quiet);
+  for (std::string line; std::getline(lines, line);)
+    EXPECT_FALSE(line.find("\"step call\"") != std::string::npos &&
+                 line.find("\"outcome\":\"committed\"") != std::string::npos)
+        << line;
   EXPECT_EQ(quiet.find("\"instance created\""), std::string::npos) << quiet;
   sagad_->Kill();
 
