@@ -88,12 +88,9 @@ std::string PostgresStore::ListStatement(const InstanceFilter& filter, size_t li
     const std::string root = filter.in_metadata ? "'metadata'" : "'input'";
     const std::string value =
         "snapshot::jsonb -> " + root + " -> $" + std::to_string(params.size());
-    // A string field's value, or the JSON text of a number, boolean or null
-    // (Matches in store.cc says the same for LMDB).
-    const std::string cond = "(CASE jsonb_typeof(" + value + ") WHEN 'string' THEN " + value +
-                             " #>> '{}' WHEN 'object' THEN NULL WHEN 'array' THEN NULL ELSE (" +
-                             value + ")::text END) =";
-    add(cond.c_str(), filter.input_value);
+    // What the search compares: sagad_search_text (the schema), as the
+    // declared attributes' rows hold it.
+    add(("sagad_search_text(" + value + ") =").c_str(), filter.input_value);
     // The same, as containment the GIN index sagad_instances_input answers:
     // the field holds the string, or (when the value is JSON) that value.
     const std::string field = "$" + std::to_string(params.size() - 1);
