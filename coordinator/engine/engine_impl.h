@@ -253,7 +253,7 @@ class Engine::Impl final : private InstanceRepository::Listener, private Submiss
                         executor_,
                         [this](const std::string& toolbox, const std::string& guard,
                                const char* verdict) { metrics_.Guarded(toolbox, guard, verdict); },
-                        this};
+                        *this};
   Submissions submissions_;
 
   Driver driver_;

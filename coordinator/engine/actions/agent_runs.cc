@@ -218,11 +218,10 @@ StatusOr<Mutation> AgentRuns::Appending(const std::string& id, const nlohmann::j
     made["by"] = actor;  // who made it: the call's view and its event say so
     if (!held.is_null()) made["guard"] = held;
     SAGAD_RETURN_IF_ERROR(AddCall(tx, *tb, call_id, made, !held.is_null()));
-    if (!chained || !starter_) return Status::Ok();
+    if (!chained) return Status::Ok();
     chained->def = tx.inst().run_definition();
     chained->trace = TraceContext::FromJson(tx.inst().trace());
-    SAGAD_RETURN_IF_ERROR(
-        starter_->FirstStep(tx, *chained->def, &chained->mark, &chained->request));
+    SAGAD_RETURN_IF_ERROR(starter_.FirstStep(tx, *chained->def, &chained->mark, &chained->request));
     if (chained->mark) CrashPoint("before_started");  // the STARTED is not durable yet
     return Status::Ok();
   });
@@ -254,10 +253,10 @@ void AgentRuns::AppendAsync(const std::string& id, const nlohmann::json& call,
     (void)act_.Run(id, std::move(*fn), [this, id, appended, chained, done](Status s) {
       // The call's STARTED rode in the commit: send it (not committed: the
       // mark goes, nothing is sent).
-      if (chained->mark && starter_) {
+      if (chained->mark) {
         if (s.ok() && *appended) CrashPoint("after_started");
-        starter_->StartCreated(id, chained->def, std::move(chained->mark), &chained->request,
-                               chained->trace, s.ok() && *appended);
+        starter_.StartCreated(id, chained->def, std::move(chained->mark), &chained->request,
+                              chained->trace, s.ok() && *appended);
       }
       chained->mark = StepMark();
       if (!s.ok()) return done(s);

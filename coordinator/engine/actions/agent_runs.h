@@ -47,9 +47,9 @@ class AgentRuns {
   // A guard's verdict, for the metrics: toolbox, guard, "refused" | "held".
   using OnGuard = std::function<void(const std::string&, const std::string&, const char*)>;
   // `starter`: how a call's STARTED record rides in its append and the
-  // call is sent after (null: never; the driver sends every call).
+  // call is sent after (a new saga's first step's way).
   AgentRuns(const DefinitionRegistry& defs, OperatorActions& act, Store& store, Executor& executor,
-            OnGuard on_guard, Submissions::Starter* starter = nullptr)
+            OnGuard on_guard, Submissions::Starter& starter)
       : defs_(defs),
         act_(act),
         store_(store),
@@ -125,7 +125,7 @@ class AgentRuns {
   Executor& executor_;
   GuardGate gate_;
   OnGuard on_guard_;
-  Submissions::Starter* const starter_;
+  Submissions::Starter& starter_;
 };
 
 }  // namespace sagad
