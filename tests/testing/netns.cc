@@ -10,8 +10,11 @@
 namespace sagad::testing {
 namespace {
 
+// Runs `cmd` quietly; whether it succeeded.
+bool Quiet(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
+
 void Must(const std::string& cmd) {
-  if (std::system((cmd + " >/dev/null 2>&1").c_str()) != 0) {
+  if (!Quiet(cmd)) {
     std::cerr << "netns: failed: " << cmd << "\n";
     std::abort();
   }
@@ -40,15 +43,11 @@ bool NetNs::Available() {
     if (getuid() != 0) return false;
     const std::string tag = std::to_string(static_cast<int>(getpid()) % 100000);
     const std::string ns = "sagad-probe-" + tag, dev = "sgp" + tag;
-    const bool ok = std::system(("ip netns add " + ns + " >/dev/null 2>&1 && ip link add " + dev +
-                                 " type veth peer name " + dev +
-                                 "n >/dev/null 2>&1 && ip link "
-                                 "set " +
-                                 dev + "n netns " + ns + " >/dev/null 2>&1")
-                                    .c_str()) == 0;
-    (void)std::system(
-        ("ip link del " + dev + " >/dev/null 2>&1; ip netns del " + ns + " >/dev/null 2>&1")
-            .c_str());
+    const bool ok = Quiet("ip netns add " + ns) &&
+                    Quiet("ip link add " + dev + " type veth peer name " + dev + "n") &&
+                    Quiet("ip link set " + dev + "n netns " + ns);
+    Quiet("ip link del " + dev);
+    Quiet("ip netns del " + ns);
     return ok;
   }();
   return available;
@@ -62,32 +61,31 @@ NetNs::NetNs() {
   name_ = "sagad-" + tag;
   host_if_ = "sgh" + tag;  // at most 15 characters
   inner_if_ = "sgn" + tag;
-  const std::string& inner_if = inner_if_;
   // A /30 of its own: processes and namespaces of one process apart.
   const int a = 200 + (n % 50), b = pid % 64, c = 4 * ((pid / 64) % 64);
   const std::string net = "10." + std::to_string(a) + "." + std::to_string(b) + ".";
   outer_ = net + std::to_string(c + 1);
   inner_ = net + std::to_string(c + 2);
-  (void)std::system(("ip netns del " + name_ + " >/dev/null 2>&1").c_str());  // a leftover
+  Quiet("ip netns del " + name_);  // a leftover
   Must("ip netns add " + name_);
-  Must("ip link add " + host_if_ + " type veth peer name " + inner_if);
-  Must("ip link set " + inner_if + " netns " + name_);
+  Must("ip link add " + host_if_ + " type veth peer name " + inner_if_);
+  Must("ip link set " + inner_if_ + " netns " + name_);
   Must("ip addr add " + outer_ + "/30 dev " + host_if_);
   Must("ip link set " + host_if_ + " up");
-  Must(Prefix() + "ip addr add " + inner_ + "/30 dev " + inner_if);
-  Must(Prefix() + "ip link set " + inner_if + " up");
+  Must(Prefix() + "ip addr add " + inner_ + "/30 dev " + inner_if_);
+  Must(Prefix() + "ip link set " + inner_if_ + " up");
   Must(Prefix() + "ip link set lo up");
   // Each end knows the other's address for good: a cut link drops packets
   // and nothing more (no ARP failure turned into "host unreachable").
-  Must("ip neigh replace " + inner_ + " lladdr " + Mac(Prefix(), inner_if) + " dev " + host_if_ +
+  Must("ip neigh replace " + inner_ + " lladdr " + Mac(Prefix(), inner_if_) + " dev " + host_if_ +
        " nud permanent");
   Must(Prefix() + "ip neigh replace " + outer_ + " lladdr " + Mac("", host_if_) + " dev " +
-       inner_if + " nud permanent");
+       inner_if_ + " nud permanent");
 }
 
 NetNs::~NetNs() {
-  (void)std::system(("ip link del " + host_if_ + " >/dev/null 2>&1").c_str());
-  (void)std::system(("ip netns del " + name_ + " >/dev/null 2>&1").c_str());
+  Quiet("ip link del " + host_if_);
+  Quiet("ip netns del " + name_);
 }
 
 void NetNs::Cut() { Must(Prefix() + "ip link set " + inner_if_ + " down"); }
