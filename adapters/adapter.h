@@ -44,6 +44,9 @@ struct ServiceConfig {
   // request beyond waits, unsent, for one (its timeout_ms starts then).
   int max_connections = 64;
   double max_per_second = 0;
+  // An MCP server (config "mcp_servers", adapters/mcp_adapter.h): called
+  // with tool calls (CallSpec::IsMcp), never asked by key.
+  bool mcp = false;
 };
 
 enum class Outcome {

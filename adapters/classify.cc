@@ -131,4 +131,27 @@ std::string ReplyError(int status, const std::string& body) {
   return "HTTP " + std::to_string(status) + ": " + SanitizeUtf8(body.substr(0, 512));
 }
 
+QueryResult ClassifyReadAnswer(const CallResult& read, const std::string& committed_if) {
+  QueryResult q;
+  if (read.outcome != Outcome::kCommitted) {
+    q.error = "reconcile read " + std::string(OutcomeName(read.outcome)) + ": " + read.error;
+    return q;
+  }
+  bool found = false;
+  try {
+    found = read.result.contains(nlohmann::json::json_pointer(committed_if));
+  } catch (const nlohmann::json::exception&) {
+    found = false;  // a pointer through a value of another type: not there
+  }
+  if (!found) {
+    q.outcome = QueryOutcome::kNotHappened;
+    q.error = "reconcile read: " + committed_if + " is not in its result";
+    return q;
+  }
+  q.outcome = QueryOutcome::kHappened;
+  q.result = read.result;
+  q.external_ref = read.external_ref;
+  return q;
+}
+
 }  // namespace sagad

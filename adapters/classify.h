@@ -37,4 +37,10 @@ std::string ReplyError(int status, const std::string& body);
 // the body. Any other status: unknown. `error` says why, when not happened.
 QueryResult ClassifyQueryAnswer(int status, const nlohmann::json& body);
 
+// A step's reconcile read (sagas/definition.h ReconcileSpec) as an answer:
+// committed with `committed_if` (a JSON Pointer) in its result: happened,
+// the read's result the step's; committed without it: not happened; any
+// other outcome (refused, not sent, unclear): unknown, ask again later.
+QueryResult ClassifyReadAnswer(const CallResult& read, const std::string& committed_if);
+
 }  // namespace sagad

@@ -54,6 +54,8 @@ struct HttpExchangeRequest {
   // is taken: any wait in line is over); not ok: nothing is written, the
   // exchange ends with sent false and withheld true.
   std::function<Status()> may_write;
+  // Headers of the reply to hand back (HttpExchangeResult::reply_headers).
+  std::vector<std::string> reply_headers;
 };
 
 struct HttpExchangeResult {
@@ -61,6 +63,8 @@ struct HttpExchangeResult {
   int status = 0;
   std::string body;
   bool replayed = false;  // Idempotent-Replayed: true
+  // Those of the request's reply_headers the reply has, with their values.
+  std::vector<std::pair<std::string, std::string>> reply_headers;
   // When !replied:
   bool sent = true;        // false: the request cannot have been acted on
   bool too_large = false;  // the body was larger than max_response_bytes

@@ -55,7 +55,19 @@ Status ValidateCall(const SagaDefinition& def, const StepGraph* graph, size_t in
 
 bool IsDefinitionName(const std::string& s) { return IsName(s); }
 
+std::string CalleeText(const CallSpec& call) {
+  return (call.IsMcp() ? "MCP server '" : "service '") + call.service + "'";
+}
+
 Status CheckCallShape(const CallSpec& call, const std::string& where) {
+  if (call.IsMcp()) {
+    if (!IsName(call.service))
+      return InvalidArgument(where + ": MCP server name missing or invalid");
+    if (!IsName(call.path))
+      return InvalidArgument(where + ": tool name must be 1-64 of [A-Za-z0-9_-]");
+    if (!call.body.is_object()) return InvalidArgument(where + ": arguments must be an object");
+    return Status::Ok();
+  }
   if (!IsName(call.service)) return InvalidArgument(where + ": service name missing or invalid");
   static const std::set<std::string> kMethods = {"POST", "PUT", "PATCH", "DELETE", "GET"};
   if (!kMethods.count(call.method))
@@ -78,18 +90,28 @@ Status CheckCallShape(const CallSpec& call, const std::string& where) {
   return Status::Ok();
 }
 
-nlohmann::json CallSpec::ToJson() const {
-  nlohmann::json j = {{"service", service}, {"method", method}, {"path", path}};
-  if (!body.is_null()) j["body"] = body;
-  return j;
+Status CheckReconcileShape(const StepDefinition& st, const std::string& where) {
+  if (!st.reconcile) return Status::Ok();
+  const ReconcileSpec& r = *st.reconcile;
+  if (r.read.service != st.forward.service || r.read.IsMcp() != st.forward.IsMcp())
+    return InvalidArgument(where + ": reconcile must read from the forward's own " +
+                           (st.forward.IsMcp() ? "MCP server" : "service"));
+  SAGAD_RETURN_IF_ERROR(CheckCallShape(r.read, where + " reconcile"));
+  try {
+    (void)nlohmann::json::json_pointer(r.committed_if);
+  } catch (const nlohmann::json::exception&) {
+    return InvalidArgument(where + " reconcile: committed_if '" + SanitizeUtf8(r.committed_if) +
+                           "' is not a JSON Pointer (e.g. \"/entities/0\")");
+  }
+  if (r.committed_if.empty())
+    return InvalidArgument(where +
+                           " reconcile: committed_if must point into the result (\"\" is the "
+                           "whole result, which every answer has)");
+  return Status::Ok();
 }
 
 bool CallSpec::operator==(const CallSpec& o) const {
   return service == o.service && method == o.method && path == o.path && body == o.body;
-}
-
-nlohmann::json ApprovalRule::ToJson() const {
-  return {{"field", field}, {"op", op}, {"value", value}};
 }
 
 const char* CompensationOrderName(CompensationOrder o) {
@@ -102,7 +124,8 @@ bool StepDefinition::operator==(const StepDefinition& o) const {
          requires_approval == o.requires_approval && approval_if == o.approval_if &&
          approval_timeout_ms == o.approval_timeout_ms &&
          approval_timeout_action == o.approval_timeout_action && retry == o.retry &&
-         idempotent == o.idempotent && queryable == o.queryable && deadline_ms == o.deadline_ms;
+         idempotent == o.idempotent && queryable == o.queryable && reconcile == o.reconcile &&
+         deadline_ms == o.deadline_ms;
 }
 
 bool SagaDefinition::operator==(const SagaDefinition& o) const {
@@ -140,6 +163,8 @@ std::vector<std::string> SagaDefinition::RequiredInputFields() const {
     (void)ValidateCall(*this, nullptr, i, steps[i].forward, "forward", false, &fields);
     if (steps[i].compensation)
       (void)ValidateCall(*this, nullptr, i, *steps[i].compensation, "compensation", true, &fields);
+    if (steps[i].reconcile)
+      (void)ValidateCall(*this, nullptr, i, steps[i].reconcile->read, "reconcile", false, &fields);
   }
   fields.insert(input.begin(), input.end());
   return {fields.begin(), fields.end()};
@@ -242,6 +267,9 @@ Status ValidateStep(const SagaDefinition& def, StepGraph* graph, size_t i, int f
                     const std::set<std::string>& declared) {
   const StepDefinition& st = def.steps[i];
   SAGAD_RETURN_IF_ERROR(ValidateCall(def, graph, i, st.forward, "forward", false, nullptr));
+  SAGAD_RETURN_IF_ERROR(CheckReconcileShape(st, "step '" + st.name + "'"));
+  if (st.reconcile)
+    SAGAD_RETURN_IF_ERROR(ValidateCall(def, graph, i, st.reconcile->read, "reconcile", false, nullptr));
   // After the pivot a saga only goes forward: those steps need no undo.
   bool after_pivot = first_pivot >= 0 && graph->IsAncestor(first_pivot, static_cast<int>(i));
   if (!st.irreversible && !st.compensation && !after_pivot)
@@ -328,165 +356,14 @@ Status Validate(const SagaDefinition& def) {
 }
 
 const CallSpec* FirstUnconfiguredCall(const SagaDefinition& def,
-                                      const std::function<bool(const std::string&)>& configured,
+                                      const std::function<bool(const CallSpec&)>& configured,
                                       const StepDefinition** step) {
   for (const StepDefinition& st : def.steps) {
     *step = &st;
-    if (!configured(st.forward.service)) return &st.forward;
-    if (st.compensation && !configured(st.compensation->service)) return &*st.compensation;
+    if (!configured(st.forward)) return &st.forward;
+    if (st.compensation && !configured(*st.compensation)) return &*st.compensation;
   }
   return nullptr;
-}
-
-nlohmann::json StepToJson(const StepDefinition& st) {
-  nlohmann::json j = {{"name", st.name}, {"forward", st.forward.ToJson()}};
-  if (st.compensation) j["compensation"] = st.compensation->ToJson();
-  j["irreversible"] = st.irreversible;
-  j["requires_approval"] = st.requires_approval;
-  if (st.approval_if) j["approval_if"] = st.approval_if->ToJson();
-  if (st.approval_timeout_ms > 0) {
-    j["approval_timeout_ms"] = st.approval_timeout_ms;
-    j["approval_timeout_action"] = st.approval_timeout_action;
-  }
-  if (st.retry) j["retry"] = st.retry->ToJson();
-  if (st.idempotent) j["idempotent"] = *st.idempotent;
-  if (st.queryable) j["queryable"] = *st.queryable;
-  if (st.deadline_ms > 0) j["deadline_ms"] = st.deadline_ms;
-  if (st.after) j["after"] = *st.after;
-  return j;
-}
-
-nlohmann::json SagaDefinition::ToJson() const {
-  nlohmann::json js = nlohmann::json::array();
-  for (const auto& st : steps) js.push_back(StepToJson(st));
-  nlohmann::json out = {{"name", name}, {"version", version}, {"steps", js}};
-  if (deadline_ms > 0) out["deadline_ms"] = deadline_ms;
-  if (max_parallel != kDefaultMaxParallel) out["max_parallel"] = max_parallel;
-  if (compensation_order != CompensationOrder::kReverseTopological)
-    out["compensation_order"] = CompensationOrderName(compensation_order);
-  if (!input.empty()) out["input"] = input;
-  if (!input_schema.is_null()) out["input_schema"] = input_schema;
-  if (!search_attributes.empty()) out["search_attributes"] = search_attributes;
-  return out;
-}
-
-namespace {
-
-StatusOr<CallSpec> CallFromJson(const nlohmann::json& c, const std::string& where) {
-  if (!c.is_object()) return InvalidArgument(where + " must be an object");
-  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(c, CallKeys().keys, where));
-  CallSpec cs;
-  cs.service = c.at("service").get<std::string>();
-  cs.method = c.value("method", std::string("POST"));
-  cs.path = c.at("path").get<std::string>();
-  cs.body = c.value("body", nlohmann::json());
-  return cs;
-}
-
-// Approval, retry, timeouts and dependencies of one step.
-Status StepPoliciesFromJson(const nlohmann::json& js, const std::string& where,
-                            StepDefinition* st) {
-  st->irreversible = js.value("irreversible", false);
-  st->requires_approval = js.value("requires_approval", false);
-  if (js.contains("approval_if")) {
-    const auto& a = js["approval_if"];
-    SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(a, ApprovalIfKeys().keys, where + " approval_if"));
-    st->approval_if = ApprovalRule{a.at("field").get<std::string>(), a.at("op").get<std::string>(),
-                                   a.at("value")};
-  }
-  SAGAD_RETURN_IF_ERROR(
-      IntField(js, "approval_timeout_ms", 0, kMaxDurationMs, where, &st->approval_timeout_ms));
-  st->approval_timeout_action = js.value("approval_timeout_action", std::string("reject"));
-  if (js.contains("retry")) {
-    auto r = RetryPolicy::FromJson(js["retry"]);
-    if (!r.ok()) return InvalidArgument(where + ": " + r.status().message());
-    st->retry = *r;
-  }
-  if (js.contains("idempotent")) st->idempotent = js["idempotent"].get<bool>();
-  if (js.contains("queryable")) st->queryable = js["queryable"].get<bool>();
-  SAGAD_RETURN_IF_ERROR(IntField(js, "deadline_ms", 0, kMaxDurationMs, where, &st->deadline_ms));
-  if (js.contains("after")) {
-    if (!js["after"].is_array())
-      return InvalidArgument(where + ": after must be an array of step names");
-    st->after = js["after"].get<std::vector<std::string>>();
-  }
-  return Status::Ok();
-}
-
-// Everything but the steps.
-Status SagaFieldsFromJson(const nlohmann::json& j, SagaDefinition* def) {
-  SAGAD_RETURN_IF_ERROR(SearchAttributesFromJson(j, "saga definition", &def->search_attributes));
-  if (j.contains("input")) {
-    if (!j["input"].is_array()) return InvalidArgument("'input' must be an array of field names");
-    def->input = j["input"].get<std::vector<std::string>>();
-  }
-  if (j.contains("input_schema")) {
-    def->input_schema = j["input_schema"];
-    auto compiled = sagad::InputSchema::Compile(def->input_schema);
-    if (!compiled.ok()) return compiled.status();
-    def->schema = std::make_shared<const sagad::InputSchema>(std::move(*compiled));
-  }
-  def->name = j.at("name").get<std::string>();
-  // Integers are checked before they are converted (converting a float out
-  // of range is undefined behaviour).
-  const std::string where = "saga definition";
-  SAGAD_RETURN_IF_ERROR(IntField(j, "version", 1, INT32_MAX, where, &def->version));
-  SAGAD_RETURN_IF_ERROR(IntField(j, "deadline_ms", 0, kMaxDurationMs, where, &def->deadline_ms));
-  SAGAD_RETURN_IF_ERROR(IntField(j, "max_parallel", 1, kMaxMaxParallel, where, &def->max_parallel));
-  if (j.contains("compensation_order")) {
-    std::string order = j["compensation_order"].get<std::string>();
-    if (order == "reverse_topological")
-      def->compensation_order = CompensationOrder::kReverseTopological;
-    else if (order == "reverse_completion")
-      def->compensation_order = CompensationOrder::kReverseCompletion;
-    else
-      return InvalidArgument(
-          "compensation_order must be \"reverse_topological\" or "
-          "\"reverse_completion\", got '" +
-          SanitizeUtf8(order) + "'");
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
-StatusOr<StepDefinition> StepFromJson(const nlohmann::json& js) {
-  if (!js.is_object()) return InvalidArgument("each step must be a JSON object");
-  std::string where = "step '" + SanitizeUtf8(js.value("name", std::string("?"))) + "'";
-  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(js, StepKeys().keys, where));
-  StepDefinition st;
-  st.name = js.at("name").get<std::string>();
-  auto forward = CallFromJson(js.at("forward"), where + " forward");
-  if (!forward.ok()) return forward.status();
-  st.forward = *forward;
-  if (js.contains("compensation") && !js["compensation"].is_null()) {
-    auto comp = CallFromJson(js["compensation"], where + " compensation");
-    if (!comp.ok()) return comp.status();
-    st.compensation = *comp;
-  }
-  SAGAD_RETURN_IF_ERROR(StepPoliciesFromJson(js, where, &st));
-  return st;
-}
-
-StatusOr<SagaDefinition> SagaDefinition::FromJson(const nlohmann::json& j) {
-  SagaDefinition def;
-  try {
-    if (!j.is_object()) return InvalidArgument("saga definition must be a JSON object");
-    SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(j, SagaKeys().keys, "the saga definition"));
-    if (!j.contains("steps"))
-      return InvalidArgument("the saga definition has no \"steps\" (an array of steps)");
-    SAGAD_RETURN_IF_ERROR(SagaFieldsFromJson(j, &def));
-    if (!j.at("steps").is_array()) return InvalidArgument("'steps' must be an array");
-    for (const auto& js : j.at("steps")) {
-      auto st = StepFromJson(js);
-      if (!st.ok()) return st.status();
-      def.steps.push_back(std::move(*st));
-    }
-  } catch (const nlohmann::json::exception& e) {
-    return InvalidArgument("saga definition: " + JsonErrorText(e));
-  }
-  SAGAD_RETURN_IF_ERROR(Validate(def));
-  return def;
 }
 
 }  // namespace sagad

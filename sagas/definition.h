@@ -32,16 +32,41 @@
 
 namespace sagad {
 
+// The method of a call that is a tool call on an MCP server (JSON
+// {"mcp": SERVER, "tool": TOOL, "arguments": {...}}, config "mcp_servers").
+constexpr char kMcpMethod[] = "MCP";
+
 // One downstream call: service name (resolved through the config's service
 // map), method, path template and body template (see sagas/template.h).
+// A tool call on an MCP server has method kMcpMethod: `service` names the
+// server, `path` the tool and `body` its arguments (docs/agents.md).
 struct CallSpec {
   std::string service;
   std::string method = "POST";
   std::string path;
   nlohmann::json body;  // null: no body
 
+  bool IsMcp() const { return method == kMcpMethod; }
   nlohmann::json ToJson() const;
   bool operator==(const CallSpec& o) const;
+};
+
+// How to find out whether a forward call whose outcome is unclear took
+// effect, for a downstream that has no operations endpoint to ask by key (an
+// MCP server, a third-party REST API): a read on the same server or service
+// (a tool call, or an HTTP request), answered 2xx / without error, whose
+// result holds `committed_if` (a JSON Pointer) only if the effect happened.
+// The read's result is then the step's result. JSON: {"tool", "arguments",
+// "committed_if"} for an MCP forward, {"method", "path", "body",
+// "committed_if"} for an HTTP one.
+struct ReconcileSpec {
+  CallSpec read;
+  std::string committed_if;
+
+  nlohmann::json ToJson() const;
+  bool operator==(const ReconcileSpec& o) const {
+    return read == o.read && committed_if == o.committed_if;
+  }
 };
 
 // "Approval needed when input.<field> <op> <value>", e.g. amount > 1000.
@@ -69,6 +94,7 @@ struct StepDefinition {
   std::optional<RetryPolicy> retry;                // unset: the service's default
   std::optional<bool> idempotent;                  // unset: the service's config
   std::optional<bool> queryable;                   // unset: the service's config
+  std::optional<ReconcileSpec> reconcile;          // the forward's read, where no key is asked
   int64_t deadline_ms = 0;                         // 0: none; counted from the first send
   // Steps that must commit first. Unset: the step declared before (none for
   // the first); empty: a root step.
@@ -160,14 +186,20 @@ Status Validate(const SagaDefinition& def);
 // in step order) to a service `configured` does not know, and its step in
 // *step; null when every service is known.
 const CallSpec* FirstUnconfiguredCall(const SagaDefinition& def,
-                                      const std::function<bool(const std::string&)>& configured,
+                                      const std::function<bool(const CallSpec&)>& configured,
                                       const StepDefinition** step);
+
+// "service 'NAME'" or "MCP server 'NAME'": what a call calls, for messages.
+std::string CalleeText(const CallSpec& call);
 
 // 1-64 of [A-Za-z0-9_-]: a saga, step, tool, toolbox or service name.
 bool IsDefinitionName(const std::string& s);
-// A call's service name, method and literal path text; `where` starts the
-// message (e.g. "step 'x' forward").
+// A call's service name, method and literal path text (a tool's name for
+// an MCP call); `where` starts the message (e.g. "step 'x' forward").
 Status CheckCallShape(const CallSpec& call, const std::string& where);
+// A step's reconcile against its forward: the same kind of call to the same
+// server or service, a valid JSON Pointer.
+Status CheckReconcileShape(const StepDefinition& st, const std::string& where);
 // One step as JSON (the form SagaDefinition::ToJson lists), and back: only
 // the keys of a step (sagas/definition_keys.h) are taken. StepFromJson may
 // throw nlohmann::json::exception on a value of the wrong type.

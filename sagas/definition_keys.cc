@@ -15,12 +15,19 @@ const DefinitionKeys& StepKeys() {
       "step",
       {"name", "forward", "compensation", "irreversible", "requires_approval", "approval_if",
        "approval_timeout_ms", "approval_timeout_action", "retry", "idempotent", "queryable",
-       "deadline_ms", "after"}};
+       "deadline_ms", "after", "reconcile"}};
   return k;
 }
 
 const DefinitionKeys& CallKeys() {
-  static const DefinitionKeys k{"call", {"service", "method", "path", "body"}};
+  static const DefinitionKeys k{"call",
+                                {"service", "method", "path", "body", "mcp", "tool", "arguments"}};
+  return k;
+}
+
+const DefinitionKeys& ReconcileKeys() {
+  static const DefinitionKeys k{
+      "reconcile", {"tool", "arguments", "method", "path", "body", "committed_if"}};
   return k;
 }
 
@@ -37,7 +44,8 @@ const DefinitionKeys& RetryKeys() {
 }
 
 std::vector<const DefinitionKeys*> AllDefinitionKeys() {
-  return {&SagaKeys(), &StepKeys(), &CallKeys(), &ApprovalIfKeys(), &RetryKeys()};
+  return {&SagaKeys(), &StepKeys(), &CallKeys(), &ReconcileKeys(), &ApprovalIfKeys(),
+          &RetryKeys()};
 }
 
 }  // namespace sagad

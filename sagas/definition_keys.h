@@ -14,11 +14,12 @@ struct DefinitionKeys {
   std::vector<const char*> keys;  // every key the parser takes there
 };
 
-// The saga, a step, a call (forward or compensation), an approval rule
+// The saga, a step, a call (forward or compensation), a reconcile, an approval rule
 // (approval_if), a retry policy.
 const DefinitionKeys& SagaKeys();
 const DefinitionKeys& StepKeys();
 const DefinitionKeys& CallKeys();
+const DefinitionKeys& ReconcileKeys();
 const DefinitionKeys& ApprovalIfKeys();
 const DefinitionKeys& RetryKeys();
 // All of them, in that order.

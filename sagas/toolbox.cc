@@ -104,6 +104,8 @@ Status ValidateTool(const ToolDefinition& t) {
         if (r == taken) return InvalidArgument(why);
   }
   SAGAD_RETURN_IF_ERROR(CheckCall(t, st.forward, false));
+  SAGAD_RETURN_IF_ERROR(CheckReconcileShape(st, "tool '" + st.name + "'"));
+  if (st.reconcile) SAGAD_RETURN_IF_ERROR(CheckCall(t, st.reconcile->read, false));
   if (!st.irreversible && !st.compensation)
     return InvalidArgument("tool '" + st.name +
                            "' is reversible but has no compensation (add \"compensation\" or "
@@ -286,12 +288,12 @@ Status Validate(const ToolboxDefinition& tb) {
 }
 
 const CallSpec* FirstUnconfiguredCall(const ToolboxDefinition& tb,
-                                      const std::function<bool(const std::string&)>& configured,
+                                      const std::function<bool(const CallSpec&)>& configured,
                                       const ToolDefinition** tool) {
   for (const ToolDefinition& t : tb.tools) {
     *tool = &t;
-    if (!configured(t.step.forward.service)) return &t.step.forward;
-    if (t.step.compensation && !configured(t.step.compensation->service))
+    if (!configured(t.step.forward)) return &t.step.forward;
+    if (t.step.compensation && !configured(*t.step.compensation))
       return &*t.step.compensation;
   }
   return nullptr;
@@ -317,20 +319,18 @@ StatusOr<StepDefinition> CallStep(const ToolDefinition& tool, const std::string&
     }
     return e;  // input.<field>
   };
-  auto path = RewriteRefs(st.forward.path, map);
-  if (!path.ok()) return path.status();
-  auto body = RewriteRefs(st.forward.body, map);
-  if (!body.ok()) return body.status();
-  st.forward.path = std::move(*path);
-  st.forward.body = std::move(*body);
-  if (st.compensation) {
-    auto cpath = RewriteRefs(st.compensation->path, map);
-    if (!cpath.ok()) return cpath.status();
-    auto cbody = RewriteRefs(st.compensation->body, map);
-    if (!cbody.ok()) return cbody.status();
-    st.compensation->path = std::move(*cpath);
-    st.compensation->body = std::move(*cbody);
-  }
+  auto rewrite = [&](CallSpec* c) -> Status {
+    auto path = RewriteRefs(c->path, map);
+    if (!path.ok()) return path.status();
+    auto body = RewriteRefs(c->body, map);
+    if (!body.ok()) return body.status();
+    c->path = std::move(*path);
+    c->body = std::move(*body);
+    return Status::Ok();
+  };
+  SAGAD_RETURN_IF_ERROR(rewrite(&st.forward));
+  if (st.compensation) SAGAD_RETURN_IF_ERROR(rewrite(&*st.compensation));
+  if (st.reconcile) SAGAD_RETURN_IF_ERROR(rewrite(&st.reconcile->read));
   st.requires_approval =
       st.irreversible || st.requires_approval || (st.approval_if && holds(*st.approval_if));
   st.approval_if.reset();

@@ -93,7 +93,7 @@ Status Validate(const ToolboxDefinition& tb);
 // The first call of a tool to a service `configured` does not know, and
 // its tool in *tool; null when every service is known.
 const CallSpec* FirstUnconfiguredCall(const ToolboxDefinition& tb,
-                                      const std::function<bool(const std::string&)>& configured,
+                                      const std::function<bool(const CallSpec&)>& configured,
                                       const ToolDefinition** tool);
 
 // A call_id: 1-64 of [A-Za-z0-9_-], and not "input" (a template root).

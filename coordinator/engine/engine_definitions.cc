@@ -31,14 +31,20 @@ auto Engine::Impl::RegisterToolbox(const ToolboxDefinition& tb) -> Status {
   return Status::Ok();
 }
 
+// A call's service is configured, and as what the call takes it for (an
+// MCP server, or an HTTP service).
+auto Engine::Impl::Configured(const CallSpec& call) const -> bool {
+  const ServiceConfig* svc = adapter_.Service(call.service);
+  return svc && svc->mcp == call.IsMcp();
+}
+
 auto Engine::Impl::ServicesConfigured(const SagaDefinition& def) const -> Status {
   const StepDefinition* st = nullptr;
   const CallSpec* c = FirstUnconfiguredCall(
-      def, [this](const std::string& service) { return adapter_.Service(service) != nullptr; },
-      &st);
+      def, [this](const CallSpec& call) { return Configured(call); }, &st);
   if (!c) return Status::Ok();
-  return InvalidArgument("saga '" + def.name + "' step '" + st->name + "' calls service '" +
-                         c->service + "', which is not configured");
+  return InvalidArgument("saga '" + def.name + "' step '" + st->name + "' calls " +
+                         CalleeText(*c) + ", which is not configured");
 }
 
 auto Engine::Impl::PrepareDeploy(const std::string& name, int version, const nlohmann::json& body,
@@ -120,10 +126,10 @@ auto Engine::Impl::DeployAsync(const std::string& name, int version, const nlohm
 auto Engine::Impl::ToolboxServicesConfigured(const ToolboxDefinition& tb) const -> Status {
   const ToolDefinition* t = nullptr;
   const CallSpec* c = FirstUnconfiguredCall(
-      tb, [this](const std::string& service) { return adapter_.Service(service) != nullptr; }, &t);
+      tb, [this](const CallSpec& call) { return Configured(call); }, &t);
   if (!c) return Status::Ok();
-  return InvalidArgument("toolbox '" + tb.name + "' tool '" + t->name() + "' calls service '" +
-                         c->service + "', which is not configured");
+  return InvalidArgument("toolbox '" + tb.name + "' tool '" + t->name() + "' calls " +
+                         CalleeText(*c) + ", which is not configured");
 }
 
 // A stored toolbox: registered here unless this process has it already.

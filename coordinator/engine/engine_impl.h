@@ -145,6 +145,7 @@ class Engine::Impl final : private InstanceRepository::Listener, private Submiss
   Status ToolboxServicesConfigured(const ToolboxDefinition& tb) const;
   // InvalidArgument naming a service `def` calls that is not configured.
   Status ServicesConfigured(const SagaDefinition& def) const;
+  bool Configured(const CallSpec& call) const;
 
   // ---- downstream services (engine_services.cc) ----
   nlohmann::json Services();

@@ -1,4 +1,5 @@
 #include "coordinator/server/config.h"
+#include "coordinator/server/config_services.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -20,8 +21,7 @@ namespace sagad {
 
 int DefaultWorkers() { return std::max(2, static_cast<int>(std::thread::hardware_concurrency())); }
 namespace {
-// Durations in milliseconds: up to about 24 days (what a timer takes).
-constexpr int64_t kMaxMs = 2147483647;
+constexpr int64_t kMaxMs = kMaxConfigMs;
 }  // namespace
 
 ApiOptions ApiOptionsOf(const Config& config) {
@@ -106,11 +106,6 @@ Status CheckUrl(const std::string& where, const std::string& url) {
 
 namespace {
 
-Status Readable(const std::string& path, const std::string& key) {
-  std::ifstream f(path);
-  if (!f) return InvalidArgument(key + ": cannot read " + path);
-  return Status::Ok();
-}
 
 bool IsSha256Hex(const std::string& s) {
   return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
@@ -130,8 +125,8 @@ Status ParseTls(const nlohmann::json& t, Config* c) {
   c->tls_key_file = t.value("key_file", "");
   if (c->tls_cert_file.empty() || c->tls_key_file.empty())
     return InvalidArgument("tls needs both cert_file and key_file");
-  SAGAD_RETURN_IF_ERROR(Readable(c->tls_cert_file, "tls.cert_file"));
-  return Readable(c->tls_key_file, "tls.key_file");
+  SAGAD_RETURN_IF_ERROR(ReadableFile(c->tls_cert_file, "tls.cert_file"));
+  return ReadableFile(c->tls_key_file, "tls.key_file");
 }
 
 Status ParseApi(const nlohmann::json& a, Config* c) {
@@ -153,115 +148,6 @@ Status ParseApi(const nlohmann::json& a, Config* c) {
 }
 
 // A service's TLS files: readable, the client pair together.
-Status ParseServiceTls(const nlohmann::json& s, const std::string& where, ServiceConfig* sc) {
-  sc->ca_file = s.value("ca_file", "");
-  sc->client_cert_file = s.value("client_cert_file", "");
-  sc->client_key_file = s.value("client_key_file", "");
-  sc->tls_verify = s.value("tls_verify", true);
-  if (sc->client_cert_file.empty() != sc->client_key_file.empty())
-    return InvalidArgument(where + ": client_cert_file and client_key_file go together");
-  for (const auto& [file, key] :
-       {std::pair{sc->ca_file, "ca_file"}, std::pair{sc->client_cert_file, "client_cert_file"},
-        std::pair{sc->client_key_file, "client_key_file"}})
-    if (!file.empty()) SAGAD_RETURN_IF_ERROR(Readable(file, where + "." + key));
-  return Status::Ok();
-}
-
-Status ParseRetry(const nlohmann::json& s, const std::string& name, ServiceConfig* sc) {
-  if (s.contains("retry")) {
-    auto r = RetryPolicy::FromJson(s["retry"]);
-    if (!r.ok()) return InvalidArgument("service '" + name + "': " + r.status().message());
-    sc->retry = *r;
-  }
-  if (s.contains("retry_budget")) {
-    sc->retry_budget.capacity = s["retry_budget"].value("capacity", sc->retry_budget.capacity);
-    sc->retry_budget.per_second =
-        s["retry_budget"].value("per_second", sc->retry_budget.per_second);
-    if (sc->retry_budget.capacity < 1 || sc->retry_budget.per_second < 0)
-      return InvalidArgument("service '" + name +
-                             "': retry_budget needs capacity >= 1 and per_second >= 0");
-  }
-  return Status::Ok();
-}
-
-// max_in_flight (1..100000) and max_per_second (above 0, at most 1e6);
-// absent: unlimited. max_connections (1..10000; absent: 64).
-Status ParseLimits(const nlohmann::json& s, const std::string& where, ServiceConfig* sc) {
-  SAGAD_RETURN_IF_ERROR(IntField(s, "max_in_flight", 1, 100000, where, &sc->max_in_flight));
-  SAGAD_RETURN_IF_ERROR(IntField(s, "max_connections", 1, 10000, where, &sc->max_connections));
-  if (!s.contains("max_per_second")) return Status::Ok();
-  const nlohmann::json& r = s["max_per_second"];
-  if (!r.is_number() || !(r.get<double>() > 0) || r.get<double>() > 1e6)
-    return InvalidArgument(where + ": max_per_second must be a number above 0 and at most 1000000");
-  sc->max_per_second = r.get<double>();
-  return Status::Ok();
-}
-
-// A header the adapter writes as it is: a name of token characters (RFC
-// 9110), a value without CR, LF or other control bytes (which would end the
-// header block and start a second request).
-Status CheckHeader(const std::string& where, const std::string& name, const std::string& value) {
-  static const std::string kTokenChars = "!#$%&'*+-.^_`|~";
-  if (name.empty()) return InvalidArgument(where + ": a header name is empty");
-  for (unsigned char c : name)
-    if (!std::isalnum(c) && kTokenChars.find(static_cast<char>(c)) == std::string::npos)
-      return InvalidArgument(where + ": header name " + DumpJson(name) +
-                             " holds a character a header name cannot carry");
-  for (unsigned char c : value)
-    if ((c < 0x20 && c != '\t') || c == 0x7F)
-      return InvalidArgument(
-          where + "." + name +
-          ": the value holds a control byte (CR, LF, ...) a header cannot carry");
-  return Status::Ok();
-}
-
-// "services": {"NAME": "URL" | {...}}.
-Status ParseService(const std::string& name, const nlohmann::json& s, ServiceConfig* sc) {
-  sc->name = name;
-  if (s.is_string()) {
-    sc->base_url = s.get<std::string>();
-  } else {
-    const std::string where = "services." + name;
-    SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(
-        s,
-        {"base_url", "timeout_ms", "headers", "queryable", "idempotent", "operations_path", "retry",
-         "retry_budget", "max_response_bytes", "ca_file", "client_cert_file", "client_key_file",
-         "tls_verify", "max_in_flight", "max_per_second", "max_connections"},
-        where));
-    SAGAD_RETURN_IF_ERROR(ParseServiceTls(s, where, sc));
-    SAGAD_RETURN_IF_ERROR(ParseLimits(s, where, sc));
-    SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(s.value("retry_budget", nlohmann::json::object()),
-                                        {"capacity", "per_second"}, where + ".retry_budget"));
-    sc->base_url = s.at("base_url").get<std::string>();
-    SAGAD_RETURN_IF_ERROR(IntField(s, "timeout_ms", 1, kMaxMs, where, &sc->timeout_ms));
-    sc->queryable = s.value("queryable", sc->queryable);
-    sc->idempotent = s.value("idempotent", sc->idempotent);
-    sc->operations_path = s.value("operations_path", sc->operations_path);
-    // Every operation must be asked about by its own key: a path without
-    // {key} would answer every question with one answer (and a 200 there
-    // would turn every unclear step COMMITTED).
-    const std::string& op = sc->operations_path;
-    if (op.empty() || op[0] != '/' || op.find("{key}") == std::string::npos)
-      return InvalidArgument(where + ".operations_path must start with '/' and contain {key}");
-    for (unsigned char c : op)
-      if (c <= 0x20 || c >= 0x7F)
-        return InvalidArgument(where +
-                               ".operations_path holds a control byte, a space or non-ASCII");
-    SAGAD_RETURN_IF_ERROR(
-        IntField(s, "max_response_bytes", 1024, int64_t(1) << 30, where, &sc->max_response_bytes));
-    SAGAD_RETURN_IF_ERROR(ParseRetry(s, name, sc));
-    if (s.contains("headers"))
-      for (const auto& [k, v] : s["headers"].items()) {
-        if (!v.is_string()) return InvalidArgument(where + ".headers." + k + " must be a string");
-        SAGAD_RETURN_IF_ERROR(CheckHeader(where + ".headers", k, v.get<std::string>()));
-        sc->headers[k] = v.get<std::string>();
-      }
-  }
-  SAGAD_RETURN_IF_ERROR(CheckUrl("service '" + name + "': base_url", sc->base_url));
-  if (sc->timeout_ms < 1) return InvalidArgument("service '" + name + "': timeout_ms must be > 0");
-  return Status::Ok();
-}
-
 Status ParseToken(const nlohmann::json& t, Token* tok) {
   tok->name = t.at("name").get<std::string>();
   SAGAD_RETURN_IF_ERROR(
@@ -365,6 +251,15 @@ Status ParseLists(const nlohmann::json& j, Config* c) {
     for (const auto& [name, s] : j["services"].items())
       SAGAD_RETURN_IF_ERROR(ParseService(name, s, &c->services[name]));
   }
+  if (j.contains("mcp_servers")) {
+    if (!j["mcp_servers"].is_object()) return InvalidArgument("'mcp_servers' must be an object");
+    for (const auto& [name, s] : j["mcp_servers"].items()) {
+      if (c->services.count(name))
+        return InvalidArgument("'" + name +
+                               "' is both a service and an MCP server: a call must name one");
+      SAGAD_RETURN_IF_ERROR(ParseMcpServer(name, s, &c->mcp_servers[name]));
+    }
+  }
   if (j.contains("tokens"))
     for (const auto& t : j["tokens"]) {
       SAGAD_RETURN_IF_ERROR(ParseToken(t, &c->tokens.emplace_back()));
@@ -412,6 +307,7 @@ StatusOr<Config> ParseConfig(const nlohmann::json& j) {
                                        "lease_ms",
                                        "watchdog_ms",
                                        "services",
+                                       "mcp_servers",
                                        "tokens",
                                        "webhooks",
                                        "allowed_hosts",

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "adapters/adapter.h"
+#include "adapters/mcp_session.h"
 #include "coordinator/http/api_options.h"
 #include "util/status.h"
 
@@ -46,6 +47,9 @@ struct Config {
   // after they finished; 0 keeps them forever.
   int64_t retention_ms = 0;  // the LMDB map (a sparse file grows as written)
   std::map<std::string, ServiceConfig> services;
+  // "mcp_servers": {"NAME": {"url": URL} | {"command": [...], "env": {...}}}:
+  // MCP servers a tool's forward or compensation may call (docs/agents.md).
+  std::map<std::string, McpServerConfig> mcp_servers;
   std::vector<Token> tokens;
   std::vector<WebhookConfig> webhooks;
   int workers = DefaultWorkers();

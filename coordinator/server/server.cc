@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "adapters/http_adapter.h"
+#include "adapters/mcp_adapter.h"
 #include "coordinator/engine/engine.h"
 #include "coordinator/http/http_api.h"
 #include "coordinator/server/definitions_dir.h"
@@ -124,16 +125,26 @@ StatusOr<StorePtr> OpenStore(const Config& config) {
 
 namespace {
 
+bool Configured(const Config& config, const CallSpec& call) {
+  return call.IsMcp() ? config.mcp_servers.count(call.service) > 0
+                      : config.services.count(call.service) > 0;
+}
+
+std::string ConfigureHint(const CallSpec& call) {
+  if (call.IsMcp()) return "add it to \"mcp_servers\"";
+  return "add it to \"services\" or pass --service " + call.service + "=URL";
+}
+
 Status ToolboxesConfigured(const Config& config, const std::vector<ToolboxDefinition>& toolboxes) {
   for (const ToolboxDefinition& tb : toolboxes) {
     SAGAD_RETURN_IF_ERROR(Validate(tb));
     const ToolDefinition* t = nullptr;
     const CallSpec* c = FirstUnconfiguredCall(
-        tb, [&](const std::string& service) { return config.services.count(service) > 0; }, &t);
+        tb, [&](const CallSpec& call) { return Configured(config, call); }, &t);
     if (c)
-      return InvalidArgument("toolbox '" + tb.name + "' tool '" + t->name() + "' calls service '" +
-                             c->service + "', which is not configured (pass --service " +
-                             c->service + "=URL)");
+      return InvalidArgument("toolbox '" + tb.name + "' tool '" + t->name() + "' calls " +
+                             CalleeText(*c) + ", which is not configured (" + ConfigureHint(*c) +
+                             ")");
   }
   return Status::Ok();
 }
@@ -156,13 +167,11 @@ StatusOr<std::vector<SagaDefinition>> CollectDefinitions(
     if (!s.ok()) return InvalidArgument("saga '" + def.name + "': " + s.message());
     const StepDefinition* st = nullptr;
     const CallSpec* c = FirstUnconfiguredCall(
-        def, [&](const std::string& service) { return config.services.count(service) > 0; }, &st);
+        def, [&](const CallSpec& call) { return Configured(config, call); }, &st);
     if (c)
-      return InvalidArgument("saga '" + def.name + "' step '" + st->name + "' calls service '" +
-                             c->service +
-                             "', which is not configured (add it to "
-                             "\"services\" or pass --service " +
-                             c->service + "=URL)");
+      return InvalidArgument("saga '" + def.name + "' step '" + st->name + "' calls " +
+                             CalleeText(*c) + ", which is not configured (" + ConfigureHint(*c) +
+                             ")");
   }
   SAGAD_RETURN_IF_ERROR(ToolboxesConfigured(config, *toolboxes));
   return all;
@@ -345,7 +354,12 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas,
   WarnAboutUnverifiedTls(config);
   StoreWatchdog watchdog(**store, config.watchdog_ms);
   // Replies are recorded on the client's loop threads: as many as workers.
-  HttpAdapter adapter(config.services, config.workers);
+  std::unique_ptr<Adapter> adapter_ptr;
+  if (config.mcp_servers.empty())
+    adapter_ptr = std::make_unique<HttpAdapter>(config.services, config.workers);
+  else
+    adapter_ptr = std::make_unique<McpAdapter>(config.services, config.mcp_servers, config.workers);
+  Adapter& adapter = *adapter_ptr;
   SystemClock clock;
   WebhookPublisher publisher(**store, config.webhooks);
   Engine engine(**store, adapter, clock, EngineOptionsOf(config, publisher));

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <thread>
 
+#include "adapters/classify.h"
+#include "coordinator/engine/steps/step_request.h"
 #include "coordinator/engine/steps/step_runner.h"
 #include "util/log.h"
 
@@ -107,6 +109,29 @@ auto StepRunner::Ask(const ActionPtr& a, const std::string& service, Completion<
                         runs_.AwaitReply(false);
                         Continue(h, a, [k, q = std::move(q)] { k(q); });
                       });
+  h->returned = true;
+}
+
+auto StepRunner::AskByRead(const ActionPtr& a, const Instance& inst, Completion<QueryResult> k)
+    -> void {
+  const StepDefinition& sd = a->step_def();
+  const ReconcileSpec& rec = *sd.reconcile;
+  auto r = RenderStepRequest(inst, rec.read);
+  if (!r.ok()) {
+    QueryResult q;
+    q.error = "reconcile read not rendered: " + r.status().message();
+    return k(q);
+  }
+  CallRequest req{rec.read.service, rec.read.method, std::move(r->path), std::move(r->body),
+                  a->key(),         a->id(),         sd.name,            ownership_.Token(a->id()),
+                  a->attempt(),     a->trace(),      {}};
+  auto h = std::make_shared<Handoff>();
+  runs_.AwaitReply(true);
+  adapter_.CallAsync(req, [this, h, a, pointer = rec.committed_if,
+                           k = std::move(k)](CallResult res) {
+    runs_.AwaitReply(false);
+    Continue(h, a, [k, q = ClassifyReadAnswer(res, pointer)] { k(q); });
+  });
   h->returned = true;
 }
 

@@ -379,16 +379,14 @@ auto StepRunner::AskForward(const ActionPtr& a, const Instance& inst) -> void {
     Escalate(a, "outcome unknown and service '" + sd.forward.service + "' is not configured");
     return;
   }
-  if (!QueryableFor(sd, *svc)) {
+  if (!sd.reconcile && !QueryableFor(sd, *svc)) {
     if (IdempotentFor(sd, *svc)) return Forward(a, inst);  // same key: deduplicated
-    Escalate(a, "outcome of " + st.key +
-                    " is unknown and the service can neither be asked nor deduplicates; a human "
-                    "must check");
+    Escalate(a, UncheckableText(sd, st.key));
     return;
   }
   // The answer is recorded with an asynchronous commit: no thread waits for
   // it, and the action ends when it is durable.
-  Ask(a, sd.forward.service, [this, a](QueryResult q) {
+  auto answered = [this, a](QueryResult q) {
     metrics_.Query("forward", q);
     EngineLog({{"msg", "reconcile"},
                {"instance", a->id()},
@@ -406,7 +404,22 @@ auto StepRunner::AskForward(const ActionPtr& a, const Instance& inst) -> void {
         a->id(),
         [this, def, i, q, key = a->key()](Tx& tx) { return RecordAnswer(tx, *def, i, q, key); },
         EndOf(a));
-  });
+  };
+  if (sd.reconcile) return AskByRead(a, inst, std::move(answered));
+  Ask(a, sd.forward.service, std::move(answered));
+}
+
+// What a human must check when nothing can tell whether a forward happened.
+auto StepRunner::UncheckableText(const StepDefinition& sd, const std::string& key)
+    -> std::string {
+  if (sd.forward.IsMcp())
+    return "outcome of " + key + " is unknown: tool '" + sd.forward.path + "' on MCP server '" +
+           sd.forward.service +
+           "' may or may not have acted, and the tool names no reconcile read; a human must "
+           "check on that server whether the call took effect (the arguments are in the step's "
+           "request)";
+  return "outcome of " + key +
+         " is unknown and the service can neither be asked nor deduplicates; a human must check";
 }
 
 // It never happened: back to PLANNED. Running, it is sent again with the same

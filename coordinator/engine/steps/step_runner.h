@@ -178,6 +178,9 @@ class StepRunner {
   // Asks `service` about a's key and attempt (Adapter::QueryAsync) and goes
   // on with k(answer), as Continue does.
   void Ask(const ActionPtr& a, const std::string& service, Completion<QueryResult> k);
+  // Asks by the step's reconcile read instead (sagas/definition.h), rendered
+  // from `inst`: the read's reply classified by ClassifyReadAnswer.
+  void AskByRead(const ActionPtr& a, const Instance& inst, Completion<QueryResult> k);
 
   // The actions, once begun: Execute, Reconcile, Compensate and
   // ReconcileCompensation on `inst` as it was loaded.
@@ -224,6 +227,7 @@ class StepRunner {
 
   RetryPolicy RetryFor(const StepDefinition& sd, const std::string& service);
   static bool QueryableFor(const StepDefinition& sd, const ServiceConfig& svc);
+  static std::string UncheckableText(const StepDefinition& sd, const std::string& key);
   static bool IdempotentFor(const StepDefinition& sd, const ServiceConfig& svc);
   // Retry budget: a re-send takes (or, when the bucket is empty, reserves) a
   // token of the service's bucket. Returns 0 if it may go now, else the wait
