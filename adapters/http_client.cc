@@ -389,10 +389,8 @@ struct AsyncHttpClient::Impl::Exchange : std::enable_shared_from_this<Exchange> 
     auto& res = parser->get();
     r.status = static_cast<int>(res.result_int());
     r.replayed = res["Idempotent-Replayed"] == "true";
-    for (const auto& name : in.reply_headers) {
-      auto h = res.find(name);
-      if (h != res.end()) r.reply_headers.emplace_back(name, std::string(h->value()));
-    }
+    for (const auto& name : in.reply_headers)
+      if (auto h = res.find(name); h != res.end()) r.reply_headers.emplace_back(name, h->value());
     bool keep = res.keep_alive();
     r.body = std::move(res.body());
     if (keep && !expired) {

@@ -164,6 +164,52 @@ QueryResult McpAdapter::Query(const std::string& service, const std::string& key
   return out;
 }
 
+Status McpAdapter::CheckToolCall(const std::string& server, const std::string& tool,
+                                 const nlohmann::json& arguments) {
+  CheckMayBlock("an MCP server's tool list");
+  auto it = sessions_.find(server);
+  if (it == sessions_.end())
+    return InvalidArgument("MCP server '" + server + "' is not configured");
+  nlohmann::json tools = nlohmann::json::array();
+  nlohmann::json params = nlohmann::json::object();
+  for (int page = 0; page < 20; ++page) {
+    std::promise<McpReply> p;
+    auto f = p.get_future();
+    it->second->Request("tools/list", params, [&p](McpReply r) { p.set_value(std::move(r)); });
+    McpReply r = f.get();
+    if (!r.replied || !r.error.empty())
+      return Unavailable("MCP server '" + server + "' did not list its tools: " + r.error);
+    for (const auto& t : r.result.value("tools", nlohmann::json::array())) tools.push_back(t);
+    if (!r.result.contains("nextCursor") || !r.result["nextCursor"].is_string()) break;
+    params = {{"cursor", r.result["nextCursor"]}};
+  }
+  std::string names;
+  for (const auto& t : tools) {
+    if (!t.is_object() || t.value("name", "") != tool) {
+      if (t.is_object()) names += (names.empty() ? "" : ", ") + t.value("name", std::string());
+      continue;
+    }
+    const nlohmann::json schema = t.value("inputSchema", nlohmann::json::object());
+    if (!schema.is_object()) return Status::Ok();
+    for (const auto& req : schema.value("required", nlohmann::json::array()))
+      if (req.is_string() && !arguments.contains(req.get<std::string>()))
+        return InvalidArgument("tool '" + tool + "' on MCP server '" + server +
+                               "' requires argument '" + req.get<std::string>() +
+                               "', which the call does not give");
+    if (schema.value("additionalProperties", nlohmann::json(true)) == false &&
+        arguments.is_object()) {
+      const nlohmann::json props = schema.value("properties", nlohmann::json::object());
+      for (const auto& item : arguments.items())
+        if (!props.contains(item.key()))
+          return InvalidArgument("tool '" + tool + "' on MCP server '" + server +
+                                 "' takes no argument '" + item.key() + "'");
+    }
+    return Status::Ok();
+  }
+  return InvalidArgument("MCP server '" + server + "' has no tool '" + tool +
+                         "' (it has: " + SanitizeUtf8(names.substr(0, 512)) + ")");
+}
+
 const ServiceConfig* McpAdapter::Service(const std::string& name) const {
   auto it = configs_.find(name);
   return it != configs_.end() ? &it->second : http_.Service(name);

@@ -46,6 +46,14 @@ class McpAdapter : public Adapter {
   const ServiceConfig* Service(const std::string& name) const override;
   std::vector<std::string> ServiceNames() const override;
 
+  // Asks `server` for its tools (tools/list, waiting up to its timeout_ms;
+  // blocks: call it at start, never on a loop): InvalidArgument if it has no
+  // tool `tool`, or `arguments` lack a property the tool's inputSchema
+  // requires or hold one it forbids (additionalProperties false); Unavailable
+  // if the server did not answer (the caller warns: it may come later).
+  Status CheckToolCall(const std::string& server, const std::string& tool,
+                       const nlohmann::json& arguments);
+
  private:
   HttpAdapter http_;
   std::map<std::string, ServiceConfig> configs_;  // the MCP servers'

@@ -110,10 +110,8 @@ class HttpSession : public McpSession {
   }
 
   void Open() {
-    nlohmann::json init = {{"jsonrpc", "2.0"},
-                           {"id", 0},
-                           {"method", "initialize"},
-                           {"params", McpInitializeParams()}};
+    nlohmann::json init = {
+        {"jsonrpc", "2.0"}, {"id", 0}, {"method", "initialize"}, {"params", McpInitializeParams()}};
     client_.Send(Post(init), [this](HttpExchangeResult r) {
       McpReply reply = ToReply(r, 0);
       std::deque<Waiting> waiting;
@@ -133,8 +131,8 @@ class HttpSession : public McpSession {
                                     {"error", reply.error}});
         for (auto& w : waiting) {
           McpReply none;  // never sent: the session could not be opened
-          none.error = "MCP server '" + config_.service.name + "' did not open a session: " +
-                       reply.error;
+          none.error =
+              "MCP server '" + config_.service.name + "' did not open a session: " + reply.error;
           w.done(std::move(none));
         }
         return;

@@ -45,8 +45,8 @@ std::string Resolve(const std::string& program) {
   size_t start = 0;
   while (start <= dirs.size()) {
     size_t colon = dirs.find(':', start);
-    std::string dir = dirs.substr(start, colon == std::string::npos ? std::string::npos
-                                                                    : colon - start);
+    std::string dir =
+        dirs.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
     std::string full = (dir.empty() ? "." : dir) + "/" + program;
     if (access(full.c_str(), X_OK) == 0) return full;
     if (colon == std::string::npos) break;
@@ -80,9 +80,10 @@ class StdioSession : public McpSession {
     {
       MutexLock l(mu_);
       o.id = next_id_++;
-      o.line = nlohmann::json{{"jsonrpc", "2.0"}, {"id", o.id}, {"method", method}, {"params", params}}
-                   .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
-               "\n";
+      o.line =
+          nlohmann::json{{"jsonrpc", "2.0"}, {"id", o.id}, {"method", method}, {"params", params}}
+              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+          "\n";
       incoming_.push_back(std::move(o));
     }
     Wake();
@@ -410,10 +411,10 @@ class StdioSession : public McpSession {
   bool ready_ = false;
   Steady::time_point started_, next_start_;
   int64_t backoff_ms_ = 100;
-  std::deque<Outgoing> queued_;      // waiting for the server: never written
+  std::deque<Outgoing> queued_;       // waiting for the server: never written
   std::map<int64_t, Outgoing> sent_;  // handed to the pipe's line (written or not yet)
-  std::deque<int64_t> outq_;         // ids in sent_ still to write, in order
-  size_t out_off_ = 0;               // bytes of outq_.front() already written
+  std::deque<int64_t> outq_;          // ids in sent_ still to write, in order
+  size_t out_off_ = 0;                // bytes of outq_.front() already written
   std::string inbuf_;
 };
 

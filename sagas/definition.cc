@@ -269,7 +269,8 @@ Status ValidateStep(const SagaDefinition& def, StepGraph* graph, size_t i, int f
   SAGAD_RETURN_IF_ERROR(ValidateCall(def, graph, i, st.forward, "forward", false, nullptr));
   SAGAD_RETURN_IF_ERROR(CheckReconcileShape(st, "step '" + st.name + "'"));
   if (st.reconcile)
-    SAGAD_RETURN_IF_ERROR(ValidateCall(def, graph, i, st.reconcile->read, "reconcile", false, nullptr));
+    SAGAD_RETURN_IF_ERROR(
+        ValidateCall(def, graph, i, st.reconcile->read, "reconcile", false, nullptr));
   // After the pivot a saga only goes forward: those steps need no undo.
   bool after_pivot = first_pivot >= 0 && graph->IsAncestor(first_pivot, static_cast<int>(i));
   if (!st.irreversible && !st.compensation && !after_pivot)

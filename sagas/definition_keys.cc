@@ -26,8 +26,8 @@ const DefinitionKeys& CallKeys() {
 }
 
 const DefinitionKeys& ReconcileKeys() {
-  static const DefinitionKeys k{
-      "reconcile", {"tool", "arguments", "method", "path", "body", "committed_if"}};
+  static const DefinitionKeys k{"reconcile",
+                                {"tool", "arguments", "method", "path", "body", "committed_if"}};
   return k;
 }
 
@@ -44,8 +44,7 @@ const DefinitionKeys& RetryKeys() {
 }
 
 std::vector<const DefinitionKeys*> AllDefinitionKeys() {
-  return {&SagaKeys(), &StepKeys(), &CallKeys(), &ReconcileKeys(), &ApprovalIfKeys(),
-          &RetryKeys()};
+  return {&SagaKeys(), &StepKeys(), &CallKeys(), &ReconcileKeys(), &ApprovalIfKeys(), &RetryKeys()};
 }
 
 }  // namespace sagad

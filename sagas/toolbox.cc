@@ -293,8 +293,7 @@ const CallSpec* FirstUnconfiguredCall(const ToolboxDefinition& tb,
   for (const ToolDefinition& t : tb.tools) {
     *tool = &t;
     if (!configured(t.step.forward)) return &t.step.forward;
-    if (t.step.compensation && !configured(*t.step.compensation))
-      return &*t.step.compensation;
+    if (t.step.compensation && !configured(*t.step.compensation)) return &*t.step.compensation;
   }
   return nullptr;
 }

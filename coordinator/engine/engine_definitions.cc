@@ -43,8 +43,8 @@ auto Engine::Impl::ServicesConfigured(const SagaDefinition& def) const -> Status
   const CallSpec* c = FirstUnconfiguredCall(
       def, [this](const CallSpec& call) { return Configured(call); }, &st);
   if (!c) return Status::Ok();
-  return InvalidArgument("saga '" + def.name + "' step '" + st->name + "' calls " +
-                         CalleeText(*c) + ", which is not configured");
+  return InvalidArgument("saga '" + def.name + "' step '" + st->name + "' calls " + CalleeText(*c) +
+                         ", which is not configured");
 }
 
 auto Engine::Impl::PrepareDeploy(const std::string& name, int version, const nlohmann::json& body,

@@ -1,5 +1,4 @@
 #include "coordinator/server/config.h"
-#include "coordinator/server/config_services.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -14,6 +13,7 @@
 #include <thread>
 
 #include "adapters/sha256.h"
+#include "coordinator/server/config_services.h"
 #include "util/json_limits.h"
 #include "util/log.h"
 
@@ -105,7 +105,6 @@ Status CheckUrl(const std::string& where, const std::string& url) {
 }
 
 namespace {
-
 
 bool IsSha256Hex(const std::string& s) {
   return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
@@ -292,30 +291,13 @@ Status ParseLists(const nlohmann::json& j, Config* c) {
 StatusOr<Config> ParseConfig(const nlohmann::json& j) {
   Config c;
   if (!j.is_object()) return InvalidArgument("config must be a JSON object");
-  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(j,
-                                      {"listen",
-                                       "data_dir",
-                                       "store",
-                                       "lmdb_map_size_mb",
-                                       "tls",
-                                       "retention",
-                                       "workers",
-                                       "api",
-                                       "definitions_dir",
-                                       "examples",
-                                       "coordinator_id",
-                                       "lease_ms",
-                                       "watchdog_ms",
-                                       "services",
-                                       "mcp_servers",
-                                       "tokens",
-                                       "webhooks",
-                                       "allowed_hosts",
-                                       "allowed_origins",
-                                       "metrics_token",
-                                       "max_open_runs",
-                                       "log_level"},
-                                      "the config"));
+  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(
+      j, {"listen",         "data_dir", "store",         "lmdb_map_size_mb", "tls",
+          "retention",      "workers",  "api",           "definitions_dir",  "examples",
+          "coordinator_id", "lease_ms", "watchdog_ms",   "services",         "mcp_servers",
+          "tokens",         "webhooks", "allowed_hosts", "allowed_origins",  "metrics_token",
+          "max_open_runs",  "log_level"},
+      "the config"));
   try {
     SAGAD_RETURN_IF_ERROR(ParseProcess(j, &c));
     if (j.contains("tls")) SAGAD_RETURN_IF_ERROR(ParseTls(j["tls"], &c));

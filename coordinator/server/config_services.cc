@@ -1,9 +1,10 @@
 // The "services" and "mcp_servers" sections of the config (config.h).
+#include "coordinator/server/config_services.h"
+
 #include <cctype>
 #include <fstream>
 
 #include "coordinator/server/config.h"
-#include "coordinator/server/config_services.h"
 #include "util/json_limits.h"
 
 namespace sagad {
@@ -134,16 +135,17 @@ Status ParseService(const std::string& name, const nlohmann::json& s, ServiceCon
 // "env": {...}}, with a service's timeout, retry and limits}.
 Status ParseMcpServer(const std::string& name, const nlohmann::json& s, McpServerConfig* mc) {
   const std::string where = "mcp_servers." + name;
-  if (!s.is_object()) return InvalidArgument(where + " must be an object with \"url\" or \"command\"");
-  SAGAD_RETURN_IF_ERROR(OnlyKnownKeys(
-      s,
-      {"url", "command", "env", "timeout_ms", "headers", "retry", "retry_budget", "max_in_flight",
-       "max_per_second", "max_connections", "max_response_bytes", "ca_file", "client_cert_file",
-       "client_key_file", "tls_verify"},
-      where));
+  if (!s.is_object())
+    return InvalidArgument(where + " must be an object with \"url\" or \"command\"");
+  SAGAD_RETURN_IF_ERROR(
+      OnlyKnownKeys(s,
+                    {"url", "command", "env", "timeout_ms", "headers", "retry", "retry_budget",
+                     "max_in_flight", "max_per_second", "max_connections", "max_response_bytes",
+                     "ca_file", "client_cert_file", "client_key_file", "tls_verify"},
+                    where));
   if (s.contains("url") == s.contains("command"))
-    return InvalidArgument(where +
-                           " needs exactly one of \"url\" (Streamable HTTP) or \"command\" (stdio)");
+    return InvalidArgument(
+        where + " needs exactly one of \"url\" (Streamable HTTP) or \"command\" (stdio)");
   nlohmann::json svc = s;
   svc.erase("url");
   svc.erase("command");
@@ -180,6 +182,5 @@ Status ParseMcpServer(const std::string& name, const nlohmann::json& s, McpServe
   mc->service.mcp = true;
   return Status::Ok();
 }
-
 
 }  // namespace sagad

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <set>
 #include <thread>
 
 #include "adapters/http_adapter.h"
@@ -176,6 +177,42 @@ StatusOr<std::vector<SagaDefinition>> CollectDefinitions(
   SAGAD_RETURN_IF_ERROR(ToolboxesConfigured(config, *toolboxes));
   return all;
 }
+
+namespace {
+
+// Every tool call of the definitions against its server's tool list: a tool
+// it lacks or arguments its inputSchema refuses stop sagad; a server that
+// does not answer is a warning (it may start later; the calls then wait).
+Status CheckMcpCalls(McpAdapter& adapter, const std::vector<SagaDefinition>& sagas,
+                     const std::vector<ToolboxDefinition>& toolboxes) {
+  std::vector<std::pair<std::string, const StepDefinition*>> steps;
+  for (const SagaDefinition& def : sagas)
+    for (const StepDefinition& st : def.steps) steps.emplace_back("saga '" + def.name + "'", &st);
+  for (const ToolboxDefinition& tb : toolboxes)
+    for (const ToolDefinition& t : tb.tools)
+      steps.emplace_back("toolbox '" + tb.name + "'", &t.step);
+  std::set<std::string> unreachable;
+  for (const auto& [where, st] : steps) {
+    std::vector<const CallSpec*> calls = {&st->forward};
+    if (st->compensation) calls.push_back(&*st->compensation);
+    if (st->reconcile) calls.push_back(&st->reconcile->read);
+    for (const CallSpec* c : calls) {
+      if (!c->IsMcp() || unreachable.count(c->service)) continue;
+      Status s = adapter.CheckToolCall(c->service, c->path, c->body);
+      if (s.code() == StatusCode::kUnavailable) {
+        unreachable.insert(c->service);
+        EngineLog(
+            LogLevel::kWarn,
+            {{"msg", "mcp server not checked"}, {"server", c->service}, {"error", s.message()}});
+        continue;
+      }
+      if (!s.ok()) return InvalidArgument(where + " step '" + st->name + "': " + s.message());
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 static int PrintUsage() {
   std::cout << kSagadUsage << "\n";
@@ -363,6 +400,10 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas,
   SystemClock clock;
   WebhookPublisher publisher(**store, config.webhooks);
   Engine engine(**store, adapter, clock, EngineOptionsOf(config, publisher));
+  if (auto* mcp = dynamic_cast<McpAdapter*>(adapter_ptr.get())) {
+    Status s = CheckMcpCalls(*mcp, *collected, toolboxes);
+    if (!s.ok()) return BadDefinition(s.message());
+  }
   for (const SagaDefinition& def : *collected) {
     Status s = engine.Register(def);
     if (!s.ok()) return BadDefinition(s.message());

@@ -95,6 +95,21 @@ auto StepRunner::CallIfOwner(const ActionPtr& a, const CallRequest& req, Complet
   h->returned = true;
 }
 
+auto StepRunner::RequestFor(const ActionPtr& a, const CallSpec& call, std::string path,
+                            nlohmann::json body) -> CallRequest {
+  return CallRequest{call.service,
+                     call.method,
+                     std::move(path),
+                     std::move(body),
+                     a->key(),
+                     a->id(),
+                     a->step_def().name,
+                     ownership_.Token(a->id()),
+                     a->attempt(),
+                     a->trace(),
+                     {}};
+}
+
 auto StepRunner::Abandon(const ActionPtr& a, const Status& why) -> void {
   a->FreePermit();  // first: a step waiting for the service's slot may have it
   a->End(host_.AfterFailedCommit(a->id(), why));
@@ -122,16 +137,14 @@ auto StepRunner::AskByRead(const ActionPtr& a, const Instance& inst, Completion<
     q.error = "reconcile read not rendered: " + r.status().message();
     return k(q);
   }
-  CallRequest req{rec.read.service, rec.read.method, std::move(r->path), std::move(r->body),
-                  a->key(),         a->id(),         sd.name,            ownership_.Token(a->id()),
-                  a->attempt(),     a->trace(),      {}};
+  CallRequest req = RequestFor(a, rec.read, std::move(r->path), std::move(r->body));
   auto h = std::make_shared<Handoff>();
   runs_.AwaitReply(true);
-  adapter_.CallAsync(req, [this, h, a, pointer = rec.committed_if,
-                           k = std::move(k)](CallResult res) {
-    runs_.AwaitReply(false);
-    Continue(h, a, [k, q = ClassifyReadAnswer(res, pointer)] { k(q); });
-  });
+  adapter_.CallAsync(req,
+                     [this, h, a, pointer = rec.committed_if, k = std::move(k)](CallResult res) {
+                       runs_.AwaitReply(false);
+                       Continue(h, a, [k, q = ClassifyReadAnswer(res, pointer)] { k(q); });
+                     });
   h->returned = true;
 }
 

@@ -209,18 +209,7 @@ auto StepRunner::StartThenSend(const ActionPtr& a, Rendered r) -> void {
 
 auto StepRunner::SendForward(const ActionPtr& a, Rendered r) -> void {
   a->CheckHeld();
-  const StepDefinition& sd = a->step_def();
-  CallRequest req{sd.forward.service,
-                  sd.forward.method,
-                  std::move(r.path),
-                  std::move(r.body),
-                  a->key(),
-                  a->id(),
-                  sd.name,
-                  ownership_.Token(a->id()),
-                  a->attempt(),
-                  a->trace(),
-                  {}};
+  CallRequest req = RequestFor(a, a->step_def().forward, std::move(r.path), std::move(r.body));
   CallIfOwner(a, req, [this, a](CallResult res) { AfterForward(a, res); });
 }
 
@@ -410,8 +399,7 @@ auto StepRunner::AskForward(const ActionPtr& a, const Instance& inst) -> void {
 }
 
 // What a human must check when nothing can tell whether a forward happened.
-auto StepRunner::UncheckableText(const StepDefinition& sd, const std::string& key)
-    -> std::string {
+auto StepRunner::UncheckableText(const StepDefinition& sd, const std::string& key) -> std::string {
   if (sd.forward.IsMcp())
     return "outcome of " + key + " is unknown: tool '" + sd.forward.path + "' on MCP server '" +
            sd.forward.service +

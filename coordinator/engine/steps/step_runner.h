@@ -171,6 +171,10 @@ class StepRunner {
   // Sends `req` (a's request) if host_.MaySend allows it and goes on with
   // k(reply), the permit freed; else a ends at once (Abandon).
   void CallIfOwner(const ActionPtr& a, const CallRequest& req, Completion<CallResult> k);
+  // The request of a's call `call` (forward, undo or reconcile read) with its
+  // rendered path and body: a's key, instance, step, lease and attempt.
+  CallRequest RequestFor(const ActionPtr& a, const CallSpec& call, std::string path,
+                         nlohmann::json body);
   // Nothing was sent, or nothing is left to send, because of `why` (a
   // commit that did not happen, the lease): the permit goes, then the
   // driver learns what `why` means (AfterFailedCommit) and `a` ends.

@@ -55,8 +55,7 @@ auto StepRunner::Undo(const ActionPtr& a, const Instance& inst) -> void {
   CrashPoint("before_compensation_started");
   // As Forward's: the STARTED commit's continuation sends; no thread waits
   // for that commit.
-  CallRequest req{call.service, call.method,          r->path,      r->body,    a->key(), id,
-                  sd.name,      ownership_.Token(id), a->attempt(), a->trace(), {}};
+  CallRequest req = RequestFor(a, call, r->path, r->body);
   host_.CommitAsOwnerAsync(
       id,
       [i = a->step(), key = a->key(), hash = r->hash](Tx& tx) -> Status {
