@@ -157,9 +157,9 @@ TEST_F(McpStdioTest, AToolCallCommitsAndAReadFindsItsEffect) {
   EXPECT_TRUE(svc->mcp);
   EXPECT_FALSE(svc->queryable);
   EXPECT_FALSE(svc->idempotent);
-  CallResult created = CallTool(
-      "memory", "create_entities",
-      {{"entities", {{{"name", "alice"}, {"entityType", "t"}, {"observations", {"x"}}}}}});
+  CallResult created =
+      CallTool("memory", "create_entities",
+               {{"entities", {{{"name", "alice"}, {"entityType", "t"}, {"observations", {"x"}}}}}});
   ASSERT_EQ(created.outcome, Outcome::kCommitted) << created.error;
   CallResult read = CallTool("memory", "open_nodes", {{"names", {"alice"}}});
   EXPECT_EQ(ClassifyReadAnswer(read, "/entities/0").outcome, QueryOutcome::kHappened);
@@ -174,7 +174,8 @@ TEST_F(McpStdioTest, AServerKilledMidCallLeavesItUnknownAndIsRestarted) {
   const pid_t pid = EverythingPid();
   ASSERT_GT(pid, 0);
   auto slow = std::async(std::launch::async, [&] {
-    return CallTool("everything", "trigger-long-running-operation", {{"duration", 8}, {"steps", 8}});
+    return CallTool("everything", "trigger-long-running-operation",
+                    {{"duration", 8}, {"steps", 8}});
   });
   // Once the server has the call, it dies.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);

@@ -102,8 +102,7 @@ TEST(McpCallTest, AnHttpStepMayNameAReadOnItsOwnService) {
   bad["steps"][0]["reconcile"]["path"] = "/charges/{{charge.result.id}}";
   auto refused = SagaDefinition::FromJson(bad);
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("reconcile refers to step 'charge'"),
-            std::string::npos)
+  EXPECT_NE(refused.status().message().find("reconcile refers to step 'charge'"), std::string::npos)
       << refused.status().message();
 }
 
