@@ -83,13 +83,6 @@ SagaDefinitionPtr Engine::Definition(const std::string& name, int version) const
 }
 Status Engine::Start() { return impl_->Start(); }
 void Engine::Stop() { impl_->Stop(); }
-StatusOr<SubmitOutcome> Engine::Submit(const std::string& saga, int version,
-                                       const nlohmann::json& input, const std::string& client_key,
-                                       const std::string& request_hash, const TraceContext& trace,
-                                       const std::string& by) {
-  return impl_->submissions().Submit(saga, version, input, client_key, request_hash, trace, nullptr,
-                                     by);
-}
 void Engine::SubmitAsync(const std::string& saga, int version, const nlohmann::json& input,
                          const std::string& client_key, const std::string& request_hash,
                          const TraceContext& trace, const std::string& by,
@@ -103,9 +96,6 @@ void Engine::FinishSubmission(const std::string& key, int status, const nlohmann
 }
 StatusOr<nlohmann::json> Engine::GetInstance(const std::string& id) {
   return impl_->GetInstance(id);
-}
-StatusOr<nlohmann::json> Engine::WaitSettled(const std::string& id, std::chrono::milliseconds t) {
-  return impl_->WaitSettled(id, t);
 }
 CancelWait Engine::WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
                                     Completion<StatusOr<nlohmann::json>> done, WaitUntil until) {
@@ -139,10 +129,6 @@ StatusOr<nlohmann::json> Engine::Receipt(const std::string& id) {
   return BuildReceipt(*events);
 }
 nlohmann::json Engine::Services() { return impl_->Services(); }
-StatusOr<bool> Engine::Deploy(const std::string& name, int version, const nlohmann::json& body,
-                              const std::string& actor) {
-  return impl_->Deploy(name, version, body, actor);
-}
 void Engine::DeployAsync(const std::string& name, int version, const nlohmann::json& body,
                          const std::string& actor, Completion<StatusOr<bool>> done) {
   impl_->DeployAsync(name, version, body, actor, std::move(done));
@@ -152,24 +138,10 @@ void Engine::PauseServiceAsync(const std::string& service, bool paused, const st
                                Completion<StatusOr<nlohmann::json>> done) {
   impl_->PauseServiceAsync(service, paused, actor, reason, std::move(done));
 }
-StatusOr<nlohmann::json> Engine::PauseService(const std::string& service, bool paused,
-                                              const std::string& actor, const std::string& reason) {
-  return impl_->PauseService(service, paused, actor, reason);
-}
 Status Engine::RegisterToolbox(const ToolboxDefinition& tb) { return impl_->RegisterToolbox(tb); }
 std::vector<ToolboxDefinitionPtr> Engine::Toolboxes() const { return impl_->defs().AllToolboxes(); }
 ToolboxDefinitionPtr Engine::Toolbox(const std::string& name, int version) const {
   return impl_->defs().GetToolbox(name, version);
-}
-StatusOr<SubmitOutcome> Engine::StartRun(const std::string& toolbox, int version,
-                                         const nlohmann::json& input,
-                                         const nlohmann::json& metadata,
-                                         const std::string& client_key,
-                                         const std::string& request_hash, const TraceContext& trace,
-                                         const std::string& by) {
-  if (!metadata.is_object()) return InvalidArgument("metadata must be a JSON object");
-  return impl_->submissions().Submit(toolbox, version, input, client_key, request_hash, trace,
-                                     &metadata, by);
 }
 void Engine::StartRunAsync(const std::string& toolbox, int version, const nlohmann::json& input,
                            const nlohmann::json& metadata, const std::string& client_key,
@@ -178,10 +150,6 @@ void Engine::StartRunAsync(const std::string& toolbox, int version, const nlohma
   if (!metadata.is_object()) return done(InvalidArgument("metadata must be a JSON object"));
   impl_->submissions().SubmitAsync(toolbox, version, input, client_key, request_hash, trace,
                                    &metadata, by, std::move(done));
-}
-StatusOr<bool> Engine::AppendCall(const std::string& id, const nlohmann::json& call,
-                                  const std::string& actor) {
-  return impl_->agent_runs().Append(id, call, actor);
 }
 void Engine::AppendCallAsync(const std::string& id, const nlohmann::json& call,
                              const std::string& actor, Completion<StatusOr<bool>> done) {

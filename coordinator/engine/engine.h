@@ -82,20 +82,17 @@ class Engine {
   // when no driver runs and no step is marked under way. Idempotent.
   void Stop();
 
-  // Creates an instance of `saga` at `version` (0: the newest registered).
-  // NotFound (unknown saga or version), InvalidArgument (input not an object
-  // / missing fields). With a
-  // client key: replay (same request hash), AlreadyExists (the key was used
-  // with another request), FailedPrecondition (the first is still in flight).
-  // `trace` is kept with the instance: every downstream call continues it.
-  // `by`: the principal submitting (its owner: docs/agents.md, ownership).
-  StatusOr<SubmitOutcome> Submit(const std::string& saga, int version, const nlohmann::json& input,
-                                 const std::string& client_key, const std::string& request_hash,
-                                 const TraceContext& trace = TraceFromHeaders("", ""),
-                                 const std::string& by = "local");
-  // Submit, without waiting for the creation's commit: `done` gets what
-  // Submit would return, on a worker (or inside this call when the
-  // submission is refused or replayed before anything is written).
+  // Creates an instance of `saga` at `version` (0: the newest registered),
+  // without waiting for the creation's commit: `done` gets the outcome, on
+  // a worker (or inside this call when the submission is refused or
+  // replayed before anything is written). NotFound (unknown saga or
+  // version), InvalidArgument (input not an object / missing fields). With
+  // a client key: replay (same request hash), AlreadyExists (the key was
+  // used with another request), FailedPrecondition (the first is still in
+  // flight). `trace` is kept with the instance: every downstream call
+  // continues it. `by`: the principal submitting (its owner: docs/agents.md,
+  // ownership). Nothing in the engine waits: a caller that must block (a
+  // test) waits on `done` itself.
   void SubmitAsync(const std::string& saga, int version, const nlohmann::json& input,
                    const std::string& client_key, const std::string& request_hash,
                    const TraceContext& trace, const std::string& by,
@@ -109,9 +106,8 @@ class Engine {
 
   // The instance view; NotFound.
   StatusOr<nlohmann::json> GetInstance(const std::string& id);
-  // Waits until the instance is terminal or waits for a human, or `timeout`.
-  StatusOr<nlohmann::json> WaitSettled(const std::string& id, std::chrono::milliseconds timeout);
-  // The same without blocking a thread: calls `done` once, from some thread
+  // Waits, without blocking a thread, until the instance is terminal or
+  // waits for a human, or `timeout`: calls `done` once, from some thread
   // (possibly before it returns), unless CancelWaits comes first or the
   // returned function is called (it drops the wait; once it returns, `done`
   // has run or never will, and it says true when never: a long poll whose
@@ -158,11 +154,8 @@ class Engine {
   // definition was deployed already. InvalidArgument with the reason (a bad
   // definition, a name or version other than the one asked for, a service
   // not configured here); AlreadyExists if another definition holds that
-  // version, here or in the store.
-  StatusOr<bool> Deploy(const std::string& name, int version, const nlohmann::json& body,
-                        const std::string& actor);
-  // Deploy, completing `done` once the definition is durable (or at once
-  // when refused before) instead of blocking.
+  // version, here or in the store. `done` gets the outcome once the
+  // definition is durable (or at once when refused before).
   void DeployAsync(const std::string& name, int version, const nlohmann::json& body,
                    const std::string& actor, Completion<StatusOr<bool>> done);
 
@@ -174,10 +167,8 @@ class Engine {
   // coordinator of the store (others see it within a heartbeat).
   // A pause keeps who, why and since when (shown in the services' views as
   // "pause": {"by", "reason", "since"}) until the resume.
-  // NotFound if no such service is configured; the service's view.
-  StatusOr<nlohmann::json> PauseService(const std::string& service, bool paused,
-                                        const std::string& actor, const std::string& reason);
-  // PauseService, completing `done` once durable instead of blocking.
+  // NotFound if no such service is configured; else the service's view,
+  // given to `done` once durable.
   void PauseServiceAsync(const std::string& service, bool paused, const std::string& actor,
                          const std::string& reason, Completion<StatusOr<nlohmann::json>> done);
 
@@ -218,13 +209,8 @@ class Engine {
   // `version` 0: the newest; null if not registered.
   ToolboxDefinitionPtr Toolbox(const std::string& name, int version) const;
   // Opens a run of `toolbox` (OPEN, no calls), keeping `metadata` (agent,
-  // model, prompt_version...); the key and hash as for Submit.
-  StatusOr<SubmitOutcome> StartRun(const std::string& toolbox, int version,
-                                   const nlohmann::json& input, const nlohmann::json& metadata,
-                                   const std::string& client_key, const std::string& request_hash,
-                                   const TraceContext& trace = TraceFromHeaders("", ""),
-                                   const std::string& by = "local");
-  // StartRun, completing `done` as SubmitAsync does.
+  // model, prompt_version...); the key and hash as for SubmitAsync, and
+  // `done` completed as it does.
   void StartRunAsync(const std::string& toolbox, int version, const nlohmann::json& input,
                      const nlohmann::json& metadata, const std::string& client_key,
                      const std::string& request_hash, const TraceContext& trace,
@@ -233,11 +219,8 @@ class Engine {
   // now, false when the same call was made before (its first outcome
   // answers). InvalidArgument (nothing recorded), AlreadyExists (the
   // call_id was used for another call), FailedPrecondition (the run takes
-  // no calls now), NotFound.
-  StatusOr<bool> AppendCall(const std::string& id, const nlohmann::json& call,
-                            const std::string& actor);
-  // AppendCall, completing `done` (once its commit is done, or at once when
-  // refused first) instead of blocking.
+  // no calls now), NotFound; given to `done` once its commit is done, or at
+  // once when refused first.
   void AppendCallAsync(const std::string& id, const nlohmann::json& call, const std::string& actor,
                        Completion<StatusOr<bool>> done);
   // A run's decision (docs/agents.md): `done` gets the decision as

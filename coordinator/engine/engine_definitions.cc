@@ -105,13 +105,6 @@ auto Engine::Impl::Deployed(const Deployment& d, const StatusOr<bool>& stored) -
   return *stored;
 }
 
-auto Engine::Impl::Deploy(const std::string& name, int version, const nlohmann::json& body,
-                          const std::string& actor) -> StatusOr<bool> {
-  auto d = PrepareDeploy(name, version, body, actor);
-  if (!d.ok()) return d.status();
-  return Deployed(*d, store_.PutDefinition(name, version, d->canonical));
-}
-
 auto Engine::Impl::DeployAsync(const std::string& name, int version, const nlohmann::json& body,
                                const std::string& actor, Completion<StatusOr<bool>> done) -> void {
   auto d = PrepareDeploy(name, version, body, actor);

@@ -95,8 +95,6 @@ class Engine::Impl final : private InstanceRepository::Listener, private Submiss
   // ---- reads ----
   StatusOr<nlohmann::json> GetInstance(const std::string& id);
 
-  StatusOr<nlohmann::json> WaitSettled(const std::string& id, std::chrono::milliseconds timeout);
-
   CancelWait WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
                               Waiters::Done done, Waiters::Until until);
   void FinishWaits(const Status& why);
@@ -119,8 +117,6 @@ class Engine::Impl final : private InstanceRepository::Listener, private Submiss
   StatusOr<nlohmann::json> Bundle(const std::string& id);
 
   // ---- definitions deployed over the API (engine_definitions.cc) ----
-  StatusOr<bool> Deploy(const std::string& name, int version, const nlohmann::json& body,
-                        const std::string& actor);
   void DeployAsync(const std::string& name, int version, const nlohmann::json& body,
                    const std::string& actor, Completion<StatusOr<bool>> done);
   // A definition checked and ready to store (a saga's or a toolbox's).
@@ -150,8 +146,6 @@ class Engine::Impl final : private InstanceRepository::Listener, private Submiss
   // ---- downstream services (engine_services.cc) ----
   nlohmann::json Services();
   nlohmann::json PauseNotes();
-  StatusOr<nlohmann::json> PauseService(const std::string& service, bool paused,
-                                        const std::string& actor, const std::string& reason);
   void PauseServiceAsync(const std::string& service, bool paused, const std::string& actor,
                          const std::string& reason, Completion<StatusOr<nlohmann::json>> done);
   // After a pause or resume is stored: the gates, the log, the view.

@@ -27,11 +27,6 @@ auto Engine::Impl::AnnotateActions(nlohmann::json* view) -> void {
       AllowedActions(def.get(), **inst, [&](int step) { return runs_.StepUnderWay(id, step); });
 }
 
-auto Engine::Impl::WaitSettled(const std::string& id, std::chrono::milliseconds timeout)
-    -> StatusOr<nlohmann::json> {
-  return waiters_.Wait(id, timeout);
-}
-
 auto Engine::Impl::WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
                                     Waiters::Done done, Waiters::Until until) -> CancelWait {
   return waiters_.WaitAsync(id, timeout, std::move(done), std::move(until));

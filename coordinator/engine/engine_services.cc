@@ -34,13 +34,6 @@ auto Engine::Impl::Services() -> nlohmann::json {
   return out;
 }
 
-auto Engine::Impl::PauseService(const std::string& service, bool paused, const std::string& actor,
-                                const std::string& reason) -> StatusOr<nlohmann::json> {
-  if (!adapter_.Service(service)) return NotFound("no service '" + service + "' is configured");
-  const nlohmann::json note = {{"by", actor}, {"reason", reason}, {"since", clock_.NowMillis()}};
-  return Paused(service, paused, actor, reason, store_.SetServicePaused(service, paused, note));
-}
-
 auto Engine::Impl::PauseServiceAsync(const std::string& service, bool paused,
                                      const std::string& actor, const std::string& reason,
                                      Completion<StatusOr<nlohmann::json>> done) -> void {

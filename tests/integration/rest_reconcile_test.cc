@@ -53,7 +53,8 @@ class ChargesApi {
     {
       std::lock_guard<std::mutex> l(mu_);
       const std::string path = r.path.substr(0, r.path.find('/', 1));
-      ++seen_[r.method + " " + (r.path.rfind("/charges/search/", 0) == 0 ? "/charges/search" : path)];
+      ++seen_[r.method + " " +
+              (r.path.rfind("/charges/search/", 0) == 0 ? "/charges/search" : path)];
     }
     if (r.method == "GET" && r.path.rfind("/charges/search/", 0) == 0) {
       const std::string order = PercentDecode(r.path.substr(16), false);
@@ -93,15 +94,14 @@ TEST(RestReconcileTest, AnUnclearChargeIsFoundByTheReadAndNeverSentTwice) {
   TempDir dir;
   Downstream downstream;
   ChargesApi api;
-  json services = {{"payments",
-                    {{"base_url", api.url()},
-                     {"timeout_ms", 500},
-                     {"queryable", false},
-                     {"idempotent", false},
-                     {"retry",
-                      {{"initial_backoff_ms", 20},
-                       {"max_backoff_ms", 50},
-                       {"max_reconciliations", 5}}}}}};
+  json services = {
+      {"payments",
+       {{"base_url", api.url()},
+        {"timeout_ms", 500},
+        {"queryable", false},
+        {"idempotent", false},
+        {"retry",
+         {{"initial_backoff_ms", 20}, {"max_backoff_ms", 50}, {"max_reconciliations", 5}}}}}};
   const std::string defs = dir.path() + "/defs";
   ASSERT_EQ(mkdir(defs.c_str(), 0755), 0);
   std::ofstream(defs + "/charge.json") << json::parse(R"({
@@ -112,7 +112,7 @@ TEST(RestReconcileTest, AnUnclearChargeIsFoundByTheReadAndNeverSentTwice) {
                "compensation": {"service": "payments", "method": "POST", "path": "/refunds"},
                "reconcile": {"method": "GET", "path": "/charges/search/{{input.order}}",
                              "committed_if": "/data/0"}}]})")
-                                                .dump();
+                                              .dump();
   Coordinator c(downstream, dir.path() + "/data", services);
   c.AddArgs({"--definitions", defs});
   c.LogTo(dir.path() + "/sagad.log");

@@ -227,21 +227,6 @@ StatusOr<Mutation> AgentRuns::Appending(const std::string& id, const nlohmann::j
   });
 }
 
-StatusOr<bool> AgentRuns::Append(const std::string& id, const nlohmann::json& call,
-                                 const std::string& actor) {
-  Elsewhere elsewhere;
-  if (auto [toolbox, owner] = PrincipalGuarded(id, call); !toolbox.empty()) {
-    auto calls = PrincipalCalls(store_, toolbox, owner, id);
-    if (!calls.ok()) return calls.status();
-    elsewhere = std::make_shared<const std::vector<GuardedCall>>(std::move(*calls));
-  }
-  auto appended = std::make_shared<bool>(false);
-  auto fn = Appending(id, call, actor, appended, elsewhere);
-  if (!fn.ok()) return fn.status();
-  SAGAD_RETURN_IF_ERROR(act_.Act(id, *fn));
-  return *appended;
-}
-
 void AgentRuns::AppendAsync(const std::string& id, const nlohmann::json& call,
                             const std::string& actor, Completion<StatusOr<bool>> done) {
   auto start = [this, id, call, actor](Elsewhere elsewhere, Completion<StatusOr<bool>> done) {

@@ -59,12 +59,9 @@ class AgentRuns {
         starter_(starter) {}
 
   // `call`: {"call_id", "tool", "arguments", "reason", "evidence", "model",
-  // "prompt_version"}; true when it was recorded now, false when the same
-  // call was appended before.
-  StatusOr<bool> Append(const std::string& id, const nlohmann::json& call,
-                        const std::string& actor);
-  // Append without blocking: `done` gets what Append returns, once its
-  // commit is done (or at once when refused before any commit).
+  // "prompt_version"}; `done` gets true when it was recorded now, false
+  // when the same call was appended before, once its commit is done (or at
+  // once when refused before any commit).
   void AppendAsync(const std::string& id, const nlohmann::json& call, const std::string& actor,
                    Completion<StatusOr<bool>> done);
   // COMPLETED once every call is settled; FailedPrecondition naming the call

@@ -162,17 +162,6 @@ StatusOr<SubmitOutcome> Submissions::End(Creation& c, const Status& s) {
   return out;
 }
 
-StatusOr<SubmitOutcome> Submissions::Submit(
-    const std::string& saga, int version, const nlohmann::json& input,
-    const std::string& client_key, const std::string& request_hash, const TraceContext& trace,
-    const nlohmann::json* run_metadata, const std::string& by) {
-  Creation c;
-  SAGAD_RETURN_IF_ERROR(
-      Begin(saga, version, input, client_key, request_hash, trace, run_metadata, by, &c));
-  if (c.replay) return *c.replay;
-  return End(c, repo_.Create(c.inst, c.events, c.ops, c.sub ? &*c.sub : nullptr, &c.lease));
-}
-
 void Submissions::SubmitAsync(const std::string& saga, int version, const nlohmann::json& input,
                               const std::string& client_key, const std::string& request_hash,
                               const TraceContext& trace, const nlohmann::json* run_metadata,

@@ -67,14 +67,9 @@ class Submissions {
   // With `run_metadata`: a run of the toolbox `saga` (sagas/toolbox.h),
   // OPEN with no calls, keeping the metadata (an object) the agent gave.
   // `by`: the principal creating it, its owner (recorded in its creation).
-  StatusOr<SubmitOutcome> Submit(const std::string& saga, int version, const nlohmann::json& input,
-                                 const std::string& client_key, const std::string& request_hash,
-                                 const TraceContext& trace,
-                                 const nlohmann::json* run_metadata = nullptr,
-                                 const std::string& by = "local");
-  // Submit, without waiting for the creation's commit: `done` gets what
-  // Submit would return, through the repository's hand-off (a worker), or
-  // inside this call when it fails or replays before any write.
+  // Nothing waits for the creation's commit: `done` gets the outcome
+  // through the repository's hand-off (a worker), or inside this call when
+  // it fails or replays before any write.
   void SubmitAsync(const std::string& saga, int version, const nlohmann::json& input,
                    const std::string& client_key, const std::string& request_hash,
                    const TraceContext& trace, const nlohmann::json* run_metadata,

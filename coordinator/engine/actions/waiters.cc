@@ -8,13 +8,8 @@ namespace {
 constexpr auto kPoll = std::chrono::milliseconds(200);
 }
 
-// The members of Blocking and Async that change are guarded by Waiters::mu_
-// (which the analysis cannot name from a nested struct).
-struct Waiters::Blocking {
-  CondVar cv;
-  std::shared_ptr<const nlohmann::json> settled;  // the snapshot that settled it
-};
-
+// The members of Async that change are guarded by Waiters::mu_ (which the
+// analysis cannot name from a nested struct).
 struct Waiters::Async {
   std::string id;
   Done done;    // empty once called or dropped
@@ -80,30 +75,6 @@ Waiters::Until Waiters::CallDecided(const std::string& call_id) {
 
 bool Waiters::Holds(const Async& w, const nlohmann::json& view) {
   return w.until ? w.until(view) : Settled(view);
-}
-
-StatusOr<nlohmann::json> Waiters::Wait(const std::string& id, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  Blocking w;
-  MutexLock l(mu_);
-  auto me = blocking_.emplace(id, &w);
-  l.Unlock();
-  auto j = store_.GetInstance(id);
-  l.Lock();
-  while (true) {
-    if (!j.ok() || Settled(*j) || std::chrono::steady_clock::now() >= deadline) {
-      blocking_.erase(me);
-      return j;
-    }
-    auto until = std::min(deadline, std::chrono::steady_clock::now() + kPoll);
-    if (w.cv.WaitUntil(mu_, until, [&]() REQUIRES(mu_) { return w.settled != nullptr; })) {
-      j = *w.settled;
-      continue;
-    }
-    l.Unlock();
-    j = store_.GetInstance(id);
-    l.Lock();
-  }
 }
 
 CancelWait Waiters::WaitAsync(const std::string& id, std::chrono::milliseconds timeout, Done done,
@@ -199,21 +170,13 @@ void Waiters::Notify(const std::string& id, bool settled, const Snapshot& snapsh
   std::vector<std::shared_ptr<Async>> woken;
   {
     MutexLock l(mu_);
-    const bool blocked = blocking_.count(id) > 0;
     for (auto [it, end] = async_.equal_range(id); it != end; ++it)
       if (settled || it->second->until) woken.push_back(it->second);
-    if (woken.empty() && !(settled && blocked)) return;
+    if (woken.empty()) return;
   }
   // Made outside the table's lock (it may build the view from the
   // instance); a waiter that left meanwhile is skipped by Finish.
   std::shared_ptr<const nlohmann::json> view = snapshot();
-  if (settled) {
-    MutexLock l(mu_);
-    for (auto [it, end] = blocking_.equal_range(id); it != end; ++it) {
-      it->second->settled = view;
-      it->second->cv.NotifyOne();
-    }
-  }
   for (const auto& w : woken)
     if (w->until ? w->until(*view) : settled) Finish(w, *view);
 }

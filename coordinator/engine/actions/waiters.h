@@ -46,10 +46,9 @@ class Waiters {
   Waiters(Store& store, Executor& executor, const Clock& clock);
   ~Waiters();
 
-  // Blocks until the instance settles or `timeout` passes; its view then.
-  StatusOr<nlohmann::json> Wait(const std::string& id, std::chrono::milliseconds timeout);
-  // Calls `done` once, from some thread (possibly before this returns), as
-  // Wait would return; unless CancelAll comes first, or the returned
+  // Calls `done` once, from some thread (possibly before this returns),
+  // with the instance's view once it settles or `timeout` passes (NotFound:
+  // no such instance); unless CancelAll comes first, or the returned
   // function (which drops this wait: true when `done` never will run; false
   // when it was already taken to run: it runs or has run). Call it only
   // while the Waiters exist. With `until`, waits for that instead of
@@ -80,7 +79,6 @@ class Waiters {
   static Until CallDecided(const std::string& call_id);
 
  private:
-  struct Blocking;
   struct Async;
   static bool Holds(const Async& w, const nlohmann::json& view);
   void Finish(const std::shared_ptr<Async>& w, StatusOr<nlohmann::json> j);
@@ -96,7 +94,6 @@ class Waiters {
   int running_ GUARDED_BY(mu_) = 0;  // `done`s taken and not yet returned
   CondVar idle_cv_;                  // running_ fell to 0
   Status closing_ GUARDED_BY(mu_);   // not ok once FinishAll ran
-  std::unordered_multimap<std::string, Blocking*> blocking_ GUARDED_BY(mu_);
   std::unordered_multimap<std::string, std::shared_ptr<Async>> async_ GUARDED_BY(mu_);
 };
 

@@ -21,6 +21,17 @@
 namespace sagad {
 namespace {
 
+// A submission and the wait for its outcome (the engine itself never waits).
+StatusOr<SubmitOutcome> SubmitNow(Submissions& subs, const std::string& saga, int version,
+                                  const nlohmann::json& input, const std::string& key,
+                                  const std::string& hash, const TraceContext& trace) {
+  std::promise<StatusOr<SubmitOutcome>> p;
+  auto f = p.get_future();
+  subs.SubmitAsync(saga, version, input, key, hash, trace, nullptr, "local",
+                   [&p](StatusOr<SubmitOutcome> out) { p.set_value(std::move(out)); });
+  return f.get();
+}
+
 class SubmissionsTest : public testing::StoreFixture {
  protected:
   void SetUp() override {
@@ -48,8 +59,8 @@ class SubmissionsTest : public testing::StoreFixture {
   }
   StatusOr<SubmitOutcome> Submit(const std::string& key, const std::string& hash,
                                  nlohmann::json input = nullptr) {
-    return subs_->Submit("order_fulfilment", 0, input.is_null() ? Input() : input, key, hash,
-                         TraceContext{});
+    return SubmitNow(*subs_, "order_fulfilment", 0, input.is_null() ? Input() : input, key, hash,
+                     TraceContext{});
   }
 
   DefinitionRegistry defs_;
@@ -75,8 +86,9 @@ TEST_F(SubmissionsTest, CreatesOwnsAndSchedulesTheInstance) {
 }
 
 TEST_F(SubmissionsTest, RefusesUnknownSagasAndIncompleteInput) {
-  EXPECT_EQ(subs_->Submit("nope", 0, Input(), "", "", {}).status().code(), StatusCode::kNotFound);
-  Status s = subs_->Submit("order_fulfilment", 7, Input(), "", "", {}).status();
+  EXPECT_EQ(SubmitNow(*subs_, "nope", 0, Input(), "", "", {}).status().code(),
+            StatusCode::kNotFound);
+  Status s = SubmitNow(*subs_, "order_fulfilment", 7, Input(), "", "", {}).status();
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_NE(s.message().find("no registered version 7"), std::string::npos) << s.ToString();
   nlohmann::json missing = Input();
@@ -113,7 +125,7 @@ TEST_F(SubmissionsTest, AnotherProcessWithTheSameKeyReplaysTheFirstInstance) {
   Submissions west(defs_, west_repo, west_owner, clock_, west_starter);
   auto first = Submit("key-2", "h");
   ASSERT_TRUE(first.ok());
-  auto second = west.Submit("order_fulfilment", 0, Input(), "key-2", "h", {});
+  auto second = SubmitNow(west, "order_fulfilment", 0, Input(), "key-2", "h", {});
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_TRUE(second->replayed);
   EXPECT_EQ(second->instance_id, first->instance_id);
@@ -138,7 +150,7 @@ TEST_F(SubmissionsTest, AFirstStepRidesInTheCreationCommitWithItsOperationRecord
     }
   } chaining;
   Submissions subs(defs_, *repo_, *ownership_, clock_, chaining);
-  auto out = subs.Submit("order_fulfilment", 0, Input(), "", "", {});
+  auto out = SubmitNow(subs, "order_fulfilment", 0, Input(), "", "", {});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(chaining.started, (std::vector<std::pair<int, bool>>{{0, true}}));
   auto events = store_->GetEvents(out->instance_id);
@@ -175,14 +187,14 @@ TEST_F(SubmissionsTest, ALookupOfOneKeyHoldsUpNoOtherSubmission) {
   InstanceRepository repo(held, clock_);
   Submissions subs(defs_, repo, *ownership_, clock_, starter_);
   auto first = std::async(std::launch::async, [&] {
-    return subs.Submit("order_fulfilment", 0, Input(), "held", "h1", TraceContext{});
+    return SubmitNow(subs, "order_fulfilment", 0, Input(), "held", "h1", TraceContext{});
   });
   {
     std::unique_lock<std::mutex> l(held.mu);
     ASSERT_TRUE(held.cv.wait_for(l, std::chrono::seconds(10), [&] { return held.inside; }));
   }
   auto other = std::async(std::launch::async, [&] {
-    return subs.Submit("order_fulfilment", 0, Input(), "other", "h2", TraceContext{});
+    return SubmitNow(subs, "order_fulfilment", 0, Input(), "other", "h2", TraceContext{});
   });
   const bool done = other.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
   {
@@ -198,11 +210,11 @@ TEST_F(SubmissionsTest, ALookupOfOneKeyHoldsUpNoOtherSubmission) {
   // Not answered yet: the same key again is told it is in progress; once
   // answered, it replays.
   EXPECT_EQ(
-      subs.Submit("order_fulfilment", 0, Input(), "held", "h1", TraceContext{}).status().code(),
+      SubmitNow(subs, "order_fulfilment", 0, Input(), "held", "h1", TraceContext{}).status().code(),
       StatusCode::kFailedPrecondition);
   subs.Finish("held", 201, {{"id", out->instance_id}});
   subs.WaitIdle();
-  auto again = subs.Submit("order_fulfilment", 0, Input(), "held", "h1", TraceContext{});
+  auto again = SubmitNow(subs, "order_fulfilment", 0, Input(), "held", "h1", TraceContext{});
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_TRUE(again->replayed);
   EXPECT_EQ(again->instance_id, out->instance_id);

@@ -85,23 +85,13 @@ TEST_F(WaitersTest, AWaiterUntilDecidedHoldsPastAnApprovalAndWakesOnTheDecision)
   EXPECT_EQ(fut.get()["calls"][0]["status"], "REJECTED");
 }
 
-TEST_F(WaitersTest, ABlockingWaitReturnsTheViewAtItsTimeout) {
-  auto j = waiters_->Wait("w1", std::chrono::milliseconds(50));
-  ASSERT_TRUE(j.ok());
-  EXPECT_EQ(j->value("status", ""), "RUNNING");
-  EXPECT_EQ(waiters_->Wait("nope", std::chrono::milliseconds(50)).status().code(),
-            StatusCode::kNotFound);
-}
-
-TEST_F(WaitersTest, ABlockingWaitWakesWithTheSnapshotThatSettledIt) {
-  auto waiting = std::async(std::launch::async,
-                            [this] { return waiters_->Wait("w1", std::chrono::seconds(30)); });
-  // The store still says RUNNING: only the notification can answer COMPLETED.
-  while (waiting.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready)
-    waiters_->Notify("w1", true, [this] { return Settled(); });
-  auto j = waiting.get();
-  ASSERT_TRUE(j.ok());
-  EXPECT_EQ(j->value("status", ""), "COMPLETED");
+TEST_F(WaitersTest, AWaitOnNoInstanceIsAnsweredNotFound) {
+  std::promise<StatusCode> answer;
+  waiters_->WaitAsync("nope", std::chrono::milliseconds(50),
+                      [&](StatusOr<nlohmann::json> j) { answer.set_value(j.status().code()); });
+  auto fut = answer.get_future();
+  ASSERT_EQ(fut.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(fut.get(), StatusCode::kNotFound);
 }
 
 TEST_F(WaitersTest, AnAsynchronousWaitIsAnsweredOnceAndThenCannotBeDropped) {
