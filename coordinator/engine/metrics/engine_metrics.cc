@@ -135,8 +135,9 @@ void EngineMetrics::SendWithheld() { metrics_.Inc("sagad_sends_withheld_total");
 void EngineMetrics::CommitAttempt(std::chrono::steady_clock::duration took) {
   double secs = std::chrono::duration<double>(took).count();
   metrics_.Observe("sagad_store_commit_seconds", secs);
-  MutexLock l(max_mu_);
-  max_commit_seconds_ = std::max(max_commit_seconds_, secs);
+  double seen = max_commit_seconds_.load(std::memory_order_relaxed);
+  while (secs > seen && !max_commit_seconds_.compare_exchange_weak(seen, secs)) {
+  }
 }
 
 void EngineMetrics::Committed(const std::vector<Event>& events) {
@@ -231,15 +232,12 @@ std::string EngineMetrics::Text(Store& store) const {
       "found: an old primary that came back after a promotion (never written to).\n"
       "# TYPE sagad_store_stale_primary gauge\nsagad_store_stale_primary " +
       std::string(store.StalePrimary().empty() ? "0" : "1") + "\n";
-  {
-    MutexLock l(max_mu_);
-    extra +=
-        "# HELP sagad_store_commit_max_seconds Longest write transaction "
-        "(writer lock held, fsync included).\n"
-        "# TYPE sagad_store_commit_max_seconds "
-        "gauge\nsagad_store_commit_max_seconds " +
-        std::to_string(max_commit_seconds_) + "\n";
-  }
+  extra +=
+      "# HELP sagad_store_commit_max_seconds Longest write transaction "
+      "(writer lock held, fsync included).\n"
+      "# TYPE sagad_store_commit_max_seconds "
+      "gauge\nsagad_store_commit_max_seconds " +
+      std::to_string(max_commit_seconds_.load()) + "\n";
   auto backlog = store.OutboxSize();
   if (backlog.ok())
     extra +=

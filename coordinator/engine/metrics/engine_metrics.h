@@ -7,6 +7,7 @@
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -16,7 +17,6 @@
 #include "coordinator/engine/services/service_gates.h"
 #include "coordinator/store/store.h"
 #include "sagas/definition.h"
-#include "util/mutex.h"
 
 namespace sagad {
 
@@ -83,8 +83,7 @@ class EngineMetrics {
 
  private:
   Metrics metrics_;
-  mutable Mutex max_mu_;
-  double max_commit_seconds_ GUARDED_BY(max_mu_) = 0;
+  std::atomic<double> max_commit_seconds_{0};  // raised by compare-and-swap
 };
 
 }  // namespace sagad
