@@ -145,6 +145,7 @@ class StdioSession : public McpSession {
       pthread_sigmask(SIG_SETMASK, &none, nullptr);
       dup2(in[0], 0);
       dup2(out[1], 1);
+      close_range(3, ~0U, 0);  // none of sagad's sockets, store files or pipes
       execve(program.c_str(), argv.data(), envp.data());
       _exit(127);
     }

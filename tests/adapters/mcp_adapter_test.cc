@@ -169,6 +169,35 @@ TEST_F(McpStdioTest, AToolCallCommitsAndAReadFindsItsEffect) {
   EXPECT_EQ(unknown_tool.outcome, Outcome::kFailed) << unknown_tool.error;
 }
 
+TEST_F(McpStdioTest, AServerInheritsNoFileOfSagads) {
+  ASSERT_EQ(CallTool("everything", "echo", {{"message", "up"}}).outcome, Outcome::kCommitted);
+  // A file sagad holds open (as it does its store's, without close-on-exec).
+  const std::string held = dir_ + "/held-by-sagad";
+  FILE* f = fopen(held.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  const pid_t old = EverythingPid();
+  ASSERT_GT(old, 0);
+  ASSERT_EQ(kill(old, SIGKILL), 0);  // its next start is after the file was opened
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  pid_t now = 0;
+  while ((now = EverythingPid()) == old || now == 0) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "not restarted";
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(CallTool("everything", "echo", {{"message", "x"}}).outcome, Outcome::kCommitted);
+  const pid_t relay = ChildPid(getpid(), "stdio_relay.py");
+  ASSERT_GT(relay, 0);
+  int fds = 0;
+  for (const auto& fd :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(relay) + "/fd")) {
+    std::error_code ec;
+    EXPECT_NE(std::filesystem::read_symlink(fd.path(), ec).string(), held);
+    ++fds;
+  }
+  EXPECT_GT(fds, 2);
+  fclose(f);
+}
+
 TEST_F(McpStdioTest, AServerKilledMidCallLeavesItUnknownAndIsRestarted) {
   ASSERT_EQ(CallTool("everything", "echo", {{"message", "hi"}}).outcome, Outcome::kCommitted);
   const pid_t pid = EverythingPid();
