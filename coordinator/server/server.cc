@@ -219,6 +219,20 @@ static int PrintUsage() {
   return 0;
 }
 
+namespace {
+
+// "POST payments /charges; undo ...; reconcile ...; irreversible, ...".
+std::string CallsText(const StepDefinition& st) {
+  auto call = [](const CallSpec& c) { return c.method + " " + c.service + " " + c.path; };
+  std::string out = call(st.forward);
+  if (st.compensation) out += "; undo " + call(*st.compensation);
+  if (st.reconcile) out += "; reconcile " + call(st.reconcile->read);
+  if (st.irreversible) out += "; irreversible, waits for an operator";
+  return out;
+}
+
+}  // namespace
+
 int CheckMain(const Config& config, const std::vector<SagaDefinition>& sagas,
               std::vector<ToolboxDefinition> toolboxes) {
   if (config.help) return PrintUsage();
@@ -231,12 +245,7 @@ int CheckMain(const Config& config, const std::vector<SagaDefinition>& sagas,
     std::cout << def.name << " v" << def.version << "\n";
     for (size_t i = 0; i < def.steps.size(); ++i) {
       const StepDefinition& st = def.steps[i];
-      std::cout << "  " << st.name << ": " << st.forward.method << " " << st.forward.service << " "
-                << st.forward.path;
-      if (st.compensation)
-        std::cout << "; undo " << st.compensation->method << " " << st.compensation->service << " "
-                  << st.compensation->path;
-      if (st.irreversible) std::cout << "; irreversible, waits for an operator";
+      std::cout << "  " << st.name << ": " << CallsText(st);
       std::vector<std::string> after = def.DependencyNames(i);
       if (!after.empty()) {
         std::cout << "; after";
@@ -248,18 +257,12 @@ int CheckMain(const Config& config, const std::vector<SagaDefinition>& sagas,
   for (const ToolboxDefinition& tb : toolboxes) {
     std::cout << tb.name << " v" << tb.version << " (toolbox)\n";
     for (const ToolDefinition& t : tb.tools) {
-      const StepDefinition& st = t.step;
-      std::cout << "  " << t.name() << ": " << st.forward.method << " " << st.forward.service << " "
-                << st.forward.path;
-      if (st.compensation)
-        std::cout << "; undo " << st.compensation->method << " " << st.compensation->service << " "
-                  << st.compensation->path;
-      if (st.irreversible) std::cout << "; irreversible, waits for an operator";
-      std::cout << "\n";
+      std::cout << "  " << t.name() << ": " << CallsText(t.step) << "\n";
     }
   }
   std::cout << "ok: " << all->size() << " saga(s), " << toolboxes.size() << " toolbox(es), "
-            << config.services.size() << " service(s)\n";
+            << config.services.size() << " service(s), " << config.mcp_servers.size()
+            << " MCP server(s)\n";
   return 0;
 }
 
