@@ -60,9 +60,9 @@ const char* OutcomeName(Outcome o);
 struct CallRequest {
   std::string service;
   std::string method;
-  std::string path;     // rendered, relative to the service base URL
-  nlohmann::json body;  // null: no body
-  std::string idempotency_key;
+  std::string path;             // rendered, relative to the service base URL
+  nlohmann::json body;          // null: no body
+  std::string idempotency_key;  // empty: a reconcile read, which carries none
   std::string instance_id;
   std::string step;
   uint64_t fencing_token = 0;

@@ -102,7 +102,8 @@ void HttpAdapter::CallAsync(const CallRequest& req, CallDone done) {
   x.method = req.method;
   x.target = client_->Prefix(req.service) + req.path;
   for (const auto& [k, v] : cfg->headers) x.headers.emplace_back(k, v);
-  x.headers.emplace_back("Idempotency-Key", req.idempotency_key);
+  if (!req.idempotency_key.empty())  // a reconcile read carries none
+    x.headers.emplace_back("Idempotency-Key", req.idempotency_key);
   x.headers.emplace_back("Saga-Instance", req.instance_id);
   x.headers.emplace_back("Saga-Step", req.step);
   x.headers.emplace_back("Saga-Fencing-Token", std::to_string(req.fencing_token));

@@ -123,13 +123,13 @@ void McpAdapter::CallAsync(const CallRequest& req, CallDone done) {
       return done(std::move(out));
     }
   }
+  nlohmann::json meta = {{"io.sagad/instance", req.instance_id},
+                         {"io.sagad/step", req.step},
+                         {"io.sagad/attempt", req.attempt}};
+  if (!req.idempotency_key.empty()) meta["io.sagad/idempotency-key"] = req.idempotency_key;
   nlohmann::json params = {{"name", req.path},
                            {"arguments", req.body.is_null() ? nlohmann::json::object() : req.body},
-                           {"_meta",
-                            {{"io.sagad/idempotency-key", req.idempotency_key},
-                             {"io.sagad/instance", req.instance_id},
-                             {"io.sagad/step", req.step},
-                             {"io.sagad/attempt", req.attempt}}}};
+                           {"_meta", std::move(meta)}};
   it->second->Request("tools/call", std::move(params),
                       [done = std::move(done)](McpReply r) { done(McpCallResult(r)); });
 }

@@ -42,6 +42,7 @@ class ChargesApi {
   int Posts() { return Seen("POST /charges"); }
   int Searches() { return Seen("GET /charges/search"); }
   int OperationQuestions() { return Seen("GET /operations"); }
+  int ReadsWithAKey() { return Seen("a read with a key"); }
 
  private:
   int Seen(const std::string& what) {
@@ -55,6 +56,8 @@ class ChargesApi {
       const std::string path = r.path.substr(0, r.path.find('/', 1));
       ++seen_[r.method + " " +
               (r.path.rfind("/charges/search/", 0) == 0 ? "/charges/search" : path)];
+      if (r.method == "GET" && r.head.find("Idempotency-Key:") != std::string::npos)
+        ++seen_["a read with a key"];
     }
     if (r.method == "GET" && r.path.rfind("/charges/search/", 0) == 0) {
       const std::string order = PercentDecode(r.path.substr(16), false);
@@ -137,6 +140,7 @@ TEST(RestReconcileTest, AnUnclearChargeIsFoundByTheReadAndNeverSentTwice) {
   EXPECT_EQ(api.Posts(), 3);  // one per charge, and the one re-sent
   EXPECT_GE(api.Searches(), 2);
   EXPECT_EQ(api.OperationQuestions(), 0);  // the service has no such endpoint
+  EXPECT_EQ(api.ReadsWithAKey(), 0);       // a read is not the operation
 }
 
 }  // namespace

@@ -138,6 +138,9 @@ auto StepRunner::AskByRead(const ActionPtr& a, const Instance& inst, Completion<
     return k(q);
   }
   CallRequest req = RequestFor(a, rec.read, std::move(r->path), std::move(r->body));
+  // A read is not the operation: it carries no key (a downstream that
+  // deduplicates by key would answer it with the forward's stored reply).
+  req.idempotency_key.clear();
   auto h = std::make_shared<Handoff>();
   runs_.AwaitReply(true);
   adapter_.CallAsync(req,
