@@ -107,7 +107,8 @@ McpAdapter::McpAdapter(std::map<std::string, ServiceConfig> services,
 }
 
 McpAdapter::~McpAdapter() {
-  sessions_.clear();  // first: the HTTP sessions' exchanges run on client_
+  client_.reset();  // first: no HTTP exchange calls back into a session once it is gone
+  sessions_.clear();
 }
 
 void McpAdapter::CallAsync(const CallRequest& req, CallDone done) {

@@ -199,9 +199,10 @@ class StdioSession : public McpSession {
   void WriteOut() {
     while (in_ >= 0 && !outq_.empty()) {
       auto it = sent_.find(outq_.front());
-      if (it == sent_.end()) {  // expired before any byte left
+      if (it == sent_.end()) {  // expired while in line
+        // Half a line would run into the next request's: the stream is lost.
+        if (out_off_ > 0) return Exited("a request expired half-written");
         outq_.pop_front();
-        out_off_ = 0;
         continue;
       }
       const std::string& line = it->second.line;
