@@ -249,7 +249,10 @@ TEST_F(AgentMemoryTest, TheReceiptIsAHashChainAndSagactlFindsTampering) {
                 .body["status"],
             "AWAITING_APPROVAL");
   ASSERT_EQ(AsOperator(sagad_, "/v1/instances/" + agent.run + "/steps/mail/approve").status, 200);
-  sagad_.WaitStatus(agent.run, "OPEN");
+  // Until the approved call is no longer under way (the run is OPEN all along).
+  Reply decided =
+      agent.Call("GET", "/v1/instances/" + agent.run + "?wait=20&until=decided", nlohmann::json());
+  ASSERT_EQ(decided.body["calls"][0]["status"], "COMMITTED") << decided.raw;
   Reply receipt = agent.Call("GET", "/v1/instances/" + agent.run + "/receipt", nlohmann::json());
   ASSERT_EQ(receipt.status, 200) << receipt.raw;
   std::vector<std::string> types;
