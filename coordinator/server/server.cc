@@ -187,10 +187,11 @@ Status CheckMcpCalls(McpAdapter& adapter, const std::vector<SagaDefinition>& sag
                      const std::vector<ToolboxDefinition>& toolboxes) {
   std::vector<std::pair<std::string, const StepDefinition*>> steps;
   for (const SagaDefinition& def : sagas)
-    for (const StepDefinition& st : def.steps) steps.emplace_back("saga '" + def.name + "'", &st);
+    for (const StepDefinition& st : def.steps)
+      steps.emplace_back("saga '" + def.name + "' step '" + st.name + "'", &st);
   for (const ToolboxDefinition& tb : toolboxes)
     for (const ToolDefinition& t : tb.tools)
-      steps.emplace_back("toolbox '" + tb.name + "'", &t.step);
+      steps.emplace_back("toolbox '" + tb.name + "' tool '" + t.name() + "'", &t.step);
   std::set<std::string> unreachable;
   for (const auto& [where, st] : steps) {
     std::vector<const CallSpec*> calls = {&st->forward};
@@ -206,7 +207,7 @@ Status CheckMcpCalls(McpAdapter& adapter, const std::vector<SagaDefinition>& sag
             {{"msg", "mcp server not checked"}, {"server", c->service}, {"error", s.message()}});
         continue;
       }
-      if (!s.ok()) return InvalidArgument(where + " step '" + st->name + "': " + s.message());
+      if (!s.ok()) return InvalidArgument(where + ": " + s.message());
     }
   }
   return Status::Ok();
