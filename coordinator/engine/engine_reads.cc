@@ -71,7 +71,9 @@ auto Engine::Impl::Approvals() -> StatusOr<nlohmann::json> {
         if (r.ok())
           request = {{"service", call.service},
                      {"method", call.method},
-                     {"url", (svc ? svc->base_url : std::string()) + r->path},
+                     // A tool call on an MCP server: mcp://SERVER/TOOL.
+                     {"url", call.IsMcp() ? "mcp://" + call.service + "/" + r->path
+                                          : (svc ? svc->base_url : std::string()) + r->path},
                      {"body", r->body},
                      {"idempotency_key", StepKey(id, st.name)},
                      {"args_hash", r->hash},

@@ -127,6 +127,8 @@ class Gateway:
         with open(os.path.join(defs, "memory_tools.json"), "w") as f:
             json.dump({"kind": "toolbox", "name": "memory_tools", "version": 1,
                        "tools": [remember_tool("remember", "memory", True),
+                                 dict(remember_tool("remember_approved", "memory", True),
+                                      requires_approval=True),
                                  remember_tool("remember_blind", "blind", False),
                                  echo_tool("echo", "everything"), echo_tool("slow_echo", "slow"),
                                  slow_op]}, f)
@@ -207,11 +209,22 @@ def scenarios(g):
     status, e = g.call(run, "c2", "echo", {"message": "hi"})
     check(status == 200 and e["status"] == "COMMITTED" and "hi" in json.dumps(e["result"]),
           "a tool over Streamable HTTP commits: %s" % e.get("result"))
+    # An operator approves a tool call as any other, seeing which tool on which server.
+    status, c = g.call(run, "c3", "remember_approved", {"name": "erin"}, wait=5)
+    check(c["status"] == "AWAITING_APPROVAL", "a call waits for its approval")
+    _, cards = g.api("GET", "/v1/approvals")
+    card = next(a for a in cards["approvals"] if a["instance_id"] == run)
+    check(card["request"]["url"] == "mcp://memory/create_entities" and
+          card["request"]["body"]["entities"][0]["name"] == "erin",
+          "the approval shows the tool, its server and arguments: %s" % card["request"])
+    status, _ = g.api("POST", "/v1/instances/%s/steps/c3/approve" % run, {"comment": "ok"})
+    check(status == 200 and g.settled(run, "c3", ("COMMITTED",)) and "erin" in entities(g.memory),
+          "approved, the call commits")
     status, _ = g.api("POST", "/v1/instances/%s/abort" % run, {"reason": "done"})
     check(status == 200, "abort accepted")
     wait_until("the run compensated", lambda: g.api("GET", "/v1/instances/" + run)[1]["status"] ==
                "COMPENSATED")
-    check(entities(g.memory) == [], "abort removed alice: %s" % entities(g.memory))
+    check(entities(g.memory) == [], "abort removed alice and erin: %s" % entities(g.memory))
 
     # No reconcile and a lost reply: nobody can tell; review, with what to check.
     run = g.open_run()
