@@ -165,8 +165,7 @@ QueryResult McpAdapter::Query(const std::string& service, const std::string& key
   return out;
 }
 
-Status McpAdapter::CheckToolCall(const std::string& server, const std::string& tool,
-                                 const nlohmann::json& arguments) {
+StatusOr<nlohmann::json> McpAdapter::ListTools(const std::string& server) {
   CheckMayBlock("an MCP server's tool list");
   auto it = sessions_.find(server);
   if (it == sessions_.end())
@@ -184,6 +183,11 @@ Status McpAdapter::CheckToolCall(const std::string& server, const std::string& t
     if (!r.result.contains("nextCursor") || !r.result["nextCursor"].is_string()) break;
     params = {{"cursor", r.result["nextCursor"]}};
   }
+  return tools;
+}
+
+Status CheckToolCall(const nlohmann::json& tools, const std::string& server,
+                     const std::string& tool, const nlohmann::json& arguments) {
   std::string names;
   for (const auto& t : tools) {
     if (!t.is_object() || t.value("name", "") != tool) {

@@ -46,13 +46,10 @@ class McpAdapter : public Adapter {
   const ServiceConfig* Service(const std::string& name) const override;
   std::vector<std::string> ServiceNames() const override;
 
-  // Asks `server` for its tools (tools/list, waiting up to its timeout_ms;
-  // blocks: call it at start, never on a loop): InvalidArgument if it has no
-  // tool `tool`, or `arguments` lack a property the tool's inputSchema
-  // requires or hold one it forbids (additionalProperties false); Unavailable
-  // if the server did not answer (the caller warns: it may come later).
-  Status CheckToolCall(const std::string& server, const std::string& tool,
-                       const nlohmann::json& arguments);
+  // Asks `server` for its tools (tools/list, every page; waits up to its
+  // timeout_ms: call it at start, never on a loop). Unavailable if the
+  // server did not answer (the caller warns: it may come later).
+  StatusOr<nlohmann::json> ListTools(const std::string& server);
 
  private:
   HttpAdapter http_;
@@ -63,5 +60,12 @@ class McpAdapter : public Adapter {
 
 // A tools/call's reply as a call's outcome (the table above).
 CallResult McpCallResult(const McpReply& reply);
+
+// A call of `tool` with `arguments` (templates not rendered) against the
+// server's `tools` (ListTools): InvalidArgument if it has no such tool, or
+// the arguments lack a property its inputSchema requires or hold one it
+// forbids (additionalProperties false).
+Status CheckToolCall(const nlohmann::json& tools, const std::string& server,
+                     const std::string& tool, const nlohmann::json& arguments);
 
 }  // namespace sagad

@@ -6,7 +6,7 @@
 
 #include <chrono>
 #include <iostream>
-#include <set>
+#include <map>
 #include <thread>
 
 #include "adapters/http_adapter.h"
@@ -192,21 +192,23 @@ Status CheckMcpCalls(McpAdapter& adapter, const std::vector<SagaDefinition>& sag
   for (const ToolboxDefinition& tb : toolboxes)
     for (const ToolDefinition& t : tb.tools)
       steps.emplace_back("toolbox '" + tb.name + "' tool '" + t.name() + "'", &t.step);
-  std::set<std::string> unreachable;
+  std::map<std::string, StatusOr<nlohmann::json>> lists;  // by server, asked once
   for (const auto& [where, st] : steps) {
     std::vector<const CallSpec*> calls = {&st->forward};
     if (st->compensation) calls.push_back(&*st->compensation);
     if (st->reconcile) calls.push_back(&st->reconcile->read);
     for (const CallSpec* c : calls) {
-      if (!c->IsMcp() || unreachable.count(c->service)) continue;
-      Status s = adapter.CheckToolCall(c->service, c->path, c->body);
-      if (s.code() == StatusCode::kUnavailable) {
-        unreachable.insert(c->service);
-        EngineLog(
-            LogLevel::kWarn,
-            {{"msg", "mcp server not checked"}, {"server", c->service}, {"error", s.message()}});
-        continue;
+      if (!c->IsMcp()) continue;
+      auto it = lists.find(c->service);
+      if (it == lists.end()) {
+        it = lists.emplace(c->service, adapter.ListTools(c->service)).first;
+        if (!it->second.ok())
+          EngineLog(LogLevel::kWarn, {{"msg", "mcp server not checked"},
+                                      {"server", c->service},
+                                      {"error", it->second.status().message()}});
       }
+      if (!it->second.ok()) continue;
+      Status s = CheckToolCall(*it->second, c->service, c->path, c->body);
       if (!s.ok()) return InvalidArgument(where + ": " + s.message());
     }
   }

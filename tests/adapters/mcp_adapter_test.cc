@@ -77,6 +77,26 @@ TEST(ClassifyReadAnswerTest, ThePointerSaysWhetherTheEffectIsThere) {
   EXPECT_EQ(ClassifyReadAnswer(read, "/entities/0").outcome, QueryOutcome::kUnknown);
 }
 
+TEST(CheckToolCallTest, ACallIsCheckedAgainstTheToolsInputSchema) {
+  const nlohmann::json tools = nlohmann::json::parse(R"([
+    {"name": "create_entities",
+     "inputSchema": {"type": "object", "required": ["entities"], "additionalProperties": false,
+                     "properties": {"entities": {"type": "array"}}}},
+    {"name": "read_graph", "inputSchema": {"type": "object"}}])");
+  EXPECT_TRUE(
+      CheckToolCall(tools, "memory", "create_entities", {{"entities", "{{args.list}}"}}).ok());
+  EXPECT_TRUE(CheckToolCall(tools, "memory", "read_graph", {{"anything", 1}}).ok());
+  Status s = CheckToolCall(tools, "memory", "crate_entities", nlohmann::json::object());
+  EXPECT_EQ(s.message(),
+            "MCP server 'memory' has no tool 'crate_entities' (it has: create_entities, "
+            "read_graph)");
+  s = CheckToolCall(tools, "memory", "create_entities", nlohmann::json::object());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("requires argument 'entities'"), std::string::npos);
+  s = CheckToolCall(tools, "memory", "create_entities", {{"entities", 1}, {"extra", 2}});
+  EXPECT_NE(s.message().find("takes no argument 'extra'"), std::string::npos);
+}
+
 class McpStdioTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -165,6 +185,9 @@ TEST_F(McpStdioTest, AToolCallCommitsAndAReadFindsItsEffect) {
   EXPECT_EQ(ClassifyReadAnswer(read, "/entities/0").outcome, QueryOutcome::kHappened);
   read = CallTool("memory", "open_nodes", {{"names", {"bob"}}});
   EXPECT_EQ(ClassifyReadAnswer(read, "/entities/0").outcome, QueryOutcome::kNotHappened);
+  auto tools = adapter_->ListTools("memory");
+  ASSERT_TRUE(tools.ok()) << tools.status().ToString();
+  EXPECT_TRUE(CheckToolCall(*tools, "memory", "open_nodes", {{"names", {"x"}}}).ok());
   CallResult unknown_tool = CallTool("memory", "no_such_tool", nlohmann::json::object());
   EXPECT_EQ(unknown_tool.outcome, Outcome::kFailed) << unknown_tool.error;
 }
