@@ -91,6 +91,10 @@ StatusOr<CallSpec> CallFromJson(const nlohmann::json& c, const std::string& wher
                              "\" is a key of an MCP call, which names its server in \"mcp\"");
   cs.service = c.at("service").get<std::string>();
   cs.method = c.value("method", std::string("POST"));
+  if (cs.IsMcp())
+    return InvalidArgument(where + ": unsupported method '" + cs.method +
+                           "' (a tool call on an MCP server is {\"mcp\", \"tool\", "
+                           "\"arguments\"})");
   cs.path = c.at("path").get<std::string>();
   cs.body = c.value("body", nlohmann::json());
   return cs;

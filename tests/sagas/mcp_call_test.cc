@@ -65,6 +65,9 @@ TEST(McpCallTest, MixedOrBrokenFormsAreRefusedByName) {
   j["tools"][0]["forward"] = {{"service", "memory"}, {"path", "/x"}, {"tool", "t"}};
   EXPECT_NE(Refusal(j).find("\"tool\" is a key of an MCP call"), std::string::npos) << Refusal(j);
   j = MemoryToolbox();
+  j["tools"][0]["forward"] = {{"service", "memory"}, {"method", "MCP"}, {"path", "t"}};
+  EXPECT_NE(Refusal(j).find("unsupported method 'MCP'"), std::string::npos) << Refusal(j);
+  j = MemoryToolbox();
   j["tools"][0]["forward"]["tool"] = "bad name";
   EXPECT_NE(Refusal(j).find("tool name must be"), std::string::npos) << Refusal(j);
   j = MemoryToolbox();
