@@ -44,6 +44,15 @@ void ServiceGates::Permit::Release() {
 
 ServiceGates::Gate& ServiceGates::GateLocked(const std::string& service) { return gates_[service]; }
 
+int64_t ServiceGates::ReserveRetry(const std::string& service) {
+  const ServiceConfig* svc = adapter_.Service(service);
+  const int64_t now = clock_.NowMillis();
+  MutexLock l(mu_);
+  Gate& g = GateLocked(service);
+  if (!g.retry_budget) g.retry_budget.emplace(svc ? svc->retry_budget : RetryBudgetConfig{}, now);
+  return g.retry_budget->Reserve(now);
+}
+
 bool ServiceGates::TakeTokenLocked(Gate& g, double rate, int64_t now, int64_t* retry_ms) {
   const double capacity = std::max(1.0, rate);
   if (g.refilled_at < 0) {

@@ -10,6 +10,8 @@
 //   written) until its reply; a released permit wakes the first step that
 //   waits for one.
 // - max_per_second: a token bucket holding one second's worth (at least 1).
+// - retry_budget: a token bucket that re-sends (never first sends) draw
+//   from, so a struggling service is not hammered by every saga's retries.
 // A refused step is "waiting for" the service until it gets a permit or has
 // not asked for 10 s (it asks again at least every second): its view names
 // the service and GET /v1/services counts it as queued. A step whose
@@ -27,6 +29,7 @@
 
 #include "adapters/adapter.h"
 #include "coordinator/engine/callbacks.h"
+#include "policies/retry_budget.h"
 #include "util/clock.h"
 #include "util/mutex.h"
 
@@ -72,6 +75,11 @@ class ServiceGates {
   // The service step `step` of `id` waits for, or "".
   std::string WaitingFor(const std::string& id, const std::string& step) const;
 
+  // A re-send to `service` takes a token of its retry budget (its config's
+  // retry_budget): 0 when it had one, else the milliseconds until the token
+  // reserved for it is due (the re-send goes then, taking no other).
+  int64_t ReserveRetry(const std::string& service);
+
   // Calls actually under way (every service, limited or not).
   void CallStarted(const std::string& service);
   void CallEnded(const std::string& service);
@@ -95,7 +103,8 @@ class ServiceGates {
     int calls = 0;     // calls under way
     double tokens = 0;
     int64_t refilled_at = -1;
-    std::vector<std::string> woken_next;  // instances waiting for a slot, oldest first
+    std::vector<std::string> woken_next;      // instances waiting for a slot, oldest first
+    std::optional<RetryBudget> retry_budget;  // made at the first re-send
   };
   struct Waiting {
     std::string service;

@@ -10,14 +10,7 @@
 namespace sagad {
 
 auto StepRunner::TakeRetryToken(const std::string& service) -> int64_t {
-  const ServiceConfig* svc = adapter_.Service(service);
-  MutexLock l(budget_mu_);
-  int64_t now = clock_.NowMillis();
-  auto it = budgets_.find(service);
-  if (it == budgets_.end())
-    it = budgets_.emplace(service, RetryBudget(svc ? svc->retry_budget : RetryBudgetConfig{}, now))
-             .first;
-  int64_t wait = it->second.Reserve(now);
+  const int64_t wait = gates_.ReserveRetry(service);
   if (wait == 0) return 0;
   metrics_.RetryBudgetExhausted(service);
   return wait;

@@ -264,8 +264,6 @@ class StepRunner {
   ServiceGates& gates_;
   Executor& executor_;
   Host& host_;
-  Mutex budget_mu_;
-  std::map<std::string, RetryBudget> budgets_ GUARDED_BY(budget_mu_);
   Mutex rng_mu_;
   std::mt19937_64 rng_ GUARDED_BY(rng_mu_);
 };
