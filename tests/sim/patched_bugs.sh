@@ -4,7 +4,7 @@
 # a downstream's text): each patch in tests/sim/bugs/ re-introduces one, on
 # a copy of the tree (a git worktree; this checkout is never touched), and
 # sagad-sim built from that copy must find it within BUDGET seeds
-# (default 5000).
+# (default 10000).
 #   tests/sim/patched_bugs.sh [--check] [BUDGET [NAME...]]
 # --check: only make sure every patch still applies to HEAD (fast; the
 # tests run this). Otherwise one worktree and one build directory under
@@ -28,7 +28,7 @@ if [[ "${1:-}" == "--check" ]]; then
   done
   exit $failed
 fi
-budget="${1:-5000}"
+budget="${1:-10000}"
 shift || true
 names=("$@")
 if [[ ${#names[@]} -eq 0 ]]; then
