@@ -129,8 +129,14 @@ class StdioSession : public McpSession {
       return Backoff(now, "pipe failed");
     }
     const std::string program = Resolve(config_.command[0]);
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) env.emplace_back(*e);
+    std::vector<std::string> env;  // sagad's, each variable the config sets replaced
+    for (char** e = environ; *e; ++e) {
+      const std::string var(*e);
+      const std::string name = var.substr(0, var.find('='));
+      bool replaced = false;
+      for (const auto& kv : config_.env) replaced = replaced || kv.first == name;
+      if (!replaced) env.push_back(var);
+    }
     for (const auto& [k, v] : config_.env) env.push_back(k + "=" + v);
     std::vector<char*> argv, envp;
     for (const auto& a : config_.command) argv.push_back(const_cast<char*>(a.c_str()));
@@ -161,7 +167,6 @@ class StdioSession : public McpSession {
     out_ = out[0];
     fcntl(in_, F_SETFL, O_NONBLOCK);
     fcntl(out_, F_SETFL, O_NONBLOCK);
-    started_ = now;
     EngineLog(LogLevel::kInfo,
               {{"msg", "mcp server started"}, {"server", config_.service.name}, {"pid", pid}});
     Outgoing init;
@@ -411,7 +416,7 @@ class StdioSession : public McpSession {
   pid_t child_ = -1;
   int in_ = -1, out_ = -1;
   bool ready_ = false;
-  Steady::time_point started_, next_start_;
+  Steady::time_point next_start_;
   int64_t backoff_ms_ = 100;
   std::deque<Outgoing> queued_;       // waiting for the server: never written
   std::map<int64_t, Outgoing> sent_;  // handed to the pipe's line (written or not yet)

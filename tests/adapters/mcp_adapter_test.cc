@@ -104,6 +104,8 @@ class McpStdioTest : public ::testing::Test {
       GTEST_SKIP() << "the npm test servers are not installed (scripts/test_deps.sh)";
     char tmpl[] = "/tmp/sagad-mcp-XXXXXX";
     dir_ = mkdtemp(tmpl);
+    // sagad's own environment names another file: the config's must win.
+    setenv("MEMORY_FILE_PATH", (dir_ + "/not-this.jsonl").c_str(), 1);
     McpServerConfig memory;
     memory.service.name = "memory";
     memory.service.timeout_ms = 10000;
@@ -122,6 +124,7 @@ class McpStdioTest : public ::testing::Test {
   }
   void TearDown() override {
     adapter_.reset();
+    unsetenv("MEMORY_FILE_PATH");
     if (!dir_.empty()) std::system(("rm -rf " + dir_).c_str());
   }
 
@@ -181,6 +184,8 @@ TEST_F(McpStdioTest, AToolCallCommitsAndAReadFindsItsEffect) {
       CallTool("memory", "create_entities",
                {{"entities", {{{"name", "alice"}, {"entityType", "t"}, {"observations", {"x"}}}}}});
   ASSERT_EQ(created.outcome, Outcome::kCommitted) << created.error;
+  EXPECT_EQ(access((dir_ + "/memory.jsonl").c_str(), R_OK), 0);
+  EXPECT_NE(access((dir_ + "/not-this.jsonl").c_str(), R_OK), 0);
   CallResult read = CallTool("memory", "open_nodes", {{"names", {"alice"}}});
   EXPECT_EQ(ClassifyReadAnswer(read, "/entities/0").outcome, QueryOutcome::kHappened);
   read = CallTool("memory", "open_nodes", {{"names", {"bob"}}});
