@@ -144,10 +144,7 @@ auto Engine::Impl::LoadDeployed(bool starting) -> Status {
   if (!deployed.ok()) return deployed.status();
   for (const StoredDefinition& d : *deployed) {
     const std::string key = d.name + "@" + std::to_string(d.version);
-    {
-      MutexLock l(deployed_mu_);
-      if (!handled_.insert(key).second) continue;  // decided at an earlier round
-    }
+    if (!defs_.FirstLook(d.name, d.version)) continue;  // decided at an earlier round
     if (IsToolboxJson(d.body)) {
       Status s = LoadToolbox(d);
       if (s.ok()) continue;

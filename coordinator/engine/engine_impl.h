@@ -236,11 +236,6 @@ class Engine::Impl final : private InstanceRepository::Listener, private Submiss
   RunTable runs_;
   RecoveryTracker recovery_;
   ServiceGates gates_{adapter_, clock_};
-  Mutex deployed_mu_;
-  // "name@version" of the deployed definitions this process has decided on:
-  // registered, or not runnable here (a service not configured here, another
-  // body registered here: logged once). Each is looked at once.
-  std::set<std::string> handled_ GUARDED_BY(deployed_mu_);
   OperatorActions operators_;
   AgentRuns agent_runs_{defs_,
                         operators_,

@@ -60,6 +60,11 @@ ToolboxDefinitionPtr DefinitionRegistry::GetToolbox(const std::string& name, int
   return v == it->second.end() ? nullptr : v->second;
 }
 
+bool DefinitionRegistry::FirstLook(const std::string& name, int version) {
+  MutexLock l(mu_);
+  return looked_at_.emplace(name, version).second;
+}
+
 std::vector<ToolboxDefinitionPtr> DefinitionRegistry::AllToolboxes() const {
   MutexLock l(mu_);
   std::vector<ToolboxDefinitionPtr> out;

@@ -8,7 +8,9 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sagas/definition.h"
@@ -39,10 +41,16 @@ class DefinitionRegistry {
   ToolboxDefinitionPtr GetToolbox(const std::string& name, int version) const;
   std::vector<ToolboxDefinitionPtr> AllToolboxes() const;
 
+  // True the first time the deployed definition `name` version `version` is
+  // looked at: each one the store holds is decided on once (registered, or
+  // found not runnable here and logged once), however often it is listed.
+  bool FirstLook(const std::string& name, int version);
+
  private:
   mutable Mutex mu_;
   std::map<std::string, std::map<int, SagaDefinitionPtr>> defs_ GUARDED_BY(mu_);
   std::map<std::string, std::map<int, ToolboxDefinitionPtr>> toolboxes_ GUARDED_BY(mu_);
+  std::set<std::pair<std::string, int>> looked_at_ GUARDED_BY(mu_);
 };
 
 }  // namespace sagad
