@@ -36,6 +36,12 @@ struct Outgoing {
   bool written = false;  // a byte of it reached the pipe: it may be acted on
 };
 
+// A line to write to the child.
+struct Line {
+  int64_t id;        // its request's (awaited while in sent_), or -1: a notification or answer
+  std::string text;  // the message, newline included
+};
+
 // The program to run: a name with a '/' as it is, else searched in PATH
 // (before the fork: nothing that allocates runs between fork and exec).
 std::string Resolve(const std::string& program) {
@@ -178,7 +184,7 @@ class StdioSession : public McpSession {
                     .dump() +
                 "\n";
     init.deadline = now + std::chrono::milliseconds(config_.service.timeout_ms);
-    outq_.push_back(kInitializeId);
+    outq_.push_back({kInitializeId, init.line});
     sent_[kInitializeId] = std::move(init);
   }
 
@@ -196,29 +202,37 @@ class StdioSession : public McpSession {
     while (!queued_.empty()) {
       Outgoing o = std::move(queued_.front());
       queued_.pop_front();
-      outq_.push_back(o.id);
+      outq_.push_back({o.id, o.line});
       sent_[o.id] = std::move(o);
     }
   }
 
+  // Every line to the child goes through here, whole and in order: a line
+  // begun is finished (its request was reported sent), one that expired
+  // before its first byte is dropped.
   void WriteOut() {
     while (in_ >= 0 && !outq_.empty()) {
-      auto it = sent_.find(outq_.front());
-      if (it == sent_.end()) {  // expired while in line
-        // Half a line would run into the next request's: the stream is lost.
-        if (out_off_ > 0) return Exited("a request expired half-written");
+      const Line& line = outq_.front();
+      auto it = line.id < 0 ? sent_.end() : sent_.find(line.id);
+      if (line.id >= 0 && it == sent_.end() && out_off_ == 0) {  // expired in line
         outq_.pop_front();
         continue;
       }
-      const std::string& line = it->second.line;
-      ssize_t n = write(in_, line.data() + out_off_, line.size() - out_off_);
+      const std::string& text = line.text;
+      ssize_t n = write(in_, text.data() + out_off_, text.size() - out_off_);
       if (n <= 0) return;  // full (POLLOUT later) or broken (EOF on out_ follows)
-      it->second.written = true;
+      if (it != sent_.end()) it->second.written = true;
       out_off_ += static_cast<size_t>(n);
-      if (out_off_ < line.size()) return;
+      if (out_off_ < text.size()) return;
       out_off_ = 0;
       outq_.pop_front();
     }
+  }
+
+  // A notification or an answer to the server, after what is in line.
+  void Say(const nlohmann::json& message) {
+    outq_.push_back({-1, message.dump() + "\n"});
+    WriteOut();
   }
 
   void Finish(Outgoing& o, McpReply r) {
@@ -255,14 +269,10 @@ class StdioSession : public McpSession {
       McpReply r;
       r.sent = o.written;
       r.error = o.written ? "no reply within timeout_ms" : "not written within timeout_ms";
-      if (o.written && in_ >= 0) {
-        std::string cancel = nlohmann::json{{"jsonrpc", "2.0"},
-                                            {"method", "notifications/cancelled"},
-                                            {"params", {{"requestId", o.id}}}}
-                                 .dump() +
-                             "\n";
-        (void)!write(in_, cancel.data(), cancel.size());
-      }
+      if (o.written && in_ >= 0)
+        Say({{"jsonrpc", "2.0"},
+             {"method", "notifications/cancelled"},
+             {"params", {{"requestId", o.id}}}});
       Finish(o, std::move(r));
     }
   }
@@ -325,9 +335,7 @@ class StdioSession : public McpSession {
         answer["result"] = nlohmann::json::object();
       else
         answer["error"] = {{"code", -32601}, {"message", "sagad offers no client features"}};
-      std::string text = answer.dump() + "\n";
-      (void)!write(in_, text.data(), text.size());
-      return;
+      return Say(answer);
     }
     if (!m.contains("id") || !m["id"].is_number_integer()) return;
     auto it = sent_.find(m["id"].get<int64_t>());
@@ -349,9 +357,7 @@ class StdioSession : public McpSession {
 
   void Initialized(const McpReply& r) {
     if (!r.error.empty()) return Exited("initialize refused: " + r.error);
-    std::string note =
-        nlohmann::json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}.dump() + "\n";
-    (void)!write(in_, note.data(), note.size());
+    Say({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
     ready_ = true;
     backoff_ms_ = 100;
     EngineLog(LogLevel::kInfo, {{"msg", "mcp server ready"}, {"server", config_.service.name}});
@@ -420,7 +426,7 @@ class StdioSession : public McpSession {
   int64_t backoff_ms_ = 100;
   std::deque<Outgoing> queued_;       // waiting for the server: never written
   std::map<int64_t, Outgoing> sent_;  // handed to the pipe's line (written or not yet)
-  std::deque<int64_t> outq_;          // ids in sent_ still to write, in order
+  std::deque<Line> outq_;             // still to write, in order
   size_t out_off_ = 0;                // bytes of outq_.front() already written
   std::string inbuf_;
 };
