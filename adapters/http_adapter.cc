@@ -145,25 +145,33 @@ void HttpAdapter::QueryAsync(const std::string& service, const std::string& key,
   });
 }
 
-CallResult HttpAdapter::Call(const CallRequest& req) {
+CallResult AwaitCall(Adapter& adapter, const CallRequest& req) {
   SAGAD_CHECK(!AsyncHttpClient::OnLoopThread()) << "a blocking call on an event-loop thread";
   CheckMayBlock("a blocking downstream call");
   std::promise<CallResult> p;
   auto f = p.get_future();
-  CallAsync(req, [&p](CallResult r) { p.set_value(std::move(r)); });
+  adapter.CallAsync(req, [&p](CallResult r) { p.set_value(std::move(r)); });
   return f.get();
 }
 
-QueryResult HttpAdapter::Query(const std::string& service, const std::string& key,
-                               const std::string& instance_id, uint64_t fencing_token, int attempt,
-                               const TraceContext& trace) {
+QueryResult AwaitQuery(Adapter& adapter, const std::string& service, const std::string& key,
+                       const std::string& instance_id, uint64_t fencing_token, int attempt,
+                       const TraceContext& trace) {
   SAGAD_CHECK(!AsyncHttpClient::OnLoopThread()) << "a blocking query on an event-loop thread";
   CheckMayBlock("a blocking downstream query");
   std::promise<QueryResult> p;
   auto f = p.get_future();
-  QueryAsync(service, key, instance_id, fencing_token, attempt, trace,
-             [&p](QueryResult r) { p.set_value(std::move(r)); });
+  adapter.QueryAsync(service, key, instance_id, fencing_token, attempt, trace,
+                     [&p](QueryResult r) { p.set_value(std::move(r)); });
   return f.get();
+}
+
+CallResult HttpAdapter::Call(const CallRequest& req) { return AwaitCall(*this, req); }
+
+QueryResult HttpAdapter::Query(const std::string& service, const std::string& key,
+                               const std::string& instance_id, uint64_t fencing_token, int attempt,
+                               const TraceContext& trace) {
+  return AwaitQuery(*this, service, key, instance_id, fencing_token, attempt, trace);
 }
 
 }  // namespace sagad

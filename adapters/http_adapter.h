@@ -45,4 +45,13 @@ class HttpAdapter : public Adapter {
   std::unique_ptr<AsyncHttpClient> client_;
 };
 
+// The blocking Call and Query of an adapter whose answers come on event
+// loops: they wait for its CallAsync / QueryAsync. Never on a loop thread
+// (that one might be the thread the answer needs), nor where waiting is
+// forbidden (util/thread_role.h).
+CallResult AwaitCall(Adapter& adapter, const CallRequest& req);
+QueryResult AwaitQuery(Adapter& adapter, const std::string& service, const std::string& key,
+                       const std::string& instance_id, uint64_t fencing_token, int attempt,
+                       const TraceContext& trace);
+
 }  // namespace sagad

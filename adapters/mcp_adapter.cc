@@ -5,7 +5,6 @@
 
 #include "adapters/classify.h"
 #include "adapters/http_client.h"
-#include "util/check.h"
 #include "util/json_limits.h"
 #include "util/thread_role.h"
 
@@ -82,28 +81,22 @@ CallResult McpCallResult(const McpReply& reply) {
 McpAdapter::McpAdapter(std::map<std::string, ServiceConfig> services,
                        const std::map<std::string, McpServerConfig>& servers, int threads)
     : http_(std::move(services), threads) {
+  // Every HTTP server is added to the client before any session sends.
   for (const auto& [name, s] : servers) {
-    ServiceConfig c = s.service;
+    ServiceConfig& c = configs_[name] = s.service;
     c.name = name;
     c.mcp = true;
     c.queryable = false;
     c.idempotent = false;
-    configs_[name] = c;
-    McpServerConfig sc = s;
-    sc.service = c;
-    if (!s.command.empty()) {
-      sessions_[name] = NewStdioMcpSession(sc);
-      continue;
-    }
+    if (!s.command.empty()) continue;
     if (!client_) client_ = std::make_unique<AsyncHttpClient>(1);
     client_->AddService(c);
   }
-  for (const auto& [name, s] : servers)
-    if (s.command.empty()) {
-      McpServerConfig sc = s;
-      sc.service = configs_[name];
-      sessions_[name] = NewHttpMcpSession(sc, *client_);
-    }
+  for (const auto& [name, s] : servers) {
+    McpServerConfig sc = s;
+    sc.service = configs_[name];
+    sessions_[name] = sc.command.empty() ? NewHttpMcpSession(sc, *client_) : NewStdioMcpSession(sc);
+  }
 }
 
 McpAdapter::~McpAdapter() {
@@ -146,23 +139,12 @@ void McpAdapter::QueryAsync(const std::string& service, const std::string& key,
   done(std::move(out));
 }
 
-CallResult McpAdapter::Call(const CallRequest& req) {
-  if (!sessions_.count(req.service)) return http_.Call(req);
-  CheckMayBlock("a blocking MCP tool call");
-  std::promise<CallResult> p;
-  auto f = p.get_future();
-  CallAsync(req, [&p](CallResult r) { p.set_value(std::move(r)); });
-  return f.get();
-}
+CallResult McpAdapter::Call(const CallRequest& req) { return AwaitCall(*this, req); }
 
 QueryResult McpAdapter::Query(const std::string& service, const std::string& key,
                               const std::string& instance_id, uint64_t fencing_token, int attempt,
                               const TraceContext& trace) {
-  if (!configs_.count(service))
-    return http_.Query(service, key, instance_id, fencing_token, attempt, trace);
-  QueryResult out;
-  out.error = "MCP server '" + service + "' has no operations endpoint";
-  return out;
+  return AwaitQuery(*this, service, key, instance_id, fencing_token, attempt, trace);
 }
 
 StatusOr<nlohmann::json> McpAdapter::ListTools(const std::string& server) {

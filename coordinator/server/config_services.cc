@@ -179,7 +179,6 @@ Status ParseMcpServer(const std::string& name, const nlohmann::json& s, McpServe
     }
   }
   SAGAD_RETURN_IF_ERROR(ParseService(name, svc, &mc->service, "mcp_servers"));
-  mc->service.mcp = true;
   return Status::Ok();
 }
 
