@@ -2,10 +2,12 @@
 // process's incarnation name, retry jitter). Production uses SystemRandom;
 // the simulator (coordinator/sim/) a SeededRandom, so that one seed replays
 // one run exactly.
-// Thread-safety: SystemRandom is thread-safe; a SeededRandom is not (the
-// simulator runs everything on one thread).
+// Thread-safety: SystemRandom (under a lock) and AtomicRandom (without one)
+// are thread-safe; a SeededRandom is not (the simulator runs everything on
+// one thread).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <random>
 
@@ -36,6 +38,9 @@ class SystemRandom final : public Random {
 };
 
 // The same sequence for the same seed, on every machine (SplitMix64).
+// SplitMix64's output function: the bits of the counter value `z` mixed.
+uint64_t SplitMixOf(uint64_t z);
+
 class SeededRandom final : public Random {
  public:
   explicit SeededRandom(uint64_t seed) : state_(seed) {}
@@ -47,6 +52,18 @@ class SeededRandom final : public Random {
 
  private:
   uint64_t state_;
+};
+
+// SeededRandom's sequence from a counter advanced atomically: safe from
+// any thread without a lock (each Next takes the next counter value), and
+// repeatable where one thread draws (the simulator).
+class AtomicRandom final : public Random {
+ public:
+  explicit AtomicRandom(uint64_t seed) : state_(seed) {}
+  uint64_t Next() override;
+
+ private:
+  std::atomic<uint64_t> state_;
 };
 
 }  // namespace sagad

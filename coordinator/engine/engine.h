@@ -9,7 +9,7 @@
 // One driver per instance at a time; many instances concurrently on a bounded
 // worker pool, with backoff timers: every task and timer goes through an
 // Executor (executor.h; by default `workers` shard threads, each the owner
-// of the instances whose ids hash to it, and a timer thread; the
+// of the instances whose ids hash to it, with its timers; the
 // simulator's runs everything on one thread).
 // After a restart, instances found unfinished are resumed round robin (one
 // action each, then the back of the queue) until all were resumed.
@@ -54,7 +54,7 @@ struct EngineOptions {
   // (0: kept forever), by a sweeper in batches of 100.
   int64_t retention_ms = 0;
   // Where the engine's tasks and timers run, and its random numbers (ids,
-  // jitter). Null: `workers` shard threads with a timer thread, and
+  // jitter). Null: `workers` shard threads with their timers, and
   // the system's randomness. The simulator (coordinator/sim/) passes its
   // own, single-threaded and seeded; they must outlive the engine.
   Executor* executor = nullptr;

@@ -72,6 +72,7 @@ uint64_t SimExecutor::TimerTo(const std::string& owner, int64_t delay_ms,
                               std::function<void()> fn) {
   // The World's queue cannot take a task back: the task holds a slot the
   // cancel empties, which frees what `fn` held at once.
+  SAGAD_CHECK(OnOwner(owner)) << "TimerTo(" << owner << ") off the owner's thread";
   const uint64_t handle = ++last_timer_;
   auto slot = std::make_shared<std::function<void()>>(std::move(fn));
   timers_.emplace(handle, slot);

@@ -73,6 +73,8 @@ class SimExecutor final : public Executor {
   // as production's threads): a task posted to nobody, or run by the
   // store's committer or a client, is nobody's owner.
   bool OnOwner(const std::string& owner) const override;
+  size_t OwnerThreads() const override { return kShards; }
+  size_t OwnerThreadOf(const std::string& owner) const override { return ShardOf(owner); }
   void Shutdown() override {}
 
   static constexpr size_t kShards = 4;

@@ -1,5 +1,7 @@
 #include "coordinator/engine/actions/guard_gate.h"
 
+#include "util/check.h"
+
 namespace sagad {
 
 StatusOr<std::vector<GuardedCall>> PrincipalCalls(Store& store, const std::string& toolbox,
@@ -30,34 +32,34 @@ StatusOr<std::vector<GuardedCall>> PrincipalCalls(Store& store, const std::strin
   return out;
 }
 
-void GuardGate::Run(const std::string& key, std::function<void(Task release)> fn) {
-  {
-    MutexLock l(mu_);
-    auto& q = queues_[key];
-    q.push_back(std::move(fn));
-    if (q.size() > 1) return;  // runs once those before it release
-  }
-  Next(key);
+auto GuardGate::QueuesOf(const std::string& key) -> Queues& {
+  SAGAD_CHECK(executor_.OnOwner(OwnerOf(key))) << "a guard's queue off its owner's thread";
+  return queues_[executor_.OwnerThreadOf(OwnerOf(key))];
 }
 
-void GuardGate::Next(const std::string& key) {
-  std::function<void(Task)> fn;
-  {
-    MutexLock l(mu_);
-    fn = queues_[key].front();
-  }
-  fn([this, key] {
-    {
-      MutexLock l(mu_);
-      auto it = queues_.find(key);
+void GuardGate::Run(const std::string& key, std::function<void(Task release)> fn) {
+  executor_.PostTo(OwnerOf(key), [this, key, fn = std::move(fn)]() mutable {
+    Queue& q = QueuesOf(key)[key];
+    q.push_back(std::move(fn));
+    if (q.size() == 1) Start(key);  // else it starts once those before it release
+  });
+}
+
+void GuardGate::Start(const std::string& key) {
+  std::function<void(Task)> fn = QueuesOf(key)[key].front();
+  Task release = [this, key] {
+    executor_.PostTo(OwnerOf(key), [this, key] {
+      Queues& queues = QueuesOf(key);
+      auto it = queues.find(key);
       it->second.pop_front();
       if (it->second.empty()) {
-        queues_.erase(it);
+        queues.erase(it);
         return;
       }
-    }
-    executor_.Post([this, key] { Next(key); });
-  });
+      Start(key);
+    });
+  };
+  executor_.Post([fn = std::move(fn), release = std::move(release)] { fn(release); });
 }
 
 }  // namespace sagad

@@ -11,9 +11,12 @@
 // coordinators sharing a PostgreSQL store. (Two coordinators sharing one
 // LMDB data dir do not lock together: docs/agents.md says so.)
 //
-// The next waiting append is posted to the executor (never run on the
-// thread that completed the commit before it: a committer or an owner,
-// which must not do store reads).
+// Each key's queue belongs to an owner of the executor (the key, prefixed
+// "guard\n"): only that owner's thread touches it, in a map of that
+// thread's, without a lock. Every append itself is posted to the
+// executor's housekeeping (Post: it reads the store and takes the store's
+// lock, which neither an owner nor the thread that completed the commit
+// before it may do).
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
@@ -26,7 +29,6 @@
 #include "coordinator/engine/owners/executor.h"
 #include "coordinator/store/store.h"
 #include "sagas/guards.h"
-#include "util/mutex.h"
 
 namespace sagad {
 
@@ -42,17 +44,24 @@ StatusOr<std::vector<GuardedCall>> PrincipalCalls(Store& store, const std::strin
 
 class GuardGate {
  public:
-  explicit GuardGate(Executor& executor) : executor_(executor) {}
-  // Runs `fn` once every earlier `fn` of `key` has called its `release`
-  // (at once when none waits); `fn` must call `release` exactly once.
+  explicit GuardGate(Executor& executor) : executor_(executor), queues_(executor.OwnerThreads()) {}
+  // Runs `fn` (on the housekeeping) once every earlier `fn` of `key` has
+  // called its `release` (soon when none waits); `fn` must call `release`
+  // exactly once, from any thread.
   void Run(const std::string& key, std::function<void(Task release)> fn);
 
  private:
-  void Next(const std::string& key);
+  using Queue = std::deque<std::function<void(Task)>>;
+  using Queues = std::map<std::string, Queue>;
+  static std::string OwnerOf(const std::string& key) { return "guard\n" + key; }
+  // On the key's owner: the queues of that owner's thread.
+  Queues& QueuesOf(const std::string& key);
+  // On the key's owner: hands its first waiting `fn` to the housekeeping.
+  void Start(const std::string& key);
 
   Executor& executor_;
-  Mutex mu_;
-  std::map<std::string, std::deque<std::function<void(Task)>>> queues_ GUARDED_BY(mu_);
+  // One map per owner thread, touched only by that thread's tasks.
+  std::vector<Queues> queues_;
 };
 
 }  // namespace sagad

@@ -197,10 +197,7 @@ void Submissions::Finish(const std::string& key, int status, const nlohmann::jso
     if (then) then();
     return;
   }
-  {
-    MutexLock l(mu_);
-    ++writing_;
-  }
+  writing_.Begin();
   repo_.store().SetSubmissionResponseAsync(
       key, status, response, [this, key, then = std::move(then)](Status s) {
         if (!s.ok())
@@ -208,15 +205,11 @@ void Submissions::Finish(const std::string& key, int status, const nlohmann::jso
                     {{"msg", "cannot store submission response"}, {"error", s.ToString()}});
         EndInflight(key);
         if (then) then();
-        MutexLock l(mu_);
-        if (--writing_ == 0) idle_cv_.NotifyAll();
+        writing_.End();
       });
 }
 
-void Submissions::WaitIdle() {
-  MutexLock l(mu_);
-  idle_cv_.Wait(mu_, [&]() REQUIRES(mu_) { return writing_ == 0; });
-}
+void Submissions::WaitIdle() { writing_.WaitNone(); }
 
 void Submissions::EndInflight(const std::string& key) {
   MutexLock l(mu_);

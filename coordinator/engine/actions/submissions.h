@@ -28,6 +28,7 @@
 #include "sagas/definition.h"
 #include "sagas/instance.h"
 #include "util/clock.h"
+#include "util/in_flight.h"
 #include "util/mutex.h"
 #include "util/random.h"
 
@@ -130,8 +131,7 @@ class Submissions {
   Starter& starter_;
   Mutex mu_;
   std::unordered_set<std::string> inflight_ GUARDED_BY(mu_);
-  int writing_ GUARDED_BY(mu_) = 0;  // response writes under way
-  CondVar idle_cv_;                  // writing_ fell to 0
+  InFlight writing_;  // response writes under way
 };
 
 }  // namespace sagad

@@ -1,6 +1,6 @@
 // Waiters: callers waiting for an instance to settle (terminal, or waiting
-// for a human), either blocking a thread (Wait) or not (WaitAsync: the API's
-// long polls, which must hold no thread while they wait).
+// for a human) without holding a thread while they wait (WaitAsync: the
+// API's long polls, the MCP server's calls, the tests).
 //
 // An asynchronous waiter may name its own condition (`Until`: a call
 // decided, not merely waiting for an operator); by default it waits for
@@ -40,9 +40,8 @@ class Waiters {
   // Makes the snapshot a commit wrote, only when a waiter needs it.
   using Snapshot = std::function<std::shared_ptr<const nlohmann::json>()>;
 
-  // The store reads of asynchronous waiters are tasks on `executor`; their
-  // deadlines are on `clock` (the simulator's time, in the simulator). A
-  // blocking Wait waits on the system's steady clock.
+  // The store reads of waiters are tasks on `executor`; their deadlines
+  // are on `clock` (the simulator's time, in the simulator).
   Waiters(Store& store, Executor& executor, const Clock& clock);
   ~Waiters();
 

@@ -271,23 +271,21 @@ auto Driver::StepRound(const std::string& id, int round, const SagaDefinitionPtr
   // another worker, as before graphs); so does any saga in recovery. If the
   // action ends here (its calls were answered at once, or it made none),
   // the driver goes on; if it waits for a reply, this drive ends and the
-  // reply (on the thread that brings it) ends the action and plans the
-  // instance again.
+  // reply (a task of this same owner, so never while this round runs) ends
+  // the action and plans the instance again. No lock: both sides run on the
+  // owner, asserted.
   struct Inline {
-    Mutex mu;
-    bool returned GUARDED_BY(mu) = false;
-    std::optional<Next> next GUARDED_BY(mu);
+    bool returned = false;
+    std::optional<Next> next;
   };
   auto state = std::make_shared<Inline>();
   auto mark = std::make_shared<StepMark>(std::move(here_mark));
   StepRunner::Done later = StepEnd(id, mark, /*recovered=*/true);
-  StepRunner::Done done = [state, later](Next n) {
-    {
-      MutexLock l(state->mu);
-      if (!state->returned) {
-        if (!state->next) state->next = n;
-        return;
-      }
+  StepRunner::Done done = [this, id, state, later](Next n) {
+    CheckOwner(id, "the end of a step action");
+    if (!state->returned) {
+      if (!state->next) state->next = n;
+      return;
     }
     later(n);
   };
@@ -297,12 +295,8 @@ auto Driver::StepRound(const std::string& id, int round, const SagaDefinitionPtr
     mark->Release();
     throw;
   }
-  std::optional<Next> next;
-  {
-    MutexLock l(state->mu);
-    state->returned = true;
-    next = state->next;
-  }
+  state->returned = true;
+  std::optional<Next> next = state->next;
   if (!next) return Round::kDone;  // the reply goes on
   mark->Release();
   return AfterRound(id, *next);

@@ -183,9 +183,6 @@ class Driver final : private StepRunner::Host {
   Next AfterFailedCommit(const std::string& id, const Status& s) override;
   // The delay before the next try after `id`'s latest refused commit.
   int64_t NextRetryDelay(const std::string& id);
-  // A commit of `id` went through, or its lease went elsewhere: its count
-  // starts again.
-  void ResetRefusals(const std::string& id);
 
   const DefinitionRegistry& defs_;
   InstanceRepository& repo_;
@@ -197,12 +194,6 @@ class Driver final : private StepRunner::Host {
   Executor& executor_;
   const int workers_;
   const bool reads_may_wait_;
-  Mutex refused_mu_;
-  // Consecutive refused commits per instance (AfterFailedCommit), and
-  // whether any is counted: every commit asks, and only one after a
-  // refusal takes the lock.
-  std::unordered_map<std::string, int> refused_ GUARDED_BY(refused_mu_);
-  std::atomic<bool> any_refused_{false};
   StepRunner steps_;
 };
 

@@ -21,18 +21,8 @@ auto Driver::AfterFailedCommit(const std::string& id, const Status& s) -> Next {
 }
 
 auto Driver::NextRetryDelay(const std::string& id) -> int64_t {
-  MutexLock l(refused_mu_);
-  any_refused_ = true;
-  int& n = refused_[id];
-  n = std::min(n + 1, 4);  // the delay grows no further
-  return RefusedCommitDelayMs(n);
-}
-
-auto Driver::ResetRefusals(const std::string& id) -> void {
-  if (!any_refused_) return;  // the usual case: no lock
-  MutexLock l(refused_mu_);
-  refused_.erase(id);
-  any_refused_ = !refused_.empty();
+  // The delay grows no further than the fourth.
+  return RefusedCommitDelayMs(std::min(ownership_.CountRefusedCommit(id), 4));
 }
 
 auto Driver::CommitAsOwnerAsync(const std::string& id, Mutation fn, Completion<Status> done)
@@ -45,7 +35,8 @@ auto Driver::CommitAsOwnerAsync(const std::string& id, Mutation fn, Completion<S
   repo_.MutateAsync(id, std::move(fn), std::move(lease),
                     [this, id, done = std::move(done)](Status s) {
                       if (s.code() == StatusCode::kLeaseLost) DropFenced(id);
-                      if (s.ok() || s.code() == StatusCode::kLeaseLost) ResetRefusals(id);
+                      if (s.ok() || s.code() == StatusCode::kLeaseLost)
+                        ownership_.ClearRefusedCommits(id);
                       done(s);
                     });
 }

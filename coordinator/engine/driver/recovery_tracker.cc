@@ -1,32 +1,35 @@
 #include "coordinator/engine/driver/recovery_tracker.h"
 
+#include "util/check.h"
+
 namespace sagad {
 
 void RecoveryTracker::Begin(const std::vector<std::string>& ids, TimePoint now) {
-  MutexLock l(mu_);
+  SAGAD_CHECK(!begun_.exchange(true)) << "recovery begins once";
   start_ = now;
-  waiting_.insert(ids.begin(), ids.end());
+  for (const auto& id : ids) index_.emplace(id, index_.size());
+  done_.reset(new std::atomic<bool>[index_.size()]);
+  for (size_t i = 0; i < index_.size(); ++i) done_[i].store(false);
+  waiting_.store(index_.size());
 }
 
 bool RecoveryTracker::InProgress(TimePoint now) const {
-  MutexLock l(mu_);
-  return !waiting_.empty() && now - start_ < kLongest;
+  return waiting_.load() != 0 && now - start_ < kLongest;
 }
 
-void RecoveryTracker::Forget(const std::string& id) {
-  MutexLock l(mu_);
-  waiting_.erase(id);
+bool RecoveryTracker::Take(const std::string& id) {
+  if (waiting_.load() == 0) return false;  // the usual case, after start-up
+  auto it = index_.find(id);
+  if (it == index_.end() || done_[it->second].exchange(true)) return false;
+  waiting_.fetch_sub(1);
+  return true;
 }
+
+void RecoveryTracker::Forget(const std::string& id) { Take(id); }
 
 std::optional<double> RecoveryTracker::Resumed(const std::string& id, TimePoint now) {
-  MutexLock l(mu_);
-  if (waiting_.empty() || !waiting_.erase(id)) return std::nullopt;
+  if (!Take(id)) return std::nullopt;
   return std::chrono::duration<double>(now - start_).count();
-}
-
-size_t RecoveryTracker::waiting() const {
-  MutexLock l(mu_);
-  return waiting_.size();
 }
 
 }  // namespace sagad

@@ -3,16 +3,20 @@
 // done). While any waits, the driver runs round robin (every recovered
 // instance is resumed before any runs to its end); that mode is bounded in
 // time, so an instance that is somehow never resumed cannot keep the process
-// in it. Thread-safety: every method may be called from any thread.
+// in it.
+// Thread-safety: Begin is called once, before the instances it names are
+// scheduled (Engine::Start), so the set it writes is never written again:
+// every other method may then be called from any thread, without a lock
+// (each id's flag is taken once, by an atomic exchange).
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
-
-#include "util/mutex.h"
 
 namespace sagad {
 
@@ -28,12 +32,17 @@ class RecoveryTracker {
   void Forget(const std::string& id);
   // `id` was resumed: the seconds since Begin if it was waiting, else none.
   std::optional<double> Resumed(const std::string& id, TimePoint now);
-  size_t waiting() const;
+  size_t waiting() const { return waiting_.load(); }
 
  private:
-  mutable Mutex mu_;
-  std::unordered_set<std::string> waiting_ GUARDED_BY(mu_);
-  TimePoint start_ GUARDED_BY(mu_){};
+  // True the first time `id`, one of Begin's, stops waiting.
+  bool Take(const std::string& id);
+
+  std::atomic<bool> begun_{false};
+  TimePoint start_{};
+  std::unordered_map<std::string, size_t> index_;  // written by Begin only
+  std::unique_ptr<std::atomic<bool>[]> done_;      // by index_, set once
+  std::atomic<size_t> waiting_{0};
 };
 
 }  // namespace sagad

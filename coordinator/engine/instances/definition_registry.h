@@ -4,10 +4,16 @@
 // identical definition (two coordinators, or a restart, must never run one version two ways). An
 // instance always runs under the version it started with.
 // Thread-safety: every method may be called from any thread; a definition,
-// once registered, is immutable and shared.
+// once registered, is immutable and shared. The tables are read-mostly (a
+// look-up for every step, a registration at start or on a deploy): readers
+// take the current immutable copy without a lock; a writer copies it,
+// changes the copy and publishes it by compare-and-swap, again if another
+// writer published first.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -16,7 +22,6 @@
 #include "sagas/definition.h"
 #include "sagas/instance.h"
 #include "sagas/toolbox.h"
-#include "util/mutex.h"
 #include "util/status.h"
 
 namespace sagad {
@@ -47,10 +52,19 @@ class DefinitionRegistry {
   bool FirstLook(const std::string& name, int version);
 
  private:
-  mutable Mutex mu_;
-  std::map<std::string, std::map<int, SagaDefinitionPtr>> defs_ GUARDED_BY(mu_);
-  std::map<std::string, std::map<int, ToolboxDefinitionPtr>> toolboxes_ GUARDED_BY(mu_);
-  std::set<std::pair<std::string, int>> looked_at_ GUARDED_BY(mu_);
+  struct Tables {
+    std::map<std::string, std::map<int, SagaDefinitionPtr>> defs;
+    std::map<std::string, std::map<int, ToolboxDefinitionPtr>> toolboxes;
+    std::set<std::pair<std::string, int>> looked_at;
+  };
+  using TablesPtr = std::shared_ptr<const Tables>;
+  TablesPtr Current() const;
+  // Publishes what `change` makes of a copy of the current tables (again
+  // on a copy of the newer ones if another writer published first); nothing
+  // when it fails or sets `*changed` false. Its Status.
+  Status Update(const std::function<Status(Tables&, bool* changed)>& change);
+
+  TablesPtr tables_ = std::make_shared<const Tables>();  // std::atomic_load / _exchange only
 };
 
 }  // namespace sagad

@@ -132,10 +132,7 @@ void InstanceRepository::CreateAsync(const Instance& inst, const std::vector<Eve
   if (lease) w->lease = *lease;
   auto ptr = std::make_shared<const Instance>(inst);
   auto p = std::make_shared<Pending>(Pending{inst.id(), nullptr, std::nullopt, std::move(done)});
-  {
-    MutexLock l(idle_mu_);
-    ++in_flight_;
-  }
+  in_flight_.Begin();
   turns_.TakeAsync(p->id, [this, p, w, ptr] {
     auto t0 = clock_.SteadyNow();
     store_.CreateInstanceAsync(w, [this, p, w, ptr, t0](Status s) {
@@ -189,10 +186,7 @@ Status InstanceRepository::Mutate(const std::string& id, const Mutation& fn, con
 }
 
 auto InstanceRepository::Begin(Pending pending) -> std::shared_ptr<Pending> {
-  {
-    MutexLock l(idle_mu_);
-    ++in_flight_;
-  }
+  in_flight_.Begin();
   return std::make_shared<Pending>(std::move(pending));
 }
 
@@ -208,10 +202,7 @@ void InstanceRepository::MutateAsyncOnOwner(const std::string& id, Mutation fn,
   OnOwner(id, [this, p] { turns_.TakeAsync(p->id, [this, p] { Attempt(p); }); });
 }
 
-void InstanceRepository::WaitIdle() {
-  MutexLock l(idle_mu_);
-  idle_cv_.Wait(idle_mu_, [this]() REQUIRES(idle_mu_) { return in_flight_ == 0; });
-}
+void InstanceRepository::WaitIdle() { in_flight_.WaitNone(); }
 
 Status InstanceRepository::Build(Pending& p, std::shared_ptr<TransitionWrite>* w,
                                  std::shared_ptr<Instance>* next) {
@@ -298,9 +289,6 @@ void InstanceRepository::OnOwner(const std::string& id, Task fn) {
     fn();
 }
 
-void InstanceRepository::EndInFlight() {
-  MutexLock l(idle_mu_);
-  if (--in_flight_ == 0) idle_cv_.NotifyAll();
-}
+void InstanceRepository::EndInFlight() { in_flight_.End(); }
 
 }  // namespace sagad

@@ -46,6 +46,7 @@
 #include "coordinator/store/store.h"
 #include "sagas/instance.h"
 #include "util/clock.h"
+#include "util/in_flight.h"
 #include "util/log.h"
 #include "util/mutex.h"
 
@@ -182,9 +183,7 @@ class InstanceRepository {
   InstanceTurns turns_;
   Mutex cache_mu_;
   std::unordered_map<std::string, std::shared_ptr<const Instance>> cache_ GUARDED_BY(cache_mu_);
-  Mutex idle_mu_;
-  CondVar idle_cv_;
-  int in_flight_ GUARDED_BY(idle_mu_) = 0;  // MutateAsync begun, not completed
+  InFlight in_flight_;  // MutateAsync / CreateAsync begun, not completed
 };
 
 }  // namespace sagad

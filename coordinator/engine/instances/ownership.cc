@@ -106,6 +106,19 @@ Lease Ownership::FirstLease() const { return Lease{owner_, clock_.NowMillis() + 
 void Ownership::Release(const std::string& id) {
   MutexLock l(mu_);
   held_.erase(id);
+  if (refused_.erase(id) == 1) any_refused_ = !refused_.empty();
+}
+
+int Ownership::CountRefusedCommit(const std::string& id) {
+  MutexLock l(mu_);
+  any_refused_ = true;
+  return ++refused_[id];
+}
+
+void Ownership::ClearRefusedCommits(const std::string& id) {
+  if (!any_refused_) return;  // the usual case: no lock
+  MutexLock l(mu_);
+  if (refused_.erase(id) == 1) any_refused_ = !refused_.empty();
 }
 
 StatusOr<std::vector<std::string>> Ownership::Renew() {
@@ -133,8 +146,12 @@ StatusOr<std::vector<std::string>> Ownership::RenewIds(const std::vector<std::st
     (free ? released : taken).push_back(id);
   }
   MutexLock l(mu_);
-  for (const auto& id : released) held_.erase(id);
-  for (const auto& id : taken) held_.erase(id);
+  for (const auto* gone : {&released, &taken})
+    for (const auto& id : *gone) {
+      held_.erase(id);
+      refused_.erase(id);
+    }
+  any_refused_ = !refused_.empty();
   for (const auto& id : ids) {
     auto it = held_.find(id);
     if (it != held_.end())

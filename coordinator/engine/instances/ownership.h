@@ -28,6 +28,7 @@
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -94,6 +95,14 @@ class Ownership {
   StatusOr<std::vector<std::string>> Renew();
   size_t size() const;
 
+  // Consecutive commits of `id` the store refused under this process
+  // (the driver's back-off): one more, and the count now. The count goes
+  // with a commit that succeeds (ClearRefusedCommits) and with the lease.
+  int CountRefusedCommit(const std::string& id);
+  // A commit of `id` went through, or its lease went elsewhere. No lock
+  // while nothing is counted (every commit calls it).
+  void ClearRefusedCommits(const std::string& id);
+
  private:
   // Renews the leases of `ids` in one store transaction: forgets those
   // another process holds now (returned) and those released meanwhile by
@@ -112,6 +121,8 @@ class Ownership {
   const int64_t lease_ms_;
   mutable Mutex mu_;
   std::unordered_map<std::string, Lease> held_ GUARDED_BY(mu_);
+  std::unordered_map<std::string, int> refused_ GUARDED_BY(mu_);
+  std::atomic<bool> any_refused_{false};  // refused_ is not empty
 };
 
 }  // namespace sagad

@@ -10,20 +10,32 @@
 #include <unordered_map>
 #include <vector>
 
-#include "util/mutex.h"
+#include "util/check.h"
 #include "util/thread_role.h"
 
 namespace sagad {
 
 namespace {
 using WorkGuard = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;
+
+// The shard the calling thread runs, and whose (null: not a shard thread).
+thread_local const void* tl_state = nullptr;
+thread_local size_t tl_shard = 0;
 }  // namespace
 
-// One shard: an event loop and the thread that runs it.
+// One shard: an event loop, the thread that runs it, and its timers.
 struct Shard {
   boost::asio::io_context io{1};
   WorkGuard work{boost::asio::make_work_guard(io)};
   std::thread thread;
+  // The shard's thread only touches what follows (no lock): its timers
+  // neither fired nor cancelled, by handle, and whether Shutdown began.
+  struct Armed {
+    std::unique_ptr<boost::asio::steady_timer> timer;
+    bool counted;  // a TimerTo's (PendingTimers)
+  };
+  std::unordered_map<uint64_t, Armed> timers;
+  bool stopping = false;
 };
 
 struct AsioExecutor::State {
@@ -36,16 +48,13 @@ struct AsioExecutor::State {
         NameThread(("sagad-house-" + std::to_string(i)).c_str());
         house.run();
       });
-    timer_thread = std::thread([this] {
-      NameThread("sagad-timer");
-      timers.run();
-    });
   }
 
   void RunShard(size_t i);
   size_t ShardOf(const std::string& owner) const {
     return std::hash<std::string>()(owner) % shards.size();
   }
+  bool OnShard(size_t i) const { return tl_state == this && tl_shard == i; }
   // Nobody's task (a heartbeat, a retention sweep, a waiter's look at the
   // store, a guard's lock): on the housekeeping threads, which may wait for
   // the store, so that no owner does.
@@ -62,13 +71,48 @@ struct AsioExecutor::State {
     boost::asio::post(shards[shard].io, std::move(fn));
     posting.fetch_sub(1);
   }
-  void After(int64_t delay_ms, std::function<void(State&)> fire) {
-    auto timer = std::make_shared<boost::asio::steady_timer>(timers);
+  // A new timer handle, of `shard`'s (never 0: the shard is handle % size).
+  uint64_t NewHandle(size_t shard) {
+    return (next_handle.fetch_add(1) + 1) * shards.size() + shard;
+  }
+  // On shard `handle % size`'s thread: `fire` runs there after `delay_ms`,
+  // unless the timer is cancelled first or Shutdown began.
+  void Arm(uint64_t handle, int64_t delay_ms, bool counted, Task fire) {
+    const size_t i = handle % shards.size();
+    SAGAD_CHECK(OnShard(i)) << "a timer is armed off its shard's thread";
+    Shard& sh = shards[i];
+    if (sh.stopping) {
+      if (counted) pending.fetch_sub(1);
+      return;
+    }
+    auto timer = std::make_unique<boost::asio::steady_timer>(sh.io);
     timer->expires_after(std::chrono::milliseconds(std::max<int64_t>(0, delay_ms)));
+    // The handler holds `fire` only: a cancel destroys the timer, which
+    // completes the wait at once and frees what `fire` held.
     timer->async_wait(
-        [this, timer, fire = std::move(fire)](const boost::system::error_code& ec) mutable {
-          if (!ec) fire(*this);
+        [this, &sh, handle, fire = std::move(fire)](const boost::system::error_code& ec) mutable {
+          if (!Disarm(sh, handle) || ec) return;  // cancelled
+          fire();
         });
+    sh.timers.emplace(handle, Shard::Armed{std::move(timer), counted});
+  }
+  // Forgets timer `handle` of `sh` (on its thread): whether it was armed.
+  bool Disarm(Shard& sh, uint64_t handle) {
+    auto it = sh.timers.find(handle);
+    if (it == sh.timers.end()) return false;
+    if (it->second.counted) pending.fetch_sub(1);
+    // Destroyed after the erase: its cancelled wait finds no entry.
+    auto timer = std::move(it->second.timer);
+    sh.timers.erase(it);
+    return true;
+  }
+  // A timer armed from any thread: on shard `shard`, once a task there.
+  void ArmFromAnywhere(size_t shard, int64_t delay_ms, Task fire) {
+    const uint64_t handle = NewHandle(shard);
+    if (OnShard(shard)) return Arm(handle, delay_ms, /*counted=*/false, std::move(fire));
+    PostOn(shard, [this, handle, delay_ms, fire = std::move(fire)]() mutable {
+      Arm(handle, delay_ms, /*counted=*/false, std::move(fire));
+    });
   }
 
   // Two: a heartbeat is not held up by one look at a store that does not
@@ -78,24 +122,11 @@ struct AsioExecutor::State {
   boost::asio::io_context house;
   WorkGuard house_work{boost::asio::make_work_guard(house)};
   std::vector<std::thread> house_threads;
-  boost::asio::io_context timers;
-  WorkGuard timers_work{boost::asio::make_work_guard(timers)};
-  std::thread timer_thread;
-  // TimerTo's timers not yet fired nor cancelled, by handle (after `timers`:
-  // destroyed before the loop they belong to).
-  mutable Mutex cancellable_mu;
-  std::unordered_map<uint64_t, std::shared_ptr<boost::asio::steady_timer>> cancellable
-      GUARDED_BY(cancellable_mu);
-  uint64_t last_handle GUARDED_BY(cancellable_mu) = 0;
+  std::atomic<uint64_t> next_handle{0};
+  std::atomic<size_t> pending{0};  // TimerTo's, neither fired nor cancelled
   std::atomic<bool> shut{false};
   std::atomic<int> posting{0};  // posts that have not returned yet
 };
-
-namespace {
-// The shard the calling thread runs, and whose (null: not a shard thread).
-thread_local const void* tl_state = nullptr;
-thread_local size_t tl_shard = 0;
-}  // namespace
 
 void AsioExecutor::State::RunShard(size_t i) {
   MarkThread(ThreadRole::kWorker);
@@ -121,74 +152,62 @@ void AsioExecutor::PostTo(const std::string& owner, Task fn) {
 }
 
 void AsioExecutor::PostAfter(int64_t delay_ms, Task fn) {
-  state_->After(delay_ms, [fn = std::move(fn)](State& s) mutable { s.PostHouse(std::move(fn)); });
+  // Nobody's timers take the shards in turn; the task itself goes to the
+  // housekeeping threads when the timer fires.
+  State& s = *state_;
+  const size_t shard = s.next_handle.load() % s.shards.size();
+  s.ArmFromAnywhere(shard, delay_ms,
+                    [&s, fn = std::move(fn)]() mutable { s.PostHouse(std::move(fn)); });
 }
 
 void AsioExecutor::PostAfterTo(const std::string& owner, int64_t delay_ms, Task fn) {
-  state_->After(delay_ms, [shard = state_->ShardOf(owner), fn = std::move(fn)](State& s) mutable {
-    s.PostOn(shard, std::move(fn));
-  });
+  state_->ArmFromAnywhere(state_->ShardOf(owner), delay_ms, std::move(fn));
 }
 
 uint64_t AsioExecutor::TimerTo(const std::string& owner, int64_t delay_ms, Task fn) {
   State& s = *state_;
-  auto timer = std::make_shared<boost::asio::steady_timer>(s.timers);
-  uint64_t handle;
-  {
-    MutexLock l(s.cancellable_mu);
-    handle = ++s.last_handle;
-    s.cancellable.emplace(handle, timer);
-  }
-  // Only the caller knows `handle`, and only once this returns: no
-  // CancelTimer can touch the timer before async_wait was called.
-  timer->expires_after(std::chrono::milliseconds(std::max<int64_t>(0, delay_ms)));
-  timer->async_wait([&s, timer, handle, shard = s.ShardOf(owner),
-                     fn = std::move(fn)](const boost::system::error_code& ec) mutable {
-    bool live;
-    {
-      MutexLock l(s.cancellable_mu);
-      live = s.cancellable.erase(handle) == 1;
-    }
-    if (!ec && live) s.PostOn(shard, std::move(fn));
-  });
+  const size_t shard = s.ShardOf(owner);
+  SAGAD_CHECK(s.OnShard(shard)) << "TimerTo(" << owner << ") off the owner's thread";
+  const uint64_t handle = s.NewHandle(shard);
+  s.pending.fetch_add(1);
+  s.Arm(handle, delay_ms, /*counted=*/true, std::move(fn));
   return handle;
 }
 
 void AsioExecutor::CancelTimer(uint64_t handle) {
   State& s = *state_;
-  std::shared_ptr<boost::asio::steady_timer> timer;
-  {
-    MutexLock l(s.cancellable_mu);
-    auto it = s.cancellable.find(handle);
-    if (it == s.cancellable.end()) return;  // fired, or cancelled already
-    timer = std::move(it->second);
-    s.cancellable.erase(it);
-  }
-  // A timer is touched on its loop's thread only: the cancel completes the
-  // wait at once (operation_aborted), which frees the task it held.
-  boost::asio::post(s.timers, [timer] { timer->cancel(); });
+  Shard& sh = s.shards[handle % s.shards.size()];
+  SAGAD_CHECK(s.OnShard(handle % s.shards.size())) << "CancelTimer off the owner's thread";
+  s.Disarm(sh, handle);  // fired, or cancelled already: nothing
 }
 
-size_t AsioExecutor::PendingTimers() const {
-  MutexLock l(state_->cancellable_mu);
-  return state_->cancellable.size();
-}
+size_t AsioExecutor::PendingTimers() const { return state_->pending.load(); }
 
 bool AsioExecutor::OnOwner(const std::string& owner) const {
-  return tl_state == state_.get() && tl_shard == state_->ShardOf(owner);
+  return state_->OnShard(state_->ShardOf(owner));
+}
+
+size_t AsioExecutor::OwnerThreads() const { return state_->shards.size(); }
+
+size_t AsioExecutor::OwnerThreadOf(const std::string& owner) const {
+  return state_->ShardOf(owner);
 }
 
 void AsioExecutor::Shutdown() {
-  if (state_->shut.exchange(true)) return;
+  State& s = *state_;
+  if (s.shut.exchange(true)) return;
   // Timers not yet due never fire; the tasks queued on the shards run.
-  state_->timers_work.reset();
-  state_->timers.stop();
-  if (state_->timer_thread.joinable()) state_->timer_thread.join();
-  for (auto& s : state_->shards) s.work.reset();
-  for (auto& s : state_->shards)
-    if (s.thread.joinable()) s.thread.join();
-  state_->house_work.reset();
-  for (auto& t : state_->house_threads)
+  for (size_t i = 0; i < s.shards.size(); ++i)
+    s.PostOn(i, [&s, i] {
+      Shard& sh = s.shards[i];
+      sh.stopping = true;
+      while (!sh.timers.empty()) s.Disarm(sh, sh.timers.begin()->first);
+    });
+  for (auto& sh : s.shards) sh.work.reset();
+  for (auto& sh : s.shards)
+    if (sh.thread.joinable()) sh.thread.join();
+  s.house_work.reset();
+  for (auto& t : s.house_threads)
     if (t.joinable()) t.join();
 }
 

@@ -4,13 +4,16 @@
 // nobody owns (Post, PostAfter: heartbeats, retention, waiters' looks at the
 // store, guards' locks) to two housekeeping threads ("sagad-house-N"),
 // which may wait for the store, so that an owner never does for them (as
-// envoy's main thread beside its workers); timers on an io_context run by
-// one thread of its own (a timer that fires posts its task to its shard or
-// to the housekeeping threads). A shard thread is an engine worker: it must
-// not wait for a commit or a downstream call (util/thread_role.h).
-// Thread-safety: as Executor's. The destructor waits for the posts that
-// began before it (a committer may still be returning from the post of a
-// task that has run); a post that begins after it is a caller's bug.
+// envoy's main thread beside its workers). Each shard's loop keeps its own
+// timers, without a lock: only its thread arms, fires or cancels them (an
+// owner's timer runs its task there; nobody's timers take the shards in turn
+// and hand their task to the housekeeping threads). A shard thread is an
+// engine worker: it must not wait for a commit or a downstream call
+// (util/thread_role.h).
+// Thread-safety: as Executor's; TimerTo and CancelTimer on the owner's
+// thread (checked). The destructor waits for the posts that began before it
+// (a committer may still be returning from the post of a task that has
+// run); a post that begins after it is a caller's bug.
 #pragma once
 
 #include <memory>
@@ -33,6 +36,8 @@ class AsioExecutor final : public Executor {
   void CancelTimer(uint64_t handle) override;
   size_t PendingTimers() const override;
   bool OnOwner(const std::string& owner) const override;
+  size_t OwnerThreads() const override;
+  size_t OwnerThreadOf(const std::string& owner) const override;
   void Shutdown() override;
 
  private:

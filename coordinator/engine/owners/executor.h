@@ -1,7 +1,7 @@
 // Executor: where the engine's work runs. The engine never creates a thread
 // or a timer itself: every driver round, step action, wake-up, heartbeat and
 // retention sweep is a task handed to its Executor. Production uses shard
-// threads, each an event loop, and one timer thread (asio_executor.h, the
+// threads, each an event loop with its own timers (asio_executor.h, the
 // default); the simulator (coordinator/sim/) runs every task on one thread,
 // in an order drawn from a seed, under simulated time, and keeps the
 // owners apart all the same (a task knows whose it is).
@@ -28,13 +28,20 @@
 //   that nothing of a finished instance stays in memory until then.
 // - OnOwner(owner): whether the calling thread runs `owner`'s tasks now
 //   (the engine asserts it where an instance's work begins).
+// - OwnerThreads() / OwnerThreadOf(owner): how many owner threads there
+//   are, and which one (0 .. OwnerThreads()-1) runs `owner`'s tasks. State
+//   kept in one slot per owner thread and touched only by that thread's
+//   tasks needs no lock (envoy's thread-local slots).
 // - Shutdown(): once it returns no task runs or will run: tasks still
 //   queued run before it returns or never, timers not yet due never fire.
 //   The engine calls it after its drivers ended (Engine::Stop).
-// Thread-safety: Post and PostAfter may be called from any thread,
-// including from inside a task.
+// Thread-safety: Post, PostTo, PostAfter and PostAfterTo may be called
+// from any thread, including from inside a task; TimerTo(owner) and
+// CancelTimer only on the owner's thread (an instance's wake-up is its
+// driver's), so that a timer is its owner's without a lock.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -55,6 +62,8 @@ class Executor {
   // Timers set by TimerTo that neither fired nor were cancelled (a gauge).
   virtual size_t PendingTimers() const = 0;
   virtual bool OnOwner(const std::string& owner) const = 0;
+  virtual size_t OwnerThreads() const = 0;
+  virtual size_t OwnerThreadOf(const std::string& owner) const = 0;
   virtual void Shutdown() = 0;
 };
 

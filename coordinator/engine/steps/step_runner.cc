@@ -32,7 +32,7 @@ StepRunner::StepRunner(Adapter& adapter, const Clock& clock, const Ownership& ow
       gates_(gates),
       executor_(executor),
       host_(host),
-      rng_(random.Next()) {}
+      jitter_(random.Next()) {}
 
 auto StepRunner::TransitionAsync(const std::string& id, Mutation fn, Completion<Next> then,
                                  int tries) -> void {
@@ -107,10 +107,7 @@ auto StepRunner::Send(const std::string& id, const SagaDefinitionPtr& def, int i
 }
 
 auto StepRunner::Jitter() -> sagad::UnitRandom {
-  return [this] {
-    MutexLock l(rng_mu_);
-    return std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
-  };
+  return [this] { return jitter_.NextDouble(); };
 }
 
 auto StepRunner::AskAgainLater(Tx& tx, int i, const char* phase, const std::string& error,

@@ -264,8 +264,7 @@ class StepRunner {
   ServiceGates& gates_;
   Executor& executor_;
   Host& host_;
-  Mutex rng_mu_;
-  std::mt19937_64 rng_ GUARDED_BY(rng_mu_);
+  AtomicRandom jitter_;  // the retry delays' jitter, drawn on any owner
 };
 
 }  // namespace sagad

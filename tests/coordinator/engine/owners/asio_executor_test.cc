@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -19,12 +20,14 @@
 namespace sagad {
 namespace {
 
-// An operator's top -H tells the shards and the timer apart.
+// An operator's top -H tells the shards and the housekeeping apart; the
+// timers have no thread of their own (each shard's loop keeps its own).
 TEST(AsioExecutorTest, ItsThreadsAreNamedByRole) {
   AsioExecutor executor(2);
   auto named = [](const std::multiset<std::string>& names) {
     return names.count("sagad-shard-0") == 1 && names.count("sagad-shard-1") == 1 &&
-           names.count("sagad-timer") == 1;
+           names.count("sagad-house-0") == 1 && names.count("sagad-house-1") == 1 &&
+           names.count("sagad-timer") == 0;
   };
   // A thread names itself as it starts: wait for it, up to 5 s.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -95,25 +98,71 @@ TEST(AsioExecutorTest, ShutdownRunsTheQueuedTasksAndNoTimerNotYetDue) {
 
 // A cancelled timer never runs and frees what its task holds at once, not
 // when its time (an hour away) comes; one not cancelled fires on its owner.
+// Timers are set and cancelled on their owner's thread.
 TEST(AsioExecutorTest, ACancelledTimerNeverRunsAndFreesItsTaskAtOnce) {
   AsioExecutor executor(2);
   auto held = std::make_shared<int>(7);
   std::weak_ptr<int> watch = held;
   std::atomic<int> ran{0};
-  const uint64_t far = executor.TimerTo("a", 3600 * 1000, [held, &ran] { ++ran; });
+  // Runs `fn` on the owner of `owner` and waits for it.
+  auto on = [&executor](const std::string& owner, std::function<void()> fn) {
+    std::atomic<bool> done{false};
+    executor.PostTo(owner, [&] {
+      fn();
+      done = true;
+    });
+    ASSERT_TRUE(testing::WaitFor([&] { return done.load(); }));
+  };
+  uint64_t far = 0, near = 0;
+  on("a", [&] { far = executor.TimerTo("a", 3600 * 1000, [held, &ran] { ++ran; }); });
   held.reset();
   std::atomic<bool> near_on_owner{false};
-  const uint64_t near = executor.TimerTo("b", 1, [&] { near_on_owner = executor.OnOwner("b"); });
+  on("b", [&] { near = executor.TimerTo("b", 1, [&] { near_on_owner = executor.OnOwner("b"); }); });
   EXPECT_NE(far, 0u);
   EXPECT_NE(far, near);
   EXPECT_FALSE(watch.expired());
-  executor.CancelTimer(far);
-  executor.CancelTimer(far);  // twice: nothing
+  on("a", [&] {
+    executor.CancelTimer(far);
+    executor.CancelTimer(far);  // twice: nothing
+  });
   EXPECT_TRUE(testing::WaitFor([&] { return watch.expired() && near_on_owner.load(); }));
   EXPECT_EQ(executor.PendingTimers(), 0u);
-  executor.CancelTimer(near);  // fired already: nothing
+  on("b", [&] { executor.CancelTimer(near); });  // fired already: nothing
   executor.Shutdown();
   EXPECT_EQ(ran, 0);
+}
+
+// A timer set on another thread than its owner's is a bug, stopped loudly.
+TEST(AsioExecutorDeathTest, ATimerSetOffItsOwnersThreadIsRefused) {
+  EXPECT_DEATH(
+      {
+        AsioExecutor executor(2);
+        executor.TimerTo("a", 1000, [] {});
+      },
+      "off the owner's thread");
+}
+
+// A timer still armed at Shutdown never fires, and Shutdown does not wait
+// for it.
+TEST(AsioExecutorTest, ShutdownDisarmsTheTimersOfEveryShard) {
+  std::atomic<int> late{0};
+  {
+    AsioExecutor executor(2);
+    std::atomic<int> set{0};
+    for (int i = 0; i < 20; ++i) {
+      const std::string owner = "o" + std::to_string(i);
+      executor.PostTo(owner, [&, owner] {
+        executor.TimerTo(owner, 3600 * 1000, [&] { ++late; });
+        ++set;
+      });
+      executor.PostAfterTo(owner, 3600 * 1000, [&] { ++late; });
+    }
+    ASSERT_TRUE(testing::WaitFor([&] { return set == 20; }));
+    EXPECT_EQ(executor.PendingTimers(), 20u);
+    executor.Shutdown();
+    EXPECT_EQ(executor.PendingTimers(), 0u);
+  }
+  EXPECT_EQ(late, 0);
 }
 
 }  // namespace
