@@ -122,6 +122,9 @@ StatusOr<nlohmann::json> Engine::Counts() { return impl_->Counts(); }
 std::string Engine::MetricsText() { return impl_->MetricsText(); }
 Status Engine::CheckWritable() { return impl_->store().CheckWritable(); }
 std::chrono::milliseconds Engine::WritesStalled() const { return impl_->store().WritesStalled(); }
+void Engine::Every(int64_t every_ms, std::function<bool()> fn) {
+  impl_->Every(every_ms, std::move(fn), /*now=*/true);
+}
 StatusOr<nlohmann::json> Engine::Bundle(const std::string& id) { return impl_->Bundle(id); }
 StatusOr<nlohmann::json> Engine::Receipt(const std::string& id) {
   auto events = impl_->GetEvents(id);

@@ -141,6 +141,11 @@ class Engine {
   // How long the store's writes have been queued with none finished
   // (Store::WritesStalled: the watchdog's measure).
   std::chrono::milliseconds WritesStalled() const;
+  // Runs `fn` on the engine's housekeeping threads (which may wait for the
+  // store; never an owner's) soon, then again every_ms after each run,
+  // until it returns false or the engine stops. `fn` holds what it uses:
+  // it may run after whoever asked is gone (the readiness probe).
+  void Every(int64_t every_ms, std::function<bool()> fn);
   std::string MetricsText();
   // Recovery bundle for a human (any status; meant for NEEDS_REVIEW).
   StatusOr<nlohmann::json> Bundle(const std::string& id);

@@ -202,6 +202,11 @@ class Engine::Impl final : private InstanceRepository::Listener, private Submiss
 
   void ScheduleHeartbeat();
 
+ public:
+  // Engine::Every; `now`: the first run is soon, else after every_ms.
+  void Every(int64_t every_ms, std::function<bool()> fn, bool now);
+
+ private:
   // ---- state ----
   // For reads (views, approvals): the repository's Peek, which never fills its cache.
   StatusOr<std::shared_ptr<const Instance>> Load(const std::string& id);

@@ -102,6 +102,17 @@ auto Engine::Impl::ScheduleSweep() -> void {
                       [this] { Sweep(); });
 }
 
+auto Engine::Impl::Every(int64_t every_ms, std::function<bool()> fn, bool now) -> void {
+  auto run = [this, every_ms, fn] {
+    if (runs_.Stopping() || !fn()) return;
+    Every(every_ms, fn, /*now=*/false);
+  };
+  if (now)
+    executor_.Post(std::move(run));
+  else
+    executor_.PostAfter(every_ms, std::move(run));
+}
+
 auto Engine::Impl::ScheduleHeartbeat() -> void {
   executor_.PostAfter(std::max<int64_t>(50, options_.lease_ms / 3), [this] { Heartbeat(); });
 }

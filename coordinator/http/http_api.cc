@@ -69,43 +69,41 @@ constexpr int kProbeStaleMs = 3000;
 }  // namespace
 
 void ApiServer::Impl::Serve() {
-  prober_ = std::thread([this] { ProbeLoop(); });
+  StartProbe();
   server_.Serve();
 }
 
 ApiServer::Impl::~Impl() {
   readers_.Stop();  // before the server: a read answers through it
-  {
-    MutexLock l(probe_mu_);
-    probe_stop_ = true;
-    probe_cv_.NotifyAll();
-  }
-  if (prober_.joinable()) prober_.join();
+  MutexLock l(probe_->mu);
+  probe_->stop = true;
 }
 
-void ApiServer::Impl::ProbeLoop() {
-  NameThread("sagad-ready");  // it may wait for the store: that is its job
-  while (true) {
-    Status s = engine_.CheckWritable();  // may take as long as the store does
-    MutexLock l(probe_mu_);
-    probing_ = true;  // from the first answer on, /readyz answers from it
-    probed_ = s;
-    probed_at_ = std::chrono::steady_clock::now();
-    probe_cv_.WaitFor(probe_mu_, std::chrono::milliseconds(kProbeEveryMs),
-                      [&]() REQUIRES(probe_mu_) { return probe_stop_; });
-    if (probe_stop_) return;
-  }
+void ApiServer::Impl::StartProbe() {
+  // It may wait for the store: that is its job, on a thread that may.
+  engine_.Every(kProbeEveryMs, [probe = probe_, &engine = engine_] {
+    {
+      MutexLock l(probe->mu);
+      if (probe->stop) return false;
+    }
+    Status s = engine.CheckWritable();  // may take as long as the store does
+    MutexLock l(probe->mu);
+    probe->probing = true;  // from the first answer on, /readyz answers from it
+    probe->probed = s;
+    probe->at = std::chrono::steady_clock::now();
+    return !probe->stop;
+  });
 }
 
 bool ApiServer::Impl::ProbedReadiness(const HttpRequest& req, HttpResponse& res) {
   Status s;
   int64_t age_ms = 0;
   {
-    MutexLock l(probe_mu_);
-    if (!probing_) return false;  // no answer yet: Readyz asks the store itself
-    s = probed_;
+    MutexLock l(probe_->mu);
+    if (!probe_->probing) return false;  // no answer yet: Readyz asks the store itself
+    s = probe_->probed;
     age_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                 std::chrono::steady_clock::now() - probed_at_)
+                 std::chrono::steady_clock::now() - probe_->at)
                  .count();
   }
   AnswerReadiness(req, res, [&] {

@@ -89,7 +89,7 @@ class ApiServer::Impl {
   static HttpServerOptions ServerOptions(const ApiOptions& options, const ApiAuth& auth);
   // The probes answered on the event loop (HttpServerOptions::on_loop).
   bool OnLoop(const HttpRequest& req, HttpResponse& res);
-  // /readyz from the last probe of the store (ProbeLoop), within
+  // /readyz from the last probe of the store (StartProbe), within
   // milliseconds whatever the store does; false when no probe runs (the
   // simulator: Readyz asks the store itself).
   bool ProbedReadiness(const HttpRequest& req, HttpResponse& res);
@@ -97,9 +97,10 @@ class ApiServer::Impl {
   // else what `writable` (asked last) says.
   void AnswerReadiness(const HttpRequest& req, HttpResponse& res,
                        const std::function<Status()>& writable);
-  // Asks the store whether it could take a write every kProbeEveryMs until
-  // Stop, keeping the last answer and when it came.
-  void ProbeLoop();
+  // Asks the store whether it could take a write every kProbeEveryMs (on
+  // the engine's housekeeping: Engine::Every) until this server is gone,
+  // keeping the last answer and when it came.
+  void StartProbe();
   // How long the store has been stalled, 0 while under watchdog_ms (no lock
   // held across a write).
   int64_t StalledMs() const;
@@ -248,14 +249,16 @@ class ApiServer::Impl {
   ApiAuth auth_;
   ApiRouter router_;
   std::atomic<bool> ready_{false};
-  // The readiness probe: its thread, and the store's last answer.
-  Mutex probe_mu_;
-  CondVar probe_cv_;
-  bool probing_ GUARDED_BY(probe_mu_) = false;
-  bool probe_stop_ GUARDED_BY(probe_mu_) = false;
-  Status probed_ GUARDED_BY(probe_mu_);
-  std::chrono::steady_clock::time_point probed_at_ GUARDED_BY(probe_mu_);
-  std::thread prober_;
+  // The readiness probe's last answer, shared with the probe's task (which
+  // may outlive this server by one run).
+  struct Probe {
+    Mutex mu;
+    bool probing GUARDED_BY(mu) = false;
+    bool stop GUARDED_BY(mu) = false;
+    Status probed GUARDED_BY(mu);
+    std::chrono::steady_clock::time_point at GUARDED_BY(mu);
+  };
+  const std::shared_ptr<Probe> probe_ = std::make_shared<Probe>();
   // Lists and searches of the history run there, not on handler threads.
   HistoryReaders readers_;
   HttpServer server_;  // last: its threads call into the members above

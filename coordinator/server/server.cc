@@ -1,5 +1,6 @@
 #include "coordinator/server/server.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -293,16 +294,27 @@ sigset_t BlockStopSignals() {
   return sigs;
 }
 
-// Returns the stopping signal; SIGHUP is logged and waited past.
-int WaitForStop(sigset_t sigs) {
-  int sig = 0;
-  while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP)
+// Returns the stopping signal; SIGHUP is logged and waited past. Between
+// signals the main thread is the store's watchdog (it looks every
+// `watchdog.every()`), so the watchdog needs no thread of its own.
+int WaitForStop(sigset_t sigs, StoreWatchdog& watchdog) {
+  const auto every = watchdog.every();
+  const timespec tick{static_cast<time_t>(every.count() / 1000),
+                      static_cast<long>((every.count() % 1000) * 1000000)};
+  while (true) {
+    const int sig = sigtimedwait(&sigs, nullptr, &tick);
+    if (sig < 0) {
+      if (errno != EAGAIN && errno != EINTR) return SIGTERM;  // cannot wait: stop
+      watchdog.Look();
+      continue;
+    }
+    if (sig != SIGHUP) return sig;
     std::cerr << DumpJson({{"msg",
                             "SIGHUP ignored: sagad does not reload its config; restart "
                             "it (SIGTERM drains) to apply a change"},
                            {"signal", sig}})
               << std::endl;
-  return sig;
+  }
 }
 
 void WarnAboutUnverifiedTls(const Config& config) {
@@ -348,7 +360,7 @@ constexpr std::chrono::milliseconds kStopLimit{7000};
 // Serves until SIGTERM/SIGINT, then drains, within kStopLimit (`deadline`
 // also covers what the caller closes after: the engine, the store).
 int Serve(const Config& config, Engine& engine, WebhookPublisher& publisher, sigset_t sigs,
-          StopDeadline& deadline) {
+          StoreWatchdog& watchdog, StopDeadline& deadline) {
   ApiServer api(engine, ApiOptionsOf(config));
   auto port = api.Bind(config.listen_host, config.listen_port);
   if (!port.ok()) return Fail(port.status().message());
@@ -362,7 +374,7 @@ int Serve(const Config& config, Engine& engine, WebhookPublisher& publisher, sig
   publisher.Start();
   api.SetReady(true);
   std::cout << "LISTENING " << *port << std::endl;
-  int sig = WaitForStop(sigs);
+  int sig = WaitForStop(sigs, watchdog);
   std::cerr << "{\"msg\":\"draining\",\"signal\":" << sig << "}" << std::endl;
   deadline.Arm(kStopLimit);
   deadline.Phase("HTTP server: answers owed");
@@ -418,7 +430,7 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas,
     Status s = engine.RegisterToolbox(tb);
     if (!s.ok()) return BadDefinition(s.message());
   }
-  return Serve(config, engine, publisher, sigs, deadline);
+  return Serve(config, engine, publisher, sigs, watchdog, deadline);
 }
 
 }  // namespace sagad

@@ -287,11 +287,12 @@ TEST(FrontEndTest, ASagadRunsTheThreadsItNames) {
   }
   const std::multiset<std::string> names = ThreadNames(std::to_string(sagad.process().pid()));
   // main and the 4 API handlers keep the process's name.
+  // No timer thread (each shard keeps its own timers), no watchdog thread
+  // (the main thread looks), no probe thread (the housekeeping probes).
   std::multiset<std::string> expected = {
-      "sagad",        "sagad",          "sagad",         "sagad",        "sagad",
-      "sagad-api",    "sagad-shard-0",  "sagad-shard-1", "sagad-calls",  "sagad-calls",
-      "sagad-commit", "sagad-watchdog", "sagad-ready",   "sagad-reader", "sagad-house-0",
-      "sagad-house-1"};  // no timer thread: each shard keeps its own timers
+      "sagad",        "sagad",         "sagad",         "sagad",        "sagad",
+      "sagad-api",    "sagad-shard-0", "sagad-shard-1", "sagad-calls",  "sagad-calls",
+      "sagad-commit", "sagad-reader",  "sagad-house-0", "sagad-house-1"};
 #if defined(__SANITIZE_THREAD__)
   expected.insert("sagad");  // ThreadSanitizer's runtime runs a thread of its own
 #endif
