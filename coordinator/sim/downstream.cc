@@ -4,6 +4,7 @@
 #include "adapters/sha256.h"
 #include "coordinator/sim/world.h"
 #include "util/json_limits.h"
+#include "util/thread_role.h"
 
 namespace sagad::sim {
 namespace {
@@ -232,6 +233,33 @@ CallResult SimAdapter::Call(const CallRequest& req) {
     return res;
   }
   return Result(req.service, status, body);
+}
+
+void SimAdapter::Reply(std::function<void()> answer) {
+  const int64_t at = world_.now() + static_cast<int64_t>(world_.random().Below(3));
+  world_.Schedule(at, proc_, incarnation_, /*timer=*/false, [answer = std::move(answer)] {
+    ScopedThreadRole role(ThreadRole::kHttpLoop);
+    answer();
+  });
+}
+
+void SimAdapter::CallAsync(const CallRequest& req, CallDone done) {
+  CallResult res = Call(req);  // the request left (or not) now; its reply comes later
+  Reply([this, res = std::move(res), done = std::move(done)]() mutable {
+    if (dead_ && res.outcome != Outcome::kNotExecuted) {
+      res = CallResult{};  // the process died before it read the reply
+      res.outcome = ClassifyTransportError(true);
+      res.error = "simulated process is dead";
+    }
+    done(std::move(res));
+  });
+}
+
+void SimAdapter::QueryAsync(const std::string& service, const std::string& key,
+                            const std::string& instance_id, uint64_t fencing_token, int attempt,
+                            const TraceContext& trace, QueryDone done) {
+  QueryResult q = Query(service, key, instance_id, fencing_token, attempt, trace);
+  Reply([q = std::move(q), done = std::move(done)]() mutable { done(std::move(q)); });
 }
 
 QueryResult SimAdapter::Query(const std::string& service, const std::string& key,

@@ -12,6 +12,12 @@
 // protocol's words (committed / refused / 404), sometimes unclear (503, an unknown outcome word,
 // in_progress while a request is on its way): never a lie.
 //
+// A reply comes back as the production adapter's does: CallAsync and
+// QueryAsync answer in a World task of their own, 0-2 ms after the request
+// (the HTTP client's loop, nobody's owner), never before they return; the
+// engine then hands the reply to the instance's owner, as in production.
+// A process killed meanwhile gets no answer but "connection lost".
+//
 // Faults of one call (drawn per call): lost before the service (503), lost
 // after the effect (the reply never comes), 429, connection refused,
 // delayed (the request arrives later, as a task of the World), a wait in
@@ -21,6 +27,7 @@
 // Thread-safety: none (the World's one thread).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -102,10 +109,15 @@ class Downstreams {
 // The Adapter of one process incarnation.
 class SimAdapter final : public Adapter {
  public:
-  SimAdapter(World& world, int proc) : world_(world), proc_(proc) {}
+  SimAdapter(World& world, int proc, uint64_t incarnation)
+      : world_(world), proc_(proc), incarnation_(incarnation) {}
   void Kill() { dead_ = true; }
 
   CallResult Call(const CallRequest& req) override;
+  void CallAsync(const CallRequest& req, CallDone done) override;
+  void QueryAsync(const std::string& service, const std::string& key,
+                  const std::string& instance_id, uint64_t fencing_token, int attempt,
+                  const TraceContext& trace, QueryDone done) override;
   QueryResult Query(const std::string& service, const std::string& key,
                     const std::string& instance_id, uint64_t fencing_token, int attempt,
                     const TraceContext& trace) override;
@@ -115,6 +127,9 @@ class SimAdapter final : public Adapter {
  private:
   // The lease rule, judged by the store's truth when the request leaves.
   void CheckLease(const CallRequest& req);
+  // Runs `answer` as the reply's own task of this incarnation, soon, on
+  // the client's loop (ThreadRole::kHttpLoop: it must not block).
+  void Reply(std::function<void()> answer);
   // What the HTTP adapter would make of `body` from `service`. Services
   // beta and delta end every error body with a raw NUL and a trailer (as
   // some frameworks do), which the store must never see raw.
@@ -122,6 +137,7 @@ class SimAdapter final : public Adapter {
 
   World& world_;
   int proc_;
+  uint64_t incarnation_;
   bool dead_ = false;
 };
 

@@ -160,7 +160,7 @@ void World::Restart(int proc) {
   p.random = std::make_unique<SeededRandom>(random_.Next());
   p.executor = std::make_unique<SimExecutor>(*this, proc, p.incarnation);
   p.store = std::make_unique<SimStore>(*this, proc);
-  p.adapter = std::make_unique<SimAdapter>(*this, proc);
+  p.adapter = std::make_unique<SimAdapter>(*this, proc, p.incarnation);
   EngineOptions o;
   o.workers = 4;
   o.coordinator_id = "c" + std::to_string(proc);

@@ -10,8 +10,9 @@
 # tests run this). Otherwise one worktree and one build directory under
 # ${WORK:-/tmp/sagad-bug-patches} serve every patch in turn (the first
 # build is a full one, the next ones recompile what a patch touches).
-# Prints "bug NAME: found at seed S: ..." or "bug NAME: not found in N
-# seeds"; exit 1 if any was not found. To clean up afterwards:
+# Prints "bug NAME: found at seed S: ..." (a VIOLATION, or an ABORT: an
+# invariant the engine checks itself) or "bug NAME: not found in N seeds";
+# exit 1 if any was not found. To clean up afterwards:
 #   git worktree remove --force ${WORK:-/tmp/sagad-bug-patches}/tree
 # Measured: a first (Release) build of 20-40 min on 2 cores, then a
 # minute per patch; the seed each is found at is in docs/simulation.md.
@@ -57,7 +58,9 @@ for name in "${names[@]}"; do
     continue
   fi
   out=$("$work/build/sagad-sim" --seeds "$budget" 2>&1)
-  line=$(echo "$out" | grep -m1 '^seed .*VIOLATION' || true)
+  # A violation of the invariants the World checks, or of one the engine
+  # checks itself (SAGAD_CHECK: the simulator prints "seed S: ABORT").
+  line=$(echo "$out" | grep -m1 -E '^seed .*(VIOLATION|ABORT)' || true)
   if [[ -n "$line" ]]; then
     echo "bug $name: found at ${line#seed }"
   else

@@ -10,6 +10,7 @@
 #include "adapters/classify.h"
 #include "coordinator/engine/steps/step_request.h"
 #include "coordinator/engine/steps/step_runner.h"
+#include "util/check.h"
 #include "util/log.h"
 
 namespace sagad {
@@ -28,7 +29,14 @@ auto StepRunner::Continue(const std::shared_ptr<Handoff>& h, const ActionPtr& a,
     fn();  // an exception goes to the caller, as a blocking call's would
     return;
   }
-  executor_.PostTo(a->id(), [this, a, fn] { Guarded(a, fn); });
+  // A reply handed over resumes on the instance's owner: checked on
+  // resumption (the simulator runs this branch as production does).
+  Task phase = [this, a, fn] {
+    SAGAD_CHECK(executor_.OnOwner(a->id()))
+        << "a reply to instance " << a->id() << " resumed off the instance's owner thread";
+    fn();
+  };
+  executor_.PostTo(a->id(), [this, a, phase] { Guarded(a, phase); });
 }
 
 auto StepRunner::Guarded(const ActionPtr& a, const Task& fn) -> void {
