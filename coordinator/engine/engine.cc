@@ -97,6 +97,7 @@ void Engine::FinishSubmission(const std::string& key, int status, const nlohmann
 StatusOr<nlohmann::json> Engine::GetInstance(const std::string& id) {
   return impl_->GetInstance(id);
 }
+StatusOr<Engine::Head> Engine::GetHead(const std::string& id) { return impl_->GetHead(id); }
 CancelWait Engine::WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
                                     Completion<StatusOr<nlohmann::json>> done, WaitUntil until) {
   return impl_->WaitSettledAsync(id, timeout, std::move(done), std::move(until));

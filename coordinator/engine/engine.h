@@ -106,6 +106,17 @@ class Engine {
 
   // The instance view; NotFound.
   StatusOr<nlohmann::json> GetInstance(const std::string& id);
+  // What a caller needs to know of an instance before acting on it (whose
+  // it is, what it runs), typed: from the engine's copy of an unfinished
+  // instance (no store read, no view built), else from its stored snapshot.
+  struct Head {
+    std::string id;
+    bool run = false;  // an agent run (its toolbox in `saga`), else a saga
+    std::string saga;
+    int saga_version = 0;
+    std::string owner;  // the principal that created it
+  };
+  StatusOr<Head> GetHead(const std::string& id);
   // Waits, without blocking a thread, until the instance is terminal or
   // waits for a human, or `timeout`: calls `done` once, from some thread
   // (possibly before it returns), unless CancelWaits comes first or the

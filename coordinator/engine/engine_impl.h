@@ -94,6 +94,7 @@ class Engine::Impl final : private InstanceRepository::Listener, private Submiss
 
   // ---- reads ----
   StatusOr<nlohmann::json> GetInstance(const std::string& id);
+  StatusOr<Engine::Head> GetHead(const std::string& id);
 
   CancelWait WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
                               Waiters::Done done, Waiters::Until until);

@@ -7,6 +7,15 @@
 
 namespace sagad {
 
+auto Engine::Impl::GetHead(const std::string& id) -> StatusOr<Engine::Head> {
+  if (auto inst = repo_.CachedCopy(id))
+    return Engine::Head{id, inst->is_run(), inst->saga(), inst->saga_version(), inst->owner()};
+  auto view = store_.GetInstance(id);  // finished, or not loaded here yet
+  if (!view.ok()) return view.status();
+  return Engine::Head{id, view->value("kind", "") == "run", view->value("saga", ""),
+                      view->value("saga_version", 0), view->value("owner", "")};
+}
+
 auto Engine::Impl::GetInstance(const std::string& id) -> StatusOr<nlohmann::json> {
   auto view = store_.GetInstance(id);
   if (!view.ok()) return view;
@@ -29,7 +38,12 @@ auto Engine::Impl::AnnotateActions(nlohmann::json* view) -> void {
 
 auto Engine::Impl::WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
                                     Waiters::Done done, Waiters::Until until) -> CancelWait {
-  return waiters_.WaitAsync(id, timeout, std::move(done), std::move(until));
+  // The first look is at this process's copy when it has one (an
+  // unfinished instance it drives): no store read, no parse.
+  Waiters::Snapshot now;
+  if (auto inst = repo_.CachedCopy(id))
+    now = [inst] { return std::make_shared<const nlohmann::json>(inst->ToJson()); };
+  return waiters_.WaitAsync(id, timeout, std::move(done), std::move(until), std::move(now));
 }
 
 auto Engine::Impl::FinishWaits(const Status& why) -> void { waiters_.FinishAll(why); }

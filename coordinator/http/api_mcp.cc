@@ -75,11 +75,10 @@ void ApiServer::Impl::Mcp(const HttpRequest& req, HttpResponse& res) {
   std::string run = req.get_header_value("Mcp-Session-Id");
   if (run.empty())
     return Rpc(res, 400, RpcError(id, -32000, "Bad Request: Mcp-Session-Id header is required"));
-  auto view = VisibleInstance(caller, run);  // a session is its principal's
-  if (!view.ok() || view->value("kind", "") != "run")
+  auto head = VisibleHead(caller, run);  // a session is its principal's
+  if (!head.ok() || !head->run)
     return Rpc(res, 404, RpcError(id, -32001, "Session not found (no run " + run + ")"));
-  ToolboxDefinitionPtr tb =
-      engine_.Toolbox(view->value("saga", ""), view->value("saga_version", 0));
+  ToolboxDefinitionPtr tb = engine_.Toolbox(head->saga, head->saga_version);
   if (method == "ping") return Rpc(res, 200, RpcResult(id, nlohmann::json::object()));
   if (method == "tools/list") {
     if (!tb) return Rpc(res, 200, RpcError(id, -32603, "the run's toolbox is not registered here"));
@@ -184,15 +183,15 @@ void ApiServer::Impl::McpInitialize(const HttpRequest& req, HttpResponse& res,
   std::string run = req.get_header_value("Mcp-Session-Id");
   if (run.empty()) run = req.get_param_value("run");
   if (!run.empty()) {
-    auto view = VisibleInstance(caller, run);
-    if (!view.ok() || view->value("kind", "") != "run")
+    auto head = VisibleHead(caller, run);
+    if (!head.ok() || !head->run)
       return Rpc(res, 404, RpcError(id, -32001, "Session not found (no run " + run + ")"));
     const std::string toolbox = req.get_param_value("toolbox");
-    if (!toolbox.empty() && toolbox != view->value("saga", ""))
+    if (!toolbox.empty() && toolbox != head->saga)
       return Rpc(res, 200,
                  RpcError(id, -32602,
-                          "session " + run + " is a run of toolbox '" + view->value("saga", "") +
-                              "', not '" + SanitizeUtf8(toolbox) + "'"));
+                          "session " + run + " is a run of toolbox '" + head->saga + "', not '" +
+                              SanitizeUtf8(toolbox) + "'"));
   } else {
     const std::string toolbox = req.get_param_value("toolbox");
     if (toolbox.empty())

@@ -160,14 +160,14 @@ void ApiServer::Impl::McpModern(const HttpRequest& req, HttpResponse& res, const
   auto tool_error = [&](const std::string& text) { McpAnswer(res, id, McpToolError(text), true); };
   if (!run.is_string())
     return tool_error("arguments.run is required: the handle open_run answered");
-  auto view = VisibleInstance(caller, run);
-  if (!view.ok() || view->value("kind", "") != "run")
+  auto head = VisibleHead(caller, run);
+  if (!head.ok() || !head->run)
     return tool_error("no run " + SanitizeUtf8(run.get<std::string>()) +
                       " (open one with open_run)");
-  if (view->value("saga", "") != tb->name)
-    return tool_error("run " + run.get<std::string>() + " is a run of toolbox '" +
-                      view->value("saga", "") + "', not of this endpoint's '" + tb->name + "'");
-  ToolboxDefinitionPtr own = engine_.Toolbox(tb->name, view->value("saga_version", 0));
+  if (head->saga != tb->name)
+    return tool_error("run " + run.get<std::string>() + " is a run of toolbox '" + head->saga +
+                      "', not of this endpoint's '" + tb->name + "'");
+  ToolboxDefinitionPtr own = engine_.Toolbox(tb->name, head->saga_version);
   if (!own) return Rpc(res, 200, RpcError(id, -32603, "the run's toolbox is not registered here"));
   McpToolCall(req, res, id, params, run, *own, caller, true, WantsTasks(meta));
 }

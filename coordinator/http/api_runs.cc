@@ -230,14 +230,14 @@ void ApiServer::Impl::AppendAndWait(HttpResponse& res, const Caller& caller, con
   CallAnswer out;
   // Arguments the tool's schema refuses: each error named. Another
   // principal's run does not exist for this caller.
-  auto view = VisibleInstance(caller, id);
-  if (!view.ok()) {
-    out.refused = view.status();
+  auto head = VisibleHead(caller, id);
+  if (!head.ok()) {
+    out.refused = head.status();
     return answer(out);
   }
   if (ToolboxDefinitionPtr tb =
-          engine_.Toolbox(view->value("saga", ""), view->value("saga_version", 0));
-      tb && view->value("kind", "") == "run" && call.value("tool", nlohmann::json()).is_string()) {
+          head->run ? engine_.Toolbox(head->saga, head->saga_version) : nullptr;
+      tb && call.value("tool", nlohmann::json()).is_string()) {
     const ToolDefinition* tool = tb->Tool(call["tool"].get<std::string>());
     nlohmann::json args = call.value("arguments", nlohmann::json::object());
     std::vector<SchemaError> errors =

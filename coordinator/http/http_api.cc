@@ -324,8 +324,14 @@ StatusOr<nlohmann::json> ApiServer::Impl::VisibleInstance(const Caller& caller,
   return NotFound("instance '" + id + "' does not exist");  // as the stores say it
 }
 
+StatusOr<Engine::Head> ApiServer::Impl::VisibleHead(const Caller& caller, const std::string& id) {
+  auto head = engine_.GetHead(id);
+  if (!head.ok() || caller.Sees(head->owner)) return head;
+  return NotFound("instance '" + id + "' does not exist");  // as the stores say it
+}
+
 Status ApiServer::Impl::MayRead(const Caller& caller, const std::string& id) {
-  return caller.SeesAll() ? Status::Ok() : VisibleInstance(caller, id).status();
+  return caller.SeesAll() ? Status::Ok() : VisibleHead(caller, id).status();
 }
 
 void ApiServer::Impl::Readyz(const HttpRequest& req, HttpResponse& res) {

@@ -111,6 +111,8 @@ class ApiServer::Impl {
   // The instance `id` when `caller` may see it; NotFound, as if it did not
   // exist, when it is another principal's (api_tenancy.h).
   StatusOr<nlohmann::json> VisibleInstance(const Caller& caller, const std::string& id);
+  // The same rule on the instance's head (Engine::GetHead: no view built).
+  StatusOr<Engine::Head> VisibleHead(const Caller& caller, const std::string& id);
   // Whether `caller` may read instance `id`, without a read when it sees
   // every instance (what it reads next answers for one that is missing).
   Status MayRead(const Caller& caller, const std::string& id);

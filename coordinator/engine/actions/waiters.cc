@@ -78,7 +78,7 @@ bool Waiters::Holds(const Async& w, const nlohmann::json& view) {
 }
 
 CancelWait Waiters::WaitAsync(const std::string& id, std::chrono::milliseconds timeout, Done done,
-                              Until until) {
+                              Until until, Snapshot now) {
   auto w = std::make_shared<Async>();
   w->id = id;
   w->done = std::move(done);
@@ -99,9 +99,15 @@ CancelWait Waiters::WaitAsync(const std::string& id, std::chrono::milliseconds t
     w->done(closing);
     return [] { return false; };
   }
-  auto j = store_.GetInstance(id);
-  if (!j.ok() || Holds(*w, *j) || timeout.count() <= 0)
-    Finish(w, std::move(j));
+  if (!now) {
+    Arm(w, 0);  // the store's copy, off this thread
+    return drop;
+  }
+  // Registered first: a commit after this look wakes it (Notify), one
+  // before it is in `now`.
+  std::shared_ptr<const nlohmann::json> j = now();
+  if (Holds(*w, *j) || timeout.count() <= 0)
+    Finish(w, *j);
   else
     Arm(w);
   return drop;
@@ -141,7 +147,11 @@ void Waiters::FinishAll(const Status& why) {
 void Waiters::Arm(const std::shared_ptr<Async>& w) {
   auto wait = std::min(
       std::chrono::ceil<std::chrono::milliseconds>(w->deadline - clock_.SteadyNow()), kPoll);
-  executor_.PostAfter(std::max<int64_t>(0, wait.count()), [this, w] {
+  Arm(w, std::max<int64_t>(0, wait.count()));
+}
+
+void Waiters::Arm(const std::shared_ptr<Async>& w, int64_t delay_ms) {
+  executor_.PostAfter(delay_ms, [this, w] {
     {
       MutexLock l(mu_);
       if (!w->done) return;

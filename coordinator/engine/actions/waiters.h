@@ -51,9 +51,12 @@ class Waiters {
   // function (which drops this wait: true when `done` never will run; false
   // when it was already taken to run: it runs or has run). Call it only
   // while the Waiters exist. With `until`, waits for that instead of
-  // Settled.
+  // Settled. The first look is at `now` (the instance as this process
+  // knows it: the engine's copy, made only if asked for); without it, at
+  // the store, read on the executor's housekeeping (never on the caller's
+  // thread, which may be an owner).
   CancelWait WaitAsync(const std::string& id, std::chrono::milliseconds timeout, Done done,
-                       Until until = nullptr);
+                       Until until = nullptr, Snapshot now = nullptr);
   // Answers every asynchronous waiter with `why` now, and every later one at
   // once (a draining server: its long polls get a 503, not a dropped line).
   void FinishAll(const Status& why);
@@ -83,6 +86,9 @@ class Waiters {
   void Finish(const std::shared_ptr<Async>& w, StatusOr<nlohmann::json> j);
   bool Drop(const std::shared_ptr<Async>& w);
   Done TakeLocked(const std::shared_ptr<Async>& w) REQUIRES(mu_);
+  // A look at the store for `w` after `delay_ms` (soon when 0), then
+  // again every 200 ms until it holds or the deadline.
+  void Arm(const std::shared_ptr<Async>& w, int64_t delay_ms);
   void Arm(const std::shared_ptr<Async>& w);
 
   Store& store_;

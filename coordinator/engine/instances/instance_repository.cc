@@ -54,6 +54,12 @@ uint64_t InstanceRepository::CachedVersion(const std::string& id) {
   return it == cache_.end() ? 0 : it->second->version();
 }
 
+std::shared_ptr<const Instance> InstanceRepository::CachedCopy(const std::string& id) {
+  MutexLock l(cache_mu_);
+  auto it = cache_.find(id);
+  return it == cache_.end() ? nullptr : it->second;
+}
+
 size_t InstanceRepository::Cached() {
   MutexLock l(cache_mu_);
   return cache_.size();

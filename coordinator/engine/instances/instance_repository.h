@@ -101,6 +101,8 @@ class InstanceRepository {
   StatusOr<std::shared_ptr<const Instance>> Peek(const std::string& id);
   // The version of the cached copy, 0 if none is cached (no store access).
   uint64_t CachedVersion(const std::string& id);
+  // The cached copy, null if none is cached (no store access).
+  std::shared_ptr<const Instance> CachedCopy(const std::string& id);
   // Drops the cached copy: the next Load reads the store.
   void Evict(const std::string& id);
   // Instances cached now (a gauge).
