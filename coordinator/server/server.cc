@@ -401,7 +401,10 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas,
   ParseLogLevel(config.log_level, &level);  // checked when the config was read
   SetLogLevel(level);
   RaiseFileLimit();
-  InitCrashPointsFromEnv();
+  if (Status crash = InitCrashPointsFromEnv(); !crash.ok()) {
+    std::cerr << "sagad: " << crash.message() << "\n";  // a test that would never crash
+    return 2;
+  }
   sigset_t sigs = BlockStopSignals();
   StopDeadline deadline;  // destroyed last: it bounds the store's close too
   auto store = OpenStore(config);

@@ -366,6 +366,18 @@ TEST_F(EdgesTest, ATruncatedDataFileStopsSagadWithAMessage) {
   EXPECT_NE(Slurp(dir_.path() + "/sagactl.log").find("is truncated"), std::string::npos);
 }
 
+// A crash point the variable misspells would let a crash test pass without
+// a crash: sagad refuses to start, naming the variable and the points.
+TEST_F(EdgesTest, AMisspeltCrashPointStopsSagadAtStart) {
+  Subprocess sagad({SAGAD_BIN, "--data-dir", dir_.path() + "/data", "--listen", "127.0.0.1:0"},
+                   {{"SAGA_CRASH_AT", "after_startd:2"}}, dir_.path() + "/crash.log");
+  EXPECT_EQ(sagad.Wait(), 2);
+  const std::string log = Slurp(dir_.path() + "/crash.log");
+  EXPECT_NE(log.find("SAGA_CRASH_AT names no crash point 'after_startd'"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("after_started"), std::string::npos) << log;
+}
+
 // At the default level a saga that goes well writes nothing to the log:
 // every step of every saga is debug. --log-level debug tells each step and
 // says its level; a level that does not exist is refused naming the flag.

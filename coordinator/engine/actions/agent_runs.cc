@@ -222,7 +222,7 @@ StatusOr<Mutation> AgentRuns::Appending(const std::string& id, const nlohmann::j
     chained->def = tx.inst().run_definition();
     chained->trace = TraceContext::FromJson(tx.inst().trace());
     SAGAD_RETURN_IF_ERROR(starter_.FirstStep(tx, *chained->def, &chained->mark, &chained->request));
-    if (chained->mark) CrashPoint("before_started");  // the STARTED is not durable yet
+    if (chained->mark) CrashPoint(CrashAt::kBeforeStarted);  // the STARTED is not durable yet
     return Status::Ok();
   });
 }
@@ -239,7 +239,7 @@ void AgentRuns::AppendAsync(const std::string& id, const nlohmann::json& call,
       // The call's STARTED rode in the commit: send it (not committed: the
       // mark goes, nothing is sent).
       if (chained->mark) {
-        if (s.ok() && *appended) CrashPoint("after_started");
+        if (s.ok() && *appended) CrashPoint(CrashAt::kAfterStarted);
         starter_.StartCreated(id, chained->def, std::move(chained->mark), &chained->request,
                               chained->trace, s.ok() && *appended);
       }

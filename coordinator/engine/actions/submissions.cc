@@ -134,7 +134,7 @@ Status Submissions::Begin(const std::string& saga, int version, const nlohmann::
     c->sub->created_at = now;
   }
   c->lease = ownership_.FirstLease();
-  if (c->first) CrashPoint("before_started");  // nothing is durable yet
+  if (c->first) CrashPoint(CrashAt::kBeforeStarted);  // nothing is durable yet
   return Status::Ok();
 }
 
@@ -154,8 +154,8 @@ StatusOr<SubmitOutcome> Submissions::End(Creation& c, const Status& s) {
                                {"instance", c.id},
                                {"saga", c.saga},
                                {"trace_id", c.trace.trace_id}});
-  CrashPoint("after_create");
-  if (c.first) CrashPoint("after_started");
+  CrashPoint(CrashAt::kAfterCreate);
+  if (c.first) CrashPoint(CrashAt::kAfterStarted);
   starter_.StartCreated(c.id, c.def, std::move(c.first), &c.request, c.trace, true);
   SubmitOutcome out;
   out.instance_id = c.id;

@@ -180,7 +180,7 @@ auto StepRunner::StartThenSend(const ActionPtr& a, Rendered r) -> void {
   // for that fsync. It runs on the instance's owner (the send is a socket
   // write: nothing there blocks; a refusal only ends the action, which
   // frees the service's slot).
-  CrashPoint("before_started");
+  CrashPoint(CrashAt::kBeforeStarted);
   auto request = std::make_shared<Rendered>(std::move(r));
   host_.CommitAsOwnerAsync(
       a->id(),
@@ -198,7 +198,7 @@ auto StepRunner::StartThenSend(const ActionPtr& a, Rendered r) -> void {
       },
       [this, a, request](Status s) {
         if (!s.ok()) return Abandon(a, s);
-        CrashPoint("after_started");
+        CrashPoint(CrashAt::kAfterStarted);
         // An exception (a bug) must not reach the store's thread.
         Guarded(a, [&] { SendForward(a, std::move(*request)); });
       });
@@ -214,7 +214,7 @@ auto StepRunner::AfterForward(const ActionPtr& a, const CallResult& res) -> void
   const SagaDefinitionPtr defp = a->def();
   const int i = a->step();
   const StepDefinition& sd = a->step_def();
-  CrashPoint("before_outcome");
+  CrashPoint(CrashAt::kBeforeOutcome);
   host_.MarkRecovered(a->id());  // resumed: its first step after a restart was sent
   const auto took = clock_.SteadyNow() - a->sent_at();
   metrics_.Call("forward", res, took, EngineMetrics::LabelsOf(*defp, sd, sd.forward.service));
@@ -246,11 +246,12 @@ auto StepRunner::AfterForward(const ActionPtr& a, const CallResult& res) -> void
         if (res.outcome != Outcome::kCommitted) return Status::Ok();
         SAGAD_RETURN_IF_ERROR(Chain(tx, *defp, &c->marked, &c->step, &c->request));
         c->def = defp->run && tx.inst().is_run() ? tx.inst().run_definition() : defp;
-        if (c->step >= 0) CrashPoint("before_started");  // the next STARTED is not durable yet
+        if (c->step >= 0)
+          CrashPoint(CrashAt::kBeforeStarted);  // the next STARTED is not durable yet
         return Status::Ok();
       },
       [this, a, c](Next next) {
-        CrashPoint("after_outcome");
+        CrashPoint(CrashAt::kAfterOutcome);
         // Marked but not started (the commit chained another step, or none
         // stood), or the action stops: that mark goes.
         if (next == Next::kStop || c->step != c->marked.step()) c->marked.Release();
@@ -259,7 +260,7 @@ auto StepRunner::AfterForward(const ActionPtr& a, const CallResult& res) -> void
         // Its outcome is recorded: the chained step's mark goes on.
         a->MoveOn(c->def, std::move(c->marked));
         a->Begin(Phase::kSend, StepKey(a->id(), a->step_def().name), 1);
-        CrashPoint("after_started");
+        CrashPoint(CrashAt::kAfterStarted);
         if (!chain) host_.Schedule(a->id());  // siblings that became ready start beside it
         SendForward(a, std::move(c->request));
       });

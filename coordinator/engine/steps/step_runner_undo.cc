@@ -52,7 +52,7 @@ auto StepRunner::Undo(const ActionPtr& a, const Instance& inst) -> void {
     return;
   }
   if (!Admit(a, call.service, st.comp_attempts > 0 && !st.budget_exempt)) return;
-  CrashPoint("before_compensation_started");
+  CrashPoint(CrashAt::kBeforeCompensationStarted);
   // As Forward's: the STARTED commit's continuation sends; no thread waits
   // for that commit.
   CallRequest req = RequestFor(a, call, r->path, r->body);
@@ -66,7 +66,7 @@ auto StepRunner::Undo(const ActionPtr& a, const Instance& inst) -> void {
       },
       [this, a, req = std::move(req)](Status s) {
         if (!s.ok()) return Abandon(a, s);
-        CrashPoint("after_compensation_started");
+        CrashPoint(CrashAt::kAfterCompensationStarted);
         SendUndo(a, req);
       });
 }
@@ -80,7 +80,7 @@ auto StepRunner::AfterUndo(const ActionPtr& a, const CallResult& res) -> void {
   const SagaDefinitionPtr defp = a->def();
   const int i = a->step();
   const StepDefinition& sd = a->step_def();
-  CrashPoint("before_compensation_outcome");
+  CrashPoint(CrashAt::kBeforeCompensationOutcome);
   metrics_.Call("compensation", res, clock_.SteadyNow() - a->sent_at(),
                 EngineMetrics::LabelsOf(*defp, sd, sd.compensation->service));
   EngineLog(res.outcome == Outcome::kCommitted ? LogLevel::kDebug : LogLevel::kInfo,
@@ -94,7 +94,7 @@ auto StepRunner::AfterUndo(const ActionPtr& a, const CallResult& res) -> void {
   TransitionAsync(
       a->id(), [this, defp, i, res](Tx& tx) { return RecordUndo(tx, *defp, i, res); },
       [a](Next next) {
-        CrashPoint("after_compensation_outcome");
+        CrashPoint(CrashAt::kAfterCompensationOutcome);
         a->End(next);
       });
 }
