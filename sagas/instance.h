@@ -175,6 +175,8 @@ class Instance {
   // current_step (the first of them), waiting_for (approval | retry | review |
   // null), next_retry_at.
   nlohmann::json ToJson() const;
+  // Step (a run's call) i as ToJson() shows it, alone.
+  nlohmann::json StepView(size_t i) const { return StepJson(step(i)); }
   // DumpJson(ToJson()), byte for byte, without building the tree: the
   // input's, the trace's and each step's text are kept (and shared by
   // copies) until an event changes them, so a transition serialises only

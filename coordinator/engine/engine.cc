@@ -102,6 +102,11 @@ CancelWait Engine::WaitSettledAsync(const std::string& id, std::chrono::millisec
                                     Completion<StatusOr<nlohmann::json>> done, WaitUntil until) {
   return impl_->WaitSettledAsync(id, timeout, std::move(done), std::move(until));
 }
+CancelWait Engine::WaitCallAsync(const std::string& id, const std::string& call_id, bool decided,
+                                 std::chrono::milliseconds timeout,
+                                 Completion<StatusOr<nlohmann::json>> done) {
+  return impl_->WaitCallAsync(id, call_id, decided, timeout, std::move(done));
+}
 Engine::WaitUntil Engine::Decided() { return Waiters::Decided; }
 Engine::WaitUntil Engine::CallDecided(const std::string& call_id) {
   return Waiters::CallDecided(call_id);

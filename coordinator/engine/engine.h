@@ -132,6 +132,15 @@ class Engine {
   // CANCELLED, COMPENSATED or NEEDS_REVIEW; or that for one call of a run.
   static WaitUntil Decided();
   static WaitUntil CallDecided(const std::string& call_id);
+  // WaitSettledAsync for one call of a run: until the run is settled, or
+  // with `decided` until the call is (CallDecided). `done` gets the run's
+  // id, kind and status with that one call in "calls" (what this process
+  // knows of the run is judged and answered in that shape, without
+  // building the whole run's view), or the whole view when the answer
+  // comes from the store.
+  CancelWait WaitCallAsync(const std::string& id, const std::string& call_id, bool decided,
+                           std::chrono::milliseconds timeout,
+                           Completion<StatusOr<nlohmann::json>> done);
   // Answers every pending WaitSettledAsync, and every later one, with `why`
   // (a draining server).
   void FinishWaits(const Status& why);

@@ -95,6 +95,8 @@ class Engine::Impl final : private InstanceRepository::Listener, private Submiss
   // ---- reads ----
   StatusOr<nlohmann::json> GetInstance(const std::string& id);
   StatusOr<Engine::Head> GetHead(const std::string& id);
+  CancelWait WaitCallAsync(const std::string& id, const std::string& call_id, bool decided,
+                           std::chrono::milliseconds timeout, Waiters::Done done);
 
   CancelWait WaitSettledAsync(const std::string& id, std::chrono::milliseconds timeout,
                               Waiters::Done done, Waiters::Until until);

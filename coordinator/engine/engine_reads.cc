@@ -40,10 +40,25 @@ auto Engine::Impl::WaitSettledAsync(const std::string& id, std::chrono::millisec
                                     Waiters::Done done, Waiters::Until until) -> CancelWait {
   // The first look is at this process's copy when it has one (an
   // unfinished instance it drives): no store read, no parse.
-  Waiters::Snapshot now;
-  if (auto inst = repo_.CachedCopy(id))
-    now = [inst] { return std::make_shared<const nlohmann::json>(inst->ToJson()); };
-  return waiters_.WaitAsync(id, timeout, std::move(done), std::move(until), std::move(now));
+  return waiters_.WaitAsync(id, timeout, std::move(done), std::move(until), repo_.CachedCopy(id));
+}
+
+auto Engine::Impl::WaitCallAsync(const std::string& id, const std::string& call_id, bool decided,
+                                 std::chrono::milliseconds timeout, Waiters::Done done)
+    -> CancelWait {
+  // Judged and answered on the run's one call: no view of the whole run.
+  Waiters::Shape shape = [call_id](const Instance& inst) {
+    nlohmann::json calls = nlohmann::json::array();
+    if (int i = inst.StepIndex(call_id); i >= 0)
+      calls.push_back(inst.StepView(static_cast<size_t>(i)));
+    return nlohmann::json{{"id", inst.id()},
+                          {"kind", inst.is_run() ? "run" : "saga"},
+                          {"status", inst.StatusName()},
+                          {"calls", std::move(calls)}};
+  };
+  return waiters_.WaitAsync(id, timeout, std::move(done),
+                            decided ? Waiters::CallDecided(call_id) : nullptr, repo_.CachedCopy(id),
+                            std::move(shape));
 }
 
 auto Engine::Impl::FinishWaits(const Status& why) -> void { waiters_.FinishAll(why); }

@@ -126,9 +126,13 @@ auto Engine::Impl::Committed(const InstanceRepository::Commit& c) -> void {
   if (IsTerminal(c.instance->status())) ownership_.Release(c.id);
   if (options_.on_outbox && options_.outbox) options_.on_outbox();
   metrics_.Committed(*c.events);
-  waiters_.Notify(c.id, c.instance->Settled(), [&c] {
-    return c.snapshot ? c.snapshot : std::make_shared<const nlohmann::json>(c.instance->ToJson());
-  });
+  waiters_.Notify(
+      c.id, c.instance->Settled(),
+      [&c] {
+        return c.snapshot ? c.snapshot
+                          : std::make_shared<const nlohmann::json>(c.instance->ToJson());
+      },
+      c.instance.get());
 }
 
 auto Engine::Impl::store() -> Store& { return store_; }

@@ -264,9 +264,9 @@ void ApiServer::Impl::AppendAndWait(HttpResponse& res, const Caller& caller, con
           answer(out);
         };
         if (wait <= 0) return settled(engine_.GetInstance(id));
-        pending->Waiting(engine_.WaitSettledAsync(
-            id, std::chrono::milliseconds(int64_t(wait * 1000)), std::move(settled),
-            decided ? Engine::CallDecided(call_id) : nullptr));
+        pending->Waiting(engine_.WaitCallAsync(id, call_id, decided,
+                                               std::chrono::milliseconds(int64_t(wait * 1000)),
+                                               std::move(settled)));
       });
 }
 

@@ -14,6 +14,7 @@ struct Waiters::Async {
   std::string id;
   Done done;    // empty once called or dropped
   Until until;  // empty: Settled
+  Shape shape;  // empty: the whole view
   std::chrono::steady_clock::time_point deadline;
 };
 
@@ -77,12 +78,23 @@ bool Waiters::Holds(const Async& w, const nlohmann::json& view) {
   return w.until ? w.until(view) : Settled(view);
 }
 
+bool Waiters::HoldsOn(const Async& w, const Instance& inst, nlohmann::json* answer) {
+  if (w.shape) {
+    *answer = w.shape(inst);
+    return w.until ? w.until(*answer) : inst.Settled();
+  }
+  if (!w.until && !inst.Settled()) return false;  // no view needed to say no
+  *answer = inst.ToJson();
+  return Holds(w, *answer);
+}
+
 CancelWait Waiters::WaitAsync(const std::string& id, std::chrono::milliseconds timeout, Done done,
-                              Until until, Snapshot now) {
+                              Until until, std::shared_ptr<const Instance> now, Shape shape) {
   auto w = std::make_shared<Async>();
   w->id = id;
   w->done = std::move(done);
   w->until = std::move(until);
+  w->shape = std::move(shape);
   w->deadline = clock_.SteadyNow() + timeout;
   CancelWait drop = [this, weak = std::weak_ptr<Async>(w)] {
     auto a = weak.lock();
@@ -105,9 +117,11 @@ CancelWait Waiters::WaitAsync(const std::string& id, std::chrono::milliseconds t
   }
   // Registered first: a commit after this look wakes it (Notify), one
   // before it is in `now`.
-  std::shared_ptr<const nlohmann::json> j = now();
-  if (Holds(*w, *j) || timeout.count() <= 0)
-    Finish(w, *j);
+  nlohmann::json answer;
+  if (HoldsOn(*w, *now, &answer))
+    Finish(w, std::move(answer));
+  else if (timeout.count() <= 0)
+    Finish(w, w->shape ? w->shape(*now) : now->ToJson());
   else
     Arm(w);
   return drop;
@@ -176,16 +190,25 @@ void Waiters::Finish(const std::shared_ptr<Async>& w, StatusOr<nlohmann::json> j
   if (--running_ == 0) idle_cv_.NotifyAll();
 }
 
-void Waiters::Notify(const std::string& id, bool settled, const Snapshot& snapshot) {
-  std::vector<std::shared_ptr<Async>> woken;
+void Waiters::Notify(const std::string& id, bool settled, const Snapshot& snapshot,
+                     const Instance* inst) {
+  std::vector<std::shared_ptr<Async>> woken, shaped;
   {
     MutexLock l(mu_);
     for (auto [it, end] = async_.equal_range(id); it != end; ++it)
-      if (settled || it->second->until) woken.push_back(it->second);
-    if (woken.empty()) return;
+      if (inst && it->second->shape)
+        shaped.push_back(it->second);
+      else if (settled || it->second->until)
+        woken.push_back(it->second);
+    if (woken.empty() && shaped.empty()) return;
   }
-  // Made outside the table's lock (it may build the view from the
-  // instance); a waiter that left meanwhile is skipped by Finish.
+  // Judged outside the table's lock (a view is built from the instance); a
+  // waiter that left meanwhile is skipped by Finish.
+  for (const auto& w : shaped) {
+    nlohmann::json answer;
+    if (HoldsOn(*w, *inst, &answer)) Finish(w, std::move(answer));
+  }
+  if (woken.empty()) return;
   std::shared_ptr<const nlohmann::json> view = snapshot();
   for (const auto& w : woken)
     if (w->until ? w->until(*view) : settled) Finish(w, *view);

@@ -27,6 +27,7 @@
 #include "coordinator/engine/callbacks.h"
 #include "coordinator/engine/owners/executor.h"
 #include "coordinator/store/store.h"
+#include "sagas/instance.h"
 #include "util/mutex.h"
 
 namespace sagad {
@@ -39,6 +40,10 @@ class Waiters {
   using Until = std::function<bool(const nlohmann::json&)>;
   // Makes the snapshot a commit wrote, only when a waiter needs it.
   using Snapshot = std::function<std::shared_ptr<const nlohmann::json>()>;
+  // The part of an instance a waiter wants for its answer and its `until`
+  // (a run's one call): made from the instance itself, so that no view of
+  // the whole instance is built for it.
+  using Shape = std::function<nlohmann::json(const Instance&)>;
 
   // The store reads of waiters are tasks on `executor`; their deadlines
   // are on `clock` (the simulator's time, in the simulator).
@@ -52,18 +57,24 @@ class Waiters {
   // when it was already taken to run: it runs or has run). Call it only
   // while the Waiters exist. With `until`, waits for that instead of
   // Settled. The first look is at `now` (the instance as this process
-  // knows it: the engine's copy, made only if asked for); without it, at
-  // the store, read on the executor's housekeeping (never on the caller's
-  // thread, which may be an owner).
+  // knows it: the engine's copy); without it, at the store, read on the
+  // executor's housekeeping (never on the caller's thread, which may be an
+  // owner). With `shape`, what this process knows of the instance (`now`,
+  // each commit's instance) is judged and answered in that shape: `until`
+  // on the shape, else Instance::Settled; what the store says (another
+  // process's commit) is judged and answered whole, as without.
   CancelWait WaitAsync(const std::string& id, std::chrono::milliseconds timeout, Done done,
-                       Until until = nullptr, Snapshot now = nullptr);
+                       Until until = nullptr, std::shared_ptr<const Instance> now = nullptr,
+                       Shape shape = nullptr);
   // Answers every asynchronous waiter with `why` now, and every later one at
   // once (a draining server: its long polls get a 503, not a dropped line).
   void FinishAll(const Status& why);
-  // A commit of `id` (`settled`: it left the instance settled): wake the
-  // waiters whose condition holds with the snapshot it wrote. Cheap when
-  // `id` has no waiter: `snapshot` is called only when one needs it.
-  void Notify(const std::string& id, bool settled, const Snapshot& snapshot);
+  // A commit of `id` (`settled`: it left the instance settled, `inst`):
+  // wake the waiters whose condition holds with the snapshot it wrote, or
+  // their shape of `inst`. Cheap when `id` has no waiter: `snapshot` is
+  // called only when one needs it.
+  void Notify(const std::string& id, bool settled, const Snapshot& snapshot,
+              const Instance* inst = nullptr);
   // Drops every asynchronous waiter without calling it, and every later
   // one. When it returns no `done` runs or will run (it waits for those
   // already taken to run).
@@ -83,6 +94,9 @@ class Waiters {
  private:
   struct Async;
   static bool Holds(const Async& w, const nlohmann::json& view);
+  // Judges `w` on the instance itself (a shaped waiter, or one with no
+  // `until`): its answer in `*answer` when it holds.
+  static bool HoldsOn(const Async& w, const Instance& inst, nlohmann::json* answer);
   void Finish(const std::shared_ptr<Async>& w, StatusOr<nlohmann::json> j);
   bool Drop(const std::shared_ptr<Async>& w);
   Done TakeLocked(const std::shared_ptr<Async>& w) REQUIRES(mu_);
