@@ -43,7 +43,9 @@ class KeepAliveClient {
     if (!res) return a;
     a.status = res->status;
     json body = json::parse(res->body, nullptr, false);
-    if (body.is_object()) {
+    if (res->status >= 300) {  // a problem+json body ("status" is a number there)
+      a.errors = res->body;
+    } else if (body.is_object()) {
       a.id = body.value("id", "");
       a.saga_status = body.value("status", "");
       if (a.saga_status != "COMPLETED" && body.contains("steps"))
@@ -112,7 +114,7 @@ void KeyedWaitingClients(int clients, int each) {
         << "client " << c << " gave up: a submission never answered";
     for (int i = 0; i < each; ++i) {
       const Answer& a = first[c][i];
-      EXPECT_EQ(a.status, 200) << "client " << c << " submission " << i << " never answered";
+      EXPECT_EQ(a.status, 200) << "client " << c << " submission " << i << ": " << a.errors;
       EXPECT_EQ(a.saga_status, "COMPLETED")
           << "client " << c << " submission " << i << ": " << a.errors;
     }
