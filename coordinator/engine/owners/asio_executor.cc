@@ -152,12 +152,15 @@ void AsioExecutor::PostTo(const std::string& owner, Task fn) {
 }
 
 void AsioExecutor::PostAfter(int64_t delay_ms, Task fn) {
-  // Nobody's timers take the shards in turn; the task itself goes to the
-  // housekeeping threads when the timer fires.
-  State& s = *state_;
-  const size_t shard = s.next_handle.load() % s.shards.size();
-  s.ArmFromAnywhere(shard, delay_ms,
-                    [&s, fn = std::move(fn)]() mutable { s.PostHouse(std::move(fn)); });
+  // Nobody's timers are the housekeeping loop's, never a shard's: the
+  // leases' heartbeat must not wait behind a shard's backlog (after a
+  // restart, thousands of driver rounds; Asio looks at a loop's timers
+  // only between its handlers). Shutdown abandons those not yet due.
+  auto timer = std::make_shared<boost::asio::steady_timer>(state_->house);
+  timer->expires_after(std::chrono::milliseconds(std::max<int64_t>(0, delay_ms)));
+  timer->async_wait([timer, fn = std::move(fn)](const boost::system::error_code& ec) {
+    if (!ec) fn();
+  });
 }
 
 void AsioExecutor::PostAfterTo(const std::string& owner, int64_t delay_ms, Task fn) {
@@ -206,9 +209,14 @@ void AsioExecutor::Shutdown() {
   for (auto& sh : s.shards) sh.work.reset();
   for (auto& sh : s.shards)
     if (sh.thread.joinable()) sh.thread.join();
+  // The housekeeping's tasks still queued run (here, once its threads
+  // are stopped: a timer not yet due would keep them waiting).
   s.house_work.reset();
+  s.house.stop();
   for (auto& t : s.house_threads)
     if (t.joinable()) t.join();
+  s.house.restart();
+  s.house.poll();
 }
 
 }  // namespace sagad

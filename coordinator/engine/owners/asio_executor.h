@@ -6,8 +6,9 @@
 // which may wait for the store, so that an owner never does for them (as
 // envoy's main thread beside its workers). Each shard's loop keeps its own
 // timers, without a lock: only its thread arms, fires or cancels them (an
-// owner's timer runs its task there; nobody's timers take the shards in turn
-// and hand their task to the housekeeping threads). A shard thread is an
+// owner's timer runs its task there); nobody's timers are the housekeeping
+// loop's, so that the leases' heartbeat never waits behind a shard's
+// backlog. A shard thread is an
 // engine worker: it must not wait for a commit or a downstream call
 // (util/thread_role.h).
 // Thread-safety: as Executor's; TimerTo and CancelTimer on the owner's
