@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "coordinator/engine/engine_impl.h"
 #include "coordinator/engine/instances/receipt.h"
 #include "coordinator/engine/owners/asio_executor.h"
@@ -56,8 +58,22 @@ auto Engine::Impl::Start() -> Status {
   // predecessor's; the drivers then start without a write each.
   ownership_.AcquireAll(ids);
   for (const auto& id : ids) Schedule(id);
-  ScheduleHeartbeat();
-  if (options_.retention_ms > 0) ScheduleSweep();
+  // Both until the engine stops.
+  Every(
+      std::max<int64_t>(50, options_.lease_ms / 3),
+      [this] {
+        Heartbeat();
+        return true;
+      },
+      /*now=*/false);
+  if (options_.retention_ms > 0)
+    Every(
+        std::clamp<int64_t>(options_.retention_ms / 4, 50, 1000),
+        [this] {
+          Sweep();
+          return true;
+        },
+        /*now=*/false);
   EngineLog(
       {{"msg", "recovery scheduled"},
        {"instances", ids.size()},

@@ -88,6 +88,9 @@ class Engine::Impl final : private InstanceRepository::Listener, private Submiss
   static constexpr int kStartTries = 150;  // 200 ms apart
 
   void Stop();
+  // Engine::Every; `now`: the first run is soon, else after every_ms (the
+  // heartbeat and the retention sweep run this way too).
+  void Every(int64_t every_ms, std::function<bool()> fn, bool now);
 
   // ---- submissions ----
   Submissions& submissions() { return submissions_; }
@@ -189,7 +192,7 @@ class Engine::Impl final : private InstanceRepository::Listener, private Submiss
 
  private:
   // ---- ownership ----
-  // Every lease_ms/3: renew what this process owns, forget what it lost,
+  // Every lease_ms/3 (at least 50 ms; Every): renew what this process owns, forget what it lost,
   // pick up instances whose owner stopped heartbeating, and notice changes
   // another process committed (an approval that came in over its API).
   void Heartbeat();
@@ -197,19 +200,10 @@ class Engine::Impl final : private InstanceRepository::Listener, private Submiss
   // ---- retention ----
   // Deletes what finished more than retention_ms ago, 100 instances per
   // write transaction and at most 50 transactions per round, once a second
-  // (or sooner for a short retention): short transactions, since on LMDB
-  // the writer lock is shared by every process.
+  // (or sooner for a short retention; Every): short transactions, since on
+  // LMDB the writer lock is shared by every process.
   void Sweep();
 
-  void ScheduleSweep();
-
-  void ScheduleHeartbeat();
-
- public:
-  // Engine::Every; `now`: the first run is soon, else after every_ms.
-  void Every(int64_t every_ms, std::function<bool()> fn, bool now);
-
- private:
   // ---- state ----
   // For reads (views, approvals): the repository's Peek, which never fills its cache.
   StatusOr<std::shared_ptr<const Instance>> Load(const std::string& id);

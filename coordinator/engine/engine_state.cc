@@ -42,7 +42,6 @@ auto Engine::Impl::MetricsText() -> std::string {
 }
 
 auto Engine::Impl::Heartbeat() -> void {
-  if (runs_.Stopping()) return;
   auto lost = ownership_.Renew();
   if (lost.ok())
     for (const auto& id : *lost) {
@@ -78,7 +77,6 @@ auto Engine::Impl::Heartbeat() -> void {
       if (!lease.ok() || lease->expires_at <= now) Schedule(id);
     }
   }
-  ScheduleHeartbeat();
 }
 
 auto Engine::Impl::Sweep() -> void {
@@ -94,12 +92,6 @@ auto Engine::Impl::Sweep() -> void {
     metrics_.RetentionDeleted(ids->size());
     if (ids->size() < 100) break;
   }
-  if (!runs_.Stopping()) ScheduleSweep();
-}
-
-auto Engine::Impl::ScheduleSweep() -> void {
-  executor_.PostAfter(std::clamp<int64_t>(options_.retention_ms / 4, 50, 1000),
-                      [this] { Sweep(); });
 }
 
 auto Engine::Impl::Every(int64_t every_ms, std::function<bool()> fn, bool now) -> void {
@@ -111,10 +103,6 @@ auto Engine::Impl::Every(int64_t every_ms, std::function<bool()> fn, bool now) -
     executor_.Post(std::move(run));
   else
     executor_.PostAfter(every_ms, std::move(run));
-}
-
-auto Engine::Impl::ScheduleHeartbeat() -> void {
-  executor_.PostAfter(std::max<int64_t>(50, options_.lease_ms / 3), [this] { Heartbeat(); });
 }
 
 auto Engine::Impl::Load(const std::string& id) -> StatusOr<std::shared_ptr<const Instance>> {
