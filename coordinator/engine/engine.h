@@ -110,7 +110,6 @@ class Engine {
   // it is, what it runs), typed: from the engine's copy of an unfinished
   // instance (no store read, no view built), else from its stored snapshot.
   struct Head {
-    std::string id;
     bool run = false;  // an agent run (its toolbox in `saga`), else a saga
     std::string saga;
     int saga_version = 0;

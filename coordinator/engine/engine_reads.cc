@@ -9,10 +9,10 @@ namespace sagad {
 
 auto Engine::Impl::GetHead(const std::string& id) -> StatusOr<Engine::Head> {
   if (auto inst = repo_.CachedCopy(id))
-    return Engine::Head{id, inst->is_run(), inst->saga(), inst->saga_version(), inst->owner()};
+    return Engine::Head{inst->is_run(), inst->saga(), inst->saga_version(), inst->owner()};
   auto view = store_.GetInstance(id);  // finished, or not loaded here yet
   if (!view.ok()) return view.status();
-  return Engine::Head{id, view->value("kind", "") == "run", view->value("saga", ""),
+  return Engine::Head{view->value("kind", "") == "run", view->value("saga", ""),
                       view->value("saga_version", 0), view->value("owner", "")};
 }
 
