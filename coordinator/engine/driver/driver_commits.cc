@@ -34,9 +34,9 @@ auto Driver::CommitAsOwnerAsync(const std::string& id, Mutation fn, Completion<S
   }
   repo_.MutateAsync(id, std::move(fn), std::move(lease),
                     [this, id, done = std::move(done)](Status s) {
+                      // A lost lease takes its refusals' count with it (DropFenced).
                       if (s.code() == StatusCode::kLeaseLost) DropFenced(id);
-                      if (s.ok() || s.code() == StatusCode::kLeaseLost)
-                        ownership_.ClearRefusedCommits(id);
+                      if (s.ok()) ownership_.ClearRefusedCommits(id);
                       done(s);
                     });
 }

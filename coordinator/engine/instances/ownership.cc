@@ -106,6 +106,10 @@ Lease Ownership::FirstLease() const { return Lease{owner_, clock_.NowMillis() + 
 void Ownership::Release(const std::string& id) {
   MutexLock l(mu_);
   held_.erase(id);
+  ForgetRefusalsLocked(id);
+}
+
+void Ownership::ForgetRefusalsLocked(const std::string& id) {
   if (refused_.erase(id) == 1) any_refused_ = !refused_.empty();
 }
 
@@ -118,7 +122,7 @@ int Ownership::CountRefusedCommit(const std::string& id) {
 void Ownership::ClearRefusedCommits(const std::string& id) {
   if (!any_refused_) return;  // the usual case: no lock
   MutexLock l(mu_);
-  if (refused_.erase(id) == 1) any_refused_ = !refused_.empty();
+  ForgetRefusalsLocked(id);
 }
 
 StatusOr<std::vector<std::string>> Ownership::Renew() {
@@ -149,9 +153,8 @@ StatusOr<std::vector<std::string>> Ownership::RenewIds(const std::vector<std::st
   for (const auto* gone : {&released, &taken})
     for (const auto& id : *gone) {
       held_.erase(id);
-      refused_.erase(id);
+      ForgetRefusalsLocked(id);
     }
-  any_refused_ = !refused_.empty();
   for (const auto& id : ids) {
     auto it = held_.find(id);
     if (it != held_.end())

@@ -113,6 +113,8 @@ class Ownership {
   // Caps what this process believes of `lease` by `asked_at` + lease_ms
   // (asked_at: read before the store was asked).
   Lease Believed(Lease lease, int64_t asked_at) const;
+  // `id`'s count of refused commits goes (with its lease, or a commit).
+  void ForgetRefusalsLocked(const std::string& id) REQUIRES(mu_);
 
   Store& store_;
   const Clock& clock_;
