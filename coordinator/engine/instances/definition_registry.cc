@@ -24,11 +24,16 @@ std::vector<Ptr> Flatten(const std::map<std::string, std::map<int, Ptr>>& table)
   return out;
 }
 
-// Adds `def` to `table` as name / version unless it is there already:
-// AlreadyExists if it is there, different.
-template <typename Def>
-Status Add(std::map<std::string, std::map<int, std::shared_ptr<const Def>>>& table, const Def& def,
-           const char* kind, bool* changed) {
+// Adds `def` (a `kind`) to `table` as name / version unless it is there
+// already: AlreadyExists if it is there, different, or if the name is one of
+// `other` (the other kind's table: one name space).
+template <typename Def, typename Other>
+Status Add(std::map<std::string, std::map<int, std::shared_ptr<const Def>>>& table,
+           const Other& other, const Def& def, const char* kind, const char* other_kind,
+           bool* changed) {
+  if (other.count(def.name))
+    return AlreadyExists("'" + def.name + "' names a " + other_kind + "; a " + kind +
+                         " needs another name");
   auto& versions = table[def.name];
   auto it = versions.find(def.version);
   if (it != versions.end()) {
@@ -60,9 +65,7 @@ Status DefinitionRegistry::Update(const std::function<Status(Tables&, bool* chan
 Status DefinitionRegistry::Register(const SagaDefinition& def) {
   SAGAD_RETURN_IF_ERROR(Validate(def));
   return Update([&def](Tables& t, bool* changed) {
-    if (t.toolboxes.count(def.name))
-      return AlreadyExists("'" + def.name + "' names a toolbox; a saga needs another name");
-    return Add(t.defs, def, "saga", changed);
+    return Add(t.defs, t.toolboxes, def, "saga", "toolbox", changed);
   });
 }
 
@@ -75,9 +78,7 @@ std::vector<SagaDefinitionPtr> DefinitionRegistry::All() const { return Flatten(
 Status DefinitionRegistry::RegisterToolbox(const ToolboxDefinition& tb) {
   SAGAD_RETURN_IF_ERROR(Validate(tb));
   return Update([&tb](Tables& t, bool* changed) {
-    if (t.defs.count(tb.name))
-      return AlreadyExists("'" + tb.name + "' names a saga; a toolbox needs another name");
-    return Add(t.toolboxes, tb, "toolbox", changed);
+    return Add(t.toolboxes, t.defs, tb, "toolbox", "saga", changed);
   });
 }
 
