@@ -321,13 +321,13 @@ StatusOr<nlohmann::json> ApiServer::Impl::VisibleInstance(const Caller& caller,
                                                           const std::string& id) {
   auto view = engine_.GetInstance(id);
   if (!view.ok() || caller.Sees(view->value("owner", ""))) return view;
-  return NotFound("instance '" + id + "' does not exist");  // as the stores say it
+  return InstanceNotFound(id);
 }
 
 StatusOr<Engine::Head> ApiServer::Impl::VisibleHead(const Caller& caller, const std::string& id) {
   auto head = engine_.GetHead(id);
   if (!head.ok() || caller.Sees(head->owner)) return head;
-  return NotFound("instance '" + id + "' does not exist");  // as the stores say it
+  return InstanceNotFound(id);
 }
 
 Status ApiServer::Impl::MayRead(const Caller& caller, const std::string& id) {

@@ -9,6 +9,10 @@
 
 namespace sagad {
 
+Status InstanceNotFound(const std::string& id) {
+  return NotFound("instance '" + id + "' does not exist");
+}
+
 nlohmann::json OperationRecord::ToJson() const {
   return {{"key", key},
           {"instance_id", instance_id},

@@ -99,6 +99,10 @@ bool Matches(const InstanceFilter& filter, const nlohmann::json& snapshot);
 // an object or an array (never matched).
 bool SearchText(const nlohmann::json& value, std::string* text);
 
+// What every store answers for an id it does not hold (and what the API
+// answers for an instance its caller may not see: the same words).
+Status InstanceNotFound(const std::string& id);
+
 // Ownership of an instance by one coordinator process. The generation grows
 // each time the instance changes hands; it is the downstream fencing token.
 struct Lease {

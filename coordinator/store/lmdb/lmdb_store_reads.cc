@@ -24,8 +24,7 @@ StatusOr<Lease> LmdbStore::GetLease(const std::string& id) {
 
 StatusOr<nlohmann::json> LmdbStore::GetInstance(const std::string& id) {
   auto r = ReadJson(instances_, id);
-  if (!r.ok() && r.status().code() == StatusCode::kNotFound)
-    return NotFound("instance '" + id + "' does not exist");
+  if (!r.ok() && r.status().code() == StatusCode::kNotFound) return InstanceNotFound(id);
   return r;
 }
 

@@ -96,7 +96,7 @@ Status MemoryStore::Commit(const std::string& id, uint64_t expected_version,
   MemoryData& d = *data_;
   MutexLock l(d.mu);
   auto it = d.instances.find(id);
-  if (it == d.instances.end()) return NotFound("instance '" + id + "' does not exist");
+  if (it == d.instances.end()) return InstanceNotFound(id);
   uint64_t stored = it->second.value("version", uint64_t(0));
   if (stored != expected_version)
     return Aborted("instance " + id + " changed: version " + std::to_string(stored) +
@@ -190,7 +190,7 @@ StatusOr<size_t> MemoryStore::OutboxSize() {
 StatusOr<nlohmann::json> MemoryStore::GetInstance(const std::string& id) {
   MutexLock l(data_->mu);
   auto it = data_->instances.find(id);
-  if (it == data_->instances.end()) return NotFound("instance '" + id + "' does not exist");
+  if (it == data_->instances.end()) return InstanceNotFound(id);
   return it->second;
 }
 

@@ -10,7 +10,7 @@ namespace sagad {
 StatusOr<nlohmann::json> PostgresStore::GetInstance(const std::string& id) {
   auto r = Query("get_instance", {id});
   if (!r.ok()) return r.status();
-  if (r->rows() == 0) return NotFound("instance '" + id + "' does not exist");
+  if (r->rows() == 0) return InstanceNotFound(id);
   return ParseStored(r->get(0, 0), "instance " + id);
 }
 
