@@ -59,8 +59,6 @@ bool g_any = false;
 
 }  // namespace
 
-const char* CrashAtName(CrashAt point) { return kNames[static_cast<int>(point)]; }
-
 Status InitCrashPointsFromEnv() {
   SAGAD_RETURN_IF_ERROR(g_crash.Init("SAGA_CRASH_AT"));
   SAGAD_RETURN_IF_ERROR(g_pause.Init("SAGA_PAUSE_AT"));

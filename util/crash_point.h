@@ -28,8 +28,6 @@ enum class CrashAt {
   kBeforeCompensationOutcome,
   kAfterCompensationOutcome,
 };
-// The point's name in SAGA_CRASH_AT / SAGA_PAUSE_AT.
-const char* CrashAtName(CrashAt point);
 
 // SAGA_PAUSE_AT=<point>[:<n>] instead stops the process (SIGSTOP) there, for
 // tests of a paused owner that loses its lease; SIGCONT resumes it.

@@ -179,9 +179,9 @@ uint64_t AsioExecutor::TimerTo(const std::string& owner, int64_t delay_ms, Task 
 
 void AsioExecutor::CancelTimer(uint64_t handle) {
   State& s = *state_;
-  Shard& sh = s.shards[handle % s.shards.size()];
-  SAGAD_CHECK(s.OnShard(handle % s.shards.size())) << "CancelTimer off the owner's thread";
-  s.Disarm(sh, handle);  // fired, or cancelled already: nothing
+  const size_t i = handle % s.shards.size();
+  SAGAD_CHECK(s.OnShard(i)) << "CancelTimer off the owner's thread";
+  s.Disarm(s.shards[i], handle);  // fired, or cancelled already: nothing
 }
 
 size_t AsioExecutor::PendingTimers() const { return state_->pending.load(); }
