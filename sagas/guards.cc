@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "sagas/settled.h"
 #include "sagas/toolbox.h"
 #include "util/json_limits.h"
 
@@ -122,10 +123,6 @@ Status GuardsFromJson(const nlohmann::json& toolbox, const std::vector<ToolDefin
   return Status::Ok();
 }
 
-bool GuardCounts(const std::string& s) {
-  return s != "FAILED" && s != "REJECTED" && s != "CANCELLED" && s != "COMPENSATED";
-}
-
 StatusOr<std::string> OverGuard(const Guard& g, const std::vector<GuardedCall>& made,
                                 const std::string& tool, const nlohmann::json& arguments,
                                 int64_t now_ms) {
@@ -142,7 +139,7 @@ StatusOr<std::string> OverGuard(const Guard& g, const std::vector<GuardedCall>& 
   int64_t count = 0;
   double total = 0;
   for (const GuardedCall& c : made) {
-    if (c.tool != g.tool || !GuardCounts(c.status) || c.appended_at < since) continue;
+    if (c.tool != g.tool || !CallCounted(c.status) || c.appended_at < since) continue;
     ++count;
     if (!g.sum.empty()) {
       double a = amount(c.arguments);

@@ -6,9 +6,9 @@
 // or, with `"then": "approval"`, waits for an operator.
 //
 // What is counted: every call of the tool that may have or may still take
-// effect: PLANNED, AWAITING_APPROVAL, STARTED, UNKNOWN, COMMITTED,
-// COMPENSATING, NEEDS_REVIEW; never FAILED, REJECTED, CANCELLED or
-// COMPENSATED. A call whose outcome is still unclear counts as done.
+// effect (the counted column of sagas/settled.h: never FAILED, REJECTED,
+// CANCELLED or COMPENSATED). A call whose outcome is still unclear counts
+// as done.
 //
 // This file is the pure part: parsing, validation, and the verdict on a
 // list of counted calls. Gathering the calls (one run's, or every stored
@@ -53,9 +53,6 @@ struct GuardedCall {
 // summed argument must be declared by its schema when it has one).
 Status GuardsFromJson(const nlohmann::json& toolbox, const std::vector<ToolDefinition>& tools,
                       std::vector<Guard>* out);
-
-// Whether `g` counts a call in `status`.
-bool GuardCounts(const std::string& status);
 
 // Why a new call of `tool` with `arguments` at `now_ms` is over `g`, given
 // the calls already made (`made`, any tools); empty when it is within. A

@@ -16,6 +16,7 @@
 
 #include "sagas/definition.h"
 #include "sagas/saga_machine.h"
+#include "sagas/settled.h"
 #include "sagas/step_machine.h"
 #include "util/status.h"
 
@@ -93,10 +94,6 @@ struct StepState {
   StepStatus status() const { return machine.status(); }
 };
 
-// A run's call needs nothing more going forward: COMMITTED, FAILED or
-// REJECTED (the agent decides what comes next).
-bool CallSettled(StepStatus s);
-
 class Instance {
  public:
   Instance() = default;
@@ -132,9 +129,8 @@ class Instance {
   // The status as views, stores and searches name it: SagaStatusName, but
   // "OPEN" for a run that is RUNNING (it waits for its agent's next call).
   const char* StatusName() const;
-  // Needs nothing more from the engine right now: COMPLETED, COMPENSATED,
-  // AWAITING_APPROVAL, NEEDS_REVIEW; or an OPEN run with no call under way
-  // (each COMMITTED, FAILED or REJECTED).
+  // Needs nothing more from the engine right now (sagas/settled.h): a
+  // settled status, or an OPEN run whose calls are each settled.
   bool Settled() const;
   // A run of a toolbox (sagas/toolbox.h): saga() names the toolbox, the
   // steps are its calls (event "call_appended"), run_definition() what the

@@ -7,30 +7,16 @@
 
 namespace sagad {
 
-bool CallSettled(StepStatus s) {
-  return s == StepStatus::kCommitted || s == StepStatus::kFailed || s == StepStatus::kRejected;
-}
-
 const char* Instance::StatusName() const {
   if (run_ && status() == SagaStatus::kRunning) return "OPEN";
   return SagaStatusName(status());
 }
 
 bool Instance::Settled() const {
-  switch (status()) {
-    case SagaStatus::kCompleted:
-    case SagaStatus::kCompensated:
-    case SagaStatus::kAwaitingApproval:
-    case SagaStatus::kNeedsReview:
-      return true;
-    case SagaStatus::kRunning:
-      if (!run_) return false;
-      for (const StepState& st : steps_)
-        if (!CallSettled(st.status())) return false;
-      return true;
-    default:
-      return false;
-  }
+  if (!run_ || status() != SagaStatus::kRunning) return SagaSettled(status());
+  for (const StepState& st : steps_)
+    if (!CallSettled(st.status())) return false;
+  return true;
 }
 
 Status Instance::ApplyRunCreated(const Event& e) {

@@ -17,7 +17,7 @@
 namespace sagad {
 
 enum class ThreadRole {
-  kUnmarked,   // may block (the main thread, HTTP handler threads, tests)
+  kUnmarked,   // may block (housekeeping threads, which run HTTP handlers, tests)
   kCommitter,  // a store's committer thread: writes batches, runs continuations
   kHttpLoop,   // an HTTP event loop (sockets of many clients)
   kWorker,     // an engine worker (CPU work of every instance)

@@ -6,18 +6,14 @@
 
 namespace sagad {
 
-bool Engine::IsSettled(const std::string& status) {
-  return status == "COMPLETED" || status == "COMPENSATED" || status == "AWAITING_APPROVAL" ||
-         status == "NEEDS_REVIEW";
-}
-
 Engine::Impl::Impl(Store& store, Adapter& adapter, Clock& clock, EngineOptions options)
     : store_(store),
       adapter_(adapter),
       clock_(clock),
       options_(options),
       random_(options.random ? *options.random : SystemRandom::Shared()),
-      own_executor_(options.executor ? nullptr : new AsioExecutor(options.workers)),
+      own_executor_(options.executor ? nullptr
+                                     : new AsioExecutor(options.workers, options.house_threads)),
       executor_(options.executor ? *options.executor : *own_executor_),
       ownership_(store, clock, options.coordinator_id, options.lease_ms, random_),
       repo_(store, clock, this, &executor_),
@@ -147,6 +143,7 @@ std::chrono::milliseconds Engine::WritesStalled() const { return impl_->store().
 void Engine::Every(int64_t every_ms, std::function<bool()> fn) {
   impl_->Every(every_ms, std::move(fn), /*now=*/true);
 }
+void Engine::PostHouse(std::function<void()> fn) { impl_->executor().Post(std::move(fn)); }
 StatusOr<nlohmann::json> Engine::Bundle(const std::string& id) { return impl_->Bundle(id); }
 StatusOr<nlohmann::json> Engine::Receipt(const std::string& id) {
   auto events = impl_->GetEvents(id);

@@ -42,7 +42,12 @@ class Executor;  // coordinator/engine/owners/executor.h
 class Random;    // util/random.h
 
 struct EngineOptions {
-  int workers = 16;     // owner shards (sagad passes its config's: the cores)
+  int workers = 16;  // owner shards (sagad passes its config's: the cores)
+  // Threads for nobody's work, which may wait for the store: heartbeats,
+  // retention, waiters' looks at the store, and sagad's API handlers
+  // (PostHouse). At least 2: a heartbeat is not held up by one look at a
+  // store that does not answer (each bounded by the store's deadline).
+  int house_threads = 2;
   bool outbox = false;  // write outbox messages (when webhooks are configured)
   // Ownership: this process's stable name (unique among live processes on a
   // data dir; a restart under the same name takes its leases back at once)
@@ -165,6 +170,9 @@ class Engine {
   // until it returns false or the engine stops. `fn` holds what it uses:
   // it may run after whoever asked is gone (the readiness probe).
   void Every(int64_t every_ms, std::function<bool()> fn);
+  // Runs `fn` once, soon, on the housekeeping threads (never inside this
+  // call): the API server's handlers run there.
+  void PostHouse(std::function<void()> fn);
   std::string MetricsText();
   // Recovery bundle for a human (any status; meant for NEEDS_REVIEW).
   StatusOr<nlohmann::json> Bundle(const std::string& id);
@@ -260,9 +268,6 @@ class Engine {
   // How many runs `principal` has OPEN (or waiting: not finished), from
   // the store's unfinished instances: what max_open_runs bounds.
   StatusOr<size_t> OpenRuns(const std::string& principal);
-
-  // True when the instance needs nothing more from the engine right now.
-  static bool IsSettled(const std::string& status);
 
  private:
   class Impl;

@@ -167,6 +167,7 @@ class Engine::Impl final : private InstanceRepository::Listener, private Submiss
   OperatorActions& operators() { return operators_; }
   AgentRuns& agent_runs() { return agent_runs_; }
   DefinitionRegistry& defs() { return defs_; }
+  Executor& executor() { return executor_; }
 
  private:
   // Plans the instance (Driver::Schedule).

@@ -3,8 +3,10 @@
 #include <cctype>
 #include <limits>
 
+#include "adapters/sha256.h"
 #include "coordinator/store/store_fault.h"
 #include "sagas/saga_machine.h"
+#include "util/check.h"
 #include "util/json_limits.h"
 #include "util/log.h"
 
@@ -69,6 +71,19 @@ void SchemaProblem(const HttpRequest& req, HttpResponse& res, int status, const 
   }
   if (errors.size() > 8) detail += "; ...";
   Problem(req, res, status, what + ": " + detail, {{"errors", list}});
+}
+
+std::string RequestHash(KeyedRequest kind, const std::string& name, const nlohmann::json& body) {
+  switch (kind) {
+    case KeyedRequest::kSubmission:
+      return Sha256Hex(name + "\n" + CanonicalJson(body));
+    case KeyedRequest::kRunOpening:
+      return Sha256Hex("run\n" + name + "\n" + CanonicalJson(body));
+    case KeyedRequest::kMcpSession:
+      return Sha256Hex("mcp\n" + name + "\n" + CanonicalJson(body));
+  }
+  SAGAD_CHECK(false) << "no such keyed request";
+  return "";
 }
 
 int HttpStatusOf(const Status& s) {

@@ -29,6 +29,15 @@ void Problem(const HttpRequest& req, HttpResponse& res, int status, const std::s
 // message}] (all of them).
 void SchemaProblem(const HttpRequest& req, HttpResponse& res, int status, const std::string& what,
                    const std::string& whole, const std::vector<SchemaError>& errors);
+// The hash an Idempotency-Key's first request is kept with: a later request
+// under the key that hashes otherwise is refused (422), one that hashes alike
+// is a replay. One form per kind of keyed request, built here only; the
+// forms are those stored hashes were always made in (a change would turn
+// every replay after an upgrade into a refusal): a submission hashes its
+// saga and body, a run's opening "run", its toolbox and body, an MCP
+// session's opening "mcp", its toolbox and input.
+enum class KeyedRequest { kSubmission, kRunOpening, kMcpSession };
+std::string RequestHash(KeyedRequest kind, const std::string& name, const nlohmann::json& body);
 // The HTTP status a Status maps to: 200 (ok), 400, 404, 409, 422, 503, 500.
 int HttpStatusOf(const Status& s);
 // The problem a Status maps to (400, 404, 409, 422, 503 with Retry-After, 500).

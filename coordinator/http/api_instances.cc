@@ -4,6 +4,7 @@
 #include "adapters/trace_context.h"
 #include "coordinator/http/api_exchange.h"
 #include "coordinator/http/http_api_impl.h"
+#include "sagas/settled.h"
 #include "util/json_limits.h"
 
 namespace sagad {
@@ -114,7 +115,7 @@ void ApiServer::Impl::Submit(const HttpRequest& req, HttpResponse& res) {
   if (key.size() > 255)
     return Problem(req, res, 400, "Idempotency-Key is longer than 255 characters");
   key = ScopedKey(caller, key);  // each principal its own key space
-  std::string hash = Sha256Hex(saga + "\n" + CanonicalJson(body));
+  const std::string hash = RequestHash(KeyedRequest::kSubmission, saga, body);
   int version = 0;
   if (!SubmittedVersion(req, res, body, &version)) return;
   if (!InputMatches(req, res, saga, version, body["input"])) return;
@@ -207,7 +208,7 @@ void ApiServer::Impl::AnswerSubmission(const HttpRequest& req,
         answer->Give([&](HttpResponse& res) { ProblemFromStatus(req, res, j.status()); });
         return;
       }
-      int status = (wait > 0 && Engine::IsSettled(j->value("status", ""))) ? 200 : 201;
+      int status = (wait > 0 && SagaSettledName(j->value("status", ""))) ? 200 : 201;
       auto body = std::make_shared<const nlohmann::json>(*j);
       engine_.FinishSubmission(key, status, *body, [answer, status, body, headers] {
         answer->Give([&](HttpResponse& res) {

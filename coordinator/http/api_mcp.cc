@@ -137,7 +137,7 @@ void ApiServer::Impl::StartMcpRun(const Caller& caller, const std::string& toolb
   nlohmann::json metadata = {{"agent", caller.name}, {"via", "mcp"}, {"protocol_version", version}};
   if (client.is_object() && client.contains("name")) metadata["mcp_client"] = client["name"];
   engine_.StartRunAsync(
-      toolbox, 0, input, metadata, key, Sha256Hex("mcp\n" + toolbox + "\n" + CanonicalJson(input)),
+      toolbox, 0, input, metadata, key, RequestHash(KeyedRequest::kMcpSession, toolbox, input),
       TraceFromHeaders("", ""), caller.name,
       [this, key, opened = std::move(opened)](const StatusOr<SubmitOutcome>& sub) {
         if (sub.ok() && !key.empty()) engine_.FinishSubmission(key, 0, nullptr);

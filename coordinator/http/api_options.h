@@ -13,21 +13,6 @@
 
 namespace sagad {
 
-// The default number of threads that run handlers (api.threads): twice the
-// cores, at least 4. A handler never waits for a commit, a call or a long
-// poll; it may wait for a store read (a PostgreSQL round trip), hence more
-// than the cores. 4 and 32 measured alike with 64 keyed waiting clients on
-// both stores (docs/performance.md).
-inline int DefaultApiThreads() {
-  return std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency()));
-}
-
-// The default number of threads that read the history (api.history_readers,
-// coordinator/http/history_readers.h): half the cores, at least one.
-inline int DefaultHistoryReaders() {
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
-}
-
 enum class Role { kViewer = 0, kSubmitter = 1, kOperator = 2, kAdmin = 3 };
 // "viewer" | "submitter" | "operator" | "admin"; false for anything else.
 bool ParseRole(const std::string& s, Role* out);
@@ -44,16 +29,16 @@ struct ApiOptions {
   std::vector<Token> tokens;                // none: every caller has every role (loopback only)
   std::string tls_cert_file, tls_key_file;  // both set: HTTPS only
   // Open connections in all and per client address (beyond: 503 and close),
-  // the time a request's head and body have to arrive, a kept-alive
-  // connection's idle time, and the threads that run handlers.
+  // the time a request's head and body have to arrive, and a kept-alive
+  // connection's idle time. Handlers run on the engine's housekeeping
+  // threads (Engine::PostHouse; EngineOptions::house_threads).
   size_t max_connections = 10000;
   size_t max_connections_per_client = 2000;
   int64_t request_timeout_ms = 10000;
   int64_t idle_timeout_ms = 30000;
-  int api_threads = DefaultApiThreads();
   // Threads that read the history (lists, searches) apart from the handlers
   // (history_readers.h); 0: on the handler thread (the simulator).
-  int history_readers = DefaultHistoryReaders();
+  int history_readers = 1;
   // The store watchdog: /readyz answers 503 (and sagad_store_stalled is 1)
   // while writes have been queued this long with none finished.
   int64_t watchdog_ms = 10000;

@@ -6,16 +6,12 @@
 #include "adapters/trace_context.h"
 #include "coordinator/http/api_exchange.h"
 #include "coordinator/http/http_api_impl.h"
+#include "sagas/settled.h"
 #include "sagas/step_key.h"
 #include "util/json_limits.h"
 
 namespace sagad {
 namespace {
-
-bool CallSettledName(const std::string& s) {
-  return s == "COMMITTED" || s == "FAILED" || s == "REJECTED" || s == "AWAITING_APPROVAL" ||
-         s == "NEEDS_REVIEW" || s == "COMPENSATING" || s == "COMPENSATED" || s == "CANCELLED";
-}
 
 // The call `call_id` as the run's view shows it, with the run's id and
 // status; null if the view has no such call.
@@ -171,7 +167,7 @@ void ApiServer::Impl::OpenRun(const HttpRequest& req, HttpResponse& res) {
                      {{"errors", list}});
     }
   }
-  std::string hash = Sha256Hex("run\n" + toolbox + "\n" + CanonicalJson(body));
+  const std::string hash = RequestHash(KeyedRequest::kRunOpening, toolbox, body);
   if (!OpenRunAllowed(req, res, caller, key)) return;
   auto pending = DeferSubmission(res, key);
   engine_.StartRunAsync(
@@ -197,24 +193,26 @@ void ApiServer::Impl::AppendCall(const HttpRequest& req, HttpResponse& res) {
   if (Status big = WithinRunBounds(said, "reason + evidence"); !big.ok())
     return Problem(req, res, 413, big.message());
   res.set_header("Location", "/v1/instances/" + id);
-  AppendAndWait(
-      res, caller, id, call, wait, decided,
-      [&req, decided, wait](HttpResponse& res, const CallAnswer& a) {
-        if (!a.refused.ok()) {
-          if (!a.errors.empty())
-            return SchemaProblem(req, res, 422, a.refused.message(), "arguments", a.errors);
-          // A call that cannot be made (nothing recorded) is unprocessable; a
-          // call_id already used for another call is a conflict.
-          StatusCode c = a.refused.code();
-          if (c == StatusCode::kInvalidArgument) return Problem(req, res, 422, a.refused.message());
-          if (c == StatusCode::kAlreadyExists) return Problem(req, res, 409, a.refused.message());
-          return ProblemFromStatus(req, res, a.refused);
-        }
-        if (a.replayed) res.set_header("Idempotent-Replayed", "true");
-        // A wait until decided is over: its answer is the call as it is now.
-        const bool waited = decided && wait > 0;
-        Json(res, waited || CallSettledName(a.call.value("status", "")) ? 200 : 202, a.call);
-      });
+  AppendAndWait(res, caller, id, call, wait, decided,
+                [&req, decided, wait](HttpResponse& res, const CallAnswer& a) {
+                  if (!a.refused.ok()) {
+                    if (!a.errors.empty())
+                      return SchemaProblem(req, res, 422, a.refused.message(), "arguments",
+                                           a.errors);
+                    // A call that cannot be made (nothing recorded) is unprocessable; a
+                    // call_id already used for another call is a conflict.
+                    StatusCode c = a.refused.code();
+                    if (c == StatusCode::kInvalidArgument)
+                      return Problem(req, res, 422, a.refused.message());
+                    if (c == StatusCode::kAlreadyExists)
+                      return Problem(req, res, 409, a.refused.message());
+                    return ProblemFromStatus(req, res, a.refused);
+                  }
+                  if (a.replayed) res.set_header("Idempotent-Replayed", "true");
+                  // A wait until decided is over: its answer is the call as it is now.
+                  const bool waited = decided && wait > 0;
+                  Json(res, waited || CallAnswered(a.call.value("status", "")) ? 200 : 202, a.call);
+                });
 }
 
 void ApiServer::Impl::AppendAndWait(HttpResponse& res, const Caller& caller, const std::string& id,

@@ -35,6 +35,10 @@ ApiServer::Impl::Impl(Engine& engine, const ApiOptions& options)
             o.on_loop = [this](const HttpRequest& req, HttpResponse& res) {
               return OnLoop(req, res);
             };
+            // Handlers may wait for the store: the engine's housekeeping.
+            o.run_handler = [this](std::function<void()> task) {
+              engine_.PostHouse(std::move(task));
+            };
             return o;
           }(),
           [this](HttpRequest& req, HttpResponse& res) { Dispatch(req, res); },
@@ -157,7 +161,6 @@ HttpServerOptions ApiServer::Impl::ServerOptions(const ApiOptions& options, cons
   o.max_connections_per_client = options.max_connections_per_client;
   o.request_timeout = std::chrono::milliseconds(options.request_timeout_ms);
   o.idle_timeout = std::chrono::milliseconds(options.idle_timeout_ms);
-  o.handler_threads = options.api_threads;
   return o;
 }
 
@@ -481,6 +484,12 @@ ApiServer::~ApiServer() = default;
 StatusOr<int> ApiServer::Bind(const std::string& host, int port) { return impl_->Bind(host, port); }
 void ApiServer::Serve() { impl_->Serve(); }
 void ApiServer::Stop() { impl_->Stop(); }
+void ApiServer::OnLoopEvery(std::chrono::milliseconds every, std::function<void()> fn) {
+  impl_->server().OnLoopEvery(every, std::move(fn));
+}
+void ApiServer::OnReadable(int fd, std::function<void()> readable) {
+  impl_->server().OnReadable(fd, std::move(readable));
+}
 void ApiServer::SetReady(bool r) { impl_->SetReady(r); }
 void ApiServer::Exchange(HttpRequest& req, HttpResponse& res, std::shared_ptr<Abandonment> gone,
                          std::function<void()> done) {

@@ -1,9 +1,11 @@
 // ApiServer: the coordinator's HTTP API (docs/configuration.md) (JSON; errors are
 // application/problem+json, RFC 9457). Maps requests onto the Engine and
-// checks bearer tokens and roles. Thread-safety: Start/Stop from one thread;
-// requests are served concurrently on the server's own pool.
+// checks bearer tokens and roles. Thread-safety: Bind, the chores and Serve
+// from one thread, Stop from another; requests are served concurrently on
+// the engine's housekeeping threads (Engine::PostHouse).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -23,9 +25,15 @@ class ApiServer {
   // Binds host:port (port 0 picks a free one). Returns the bound port or
   // Unavailable if the address cannot be bound.
   StatusOr<int> Bind(const std::string& host, int port);
-  // Serves until Stop(); call after Bind, typically on its own thread.
+  // Serves until Stop() (from another thread); call after Bind. sagad
+  // serves on its main thread.
   void Serve();
   void Stop();
+  // Before Serve: chores of the process on the API's event loop
+  // (HttpServer::OnLoopEvery, OnReadable): `fn` every `every`, `readable`
+  // each time `fd` can be read. Neither may block.
+  void OnLoopEvery(std::chrono::milliseconds every, std::function<void()> fn);
+  void OnReadable(int fd, std::function<void()> readable);
   void SetReady(bool ready);
   // "METHOD /openapi/path" for every route served (for the OpenAPI check).
   std::vector<std::string> RegisteredRoutes() const;

@@ -75,6 +75,7 @@ class ApiServer::Impl {
   StatusOr<int> Bind(const std::string& host, int port);
   // Serves (blocks until Stop); the store's readiness is probed meanwhile.
   void Serve();
+  HttpServer& server() { return server_; }
   ~Impl();
   // Drains: no new connection or request; the long polls still waiting are
   // answered 503 (Retry-After) and every answer owed is written (up to 2 s)

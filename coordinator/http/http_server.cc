@@ -56,6 +56,12 @@ StatusOr<int> HttpServer::Bind(const std::string& host, int port) {
   return impl_->Bind(host, port);
 }
 void HttpServer::Serve() { impl_->Serve(); }
+void HttpServer::OnLoopEvery(std::chrono::milliseconds every, std::function<void()> fn) {
+  impl_->OnLoopEvery(every, std::move(fn));
+}
+void HttpServer::OnReadable(int fd, std::function<void()> readable) {
+  impl_->OnReadable(fd, std::move(readable));
+}
 void HttpServer::Stop() { impl_->Stop(); }
 void HttpServer::StopAccepting() { impl_->StopAccepting(); }
 bool HttpServer::WaitIdle(std::chrono::milliseconds timeout) { return impl_->WaitIdle(timeout); }

@@ -2,9 +2,11 @@
 // that no client can starve.
 //
 //   * No thread per connection: sockets are served by `io_threads` event
-//     loops; a request's handler runs on a fixed pool of `handler_threads`,
-//     and a handler that waits (a long poll) defers its response instead of
-//     holding a thread (HttpResponse::Defer).
+//     loops; a request's handler runs where `run_handler` puts it (sagad:
+//     the engine's housekeeping threads), else on a pool of
+//     `handler_threads` of the server's own, and a handler that waits (a
+//     long poll) defers its response instead of holding a thread
+//     (HttpResponse::Defer).
 //   * Deadlines: the head and the body of a request must arrive within
 //     `request_timeout` (a client trickling a header line every 2 s is cut
 //     off); a kept-alive connection may idle `idle_timeout` between requests;
@@ -45,6 +47,10 @@ namespace sagad {
 
 struct HttpServerOptions {
   int io_threads = 1;
+  // Where handlers run: `run_handler(task)` runs the task soon on a thread
+  // that may block (never inside the call). Empty: on a pool of
+  // `handler_threads` threads of the server's own.
+  std::function<void(std::function<void()>)> run_handler;
   int handler_threads = 32;
   std::chrono::milliseconds request_timeout{10000};
   std::chrono::milliseconds idle_timeout{30000};
@@ -83,7 +89,16 @@ class HttpServer {
   Status Init();
   // Binds host:port (0: any free port); the bound port, or Unavailable.
   StatusOr<int> Bind(const std::string& host, int port);
+  // Runs the event loop on the calling thread (and io_threads - 1 more)
+  // until Stop.
   void Serve();
+  // Before Serve: `fn` runs on the event loop every `every`, and `readable`
+  // each time `fd` can be read (it reads it; both must not block), until
+  // Stop. The process's own chores ride on the loop this way (sagad: the
+  // store's watchdog, the stop signals through a signalfd) instead of
+  // holding a thread each.
+  void OnLoopEvery(std::chrono::milliseconds every, std::function<void()> fn);
+  void OnReadable(int fd, std::function<void()> readable);
   // Closes the listener; from now on each response closes its connection
   // and no further request is read. Thread-safe.
   void StopAccepting();

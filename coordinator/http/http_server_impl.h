@@ -1,11 +1,15 @@
-// HttpServer::Impl: the server's listener, connection caps and handler pool
+// HttpServer::Impl: the server's listener, connection caps, handlers' runner
+// and loop chores
 // (internal to coordinator/http; Boost.Beast stays behind http_server.h).
 // http_server.cc holds the listener and the refusal of connections over the
 // caps, http_session.cc one connection's life (HttpServer::Impl::Session).
 #pragma once
 
+#include <unistd.h>
+
 #include <atomic>
 #include <boost/asio.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -16,6 +20,7 @@
 #include <vector>
 
 #include "coordinator/http/http_server.h"
+#include "util/in_flight.h"
 #include "util/mutex.h"
 #include "util/thread_role.h"
 
@@ -35,8 +40,10 @@ class HttpServer::Impl {
         errors_(std::move(errors)),
         ssl_(net::ssl::context::tls_server),
         acceptor_(io_),
-        retry_(io_),
-        handlers_(static_cast<size_t>(std::max(1, options_.handler_threads))) {}
+        retry_(io_) {
+    if (!options_.run_handler)
+      pool_.emplace(static_cast<size_t>(std::max(1, options_.handler_threads)));
+  }
 
   ~Impl() { Stop(); }
 
@@ -99,6 +106,17 @@ class HttpServer::Impl {
                             [this]() REQUIRES(conn_mu_) { return serving_ == 0; });
   }
 
+  void OnLoopEvery(std::chrono::milliseconds every, std::function<void()> fn) {
+    chores_.push_back(std::make_unique<net::steady_timer>(io_));
+    Chore(*chores_.back(), every, std::make_shared<std::function<void()>>(std::move(fn)));
+  }
+
+  void OnReadable(int fd, std::function<void()> readable) {
+    // A copy of the descriptor: the stream closes its own, the caller keeps fd.
+    watched_.push_back(std::make_unique<net::posix::stream_descriptor>(io_, ::dup(fd)));
+    Watch(*watched_.back(), std::make_shared<std::function<void()>>(std::move(readable)));
+  }
+
   void Serve() {
     Accept();
     std::vector<std::thread> extra;
@@ -109,7 +127,8 @@ class HttpServer::Impl {
         io_.run();
       });
     ScopedThreadRole role(ThreadRole::kHttpLoop);
-    NameThread("sagad-api");
+    // The process's main thread keeps the process's name (ps, pidof).
+    if (::getpid() != static_cast<pid_t>(::gettid())) NameThread("sagad-api");
     io_.run();
     for (auto& t : extra) t.join();
   }
@@ -123,7 +142,9 @@ class HttpServer::Impl {
       retry_.cancel();
     });
     io_.stop();
-    handlers_.join();
+    // The handlers under way end before anything they use goes.
+    in_handlers_.WaitNone();
+    if (pool_) pool_->join();
   }
 
   size_t open_connections() const {
@@ -137,7 +158,16 @@ class HttpServer::Impl {
   void Error(const HttpRequest& req, HttpResponse& res, int status, const std::string& detail) {
     errors_(req, res, status, detail);
   }
-  net::thread_pool& handlers() { return handlers_; }
+  // Runs `task` (a request's handler) where handlers run, never inside.
+  void Handle(std::function<void()> task) {
+    in_handlers_.Begin();
+    auto counted = [this, task = std::move(task)] {
+      task();
+      in_handlers_.End();
+    };
+    if (pool_) return net::post(*pool_, std::move(counted));
+    options_.run_handler(std::move(counted));
+  }
   bool draining() const { return draining_; }
   // A request is being served from dispatch until its answer is written.
   void Serving(bool begin) {
@@ -155,6 +185,24 @@ class HttpServer::Impl {
  private:
   template <class Stream>
   class Session;
+
+  void Chore(net::steady_timer& timer, std::chrono::milliseconds every,
+             std::shared_ptr<std::function<void()>> fn) {
+    timer.expires_after(every);
+    timer.async_wait([this, &timer, every, fn](error_code ec) {
+      if (ec || stopped_) return;
+      (*fn)();
+      Chore(timer, every, fn);
+    });
+  }
+
+  void Watch(net::posix::stream_descriptor& fd, std::shared_ptr<std::function<void()>> fn) {
+    fd.async_wait(net::posix::stream_descriptor::wait_read, [this, &fd, fn](error_code ec) {
+      if (ec || stopped_) return;
+      (*fn)();
+      Watch(fd, fn);
+    });
+  }
 
   void Accept() {
     acceptor_.async_accept(net::make_strand(io_), [this](error_code ec, tcp::socket socket) {
@@ -216,7 +264,11 @@ class HttpServer::Impl {
   net::io_context io_;
   tcp::acceptor acceptor_;
   net::steady_timer retry_;
-  net::thread_pool handlers_;
+  // The loop's chores (OnLoopEvery, OnReadable): set before Serve.
+  std::vector<std::unique_ptr<net::steady_timer>> chores_;
+  std::vector<std::unique_ptr<net::posix::stream_descriptor>> watched_;
+  InFlight in_handlers_;                  // handlers begun and not ended
+  std::optional<net::thread_pool> pool_;  // without run_handler
 };
 
 }  // namespace sagad

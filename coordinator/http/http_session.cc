@@ -216,7 +216,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
     // A probe answered on the loop: it needs no handler thread, so it is
     // answered even when every handler is busy.
     if (server_.options().on_loop && server_.options().on_loop(req_, res_)) return complete();
-    net::post(server_.handlers(), [self, state, complete] {
+    server_.Handle([self, state, complete] {
       std::string error;
       try {
         self->server_.RunHandler(self->req_, self->res_);

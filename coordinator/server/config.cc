@@ -19,7 +19,13 @@
 
 namespace sagad {
 
-int DefaultWorkers() { return std::max(2, static_cast<int>(std::thread::hardware_concurrency())); }
+namespace {
+int Cores() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+}  // namespace
+int DefaultWorkers() { return std::max(2, Cores()); }
+int DefaultApiThreads() { return std::max(2, Cores() / 2); }
+int DefaultHistoryReaders() { return std::max(1, Cores() / 4); }
+int CallLoopsFor(int workers) { return std::max(1, workers / 4); }
 namespace {
 constexpr int64_t kMaxMs = kMaxConfigMs;
 }  // namespace
@@ -33,7 +39,6 @@ ApiOptions ApiOptionsOf(const Config& config) {
   o.max_connections_per_client = config.max_connections_per_client;
   o.request_timeout_ms = config.request_timeout_ms;
   o.idle_timeout_ms = config.idle_timeout_ms;
-  o.api_threads = config.api_threads;
   o.history_readers = config.history_readers;
   o.watchdog_ms = config.watchdog_ms;
   o.allowed_hosts = config.allowed_hosts;

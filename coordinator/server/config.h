@@ -7,8 +7,8 @@
 //    "webhooks": [{"url": "http://...", "secret": "...", "timeout_ms": 5000}],
 //    "workers": 2,   (default: the machine's cores, at least 2)
 //    "api": {"max_connections": 10000, "max_connections_per_client": 2000,
-//            "request_timeout_ms": 10000, "idle_timeout_ms": 30000, "threads": 2 x cores, at least
-//            4}}
+//            "request_timeout_ms": 10000, "idle_timeout_ms": 30000,
+//            "threads": cores / 2, at least 2, "history_readers": cores / 4, at least 1}}
 #pragma once
 
 #include <map>
@@ -28,10 +28,25 @@ struct WebhookConfig {
   int timeout_ms = 5000;
 };
 
-// sagad's default number of workers (owner shards, and as many loops for
-// downstream calls): the machine's cores, at least 2. No task waits, so
-// more only adds thread switches.
+// The threads a default sagad runs on C cores, at most 2 x C + 4 (8 on 2
+// cores), each a role no other thread has:
+// - the main thread: the API's event loop, the stop signals, the store's
+//   watchdog (coordinator/server/server.cc);
+// - `workers` owner shards: the machine's cores, at least 2 (DefaultWorkers).
+//   No task waits, so more only adds thread switches;
+// - `api.threads` housekeeping threads, which may wait for the store:
+//   heartbeats, retention, waiters' looks at the store and the API's
+//   handlers (none of which waits for a commit, a call or a long poll):
+//   C / 2, at least 2 (DefaultApiThreads);
+// - the event loops of downstream calls: workers / 4, at least 1
+//   (CallLoopsFor); a loop only moves bytes and hands each reply to its
+//   owner;
+// - the store's committer;
+// - `api.history_readers` for lists and searches: C / 4, at least 1.
 int DefaultWorkers();
+int DefaultApiThreads();
+int DefaultHistoryReaders();
+int CallLoopsFor(int workers);
 
 struct Config {
   std::string listen_host = "127.0.0.1";
@@ -66,7 +81,8 @@ struct Config {
   // "api": the HTTP front end (coordinator/http/http_server.h): open
   // connections in all and per client address (beyond: 503 and close), the
   // time a request's head and body have to arrive, a kept-alive
-  // connection's idle time, and the threads that run handlers.
+  // connection's idle time, and the housekeeping threads (which run the
+  // handlers: EngineOptions::house_threads).
   size_t max_connections = 10000;
   size_t max_connections_per_client = 2000;
   int64_t request_timeout_ms = 10000;

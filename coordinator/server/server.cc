@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "coordinator/http/http_api.h"
 #include "coordinator/server/definitions_dir.h"
 #include "coordinator/server/stop_deadline.h"
+#include "coordinator/server/stop_signals.h"
 #include "coordinator/server/store_watchdog.h"
 #include "coordinator/server/webhooks.h"
 #include "coordinator/store/lmdb/lmdb_store.h"
@@ -23,6 +25,7 @@
 #include "util/crash_point.h"
 #include "util/json_limits.h"
 #include "util/log.h"
+#include "util/mutex.h"
 
 namespace sagad {
 
@@ -282,41 +285,6 @@ void RaiseFileLimit() {
   }
 }
 
-// Signals are handled by a sigwait in RunServer; blocked before threads start.
-sigset_t BlockStopSignals() {
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGHUP);  // not a stop: logged and ignored (there is no reload)
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-  return sigs;
-}
-
-// Returns the stopping signal; SIGHUP is logged and waited past. Between
-// signals the main thread is the store's watchdog (it looks every
-// `watchdog.every()`), so the watchdog needs no thread of its own.
-int WaitForStop(sigset_t sigs, StoreWatchdog& watchdog) {
-  const auto every = watchdog.every();
-  const timespec tick{static_cast<time_t>(every.count() / 1000),
-                      static_cast<long>((every.count() % 1000) * 1000000)};
-  while (true) {
-    const int sig = sigtimedwait(&sigs, nullptr, &tick);
-    if (sig < 0) {
-      if (errno != EAGAIN && errno != EINTR) return SIGTERM;  // cannot wait: stop
-      watchdog.Look();
-      continue;
-    }
-    if (sig != SIGHUP) return sig;
-    std::cerr << DumpJson({{"msg",
-                            "SIGHUP ignored: sagad does not reload its config; restart "
-                            "it (SIGTERM drains) to apply a change"},
-                           {"signal", sig}})
-              << std::endl;
-  }
-}
-
 void WarnAboutUnverifiedTls(const Config& config) {
   for (const auto& [name, svc] : config.services)
     if (!svc.tls_verify)
@@ -329,6 +297,7 @@ void WarnAboutUnverifiedTls(const Config& config) {
 EngineOptions EngineOptionsOf(const Config& config, WebhookPublisher& publisher) {
   EngineOptions options;
   options.workers = config.workers;
+  options.house_threads = config.api_threads;
   options.outbox = !config.webhooks.empty();
   options.on_outbox = [&publisher] { publisher.Notify(); };
   options.lease_ms = config.lease_ms;
@@ -357,29 +326,96 @@ int BadDefinition(const std::string& msg) {
 // The stop's bound: the drain (answers owed: 2 s) plus 5 s.
 constexpr std::chrono::milliseconds kStopLimit{7000};
 
+// The start and the stop around the API's event loop, which the main thread
+// runs: the recovery runs on a thread of its own while the API already
+// answers (/healthz; /readyz "recovery in progress"); a stop signal, read on
+// the loop, begins the drain on a thread of its own once the start ended
+// (a signal during the recovery waits for its end, as it always did). Both
+// threads live only through their part; the main thread joins them.
+class Lifecycle {
+ public:
+  Lifecycle(ApiServer& api, StopDeadline& deadline) : api_(api), deadline_(deadline) {}
+  ~Lifecycle() {
+    if (starter_.joinable()) starter_.join();
+    if (stopper_.joinable()) stopper_.join();
+  }
+
+  // `start` runs on the starter thread; an error stops the API (and Serve).
+  void Start(std::function<Status()> start) {
+    starter_ = std::thread([this, start = std::move(start)] {
+      Status s = start();
+      if (!s.ok()) {
+        {
+          MutexLock l(mu_);
+          failure_ = s;
+        }
+        api_.Stop();  // outside the lock: the loop takes it for a signal
+        return;
+      }
+      MutexLock l(mu_);
+      started_ = true;
+      if (signal_ != 0) BeginStopLocked();
+    });
+  }
+  // On the loop: a stop signal arrived.
+  void Signal(int sig) {
+    MutexLock l(mu_);
+    if (signal_ != 0) return;
+    signal_ = sig;
+    if (started_) BeginStopLocked();
+  }
+  // After the loop returned: what the start failed with (ok if it did not).
+  Status Failure() {
+    if (starter_.joinable()) starter_.join();
+    if (stopper_.joinable()) stopper_.join();
+    MutexLock l(mu_);
+    return failure_;
+  }
+
+ private:
+  void BeginStopLocked() REQUIRES(mu_) {
+    stopper_ = std::thread([this, sig = signal_] {
+      std::cerr << "{\"msg\":\"draining\",\"signal\":" << sig << "}" << std::endl;
+      deadline_.Arm(kStopLimit);
+      deadline_.Phase("HTTP server: answers owed");
+      api_.Stop();
+    });
+  }
+
+  ApiServer& api_;
+  StopDeadline& deadline_;
+  Mutex mu_;
+  bool started_ GUARDED_BY(mu_) = false;
+  int signal_ GUARDED_BY(mu_) = 0;
+  Status failure_ GUARDED_BY(mu_);
+  std::thread starter_, stopper_;
+};
+
 // Serves until SIGTERM/SIGINT, then drains, within kStopLimit (`deadline`
 // also covers what the caller closes after: the engine, the store).
-int Serve(const Config& config, Engine& engine, WebhookPublisher& publisher, sigset_t sigs,
+int Serve(const Config& config, Engine& engine, WebhookPublisher& publisher,
           StoreWatchdog& watchdog, StopDeadline& deadline) {
+  StopSignals signals;
+  if (signals.fd() < 0) return Fail(signals.error());
   ApiServer api(engine, ApiOptionsOf(config));
   auto port = api.Bind(config.listen_host, config.listen_port);
   if (!port.ok()) return Fail(port.status().message());
-  std::thread server([&] { api.Serve(); });
-  Status s = engine.Start();
-  if (!s.ok()) {
-    api.Stop();
-    server.join();
-    return Fail("recovery failed: " + s.message());
-  }
-  publisher.Start();
-  api.SetReady(true);
-  std::cout << "LISTENING " << *port << std::endl;
-  int sig = WaitForStop(sigs, watchdog);
-  std::cerr << "{\"msg\":\"draining\",\"signal\":" << sig << "}" << std::endl;
-  deadline.Arm(kStopLimit);
-  deadline.Phase("HTTP server: answers owed");
-  api.Stop();
-  server.join();
+  Lifecycle life(api, deadline);
+  api.OnReadable(signals.fd(), [&] {
+    if (int sig = signals.Read()) life.Signal(sig);
+  });
+  // The store's watchdog looks from the loop: Look takes no lock a write holds.
+  api.OnLoopEvery(watchdog.every(), [&] { watchdog.Look(); });
+  life.Start([&, port = *port] {
+    Status s = engine.Start();
+    if (!s.ok()) return Status(s.code(), "recovery failed: " + s.message());
+    publisher.Start();
+    api.SetReady(true);
+    std::cout << "LISTENING " << port << std::endl;
+    return Status::Ok();
+  });
+  api.Serve();  // until the stopper (or a failed start) stops it
+  if (Status s = life.Failure(); !s.ok()) return Fail(s.message());
   deadline.Phase("engine: steps under way");
   engine.Stop();
   deadline.Phase("webhook publisher");
@@ -405,18 +441,19 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas,
     std::cerr << "sagad: " << crash.message() << "\n";  // a test that would never crash
     return 2;
   }
-  sigset_t sigs = BlockStopSignals();
+  StopSignals::Block();
   StopDeadline deadline;  // destroyed last: it bounds the store's close too
   auto store = OpenStore(config);
   if (!store.ok()) return Fail(store.status().message());
   WarnAboutUnverifiedTls(config);
   StoreWatchdog watchdog(**store, config.watchdog_ms);
-  // Replies are recorded on the client's loop threads: as many as workers.
+  // Replies are read on the client's loop threads and handed to their owners.
+  const int loops = CallLoopsFor(config.workers);
   std::unique_ptr<Adapter> adapter_ptr;
   if (config.mcp_servers.empty())
-    adapter_ptr = std::make_unique<HttpAdapter>(config.services, config.workers);
+    adapter_ptr = std::make_unique<HttpAdapter>(config.services, loops);
   else
-    adapter_ptr = std::make_unique<McpAdapter>(config.services, config.mcp_servers, config.workers);
+    adapter_ptr = std::make_unique<McpAdapter>(config.services, config.mcp_servers, loops);
   Adapter& adapter = *adapter_ptr;
   SystemClock clock;
   WebhookPublisher publisher(**store, config.webhooks);
@@ -433,7 +470,7 @@ int RunServer(const Config& config, const std::vector<SagaDefinition>& sagas,
     Status s = engine.RegisterToolbox(tb);
     if (!s.ok()) return BadDefinition(s.message());
   }
-  return Serve(config, engine, publisher, sigs, watchdog, deadline);
+  return Serve(config, engine, publisher, watchdog, deadline);
 }
 
 }  // namespace sagad

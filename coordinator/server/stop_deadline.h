@@ -4,7 +4,8 @@
 // part that did not finish and the process exits 1 at once (_exit: nothing
 // more runs; everything durable is recovered by the next start, as after a
 // crash). Disarmed by its destructor.
-// Thread-safety: Arm, Phase and the destructor from the stopping thread.
+// Thread-safety: Arm, Phase and the destructor from the threads that stop
+// sagad, one after the other (the drain's, then the main thread).
 #pragma once
 
 #include <chrono>

@@ -1,9 +1,9 @@
 // StoreWatchdog: says once, in the log, when the store stalls (writes queued
 // for watchdog_ms with none finished: Store::WritesStalled) and once when
 // it moves again. /readyz and sagad_store_stalled read the same measure
-// (coordinator/http). It has no thread: the main thread, which otherwise
-// only waits for a stop signal, calls Look every `every()` (watchdog_ms/10,
-// at least 100 ms, at most 1 s); Look takes no lock that a write holds.
+// (coordinator/http). It has no thread: the API's event loop (on the main
+// thread) calls Look every `every()` (watchdog_ms/10, at least 100 ms, at
+// most 1 s); Look takes no lock that a write holds and never blocks.
 // Thread-safety: one thread calls Look.
 #pragma once
 

@@ -5,6 +5,7 @@
 #include "coordinator/sim/agents.h"
 #include "policies/planner.h"
 #include "sagas/event_types.h"
+#include "sagas/settled.h"
 #include "sagas/step_key.h"
 
 namespace sagad::sim {
@@ -152,7 +153,7 @@ std::string CheckGuards(const std::vector<nlohmann::json>& snapshots) {
       if (snap.value("kind", "") != "run" || snap.value("saga", "") != tools.name) continue;
       const std::string scope = g.per_principal() ? snap.value("owner", "") : snap.value("id", "");
       for (const auto& c : snap.value("calls", nlohmann::json::array()))
-        if (c.value("tool", "") == g.tool && GuardCounts(c.value("status", ""))) ++counted[scope];
+        if (c.value("tool", "") == g.tool && CallCounted(c.value("status", ""))) ++counted[scope];
     }
     for (const auto& [scope, n] : counted)
       if (n > g.max_calls)

@@ -177,7 +177,6 @@ void World::Restart(int proc) {
   if (!s.ok())
     SIM_TRACE(*this, "process " + std::to_string(proc) + " start failed: " + s.ToString());
   ApiOptions api;
-  api.api_threads = 1;      // never used: requests come through Exchange
   api.history_readers = 0;  // lists read inline: one thread, as everything here
   p.api = std::make_unique<ApiServer>(*p.engine, api);
   p.api->SetReady(true);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sagas/settled.h"
+
 namespace sagad {
 
 namespace {
@@ -23,53 +25,38 @@ Waiters::Waiters(Store& store, Executor& executor, const Clock& clock)
 
 Waiters::~Waiters() { CancelAll(); }
 
+// The view's counterparts of Instance::Settled and of the decided column,
+// by sagas/settled.h's table.
 bool Waiters::Settled(const nlohmann::json& view) {
   std::string s = view.value("status", "");
-  if (s == "OPEN") {  // a run (Instance::Settled): no call under way
+  if (s == "OPEN") {  // a run: each call settled
     const nlohmann::json& calls = view.contains("calls") ? view["calls"] : nlohmann::json();
     if (!calls.is_array()) return false;
-    for (const auto& c : calls) {
-      const std::string cs = c.value("status", "");
-      if (cs != "COMMITTED" && cs != "FAILED" && cs != "REJECTED") return false;
-    }
+    for (const auto& c : calls)
+      if (!CallSettledName(c.value("status", ""))) return false;
     return true;
   }
-  return s == "COMPLETED" || s == "COMPENSATED" || s == "AWAITING_APPROVAL" || s == "NEEDS_REVIEW";
+  return SagaSettledName(s);
 }
-
-namespace {
-
-bool DecidedCallStatus(const std::string& s) {
-  return s == "COMMITTED" || s == "FAILED" || s == "REJECTED" || s == "CANCELLED" ||
-         s == "COMPENSATED" || s == "NEEDS_REVIEW";
-}
-
-// The run (or instance) itself has nothing more to decide: ended or in
-// review.
-bool DecidedInstanceStatus(const std::string& s) {
-  return s == "COMPLETED" || s == "COMPENSATED" || s == "NEEDS_REVIEW";
-}
-
-}  // namespace
 
 bool Waiters::Decided(const nlohmann::json& view) {
   const std::string s = view.value("status", "");
-  if (DecidedInstanceStatus(s)) return true;
+  if (SagaDecidedName(s)) return true;
   if (view.value("kind", "") != "run" || (s != "OPEN" && s != "AWAITING_APPROVAL")) return false;
   const nlohmann::json& calls = view.contains("calls") ? view["calls"] : nlohmann::json();
   if (!calls.is_array()) return false;
   for (const auto& c : calls)
-    if (!DecidedCallStatus(c.value("status", ""))) return false;
+    if (!sagad::CallDecided(c.value("status", ""))) return false;
   return true;
 }
 
 Waiters::Until Waiters::CallDecided(const std::string& call_id) {
   return [call_id](const nlohmann::json& view) {
-    if (DecidedInstanceStatus(view.value("status", ""))) return true;
+    if (SagaDecidedName(view.value("status", ""))) return true;
     const nlohmann::json& calls = view.contains("calls") ? view["calls"] : nlohmann::json();
     if (!calls.is_array()) return true;  // not a run: nothing to wait for
     for (const auto& c : calls)
-      if (c.value("call_id", "") == call_id) return DecidedCallStatus(c.value("status", ""));
+      if (c.value("call_id", "") == call_id) return sagad::CallDecided(c.value("status", ""));
     return true;  // no such call: the answer says so
   };
 }

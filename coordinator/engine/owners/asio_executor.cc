@@ -39,11 +39,11 @@ struct Shard {
 };
 
 struct AsioExecutor::State {
-  explicit State(int threads)
-      : shards(static_cast<size_t>(std::max(1, threads))), house(kHouseThreads) {
+  State(int threads, int housekeepers)
+      : shards(static_cast<size_t>(std::max(1, threads))), house(std::max(1, housekeepers)) {
     for (size_t i = 0; i < shards.size(); ++i)
       shards[i].thread = std::thread([this, i] { RunShard(i); });
-    for (int i = 0; i < kHouseThreads; ++i)
+    for (int i = 0; i < std::max(1, housekeepers); ++i)
       house_threads.emplace_back([this, i] {
         NameThread(("sagad-house-" + std::to_string(i)).c_str());
         house.run();
@@ -115,9 +115,6 @@ struct AsioExecutor::State {
     });
   }
 
-  // Two: a heartbeat is not held up by one look at a store that does not
-  // answer (each bounded by the store's statement deadline).
-  static constexpr int kHouseThreads = 2;
   std::vector<Shard> shards;
   boost::asio::io_context house;
   WorkGuard house_work{boost::asio::make_work_guard(house)};
@@ -136,7 +133,8 @@ void AsioExecutor::State::RunShard(size_t i) {
   shards[i].io.run();
 }
 
-AsioExecutor::AsioExecutor(int threads) : state_(new State(threads)) {}
+AsioExecutor::AsioExecutor(int threads, int housekeepers)
+    : state_(new State(threads, housekeepers)) {}
 
 AsioExecutor::~AsioExecutor() {
   Shutdown();

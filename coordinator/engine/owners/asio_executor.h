@@ -2,9 +2,10 @@
 // threads, each a Boost.Asio event loop of its own that runs its tasks one
 // at a time; an owner's tasks go to the shard its id hashes to; the tasks
 // nobody owns (Post, PostAfter: heartbeats, retention, waiters' looks at the
-// store, guards' locks) to two housekeeping threads ("sagad-house-N"),
-// which may wait for the store, so that an owner never does for them (as
-// envoy's main thread beside its workers). Each shard's loop keeps its own
+// store, guards' locks; sagad's API handlers too) to `house_threads`
+// housekeeping threads ("sagad-house-N"), which may wait for the store, so
+// that an owner never does for them (as envoy's main thread beside its
+// workers). Each shard's loop keeps its own
 // timers, without a lock: only its thread arms, fires or cancels them (an
 // owner's timer runs its task there); nobody's timers are the housekeeping
 // loop's, so that the leases' heartbeat never waits behind a shard's
@@ -26,7 +27,7 @@ namespace sagad {
 
 class AsioExecutor final : public Executor {
  public:
-  explicit AsioExecutor(int threads);
+  explicit AsioExecutor(int threads, int housekeepers = 2);
   ~AsioExecutor() override;
 
   void Post(Task fn) override;

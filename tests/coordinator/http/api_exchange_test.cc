@@ -83,5 +83,18 @@ TEST(ApiExchangeTest, AbandonmentRunsItsFunctionOnceWhicheverComesFirst) {
   EXPECT_EQ(runs, 2);
 }
 
+// The hashes a key's first request is stored with keep their forms: a
+// change would make every replay after an upgrade a refusal. (The expected
+// values are sha256sum of the forms, computed outside sagad.)
+TEST(ApiExchangeTest, EachKeyedRequestHashesInTheFormStoredHashesWereMadeIn) {
+  const nlohmann::json body = {{"input", {{"a", 1}}}};
+  EXPECT_EQ(RequestHash(KeyedRequest::kSubmission, "order_fulfilment", body),
+            "6bff67e1f0ac249cf02f569bd3a9e507499048c3fddf8888ce572419e70cbd6b");
+  EXPECT_EQ(RequestHash(KeyedRequest::kRunOpening, "ops", body),
+            "0e085bd60dee295e4af5b0106b0dfa56bc65d33cef867fe4b689c303795a514b");
+  EXPECT_EQ(RequestHash(KeyedRequest::kMcpSession, "ops", body["input"]),
+            "450715090f6891af063ec6d147694c2aabb010d427019bc4cbe15c31099eba62");
+}
+
 }  // namespace
 }  // namespace sagad
