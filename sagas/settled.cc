@@ -9,16 +9,11 @@ struct CallMeaning {
   bool settled, decided, answered, counted;
 };
 constexpr CallMeaning kCalls[] = {
-    {"PLANNED", false, false, false, true},
-    {"STARTED", false, false, false, true},
-    {"UNKNOWN", false, false, false, true},
-    {"AWAITING_APPROVAL", false, false, true, true},
-    {"COMMITTED", true, true, true, true},
-    {"FAILED", true, true, true, false},
-    {"REJECTED", true, true, true, false},
-    {"COMPENSATING", false, false, true, true},
-    {"COMPENSATED", false, true, true, false},
-    {"NEEDS_REVIEW", false, true, true, true},
+    {"PLANNED", false, false, false, true},    {"STARTED", false, false, false, true},
+    {"UNKNOWN", false, false, false, true},    {"AWAITING_APPROVAL", false, false, true, true},
+    {"COMMITTED", true, true, true, true},     {"FAILED", true, true, true, false},
+    {"REJECTED", true, true, true, false},     {"COMPENSATING", false, false, true, true},
+    {"COMPENSATED", false, true, true, false}, {"NEEDS_REVIEW", false, true, true, true},
     {"CANCELLED", false, true, true, false},
 };
 

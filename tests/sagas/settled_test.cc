@@ -46,9 +46,9 @@ TEST(SettledTest, TheMachinesStatusesReadTheSameRowAsTheirNames) {
         StepStatus::kCommitted, StepStatus::kFailed, StepStatus::kUnknown, StepStatus::kRejected,
         StepStatus::kCompensating, StepStatus::kCompensated, StepStatus::kNeedsReview})
     EXPECT_EQ(CallSettled(s), CallSettledName(StepStatusName(s))) << StepStatusName(s);
-  for (SagaStatus s : {SagaStatus::kRunning, SagaStatus::kAwaitingApproval, SagaStatus::kCompleted,
-                       SagaStatus::kCompensating, SagaStatus::kCompensated,
-                       SagaStatus::kNeedsReview}) {
+  for (SagaStatus s :
+       {SagaStatus::kRunning, SagaStatus::kAwaitingApproval, SagaStatus::kCompleted,
+        SagaStatus::kCompensating, SagaStatus::kCompensated, SagaStatus::kNeedsReview}) {
     EXPECT_EQ(SagaSettled(s), SagaSettledName(SagaStatusName(s))) << SagaStatusName(s);
     EXPECT_EQ(SagaDecided(s), SagaDecidedName(SagaStatusName(s))) << SagaStatusName(s);
   }
