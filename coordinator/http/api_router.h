@@ -1,5 +1,12 @@
 // ApiRouter: the API's route table. A route is a method, a path pattern
-// (a regular expression whose groups become req.matches) and a handler; the
+// and a handler; the pattern is a path whose segments are each a literal
+// ("instances", "openapi.json": a dot is a dot, escaped or not), `([^/]+)` (any non-empty segment),
+// `([^/]*)` (any segment) or `(a|b|c)` (one of these literals, possibly
+// empty): the regular expressions the routes were first written as, matched
+// segment by segment without a regex engine (a request used to run
+// std::regex_match over every route before its own). Each group becomes
+// one of req.matches (req.matches[0] is the whole path); a pattern outside
+// that dialect is a programming error, refused when it is added. The
 // OpenAPI paths it serves and the query parameters it takes are recorded
 // with it, so that the document and the server can be checked against each
 // other and an unknown parameter (a misspelt ?limt=5) is refused, never
@@ -9,7 +16,6 @@
 #pragma once
 
 #include <functional>
-#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -41,9 +47,19 @@ class ApiRouter {
   const std::vector<std::string>& routes() const { return routes_; }
 
  private:
+  // One segment of a pattern: a literal, any segment, or one of `options`.
+  struct Segment {
+    enum Kind { kLiteral, kAny, kAnyOrEmpty, kOneOf } kind = kLiteral;
+    std::vector<std::string> options;  // kLiteral: the one; kOneOf: each
+  };
+  static std::vector<Segment> Compile(const std::string& pattern);
+  // Whether `path` matches `pattern`; its groups appended to *groups.
+  static bool Match(const std::vector<Segment>& pattern, const std::string& path,
+                    std::vector<std::string>* groups);
+
   struct Entry {
     std::string method;
-    std::regex pattern;
+    std::vector<Segment> pattern;
     Handler handler;
     std::string openapi_path;      // empty for the console's files
     std::set<std::string> params;  // the query parameters it takes

@@ -25,7 +25,7 @@ struct HttpRequest {
   std::multimap<std::string, std::string> params;  // decoded query parameters
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
-  std::vector<std::string> matches;  // the route's regex groups, [0] = whole path
+  std::vector<std::string> matches;  // the route pattern's groups, [0] = whole path
   std::string remote_address;
 
   // First value of header `name` (case-insensitive), or "".

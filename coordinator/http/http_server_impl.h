@@ -38,7 +38,6 @@ class HttpServer::Impl {
       : options_(std::move(options)),
         handler_(std::move(handler)),
         errors_(std::move(errors)),
-        ssl_(net::ssl::context::tls_server),
         acceptor_(io_),
         retry_(io_) {
     if (!options_.run_handler)
@@ -50,12 +49,13 @@ class HttpServer::Impl {
   Status Init() {
     if (options_.tls_cert_file.empty()) return Status::Ok();
     error_code ec;
-    ssl_.set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
-                         net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
-                         net::ssl::context::no_tlsv1_1,
-                     ec);
-    ssl_.use_certificate_chain_file(options_.tls_cert_file, ec);
-    if (!ec) ssl_.use_private_key_file(options_.tls_key_file, net::ssl::context::pem, ec);
+    ssl_.emplace(net::ssl::context::tls_server);
+    ssl_->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                          net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
+                          net::ssl::context::no_tlsv1_1,
+                      ec);
+    ssl_->use_certificate_chain_file(options_.tls_cert_file, ec);
+    if (!ec) ssl_->use_private_key_file(options_.tls_key_file, net::ssl::context::pem, ec);
     if (ec)
       return InvalidArgument("cannot serve HTTPS with tls.cert_file " + options_.tls_cert_file +
                              " and tls.key_file " + options_.tls_key_file +
@@ -249,7 +249,7 @@ class HttpServer::Impl {
   HttpServerOptions options_;
   Handler handler_;
   ErrorHandler errors_;
-  net::ssl::context ssl_;
+  std::optional<net::ssl::context> ssl_;  // with TLS only (Init): costly to make
   bool tls_ = false;
   // Before io_: sessions still queued in io_ are destroyed with it and
   // give their connection back here.

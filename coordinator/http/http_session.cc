@@ -371,7 +371,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session<St
 void HttpServer::Impl::StartSession(tcp::socket socket, const std::string& addr) {
   if (tls_) {
     auto s = std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(
-        *this, addr, std::move(socket), ssl_);
+        *this, addr, std::move(socket), *ssl_);
     s->Start(true);
   } else {
     auto s = std::make_shared<Session<beast::tcp_stream>>(*this, addr, std::move(socket));

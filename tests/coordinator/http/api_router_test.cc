@@ -79,5 +79,50 @@ TEST_F(ApiRouterTest, EveryOpenApiPathIsListed) {
   EXPECT_EQ(router_.routes(), want);
 }
 
+// The pattern dialect, matched segment by segment: a group per ([^/]+),
+// ([^/]*) and (a|b), in order; a literal with an escaped dot; no match with
+// a segment more, less or empty where one is needed.
+TEST(ApiRouterDialectTest, EachSegmentMatchesAsItsRegularExpressionDid) {
+  ApiRouter router;
+  std::vector<std::string> seen;
+  auto keep = [&seen](HttpRequest& req, HttpResponse& res) {
+    seen = req.matches;
+    res.status = 200;
+  };
+  router.Get("POST", R"(/v1/instances/([^/]+)/steps/([^/]+)/(approve|reject))", keep);
+  router.Get("GET", R"(/v1/openapi\.json)", keep);
+  router.Get("GET", R"(/ui/([^/]*))", keep);
+  router.Get("GET", R"(/x/(|a\.b))", keep);
+  auto status = [&router](const std::string& method, const std::string& path) {
+    HttpResponse res;
+    HttpRequest req = Request(method, path);
+    router.Dispatch(req, res);
+    return res.status;
+  };
+  EXPECT_EQ(status("POST", "/v1/instances/i-1/steps/pay/reject"), 200);
+  EXPECT_EQ(seen, (std::vector<std::string>{"/v1/instances/i-1/steps/pay/reject", "i-1", "pay",
+                                            "reject"}));
+  EXPECT_EQ(status("POST", "/v1/instances/i-1/steps/pay/skip"), 404);
+  EXPECT_EQ(status("POST", "/v1/instances//steps/pay/reject"), 404);
+  EXPECT_EQ(status("POST", "/v1/instances/i-1/steps/pay/reject/"), 404);
+  EXPECT_EQ(status("POST", "/v1/instances/i-1/steps/pay"), 404);
+  EXPECT_EQ(status("GET", "/v1/openapi.json"), 200);
+  EXPECT_EQ(status("GET", "/v1/openapiXjson"), 404);
+  EXPECT_EQ(status("GET", "/ui/"), 200);
+  EXPECT_EQ(seen, (std::vector<std::string>{"/ui/", ""}));
+  EXPECT_EQ(status("GET", "/ui/app.js"), 200);
+  EXPECT_EQ(seen[1], "app.js");
+  EXPECT_EQ(status("GET", "/ui/a/b"), 404);
+  EXPECT_EQ(status("GET", "/x/"), 200);
+  EXPECT_EQ(status("GET", "/x/a.b"), 200);
+  EXPECT_EQ(status("GET", "/x/ab"), 404);
+  EXPECT_EQ(status("GET", "no-slash"), 404);
+}
+
+TEST(ApiRouterDialectTest, APatternOutsideTheDialectIsRefusedWhenAdded) {
+  EXPECT_DEATH(ApiRouter().Get("GET", R"(/ui/[a-z]+\.js)", nullptr), "not in the router's dialect");
+  EXPECT_DEATH(ApiRouter().Get("GET", "v1/no-slash", nullptr), "route pattern");
+}
+
 }  // namespace
 }  // namespace sagad
