@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 
+#include "sagas/schema_errors.h"
 #include "util/json_limits.h"
 
 namespace sagad {
@@ -317,6 +318,16 @@ StatusOr<InputSchema> InputSchema::Compile(const nlohmann::json& schema) {
 std::vector<SchemaError> InputSchema::Check(const nlohmann::json& value) const {
   std::vector<SchemaError> out;
   if (root_) Checker(&out).Check(*root_, value, "");
+  return out;
+}
+
+std::string DescribeSchemaErrors(const std::vector<SchemaError>& errors, const std::string& whole,
+                                 size_t at_most) {
+  std::string out;
+  for (size_t i = 0; i < errors.size() && i < at_most; ++i)
+    out += (i ? "; " : "") + (errors[i].path.empty() ? whole : errors[i].path) + " " +
+           errors[i].message;
+  if (errors.size() > at_most) out += "; ...";
   return out;
 }
 

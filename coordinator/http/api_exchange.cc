@@ -6,6 +6,7 @@
 #include "adapters/sha256.h"
 #include "coordinator/store/store_fault.h"
 #include "sagas/saga_machine.h"
+#include "sagas/schema_errors.h"
 #include "util/check.h"
 #include "util/json_limits.h"
 #include "util/log.h"
@@ -61,16 +62,9 @@ void Problem(const HttpRequest& req, HttpResponse& res, int status, const std::s
 
 void SchemaProblem(const HttpRequest& req, HttpResponse& res, int status, const std::string& what,
                    const std::string& whole, const std::vector<SchemaError>& errors) {
-  std::string detail;
   nlohmann::json list = nlohmann::json::array();
-  for (size_t i = 0; i < errors.size(); ++i) {
-    list.push_back({{"path", errors[i].path}, {"message", errors[i].message}});
-    if (i < 8)
-      detail += (i ? "; " : "") + (errors[i].path.empty() ? whole : errors[i].path) + " " +
-                errors[i].message;
-  }
-  if (errors.size() > 8) detail += "; ...";
-  Problem(req, res, status, what + ": " + detail, {{"errors", list}});
+  for (const SchemaError& e : errors) list.push_back({{"path", e.path}, {"message", e.message}});
+  Problem(req, res, status, what + ": " + DescribeSchemaErrors(errors, whole), {{"errors", list}});
 }
 
 std::string RequestHash(KeyedRequest kind, const std::string& name, const nlohmann::json& body) {

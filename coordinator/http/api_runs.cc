@@ -157,15 +157,9 @@ void ApiServer::Impl::OpenRun(const HttpRequest& req, HttpResponse& res) {
   if (!SubmittedVersion(req, res, body, &version)) return;
   if (ToolboxDefinitionPtr tb = engine_.Toolbox(toolbox, version)) {
     std::vector<SchemaError> errors = tb->InputErrors(input);
-    if (!errors.empty()) {
-      nlohmann::json list = nlohmann::json::array();
-      for (const auto& e : errors) list.push_back({{"path", e.path}, {"message", e.message}});
-      return Problem(req, res, 422,
-                     "input does not match toolbox '" + toolbox +
-                         "': " + (errors[0].path.empty() ? "input" : errors[0].path) + " " +
-                         errors[0].message,
-                     {{"errors", list}});
-    }
+    if (!errors.empty())
+      return SchemaProblem(req, res, 422, "input does not match toolbox '" + toolbox + "'", "input",
+                           errors);
   }
   const std::string hash = RequestHash(KeyedRequest::kRunOpening, toolbox, body);
   if (!OpenRunAllowed(req, res, caller, key)) return;

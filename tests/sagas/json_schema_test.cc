@@ -14,6 +14,8 @@
 #include <map>
 #include <set>
 
+#include "sagas/schema_errors.h"
+
 namespace sagad {
 namespace {
 
@@ -123,6 +125,18 @@ TEST(InputSchemaTest, APatternThatNeedsBacktrackingIsRefusedAtRegistration) {
     EXPECT_NE(s.status().message().find("not supported"), std::string::npos)
         << s.status().message();
   }
+}
+
+// One wording for the API's problem and the engine's refusal: the empty
+// path named as the value, at most `at_most` errors, then "...".
+TEST(SchemaErrorsTest, EachErrorIsItsPathAndMessageTheWholeValueNamed) {
+  const std::vector<SchemaError> errors = {
+      {"", "must be an object"}, {"/host", "is required"}, {"/port", "must be an integer"}};
+  EXPECT_EQ(DescribeSchemaErrors(errors, "input"),
+            "input must be an object; /host is required; /port must be an integer");
+  EXPECT_EQ(DescribeSchemaErrors(errors, "input", 2),
+            "input must be an object; /host is required; ...");
+  EXPECT_EQ(DescribeSchemaErrors({}, "input"), "");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "coordinator/engine/instances/transition.h"
 #include "coordinator/engine/steps/step_request.h"
 #include "coordinator/store/store_fault.h"
+#include "sagas/schema_errors.h"
 #include "util/crash_point.h"
 #include "util/log.h"
 
@@ -46,11 +47,9 @@ StatusOr<SagaDefinitionPtr> Submissions::DefinitionFor(const std::string& saga, 
   if (!def) return NotFound("saga '" + saga + "' is not registered");
   if (!input.is_object()) return InvalidArgument("'input' must be a JSON object");
   std::vector<SchemaError> errors = def->InputErrors(input);
-  if (!errors.empty()) {
-    std::string m;
-    for (const auto& e : errors) m += (m.empty() ? "" : "; ") + e.path + " " + e.message;
-    return InvalidArgument("input does not match saga '" + saga + "': " + m);
-  }
+  if (!errors.empty())
+    return InvalidArgument("input does not match saga '" + saga +
+                           "': " + DescribeSchemaErrors(errors, "input"));
   return def;
 }
 
@@ -62,11 +61,9 @@ StatusOr<SagaDefinitionPtr> Submissions::RunDefinitionFor(const std::string& too
                     std::to_string(version));
   if (!tb) return NotFound("toolbox '" + toolbox + "' is not registered");
   std::vector<SchemaError> errors = tb->InputErrors(input);
-  if (!errors.empty()) {
-    std::string m;
-    for (const auto& e : errors) m += (m.empty() ? "" : "; ") + e.path + " " + e.message;
-    return InvalidArgument("input does not match toolbox '" + toolbox + "': " + m);
-  }
+  if (!errors.empty())
+    return InvalidArgument("input does not match toolbox '" + toolbox +
+                           "': " + DescribeSchemaErrors(errors, "input"));
   auto def = std::make_shared<SagaDefinition>();
   def->name = tb->name;
   def->version = tb->version;
