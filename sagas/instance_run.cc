@@ -20,21 +20,15 @@ bool Instance::Settled() const {
 }
 
 Status Instance::ApplyRunCreated(const Event& e) {
-  auto def = std::make_shared<SagaDefinition>();
-  def->name = saga_;
-  def->version = saga_version_;
-  def->run = true;
-  def->max_parallel = 1;
-  def->compensation_order = CompensationOrder::kReverseCompletion;
   const nlohmann::json run = e.data.value("run", nlohmann::json::object());
+  int64_t idle_timeout_ms = 0;
   if (!run.is_object() ||
-      !AsInt64(run.value("idle_timeout_ms", nlohmann::json(0)), &def->idle_timeout_ms))
+      !AsInt64(run.value("idle_timeout_ms", nlohmann::json(0)), &idle_timeout_ms))
     return InvalidArgument("malformed instance_created: run.idle_timeout_ms must be an integer");
-  def->idle_abort = run.value("idle_abort", false);
   if (!steps_.empty())
     return InvalidArgument("malformed instance_created: a run starts with no calls");
   metadata_ = e.data.value("metadata", nlohmann::json::object());
-  run_ = std::move(def);
+  run_ = RunDefinition(saga_, saga_version_, idle_timeout_ms, run.value("idle_abort", false));
   return Status::Ok();
 }
 

@@ -336,4 +336,17 @@ StatusOr<StepDefinition> CallStep(const ToolDefinition& tool, const std::string&
   return st;
 }
 
+SagaDefinitionPtr RunDefinition(const std::string& name, int version, int64_t idle_timeout_ms,
+                                bool idle_abort) {
+  auto def = std::make_shared<SagaDefinition>();
+  def->name = name;
+  def->version = version;
+  def->run = true;
+  def->max_parallel = 1;
+  def->compensation_order = CompensationOrder::kReverseCompletion;
+  def->idle_timeout_ms = idle_timeout_ms;
+  def->idle_abort = idle_abort;
+  return def;
+}
+
 }  // namespace sagad

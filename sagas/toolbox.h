@@ -110,6 +110,14 @@ StatusOr<StepDefinition> CallStep(const ToolDefinition& tool, const std::string&
                                   const std::function<bool(const std::string&)>& earlier,
                                   const std::function<bool(const ApprovalRule&)>& holds);
 
+// The definition a run of toolbox `name` version `version` is driven by,
+// built here only: the engine when it opens the run, and an instance when
+// it replays the run's creation, get the same one. One call at a time,
+// undone in the reverse order of completion; idle after `idle_timeout_ms`
+// (0: never), then aborted when `idle_abort`, else finished.
+SagaDefinitionPtr RunDefinition(const std::string& name, int version, int64_t idle_timeout_ms,
+                                bool idle_abort);
+
 class ToolboxBuilder;
 
 // Fluent tool configuration; created by ToolboxBuilder::Tool.

@@ -280,5 +280,18 @@ TEST_F(RunTest, AnIrreversibleCallThatStartedIsThePivot) {
   EXPECT_EQ(PivotInPlay(*inst_.run_definition(), inst_), 0);
 }
 
+// One builder of a run's definition: a call at a time, undone in the
+// reverse order of completion, idle as its toolbox says.
+TEST(ToolboxTest, ARunIsDrivenByTheOneDefinitionItsToolboxGives) {
+  SagaDefinitionPtr def = RunDefinition("soc_tools", 3, 60000, true);
+  EXPECT_EQ(def->name, "soc_tools");
+  EXPECT_EQ(def->version, 3);
+  EXPECT_TRUE(def->run);
+  EXPECT_EQ(def->max_parallel, 1);
+  EXPECT_EQ(def->compensation_order, CompensationOrder::kReverseCompletion);
+  EXPECT_EQ(def->idle_timeout_ms, 60000);
+  EXPECT_TRUE(def->idle_abort);
+}
+
 }  // namespace
 }  // namespace sagad

@@ -64,14 +64,7 @@ StatusOr<SagaDefinitionPtr> Submissions::RunDefinitionFor(const std::string& too
   if (!errors.empty())
     return InvalidArgument("input does not match toolbox '" + toolbox +
                            "': " + DescribeSchemaErrors(errors, "input"));
-  auto def = std::make_shared<SagaDefinition>();
-  def->name = tb->name;
-  def->version = tb->version;
-  def->run = true;
-  def->max_parallel = 1;
-  def->idle_timeout_ms = tb->idle_timeout_s * 1000;
-  def->idle_abort = tb->on_idle == "abort";
-  return SagaDefinitionPtr(std::move(def));
+  return RunDefinition(tb->name, tb->version, tb->idle_timeout_s * 1000, tb->on_idle == "abort");
 }
 
 Status Submissions::Begin(const std::string& saga, int version, const nlohmann::json& input,
