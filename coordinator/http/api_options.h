@@ -4,11 +4,9 @@
 // itself. Values; thread-safe to copy.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace sagad {

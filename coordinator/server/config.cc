@@ -21,12 +21,12 @@ namespace sagad {
 
 namespace {
 constexpr int64_t kMaxMs = kMaxConfigMs;
-int Cores() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
 }  // namespace
 
-int DefaultWorkers() { return std::max(2, Cores()); }
-int DefaultApiThreads() { return std::max(2, Cores() / 2); }
-int DefaultHistoryReaders() { return std::max(1, Cores() / 4); }
+int MachineCores() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+int DefaultWorkers(int cores) { return std::max(2, cores); }
+int DefaultApiThreads(int cores) { return std::max(2, cores / 2); }
+int DefaultHistoryReaders(int cores) { return std::max(1, cores / 4); }
 int CallLoopsFor(int workers) { return std::max(1, workers / 4); }
 
 ApiOptions ApiOptionsOf(const Config& config) {

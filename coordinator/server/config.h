@@ -43,9 +43,11 @@ struct WebhookConfig {
 //   owner;
 // - the store's committer;
 // - `api.history_readers` for lists and searches: C / 4, at least 1.
-int DefaultWorkers();
-int DefaultApiThreads();
-int DefaultHistoryReaders();
+// Each default is a function of the cores (of this machine unless said).
+int MachineCores();
+int DefaultWorkers(int cores = MachineCores());
+int DefaultApiThreads(int cores = MachineCores());
+int DefaultHistoryReaders(int cores = MachineCores());
 int CallLoopsFor(int workers);
 
 struct Config {

@@ -133,11 +133,10 @@ TEST(ConfigTest, WorkersDefaultToTheCoresAtLeastTwo) {
 // them in a running sagad on this one.
 TEST(ConfigTest, TheDefaultThreadsStayWithinTwiceTheCoresPlusFour) {
   for (int cores : {2, 3, 4, 8, 16, 64, 256}) {
-    const int workers = std::max(2, cores);
-    const int house = std::max(2, cores / 2);
-    const int readers = std::max(1, cores / 4);
+    const int workers = DefaultWorkers(cores);
     const int main_loop = 1, committer = 1;
-    EXPECT_LE(main_loop + workers + house + CallLoopsFor(workers) + committer + readers,
+    EXPECT_LE(main_loop + workers + DefaultApiThreads(cores) + CallLoopsFor(workers) + committer +
+                  DefaultHistoryReaders(cores),
               2 * cores + 4)
         << cores << " cores";
   }
