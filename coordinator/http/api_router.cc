@@ -146,9 +146,9 @@ void ApiRouter::Dispatch(HttpRequest& req, HttpResponse& res) const {
   }
   std::set<std::string> allowed;
   const std::string method = req.method == "HEAD" ? "GET" : req.method;
-  std::vector<std::string> groups;
+  std::vector<std::string> groups;  // [0], the whole path, is put in on a match only
   for (const Entry& r : table_) {
-    groups.assign(1, req.path);
+    groups.clear();
     if (!Match(r.pattern, req.path, &groups)) continue;
     if (r.method != method) {
       allowed.insert(r.method);
@@ -156,6 +156,7 @@ void ApiRouter::Dispatch(HttpRequest& req, HttpResponse& res) const {
       continue;
     }
     if (std::string why = UnknownParams(req, r); !why.empty()) return Problem(req, res, 400, why);
+    groups.insert(groups.begin(), req.path);
     req.matches = std::move(groups);
     return r.handler(req, res);
   }
